@@ -1,0 +1,163 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Authentication failures. Their text is what a 401 body says, so it names
+// the problem and never carries any part of the token.
+var (
+	ErrMissingToken        = errors.New("missing bearer token")
+	ErrMalformedToken      = errors.New("malformed token")
+	ErrUnexpectedAlgorithm = errors.New("unexpected signing algorithm")
+	ErrInvalidSignature    = errors.New("invalid signature")
+	ErrTokenExpired        = errors.New("token expired")
+	ErrTokenNotValidYet    = errors.New("token not valid yet")
+	ErrTokenIssuedInFuture = errors.New("token issued in the future")
+	ErrInvalidIssuer       = errors.New("invalid issuer")
+	ErrInvalidAudience     = errors.New("invalid audience")
+	ErrInvalidClaims       = errors.New("invalid claims")
+	ErrNotConfigured       = errors.New("authentication not configured")
+)
+
+// offIdentity is what every request is when auth is off: all on one tenant,
+// with nothing to forbid.
+var offIdentity = Identity{Tenant: DefaultTenant, Level: Admin}
+
+// Authenticate verifies the request's bearer token and returns who it acts
+// as. A valid token without a recognised role yields Level None, which is
+// not an authentication failure: the caller is known but may do nothing.
+func (a *Authenticator) Authenticate(r *http.Request) (Identity, error) {
+	if a == nil {
+		return Identity{}, ErrNotConfigured
+	}
+	if a.off {
+		return offIdentity, nil
+	}
+
+	raw, ok := bearerToken(r.Header.Get("Authorization"))
+	if !ok {
+		return Identity{}, ErrMissingToken
+	}
+
+	claims := jwt.MapClaims{}
+	tok, err := a.parser.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return a.key, nil })
+	if err != nil {
+		return Identity{}, a.classify(tok, err)
+	}
+	if err := a.checkIssuerAudience(claims); err != nil {
+		return Identity{}, err
+	}
+	return a.identity(claims)
+}
+
+// bearerToken extracts the token from an Authorization header. The scheme
+// is case-insensitive (RFC 7235).
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// classify maps the library's error onto one of ours. The library's own
+// text is dropped: some of it quotes fragments of the token.
+func (a *Authenticator) classify(tok *jwt.Token, err error) error {
+	switch {
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return ErrMalformedToken
+	case tok != nil && tok.Method != nil && tok.Method.Alg() != a.alg:
+		return ErrUnexpectedAlgorithm
+	case errors.Is(err, jwt.ErrTokenUnverifiable):
+		// An alg header that is absent or names no known method.
+		return ErrUnexpectedAlgorithm
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		return ErrInvalidSignature
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return ErrTokenExpired
+	case errors.Is(err, jwt.ErrTokenNotValidYet):
+		return ErrTokenNotValidYet
+	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return ErrTokenIssuedInFuture
+	default:
+		return ErrInvalidClaims
+	}
+}
+
+// checkIssuerAudience is done here rather than by the library so that a
+// missing iss or aud reads as invalid, like a wrong one, instead of as a
+// generic missing claim.
+func (a *Authenticator) checkIssuerAudience(claims jwt.MapClaims) error {
+	if a.issuer != "" {
+		if iss, err := claims.GetIssuer(); err != nil || iss != a.issuer {
+			return ErrInvalidIssuer
+		}
+	}
+	if a.audience != "" {
+		aud, err := claims.GetAudience()
+		if err != nil {
+			return ErrInvalidAudience
+		}
+		for _, v := range aud {
+			if v == a.audience {
+				return nil
+			}
+		}
+		return ErrInvalidAudience
+	}
+	return nil
+}
+
+func (a *Authenticator) identity(claims jwt.MapClaims) (Identity, error) {
+	sub, err := claims.GetSubject()
+	if err != nil {
+		return Identity{}, fmt.Errorf("%w: sub must be a string", ErrInvalidClaims)
+	}
+	id := Identity{Subject: sub, Tenant: DefaultTenant, Level: levelOf(claims)}
+	if !a.tenancy {
+		return id, nil
+	}
+	switch t := claims[a.tenantClaim].(type) {
+	case nil:
+	case string:
+		if t != "" {
+			id.Tenant = t
+		}
+	default:
+		// Falling back to the default tenant here would let a malformed
+		// claim land a request on someone else's data.
+		return Identity{}, fmt.Errorf("%w: %s must be a string", ErrInvalidClaims, a.tenantClaim)
+	}
+	return id, nil
+}
+
+// levelOf returns the highest level named by the role and roles claims.
+// Anything unrecognised is skipped: ignoring a grant can only lower the
+// level, never raise it.
+func levelOf(claims jwt.MapClaims) Level {
+	best := None
+	consider := func(v any) {
+		if s, ok := v.(string); ok {
+			if l, err := ParseLevel(s); err == nil && l > best {
+				best = l
+			}
+		}
+	}
+	consider(claims["role"])
+	switch roles := claims["roles"].(type) {
+	case []any:
+		for _, r := range roles {
+			consider(r)
+		}
+	case string:
+		consider(roles)
+	}
+	return best
+}
