@@ -1,0 +1,139 @@
+// Package app assembles a broker from its configuration: the PostgreSQL pool,
+// the migrations, authentication, metrics and every route. cmd/broker runs it,
+// and tests start it in-process against a real database and a real listener.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/migrate"
+	"github.com/regent-mq/regent/broker/server"
+)
+
+// Version is stamped at build time with -ldflags "-X ...app.Version=...".
+var Version = "dev"
+
+// Broker is a configured broker, ready to serve.
+type Broker struct {
+	cfg     config.Config
+	log     *slog.Logger
+	pool    *pgxpool.Pool
+	handler http.Handler
+}
+
+// OpenPool connects to PostgreSQL with the configured pool size.
+func OpenPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	pc.MaxConns = int32(cfg.PoolSize)
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	return pool, nil
+}
+
+// New opens the pool, applies migrations when configured to, and builds the
+// handler. The broker owns the pool; Close releases it.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, error) {
+	authn, err := newAuthenticator(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := OpenPool(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Migrate {
+		if _, err := migrate.Up(ctx, pool, log); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	m := metrics.New()
+	var routes []server.Route
+	h := server.New(server.Deps{
+		Pool: pool, Auth: authn, Metrics: m, Log: log, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,
+	}, routes)
+	return &Broker{cfg: cfg, log: log, pool: pool, handler: h}, nil
+}
+
+func newAuthenticator(cfg config.Config) (*auth.Authenticator, error) {
+	ac := auth.Config{
+		Mode:        cfg.Auth,
+		Secret:      []byte(cfg.JWTSecret),
+		Issuer:      cfg.JWTIssuer,
+		Audience:    cfg.JWTAudience,
+		Tenancy:     cfg.Tenancy,
+		TenantClaim: cfg.TenantClaim,
+	}
+	if cfg.JWTSecretFile != "" {
+		b, err := os.ReadFile(cfg.JWTSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("read --jwt-secret-file: %w", err)
+		}
+		ac.Secret = []byte(strings.TrimRight(string(b), "\r\n"))
+	}
+	if cfg.JWTPublicKey != "" {
+		b, err := os.ReadFile(cfg.JWTPublicKey)
+		if err != nil {
+			return nil, fmt.Errorf("read --jwt-public-key-file: %w", err)
+		}
+		ac.PublicKeyPEM = b
+	}
+	a, err := auth.New(ac)
+	if err != nil {
+		return nil, fmt.Errorf("configure auth: %w", err)
+	}
+	return a, nil
+}
+
+// Handler is the broker's HTTP handler.
+func (b *Broker) Handler() http.Handler { return b.handler }
+
+// Close releases the database pool.
+func (b *Broker) Close() { b.pool.Close() }
+
+// Serve serves on l until ctx is cancelled, then stops accepting, lets
+// in-flight requests drain for the configured grace period, and returns.
+// Parked long-polls see ctx's cancellation and answer at once.
+func (b *Broker) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{
+		Handler:           b.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(b.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	b.log.Info("shutting down: draining in-flight requests", "grace", b.cfg.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,163 @@
+// Package config reads the broker's settings from flags, with an environment
+// variable as the fallback for each one. An explicit flag wins.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is everything the broker can be told at start.
+type Config struct {
+	Listen       string
+	DatabaseURL  string
+	PoolSize     int
+	LogLevel     slog.Level
+	LogFormat    string
+	Migrate      bool
+	MaxBodyBytes int64
+
+	Auth          string // off | jwt
+	JWTSecret     string
+	JWTSecretFile string
+	JWTPublicKey  string // path to a PEM public key (RS256 or EdDSA)
+	JWTIssuer     string
+	JWTAudience   string
+	Tenancy       bool
+	TenantClaim   string
+
+	EncryptionKey string   // path to the current 32-byte key
+	EncryptionOld []string // paths to retired keys, still accepted for reads
+
+	DedupWindow    time.Duration
+	ReseedInterval time.Duration
+	RetentionEvery time.Duration
+	ShutdownGrace  time.Duration
+}
+
+// flags binds each setting to a flag whose default comes from its
+// environment variable when that is set.
+type flags struct {
+	fs     *flag.FlagSet
+	getenv func(string) string
+	errs   []error
+}
+
+func (f *flags) env(name, def string) string {
+	if v := f.getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func (f *flags) str(p *string, name, env, def, usage string) {
+	f.fs.StringVar(p, name, f.env(env, def), usage+" (env "+env+")")
+}
+
+func (f *flags) int(p *int, name, env string, def int, usage string) {
+	v, err := strconv.Atoi(f.env(env, strconv.Itoa(def)))
+	if err != nil {
+		f.errs = append(f.errs, fmt.Errorf("%s: %w", env, err))
+	}
+	f.fs.IntVar(p, name, v, usage+" (env "+env+")")
+}
+
+func (f *flags) int64(p *int64, name, env string, def int64, usage string) {
+	v, err := strconv.ParseInt(f.env(env, strconv.FormatInt(def, 10)), 10, 64)
+	if err != nil {
+		f.errs = append(f.errs, fmt.Errorf("%s: %w", env, err))
+	}
+	f.fs.Int64Var(p, name, v, usage+" (env "+env+")")
+}
+
+func (f *flags) bool(p *bool, name, env string, def bool, usage string) {
+	v, err := strconv.ParseBool(f.env(env, strconv.FormatBool(def)))
+	if err != nil {
+		f.errs = append(f.errs, fmt.Errorf("%s: %w", env, err))
+	}
+	f.fs.BoolVar(p, name, v, usage+" (env "+env+")")
+}
+
+func (f *flags) dur(p *time.Duration, name, env string, def time.Duration, usage string) {
+	v, err := time.ParseDuration(f.env(env, def.String()))
+	if err != nil {
+		f.errs = append(f.errs, fmt.Errorf("%s: %w", env, err))
+	}
+	f.fs.DurationVar(p, name, v, usage+" (env "+env+")")
+}
+
+// Parse reads args (without the program name), falling back to getenv.
+func Parse(name string, args []string, getenv func(string) string) (Config, error) {
+	var c Config
+	var tenancy, logLevel, old string
+	f := &flags{fs: flag.NewFlagSet(name, flag.ContinueOnError), getenv: getenv}
+	f.str(&c.Listen, "listen", "REGENT_LISTEN", ":6632", "HTTP listen address")
+	f.str(&c.DatabaseURL, "database-url", "DATABASE_URL", "", "PostgreSQL connection string")
+	f.int(&c.PoolSize, "pool-size", "REGENT_POOL_SIZE", 20, "maximum PostgreSQL connections")
+	f.str(&logLevel, "log-level", "REGENT_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	f.str(&c.LogFormat, "log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json")
+	f.bool(&c.Migrate, "migrate", "REGENT_MIGRATE", true, "apply schema migrations at start")
+	f.int64(&c.MaxBodyBytes, "max-body-bytes", "REGENT_MAX_BODY_BYTES", 16<<20, "largest accepted request body; larger is 413")
+	f.str(&c.Auth, "auth", "REGENT_AUTH", "off", "authentication: off or jwt")
+	f.str(&c.JWTSecret, "jwt-secret", "REGENT_JWT_SECRET", "", "HS256 shared secret")
+	f.str(&c.JWTSecretFile, "jwt-secret-file", "REGENT_JWT_SECRET_FILE", "", "file holding the HS256 shared secret")
+	f.str(&c.JWTPublicKey, "jwt-public-key-file", "REGENT_JWT_PUBLIC_KEY_FILE", "", "PEM public key for RS256 or EdDSA tokens")
+	f.str(&c.JWTIssuer, "jwt-issuer", "REGENT_JWT_ISSUER", "", "required token issuer, when set")
+	f.str(&c.JWTAudience, "jwt-audience", "REGENT_JWT_AUDIENCE", "", "required token audience, when set")
+	f.str(&tenancy, "tenancy", "REGENT_TENANCY", "off", "multi-tenancy: off or on (on needs --auth=jwt)")
+	f.str(&c.TenantClaim, "tenant-claim", "REGENT_TENANT_CLAIM", "tenant", "JWT claim that names the tenant")
+	f.str(&c.EncryptionKey, "encryption-key-file", "REGENT_ENCRYPTION_KEY_FILE", "", "file holding the 32-byte AES-256 payload key")
+	f.str(&old, "encryption-old-key-files", "REGENT_ENCRYPTION_OLD_KEY_FILES", "", "comma-separated files of retired keys, still accepted for reads")
+	f.dur(&c.DedupWindow, "dedup-window", "REGENT_DEDUP_WINDOW", time.Hour, "how long a client transactionId is remembered per partition")
+	f.dur(&c.ReseedInterval, "reseed-interval", "REGENT_RESEED_INTERVAL", 5*time.Second, "how often the hot list is reseeded from the database")
+	f.dur(&c.RetentionEvery, "retention-interval", "REGENT_RETENTION_INTERVAL", 30*time.Second, "how often retention and dedup sweeps run")
+	f.dur(&c.ShutdownGrace, "shutdown-grace", "REGENT_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight requests may drain on SIGTERM")
+	if err := errors.Join(f.errs...); err != nil {
+		return c, err
+	}
+	if err := f.fs.Parse(args); err != nil {
+		return c, err
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
+		return c, fmt.Errorf("--log-level: %w", err)
+	}
+	switch tenancy {
+	case "on":
+		c.Tenancy = true
+	case "off":
+	default:
+		return c, fmt.Errorf("--tenancy must be on or off, not %q", tenancy)
+	}
+	if old != "" {
+		c.EncryptionOld = strings.Split(old, ",")
+	}
+	return c, c.validate()
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.DatabaseURL == "" {
+		errs = append(errs, errors.New("--database-url (or DATABASE_URL) is required"))
+	}
+	if c.Auth != "off" && c.Auth != "jwt" {
+		errs = append(errs, fmt.Errorf("--auth must be off or jwt, not %q", c.Auth))
+	}
+	if c.Tenancy && c.Auth != "jwt" {
+		errs = append(errs, errors.New("--tenancy=on needs --auth=jwt: the tenant comes from the token"))
+	}
+	if c.PoolSize < 2 {
+		errs = append(errs, errors.New("--pool-size must be at least 2"))
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat))
+	}
+	if c.MaxBodyBytes < 1<<20 {
+		errs = append(errs, errors.New("--max-body-bytes must be at least 1 MiB"))
+	}
+	return errors.Join(errs...)
+}

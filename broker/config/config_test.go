@@ -1,0 +1,51 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse("broker", nil, env(map[string]string{"DATABASE_URL": "postgres://x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != ":6632" || c.PoolSize != 20 || !c.Migrate || c.Auth != "off" || c.Tenancy || c.MaxBodyBytes != 16<<20 {
+		t.Fatalf("unexpected defaults: %+v", c)
+	}
+}
+
+func TestEnvironmentFallsBackAndFlagsWin(t *testing.T) {
+	e := env(map[string]string{"DATABASE_URL": "postgres://env", "REGENT_LISTEN": ":7000", "REGENT_POOL_SIZE": "7", "REGENT_DEDUP_WINDOW": "2m"})
+	c, err := Parse("broker", []string{"--listen=:8000"}, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != ":8000" || c.DatabaseURL != "postgres://env" || c.PoolSize != 7 || c.DedupWindow != 2*time.Minute {
+		t.Fatalf("got %+v", c)
+	}
+}
+
+func TestRejectsBadSettings(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		"no database":        {nil, map[string]string{}, "database-url"},
+		"tenancy needs auth": {[]string{"--tenancy=on"}, map[string]string{"DATABASE_URL": "x"}, "needs --auth=jwt"},
+		"bad auth":           {[]string{"--auth=basic"}, map[string]string{"DATABASE_URL": "x"}, "--auth must be"},
+		"bad env int":        {nil, map[string]string{"DATABASE_URL": "x", "REGENT_POOL_SIZE": "many"}, "REGENT_POOL_SIZE"},
+		"bad log level":      {[]string{"--log-level=loud"}, map[string]string{"DATABASE_URL": "x"}, "log-level"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse("broker", tc.args, env(tc.env))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,113 @@
+// Package httpx holds the JSON conventions every broker route shares: how a
+// body is read, how an answer and an error are written, and the status a bad
+// request gets. A bad request is never a 500.
+package httpx
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// Error is a failure with the HTTP status it maps to. Its message is safe to
+// show a client.
+type Error struct {
+	Status  int
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Errorf makes an *Error.
+func Errorf(status int, format string, args ...any) *Error {
+	return &Error{Status: status, Message: fmt.Sprintf(format, args...)}
+}
+
+// BadRequest makes a 400 *Error.
+func BadRequest(format string, args ...any) *Error {
+	return Errorf(http.StatusBadRequest, format, args...)
+}
+
+// ReadJSON decodes the request body into v. The body size is bounded by the
+// server's MaxBytesReader; exceeding it is a 413.
+func ReadJSON(r *http.Request, v any) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return Errorf(http.StatusRequestEntityTooLarge, "Request body larger than %d bytes", tooBig.Limit)
+		}
+		return BadRequest("Could not read request body: %v", err)
+	}
+	return DecodeJSON(body, v)
+}
+
+// DecodeJSON decodes body into v with the conventions of ReadJSON.
+func DecodeJSON(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return BadRequest("Empty request body")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			field := typeErr.Field
+			if field == "" {
+				return BadRequest("Invalid JSON: expected %s, got %s", typeErr.Type, typeErr.Value)
+			}
+			return BadRequest("Invalid field %q: expected %s, got %s", field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
+		}
+		var fieldErr *Error
+		if errors.As(err, &fieldErr) {
+			return fieldErr
+		}
+		return BadRequest("Invalid JSON: %v", err)
+	}
+	return nil
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "string"
+	case "bool":
+		return "boolean"
+	case "slice", "array":
+		return "array"
+	case "map", "struct", "ptr":
+		return "object"
+	default:
+		return "number"
+	}
+}
+
+// WriteJSON writes v as the body with the given status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	buf, err := json.Marshal(v)
+	if err != nil {
+		// Only a programming error gets here (an unmarshalable value).
+		status = http.StatusInternalServerError
+		buf = []byte(`{"error":"internal error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf)
+}
+
+// WriteError writes {"error": message} with the given status.
+func WriteError(w http.ResponseWriter, status int, message string) {
+	WriteJSON(w, status, map[string]string{"error": message})
+}
+
+// Fail writes err: an *Error with its own status and message, anything else
+// as a 500 whose detail stays in the server log, never in the body.
+func Fail(w http.ResponseWriter, err error) {
+	var e *Error
+	if errors.As(err, &e) {
+		WriteError(w, e.Status, e.Message)
+		return
+	}
+	WriteError(w, http.StatusInternalServerError, "Internal server error")
+}

@@ -1,0 +1,122 @@
+// Package server is the broker's HTTP front: routing, the conventions every
+// route shares (CORS, body limits, access levels, metrics), and the public
+// health and metrics endpoints.
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/metrics"
+)
+
+// Route is one API endpoint and the access level it needs.
+type Route struct {
+	Method  string
+	Path    string // net/http pattern path, e.g. /api/v1/pop/queue/{queue}
+	Level   auth.Level
+	Handler http.HandlerFunc
+}
+
+// Deps is what the server needs from the rest of the broker.
+type Deps struct {
+	Pool         *pgxpool.Pool
+	Auth         *auth.Authenticator
+	Metrics      *metrics.Metrics
+	Log          *slog.Logger
+	Version      string
+	MaxBodyBytes int64
+}
+
+// New builds the broker's handler from the API routes.
+func New(d Deps, routes []Route) http.Handler {
+	mux := http.NewServeMux()
+	handle := func(pattern string, h http.Handler) {
+		mux.Handle(pattern, instrument(d.Metrics.RequestDuration, pattern, h))
+	}
+	handle("GET /health", health(d))
+	prom := promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{})
+	handle("GET /metrics", prom)
+	handle("GET /metrics/prometheus", prom)
+	for _, r := range routes {
+		handle(r.Method+" "+r.Path, d.Auth.Require(r.Level, r.Handler))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteError(w, http.StatusNotFound, "Not found")
+	})
+	return cors(limitBody(d.MaxBodyBytes, mux))
+}
+
+func health(d Deps) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := d.Pool.Ping(ctx); err != nil {
+			d.Log.Warn("health check: database unreachable", "err", err)
+			httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{
+				"status": "unhealthy", "database": "disconnected", "version": d.Version})
+			return
+		}
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{
+			"status": "healthy", "database": "connected", "version": d.Version})
+	})
+}
+
+// cors answers every preflight and lets any origin call the API, as Queen does.
+func cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", "*")
+		if r.Method == http.MethodOptions {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS")
+			h.Set("Access-Control-Allow-Headers", "Content-Type, Authorization")
+			h.Set("Access-Control-Max-Age", "86400")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func limitBody(n int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > n {
+			httpx.WriteError(w, http.StatusRequestEntityTooLarge, "Request body larger than "+strconv.FormatInt(n, 10)+" bytes")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, n)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusWriter remembers the status code for the latency histogram.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func instrument(h *prometheus.HistogramVec, route string, next http.Handler) http.Handler {
+	byRoute := h.MustCurryWith(prometheus.Labels{"route": route})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		byRoute.WithLabelValues(r.Method, strconv.Itoa(sw.code)).Observe(time.Since(start).Seconds())
+	})
+}

@@ -1,0 +1,93 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestHealthIsHealthyWhenPostgresAnswers(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	r := b.Do(t, "GET", "/health", "", nil)
+	m := r.Map(t)
+	if r.Status != http.StatusOK || m["status"] != "healthy" || m["database"] != "connected" || m["version"] == "" {
+		t.Fatalf("health = %d %s", r.Status, r.Body)
+	}
+}
+
+func TestHealthIsUnhealthyWhenPostgresIsGone(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	// Refusing new connections to the broker's database and terminating the
+	// ones it has is, from the broker's side, the database going away.
+	u, err := url.Parse(b.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	u.Path = "/postgres"
+	admin, err := pgx.Connect(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	for _, q := range []string{
+		"ALTER DATABASE " + db + " ALLOW_CONNECTIONS false",
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + db + "'",
+	} {
+		if _, err := admin.Exec(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Pool.Close()
+	r := b.Do(t, "GET", "/health", "", nil)
+	if r.Status != http.StatusServiceUnavailable || r.Map(t)["status"] != "unhealthy" {
+		t.Fatalf("health = %d %s", r.Status, r.Body)
+	}
+}
+
+func TestMetricsAreServedOnBothPaths(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	b.Do(t, "GET", "/health", "", nil)
+	for _, p := range []string{"/metrics", "/metrics/prometheus"} {
+		r := b.Do(t, "GET", p, "", nil)
+		body := string(r.Body)
+		if r.Status != 200 || !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "process_") ||
+			!strings.Contains(body, `regent_http_request_duration_seconds_count{code="200",method="GET",route="GET /health"}`) {
+			t.Fatalf("%s = %d, missing collectors:\n%.2000s", p, r.Status, body)
+		}
+	}
+}
+
+func TestOptionsOnAnyPathIs204WithCORS(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	r := b.Do(t, "OPTIONS", "/api/v1/anything", "", nil)
+	if r.Status != http.StatusNoContent || r.Header.Get("Access-Control-Allow-Origin") != "*" || len(r.Body) != 0 {
+		t.Fatalf("OPTIONS = %d %v %q", r.Status, r.Header, r.Body)
+	}
+	r = b.Do(t, "GET", "/health", "", nil)
+	if r.Header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Fatal("GET lacks Access-Control-Allow-Origin")
+	}
+}
+
+func TestUnknownRouteIsJSON404(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	r := b.Do(t, "GET", "/nope", "", nil)
+	if r.Status != http.StatusNotFound || r.Map(t)["error"] == nil {
+		t.Fatalf("GET /nope = %d %s", r.Status, r.Body)
+	}
+}

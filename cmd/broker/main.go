@@ -1,0 +1,76 @@
+// Command broker serves Regent's Queen-compatible queue and streams API on
+// PostgreSQL.
+//
+//	broker [flags]          serve (applies migrations first unless --migrate=false)
+//	broker migrate [flags]  apply migrations and exit
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/regent-mq/regent/broker/app"
+	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/migrate"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "broker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	migrateOnly := len(args) > 0 && args[0] == "migrate"
+	if migrateOnly {
+		args = args[1:]
+	}
+	cfg, err := config.Parse("broker", args, os.Getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	if migrateOnly {
+		pool, err := app.OpenPool(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		n, err := migrate.Up(ctx, pool, log)
+		if err != nil {
+			return err
+		}
+		log.Info("migrations complete", "applied", n)
+		return nil
+	}
+
+	b, err := app.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	l, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	log.Info("broker listening", "addr", l.Addr().String(), "version", app.Version,
+		"auth", cfg.Auth, "tenancy", cfg.Tenancy)
+	return b.Serve(ctx, l)
+}
+
+func newLogger(cfg config.Config) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

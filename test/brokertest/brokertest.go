@@ -1,0 +1,147 @@
+// Package brokertest starts a real broker in the test process: a fresh
+// migrated PostgreSQL database from pgtest, the broker built by broker/app,
+// and a real HTTP listener on a loopback port.
+package brokertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/regent-mq/regent/broker/app"
+	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+// Broker is a running broker and a pool on its database.
+type Broker struct {
+	URL         string // base URL, e.g. http://127.0.0.1:41234
+	DatabaseURL string
+	Pool        *pgxpool.Pool // a separate pool, for assertions on the database
+	Config      config.Config
+}
+
+// Option adjusts the configuration before the broker starts.
+type Option func(*config.Config)
+
+// Start starts a broker on a fresh database. It stops when the test ends.
+func Start(t testing.TB, opts ...Option) *Broker {
+	t.Helper()
+	return StartOn(t, pgtest.URL(t), opts...)
+}
+
+// StartOn starts a broker on an existing database, so that several brokers
+// can share one, as replicas do.
+func StartOn(t testing.TB, dbURL string, opts ...Option) *Broker {
+	t.Helper()
+	cfg, err := config.Parse("broker", []string{"--database-url=" + dbURL, "--pool-size=10"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("brokertest: config: %v", err)
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	level := slog.LevelWarn
+	if os.Getenv("REGENT_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, cancel := context.WithCancel(context.Background())
+	b, err := app.New(ctx, cfg, log)
+	if err != nil {
+		cancel()
+		t.Fatalf("brokertest: start broker: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		b.Close()
+		t.Fatalf("brokertest: listen: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Serve(ctx, l) }()
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatalf("brokertest: open pool: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("brokertest: serve: %v", err)
+		}
+		b.Close()
+		pool.Close()
+	})
+	return &Broker{URL: "http://" + l.Addr().String(), DatabaseURL: dbURL, Pool: pool, Config: cfg}
+}
+
+// Response is a decoded HTTP answer.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into v, failing the test when it is not JSON.
+func (r Response) JSON(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("response %d is not JSON (%v): %s", r.Status, err, r.Body)
+	}
+}
+
+// Map decodes the body as a JSON object.
+func (r Response) Map(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	r.JSON(t, &m)
+	return m
+}
+
+// Do sends a request with an optional bearer token. A body that is a string
+// or []byte is sent as is; anything else is encoded as JSON.
+func (b *Broker) Do(t testing.TB, method, path, token string, body any) Response {
+	t.Helper()
+	var rd io.Reader
+	switch v := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewBufferString(v)
+	case []byte:
+		rd = bytes.NewReader(v)
+	default:
+		buf, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("encode request: %v", err)
+		}
+		rd = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequest(method, b.URL+path, rd)
+	if err != nil {
+		t.Fatalf("new request: %v", err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read response: %v", err)
+	}
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: out}
+}
