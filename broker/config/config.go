@@ -40,87 +40,98 @@ type Config struct {
 	ShutdownGrace  time.Duration
 }
 
-// flags binds each setting to a flag whose default comes from its
-// environment variable when that is set.
-type flags struct {
-	fs     *flag.FlagSet
+// Flags binds each setting to a flag whose default comes from its
+// environment variable when that is set. The operator uses it too, so both
+// binaries read their settings the same way.
+type Flags struct {
+	*flag.FlagSet
 	getenv func(string) string
 	errs   []error
 }
 
-func (f *flags) env(name, def string) string {
+// NewFlags makes a FlagSet that falls back to getenv.
+func NewFlags(name string, getenv func(string) string) *Flags {
+	return &Flags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), getenv: getenv}
+}
+
+// Parse reports any unparsable environment value, then parses args.
+func (f *Flags) Parse(args []string) error {
+	if err := errors.Join(f.errs...); err != nil {
+		return err
+	}
+	return f.FlagSet.Parse(args)
+}
+
+func (f *Flags) env(name, def string) string {
 	if v := f.getenv(name); v != "" {
 		return v
 	}
 	return def
 }
 
-func (f *flags) str(p *string, name, env, def, usage string) {
-	f.fs.StringVar(p, name, f.env(env, def), usage+" (env "+env+")")
+func (f *Flags) StrEnv(p *string, name, env, def, usage string) {
+	f.FlagSet.StringVar(p, name, f.env(env, def), usage+" (env "+env+")")
 }
 
-func (f *flags) int(p *int, name, env string, def int, usage string) {
+func (f *Flags) IntEnv(p *int, name, env string, def int, usage string) {
 	v, err := strconv.Atoi(f.env(env, strconv.Itoa(def)))
 	if err != nil {
 		f.errs = append(f.errs, fmt.Errorf("%s: %w", env, err))
 	}
-	f.fs.IntVar(p, name, v, usage+" (env "+env+")")
+	f.FlagSet.IntVar(p, name, v, usage+" (env "+env+")")
 }
 
-func (f *flags) int64(p *int64, name, env string, def int64, usage string) {
+func (f *Flags) Int64Env(p *int64, name, env string, def int64, usage string) {
 	v, err := strconv.ParseInt(f.env(env, strconv.FormatInt(def, 10)), 10, 64)
 	if err != nil {
 		f.errs = append(f.errs, fmt.Errorf("%s: %w", env, err))
 	}
-	f.fs.Int64Var(p, name, v, usage+" (env "+env+")")
+	f.FlagSet.Int64Var(p, name, v, usage+" (env "+env+")")
 }
 
-func (f *flags) bool(p *bool, name, env string, def bool, usage string) {
+func (f *Flags) BoolEnv(p *bool, name, env string, def bool, usage string) {
 	v, err := strconv.ParseBool(f.env(env, strconv.FormatBool(def)))
 	if err != nil {
 		f.errs = append(f.errs, fmt.Errorf("%s: %w", env, err))
 	}
-	f.fs.BoolVar(p, name, v, usage+" (env "+env+")")
+	f.FlagSet.BoolVar(p, name, v, usage+" (env "+env+")")
 }
 
-func (f *flags) dur(p *time.Duration, name, env string, def time.Duration, usage string) {
+func (f *Flags) DurationEnv(p *time.Duration, name, env string, def time.Duration, usage string) {
 	v, err := time.ParseDuration(f.env(env, def.String()))
 	if err != nil {
 		f.errs = append(f.errs, fmt.Errorf("%s: %w", env, err))
 	}
-	f.fs.DurationVar(p, name, v, usage+" (env "+env+")")
+	f.FlagSet.DurationVar(p, name, v, usage+" (env "+env+")")
 }
 
 // Parse reads args (without the program name), falling back to getenv.
 func Parse(name string, args []string, getenv func(string) string) (Config, error) {
 	var c Config
 	var tenancy, logLevel, old string
-	f := &flags{fs: flag.NewFlagSet(name, flag.ContinueOnError), getenv: getenv}
-	f.str(&c.Listen, "listen", "REGENT_LISTEN", ":6632", "HTTP listen address")
-	f.str(&c.DatabaseURL, "database-url", "DATABASE_URL", "", "PostgreSQL connection string")
-	f.int(&c.PoolSize, "pool-size", "REGENT_POOL_SIZE", 20, "maximum PostgreSQL connections")
-	f.str(&logLevel, "log-level", "REGENT_LOG_LEVEL", "info", "log level: debug, info, warn or error")
-	f.str(&c.LogFormat, "log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json")
-	f.bool(&c.Migrate, "migrate", "REGENT_MIGRATE", true, "apply schema migrations at start")
-	f.int64(&c.MaxBodyBytes, "max-body-bytes", "REGENT_MAX_BODY_BYTES", 16<<20, "largest accepted request body; larger is 413")
-	f.str(&c.Auth, "auth", "REGENT_AUTH", "off", "authentication: off or jwt")
-	f.str(&c.JWTSecret, "jwt-secret", "REGENT_JWT_SECRET", "", "HS256 shared secret")
-	f.str(&c.JWTSecretFile, "jwt-secret-file", "REGENT_JWT_SECRET_FILE", "", "file holding the HS256 shared secret")
-	f.str(&c.JWTPublicKey, "jwt-public-key-file", "REGENT_JWT_PUBLIC_KEY_FILE", "", "PEM public key for RS256 or EdDSA tokens")
-	f.str(&c.JWTIssuer, "jwt-issuer", "REGENT_JWT_ISSUER", "", "required token issuer, when set")
-	f.str(&c.JWTAudience, "jwt-audience", "REGENT_JWT_AUDIENCE", "", "required token audience, when set")
-	f.str(&tenancy, "tenancy", "REGENT_TENANCY", "off", "multi-tenancy: off or on (on needs --auth=jwt)")
-	f.str(&c.TenantClaim, "tenant-claim", "REGENT_TENANT_CLAIM", "tenant", "JWT claim that names the tenant")
-	f.str(&c.EncryptionKey, "encryption-key-file", "REGENT_ENCRYPTION_KEY_FILE", "", "file holding the 32-byte AES-256 payload key")
-	f.str(&old, "encryption-old-key-files", "REGENT_ENCRYPTION_OLD_KEY_FILES", "", "comma-separated files of retired keys, still accepted for reads")
-	f.dur(&c.DedupWindow, "dedup-window", "REGENT_DEDUP_WINDOW", time.Hour, "how long a client transactionId is remembered per partition")
-	f.dur(&c.ReseedInterval, "reseed-interval", "REGENT_RESEED_INTERVAL", 5*time.Second, "how often the hot list is reseeded from the database")
-	f.dur(&c.RetentionEvery, "retention-interval", "REGENT_RETENTION_INTERVAL", 30*time.Second, "how often retention and dedup sweeps run")
-	f.dur(&c.ShutdownGrace, "shutdown-grace", "REGENT_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight requests may drain on SIGTERM")
-	if err := errors.Join(f.errs...); err != nil {
-		return c, err
-	}
-	if err := f.fs.Parse(args); err != nil {
+	f := NewFlags(name, getenv)
+	f.StrEnv(&c.Listen, "listen", "REGENT_LISTEN", ":6632", "HTTP listen address")
+	f.StrEnv(&c.DatabaseURL, "database-url", "DATABASE_URL", "", "PostgreSQL connection string")
+	f.IntEnv(&c.PoolSize, "pool-size", "REGENT_POOL_SIZE", 20, "maximum PostgreSQL connections")
+	f.StrEnv(&logLevel, "log-level", "REGENT_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	f.StrEnv(&c.LogFormat, "log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json")
+	f.BoolEnv(&c.Migrate, "migrate", "REGENT_MIGRATE", true, "apply schema migrations at start")
+	f.Int64Env(&c.MaxBodyBytes, "max-body-bytes", "REGENT_MAX_BODY_BYTES", 16<<20, "largest accepted request body; larger is 413")
+	f.StrEnv(&c.Auth, "auth", "REGENT_AUTH", "off", "authentication: off or jwt")
+	f.StrEnv(&c.JWTSecret, "jwt-secret", "REGENT_JWT_SECRET", "", "HS256 shared secret")
+	f.StrEnv(&c.JWTSecretFile, "jwt-secret-file", "REGENT_JWT_SECRET_FILE", "", "file holding the HS256 shared secret")
+	f.StrEnv(&c.JWTPublicKey, "jwt-public-key-file", "REGENT_JWT_PUBLIC_KEY_FILE", "", "PEM public key for RS256 or EdDSA tokens")
+	f.StrEnv(&c.JWTIssuer, "jwt-issuer", "REGENT_JWT_ISSUER", "", "required token issuer, when set")
+	f.StrEnv(&c.JWTAudience, "jwt-audience", "REGENT_JWT_AUDIENCE", "", "required token audience, when set")
+	f.StrEnv(&tenancy, "tenancy", "REGENT_TENANCY", "off", "multi-tenancy: off or on (on needs --auth=jwt)")
+	f.StrEnv(&c.TenantClaim, "tenant-claim", "REGENT_TENANT_CLAIM", "tenant", "JWT claim that names the tenant")
+	f.StrEnv(&c.EncryptionKey, "encryption-key-file", "REGENT_ENCRYPTION_KEY_FILE", "", "file holding the 32-byte AES-256 payload key")
+	f.StrEnv(&old, "encryption-old-key-files", "REGENT_ENCRYPTION_OLD_KEY_FILES", "", "comma-separated files of retired keys, still accepted for reads")
+	f.DurationEnv(&c.DedupWindow, "dedup-window", "REGENT_DEDUP_WINDOW", time.Hour, "how long a client transactionId is remembered per partition")
+	f.DurationEnv(&c.ReseedInterval, "reseed-interval", "REGENT_RESEED_INTERVAL", 5*time.Second, "how often the hot list is reseeded from the database")
+	f.DurationEnv(&c.RetentionEvery, "retention-interval", "REGENT_RETENTION_INTERVAL", 30*time.Second, "how often retention and dedup sweeps run")
+	f.DurationEnv(&c.ShutdownGrace, "shutdown-grace", "REGENT_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight requests may drain on SIGTERM")
+	if err := f.Parse(args); err != nil {
 		return c, err
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
