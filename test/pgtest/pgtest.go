@@ -19,17 +19,14 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -48,9 +45,8 @@ var (
 type server struct {
 	base     *url.URL // connection URL to an administrative database
 	template string
-	cmd      *exec.Cmd
+	cluster  *Cluster // nil when REGENT_TEST_DATABASE_URL names the server
 	dir      string
-	exited   chan struct{}
 }
 
 // Main runs the tests and stops the throwaway cluster afterwards, whatever
@@ -163,110 +159,36 @@ func start() (*server, error) {
 }
 
 func (s *server) startCluster() error {
-	bin, err := binDir()
-	if err != nil {
-		return err
-	}
 	dir, err := os.MkdirTemp("", "regent-pgtest-")
 	if err != nil {
 		return fmt.Errorf("make cluster directory: %w", err)
-	}
-	s.dir = dir
-	cred, err := Credential()
-	if err != nil {
-		return err
-	}
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			return fmt.Errorf("chown cluster directory: %w", err)
-		}
-	}
-	data := filepath.Join(dir, "data")
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--locale=C")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	if out, err := initdb.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return fmt.Errorf("initdb: %v: %s", err, out)
 	}
 	port, err := FreePort()
 	if err != nil {
 		os.RemoveAll(dir)
 		return err
 	}
-	logFile, err := os.Create(filepath.Join(dir, "postgres.log"))
+	// Durability is worthless for a database that dies with the test binary.
+	c, err := StartCluster(filepath.Join(dir, "data"), port,
+		"fsync=off", "synchronous_commit=off", "full_page_writes=off")
 	if err != nil {
 		os.RemoveAll(dir)
-		return fmt.Errorf("create postgres log: %w", err)
+		return err
 	}
-	s.exited = make(chan struct{})
-	started := make(chan error, 1)
-	// Pdeathsig fires when the thread that started the child exits, so the
-	// child is started from a goroutine that keeps its thread for the life of
-	// the binary: if the test binary dies without running Main's teardown
-	// (a panic, a timeout), the kernel still kills PostgreSQL.
-	go func() {
-		runtime.LockOSThread()
-		cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data,
-			"-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1",
-			"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-			"-c", "max_connections=300", "-c", "shared_buffers=128MB")
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		s.cmd = cmd
-		started <- nil
-		_ = cmd.Wait()
-		logFile.Close()
-		close(s.exited)
-		select {} // keep the locked thread alive; the binary ends it
-	}()
-	if err := <-started; err != nil {
-		os.RemoveAll(dir)
-		return fmt.Errorf("start postgres: %w", err)
-	}
-	s.base = &url.URL{Scheme: "postgres", User: url.User("postgres"),
-		Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Path: "/postgres",
-		RawQuery: "sslmode=disable"}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := s.exec(context.Background(), "SELECT 1")
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-s.exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
-			os.RemoveAll(dir)
-			return fmt.Errorf("postgres exited during start: %s", log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return fmt.Errorf("postgres did not accept connections within 30s: %w", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.cluster, s.dir = c, dir
+	s.base = c.URL("postgres")
+	return nil
 }
 
 func (s *server) stop() {
-	if s.cmd == nil {
+	if s.cluster == nil {
 		// A shared server: leave it running, but take the template away.
 		if s.template != "" {
 			_ = s.exec(context.Background(), "DROP DATABASE IF EXISTS "+s.template+" WITH (FORCE)")
 		}
 		return
 	}
-	// SIGINT is PostgreSQL's fast shutdown: it disconnects clients and exits.
-	_ = s.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-s.exited:
-	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	}
+	s.cluster.Stop()
 	os.RemoveAll(s.dir)
 }
 
@@ -285,9 +207,9 @@ func Credential() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
-// binDir finds the PostgreSQL server binaries: REGENT_PG_BIN, or the newest
+// BinDir finds the PostgreSQL server binaries: REGENT_PG_BIN, or the newest
 // Debian-style /usr/lib/postgresql/<major>/bin.
-func binDir() (string, error) {
+func BinDir() (string, error) {
 	if d := os.Getenv("REGENT_PG_BIN"); d != "" {
 		return d, nil
 	}
