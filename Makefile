@@ -50,8 +50,8 @@ bench: deps build ## Run the Go benchmarks and regent-bench against a freshly st
 	hack/bench.sh
 
 .PHONY: run
-run: deps build ## Run the whole stack locally (PostgreSQL, broker on :6632); FRESH=1 starts from empty data.
-	@FRESH=$(FRESH) hack/run.sh
+run: deps build ## Run the whole stack locally until Ctrl-C (PostgreSQL, kube-apiserver, broker on :6632, operator); FRESH=1 starts from empty data.
+	@FRESH=$(FRESH) bin/regent-local
 
 .PHONY: clean
 clean: ## Remove bin/ and the local stack's data (.regent/).

@@ -1,0 +1,294 @@
+// Package localstack runs the whole of Regent on one machine, as local
+// processes: PostgreSQL, a kube-apiserver and etcd with the CRDs installed,
+// the broker, and the operator. `make run` (cmd/regent-local) and the e2e
+// test both use it.
+package localstack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/test/kubetest"
+	"github.com/regent-mq/regent/test/pgtest"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Options says where the stack keeps its data and which ports it uses.
+type Options struct {
+	Dir         string // data, secrets, logs and the kubeconfig; kept across runs
+	Fresh       bool   // remove Dir's data first
+	BinDir      string // where the broker and operator binaries are
+	PGPort      int
+	BrokerAddr  string // e.g. 127.0.0.1:6632
+	MetricsAddr string // operator metrics
+	ProbeAddr   string // operator health probes
+	Progress    io.Writer
+}
+
+// Stack is a running local Regent.
+type Stack struct {
+	opts        Options
+	DatabaseURL string
+	BrokerURL   string
+	Kubeconfig  string
+	TokenFile   string // an admin token for the default tenant
+	pg          *pgtest.Cluster
+	kube        *envtest.Environment
+	procs       []*proc
+}
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+}
+
+const database = "regent"
+
+// Start brings the stack up in dependency order. On error, whatever started
+// is stopped again.
+func Start(ctx context.Context, o Options) (_ *Stack, err error) {
+	if o.Fresh {
+		if err := os.RemoveAll(o.Dir); err != nil {
+			return nil, fmt.Errorf("remove %s: %w", o.Dir, err)
+		}
+	}
+	for _, d := range []string{o.Dir, filepath.Join(o.Dir, "logs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("make %s: %w", d, err)
+		}
+	}
+	s := &Stack{opts: o, BrokerURL: "http://" + o.BrokerAddr}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	secret, err := s.secretFile("signing-secret", 32, true)
+	if err != nil {
+		return nil, err
+	}
+	key, err := s.secretFile("encryption.key", 32, false)
+	if err != nil {
+		return nil, err
+	}
+
+	s.progress("starting PostgreSQL on 127.0.0.1:%d (data in %s)", o.PGPort, filepath.Join(o.Dir, "pg"))
+	s.pg, err = pgtest.StartCluster(filepath.Join(o.Dir, "pg", "data"), o.PGPort)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ensureDatabase(ctx); err != nil {
+		return nil, err
+	}
+	s.DatabaseURL = s.pg.URL(database).String()
+
+	s.progress("starting kube-apiserver and etcd with the CRDs installed")
+	s.kube = &envtest.Environment{
+		BinaryAssetsDirectory: kubetest.AssetsDir(),
+		CRDDirectoryPaths:     []string{filepath.Join(kubetest.RepoRoot(), "config", "crd", "bases")},
+	}
+	s.kube.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(o.Dir, "etcd")}
+	if _, err := s.kube.Start(); err != nil {
+		return nil, fmt.Errorf("start control plane: %w", err)
+	}
+	user, err := s.kube.ControlPlane.AddUser(envtest.User{Name: "regent-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("add control plane user: %w", err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return nil, fmt.Errorf("render kubeconfig: %w", err)
+	}
+	s.Kubeconfig = filepath.Join(o.Dir, "kubeconfig")
+	if err := os.WriteFile(s.Kubeconfig, kc, 0o600); err != nil {
+		return nil, fmt.Errorf("write kubeconfig: %w", err)
+	}
+
+	s.progress("starting the broker on %s", o.BrokerAddr)
+	if err := s.spawn("broker", nil,
+		"DATABASE_URL="+s.DatabaseURL, "REGENT_LISTEN="+o.BrokerAddr,
+		"REGENT_AUTH=jwt", "REGENT_JWT_SECRET_FILE="+secret, "REGENT_TENANCY=on",
+		"REGENT_ENCRYPTION_KEY_FILE="+key); err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, s.BrokerURL+"/health", 30*time.Second); err != nil {
+		return nil, fmt.Errorf("broker did not become healthy (see %s): %w", s.logPath("broker"), err)
+	}
+
+	s.progress("starting the operator")
+	if err := s.spawn("operator", nil,
+		"KUBECONFIG="+s.Kubeconfig, "DATABASE_URL="+s.DatabaseURL, "REGENT_BROKER_URL="+s.BrokerURL,
+		"REGENT_SIGNING_SECRET_FILE="+secret, "REGENT_TENANCY=on", "REGENT_RESYNC_INTERVAL=30s",
+		"REGENT_METRICS_ADDR="+o.MetricsAddr, "REGENT_PROBE_ADDR="+o.ProbeAddr); err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, "http://"+o.ProbeAddr+"/readyz", 60*time.Second); err != nil {
+		return nil, fmt.Errorf("operator did not become ready (see %s): %w", s.logPath("operator"), err)
+	}
+
+	raw, err := os.ReadFile(secret)
+	if err != nil {
+		return nil, fmt.Errorf("read signing secret: %w", err)
+	}
+	token, err := auth.MintHS256(raw, auth.MintClaims{Subject: "local-admin", Role: auth.Admin, TTL: 30 * 24 * time.Hour})
+	if err != nil {
+		return nil, fmt.Errorf("mint local token: %w", err)
+	}
+	s.TokenFile = filepath.Join(o.Dir, "token")
+	if err := os.WriteFile(s.TokenFile, []byte(token), 0o600); err != nil {
+		return nil, fmt.Errorf("write token: %w", err)
+	}
+	return s, nil
+}
+
+// Stop stops everything in the reverse order of Start.
+func (s *Stack) Stop() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		p := s.procs[i]
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(20 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+	s.procs = nil
+	if s.kube != nil {
+		if err := s.kube.Stop(); err != nil {
+			s.progress("stopping the control plane: %v", err)
+		}
+		s.kube = nil
+	}
+	if s.pg != nil {
+		s.pg.Stop()
+		s.pg = nil
+	}
+}
+
+// Alive reports the first component that has exited on its own.
+func (s *Stack) Alive() error {
+	for _, p := range s.procs {
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited: %s (see %s)", p.name, p.cmd.ProcessState, s.logPath(p.name))
+		default:
+		}
+	}
+	select {
+	case <-s.pg.Exited():
+		return errors.New("postgres exited")
+	default:
+	}
+	return nil
+}
+
+func (s *Stack) logPath(name string) string { return filepath.Join(s.opts.Dir, "logs", name+".log") }
+
+func (s *Stack) progress(format string, args ...any) {
+	if s.opts.Progress != nil {
+		fmt.Fprintf(s.opts.Progress, "regent: "+format+"\n", args...)
+	}
+}
+
+// spawn starts bin/<name> with env added to this process's environment and
+// its output in logs/<name>.log. Pdeathsig takes it down with us.
+func (s *Stack) spawn(name string, args []string, env ...string) error {
+	logFile, err := os.OpenFile(s.logPath(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open %s log: %w", name, err)
+	}
+	cmd := exec.Command(filepath.Join(s.opts.BinDir, name), args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	s.procs = append(s.procs, p)
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	return nil
+}
+
+// secretFile returns the path of a secret of n random bytes, made on first
+// use and kept afterwards so that data sealed or tokens minted survive a
+// restart. hexText stores it as hex, for secrets used as text.
+func (s *Stack) secretFile(name string, n int, hexText bool) (string, error) {
+	path := filepath.Join(s.opts.Dir, name)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	buf := make([]byte, n)
+	if _, err := rand.Read(buf); err != nil {
+		return "", fmt.Errorf("generate %s: %w", name, err)
+	}
+	if hexText {
+		buf = []byte(hex.EncodeToString(buf))
+	}
+	if err := os.WriteFile(path, buf, 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", name, err)
+	}
+	return path, nil
+}
+
+func (s *Stack) ensureDatabase(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, s.pg.URL("postgres").String())
+	if err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", database).Scan(&exists); err != nil {
+		return fmt.Errorf("look up database: %w", err)
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+database); err != nil {
+			return fmt.Errorf("create database: %w", err)
+		}
+	}
+	return nil
+}
+
+func waitHTTP(ctx context.Context, url string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	var last error
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("%s answered %d", url, resp.StatusCode)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return last
+}
