@@ -1,6 +1,11 @@
 // Package brokertest starts a real broker in the test process: a fresh
 // migrated PostgreSQL database from pgtest, the broker built by broker/app,
 // and a real HTTP listener on a loopback port.
+//
+// With REGENT_TEST_MODE=secure, every broker starts with --auth=jwt and
+// --tenancy=on, and requests sent without a token carry Broker.Token, an
+// admin token of tenant SecureTenant. `make test` runs the queue and streams
+// suites in both modes, so the whole contract is checked with tenancy on too.
 package brokertest
 
 import (
@@ -13,10 +18,12 @@ import (
 	"net/http"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/app"
+	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/pgtest"
 )
@@ -27,6 +34,41 @@ type Broker struct {
 	DatabaseURL string
 	Pool        *pgxpool.Pool // a separate pool, for assertions on the database
 	Config      config.Config
+	// Token is sent by Do when the caller passes none: empty with auth off,
+	// an admin token of SecureTenant in secure mode.
+	Token string
+	// Tenant is the tenant that requests without a token act as.
+	Tenant string
+}
+
+// Secret is the HS256 secret of brokers in secure mode, and of tests that
+// turn auth on themselves with WithJWT.
+const Secret = "brokertest-signing-secret-0123456789abcdef"
+
+// NoToken, passed to Do, sends no Authorization header even in secure mode.
+const NoToken = "<no token>"
+
+// SecureTenant is the tenant Broker.Token acts as in secure mode.
+const SecureTenant = "acme"
+
+// Secure reports whether REGENT_TEST_MODE asks for auth and tenancy on.
+func Secure() bool { return os.Getenv("REGENT_TEST_MODE") == "secure" }
+
+// WithJWT turns on JWT auth with Secret, and tenancy when tenancy is true.
+func WithJWT(tenancy bool) Option {
+	return func(c *config.Config) {
+		c.Auth, c.JWTSecret, c.Tenancy = "jwt", Secret, tenancy
+	}
+}
+
+// Mint signs a token with Secret for the tenant and level.
+func Mint(t testing.TB, tenant string, level auth.Level) string {
+	t.Helper()
+	tok, err := auth.MintHS256([]byte(Secret), auth.MintClaims{Subject: "test-" + tenant, Tenant: tenant, Role: level, TTL: time.Hour})
+	if err != nil {
+		t.Fatalf("brokertest: mint token: %v", err)
+	}
+	return tok
 }
 
 // Option adjusts the configuration before the broker starts.
@@ -45,6 +87,9 @@ func StartOn(t testing.TB, dbURL string, opts ...Option) *Broker {
 	cfg, err := config.Parse("broker", []string{"--database-url=" + dbURL, "--pool-size=10"}, func(string) string { return "" })
 	if err != nil {
 		t.Fatalf("brokertest: config: %v", err)
+	}
+	if Secure() {
+		WithJWT(true)(&cfg)
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -80,7 +125,11 @@ func StartOn(t testing.TB, dbURL string, opts ...Option) *Broker {
 		b.Close()
 		pool.Close()
 	})
-	return &Broker{URL: "http://" + l.Addr().String(), DatabaseURL: dbURL, Pool: pool, Config: cfg}
+	br := &Broker{URL: "http://" + l.Addr().String(), DatabaseURL: dbURL, Pool: pool, Config: cfg, Tenant: auth.DefaultTenant}
+	if Secure() {
+		br.Token, br.Tenant = Mint(t, SecureTenant, auth.Admin), SecureTenant
+	}
+	return br
 }
 
 // Response is a decoded HTTP answer.
@@ -106,7 +155,8 @@ func (r Response) Map(t testing.TB) map[string]any {
 	return m
 }
 
-// Do sends a request with an optional bearer token. A body that is a string
+// Do sends a request with a bearer token: token, or b.Token when token is
+// empty, or none for NoToken. A body that is a string
 // or []byte is sent as is; anything else is encoded as JSON.
 func (b *Broker) Do(t testing.TB, method, path, token string, body any) Response {
 	t.Helper()
@@ -130,6 +180,12 @@ func (b *Broker) Do(t testing.TB, method, path, token string, body any) Response
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	switch token {
+	case "":
+		token = b.Token
+	case NoToken:
+		token = ""
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
