@@ -1,0 +1,151 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Segment is one packed sink segment for queen.log_push_one_v1.
+type Segment struct {
+	PartitionID  uuid.UUID
+	Frames       int32
+	Body         []byte
+	Checksum     int64
+	TxIDs        []string // one per frame, in frame order
+	MinCreatedAt time.Time
+	MaxCreatedAt time.Time
+	DedupTxIDs   []string // the client-supplied transaction ids among the frames
+	DedupMsgIDs  []uuid.UUID
+}
+
+// Ack is a cycle's source ack.
+type Ack struct {
+	LeaseID *uuid.UUID
+	OK      bool   // a success status word, or none
+	Count   *int64 // nil: the whole leased batch
+	Release bool
+}
+
+// Cycle is one POST /streams/v1/cycle, its sink items already packed.
+// Segments must be sorted by partition id (the lock order).
+type Cycle struct {
+	Tenant      string
+	QueryID     uuid.UUID
+	PartitionID uuid.UUID
+	Group       string
+	Ops         json.RawMessage // the state_ops JSON array, as the client sent it
+	Segments    []Segment
+	Ack         *Ack // nil: an idle-flush cycle
+}
+
+// CycleResult is what a committed cycle did.
+type CycleResult struct {
+	QueueName     string  // the source partition's queue
+	OpsApplied    int32   //
+	BaseOffsets   []int64 // per segment
+	AckCount      int64
+	LeaseReleased bool
+}
+
+// Failure is a cycle the procedure refused: it raised, and the whole
+// transaction rolled back. Message is PostgreSQL's, meant for the client.
+type Failure struct{ Message string }
+
+func (f *Failure) Error() string { return f.Message }
+
+// Duplicates is a cycle refused because a sink segment carried client
+// transaction ids already recorded for its partition. Nothing committed;
+// the caller repacks without them and runs the cycle again.
+type Duplicates struct {
+	PartitionID uuid.UUID   `json:"partition_id"`
+	TxIDs       []string    `json:"txids"`
+	MessageIDs  []uuid.UUID `json:"message_ids"`
+}
+
+func (d *Duplicates) Error() string {
+	return fmt.Sprintf("%d duplicate transaction ids for sink partition %s", len(d.TxIDs), d.PartitionID)
+}
+
+const cycleSQL = `SELECT queue_name, ops_applied, base_offsets, ack_count, lease_released
+	FROM queen_streams.cycle_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
+
+// RunCycle runs one cycle in one transaction and one round trip. A refusal
+// is a *Failure (or *Duplicates); any other error means the call itself
+// failed, and nothing of it committed unless the connection died after the
+// commit was sent.
+func RunCycle(ctx context.Context, db DB, c Cycle) (CycleResult, error) {
+	n := len(c.Segments)
+	segPartitions := make([]uuid.UUID, n)
+	segFrames := make([]int32, n)
+	segBodies := make([][]byte, n)
+	segChecksums := make([]int64, n)
+	segMin := make([]time.Time, n)
+	segMax := make([]time.Time, n)
+	segDedups := make([]int32, n)
+	var txids, dedupTxIDs []string
+	var dedupMsgIDs []uuid.UUID
+	for i := range c.Segments {
+		s := &c.Segments[i]
+		segPartitions[i], segFrames[i], segBodies[i], segChecksums[i] = s.PartitionID, s.Frames, s.Body, s.Checksum
+		segMin[i], segMax[i], segDedups[i] = s.MinCreatedAt, s.MaxCreatedAt, int32(len(s.DedupTxIDs))
+		txids = append(txids, s.TxIDs...)
+		dedupTxIDs = append(dedupTxIDs, s.DedupTxIDs...)
+		dedupMsgIDs = append(dedupMsgIDs, s.DedupMsgIDs...)
+	}
+	ops := c.Ops
+	if len(ops) == 0 {
+		ops = json.RawMessage("[]")
+	}
+	var (
+		hasAck, ok, release bool
+		lease               *uuid.UUID
+		count               *int64
+	)
+	if c.Ack != nil {
+		hasAck, ok, release, lease, count = true, c.Ack.OK, c.Ack.Release, c.Ack.LeaseID, c.Ack.Count
+	}
+
+	var r CycleResult
+	var ackCount *int64
+	err := db.QueryRow(ctx, cycleSQL,
+		c.Tenant, c.QueryID, c.PartitionID, c.Group, ops,
+		segPartitions, segFrames, segBodies, segChecksums, txids, segMin, segMax,
+		segDedups, dedupTxIDs, dedupMsgIDs,
+		hasAck, lease, ok, count, release,
+	).Scan(&r.QueueName, &r.OpsApplied, &r.BaseOffsets, &ackCount, &r.LeaseReleased)
+	if err != nil {
+		return CycleResult{}, refusal(err)
+	}
+	if ackCount != nil {
+		r.AckCount = *ackCount
+	}
+	return r, nil
+}
+
+// refusal turns an error the procedure raised into a *Failure or
+// *Duplicates. Errors that say the call could not run (connection loss,
+// shutdown, deadlock, resources) stay as they are: the client may retry.
+func refusal(err error) error {
+	var pg *pgconn.PgError
+	if !errors.As(err, &pg) {
+		return fmt.Errorf("run cycle: %w", err)
+	}
+	if pg.Code == "RGD01" {
+		d := &Duplicates{}
+		if jerr := json.Unmarshal([]byte(pg.Detail), d); jerr != nil {
+			return fmt.Errorf("run cycle: read duplicates %q: %w", pg.Detail, jerr)
+		}
+		return d
+	}
+	switch pg.Code[:2] {
+	case "08", "40", "53", "54", "55", "57", "58", "F0", "XX":
+		return fmt.Errorf("run cycle: %w", err)
+	}
+	return &Failure{Message: pg.Message}
+}
