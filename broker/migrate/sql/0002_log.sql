@@ -60,6 +60,9 @@ CREATE TABLE queen.log_segments (
 );
 -- The body is already compressed: keep PostgreSQL from trying again.
 ALTER TABLE queen.log_segments ALTER COLUMN body SET STORAGE EXTERNAL;
+-- Segments are appended in time order, so a BRIN index serves the retention
+-- sweep for almost nothing.
+CREATE INDEX log_segments_time_brin ON queen.log_segments USING brin (max_created_at);
 
 -- One row per (partition, consumer group).
 CREATE TABLE queen.cursors (
@@ -67,7 +70,11 @@ CREATE TABLE queen.cursors (
     consumer_group   text NOT NULL,
     -- The next offset to deliver. Never moves backwards.
     committed        bigint NOT NULL DEFAULT 0,
-    -- The offset just past the last frame of the leased batch.
+    -- The last delivered batch, [batch_start, batch_end). It stays after the
+    -- batch is done so that a repeated ack of it is recognised. A batch is
+    -- outstanding while committed < batch_end; lease_id is NULL when a
+    -- failure or a retry released it (or it was auto-acked).
+    batch_start      bigint,
     batch_end        bigint,
     lease_id         uuid,
     lease_expires_at timestamptz,
@@ -108,6 +115,8 @@ CREATE TABLE queen.dead_letters (
     consumer_group text NOT NULL,
     transaction_id text NOT NULL,
     payload        bytea,
+    -- The key that sealed payload, or NULL for plaintext.
+    key_id         bigint,
     error_message  text,
     retry_count    integer NOT NULL DEFAULT 0,
     created_at     timestamptz NOT NULL,
@@ -115,6 +124,57 @@ CREATE TABLE queen.dead_letters (
     PRIMARY KEY (partition_id, consumer_group, message_id)
 );
 CREATE INDEX dead_letters_failed_idx ON queen.dead_letters (failed_at);
+
+-- Resolves (tenant, queue, partition) to ids and the queue options the broker
+-- needs in memory. With p_create, a missing queue (default options) or
+-- partition is created with the ids the broker made (UUIDv7); concurrent
+-- creators converge on one row. Returns no row when p_create is false and
+-- either is missing.
+CREATE FUNCTION queen.resolve_partition_v1(
+    p_tenant           text,
+    p_queue            text,
+    p_partition        text,
+    p_create           boolean,
+    p_new_queue_id     uuid,
+    p_new_partition_id uuid,
+    OUT queue_id           uuid,
+    OUT partition_id       uuid,
+    OUT lease_time         integer,
+    OUT retry_limit        integer,
+    OUT delayed_processing integer,
+    OUT encryption_enabled boolean
+) RETURNS SETOF record LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT q.id, q.lease_time, q.retry_limit, q.delayed_processing, q.encryption_enabled
+      INTO queue_id, lease_time, retry_limit, delayed_processing, encryption_enabled
+      FROM queen.queues q WHERE q.tenant = p_tenant AND q.name = p_queue;
+    IF NOT FOUND THEN
+        IF NOT p_create THEN
+            RETURN;
+        END IF;
+        -- ON CONFLICT waits for a concurrent creator; the next statement
+        -- then sees its row.
+        INSERT INTO queen.queues (id, tenant, name) VALUES (p_new_queue_id, p_tenant, p_queue)
+        ON CONFLICT (tenant, name) DO NOTHING;
+        SELECT q.id, q.lease_time, q.retry_limit, q.delayed_processing, q.encryption_enabled
+          INTO queue_id, lease_time, retry_limit, delayed_processing, encryption_enabled
+          FROM queen.queues q WHERE q.tenant = p_tenant AND q.name = p_queue;
+    END IF;
+    SELECT p.id INTO partition_id FROM queen.partitions p
+     WHERE p.queue_id = resolve_partition_v1.queue_id AND p.name = p_partition;
+    IF NOT FOUND THEN
+        IF NOT p_create THEN
+            RETURN;
+        END IF;
+        INSERT INTO queen.partitions (id, queue_id, name)
+        VALUES (p_new_partition_id, resolve_partition_v1.queue_id, p_partition)
+        ON CONFLICT ON CONSTRAINT partitions_queue_id_name_key DO NOTHING;
+        SELECT p.id INTO partition_id FROM queen.partitions p
+         WHERE p.queue_id = resolve_partition_v1.queue_id AND p.name = p_partition;
+    END IF;
+    RETURN NEXT;
+END
+$$;
 
 -- The allocator, and the only way data enters the log: /api/v1/push and the
 -- streams cycle both call it. It takes one segment, already packed by the

@@ -1,0 +1,79 @@
+package hotlist
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Channel is the NOTIFY channel of the log. The payload is
+// "<queue id>:<partition id>" when a partition may have become deliverable,
+// and "<queue id>:" when the queue was deleted.
+const Channel = "regent_log"
+
+// Listen holds a LISTEN on Channel on a connection of its own and applies
+// every notification to l until ctx ends, reconnecting after a failure.
+// Notifications sent while it was not listening are lost, so after every
+// (re)connection it calls resync, which reseeds from the database. A queue
+// deletion is passed to deleted as well, for the caller's own caches.
+func Listen(ctx context.Context, connString string, l *List, log *slog.Logger, resync func(context.Context), deleted func(uuid.UUID)) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := listenOnce(ctx, connString, l, resync, deleted)
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("hot list: LISTEN connection lost; reconnecting", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func listenOnce(ctx context.Context, connString string, l *List, resync func(context.Context), deleted func(uuid.UUID)) error {
+	conn, err := pgx.Connect(ctx, connString)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return err
+	}
+	go resync(ctx)
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if q := l.apply(n.Payload); q != uuid.Nil {
+			deleted(q)
+		}
+	}
+}
+
+// apply applies one notification and returns the queue it deleted, if any.
+func (l *List) apply(payload string) uuid.UUID {
+	qs, ps, ok := strings.Cut(payload, ":")
+	if !ok {
+		return uuid.Nil
+	}
+	q, err := uuid.Parse(qs)
+	if err != nil {
+		return uuid.Nil
+	}
+	if ps == "" {
+		l.Forget(q)
+		return q
+	}
+	if p, err := uuid.Parse(ps); err == nil {
+		l.Mark(q, p)
+	}
+	return uuid.Nil
+}

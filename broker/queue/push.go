@@ -1,0 +1,210 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/httpx"
+)
+
+// DB is what pushing needs from a pool or a transaction.
+type DB interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// Pushed is the outcome of one pushed item.
+type Pushed struct {
+	MessageID     uuid.UUID
+	TransactionID string
+	Partition     *Partition
+	Duplicate     bool
+}
+
+// Push packs and stores items on db, one round trip for all the segments of
+// the request (plus one per round of duplicates found in the database). On
+// the pool, a partition deleted behind the cache is resolved again and the
+// push retried once; in a transaction the error is returned. The caller runs
+// AfterPush on the segments once they are committed.
+func (s *Store) Push(ctx context.Context, db DB, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
+	for attempt := 0; ; attempt++ {
+		p, err := s.Pack(ctx, tenant, producerSub, items)
+		if err != nil {
+			return nil, nil, err
+		}
+		out, err := s.store(ctx, db, p)
+		if errors.Is(err, ErrPartitionGone) && attempt == 0 {
+			if _, inTx := db.(pgx.Tx); !inTx {
+				for _, it := range items {
+					s.Invalidate(tenant, it.Queue)
+				}
+				continue
+			}
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return out, p.Segments, nil
+	}
+}
+
+func (s *Store) store(ctx context.Context, db DB, p *Packed) ([]Pushed, error) {
+	out := make([]Pushed, len(p.DupOf))
+	pending := p.Segments
+	for len(pending) > 0 {
+		b := &pgx.Batch{}
+		for _, g := range pending {
+			g.Queue(b)
+		}
+		if err := db.SendBatch(ctx, b).Close(); err != nil {
+			return nil, err
+		}
+		var again []*Segment
+		for _, g := range pending {
+			if g.Dups == nil {
+				continue
+			}
+			for i, t := range g.TxIDs {
+				if id, dup := g.Dups[t]; dup {
+					out[g.Items[i]] = Pushed{MessageID: id, TransactionID: t, Partition: g.Partition, Duplicate: true}
+				}
+			}
+			if g.Repack() {
+				again = append(again, g)
+			}
+		}
+		pending = again
+	}
+	for _, g := range p.Segments {
+		for i := range g.Frames {
+			out[g.Items[i]] = Pushed{MessageID: g.Frames[i].ID, TransactionID: g.TxIDs[i], Partition: g.Partition}
+		}
+	}
+	for i, first := range p.DupOf {
+		if first >= 0 {
+			out[i] = out[first]
+			out[i].Duplicate = true
+		}
+	}
+	return out, nil
+}
+
+// pushItem is an item as a client sends it.
+type pushItem struct {
+	Queue         *string         `json:"queue"`
+	Partition     *string         `json:"partition"`
+	Payload       json.RawMessage `json:"payload"`
+	Data          json.RawMessage `json:"data"`
+	TransactionID *string         `json:"transactionId"`
+	TraceID       *string         `json:"traceId"`
+}
+
+// items validates what a client sent and turns it into Items.
+func items(in []pushItem, field string) ([]Item, error) {
+	out := make([]Item, len(in))
+	for i, it := range in {
+		if it.Queue == nil || *it.Queue == "" {
+			return nil, httpx.BadRequest("%s[%d].queue is required", field, i)
+		}
+		o := Item{Queue: *it.Queue, Payload: it.Payload}
+		if o.Payload == nil {
+			o.Payload = it.Data
+		}
+		if it.Partition != nil {
+			o.Partition = *it.Partition
+		}
+		if it.TransactionID != nil {
+			o.TransactionID = *it.TransactionID
+		}
+		if it.TraceID != nil && *it.TraceID != "" {
+			if _, err := uuid.Parse(*it.TraceID); err != nil {
+				return nil, httpx.BadRequest("%s[%d].traceId must be a UUID", field, i)
+			}
+			o.TraceID = *it.TraceID
+		}
+		out[i] = o
+	}
+	return out, nil
+}
+
+type pushResult struct {
+	Index         int       `json:"index"`
+	TransactionID string    `json:"transaction_id"`
+	MessageID     uuid.UUID `json:"message_id"`
+	PartitionID   uuid.UUID `json:"partition_id"`
+	TraceID       *string   `json:"trace_id"`
+	QueueName     string    `json:"queueName"`
+	Status        string    `json:"status"`
+}
+
+func pushResults(in []Item, pushed []Pushed) []pushResult {
+	out := make([]pushResult, len(pushed))
+	for i, p := range pushed {
+		r := pushResult{Index: i, TransactionID: p.TransactionID, MessageID: p.MessageID,
+			PartitionID: p.Partition.ID, QueueName: p.Partition.Queue.Name, Status: "queued"}
+		if in[i].TraceID != "" {
+			r.TraceID = &in[i].TraceID
+		}
+		if p.Duplicate {
+			r.Status = "duplicate"
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// handlePush is POST /api/v1/push.
+func (s *Store) handlePush(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Items *[]pushItem `json:"items"`
+	}
+	if err := httpx.ReadJSON(r, &body); err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	if body.Items == nil {
+		httpx.Fail(w, httpx.BadRequest("items must be an array"))
+		return
+	}
+	in, err := items(*body.Items, "items")
+	if err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	if len(in) == 0 {
+		httpx.WriteJSON(w, http.StatusCreated, []pushResult{})
+		return
+	}
+	id := auth.FromContext(r.Context())
+	pushed, segs, err := s.Push(r.Context(), s.pool, id.Tenant, id.Subject, in)
+	if err != nil {
+		s.fail(w, r, "push", err)
+		return
+	}
+	s.AfterPush(segs)
+	httpx.WriteJSON(w, http.StatusCreated, pushResults(in, pushed))
+}
+
+// fail answers a failed request: client errors with their status, anything
+// else as a 500 whose detail goes to the log only.
+func (s *Store) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
+	var bad *BadName
+	switch {
+	case errors.As(err, &bad):
+		httpx.Fail(w, httpx.BadRequest("%s", bad.Message))
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away; nobody reads the answer.
+	default:
+		var he *httpx.Error
+		if !errors.As(err, &he) {
+			s.log.Error(fmt.Sprintf("%s failed", what), "err", err)
+		}
+		httpx.Fail(w, err)
+	}
+}

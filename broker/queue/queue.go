@@ -1,0 +1,136 @@
+// Package queue is Regent's Queen-compatible partitioned queue: the
+// /api/v1 routes (configure, push, pop, ack, ack/batch, lease extend,
+// transaction, dlq, queue deletion) over the log of packed segments in
+// schema queen.
+//
+// # The push path, shared with the streams cycle
+//
+// Data enters the log only through queen.log_push_one_v1, one call per
+// segment. A caller that pushes (the push route, a transaction, the streams
+// cycle's sink emits) goes through these steps, all on *Store:
+//
+//  1. Resolve (or ResolveAll) turns (tenant, queue, partition) into a
+//     *Partition: ids and the queue options the broker needs in memory
+//     (Queue.EncryptionEnabled among them). A queue and partition that do not
+//     exist are created with default options. Answers are cached; Invalidate
+//     drops a tenant's queue (the queue deletion route does it, and so must
+//     any caller whose push failed with ErrPartitionGone, because another
+//     replica deleted the queue behind the cache).
+//  2. Pack frames the items into one *Segment per partition, in order of
+//     first appearance: a UUIDv7 message id unless the item brings one, the
+//     transaction id (the message id when absent), createdAt in microseconds,
+//     producer sub and trace id, the payload sealed when the queue has
+//     encryptionEnabled (a sealing failure logs a warning, counts in
+//     regent_encryption_failures_total and stores plaintext), the encoded
+//     body and checksum, the time range and the txids in frame order. Items
+//     that repeat a client transaction id of an earlier item of the same
+//     partition are not packed; Packed.DupOf names the earlier item.
+//  3. Segment.Queue adds the log_push_one_v1 call to a pgx.Batch (or use
+//     Segment.Args with PushSQL in a procedure of your own). A pgx batch is
+//     sent with a single Sync, so all its statements run as one implicit
+//     transaction: either every segment is stored or none is. When the
+//     function reports transaction ids already recorded for the partition it
+//     has written nothing for that segment; Repack drops them and the
+//     segment can be pushed again.
+//  4. After the commit, AfterPush counts the messages per queue and marks
+//     the partitions in this replica's hot list. The NOTIFY sent by
+//     log_push_one_v1 tells the other replicas (and this one, a few
+//     milliseconds later).
+//
+// OwnedPartition is the tenancy gate for routes that take a partition id: a
+// partition that does not exist and another tenant's both answer ErrNotFound.
+package queue
+
+import (
+	"errors"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/regent-mq/regent/broker/hotlist"
+	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/seal"
+)
+
+// QueueMode is the consumer group used when a request names none: plain
+// competing consumers.
+const QueueMode = "__QUEUE_MODE__"
+
+// DefaultPartition is the partition of an item or pop that names none.
+const DefaultPartition = "Default"
+
+var (
+	// ErrNotFound is returned for a missing queue or partition, and for one
+	// owned by another tenant: the two are indistinguishable on purpose.
+	ErrNotFound = errors.New("not found")
+	// ErrPartitionGone is returned by a push whose partition was deleted
+	// after it was resolved; Invalidate and resolve again.
+	ErrPartitionGone = errors.New("partition not found")
+)
+
+// queueName is the name rule for queues (queue-api.md, configure).
+var queueName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,255}$`)
+
+// maxPartitionName bounds partition names, which have no other rule.
+const maxPartitionName = 255
+
+// optionsTTL bounds how long a replica trusts cached queue options and ids:
+// configure and delete on another replica reach this one within it.
+const optionsTTL = 5 * time.Second
+
+// Store is the queue's domain and storage. It is safe for concurrent use.
+type Store struct {
+	pool    *pgxpool.Pool
+	sealer  *seal.Sealer // nil: no key; sealing fails and stores plaintext
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	hot     *hotlist.List
+
+	mu     sync.RWMutex
+	queues map[queueKey]*Queue
+	parts  map[partKey]*Partition
+	byID   map[uuid.UUID]*Partition
+}
+
+type queueKey struct{ tenant, name string }
+
+type partKey struct{ tenant, queue, partition string }
+
+// Queue is a resolved queue and the options the broker reads in memory.
+// Options used by stored procedures (lease time, retry limit, delay) are read
+// there from queen.queues and are always current; these copies may lag by up
+// to optionsTTL.
+type Queue struct {
+	ID                uuid.UUID
+	Tenant            string
+	Name              string
+	LeaseTime         int // seconds
+	RetryLimit        int
+	DelayedProcessing int // seconds
+	EncryptionEnabled bool
+	loaded            time.Time
+}
+
+// Partition is a resolved partition of a queue.
+type Partition struct {
+	ID    uuid.UUID
+	Name  string
+	Queue *Queue
+}
+
+// New returns a Store. sealer may be nil (no encryption key configured).
+func New(pool *pgxpool.Pool, sealer *seal.Sealer, m *metrics.Metrics, hot *hotlist.List, log *slog.Logger) *Store {
+	return &Store{
+		pool: pool, sealer: sealer, metrics: m, hot: hot, log: log,
+		queues: map[queueKey]*Queue{},
+		parts:  map[partKey]*Partition{},
+		byID:   map[uuid.UUID]*Partition{},
+	}
+}
+
+// Hot returns the replica's hot list.
+func (s *Store) Hot() *hotlist.List { return s.hot }
