@@ -18,8 +18,11 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/migrate"
+	"github.com/regent-mq/regent/broker/queue"
+	"github.com/regent-mq/regent/broker/seal"
 	"github.com/regent-mq/regent/broker/server"
 )
 
@@ -32,6 +35,8 @@ type Broker struct {
 	log     *slog.Logger
 	pool    *pgxpool.Pool
 	handler http.Handler
+	stop    context.CancelFunc // ends the background work
+	stopped chan struct{}
 }
 
 // OpenPool connects to PostgreSQL with the configured pool size.
@@ -66,11 +71,37 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		}
 	}
 	m := metrics.New()
+	sealer, err := newSealer(cfg)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	queues := queue.New(pool, sealer, m, hotlist.New(), log)
 	var routes []server.Route
+	routes = append(routes, queues.Routes()...)
 	h := server.New(server.Deps{
 		Pool: pool, Auth: authn, Metrics: m, Log: log, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,
 	}, routes)
-	return &Broker{cfg: cfg, log: log, pool: pool, handler: h}, nil
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		queues.Run(bg, cfg.ReseedInterval)
+	}()
+	return &Broker{cfg: cfg, log: log, pool: pool, handler: h, stop: stop, stopped: stopped}, nil
+}
+
+// newSealer loads the payload keys; without a key file it returns nil, and
+// queues with encryptionEnabled store plaintext (with a warning).
+func newSealer(cfg config.Config) (*seal.Sealer, error) {
+	if cfg.EncryptionKey == "" {
+		return nil, nil
+	}
+	s, err := seal.LoadFiles(cfg.EncryptionKey, cfg.EncryptionOld)
+	if err != nil {
+		return nil, fmt.Errorf("load encryption keys: %w", err)
+	}
+	return s, nil
 }
 
 func newAuthenticator(cfg config.Config) (*auth.Authenticator, error) {
@@ -106,8 +137,12 @@ func newAuthenticator(cfg config.Config) (*auth.Authenticator, error) {
 // Handler is the broker's HTTP handler.
 func (b *Broker) Handler() http.Handler { return b.handler }
 
-// Close releases the database pool.
-func (b *Broker) Close() { b.pool.Close() }
+// Close stops the background work and releases the database pool.
+func (b *Broker) Close() {
+	b.stop()
+	<-b.stopped
+	b.pool.Close()
+}
 
 // Serve serves on l until ctx is cancelled, then stops accepting, lets
 // in-flight requests drain for the configured grace period, and returns.
