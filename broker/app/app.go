@@ -24,6 +24,7 @@ import (
 	"github.com/regent-mq/regent/broker/queue"
 	"github.com/regent-mq/regent/broker/seal"
 	"github.com/regent-mq/regent/broker/server"
+	"github.com/regent-mq/regent/broker/streams"
 )
 
 // Version is stamped at build time with -ldflags "-X ...app.Version=...".
@@ -79,6 +80,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 	queues := queue.New(pool, sealer, m, hotlist.New(), log)
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
+	routes = append(routes, streams.New(pool, queues, m, log, cfg.Tenancy).Routes()...)
 	h := server.New(server.Deps{
 		Pool: pool, Auth: authn, Metrics: m, Log: log, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,
 	}, routes)

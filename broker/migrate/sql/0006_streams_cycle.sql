@@ -51,10 +51,13 @@ $$;
 -- deadlocking.
 --
 -- Every failure raises, so the state ops, the pushes and the ack roll back
--- together. A sink segment holding an already-recorded client transaction
--- id raises SQLSTATE RGD01 with the duplicates in DETAIL as JSON
--- ({"partition_id", "txids", "message_ids"}); the broker repacks without
--- them and calls again.
+-- together. The ownership verdicts ('query not found', 'partition not
+-- found' for the source) are plain raises (P0001); P0002 comes only from
+-- queen.log_push_one_v1, for a sink partition deleted behind the broker's
+-- cache. Sink segments holding already-recorded client transaction ids
+-- raise SQLSTATE RGD01 once all segments are tried, with the duplicates in
+-- DETAIL as a JSON array of {"partition_id", "txids", "message_ids"}; the
+-- broker repacks without them and calls again.
 --
 -- p_ack false is an idle-flush cycle (ack: null): no lease work at all.
 -- p_count NULL means the whole leased batch.
@@ -95,6 +98,7 @@ DECLARE
     v_t      integer := 0;
     v_d      integer := 0;
     v_walk   record;
+    v_dups   jsonb := '[]';
 BEGIN
     -- Serialises every cycle on this (query, partition), idle flushes
     -- included: they take no cursor lock.
@@ -102,13 +106,13 @@ BEGIN
 
     PERFORM 1 FROM queen_streams.queries q WHERE q.id = p_query_id AND q.tenant = p_tenant;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'query not found' USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'query not found';
     END IF;
     SELECT qu.name INTO queue_name
       FROM queen.partitions pa JOIN queen.queues qu ON qu.id = pa.queue_id
      WHERE pa.id = p_partition_id AND qu.tenant = p_tenant;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'partition not found' USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'partition not found';
     END IF;
 
     -- The exactly-once guard, checked before any work: the cursor row stays
@@ -166,14 +170,16 @@ BEGIN
             coalesce(p_dedup_txids[v_d + 1 : v_d + p_seg_dedups[i]], '{}'),
             coalesce(p_dedup_msg_ids[v_d + 1 : v_d + p_seg_dedups[i]], '{}'));
         IF v_push.base_offset IS NULL THEN
-            RAISE EXCEPTION 'duplicate transaction ids in a sink segment' USING ERRCODE = 'RGD01',
-                DETAIL = json_build_object('partition_id', p_seg_partitions[i],
-                    'txids', v_push.dup_txids, 'message_ids', v_push.dup_message_ids)::text;
+            v_dups := v_dups || jsonb_build_object('partition_id', p_seg_partitions[i],
+                'txids', v_push.dup_txids, 'message_ids', v_push.dup_message_ids);
         END IF;
         base_offsets := base_offsets || v_push.base_offset;
         v_t := v_t + p_seg_frames[i];
         v_d := v_d + p_seg_dedups[i];
     END LOOP;
+    IF jsonb_array_length(v_dups) > 0 THEN
+        RAISE EXCEPTION 'duplicate transaction ids in sink segments' USING ERRCODE = 'RGD01', DETAIL = v_dups::text;
+    END IF;
 
     lease_released := false;
     IF NOT p_ack THEN

@@ -9,20 +9,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
-)
 
-// Segment is one packed sink segment for queen.log_push_one_v1.
-type Segment struct {
-	PartitionID  uuid.UUID
-	Frames       int32
-	Body         []byte
-	Checksum     int64
-	TxIDs        []string // one per frame, in frame order
-	MinCreatedAt time.Time
-	MaxCreatedAt time.Time
-	DedupTxIDs   []string // the client-supplied transaction ids among the frames
-	DedupMsgIDs  []uuid.UUID
-}
+	"github.com/regent-mq/regent/broker/queue"
+)
 
 // Ack is a cycle's source ack.
 type Ack struct {
@@ -40,7 +29,7 @@ type Cycle struct {
 	PartitionID uuid.UUID
 	Group       string
 	Ops         json.RawMessage // the state_ops JSON array, as the client sent it
-	Segments    []Segment
+	Segments    []*queue.Segment
 	Ack         *Ack // nil: an idle-flush cycle
 }
 
@@ -48,7 +37,7 @@ type Cycle struct {
 type CycleResult struct {
 	QueueName     string  // the source partition's queue
 	OpsApplied    int32   //
-	BaseOffsets   []int64 // per segment
+	BaseOffsets   []int64 // per segment, in the order of Cycle.Segments
 	AckCount      int64
 	LeaseReleased bool
 }
@@ -59,26 +48,25 @@ type Failure struct{ Message string }
 
 func (f *Failure) Error() string { return f.Message }
 
-// Duplicates is a cycle refused because a sink segment carried client
-// transaction ids already recorded for its partition. Nothing committed;
-// the caller repacks without them and runs the cycle again.
-type Duplicates struct {
-	PartitionID uuid.UUID   `json:"partition_id"`
-	TxIDs       []string    `json:"txids"`
-	MessageIDs  []uuid.UUID `json:"message_ids"`
-}
+// Duplicates is a cycle refused because sink segments carried client
+// transaction ids already recorded for their partitions: for each partition,
+// the duplicate transaction ids and the message ids they were recorded
+// with. Nothing committed; the caller repacks without them and runs the
+// cycle again.
+type Duplicates map[uuid.UUID]map[string]uuid.UUID
 
-func (d *Duplicates) Error() string {
-	return fmt.Sprintf("%d duplicate transaction ids for sink partition %s", len(d.TxIDs), d.PartitionID)
+func (d Duplicates) Error() string {
+	return fmt.Sprintf("duplicate transaction ids in %d sink partitions", len(d))
 }
 
 const cycleSQL = `SELECT queue_name, ops_applied, base_offsets, ack_count, lease_released
 	FROM queen_streams.cycle_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
 
 // RunCycle runs one cycle in one transaction and one round trip. A refusal
-// is a *Failure (or *Duplicates); any other error means the call itself
-// failed, and nothing of it committed unless the connection died after the
-// commit was sent.
+// is a *Failure, or Duplicates; a sink partition deleted behind the cache
+// is queue.ErrPartitionGone. Any other error means the call itself failed,
+// and nothing of it committed unless the connection died after the commit
+// was sent.
 func RunCycle(ctx context.Context, db DB, c Cycle) (CycleResult, error) {
 	n := len(c.Segments)
 	segPartitions := make([]uuid.UUID, n)
@@ -90,13 +78,12 @@ func RunCycle(ctx context.Context, db DB, c Cycle) (CycleResult, error) {
 	segDedups := make([]int32, n)
 	var txids, dedupTxIDs []string
 	var dedupMsgIDs []uuid.UUID
-	for i := range c.Segments {
-		s := &c.Segments[i]
-		segPartitions[i], segFrames[i], segBodies[i], segChecksums[i] = s.PartitionID, s.Frames, s.Body, s.Checksum
-		segMin[i], segMax[i], segDedups[i] = s.MinCreatedAt, s.MaxCreatedAt, int32(len(s.DedupTxIDs))
-		txids = append(txids, s.TxIDs...)
-		dedupTxIDs = append(dedupTxIDs, s.DedupTxIDs...)
-		dedupMsgIDs = append(dedupMsgIDs, s.DedupMsgIDs...)
+	for i, g := range c.Segments {
+		segPartitions[i], segFrames[i], segBodies[i], segChecksums[i] = g.Partition.ID, int32(len(g.Frames)), g.Body, int64(g.Checksum)
+		segMin[i], segMax[i], segDedups[i] = g.MinCreatedAt, g.MaxCreatedAt, int32(len(g.DedupTxIDs))
+		txids = append(txids, g.TxIDs...)
+		dedupTxIDs = append(dedupTxIDs, g.DedupTxIDs...)
+		dedupMsgIDs = append(dedupMsgIDs, g.DedupMsgIDs...)
 	}
 	ops := c.Ops
 	if len(ops) == 0 {
@@ -129,19 +116,34 @@ func RunCycle(ctx context.Context, db DB, c Cycle) (CycleResult, error) {
 }
 
 // refusal turns an error the procedure raised into a *Failure or
-// *Duplicates. Errors that say the call could not run (connection loss,
+// Duplicates. Errors that say the call could not run (connection loss,
 // shutdown, deadlock, resources) stay as they are: the client may retry.
 func refusal(err error) error {
 	var pg *pgconn.PgError
 	if !errors.As(err, &pg) {
 		return fmt.Errorf("run cycle: %w", err)
 	}
-	if pg.Code == "RGD01" {
-		d := &Duplicates{}
-		if jerr := json.Unmarshal([]byte(pg.Detail), d); jerr != nil {
+	switch pg.Code {
+	case "RGD01":
+		var segs []struct {
+			PartitionID uuid.UUID   `json:"partition_id"`
+			TxIDs       []string    `json:"txids"`
+			MessageIDs  []uuid.UUID `json:"message_ids"`
+		}
+		if jerr := json.Unmarshal([]byte(pg.Detail), &segs); jerr != nil {
 			return fmt.Errorf("run cycle: read duplicates %q: %w", pg.Detail, jerr)
 		}
+		d := make(Duplicates, len(segs))
+		for _, g := range segs {
+			m := make(map[string]uuid.UUID, len(g.TxIDs))
+			for i, t := range g.TxIDs {
+				m[t] = g.MessageIDs[i]
+			}
+			d[g.PartitionID] = m
+		}
 		return d
+	case "P0002":
+		return fmt.Errorf("run cycle: %w", queue.ErrPartitionGone)
 	}
 	switch pg.Code[:2] {
 	case "08", "40", "53", "54", "55", "57", "58", "F0", "XX":

@@ -1,0 +1,178 @@
+package streams
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/google/uuid"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/queue"
+	"github.com/regent-mq/regent/broker/streams/store"
+)
+
+type cycleRequest struct {
+	QueryID       string          `json:"query_id"`
+	PartitionID   string          `json:"partition_id"`
+	ConsumerGroup string          `json:"consumer_group"`
+	StateOps      json.RawMessage `json:"state_ops"`
+	PushItems     []pushItem      `json:"push_items"`
+	Ack           *ackRequest     `json:"ack"`
+	ReleaseLease  *bool           `json:"release_lease"`
+}
+
+type ackRequest struct {
+	TransactionID string  `json:"transactionId"`
+	LeaseID       string  `json:"leaseId"`
+	Status        *string `json:"status"`
+	Count         *int64  `json:"count"`
+}
+
+type cycleResponse struct {
+	Success         bool         `json:"success"`
+	Error           string       `json:"error,omitempty"`
+	QueryID         uuid.UUID    `json:"query_id"`
+	PartitionID     uuid.UUID    `json:"partition_id"`
+	QueueName       *string      `json:"queueName"`
+	StateOpsApplied int32        `json:"state_ops_applied"`
+	PushResults     []pushResult `json:"push_results"`
+	AckResult       *ackResult   `json:"ack_result"`
+}
+
+type ackResult struct {
+	Success       bool  `json:"success"`
+	Count         int64 `json:"count"`
+	LeaseReleased bool  `json:"lease_released"`
+	DLQ           bool  `json:"dlq"`
+}
+
+// successWords are the ack statuses that count as success; an absent status
+// does too. Anything else, a misspelling included, is a nack.
+func ackOK(status *string) bool {
+	if status == nil {
+		return true
+	}
+	switch *status {
+	case "completed", "success", "acked", "ok":
+		return true
+	}
+	return false
+}
+
+// cycle is POST /streams/v1/cycle.
+func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
+	var req cycleRequest
+	if err := httpx.ReadJSON(r, &req); err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	c, err := cycleFrom(&req)
+	if err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	id := auth.FromContext(r.Context())
+	c.Tenant = id.Tenant
+	if !s.ownPartition(w, r, c.Tenant, c.PartitionID) {
+		return
+	}
+	k, err := s.pack(r.Context(), c.Tenant, id.Subject, req.PushItems)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, k, err := s.run(r, &c, k)
+	var refused *store.Failure
+	switch {
+	case errors.As(err, &refused):
+		httpx.WriteJSON(w, http.StatusOK, cycleResponse{QueryID: c.QueryID, PartitionID: c.PartitionID,
+			Error: refused.Message, PushResults: []pushResult{}})
+		return
+	case err != nil:
+		s.fail(w, r, err)
+		return
+	}
+
+	// The procedure committed on its own, so the bookkeeping of the push
+	// and ack routes is done here: counters, and the hot list that makes
+	// the sink emits visible to this replica's pops at once.
+	k.committed(res.BaseOffsets)
+	s.queues.AfterPush(k.segs)
+	resp := cycleResponse{Success: true, QueryID: c.QueryID, PartitionID: c.PartitionID,
+		QueueName: &res.QueueName, StateOpsApplied: res.OpsApplied, PushResults: k.results()}
+	if c.Ack != nil {
+		resp.AckResult = &ackResult{Success: true, Count: res.AckCount, LeaseReleased: res.LeaseReleased}
+		if c.Ack.OK && res.AckCount > 0 {
+			s.metrics.Acked.WithLabelValues(c.Tenant, res.QueueName).Add(float64(res.AckCount))
+		}
+	}
+	httpx.WriteJSON(w, http.StatusOK, resp)
+}
+
+// run runs the cycle until it commits or is refused. Items the database
+// already holds under their transaction id are dropped and the cycle runs
+// again; a sink partition deleted behind the cache is resolved again once.
+func (s *Service) run(r *http.Request, c *store.Cycle, k *sink) (store.CycleResult, *sink, error) {
+	for repacked := false; ; {
+		c.Segments = k.segs
+		res, err := store.RunCycle(r.Context(), s.db, *c)
+		var dups store.Duplicates
+		switch {
+		case errors.As(err, &dups):
+			k.drop(dups)
+		case errors.Is(err, queue.ErrPartitionGone) && !repacked:
+			repacked = true
+			for _, it := range k.items {
+				s.queues.Invalidate(c.Tenant, it.Queue)
+			}
+			id := auth.FromContext(r.Context())
+			if k, err = s.pack(r.Context(), c.Tenant, id.Subject, k.items); err != nil {
+				return res, k, err
+			}
+		default:
+			return res, k, err
+		}
+	}
+}
+
+// cycleFrom checks a cycle request and applies the defaults.
+func cycleFrom(req *cycleRequest) (store.Cycle, error) {
+	var c store.Cycle
+	var err error
+	if c.QueryID, err = parseID("query_id", req.QueryID); err != nil {
+		return c, err
+	}
+	if c.PartitionID, err = parseID("partition_id", req.PartitionID); err != nil {
+		return c, err
+	}
+	c.Group = req.ConsumerGroup
+	if c.Group == "" {
+		c.Group = queue.QueueMode
+	}
+	switch ops := bytes.TrimSpace(req.StateOps); {
+	case len(ops) == 0 || bytes.Equal(ops, []byte("null")):
+		c.Ops = json.RawMessage("[]")
+	case ops[0] == '[':
+		c.Ops = ops
+	default:
+		return c, httpx.BadRequest(`Invalid field "state_ops": expected array`)
+	}
+	if a := req.Ack; a != nil {
+		ack := &store.Ack{OK: ackOK(a.Status), Count: a.Count, Release: req.ReleaseLease == nil || *req.ReleaseLease}
+		if a.LeaseID != "" {
+			id, err := uuid.Parse(a.LeaseID)
+			if err != nil {
+				return c, httpx.BadRequest("ack.leaseId must be a UUID, got %q", a.LeaseID)
+			}
+			ack.LeaseID = &id
+		}
+		if a.Count != nil && *a.Count < 0 {
+			return c, httpx.BadRequest("ack.count must not be negative")
+		}
+		c.Ack = ack
+	}
+	return c, nil
+}

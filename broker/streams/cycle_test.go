@@ -1,0 +1,776 @@
+package streams_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/test/brokertest"
+)
+
+type cycleAnswer struct {
+	Success         bool             `json:"success"`
+	Error           string           `json:"error"`
+	QueryID         string           `json:"query_id"`
+	PartitionID     string           `json:"partition_id"`
+	QueueName       *string          `json:"queueName"`
+	StateOpsApplied int              `json:"state_ops_applied"`
+	PushResults     []map[string]any `json:"push_results"`
+	AckResult       *struct {
+		Success       bool  `json:"success"`
+		Count         int64 `json:"count"`
+		LeaseReleased bool  `json:"lease_released"`
+		DLQ           bool  `json:"dlq"`
+	} `json:"ack_result"`
+}
+
+// cycle posts a cycle and requires a 200, whatever its success.
+func cycle(t *testing.T, b *brokertest.Broker, body map[string]any) cycleAnswer {
+	t.Helper()
+	r := post(t, b, "/streams/v1/cycle", body)
+	wantStatus(t, r, 200)
+	var a cycleAnswer
+	r.JSON(t, &a)
+	return a
+}
+
+// committed requires a successful cycle.
+func committed(t *testing.T, b *brokertest.Broker, body map[string]any) cycleAnswer {
+	t.Helper()
+	a := cycle(t, b, body)
+	if !a.Success {
+		t.Fatalf("cycle failed: %s", a.Error)
+	}
+	return a
+}
+
+// refused requires a cycle that answered 200 with success false and an
+// error containing want.
+func refused(t *testing.T, b *brokertest.Broker, body map[string]any, want string) {
+	t.Helper()
+	a := cycle(t, b, body)
+	if a.Success || !strings.Contains(a.Error, want) {
+		t.Fatalf("cycle answered success=%v error=%q, want a failure saying %q", a.Success, a.Error, want)
+	}
+}
+
+// fixture is a registered query on source queue "src", sink "out".
+type fixture struct {
+	b         *brokertest.Broker
+	query     string
+	partition string // src's partition Default
+}
+
+func newFixture(t *testing.T, opts ...brokertest.Option) fixture {
+	t.Helper()
+	b := start(t, opts...)
+	q := register(t, b, "q", "src", "out", "h", false)
+	return fixture{b: b, query: q.QueryID, partition: sourcePartition(t, b, "src")}
+}
+
+// body is a cycle request on the fixture's query and partition.
+func (f fixture) body(fields map[string]any) map[string]any {
+	out := map[string]any{"query_id": f.query, "partition_id": f.partition}
+	for k, v := range fields {
+		out[k] = v
+	}
+	return out
+}
+
+func (f fixture) state(t *testing.T) map[string]string {
+	t.Helper()
+	rows, err := f.b.Pool.Query(context.Background(),
+		`SELECT key, value::text FROM queen_streams.state WHERE query_id = $1 AND partition_id = $2`, f.query, f.partition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			t.Fatal(err)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+type cursor struct {
+	Committed     int64
+	Leased        bool
+	LeaseID       string
+	RetryCount    int
+	TotalConsumed int64
+}
+
+func (f fixture) cursor(t *testing.T, group string) cursor {
+	t.Helper()
+	var c cursor
+	var lease *uuid.UUID
+	err := f.b.Pool.QueryRow(context.Background(), `SELECT committed, lease_id, retry_count, total_consumed
+		FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2`, f.partition, group).
+		Scan(&c.Committed, &lease, &c.RetryCount, &c.TotalConsumed)
+	if err != nil {
+		t.Fatalf("read cursor: %v", err)
+	}
+	if lease != nil {
+		c.Leased, c.LeaseID = true, lease.String()
+	}
+	return c
+}
+
+// push pushes n messages {"n": i} to queue's partition Default in one request.
+func push(t *testing.T, b *brokertest.Broker, queue string, from, n int) {
+	t.Helper()
+	items := make([]map[string]any, n)
+	for i := range items {
+		items[i] = map[string]any{"queue": queue, "payload": map[string]any{"n": from + i}}
+	}
+	wantStatus(t, post(t, b, "/api/v1/push", map[string]any{"items": items}), 201)
+}
+
+type popped struct {
+	LeaseID  string `json:"leaseId"`
+	Messages []struct {
+		ID            string         `json:"id"`
+		TransactionID string         `json:"transactionId"`
+		Data          map[string]any `json:"data"`
+	} `json:"messages"`
+}
+
+// pop pops up to batch messages of queue's partition Default; nil on 204.
+func pop(t *testing.T, b *brokertest.Broker, queue string, batch int, query string) *popped {
+	t.Helper()
+	r := b.Do(t, "GET", fmt.Sprintf("/api/v1/pop/queue/%s/partition/Default?batch=%d&%s", queue, batch, query), "", nil)
+	if r.Status == 204 {
+		return nil
+	}
+	wantStatus(t, r, 200)
+	var p popped
+	r.JSON(t, &p)
+	return &p
+}
+
+func (p *popped) ns() []int {
+	var out []int
+	for _, m := range p.Messages {
+		out = append(out, int(m.Data["n"].(float64)))
+	}
+	return out
+}
+
+func ack(lease string, status any, count any) map[string]any {
+	a := map[string]any{"leaseId": lease, "transactionId": "t"}
+	if status != nil {
+		a["status"] = status
+	}
+	if count != nil {
+		a["count"] = count
+	}
+	return a
+}
+
+func TestCycleMissingOrMalformedFieldsAre400(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id := uuid.NewString()
+	for body, field := range map[string]string{
+		`{"partition_id": "` + id + `"}`:                                                                               "query_id",
+		`{"query_id": "", "partition_id": "` + id + `"}`:                                                               "query_id",
+		`{"query_id": "` + id + `"}`:                                                                                   "partition_id",
+		`{"query_id": "` + id + `", "partition_id": ""}`:                                                               "partition_id",
+		`{"query_id": "x", "partition_id": "` + id + `"}`:                                                              "query_id",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "state_ops": {}}`:                                    "state_ops",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "push_items": {}}`:                                   "push_items",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "ack": []}`:                                          "ack",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "release_lease": "no"}`:                              "release_lease",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "ack": {"count": -1}}`:                               "count",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "ack": {"leaseId": "x"}}`:                            "leaseId",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "push_items": [{"queue": "out", "messageId": "x"}]}`: "messageId",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "push_items": [{"queue": "bad name"}]}`:              "queue name",
+	} {
+		r := post(t, f.b, "/streams/v1/cycle", body)
+		wantStatus(t, r, 400)
+		if !strings.Contains(string(r.Body), field) {
+			t.Fatalf("400 body %s for %s does not name %s", r.Body, body, field)
+		}
+	}
+}
+
+func TestCycleStateOpsAreAppliedInOrder(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := committed(t, f.b, f.body(map[string]any{"ack": nil, "state_ops": []any{
+		map[string]any{"type": "upsert", "key": "a", "value": map[string]any{"acc": 1}},
+		map[string]any{"type": "upsert", "key": "a", "value": map[string]any{"acc": 2}},
+		map[string]any{"type": "upsert", "key": "b", "value": 7},
+		map[string]any{"type": "delete", "key": "b"},
+		map[string]any{"type": "delete", "key": "c"},
+		map[string]any{"type": "upsert", "key": "c", "value": nil},
+	}}))
+	if a.StateOpsApplied != 6 {
+		t.Fatalf("state_ops_applied %d, want 6", a.StateOpsApplied)
+	}
+	got := f.state(t)
+	if len(got) != 2 || got["a"] != `{"acc": 2}` || got["c"] != "null" {
+		t.Fatalf("state %v, want a={acc:2} and c=null (b upserted then deleted)", got)
+	}
+}
+
+func TestCycleStateOpsAndPushItemsDefaultToEmpty(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, fields := range []map[string]any{{}, {"state_ops": nil, "push_items": nil, "ack": nil}} {
+		a := committed(t, f.b, f.body(fields))
+		if a.StateOpsApplied != 0 || len(a.PushResults) != 0 || a.AckResult != nil || *a.QueueName != "src" {
+			t.Fatalf("empty cycle answered %+v", a)
+		}
+	}
+}
+
+func TestCycleUnknownStateOpTypeFailsTheWholeCycleAndCommitsNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	committed(t, f.b, f.body(map[string]any{"state_ops": []any{map[string]any{"type": "upsert", "key": "a", "value": 1}}}))
+	push(t, f.b, "src", 0, 3)
+	p := pop(t, f.b, "src", 10, "")
+	before := f.cursor(t, "__QUEUE_MODE__")
+	refused(t, f.b, f.body(map[string]any{
+		"state_ops": []any{
+			map[string]any{"type": "upsert", "key": "a", "value": 2},
+			map[string]any{"type": "delete", "key": "a"},
+			map[string]any{"type": "upsret", "key": "b", "value": 3},
+		},
+		"push_items": []any{map[string]any{"queue": "out", "payload": 1}},
+		"ack":        ack(p.LeaseID, "completed", 3),
+	}), `unknown type "upsret"`)
+	if got := f.state(t); len(got) != 1 || got["a"] != "1" {
+		t.Fatalf("state %v after a failed cycle, want a=1 untouched", got)
+	}
+	if after := f.cursor(t, "__QUEUE_MODE__"); after != before {
+		t.Fatalf("cursor %+v after a failed cycle, want %+v", after, before)
+	}
+	if sinkMessages(t, f.b, "out") != 0 {
+		t.Fatal("a failed cycle's sink push was stored")
+	}
+}
+
+// sinkMessages counts the frames stored in queue's log.
+func sinkMessages(t *testing.T, b *brokertest.Broker, queue string) int {
+	t.Helper()
+	return scalar[int](t, b, `SELECT coalesce(sum(s.frame_count), 0)::int FROM queen.log_segments s
+		JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id
+		WHERE q.name = $1`, queue)
+}
+
+func TestCyclePushItemPartitionDefaultsToDefaultAndDataIsThePayload(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := committed(t, f.b, f.body(map[string]any{"push_items": []any{
+		map[string]any{"queue": "out", "data": map[string]any{"n": 1}},
+		map[string]any{"queue": "out", "payload": map[string]any{"n": 2}},
+	}}))
+	for _, r := range a.PushResults {
+		if r["queue"] != "out" || r["partition"] != "Default" || r["status"] != "queued" {
+			t.Fatalf("push result %v, want queued on out/Default", r)
+		}
+	}
+	if got := pop(t, f.b, "out", 10, "").ns(); fmt.Sprint(got) != "[1 2]" {
+		t.Fatalf("sink delivered %v, want [1 2]", got)
+	}
+}
+
+func TestCyclePushItemWithAnEmptyQueueIsSkipped(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := committed(t, f.b, f.body(map[string]any{"push_items": []any{
+		map[string]any{"queue": "", "payload": 1},
+		map[string]any{"payload": 2},
+		map[string]any{"queue": "out", "payload": map[string]any{"n": 3}},
+	}}))
+	if len(a.PushResults) != 3 || a.PushResults[0]["status"] != "skipped" || a.PushResults[1]["status"] != "skipped" ||
+		a.PushResults[2]["status"] != "queued" {
+		t.Fatalf("push results %v, want skipped, skipped, queued", a.PushResults)
+	}
+	if n := sinkMessages(t, f.b, "out"); n != 1 {
+		t.Fatalf("%d sink messages, want 1", n)
+	}
+}
+
+func TestCyclePushItemMessageIdAndTransactionIdAreHonoured(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	mid := uuid.NewString()
+	a := committed(t, f.b, f.body(map[string]any{"push_items": []any{
+		map[string]any{"queue": "out", "partition": "p1", "payload": 1, "messageId": mid, "transactionId": "win-1"},
+	}}))
+	if a.PushResults[0]["messageId"] != mid || a.PushResults[0]["transactionId"] != "win-1" || a.PushResults[0]["partition"] != "p1" {
+		t.Fatalf("push result %v, want messageId %s, transactionId win-1 on p1", a.PushResults[0], mid)
+	}
+	r := f.b.Do(t, "GET", "/api/v1/pop/queue/out/partition/p1", "", nil)
+	wantStatus(t, r, 200)
+	var p popped
+	r.JSON(t, &p)
+	if p.Messages[0].ID != mid || p.Messages[0].TransactionID != "win-1" {
+		t.Fatalf("popped id %s transactionId %s, want %s win-1", p.Messages[0].ID, p.Messages[0].TransactionID, mid)
+	}
+}
+
+func TestCyclePushItemWithoutIdsGetsAUUIDv7ReusedAsTransactionId(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": 1}}}))
+	id, err := uuid.Parse(fmt.Sprint(a.PushResults[0]["messageId"]))
+	if err != nil || id.Version() != 7 || a.PushResults[0]["transactionId"] != id.String() {
+		t.Fatalf("push result %v, want a UUIDv7 message id reused as the transaction id", a.PushResults[0])
+	}
+	if p := pop(t, f.b, "out", 1, ""); p.Messages[0].ID != id.String() || p.Messages[0].TransactionID != id.String() {
+		t.Fatalf("popped %+v, want id and transactionId %s", p.Messages[0], id)
+	}
+}
+
+func TestCycleSinkQueuesAreAutoCreatedUnderTheRequestTenant(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "fresh.sink", "payload": 1}}}))
+	if tenant := scalar[string](t, f.b, `SELECT tenant FROM queen.queues WHERE name = 'fresh.sink'`); tenant != f.b.Tenant {
+		t.Fatalf("sink queue created under tenant %q, want %q", tenant, f.b.Tenant)
+	}
+	if n := sinkMessages(t, f.b, "fresh.sink"); n != 1 {
+		t.Fatalf("%d messages on the auto-created sink, want 1", n)
+	}
+}
+
+func TestCyclePushItemRepeatingATransactionIdIsADuplicate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	first := committed(t, f.b, f.body(map[string]any{"push_items": []any{
+		map[string]any{"queue": "out", "payload": 1, "transactionId": "w1"},
+		map[string]any{"queue": "out", "payload": 1, "transactionId": "w1"},
+	}}))
+	if first.PushResults[0]["status"] != "queued" || first.PushResults[1]["status"] != "duplicate" ||
+		first.PushResults[1]["messageId"] != first.PushResults[0]["messageId"] {
+		t.Fatalf("push results %v, want queued then a duplicate of it", first.PushResults)
+	}
+	again := committed(t, f.b, f.body(map[string]any{
+		"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}},
+		"push_items": []any{
+			map[string]any{"queue": "out", "payload": 2, "transactionId": "w1"},
+			map[string]any{"queue": "out", "payload": 3, "transactionId": "w2"},
+		}}))
+	if again.PushResults[0]["status"] != "duplicate" || again.PushResults[0]["messageId"] != first.PushResults[0]["messageId"] ||
+		again.PushResults[1]["status"] != "queued" {
+		t.Fatalf("push results %v, want a duplicate of the first cycle's message, then queued", again.PushResults)
+	}
+	if n := sinkMessages(t, f.b, "out"); n != 2 {
+		t.Fatalf("%d sink messages, want 2 (w1 once, w2)", n)
+	}
+	if got := f.state(t); got["k"] != "1" {
+		t.Fatalf("state %v: the cycle with a duplicate did not commit its state ops", got)
+	}
+}
+
+func TestCycleAckOkAndReleaseJumpsToBatchEndAndClearsTheLeaseAndRetryState(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	push(t, f.b, "src", 0, 10)
+	p := pop(t, f.b, "src", 4, "")
+	exec(t, f.b, `UPDATE queen.cursors SET retry_count = 2, total_consumed = 100 WHERE partition_id = $1`, f.partition)
+	a := committed(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, "completed", 4)}))
+	if a.AckResult == nil || !a.AckResult.Success || a.AckResult.Count != 4 || !a.AckResult.LeaseReleased || a.AckResult.DLQ {
+		t.Fatalf("ack_result %+v, want success, count 4, lease released, no dlq", a.AckResult)
+	}
+	if c := f.cursor(t, "__QUEUE_MODE__"); c.Committed != 4 || c.Leased || c.RetryCount != 0 || c.TotalConsumed != 104 {
+		t.Fatalf("cursor %+v, want committed 4, no lease, retry 0, total 104", c)
+	}
+	if got := pop(t, f.b, "src", 1, "").ns(); fmt.Sprint(got) != "[4]" {
+		t.Fatalf("next pop %v, want [4]", got)
+	}
+}
+
+func TestCycleAckWithoutCountAcksTheWholeLeasedBatch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	push(t, f.b, "src", 0, 10)
+	p := pop(t, f.b, "src", 6, "")
+	a := committed(t, f.b, f.body(map[string]any{"ack": map[string]any{"leaseId": p.LeaseID}}))
+	if a.AckResult.Count != 6 {
+		t.Fatalf("ack_result count %d, want the batch's 6", a.AckResult.Count)
+	}
+	if c := f.cursor(t, "__QUEUE_MODE__"); c.Committed != 6 || c.TotalConsumed != 6 {
+		t.Fatalf("cursor %+v, want committed 6, total 6", c)
+	}
+}
+
+func TestCycleGatePartialAckAdvancesExactlyCountFramesAcrossARetentionGapAndKeepsTheLease(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	push(t, f.b, "src", 0, 3) // offsets 0-2
+	push(t, f.b, "src", 3, 3) // 3-5, removed by "retention" below
+	push(t, f.b, "src", 6, 3) // 6-8
+	exec(t, f.b, `DELETE FROM queen.log_segments WHERE partition_id = $1 AND base_offset = 3`, f.partition)
+	p := pop(t, f.b, "src", 10, "")
+	if fmt.Sprint(p.ns()) != "[0 1 2 6 7 8]" {
+		t.Fatalf("pop across the gap delivered %v", p.ns())
+	}
+	a := committed(t, f.b, f.body(map[string]any{"release_lease": false, "ack": ack(p.LeaseID, "completed", 4)}))
+	if a.AckResult.Count != 4 || a.AckResult.LeaseReleased {
+		t.Fatalf("ack_result %+v, want count 4 and the lease kept", a.AckResult)
+	}
+	c := f.cursor(t, "__QUEUE_MODE__")
+	if c.Committed != 7 || c.LeaseID != p.LeaseID || c.TotalConsumed != 4 {
+		t.Fatalf("cursor %+v, want committed 7 (0,1,2 then 6 past the gap), lease %s kept, total 4", c, p.LeaseID)
+	}
+	// The kept lease still guards the rest of the batch.
+	a = committed(t, f.b, f.body(map[string]any{"release_lease": false, "ack": ack(p.LeaseID, "ok", 1)}))
+	if c := f.cursor(t, "__QUEUE_MODE__"); c.Committed != 8 || !c.Leased {
+		t.Fatalf("cursor %+v after a second partial ack, want committed 8, still leased", c)
+	}
+	committed(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, "ok", 1)}))
+	if c := f.cursor(t, "__QUEUE_MODE__"); c.Committed != 9 || c.Leased {
+		t.Fatalf("cursor %+v after the final ack, want committed 9, released", c)
+	}
+}
+
+func TestCycleNackReleasesTheLeaseLeavesTheCursorAndCountsZero(t *testing.T) {
+	t.Parallel()
+	for _, status := range []string{"failed", "complted", "Completed", ""} {
+		t.Run(status, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			push(t, f.b, "src", 0, 5)
+			p := pop(t, f.b, "src", 3, "")
+			a := committed(t, f.b, f.body(map[string]any{
+				"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}},
+				"ack":       ack(p.LeaseID, status, 3),
+			}))
+			if a.AckResult.Count != 0 || !a.AckResult.LeaseReleased {
+				t.Fatalf("ack_result %+v, want count 0 and the lease released", a.AckResult)
+			}
+			if c := f.cursor(t, "__QUEUE_MODE__"); c.Committed != 0 || c.Leased || c.TotalConsumed != 0 {
+				t.Fatalf("cursor %+v after a nack, want it untouched and unleased", c)
+			}
+			again := pop(t, f.b, "src", 3, "")
+			if again == nil || fmt.Sprint(again.ns()) != "[0 1 2]" {
+				t.Fatalf("after status %q the batch was not redelivered", status)
+			}
+		})
+	}
+}
+
+func TestCycleSuccessWordsAndAnAbsentStatusAck(t *testing.T) {
+	t.Parallel()
+	for _, status := range []any{"completed", "success", "acked", "ok", nil} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			push(t, f.b, "src", 0, 5)
+			p := pop(t, f.b, "src", 2, "")
+			a := committed(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, status, 2)}))
+			if a.AckResult.Count != 2 {
+				t.Fatalf("ack_result %+v, want count 2", a.AckResult)
+			}
+			if c := f.cursor(t, "__QUEUE_MODE__"); c.Committed != 2 || c.Leased {
+				t.Fatalf("status %v did not ack: cursor %+v", status, c)
+			}
+		})
+	}
+}
+
+func TestCycleAckNullDoesNoLeaseWork(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	push(t, f.b, "src", 0, 5)
+	p := pop(t, f.b, "src", 3, "")
+	before := f.cursor(t, "__QUEUE_MODE__")
+	a := committed(t, f.b, f.body(map[string]any{"ack": nil, "release_lease": true,
+		"state_ops":  []any{map[string]any{"type": "upsert", "key": "k", "value": 1}},
+		"push_items": []any{map[string]any{"queue": "out", "payload": 1}}}))
+	if a.AckResult != nil {
+		t.Fatalf("an idle-flush cycle answered ack_result %+v", a.AckResult)
+	}
+	if after := f.cursor(t, "__QUEUE_MODE__"); after != before || after.LeaseID != p.LeaseID {
+		t.Fatalf("cursor %+v after ack: null, want %+v", after, before)
+	}
+}
+
+func TestCycleStolenLeaseFailsTheFirstWorkerWithNothingCommitted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	wantStatus(t, post(t, f.b, "/api/v1/configure", map[string]any{"queue": "src", "options": map[string]any{"leaseTime": 1}}), 200)
+	push(t, f.b, "src", 0, 3)
+	first := pop(t, f.b, "src", 3, "")
+	var second *popped
+	for deadline := time.Now().Add(10 * time.Second); second == nil && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		second = pop(t, f.b, "src", 3, "")
+	}
+	if second == nil {
+		t.Fatal("the batch was not redelivered after the lease expired")
+	}
+	refused(t, f.b, f.body(map[string]any{
+		"state_ops":  []any{map[string]any{"type": "upsert", "key": "k", "value": 1}},
+		"push_items": []any{map[string]any{"queue": "out", "payload": 1}},
+		"ack":        ack(first.LeaseID, "completed", 3),
+	}), "another worker")
+	if got := f.state(t); len(got) != 0 {
+		t.Fatalf("state %v written by a cycle with a stolen lease", got)
+	}
+	if n := sinkMessages(t, f.b, "out"); n != 0 {
+		t.Fatalf("%d sink messages pushed by a cycle with a stolen lease", n)
+	}
+	if c := f.cursor(t, "__QUEUE_MODE__"); c.Committed != 0 || c.LeaseID != second.LeaseID {
+		t.Fatalf("cursor %+v, want committed 0 and the second worker's lease", c)
+	}
+	committed(t, f.b, f.body(map[string]any{"ack": ack(second.LeaseID, "completed", 3)}))
+}
+
+func TestCycleExpiredLeaseFails(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	push(t, f.b, "src", 0, 3)
+	p := pop(t, f.b, "src", 3, "")
+	exec(t, f.b, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 second' WHERE partition_id = $1`, f.partition)
+	refused(t, f.b, f.body(map[string]any{
+		"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}},
+		"ack":       ack(p.LeaseID, "completed", 3),
+	}), "expired")
+	if got := f.state(t); len(got) != 0 {
+		t.Fatalf("state %v written by a cycle with an expired lease", got)
+	}
+}
+
+func TestCycleAbsentLeaseFails(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	push(t, f.b, "src", 0, 3)
+	refused(t, f.b, f.body(map[string]any{"ack": ack(uuid.NewString(), "completed", 3)}), "no lease")
+	p := pop(t, f.b, "src", 3, "")
+	refused(t, f.b, f.body(map[string]any{"ack": map[string]any{"status": "completed", "count": 3}}), "leaseId")
+	committed(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, "completed", 3)}))
+	refused(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, "completed", 3)}), "no lease")
+}
+
+func TestCycleRepeatedAfterItCommittedFailsOnTheLeaseAndChangesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	push(t, f.b, "src", 0, 3)
+	p := pop(t, f.b, "src", 3, "")
+	body := f.body(map[string]any{
+		"state_ops":  []any{map[string]any{"type": "upsert", "key": "k", "value": 3}},
+		"push_items": []any{map[string]any{"queue": "out", "payload": 3}},
+		"ack":        ack(p.LeaseID, "completed", 3),
+	})
+	committed(t, f.b, body)
+	refused(t, f.b, body, "no lease")
+	if n := sinkMessages(t, f.b, "out"); n != 1 {
+		t.Fatalf("%d sink messages after a repeated cycle, want 1", n)
+	}
+	if c := f.cursor(t, "__QUEUE_MODE__"); c.TotalConsumed != 3 {
+		t.Fatalf("total_consumed %d after a repeated cycle, want 3", c.TotalConsumed)
+	}
+}
+
+func TestCycleConsumerGroupDefaultsToQueueMode(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	push(t, f.b, "src", 0, 4)
+	p := pop(t, f.b, "src", 2, "")
+	committed(t, f.b, f.body(map[string]any{"consumer_group": "", "ack": ack(p.LeaseID, "completed", 2)}))
+	if c := f.cursor(t, "__QUEUE_MODE__"); c.Committed != 2 {
+		t.Fatalf("queue-mode cursor %+v, want committed 2", c)
+	}
+	g := pop(t, f.b, "src", 2, "consumerGroup=streams.q")
+	refused(t, f.b, f.body(map[string]any{"ack": ack(g.LeaseID, "completed", 2)}), "no lease")
+	committed(t, f.b, f.body(map[string]any{"consumer_group": "streams.q", "ack": ack(g.LeaseID, "completed", 2)}))
+	if c := f.cursor(t, "streams.q"); c.Committed != 2 || c.Leased {
+		t.Fatalf("group cursor %+v, want committed 2, released", c)
+	}
+}
+
+func TestCycleFailureIs200WithTheEnvelopeAndThePostgresMessage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	r := post(t, f.b, "/streams/v1/cycle", f.body(map[string]any{"state_ops": []any{map[string]any{"type": "nope", "key": "k"}}}))
+	wantStatus(t, r, 200)
+	m := r.Map(t)
+	if m["success"] != false || m["query_id"] != f.query || m["partition_id"] != f.partition ||
+		!strings.Contains(fmt.Sprint(m["error"]), `unknown type "nope"`) || m["ack_result"] != nil {
+		t.Fatalf("failure envelope %s", r.Body)
+	}
+	if pr, ok := m["push_results"].([]any); !ok || len(pr) != 0 {
+		t.Fatalf("failure envelope push_results %v, want []", m["push_results"])
+	}
+}
+
+func TestCycleUnknownQueryIsQueryNotFound(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	refused(t, f.b, map[string]any{"query_id": uuid.NewString(), "partition_id": f.partition}, "query not found")
+}
+
+func TestCycleUnknownPartitionIsPartitionNotFound(t *testing.T) {
+	t.Parallel()
+	if brokertest.Secure() {
+		t.Skip("with tenancy on the pre-gate answers 404 first (TestCycleWithTenancyAForeignPartitionIs404)")
+	}
+	f := newFixture(t)
+	refused(t, f.b, map[string]any{"query_id": f.query, "partition_id": uuid.NewString()}, "partition not found")
+}
+
+func TestCycleWithTenancyAForeignQueryIs200QueryNotFound(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, brokertest.WithJWT(true))
+	grant(t, b, "red", nil)
+	red, blue := brokertest.Mint(t, "red", auth.ReadWrite), brokertest.Mint(t, "blue", auth.ReadWrite)
+	r := b.Do(t, "POST", "/streams/v1/queries", red, map[string]any{"name": "q", "source_queue": "src", "config_hash": "h"})
+	wantStatus(t, r, 200)
+	q := r.Map(t)["query_id"]
+	r = b.Do(t, "POST", "/api/v1/configure", blue, map[string]any{"queue": "src"})
+	wantStatus(t, r, 200)
+	p := r.Map(t)["partitionId"]
+	r = b.Do(t, "POST", "/streams/v1/cycle", blue, map[string]any{"query_id": q, "partition_id": p,
+		"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}}})
+	wantStatus(t, r, 200)
+	if m := r.Map(t); m["success"] != false || m["error"] != "query not found" {
+		t.Fatalf("a foreign query answered %s, want 200 success false, query not found", r.Body)
+	}
+	if n := scalar[int](t, b, `SELECT count(*) FROM queen_streams.state`); n != 0 {
+		t.Fatalf("%d state rows written into a foreign query", n)
+	}
+}
+
+func TestCycleWithTenancyAForeignPartitionIs404(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, brokertest.WithJWT(true))
+	grant(t, b, "blue", nil)
+	red, blue := brokertest.Mint(t, "red", auth.ReadWrite), brokertest.Mint(t, "blue", auth.ReadWrite)
+	r := b.Do(t, "POST", "/api/v1/configure", red, map[string]any{"queue": "src"})
+	wantStatus(t, r, 200)
+	foreign := r.Map(t)["partitionId"]
+	r = b.Do(t, "POST", "/streams/v1/queries", blue, map[string]any{"name": "q", "source_queue": "src", "config_hash": "h"})
+	wantStatus(t, r, 200)
+	q := r.Map(t)["query_id"]
+	for _, p := range []any{foreign, uuid.NewString()} {
+		r := b.Do(t, "POST", "/streams/v1/cycle", blue, map[string]any{"query_id": q, "partition_id": p,
+			"push_items": []any{map[string]any{"queue": "out", "payload": 1}}})
+		wantStatus(t, r, 404)
+		if string(r.Body) != `{"error":"not found"}` {
+			t.Fatalf("404 body %s", r.Body)
+		}
+	}
+}
+
+func TestCycleWithTenancySinkQueuesResolveWithinTheRequestTenant(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, brokertest.WithJWT(true))
+	grant(t, b, "blue", nil)
+	red, blue := brokertest.Mint(t, "red", auth.ReadWrite), brokertest.Mint(t, "blue", auth.ReadWrite)
+	wantStatus(t, b.Do(t, "POST", "/api/v1/configure", red, map[string]any{"queue": "out"}), 200)
+	r := b.Do(t, "POST", "/streams/v1/queries", blue, map[string]any{"name": "q", "source_queue": "src", "config_hash": "h"})
+	wantStatus(t, r, 200)
+	q := r.Map(t)["query_id"]
+	r = b.Do(t, "POST", "/api/v1/configure", blue, map[string]any{"queue": "src"})
+	wantStatus(t, r, 200)
+	p := r.Map(t)["partitionId"]
+	r = b.Do(t, "POST", "/streams/v1/cycle", blue, map[string]any{"query_id": q, "partition_id": p,
+		"push_items": []any{map[string]any{"queue": "out", "payload": 1}}})
+	wantStatus(t, r, 200)
+	if n := scalar[int](t, b, `SELECT count(*) FROM queen.queues WHERE name = 'out'`); n != 2 {
+		t.Fatalf("%d queues named out, want red's and a new one for blue", n)
+	}
+	if r := b.Do(t, "GET", "/api/v1/pop/queue/out", red, nil); r.Status != 204 {
+		t.Fatalf("red's same-named queue received blue's sink emit: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestCycleConcurrentCyclesOnOneQueryAndPartitionAreSerialised(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	conn, err := f.b.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	// Hold the pair's lock, as a running cycle does.
+	key := `hashtextextended($1::uuid::text || $2::uuid::text, 0)`
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+key+`)`, f.query, f.partition); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan cycleAnswer, 1)
+	go func() {
+		done <- cycle(t, f.b, f.body(map[string]any{"ack": nil,
+			"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}}}))
+	}()
+	// The idle-flush cycle must be waiting on the lock, not done.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		waiting := scalar[int](t, f.b, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`)
+		if waiting == 1 {
+			break
+		}
+		select {
+		case a := <-done:
+			t.Fatalf("a cycle ran while another held its (query, partition): %+v", a)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cycle never waited for the pair's lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(`+key+`)`, f.query, f.partition); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-done; !a.Success {
+		t.Fatalf("the cycle failed after the lock was released: %s", a.Error)
+	}
+}
+
+func TestCycleSinkEmitWakesAParkedPop(t *testing.T) {
+	t.Parallel()
+	// A reseed sweep far away: only the cycle's own bookkeeping can make
+	// the emit visible in time.
+	f := newFixture(t, func(c *config.Config) { c.ReseedInterval = time.Hour })
+	// The pop parks on a queue that exists and is empty.
+	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": 0}}}}))
+	pop(t, f.b, "out", 1, "autoAck=true")
+	got := make(chan *popped, 1)
+	go func() { got <- pop(t, f.b, "out", 1, "wait=true&timeout=30000") }()
+	time.Sleep(100 * time.Millisecond) // let the pop park
+	start := time.Now()
+	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": 1}}}}))
+	p := <-got
+	if p == nil || fmt.Sprint(p.ns()) != "[1]" {
+		t.Fatalf("the parked pop got %+v, want the emit", p)
+	}
+	t.Logf("parked pop returned %v after the cycle was sent", time.Since(start))
+}
+
+func TestCycleCountsItsPushesAndAcksInThePerQueueMetrics(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	push(t, f.b, "src", 0, 5)
+	p := pop(t, f.b, "src", 5, "")
+	committed(t, f.b, f.body(map[string]any{
+		"push_items": []any{map[string]any{"queue": "out", "payload": 1}, map[string]any{"queue": "out", "payload": 2}},
+		"ack":        ack(p.LeaseID, "completed", 5),
+	}))
+	r := f.b.Do(t, "GET", "/metrics", "", nil)
+	wantStatus(t, r, 200)
+	for _, want := range []string{
+		fmt.Sprintf(`regent_messages_pushed_total{queue="out",tenant=%q} 2`, f.b.Tenant),
+		fmt.Sprintf(`regent_messages_acked_total{queue="src",tenant=%q} 5`, f.b.Tenant),
+	} {
+		if !strings.Contains(string(r.Body), want) {
+			t.Fatalf("metrics lack %s", want)
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package streams_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// start starts a broker whose default caller may register queries: in
+// secure mode its tenant is not the default one and needs a quota grant.
+func start(t *testing.T, opts ...brokertest.Option) *brokertest.Broker {
+	t.Helper()
+	b := brokertest.Start(t, opts...)
+	grant(t, b, b.Tenant, nil)
+	return b
+}
+
+// grant gives tenant an enabled quota grant with the cap max (nil: none).
+func grant(t *testing.T, b *brokertest.Broker, tenant string, max *int) {
+	t.Helper()
+	if tenant == auth.DefaultTenant {
+		return
+	}
+	exec(t, b, `INSERT INTO queen_streams.quota (tenant, enabled, max_queries) VALUES ($1, true, $2)
+		ON CONFLICT (tenant) DO UPDATE SET enabled = true, max_queries = $2`, tenant, max)
+}
+
+func exec(t *testing.T, b *brokertest.Broker, sql string, args ...any) {
+	t.Helper()
+	if _, err := b.Pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func scalar[T any](t *testing.T, b *brokertest.Broker, sql string, args ...any) T {
+	t.Helper()
+	var v T
+	if err := b.Pool.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return v
+}
+
+// post sends a JSON POST as the broker's default caller.
+func post(t *testing.T, b *brokertest.Broker, path string, body any) brokertest.Response {
+	t.Helper()
+	return b.Do(t, "POST", path, "", body)
+}
+
+// wantStatus fails the test unless r has the status.
+func wantStatus(t *testing.T, r brokertest.Response, status int) {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)
+	}
+}
+
+type registered struct {
+	Success    bool   `json:"success"`
+	QueryID    string `json:"query_id"`
+	Name       string `json:"name"`
+	ConfigHash string `json:"config_hash"`
+	Fresh      bool   `json:"fresh"`
+	Reset      bool   `json:"reset"`
+}
+
+// register registers a query and requires a 200.
+func register(t *testing.T, b *brokertest.Broker, name, source, sink, hash string, reset bool) registered {
+	t.Helper()
+	r := post(t, b, "/streams/v1/queries", map[string]any{
+		"name": name, "source_queue": source, "sink_queue": sink, "config_hash": hash, "reset": reset})
+	wantStatus(t, r, 200)
+	var out registered
+	r.JSON(t, &out)
+	return out
+}

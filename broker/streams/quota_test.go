@@ -1,0 +1,141 @@
+package streams_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/test/brokertest"
+)
+
+// tenantBroker starts a broker with tenancy on and returns a read-write
+// token of tenant.
+func tenantBroker(t *testing.T, tenant string) (*brokertest.Broker, string) {
+	t.Helper()
+	b := brokertest.Start(t, brokertest.WithJWT(true))
+	return b, brokertest.Mint(t, tenant, auth.ReadWrite)
+}
+
+func registerAs(t *testing.T, b *brokertest.Broker, token, name, hash string, reset bool) brokertest.Response {
+	t.Helper()
+	return b.Do(t, "POST", "/streams/v1/queries", token, map[string]any{
+		"name": name, "source_queue": "src", "config_hash": hash, "reset": reset})
+}
+
+// wantDenied requires a 403 refusal whose error contains why.
+func wantDenied(t *testing.T, r brokertest.Response, why string) {
+	t.Helper()
+	wantStatus(t, r, 403)
+	m := r.Map(t)
+	if m["success"] != false || m["denied"] != true || !strings.Contains(fmt.Sprint(m["error"]), why) {
+		t.Fatalf("403 body %s, want success false, denied true and an error saying %q", r.Body, why)
+	}
+}
+
+func TestQuotaNewNameWithoutAGrantIs403(t *testing.T) {
+	t.Parallel()
+	b, tok := tenantBroker(t, "acme")
+	wantDenied(t, registerAs(t, b, tok, "q", "h", false), "no quota grant")
+	if n := scalar[int](t, b, `SELECT count(*) FROM queen_streams.queries`); n != 0 {
+		t.Fatalf("a denied registration inserted %d rows", n)
+	}
+}
+
+func TestQuotaDisabledGrantIs403(t *testing.T) {
+	t.Parallel()
+	b, tok := tenantBroker(t, "acme")
+	exec(t, b, `INSERT INTO queen_streams.quota (tenant, enabled) VALUES ('acme', false)`)
+	wantDenied(t, registerAs(t, b, tok, "q", "h", false), "disabled")
+}
+
+func TestQuotaFullCapIs403AndNothingIsInserted(t *testing.T) {
+	t.Parallel()
+	b, tok := tenantBroker(t, "acme")
+	two := 2
+	grant(t, b, "acme", &two)
+	wantStatus(t, registerAs(t, b, tok, "a", "h", false), 200)
+	wantStatus(t, registerAs(t, b, tok, "b", "h", false), 200)
+	wantDenied(t, registerAs(t, b, tok, "c", "h", false), "cap")
+	if n := scalar[int](t, b, `SELECT count(*) FROM queen_streams.queries WHERE tenant = 'acme'`); n != 2 {
+		t.Fatalf("%d queries for acme, want 2", n)
+	}
+	zero := 0
+	grant(t, b, "acme", &zero)
+	wantDenied(t, registerAs(t, b, tok, "d", "h", false), "cap")
+}
+
+func TestQuotaCapIsExactWhenRegistrationsRace(t *testing.T) {
+	t.Parallel()
+	b, tok := tenantBroker(t, "acme")
+	three := 3
+	grant(t, b, "acme", &three)
+	var wg sync.WaitGroup
+	codes := make([]int, 12)
+	for i := range codes {
+		wg.Go(func() { codes[i] = registerAs(t, b, tok, fmt.Sprintf("q%d", i), "h", false).Status })
+	}
+	wg.Wait()
+	ok, denied := 0, 0
+	for _, c := range codes {
+		switch c {
+		case 200:
+			ok++
+		case 403:
+			denied++
+		}
+	}
+	if ok != 3 || denied != 9 {
+		t.Fatalf("%d registered and %d denied of 12 racing new names under a cap of 3 (codes %v)", ok, denied, codes)
+	}
+	if n := scalar[int](t, b, `SELECT count(*) FROM queen_streams.queries WHERE tenant = 'acme'`); n != 3 {
+		t.Fatalf("%d queries stored, want exactly the cap", n)
+	}
+}
+
+func TestQuotaReRegisteringAnExistingNameAlwaysPasses(t *testing.T) {
+	t.Parallel()
+	b, tok := tenantBroker(t, "acme")
+	one := 1
+	grant(t, b, "acme", &one)
+	wantStatus(t, registerAs(t, b, tok, "q", "h", false), 200)
+	for _, revoke := range []string{
+		`UPDATE queen_streams.quota SET max_queries = 0`,
+		`UPDATE queen_streams.quota SET enabled = false`,
+		`DELETE FROM queen_streams.quota`,
+	} {
+		exec(t, b, revoke)
+		wantStatus(t, registerAs(t, b, tok, "q", "h", false), 200)
+		wantStatus(t, registerAs(t, b, tok, "q", "h2", true), 200)
+		wantStatus(t, registerAs(t, b, tok, "q", "h", true), 200)
+	}
+	wantDenied(t, registerAs(t, b, tok, "new", "h", false), "no quota grant")
+}
+
+func TestQuotaDefaultTenantNeverReadsTheGrantTable(t *testing.T) {
+	t.Parallel()
+	b, _ := tenantBroker(t, "acme")
+	tok := brokertest.Mint(t, auth.DefaultTenant, auth.ReadWrite)
+	// A transaction holding the grant table exclusively blocks every read
+	// of it: a default-tenant registration must not wait for it.
+	ctx := context.Background()
+	tx, err := b.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `LOCK TABLE queen_streams.quota IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan brokertest.Response, 1)
+	go func() { done <- registerAs(t, b, tok, "q", "h", false) }()
+	select {
+	case r := <-done:
+		wantStatus(t, r, 200)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a default-tenant registration waited on the quota table")
+	}
+}

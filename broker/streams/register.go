@@ -1,0 +1,88 @@
+package streams
+
+import (
+	"net/http"
+
+	"github.com/google/uuid"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/streams/store"
+)
+
+type registerRequest struct {
+	Name        string `json:"name"`
+	SourceQueue string `json:"source_queue"`
+	SinkQueue   string `json:"sink_queue"`
+	ConfigHash  string `json:"config_hash"`
+	Reset       bool   `json:"reset"`
+}
+
+type registerResponse struct {
+	Success    bool      `json:"success"`
+	QueryID    uuid.UUID `json:"query_id"`
+	Name       string    `json:"name"`
+	ConfigHash string    `json:"config_hash"`
+	Fresh      bool      `json:"fresh"`
+	Reset      bool      `json:"reset"`
+}
+
+// refusal is the body of a 409 or a 403: the registration did not happen.
+type refusal struct {
+	Success bool       `json:"success"`
+	Denied  bool       `json:"denied,omitempty"`
+	Error   string     `json:"error"`
+	QueryID *uuid.UUID `json:"query_id,omitempty"`
+	Name    string     `json:"name"`
+}
+
+// register is POST /streams/v1/queries.
+func (s *Service) register(w http.ResponseWriter, r *http.Request) {
+	var req registerRequest
+	if err := httpx.ReadJSON(r, &req); err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	// Checked before anything runs: a registration without a hash could
+	// never detect a changed operator chain.
+	switch {
+	case req.ConfigHash == "":
+		httpx.WriteError(w, http.StatusBadRequest, "config_hash is required")
+		return
+	case req.Name == "":
+		httpx.WriteError(w, http.StatusBadRequest, "name is required")
+		return
+	case req.SourceQueue == "":
+		httpx.WriteError(w, http.StatusBadRequest, "source_queue is required")
+		return
+	}
+	res, err := store.Register(r.Context(), s.db, store.Registration{
+		Tenant:     auth.FromContext(r.Context()).Tenant,
+		Name:       req.Name,
+		Source:     req.SourceQueue,
+		Sink:       req.SinkQueue,
+		ConfigHash: req.ConfigHash,
+		Reset:      req.Reset,
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	switch res.Outcome {
+	case store.Conflict:
+		httpx.WriteJSON(w, http.StatusConflict, refusal{Error: res.Message, QueryID: &res.QueryID, Name: req.Name})
+	case store.Denied:
+		httpx.WriteJSON(w, http.StatusForbidden, refusal{Denied: true, Error: res.Message, Name: req.Name})
+	default:
+		httpx.WriteJSON(w, http.StatusOK, registerResponse{
+			Success: true, QueryID: res.QueryID, Name: req.Name, ConfigHash: req.ConfigHash,
+			Fresh: res.Fresh, Reset: req.Reset,
+		})
+	}
+}
+
+// fail answers a failed call: the detail goes to the log, never the body.
+func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.Error("streams request failed", "path", r.URL.Path, "err", err)
+	httpx.Fail(w, err)
+}

@@ -1,0 +1,288 @@
+package streams_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/test/brokertest"
+)
+
+func TestRegisterNewNameIsFresh(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	r := register(t, b, "orders.per_minute", "orders", "orders.out", "h1", false)
+	if !r.Success || !r.Fresh || r.Reset || r.Name != "orders.per_minute" || r.ConfigHash != "h1" {
+		t.Fatalf("answer %+v, want a fresh success echoing name and hash", r)
+	}
+	got := scalar[string](t, b, `SELECT source_queue || '|' || sink_queue || '|' || config_hash || '|' || tenant
+		FROM queen_streams.queries WHERE id = $1`, r.QueryID)
+	if want := "orders|orders.out|h1|" + b.Tenant; got != want {
+		t.Fatalf("stored %q, want %q", got, want)
+	}
+}
+
+func TestRegisterAnswersExactlyTheSeedShape(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	r := post(t, b, "/streams/v1/queries", map[string]any{"name": "q", "source_queue": "src", "config_hash": "h"})
+	wantStatus(t, r, 200)
+	m := r.Map(t)
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if want := []string{"config_hash", "fresh", "name", "query_id", "reset", "success"}; !slices.Equal(keys, want) {
+		t.Fatalf("body keys %v, want exactly %v", keys, want)
+	}
+}
+
+func TestRegisterQueryIdIsUUIDv7(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	r := register(t, b, "q", "src", "", "h", false)
+	id, err := uuid.Parse(r.QueryID)
+	if err != nil || id.Version() != 7 {
+		t.Fatalf("query_id %q is not a UUIDv7 (%v)", r.QueryID, err)
+	}
+}
+
+func TestRegisterSameHashUpdatesSourceAndSinkAndKeepsState(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	first := register(t, b, "q", "src", "sink1", "h", false)
+	putState(t, b, first.QueryID, "k", `{"acc": 41}`)
+	again := register(t, b, "q", "src2", "sink2", "h", false)
+	if !again.Success || again.Fresh || again.Reset || again.QueryID != first.QueryID {
+		t.Fatalf("re-registration %+v, want the same query, not fresh, no reset", again)
+	}
+	if got := scalar[string](t, b, `SELECT source_queue || '|' || sink_queue FROM queen_streams.queries WHERE id = $1`, first.QueryID); got != "src2|sink2" {
+		t.Fatalf("source|sink = %q, want the new ones", got)
+	}
+	if n := stateRows(t, b, first.QueryID); n != 1 {
+		t.Fatalf("%d state rows after a same-hash registration, want the accumulator kept", n)
+	}
+}
+
+func TestRegisterDifferentHashWithoutResetIs409NamingTheQuery(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	first := register(t, b, "orders.per_minute", "src", "", "h1", false)
+	putState(t, b, first.QueryID, "k", `{"acc": 1}`)
+	for _, body := range []map[string]any{
+		{"name": "orders.per_minute", "source_queue": "src", "config_hash": "h2"},
+		{"name": "orders.per_minute", "source_queue": "src", "config_hash": "h2", "reset": false},
+	} {
+		r := post(t, b, "/streams/v1/queries", body)
+		wantStatus(t, r, 409)
+		m := r.Map(t)
+		if m["success"] != false || !strings.Contains(fmt.Sprint(m["error"]), "orders.per_minute") {
+			t.Fatalf("409 body %s, want success false and an error naming the query", r.Body)
+		}
+		if m["query_id"] != first.QueryID {
+			t.Fatalf("409 names query_id %v, want %s", m["query_id"], first.QueryID)
+		}
+	}
+	if h := scalar[string](t, b, `SELECT config_hash FROM queen_streams.queries WHERE id = $1`, first.QueryID); h != "h1" {
+		t.Fatalf("a 409 changed the hash to %q", h)
+	}
+	if n := stateRows(t, b, first.QueryID); n != 1 {
+		t.Fatalf("a 409 touched the state: %d rows", n)
+	}
+}
+
+func TestRegisterResetAfter409DeletesStateAndLeavesTheCursor(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	first := register(t, b, "q", "src", "", "h1", false)
+	putState(t, b, first.QueryID, "a", `{"acc": 1}`)
+	putState(t, b, first.QueryID, "b", `{"acc": 2}`)
+	part := sourcePartition(t, b, "src")
+	exec(t, b, `INSERT INTO queen.cursors (partition_id, consumer_group, committed, total_consumed) VALUES ($1, 'streams.q', 17, 17)`, part)
+
+	wantStatus(t, post(t, b, "/streams/v1/queries", map[string]any{"name": "q", "source_queue": "src", "config_hash": "h2"}), 409)
+	r := register(t, b, "q", "src", "", "h2", true)
+	if !r.Success || !r.Reset || r.Fresh || r.QueryID != first.QueryID || r.ConfigHash != "h2" {
+		t.Fatalf("reset answer %+v, want success, reset true, same query, new hash", r)
+	}
+	if n := stateRows(t, b, first.QueryID); n != 0 {
+		t.Fatalf("%d state rows after reset, want none", n)
+	}
+	if c := scalar[int64](t, b, `SELECT committed FROM queen.cursors WHERE partition_id = $1`, part); c != 17 {
+		t.Fatalf("reset moved the source cursor to %d", c)
+	}
+	if h := scalar[string](t, b, `SELECT config_hash FROM queen_streams.queries WHERE id = $1`, first.QueryID); h != "h2" {
+		t.Fatalf("stored hash %q after reset, want h2", h)
+	}
+}
+
+func TestRegisterResetWithMatchingHashStillDeletesState(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	first := register(t, b, "q", "src", "", "h", false)
+	putState(t, b, first.QueryID, "a", `{"acc": 1}`)
+	r := register(t, b, "q", "src", "", "h", true)
+	if !r.Reset || r.Fresh {
+		t.Fatalf("answer %+v, want reset true", r)
+	}
+	if n := stateRows(t, b, first.QueryID); n != 0 {
+		t.Fatalf("%d state rows after a reset with the same hash, want none", n)
+	}
+}
+
+func TestRegisterMissingOrEmptyConfigHashIs400BeforeAnythingRuns(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	for _, body := range []string{
+		`{"name": "q", "source_queue": "src"}`,
+		`{"name": "q", "source_queue": "src", "config_hash": ""}`,
+		`{"name": "q", "source_queue": "src", "config_hash": null}`,
+	} {
+		r := post(t, b, "/streams/v1/queries", body)
+		wantStatus(t, r, 400)
+		if !strings.Contains(string(r.Body), "config_hash") {
+			t.Fatalf("400 body %s does not name config_hash", r.Body)
+		}
+	}
+	if n := scalar[int](t, b, `SELECT count(*) FROM queen_streams.queries`); n != 0 {
+		t.Fatalf("%d queries stored by rejected registrations", n)
+	}
+}
+
+func TestRegisterMissingNameOrSourceQueueIs400(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	for body, field := range map[string]string{
+		`{"source_queue": "src", "config_hash": "h"}`:                            "name",
+		`{"name": "", "source_queue": "src", "config_hash": "h"}`:                "name",
+		`{"name": "q", "config_hash": "h"}`:                                      "source_queue",
+		`{"name": "q", "source_queue": 5, "config_hash": "h"}`:                   "source_queue",
+		`{"name": "q", "source_queue": "s", "config_hash": "h", "reset": "yes"}`: "reset",
+		``:      "Empty request body",
+		`{nope`: "Invalid JSON",
+	} {
+		r := post(t, b, "/streams/v1/queries", body)
+		wantStatus(t, r, 400)
+		if !strings.Contains(string(r.Body), field) {
+			t.Fatalf("400 body %s for %s does not mention %q", r.Body, body, field)
+		}
+	}
+}
+
+func TestRegisterEmptySinkQueueIsStoredAsNull(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	r := register(t, b, "q", "src", "", "h", false)
+	if null := scalar[bool](t, b, `SELECT sink_queue IS NULL FROM queen_streams.queries WHERE id = $1`, r.QueryID); !null {
+		t.Fatal("empty sink_queue was not stored as NULL")
+	}
+	register(t, b, "q", "src", "out", "h", false)
+	register(t, b, "q", "src", "", "h", false)
+	if null := scalar[bool](t, b, `SELECT sink_queue IS NULL FROM queen_streams.queries WHERE id = $1`, r.QueryID); !null {
+		t.Fatal("re-registering with an empty sink_queue did not store NULL")
+	}
+}
+
+func TestRegisterNameIsUniquePerTenantNotGlobal(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, brokertest.WithJWT(true))
+	grant(t, b, "red", nil)
+	grant(t, b, "blue", nil)
+	red, blue := brokertest.Mint(t, "red", auth.ReadWrite), brokertest.Mint(t, "blue", auth.ReadWrite)
+	var ids []string
+	for _, tok := range []string{red, blue} {
+		r := b.Do(t, "POST", "/streams/v1/queries", tok, map[string]any{"name": "q", "source_queue": "src", "config_hash": "h-" + tok[len(tok)-4:]})
+		wantStatus(t, r, 200)
+		var out registered
+		r.JSON(t, &out)
+		if !out.Fresh {
+			t.Fatalf("the same name under a second tenant was not fresh: %s", r.Body)
+		}
+		ids = append(ids, out.QueryID)
+	}
+	if ids[0] == ids[1] {
+		t.Fatal("two tenants share one query")
+	}
+}
+
+func TestRegisterRacingRegistrationsOfOneNewNameConvergeOnOneQuery(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	var wg sync.WaitGroup
+	ids := make([]string, 8)
+	fresh := make([]bool, 8)
+	for i := range ids {
+		wg.Go(func() {
+			r := post(t, b, "/streams/v1/queries", map[string]any{"name": "q", "source_queue": "src", "config_hash": "h"})
+			var out registered
+			if r.Status == 200 {
+				_ = json.Unmarshal(r.Body, &out)
+			}
+			ids[i], fresh[i] = out.QueryID, out.Fresh
+		})
+	}
+	wg.Wait()
+	nFresh := 0
+	for i, id := range ids {
+		if id == "" || id != ids[0] {
+			t.Fatalf("registration %d answered query %q, want all %q", i, id, ids[0])
+		}
+		if fresh[i] {
+			nFresh++
+		}
+	}
+	if nFresh != 1 {
+		t.Fatalf("%d registrations were fresh, want exactly 1", nFresh)
+	}
+}
+
+func TestQueriesAndCycleNeedReadWriteAndStateGetReadOnly(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, brokertest.WithJWT(false))
+	ro := brokertest.Mint(t, auth.DefaultTenant, auth.ReadOnly)
+	for _, path := range []string{"/streams/v1/queries", "/streams/v1/cycle"} {
+		r := b.Do(t, "POST", path, ro, `{}`)
+		wantStatus(t, r, 403)
+	}
+	r := b.Do(t, "POST", "/streams/v1/state/get", ro, map[string]any{"query_id": uuid.NewString(), "partition_id": uuid.NewString()})
+	wantStatus(t, r, 200)
+	for _, path := range []string{"/streams/v1/queries", "/streams/v1/state/get", "/streams/v1/cycle"} {
+		wantStatus(t, b.Do(t, "POST", path, brokertest.NoToken, `{}`), 401)
+	}
+}
+
+// putState writes a state row the way a committed cycle leaves it.
+func putState(t *testing.T, b *brokertest.Broker, queryID, key, value string) {
+	t.Helper()
+	exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, $2, $3, $4)`,
+		queryID, uuid.New(), key, value)
+}
+
+func stateRows(t *testing.T, b *brokertest.Broker, queryID string) int {
+	t.Helper()
+	return scalar[int](t, b, `SELECT count(*) FROM queen_streams.state WHERE query_id = $1`, queryID)
+}
+
+// sourcePartition creates queue's partition Default and returns its id.
+func sourcePartition(t *testing.T, b *brokertest.Broker, queue string) string {
+	t.Helper()
+	r := post(t, b, "/api/v1/configure", map[string]any{"queue": queue})
+	wantStatus(t, r, 200)
+	id, _ := r.Map(t)["partitionId"].(string)
+	if id == "" {
+		t.Fatalf("configure answered no partitionId: %s", r.Body)
+	}
+	return id
+}
+
+var _ = context.Background
+var _ = time.Second

@@ -1,0 +1,164 @@
+package streams
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/queue"
+	"github.com/regent-mq/regent/broker/streams/store"
+)
+
+// pushItem is a sink message as the client sends it.
+type pushItem struct {
+	Queue         string          `json:"queue"`
+	Partition     string          `json:"partition"`
+	Payload       json.RawMessage `json:"payload"`
+	Data          json.RawMessage `json:"data"`
+	MessageID     string          `json:"messageId"`
+	TransactionID string          `json:"transactionId"`
+	TraceID       string          `json:"traceId"`
+}
+
+// pushResult answers one push item, in item order. A duplicate names the
+// message already stored under its transaction id and has no offset.
+type pushResult struct {
+	Queue         string     `json:"queue"`
+	Partition     string     `json:"partition,omitempty"`
+	Status        string     `json:"status"` // queued, duplicate, or skipped (no queue)
+	BaseOffset    *int64     `json:"baseOffset,omitempty"`
+	MessageID     *uuid.UUID `json:"messageId,omitempty"`
+	TransactionID string     `json:"transactionId,omitempty"`
+}
+
+// sink is a cycle's push_items, packed by the queue's push path.
+type sink struct {
+	items  []pushItem
+	index  []int // packed item j is items[index[j]]
+	packed *queue.Packed
+	// segs are the segments still to push, sorted by partition id: the lock
+	// order of the cycle procedure.
+	segs []*queue.Segment
+	// stored[j] is the message already stored under packed item j's
+	// transaction id, found by the procedure.
+	stored map[int]uuid.UUID
+}
+
+// sinkItems checks the push items and turns the ones with a queue into
+// queue.Items; an item with an empty queue is skipped, not rejected.
+func sinkItems(in []pushItem) (items []queue.Item, index []int, err error) {
+	for i, it := range in {
+		if it.Queue == "" {
+			continue
+		}
+		o := queue.Item{Queue: it.Queue, Partition: it.Partition, Payload: it.Payload, TransactionID: it.TransactionID}
+		if o.Payload == nil {
+			o.Payload = it.Data
+		}
+		if it.MessageID != "" {
+			if o.MessageID, err = uuid.Parse(it.MessageID); err != nil {
+				return nil, nil, httpx.BadRequest("push_items[%d].messageId must be a UUID", i)
+			}
+		}
+		if it.TraceID != "" {
+			if _, err := uuid.Parse(it.TraceID); err != nil {
+				return nil, nil, httpx.BadRequest("push_items[%d].traceId must be a UUID", i)
+			}
+			o.TraceID = it.TraceID
+		}
+		items = append(items, o)
+		index = append(index, i)
+	}
+	return items, index, nil
+}
+
+// pack resolves the sink partitions under the tenant (creating what is
+// missing) and packs the items into segments.
+func (s *Service) pack(ctx context.Context, tenant, producerSub string, in []pushItem) (*sink, error) {
+	items, index, err := sinkItems(in)
+	if err != nil {
+		return nil, err
+	}
+	k := &sink{items: in, index: index}
+	if len(items) == 0 {
+		return k, nil
+	}
+	if k.packed, err = s.queues.Pack(ctx, tenant, producerSub, items); err != nil {
+		var bad *queue.BadName
+		if errors.As(err, &bad) {
+			return nil, httpx.BadRequest("%s", bad.Message)
+		}
+		return nil, err
+	}
+	k.segs = slices.Clone(k.packed.Segments)
+	slices.SortFunc(k.segs, func(a, b *queue.Segment) int {
+		return strings.Compare(a.Partition.ID.String(), b.Partition.ID.String())
+	})
+	return k, nil
+}
+
+// drop takes out of the segments the items the database already holds, so
+// that the cycle can run again.
+func (k *sink) drop(d store.Duplicates) {
+	if k.stored == nil {
+		k.stored = map[int]uuid.UUID{}
+	}
+	keep := k.segs[:0]
+	for _, g := range k.segs {
+		g.Dups = d[g.Partition.ID]
+		for i, t := range g.TxIDs {
+			if id, dup := g.Dups[t]; dup {
+				k.stored[g.Items[i]] = id
+			}
+		}
+		if g.Dups == nil || g.Repack() {
+			keep = append(keep, g)
+		}
+	}
+	clear(k.segs[len(keep):])
+	k.segs = keep
+}
+
+// committed records the base offsets the cycle gave k.segs.
+func (k *sink) committed(offsets []int64) {
+	for n, g := range k.segs {
+		g.BaseOffset = offsets[n]
+	}
+}
+
+// results answers every push item once the cycle committed.
+func (k *sink) results() []pushResult {
+	out := make([]pushResult, len(k.items))
+	for i, it := range k.items {
+		if it.Queue == "" {
+			out[i] = pushResult{Status: "skipped"}
+		}
+	}
+	if k.packed == nil {
+		return out
+	}
+	for _, g := range k.segs {
+		for i, j := range g.Items {
+			out[k.index[j]] = pushResult{Status: "queued", BaseOffset: &g.BaseOffset,
+				MessageID: &g.Frames[i].ID, TransactionID: g.TxIDs[i]}
+		}
+	}
+	for j, id := range k.stored {
+		out[k.index[j]] = pushResult{Status: "duplicate", MessageID: &id, TransactionID: k.items[k.index[j]].TransactionID}
+	}
+	for j, first := range k.packed.DupOf {
+		if first >= 0 {
+			r := out[k.index[first]]
+			out[k.index[j]] = pushResult{Status: "duplicate", MessageID: r.MessageID, TransactionID: r.TransactionID}
+		}
+	}
+	for j, p := range k.packed.Parts {
+		out[k.index[j]].Queue, out[k.index[j]].Partition = p.Queue.Name, p.Name
+	}
+	return out
+}

@@ -1,0 +1,78 @@
+package streams
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/streams/store"
+)
+
+type stateRequest struct {
+	QueryID        string   `json:"query_id"`
+	PartitionID    string   `json:"partition_id"`
+	Keys           []string `json:"keys"`
+	KeyPrefix      string   `json:"key_prefix"`
+	RipeAtOrBefore *float64 `json:"ripe_at_or_before"`
+}
+
+// stateGet is POST /streams/v1/state/get.
+func (s *Service) stateGet(w http.ResponseWriter, r *http.Request) {
+	var req stateRequest
+	if err := httpx.ReadJSON(r, &req); err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	f := store.StateFilter{
+		Tenant:         auth.FromContext(r.Context()).Tenant,
+		Keys:           req.Keys,
+		KeyPrefix:      req.KeyPrefix,
+		RipeAtOrBefore: req.RipeAtOrBefore,
+	}
+	var err error
+	if f.QueryID, err = parseID("query_id", req.QueryID); err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	if f.PartitionID, err = parseID("partition_id", req.PartitionID); err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	// PostgreSQL text cannot hold NUL, so such a key can never exist.
+	if strings.ContainsRune(req.KeyPrefix, 0) {
+		httpx.WriteError(w, http.StatusBadRequest, "key_prefix must not contain NUL")
+		return
+	}
+	for _, k := range req.Keys {
+		if strings.ContainsRune(k, 0) {
+			httpx.WriteError(w, http.StatusBadRequest, "keys must not contain NUL")
+			return
+		}
+	}
+	if !s.ownPartition(w, r, f.Tenant, f.PartitionID) {
+		return
+	}
+	rows, err := store.State(r.Context(), s.db, f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(append([]byte(`{"success":true,"rows":`), rows...), '}'))
+}
+
+// parseID reads a required UUID field: missing, empty or malformed is a 400.
+func parseID(field, v string) (uuid.UUID, error) {
+	if v == "" {
+		return uuid.UUID{}, httpx.BadRequest("%s is required", field)
+	}
+	id, err := uuid.Parse(v)
+	if err != nil {
+		return uuid.UUID{}, httpx.BadRequest("%s must be a UUID, got %q", field, v)
+	}
+	return id, nil
+}

@@ -1,0 +1,69 @@
+// Package streams serves the three /streams/v1 routes: query registration,
+// the state read and the cycle. The handlers here decode and check requests
+// and apply the route rules; broker/streams/store talks to PostgreSQL.
+//
+// Every route is tenant-scoped, and the tenant comes only from the request's
+// identity (auth.FromContext), never from the body.
+package streams
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/queue"
+	"github.com/regent-mq/regent/broker/server"
+)
+
+// Service holds what the streams handlers share.
+type Service struct {
+	db *pgxpool.Pool
+	// queues is the queue's push path (resolution, packing, bookkeeping)
+	// and its partition ownership check.
+	queues  *queue.Store
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	// With tenancy on, a partition id is checked against the caller's
+	// tenant before any procedure runs.
+	tenancy bool
+}
+
+// New returns the streams service.
+func New(db *pgxpool.Pool, queues *queue.Store, m *metrics.Metrics, log *slog.Logger, tenancy bool) *Service {
+	return &Service{db: db, queues: queues, metrics: m, log: log, tenancy: tenancy}
+}
+
+// ownPartition is the tenancy pre-gate of the state read and the cycle: a
+// partition that is not the caller's, or does not exist, answers 404
+// before any procedure runs. With tenancy off it lets everything through
+// (the procedures give their own verdicts).
+func (s *Service) ownPartition(w http.ResponseWriter, r *http.Request, tenant string, id uuid.UUID) bool {
+	if !s.tenancy {
+		return true
+	}
+	_, err := s.queues.OwnedPartition(r.Context(), tenant, id)
+	switch {
+	case errors.Is(err, queue.ErrNotFound):
+		httpx.WriteError(w, http.StatusNotFound, "not found")
+		return false
+	case err != nil:
+		s.fail(w, r, err)
+		return false
+	}
+	return true
+}
+
+// Routes are the three streams routes with their access levels.
+func (s *Service) Routes() []server.Route {
+	return []server.Route{
+		{Method: http.MethodPost, Path: "/streams/v1/queries", Level: auth.ReadWrite, Handler: s.register},
+		{Method: http.MethodPost, Path: "/streams/v1/state/get", Level: auth.ReadOnly, Handler: s.stateGet},
+		{Method: http.MethodPost, Path: "/streams/v1/cycle", Level: auth.ReadWrite, Handler: s.cycle},
+	}
+}
