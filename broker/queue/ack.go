@@ -1,0 +1,284 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/segment"
+)
+
+// Ack is one acknowledgement.
+type Ack struct {
+	PartitionID   uuid.UUID
+	TransactionID string
+	Status        string      // completed, failed, dlq or retry
+	LeaseID       pgtype.UUID // optional
+	Group         string
+	Error         *string // kept with a dead letter
+}
+
+// AckResult is the outcome of one Ack, as the wire shows it.
+type AckResult struct {
+	Index         int     `json:"index"`
+	TransactionID string  `json:"transactionId"`
+	Success       bool    `json:"success"`
+	Error         *string `json:"error"`
+	QueueName     *string `json:"queueName"`
+	PartitionName *string `json:"partitionName"`
+	LeaseReleased bool    `json:"leaseReleased"`
+	DLQ           bool    `json:"dlq"`
+}
+
+// Querier runs queries on a pool or in a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// wireAck is an acknowledgement as a client sends it.
+type wireAck struct {
+	TransactionID *string `json:"transactionId"`
+	PartitionID   *string `json:"partitionId"`
+	Status        *string `json:"status"`
+	LeaseID       *string `json:"leaseId"`
+	ConsumerGroup *string `json:"consumerGroup"`
+	Error         *string `json:"error"`
+}
+
+// parse validates a wire ack; field names the element in messages.
+func (a *wireAck) parse(field, group string) (Ack, error) {
+	var out Ack
+	if a.TransactionID == nil || *a.TransactionID == "" {
+		return out, httpx.BadRequest("%stransactionId is required", field)
+	}
+	if a.PartitionID == nil || *a.PartitionID == "" {
+		return out, httpx.BadRequest("%spartitionId is required", field)
+	}
+	pid, err := uuid.Parse(*a.PartitionID)
+	if err != nil {
+		return out, httpx.BadRequest("%spartitionId must be a UUID", field)
+	}
+	out = Ack{PartitionID: pid, TransactionID: *a.TransactionID, Status: "completed", Group: group, Error: a.Error}
+	if a.Status != nil {
+		switch *a.Status {
+		case "completed", "success":
+		case "failed", "dlq", "retry":
+			out.Status = *a.Status
+		default:
+			return out, httpx.BadRequest("%sstatus must be completed, success, failed, dlq or retry, not %q", field, *a.Status)
+		}
+	}
+	if a.LeaseID != nil && *a.LeaseID != "" {
+		id, err := uuid.Parse(*a.LeaseID)
+		if err != nil {
+			return out, httpx.BadRequest("%sleaseId must be a UUID", field)
+		}
+		out.LeaseID = pgtype.UUID{Bytes: id, Valid: true}
+	}
+	if a.ConsumerGroup != nil && *a.ConsumerGroup != "" {
+		out.Group = *a.ConsumerGroup
+	}
+	return out, nil
+}
+
+// deadLetters are the frames the ack procedure asked for, by item (1-based).
+type deadLetters struct {
+	items    []int32
+	ids      []uuid.UUID
+	payloads [][]byte
+	keys     []pgtype.Int8
+	created  []time.Time
+}
+
+// Ack applies acks in order in one procedure call (on db, a pool or a
+// transaction). A dead letter needs its frame decoded here: that rare path
+// costs one more query and one more call per message sent to the dead
+// letters.
+func (s *Store) Ack(ctx context.Context, db Querier, tenant string, acks []Ack) ([]AckResult, error) {
+	n := len(acks)
+	pids := make([]uuid.UUID, n)
+	groups := make([]string, n)
+	txids := make([]string, n)
+	statuses := make([]string, n)
+	leases := make([]pgtype.UUID, n)
+	errs := make([]*string, n)
+	for i, a := range acks {
+		pids[i], groups[i], txids[i], statuses[i], leases[i], errs[i] = a.PartitionID, a.Group, a.TransactionID, a.Status, a.LeaseID, a.Error
+	}
+	var dl deadLetters
+	for {
+		var out []AckResult
+		var err error
+		if tx, ok := db.(pgx.Tx); ok {
+			// In a transaction a failed call aborts it: a savepoint keeps
+			// the dead-letter retry possible.
+			err = pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+				out, err = s.ackOnce(ctx, sp, tenant, acks, pids, groups, txids, statuses, leases, errs, &dl)
+				return err
+			})
+		} else {
+			out, err = s.ackOnce(ctx, db, tenant, acks, pids, groups, txids, statuses, leases, errs, &dl)
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "RG001" {
+			return out, err
+		}
+		if err := s.addDeadLetter(ctx, db, pgErr.Detail, &dl); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (s *Store) ackOnce(ctx context.Context, db Querier, tenant string, acks []Ack, pids []uuid.UUID, groups, txids, statuses []string,
+	leases []pgtype.UUID, errs []*string, dl *deadLetters) ([]AckResult, error) {
+	rows, err := db.Query(ctx, `SELECT item, queue_id, success, error, queue_name, partition_name, lease_released, dlq
+		FROM queen.ack_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		tenant, pids, groups, txids, statuses, leases, errs, dl.items, dl.ids, dl.payloads, dl.keys, dl.created)
+	if err != nil {
+		return nil, fmt.Errorf("ack: %w", err)
+	}
+	out := make([]AckResult, len(acks))
+	acked := map[string]int{}
+	for rows.Next() {
+		var item int
+		var qid pgtype.UUID
+		var r AckResult
+		if err := rows.Scan(&item, &qid, &r.Success, &r.Error, &r.QueueName, &r.PartitionName, &r.LeaseReleased, &r.DLQ); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("ack: %w", err)
+		}
+		r.Index = item - 1
+		r.TransactionID = txids[r.Index]
+		out[r.Index] = r
+		if r.Success && r.QueueName != nil && statuses[r.Index] == "completed" {
+			acked[*r.QueueName]++
+		}
+		if r.Success && r.LeaseReleased && qid.Valid {
+			// The NOTIFY reaches this replica too, a little later; the
+			// consumer that acked usually pops again at once.
+			s.hot.Mark(qid.Bytes, pids[r.Index])
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ack: %w", err)
+	}
+	for q, n := range acked {
+		s.metrics.Acked.WithLabelValues(tenant, q).Add(float64(n))
+	}
+	return out, nil
+}
+
+// addDeadLetter decodes the frame named by an RG001 detail
+// ("item:partition_id:offset") and adds it to dl.
+func (s *Store) addDeadLetter(ctx context.Context, db Querier, detail string, dl *deadLetters) error {
+	parts := strings.SplitN(detail, ":", 3)
+	if len(parts) != 3 {
+		return fmt.Errorf("ack: malformed dead letter request %q", detail)
+	}
+	item, err1 := strconv.Atoi(parts[0])
+	pid, err2 := uuid.Parse(parts[1])
+	off, err3 := strconv.ParseInt(parts[2], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return fmt.Errorf("ack: malformed dead letter request %q: %w", detail, err)
+	}
+	var base int64
+	var count int
+	var body []byte
+	var sum int64
+	err := db.QueryRow(ctx, `SELECT base_offset, frame_count, body, checksum FROM queen.log_segments
+		WHERE partition_id = $1 AND base_offset <= $2 ORDER BY base_offset DESC LIMIT 1`, pid, off).
+		Scan(&base, &count, &body, &sum)
+	if err != nil {
+		return fmt.Errorf("ack: read the segment of a dead letter: %w", err)
+	}
+	frames, err := segment.Decode(body, uint64(sum), count)
+	if err != nil || off-base >= int64(len(frames)) {
+		return fmt.Errorf("ack: decode the segment of a dead letter (partition %s offset %d): %w", pid, off, err)
+	}
+	f := &frames[off-base]
+	var key pgtype.Int8
+	if f.Sealed() {
+		key = pgtype.Int8{Int64: int64(f.KeyID), Valid: true}
+	}
+	dl.items = append(dl.items, int32(item))
+	dl.ids = append(dl.ids, f.ID)
+	dl.payloads = append(dl.payloads, f.Payload)
+	dl.keys = append(dl.keys, key)
+	dl.created = append(dl.created, time.UnixMicro(f.CreatedAt))
+	return nil
+}
+
+// handleAck is POST /api/v1/ack.
+func (s *Store) handleAck(w http.ResponseWriter, r *http.Request) {
+	var body wireAck
+	if err := httpx.ReadJSON(r, &body); err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	a, err := body.parse("", QueueMode)
+	if err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	out, err := s.Ack(r.Context(), s.pool, auth.FromContext(r.Context()).Tenant, []Ack{a})
+	if err != nil {
+		s.fail(w, r, "ack", err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+}
+
+// handleAckBatch is POST /api/v1/ack/batch: every acknowledgement in one
+// procedure call, results in request order.
+func (s *Store) handleAckBatch(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Acks          *[]wireAck `json:"acknowledgments"`
+		ConsumerGroup *string    `json:"consumerGroup"`
+	}
+	if err := httpx.ReadJSON(r, &body); err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	if body.Acks == nil {
+		httpx.Fail(w, httpx.BadRequest("acknowledgments must be an array"))
+		return
+	}
+	group := QueueMode
+	if body.ConsumerGroup != nil && *body.ConsumerGroup != "" {
+		group = *body.ConsumerGroup
+	}
+	acks := make([]Ack, len(*body.Acks))
+	for i := range *body.Acks {
+		a, err := (*body.Acks)[i].parse(fmt.Sprintf("acknowledgments[%d].", i), group)
+		if err != nil {
+			httpx.Fail(w, err)
+			return
+		}
+		if body.ConsumerGroup != nil && *body.ConsumerGroup != "" {
+			a.Group = group // a top-level group applies to all
+		}
+		acks[i] = a
+	}
+	if len(acks) == 0 {
+		httpx.WriteJSON(w, http.StatusOK, []AckResult{})
+		return
+	}
+	out, err := s.Ack(r.Context(), s.pool, auth.FromContext(r.Context()).Tenant, acks)
+	if err != nil {
+		s.fail(w, r, "ack batch", err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+}

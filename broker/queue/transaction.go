@@ -1,0 +1,141 @@
+package queue
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/httpx"
+)
+
+// operation is one element of a transaction, as a client sends it.
+type operation struct {
+	Type  *string     `json:"type"`
+	Items *[]pushItem `json:"items"`
+	wireAck
+}
+
+// op is a validated operation: a push or an ack.
+type op struct {
+	push []Item
+	ack  *Ack
+}
+
+func parseOperations(in []operation) ([]op, error) {
+	if len(in) == 0 {
+		return nil, httpx.BadRequest("operations must be a non-empty array")
+	}
+	out := make([]op, len(in))
+	for i, o := range in {
+		field := fmt.Sprintf("operations[%d]", i)
+		if o.Type == nil {
+			return nil, httpx.BadRequest("%s.type is required", field)
+		}
+		switch *o.Type {
+		case "push":
+			if o.Items == nil {
+				return nil, httpx.BadRequest("%s.items must be an array", field)
+			}
+			items, err := items(*o.Items, field+".items")
+			if err != nil {
+				return nil, err
+			}
+			for j, it := range items {
+				part := it.Partition
+				if part == "" {
+					part = DefaultPartition
+				}
+				if err := checkNames(it.Queue, part); err != nil {
+					return nil, httpx.BadRequest("%s.items[%d]: %s", field, j, err.Error())
+				}
+			}
+			out[i].push = items
+		case "ack":
+			a, err := o.wireAck.parse(field+".", QueueMode)
+			if err != nil {
+				return nil, err
+			}
+			out[i].ack = &a
+		default:
+			return nil, httpx.BadRequest("%s.type must be push or ack, not %q", field, *o.Type)
+		}
+	}
+	return out, nil
+}
+
+// opResult is the outcome of one operation.
+type opResult struct {
+	Index   int          `json:"index"`
+	Type    string       `json:"type"`
+	Success bool         `json:"success"`
+	Error   *string      `json:"error,omitempty"`
+	Results []pushResult `json:"results,omitempty"`
+	*AckResult
+}
+
+// handleTransaction is POST /api/v1/transaction: every operation in one
+// database transaction, in order; the first that fails rolls back all.
+func (s *Store) handleTransaction(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Operations *[]operation `json:"operations"`
+	}
+	if err := httpx.ReadJSON(r, &body); err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	if body.Operations == nil {
+		httpx.Fail(w, httpx.BadRequest("operations must be a non-empty array"))
+		return
+	}
+	ops, err := parseOperations(*body.Operations)
+	if err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	id := auth.FromContext(r.Context())
+	ctx := r.Context()
+	results := make([]opResult, 0, len(ops))
+	var pushed []*Segment
+	var failure string
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		for i, o := range ops {
+			if o.ack != nil {
+				out, err := s.Ack(ctx, tx, id.Tenant, []Ack{*o.ack})
+				if err != nil {
+					return err
+				}
+				res := opResult{Index: i, Type: "ack", Success: out[0].Success, Error: out[0].Error, AckResult: &out[0]}
+				results = append(results, res)
+				if !out[0].Success {
+					failure = fmt.Sprintf("operation %d (ack) failed: %s", i, *out[0].Error)
+					return errRollback
+				}
+				continue
+			}
+			out, segs, err := s.Push(ctx, tx, id.Tenant, id.Subject, o.push)
+			if err != nil {
+				return err
+			}
+			pushed = append(pushed, segs...)
+			results = append(results, opResult{Index: i, Type: "push", Success: true, Results: pushResults(o.push, out)})
+		}
+		return nil
+	})
+	txID := newID()
+	switch {
+	case err == errRollback:
+		httpx.WriteJSON(w, http.StatusOK, map[string]any{
+			"transactionId": txID, "success": false, "error": failure, "results": results})
+	case err != nil:
+		s.fail(w, r, "transaction", err)
+	default:
+		s.AfterPush(pushed)
+		httpx.WriteJSON(w, http.StatusOK, map[string]any{"transactionId": txID, "success": true, "results": results})
+	}
+}
+
+// errRollback ends a transaction whose operation failed by the rules (not by
+// an error of the database).
+var errRollback = fmt.Errorf("transaction rolled back")
