@@ -1,0 +1,205 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// OnConfigChange says what the operator does when the broker already holds
+// the query under a different configHash.
+// +kubebuilder:validation:Enum=Block;Reset
+type OnConfigChange string
+
+const (
+	// OnConfigChangeBlock leaves the registration alone and reports
+	// ConfigConflict until someone resolves it.
+	OnConfigChangeBlock OnConfigChange = "Block"
+	// OnConfigChangeReset re-registers with reset, deleting the query's
+	// state, exactly once for each new hash.
+	OnConfigChangeReset OnConfigChange = "Reset"
+)
+
+// DeletionPolicy says what happens to the registration when the
+// StreamQuery is deleted.
+// +kubebuilder:validation:Enum=Retain;Delete
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyRetain leaves the registration and its state in place.
+	DeletionPolicyRetain DeletionPolicy = "Retain"
+	// DeletionPolicyDelete deletes the registration and its state.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+)
+
+// Reasons of the StreamQuery's Ready condition.
+const (
+	ReasonRegistered        = "Registered"
+	ReasonConfigConflict    = "ConfigConflict"
+	ReasonQuotaDenied       = "QuotaDenied"
+	ReasonDuplicateName     = "DuplicateName"
+	ReasonBrokerUnavailable = "BrokerUnavailable"
+)
+
+// StreamQuerySpec is the streaming query to register on the broker.
+type StreamQuerySpec struct {
+	// queryName is the query's name on the broker, unique per tenant; a
+	// worker's SDK registers and runs the query under the same name. When
+	// absent, the StreamQuery's metadata.name is used. It cannot change.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]{1,255}$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="queryName is immutable"
+	QueryName string `json:"queryName,omitempty"`
+
+	// sourceQueue is the queue the query's workers pop from, in the query's
+	// tenant.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]{1,255}$`
+	SourceQueue string `json:"sourceQueue"`
+
+	// sinkQueue is the queue closed windows are pushed to, in the query's
+	// tenant. Absent means the query has no sink.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]{1,255}$`
+	SinkQueue string `json:"sinkQueue,omitempty"`
+
+	// configHash is the hash the worker computes over its operator chain.
+	// The broker refuses a different hash for an existing query unless the
+	// registration resets the query's state (see onConfigChange).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	ConfigHash string `json:"configHash"`
+
+	// onConfigChange says what to do when the broker holds the query under
+	// a different configHash: Block reports ConfigConflict and changes
+	// nothing; Reset re-registers with reset, which deletes every state row
+	// of the query, exactly once for each new hash.
+	// +optional
+	// +kubebuilder:default=Block
+	OnConfigChange OnConfigChange `json:"onConfigChange,omitempty"`
+
+	// deletionPolicy says what deleting this StreamQuery does to the
+	// registration: Retain leaves it and its state in place; Delete removes
+	// both.
+	// +optional
+	// +kubebuilder:default=Retain
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// PendingReset is a reset the operator has committed to and may already
+// have sent to the broker. It is recorded before the broker is called, so
+// that a restarted operator finishes it instead of starting another.
+type PendingReset struct {
+	// configHash is the hash the reset registers.
+	ConfigHash string `json:"configHash"`
+	// token is the reset-token annotation value the reset honours; empty
+	// when a config change under onConfigChange: Reset asked for it.
+	// +optional
+	Token string `json:"token,omitempty"`
+}
+
+// StreamQueryStatus is what the operator last saw of the registration.
+type StreamQueryStatus struct {
+	// observedGeneration is the generation of the spec the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// tenant is the tenant the query is registered under, from the
+	// namespace's streams.regent.dev/tenant label (or the namespace name
+	// with tenancy on, or default with tenancy off).
+	// +optional
+	Tenant string `json:"tenant,omitempty"`
+
+	// queryId is the broker's id of the registration.
+	// +optional
+	QueryID string `json:"queryId,omitempty"`
+
+	// registeredHash is the configHash the broker last accepted.
+	// +optional
+	RegisteredHash string `json:"registeredHash,omitempty"`
+
+	// lastResetHash is the configHash of the last reset the operator
+	// carried out. A config change never resets twice for the same hash.
+	// +optional
+	LastResetHash string `json:"lastResetHash,omitempty"`
+
+	// lastResetToken is the reset-token annotation value last honoured.
+	// +optional
+	LastResetToken string `json:"lastResetToken,omitempty"`
+
+	// pendingReset is a reset in progress; see PendingReset.
+	// +optional
+	PendingReset *PendingReset `json:"pendingReset,omitempty"`
+
+	// lag is the number of source messages not yet consumed by the query's
+	// consumer group (streams.<queryName>), summed over the source queue's
+	// partitions.
+	// +optional
+	Lag *int64 `json:"lag,omitempty"`
+
+	// stateRows is the number of state rows the query holds.
+	// +optional
+	StateRows *int64 `json:"stateRows,omitempty"`
+
+	// lastCycleTime is when a cycle of the query last wrote state or acked
+	// the source, whichever is later.
+	// +optional
+	LastCycleTime *metav1.Time `json:"lastCycleTime,omitempty"`
+
+	// conditions holds Ready, whose reason is Registered, ConfigConflict,
+	// QuotaDenied, DuplicateName or BrokerUnavailable.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// StreamQuery declares a streaming query: the operator registers it on the
+// broker, as the tenant of the StreamQuery's namespace, and reports its
+// progress.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sq,categories=regent
+// +kubebuilder:printcolumn:name="Tenant",type=string,JSONPath=`.status.tenant`
+// +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.spec.sourceQueue`
+// +kubebuilder:printcolumn:name="Sink",type=string,JSONPath=`.spec.sinkQueue`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Lag",type=integer,JSONPath=`.status.lag`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="QueryID",type=string,JSONPath=`.status.queryId`,priority=1
+// +kubebuilder:validation:XValidation:rule="has(self.spec.queryName) == has(oldSelf.spec.queryName) || (has(self.spec.queryName) ? self.spec.queryName : self.metadata.name) == (has(oldSelf.spec.queryName) ? oldSelf.spec.queryName : oldSelf.metadata.name)",message="queryName is immutable: it may be added or removed only when it equals metadata.name"
+type StreamQuery struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the query to register.
+	// +required
+	Spec StreamQuerySpec `json:"spec"`
+
+	// status is what the operator last saw of the registration.
+	// +optional
+	Status StreamQueryStatus `json:"status,omitempty"`
+}
+
+// QueryName is the query's name on the broker: spec.queryName, or the
+// StreamQuery's own name when that is empty.
+func (q *StreamQuery) QueryName() string {
+	if q.Spec.QueryName != "" {
+		return q.Spec.QueryName
+	}
+	return q.Name
+}
+
+// StreamQueryList is a list of StreamQueries.
+//
+// +kubebuilder:object:root=true
+type StreamQueryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []StreamQuery `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&StreamQuery{}, &StreamQueryList{})
+}

@@ -1,0 +1,113 @@
+// Package controllers holds the operator's two reconcilers: StreamQuery,
+// which registers queries on the broker, and TenantQuota, which writes
+// tenant grants to the cell database.
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/controllers/celldb"
+	"github.com/regent-mq/regent/controllers/registration"
+)
+
+// Config is what both reconcilers need.
+type Config struct {
+	Broker *registration.Client
+	DB     *celldb.DB
+	// Tenancy says whether the broker runs with tenancy on; off, every query
+	// is on the default tenant whatever its namespace says.
+	Tenancy bool
+	// ResyncInterval is how often a StreamQuery is re-registered and its
+	// progress read, and a TenantQuota's count refreshed.
+	ResyncInterval time.Duration
+	// Workers is how many StreamQueries are reconciled at once.
+	Workers int
+}
+
+// Field indexes of the manager's cache.
+const (
+	indexQueryName   = "queryName"     // StreamQuery: the effective query name
+	indexQueryTenant = "status.tenant" // StreamQuery: the tenant last resolved
+	indexQuotaTenant = "spec.tenant"   // TenantQuota
+)
+
+// Setup registers the field indexes and both reconcilers with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
+	if cfg.ResyncInterval <= 0 {
+		return fmt.Errorf("resync interval must be positive, not %s", cfg.ResyncInterval)
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 1
+	}
+	idx := mgr.GetFieldIndexer()
+	for _, ix := range []struct {
+		obj   client.Object
+		field string
+		fn    func(client.Object) []string
+	}{
+		{&v1.StreamQuery{}, indexQueryName, func(o client.Object) []string { return []string{o.(*v1.StreamQuery).QueryName()} }},
+		{&v1.StreamQuery{}, indexQueryTenant, func(o client.Object) []string { return []string{o.(*v1.StreamQuery).Status.Tenant} }},
+		{&v1.TenantQuota{}, indexQuotaTenant, func(o client.Object) []string { return []string{o.(*v1.TenantQuota).Spec.Tenant} }},
+	} {
+		if err := idx.IndexField(ctx, ix.obj, ix.field, ix.fn); err != nil {
+			return fmt.Errorf("index %s: %w", ix.field, err)
+		}
+	}
+	if err := (&StreamQueryReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("regent-operator"),
+		Config:    cfg,
+	}).setup(mgr); err != nil {
+		return fmt.Errorf("set up the StreamQuery controller: %w", err)
+	}
+	if err := (&TenantQuotaReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("regent-operator"),
+		Config:   cfg,
+	}).setup(mgr); err != nil {
+		return fmt.Errorf("set up the TenantQuota controller: %w", err)
+	}
+	return nil
+}
+
+// options are the controllers' work queue settings. Failures back off from
+// a fifth of a second to a minute, so a broker that comes back is noticed
+// within a minute at worst.
+func options(workers int) controller.Options {
+	return controller.Options{
+		MaxConcurrentReconciles: workers,
+		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](200*time.Millisecond, time.Minute),
+	}
+}
+
+// retrySoon is the answer to a conflict with a concurrent writer, or to a
+// cache that has not caught up with our own last write: look again shortly.
+var retrySoon = ctrl.Result{RequeueAfter: 250 * time.Millisecond}
+
+// syncFinalizer adds or removes the finalizer name so that it is on obj
+// exactly when want says.
+func syncFinalizer(ctx context.Context, c client.Client, obj client.Object, name string, want bool) error {
+	if controllerutil.ContainsFinalizer(obj, name) == want {
+		return nil
+	}
+	if want {
+		controllerutil.AddFinalizer(obj, name)
+	} else {
+		controllerutil.RemoveFinalizer(obj, name)
+	}
+	if err := c.Update(ctx, obj); err != nil {
+		return fmt.Errorf("update finalizers of %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
+}

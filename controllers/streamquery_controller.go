@@ -1,0 +1,342 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/controllers/celldb"
+	"github.com/regent-mq/regent/controllers/registration"
+)
+
+// queryFinalizer is on a StreamQuery with deletionPolicy Delete that owns
+// its registration; it deletes the registration and its state.
+const queryFinalizer = "streams.regent.dev/registration"
+
+// The permissions the operator needs, from which `make manifests` writes
+// config/rbac/role.yaml.
+//
+// +kubebuilder:rbac:groups=streams.regent.dev,resources=streamqueries,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=streams.regent.dev,resources=streamqueries/status,verbs=update
+// +kubebuilder:rbac:groups=streams.regent.dev,resources=streamqueries/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
+
+// StreamQueryReconciler registers StreamQueries on the broker.
+type StreamQueryReconciler struct {
+	client.Client
+	// APIReader reads past the cache, for the decisions that must not rest
+	// on a stale copy.
+	APIReader client.Reader
+	Recorder  recorder.EventRecorder
+	Config
+}
+
+func (r *StreamQueryReconciler) setup(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("streamquery").
+		For(&v1.StreamQuery{}, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{},
+			predicate.AnnotationChangedPredicate{}, // the reset token
+			deleting,
+		))).
+		// Any change to a StreamQuery can change who wins a duplicate name.
+		Watches(&v1.StreamQuery{}, handler.EnqueueRequestsFromMapFunc(r.sameName)).
+		// A granted or widened quota retries the tenant's denied queries.
+		Watches(&v1.TenantQuota{}, handler.EnqueueRequestsFromMapFunc(r.deniedOfTenant)).
+		// A relabelled namespace can move its queries to another tenant.
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.inNamespace), builder.WithPredicates(labelsChanged)).
+		WithOptions(options(r.Workers)).
+		Complete(r)
+}
+
+// deleting passes the update that marks an object for deletion.
+var deleting = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
+	},
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// labelsChanged passes only label changes of existing objects: at start the
+// StreamQueries are all listed anyway.
+var labelsChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !equality.Semantic.DeepEqual(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+	},
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+func (r *StreamQueryReconciler) sameName(ctx context.Context, o client.Object) []reconcile.Request {
+	q := o.(*v1.StreamQuery)
+	var list v1.StreamQueryList
+	if err := r.List(ctx, &list, client.MatchingFields{indexQueryName: q.QueryName()}); err != nil {
+		logf.FromContext(ctx).Error(err, "list StreamQueries of the same name", "queryName", q.QueryName())
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if list.Items[i].UID != q.UID {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
+}
+
+func (r *StreamQueryReconciler) deniedOfTenant(ctx context.Context, o client.Object) []reconcile.Request {
+	tq := o.(*v1.TenantQuota)
+	var list v1.StreamQueryList
+	if err := r.List(ctx, &list, client.MatchingFields{indexQueryTenant: tq.Spec.Tenant}); err != nil {
+		logf.FromContext(ctx).Error(err, "list StreamQueries of tenant", "tenant", tq.Spec.Tenant)
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if readyReason(list.Items[i].Status.Conditions) == v1.ReasonQuotaDenied {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
+}
+
+func (r *StreamQueryReconciler) inNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1.StreamQueryList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetName())); err != nil {
+		logf.FromContext(ctx).Error(err, "list StreamQueries of namespace", "namespace", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+	}
+	return reqs
+}
+
+// Reconcile brings one StreamQuery's registration in line with its spec.
+func (r *StreamQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var q v1.StreamQuery
+	if err := r.Get(ctx, req.NamespacedName, &q); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	tenant, err := r.tenantOf(ctx, q.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	elder, err := r.elder(ctx, &q, tenant)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// Deletion comes first, before anything that could decide there is
+	// nothing to do.
+	if !q.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &q, tenant, elder)
+	}
+	if elder != nil {
+		return r.duplicate(ctx, &q, tenant, elder)
+	}
+	if err := syncFinalizer(ctx, r.Client, &q, queryFinalizer, q.Spec.DeletionPolicy == v1.DeletionPolicyDelete); err != nil {
+		return ctrl.Result{}, err
+	}
+	s := &step{q: &q, tenant: tenant, before: *q.Status.DeepCopy()}
+	q.Status.Tenant = tenant
+	q.Status.ObservedGeneration = q.Generation
+	token := q.Annotations[v1.ResetTokenAnnotation]
+	switch {
+	case q.Status.PendingReset != nil:
+		return r.resumeReset(ctx, s)
+	case token != "" && token != q.Status.LastResetToken:
+		return r.startReset(ctx, s, v1.PendingReset{ConfigHash: q.Spec.ConfigHash, Token: token})
+	}
+	res := r.register(ctx, s, q.Spec.ConfigHash, false)
+	if res.Outcome == registration.Conflict && q.Spec.OnConfigChange == v1.OnConfigChangeReset {
+		if q.Status.LastResetHash != q.Spec.ConfigHash {
+			return r.startReset(ctx, s, v1.PendingReset{ConfigHash: q.Spec.ConfigHash})
+		}
+		res.Message += fmt.Sprintf("; the operator already reset the query once for config hash %q and does not reset twice for one hash "+
+			"(set the %s annotation to reset anyway)", q.Spec.ConfigHash, v1.ResetTokenAnnotation)
+	}
+	return r.settle(ctx, s, res)
+}
+
+// step is one reconcile of a StreamQuery that got past deletion and
+// duplicates: the object, its tenant, and the status it started with.
+type step struct {
+	q      *v1.StreamQuery
+	tenant string
+	before v1.StreamQueryStatus
+	hash   string // the config hash last sent to the broker
+}
+
+func (r *StreamQueryReconciler) register(ctx context.Context, s *step, hash string, reset bool) registration.Result {
+	s.hash = hash
+	res := r.Broker.Register(ctx, s.tenant, registration.Request{
+		Name: s.q.QueryName(), Source: s.q.Spec.SourceQueue, Sink: s.q.Spec.SinkQueue, ConfigHash: hash, Reset: reset,
+	})
+	result := [...]string{registration.Registered: resultRegistered, registration.Conflict: resultConflict,
+		registration.Denied: resultDenied, registration.Unavailable: resultUnavailable}[res.Outcome]
+	if res.Outcome == registration.Registered && reset {
+		result = resultReset
+	}
+	registrations.WithLabelValues(result).Inc()
+	return res
+}
+
+// settle records the broker's answer in the status, with an Event when
+// the Ready condition moves, and decides when to look again.
+func (r *StreamQueryReconciler) settle(ctx context.Context, s *step, res registration.Result) (ctrl.Result, error) {
+	q, st := s.q, &s.q.Status
+	var progressErr error
+	switch res.Outcome {
+	case registration.Registered:
+		st.QueryID = res.QueryID
+		st.RegisteredHash = s.hash
+		msg := fmt.Sprintf("query %q is registered for tenant %q with config hash %q", q.QueryName(), s.tenant, st.RegisteredHash)
+		if setReady(&st.Conditions, q.Generation, true, v1.ReasonRegistered, msg) {
+			r.event(q, corev1.EventTypeNormal, v1.ReasonRegistered, "Register", msg)
+		}
+		progressErr = r.readProgress(ctx, s)
+	case registration.Conflict:
+		r.notReady(q, v1.ReasonConfigConflict, res.Message+
+			fmt.Sprintf(" (onConfigChange is %s; Reset, or a new %s annotation, discards the query's state)", q.Spec.OnConfigChange, v1.ResetTokenAnnotation))
+	case registration.Denied:
+		r.notReady(q, v1.ReasonQuotaDenied, res.Message)
+	default:
+		r.notReady(q, v1.ReasonBrokerUnavailable, res.Message)
+	}
+	if err := r.writeStatus(ctx, s); err != nil {
+		return conflictOr(err)
+	}
+	switch {
+	case res.Outcome == registration.Unavailable:
+		return ctrl.Result{}, fmt.Errorf("register query %q of tenant %q: broker unavailable: %s", q.QueryName(), s.tenant, res.Message)
+	case progressErr != nil:
+		return ctrl.Result{}, progressErr
+	}
+	return ctrl.Result{RequeueAfter: r.resync()}, nil
+}
+
+func (r *StreamQueryReconciler) notReady(q *v1.StreamQuery, reason, msg string) {
+	if setReady(&q.Status.Conditions, q.Generation, false, reason, msg) {
+		r.event(q, corev1.EventTypeWarning, reason, "Register", msg)
+	}
+}
+
+// readProgress fills lag, stateRows and lastCycleTime from the database.
+func (r *StreamQueryReconciler) readProgress(ctx context.Context, s *step) error {
+	name := s.q.QueryName()
+	p, err := r.DB.Progress(ctx, s.tenant, name, "streams."+name, s.q.Spec.SourceQueue)
+	switch {
+	case errors.Is(err, celldb.ErrNoQuery):
+		// Deleted behind the operator's back since it registered: the
+		// next resync registers it again.
+		return nil
+	case err != nil:
+		return err
+	}
+	st := &s.q.Status
+	st.Lag, st.StateRows = &p.Lag, &p.StateRows
+	st.LastCycleTime = nil
+	if p.LastCycle != nil {
+		t := metav1.NewTime(p.LastCycle.Truncate(time.Second))
+		st.LastCycleTime = &t
+	}
+	return nil
+}
+
+// writeStatus writes the status when it changed, against the resource
+// version read, so that a concurrent change is never overwritten.
+func (r *StreamQueryReconciler) writeStatus(ctx context.Context, s *step) error {
+	if equality.Semantic.DeepEqual(s.before, s.q.Status) {
+		return nil
+	}
+	if err := r.Status().Update(ctx, s.q); err != nil {
+		return fmt.Errorf("update status of StreamQuery %s/%s: %w", s.q.Namespace, s.q.Name, err)
+	}
+	s.before = *s.q.Status.DeepCopy()
+	return nil
+}
+
+// resync is the resync interval with up to a tenth of jitter, so that
+// queries created together do not stay in lockstep.
+func (r *StreamQueryReconciler) resync() time.Duration {
+	return r.ResyncInterval + rand.N(r.ResyncInterval/10+1)
+}
+
+func (r *StreamQueryReconciler) event(q *v1.StreamQuery, typ, reason, action, msg string) {
+	r.Recorder.Eventf(q, nil, typ, reason, action, "%s", msg)
+}
+
+// conflictOr turns a write conflict into a prompt retry; any other error is
+// returned for the work queue's backoff.
+func conflictOr(err error) (ctrl.Result, error) {
+	if apierrors.IsConflict(err) {
+		return retrySoon, nil
+	}
+	return ctrl.Result{}, err
+}
+
+// finalize handles a StreamQuery marked for deletion. Only the finalizer's
+// holder does anything, and a younger duplicate never holds it, so a
+// registration is deleted only by the StreamQuery that owns it.
+func (r *StreamQueryReconciler) finalize(ctx context.Context, q *v1.StreamQuery, tenant string, elder *v1.StreamQuery) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(q, queryFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	if elder == nil && q.Spec.DeletionPolicy == v1.DeletionPolicyDelete {
+		found, err := r.DB.DeleteQuery(ctx, tenant, q.QueryName())
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if found {
+			r.event(q, corev1.EventTypeNormal, "Deleted", "Delete",
+				fmt.Sprintf("deleted query %q of tenant %q and its state (deletionPolicy Delete)", q.QueryName(), tenant))
+		}
+	}
+	err := syncFinalizer(ctx, r.Client, q, queryFinalizer, false)
+	if apierrors.IsNotFound(err) {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+// duplicate reports a StreamQuery whose tenant and query name an older
+// StreamQuery already declares. It never touches the registration.
+func (r *StreamQueryReconciler) duplicate(ctx context.Context, q *v1.StreamQuery, tenant string, elder *v1.StreamQuery) (ctrl.Result, error) {
+	if err := syncFinalizer(ctx, r.Client, q, queryFinalizer, false); err != nil {
+		return ctrl.Result{}, err
+	}
+	s := &step{q: q, tenant: tenant, before: *q.Status.DeepCopy()}
+	st := &q.Status
+	st.Tenant, st.ObservedGeneration = tenant, q.Generation
+	st.QueryID, st.RegisteredHash, st.Lag, st.StateRows, st.LastCycleTime = "", "", nil, nil, nil
+	r.notReady(q, v1.ReasonDuplicateName, fmt.Sprintf("StreamQuery %s/%s, created earlier, already declares query %q for tenant %q; this one is ignored",
+		elder.Namespace, elder.Name, q.QueryName(), tenant))
+	if err := r.writeStatus(ctx, s); err != nil {
+		return conflictOr(err)
+	}
+	return ctrl.Result{RequeueAfter: r.resync()}, nil
+}

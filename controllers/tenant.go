@@ -1,0 +1,69 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/regent-mq/regent/api/v1alpha1"
+)
+
+// tenantOf resolves the tenant of the StreamQueries of a namespace: its
+// streams.regent.dev/tenant label, else the namespace's name. With tenancy
+// off the broker puts every request on the default tenant whatever the
+// token says, so the operator does too: reading progress or deleting a
+// registration under any other tenant would miss it.
+func (r *StreamQueryReconciler) tenantOf(ctx context.Context, namespace string) (string, error) {
+	if !r.Tenancy {
+		return v1.DefaultTenant, nil
+	}
+	var ns corev1.Namespace
+	if err := r.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err != nil {
+		return "", fmt.Errorf("resolve the tenant of namespace %q: %w", namespace, err)
+	}
+	if t := ns.Labels[v1.TenantLabel]; t != "" {
+		return t, nil
+	}
+	return ns.Name, nil
+}
+
+// elder returns the oldest other StreamQuery that declares q's query name
+// for the same tenant and is older than q, or nil when q is the oldest.
+// Age is the creation time, then namespace and name, so that every
+// reconcile, in any process, picks the same winner.
+func (r *StreamQueryReconciler) elder(ctx context.Context, q *v1.StreamQuery, tenant string) (*v1.StreamQuery, error) {
+	var list v1.StreamQueryList
+	if err := r.List(ctx, &list, client.MatchingFields{indexQueryName: q.QueryName()}); err != nil {
+		return nil, fmt.Errorf("list StreamQueries named %q: %w", q.QueryName(), err)
+	}
+	var oldest *v1.StreamQuery
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.UID == q.UID || !older(o, q) || (oldest != nil && !older(o, oldest)) {
+			continue
+		}
+		t, err := r.tenantOf(ctx, o.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		if t == tenant {
+			oldest = o
+		}
+	}
+	return oldest, nil
+}
+
+// older orders objects by creation time, then by namespace and name.
+func older(a, b client.Object) bool {
+	ta, tb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
+	if !ta.Equal(&tb) {
+		return ta.Before(&tb)
+	}
+	if c := strings.Compare(a.GetNamespace(), b.GetNamespace()); c != 0 {
+		return c < 0
+	}
+	return a.GetName() < b.GetName()
+}

@@ -1,0 +1,190 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/controllers/celldb"
+)
+
+// quotaFinalizer is on the TenantQuota that owns its tenant's quota row; it
+// deletes the row.
+const quotaFinalizer = "streams.regent.dev/quota"
+
+// The permissions the operator needs, from which `make manifests` writes
+// config/rbac/role.yaml.
+//
+// +kubebuilder:rbac:groups=streams.regent.dev,resources=tenantquotas,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=streams.regent.dev,resources=tenantquotas/status,verbs=update
+// +kubebuilder:rbac:groups=streams.regent.dev,resources=tenantquotas/finalizers,verbs=update
+
+// TenantQuotaReconciler writes TenantQuotas to the quota table.
+type TenantQuotaReconciler struct {
+	client.Client
+	Recorder recorder.EventRecorder
+	Config
+}
+
+func (r *TenantQuotaReconciler) setup(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("tenantquota").
+		For(&v1.TenantQuota{}).
+		// Any change to a TenantQuota can change which one owns the tenant.
+		Watches(&v1.TenantQuota{}, handler.EnqueueRequestsFromMapFunc(r.sameTenant)).
+		WithOptions(options(1)).
+		Complete(r)
+}
+
+func (r *TenantQuotaReconciler) sameTenant(ctx context.Context, o client.Object) []reconcile.Request {
+	tq := o.(*v1.TenantQuota)
+	var list v1.TenantQuotaList
+	if err := r.List(ctx, &list, client.MatchingFields{indexQuotaTenant: tq.Spec.Tenant}); err != nil {
+		logf.FromContext(ctx).Error(err, "list TenantQuotas of tenant", "tenant", tq.Spec.Tenant)
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if list.Items[i].UID != tq.UID {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
+}
+
+// Reconcile writes one TenantQuota's grant, or reports why it does not.
+func (r *TenantQuotaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var tq v1.TenantQuota
+	if err := r.Get(ctx, req.NamespacedName, &tq); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	tenant := tq.Spec.Tenant
+	elder, err := r.elder(ctx, &tq)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// The default tenant has no row to own: nothing reads one.
+	owner := elder == nil && tenant != v1.DefaultTenant
+
+	if !tq.DeletionTimestamp.IsZero() {
+		if !controllerutil.ContainsFinalizer(&tq, quotaFinalizer) {
+			return ctrl.Result{}, nil
+		}
+		if owner {
+			if err := r.DB.DeleteQuota(ctx, tenant); err != nil {
+				return ctrl.Result{}, err
+			}
+			quotaUsed.DeleteLabelValues(tenant)
+			quotaMax.DeleteLabelValues(tenant)
+			r.event(&tq, corev1.EventTypeNormal, "Deleted", "Delete", fmt.Sprintf("deleted the quota of tenant %q: new query names are refused, existing queries keep running", tenant))
+		}
+		err := syncFinalizer(ctx, r.Client, &tq, quotaFinalizer, false)
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+
+	if err := syncFinalizer(ctx, r.Client, &tq, quotaFinalizer, owner); err != nil {
+		return ctrl.Result{}, err
+	}
+	before := *tq.Status.DeepCopy()
+	st := &tq.Status
+	st.ObservedGeneration = tq.Generation
+	var registered int64
+	var dbErr error
+	switch {
+	case elder != nil:
+		st.RegisteredQueries = nil
+		msg := fmt.Sprintf("TenantQuota %s, created earlier, already grants tenant %q; this one is ignored", elder.Name, tenant)
+		if setReady(&st.Conditions, tq.Generation, false, v1.ReasonConflict, msg) {
+			r.event(&tq, corev1.EventTypeWarning, v1.ReasonConflict, "Apply", msg)
+		}
+	case tenant == v1.DefaultTenant:
+		registered, dbErr = r.DB.CountQueries(ctx, tenant)
+		r.applied(&tq, registered, dbErr, "the default tenant is not subject to quotas; nothing was written")
+	default:
+		registered, dbErr = r.DB.ApplyQuota(ctx, celldb.Quota{Tenant: tenant, Enabled: tq.IsEnabled(), MaxQueries: tq.Spec.MaxQueries})
+		r.applied(&tq, registered, dbErr, grant(&tq))
+		if dbErr == nil {
+			quotaUsed.WithLabelValues(tenant).Set(float64(registered))
+			if m := tq.Spec.MaxQueries; m != nil {
+				quotaMax.WithLabelValues(tenant).Set(float64(*m))
+			} else {
+				quotaMax.DeleteLabelValues(tenant)
+			}
+		}
+	}
+	if !equality.Semantic.DeepEqual(before, tq.Status) {
+		if err := r.Status().Update(ctx, &tq); err != nil {
+			return conflictOr(fmt.Errorf("update status of TenantQuota %s: %w", tq.Name, err))
+		}
+	}
+	if dbErr != nil {
+		return ctrl.Result{}, dbErr
+	}
+	if elder != nil {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
+}
+
+// applied records the outcome of writing (or counting for) the grant.
+func (r *TenantQuotaReconciler) applied(tq *v1.TenantQuota, registered int64, err error, msg string) {
+	st := &tq.Status
+	if err != nil {
+		if setReady(&st.Conditions, tq.Generation, false, v1.ReasonDatabaseUnavailable, err.Error()) {
+			r.event(tq, corev1.EventTypeWarning, v1.ReasonDatabaseUnavailable, "Apply", err.Error())
+		}
+		return
+	}
+	st.RegisteredQueries = &registered
+	if setReady(&st.Conditions, tq.Generation, true, v1.ReasonApplied, msg) {
+		r.event(tq, corev1.EventTypeNormal, v1.ReasonApplied, "Apply", msg)
+	}
+}
+
+// grant says in words what the row grants.
+func grant(tq *v1.TenantQuota) string {
+	switch {
+	case !tq.IsEnabled():
+		return fmt.Sprintf("tenant %q is granted no new queries (disabled); existing queries keep running", tq.Spec.Tenant)
+	case tq.Spec.MaxQueries == nil:
+		return fmt.Sprintf("tenant %q may register any number of queries", tq.Spec.Tenant)
+	default:
+		return fmt.Sprintf("tenant %q may register up to %s queries", tq.Spec.Tenant, strconv.Itoa(int(*tq.Spec.MaxQueries)))
+	}
+}
+
+// elder returns the oldest other TenantQuota for the same tenant that is
+// older than tq, or nil when tq is the oldest.
+func (r *TenantQuotaReconciler) elder(ctx context.Context, tq *v1.TenantQuota) (*v1.TenantQuota, error) {
+	var list v1.TenantQuotaList
+	if err := r.List(ctx, &list, client.MatchingFields{indexQuotaTenant: tq.Spec.Tenant}); err != nil {
+		return nil, fmt.Errorf("list TenantQuotas of tenant %q: %w", tq.Spec.Tenant, err)
+	}
+	var oldest *v1.TenantQuota
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.UID != tq.UID && older(o, tq) && (oldest == nil || older(o, oldest)) {
+			oldest = o
+		}
+	}
+	return oldest, nil
+}
+
+func (r *TenantQuotaReconciler) event(tq *v1.TenantQuota, typ, reason, action, msg string) {
+	r.Recorder.Eventf(tq, nil, typ, reason, action, "%s", msg)
+}
