@@ -74,17 +74,22 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
+	items, index, err := sinkItems(req.PushItems)
+	if err != nil {
+		httpx.Fail(w, err)
+		return
+	}
 	id := auth.FromContext(r.Context())
 	c.Tenant = id.Tenant
 	if !s.ownPartition(w, r, c.Tenant, c.PartitionID) {
 		return
 	}
-	k, err := s.pack(r.Context(), c.Tenant, id.Subject, req.PushItems)
+	k, err := s.pack(r.Context(), c.Tenant, id.Subject, req.PushItems, items, index)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	res, k, err := s.run(r, &c, k)
+	res, k, err := s.run(r, &c, k, items)
 	var refused *store.Failure
 	switch {
 	case errors.As(err, &refused):
@@ -101,6 +106,9 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	// the sink emits visible to this replica's pops at once.
 	k.committed(res.BaseOffsets)
 	s.queues.AfterPush(k.segs)
+	if res.Announce {
+		s.queues.Hot().Mark(res.QueueID, c.PartitionID)
+	}
 	resp := cycleResponse{Success: true, QueryID: c.QueryID, PartitionID: c.PartitionID,
 		QueueName: &res.QueueName, StateOpsApplied: res.OpsApplied, PushResults: k.results()}
 	if c.Ack != nil {
@@ -115,7 +123,7 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 // run runs the cycle until it commits or is refused. Items the database
 // already holds under their transaction id are dropped and the cycle runs
 // again; a sink partition deleted behind the cache is resolved again once.
-func (s *Service) run(r *http.Request, c *store.Cycle, k *sink) (store.CycleResult, *sink, error) {
+func (s *Service) run(r *http.Request, c *store.Cycle, k *sink, items []queue.Item) (store.CycleResult, *sink, error) {
 	for repacked := false; ; {
 		c.Segments = k.segs
 		res, err := store.RunCycle(r.Context(), s.db, *c)
@@ -125,11 +133,11 @@ func (s *Service) run(r *http.Request, c *store.Cycle, k *sink) (store.CycleResu
 			k.drop(dups)
 		case errors.Is(err, queue.ErrPartitionGone) && !repacked:
 			repacked = true
-			for _, it := range k.items {
+			for _, it := range items {
 				s.queues.Invalidate(c.Tenant, it.Queue)
 			}
 			id := auth.FromContext(r.Context())
-			if k, err = s.pack(r.Context(), c.Tenant, id.Subject, k.items); err != nil {
+			if k, err = s.pack(r.Context(), c.Tenant, id.Subject, k.items, items, k.index); err != nil {
 				return res, k, err
 			}
 		default:

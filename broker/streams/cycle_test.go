@@ -194,7 +194,7 @@ func TestCycleMissingOrMalformedFieldsAre400(t *testing.T) {
 		`{"query_id": "` + id + `", "partition_id": "` + id + `", "ack": {"count": -1}}`:                               "count",
 		`{"query_id": "` + id + `", "partition_id": "` + id + `", "ack": {"leaseId": "x"}}`:                            "leaseId",
 		`{"query_id": "` + id + `", "partition_id": "` + id + `", "push_items": [{"queue": "out", "messageId": "x"}]}`: "messageId",
-		`{"query_id": "` + id + `", "partition_id": "` + id + `", "push_items": [{"queue": "bad name"}]}`:              "queue name",
+		`{"query_id": "` + id + `", "partition_id": "` + f.partition + `", "push_items": [{"queue": "bad name"}]}`:     "queue name",
 	} {
 		r := post(t, f.b, "/streams/v1/cycle", body)
 		wantStatus(t, r, 400)
@@ -309,7 +309,7 @@ func TestCyclePushItemMessageIdAndTransactionIdAreHonoured(t *testing.T) {
 	f := newFixture(t)
 	mid := uuid.NewString()
 	a := committed(t, f.b, f.body(map[string]any{"push_items": []any{
-		map[string]any{"queue": "out", "partition": "p1", "payload": 1, "messageId": mid, "transactionId": "win-1"},
+		map[string]any{"queue": "out", "partition": "p1", "payload": map[string]any{"n": 1}, "messageId": mid, "transactionId": "win-1"},
 	}}))
 	if a.PushResults[0]["messageId"] != mid || a.PushResults[0]["transactionId"] != "win-1" || a.PushResults[0]["partition"] != "p1" {
 		t.Fatalf("push result %v, want messageId %s, transactionId win-1 on p1", a.PushResults[0], mid)
@@ -326,7 +326,7 @@ func TestCyclePushItemMessageIdAndTransactionIdAreHonoured(t *testing.T) {
 func TestCyclePushItemWithoutIdsGetsAUUIDv7ReusedAsTransactionId(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	a := committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": 1}}}))
+	a := committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": 1}}}}))
 	id, err := uuid.Parse(fmt.Sprint(a.PushResults[0]["messageId"]))
 	if err != nil || id.Version() != 7 || a.PushResults[0]["transactionId"] != id.String() {
 		t.Fatalf("push result %v, want a UUIDv7 message id reused as the transaction id", a.PushResults[0])

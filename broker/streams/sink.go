@@ -78,16 +78,13 @@ func sinkItems(in []pushItem) (items []queue.Item, index []int, err error) {
 }
 
 // pack resolves the sink partitions under the tenant (creating what is
-// missing) and packs the items into segments.
-func (s *Service) pack(ctx context.Context, tenant, producerSub string, in []pushItem) (*sink, error) {
-	items, index, err := sinkItems(in)
-	if err != nil {
-		return nil, err
-	}
+// missing) and packs the items of sinkItems into segments.
+func (s *Service) pack(ctx context.Context, tenant, producerSub string, in []pushItem, items []queue.Item, index []int) (*sink, error) {
 	k := &sink{items: in, index: index}
 	if len(items) == 0 {
 		return k, nil
 	}
+	var err error
 	if k.packed, err = s.queues.Pack(ctx, tenant, producerSub, items); err != nil {
 		var bad *queue.BadName
 		if errors.As(err, &bad) {

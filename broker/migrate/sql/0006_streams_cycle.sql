@@ -60,7 +60,10 @@ $$;
 -- broker repacks without them and calls again.
 --
 -- p_ack false is an idle-flush cycle (ack: null): no lease work at all.
--- p_count NULL means the whole leased batch.
+-- p_count NULL means the whole leased batch. A released lease that leaves
+-- data to deliver is announced on regent_log, as the queue's ack does, so
+-- that every replica's hot list offers the partition again at once;
+-- announce tells the calling replica to mark its own without waiting.
 CREATE FUNCTION queen_streams.cycle_v1(
     p_tenant         text,
     p_query_id       uuid,
@@ -82,11 +85,13 @@ CREATE FUNCTION queen_streams.cycle_v1(
     p_ack_ok         boolean,
     p_count          bigint,
     p_release        boolean,
+    OUT queue_id       uuid,
     OUT queue_name     text,
     OUT ops_applied    integer,
     OUT base_offsets   bigint[],
     OUT ack_count      bigint,
-    OUT lease_released boolean
+    OUT lease_released boolean,
+    OUT announce       boolean
 ) LANGUAGE plpgsql AS $$
 DECLARE
     v_cursor queen.cursors%ROWTYPE;
@@ -108,7 +113,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'query not found';
     END IF;
-    SELECT qu.name INTO queue_name
+    SELECT qu.id, qu.name INTO queue_id, queue_name
       FROM queen.partitions pa JOIN queen.queues qu ON qu.id = pa.queue_id
      WHERE pa.id = p_partition_id AND qu.tenant = p_tenant;
     IF NOT FOUND THEN
@@ -182,6 +187,7 @@ BEGIN
     END IF;
 
     lease_released := false;
+    announce := false;
     IF NOT p_ack THEN
         RETURN;
     END IF;
@@ -189,12 +195,10 @@ BEGIN
         -- A nack: the whole batch redelivers.
         UPDATE queen.cursors c
            SET lease_id = NULL, lease_expires_at = NULL
-         WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group;
+         WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group
+        RETURNING c.committed INTO v_cursor.committed;
         ack_count := 0;
-        lease_released := true;
-        RETURN;
-    END IF;
-    IF p_release THEN
+    ELSIF p_release THEN
         IF p_count IS NULL THEN
             SELECT w.walked INTO ack_count
               FROM queen_streams.walk_frames_v1(p_partition_id, v_cursor.committed, v_cursor.batch_end,
@@ -206,8 +210,16 @@ BEGIN
            SET committed = greatest(c.committed, c.batch_end),
                lease_id = NULL, lease_expires_at = NULL, retry_count = 0,
                total_consumed = c.total_consumed + ack_count, last_consumed_at = now()
-         WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group;
+         WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group
+        RETURNING c.committed INTO v_cursor.committed;
+    END IF;
+    IF NOT p_ack_ok OR p_release THEN
         lease_released := true;
+        PERFORM 1 FROM queen.partitions pa WHERE pa.id = p_partition_id AND pa.next_offset > v_cursor.committed;
+        announce := FOUND;
+        IF announce THEN
+            PERFORM pg_notify('regent_log', queue_id::text || ':' || p_partition_id::text);
+        END IF;
         RETURN;
     END IF;
     -- The gate partial ack: exactly p_count frames, lease kept.

@@ -35,11 +35,14 @@ type Cycle struct {
 
 // CycleResult is what a committed cycle did.
 type CycleResult struct {
-	QueueName     string  // the source partition's queue
-	OpsApplied    int32   //
+	QueueID       uuid.UUID // the source partition's queue
+	QueueName     string
+	OpsApplied    int32
 	BaseOffsets   []int64 // per segment, in the order of Cycle.Segments
 	AckCount      int64
 	LeaseReleased bool
+	// Announce: the released source partition still holds data to deliver.
+	Announce bool
 }
 
 // Failure is a cycle the procedure refused: it raised, and the whole
@@ -59,7 +62,7 @@ func (d Duplicates) Error() string {
 	return fmt.Sprintf("duplicate transaction ids in %d sink partitions", len(d))
 }
 
-const cycleSQL = `SELECT queue_name, ops_applied, base_offsets, ack_count, lease_released
+const cycleSQL = `SELECT queue_id, queue_name, ops_applied, base_offsets, ack_count, lease_released, announce
 	FROM queen_streams.cycle_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
 
 // RunCycle runs one cycle in one transaction and one round trip. A refusal
@@ -105,7 +108,7 @@ func RunCycle(ctx context.Context, db DB, c Cycle) (CycleResult, error) {
 		segPartitions, segFrames, segBodies, segChecksums, txids, segMin, segMax,
 		segDedups, dedupTxIDs, dedupMsgIDs,
 		hasAck, lease, ok, count, release,
-	).Scan(&r.QueueName, &r.OpsApplied, &r.BaseOffsets, &ackCount, &r.LeaseReleased)
+	).Scan(&r.QueueID, &r.QueueName, &r.OpsApplied, &r.BaseOffsets, &ackCount, &r.LeaseReleased, &r.Announce)
 	if err != nil {
 		return CycleResult{}, refusal(err)
 	}
