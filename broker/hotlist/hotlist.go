@@ -36,13 +36,18 @@ type queue struct {
 }
 
 type group struct {
+	// entries holds every partition of order, each once; a removed one
+	// stays (not live) until compact drops it, so that re-adding it keeps
+	// its place instead of duplicating it.
 	entries map[uuid.UUID]*entry
-	order   []uuid.UUID // round-robin order; may hold ids no longer in entries
+	order   []uuid.UUID // round-robin order
 	next    int
+	live    int
 	seeded  bool
 }
 
 type entry struct {
+	live      bool
 	gen       uint64
 	notBefore time.Time // a live lease or a delay: not worth trying before
 }
@@ -102,9 +107,13 @@ func (l *List) Mark(queueID, partition uuid.UUID) {
 func (g *group) add(id uuid.UUID, gen uint64) {
 	e, ok := g.entries[id]
 	if !ok {
-		g.entries[id] = &entry{gen: gen}
+		e = &entry{}
+		g.entries[id] = e
 		g.order = append(g.order, id)
-		return
+	}
+	if !e.live {
+		e.live = true
+		g.live++
 	}
 	e.gen = gen
 	e.notBefore = time.Time{}
@@ -148,9 +157,8 @@ func (l *List) Seed(queueID uuid.UUID, name string, partitions []uuid.UUID) {
 	l.gen++
 	woke := false
 	for _, id := range partitions {
-		if _, ok := g.entries[id]; !ok {
-			g.entries[id] = &entry{gen: l.gen}
-			g.order = append(g.order, id)
+		if e, ok := g.entries[id]; !ok || !e.live {
+			g.add(id, l.gen)
 			woke = true
 		}
 	}
@@ -197,6 +205,9 @@ func (l *List) Candidates(queueID uuid.UUID, name string, n int, now time.Time) 
 	for i := 0; i < size && len(out) < n; i++ {
 		id := g.order[(g.next+i)%size]
 		e := g.entries[id]
+		if !e.live {
+			continue
+		}
 		if e.notBefore.After(now) {
 			if due.IsZero() || e.notBefore.Before(due) {
 				due = e.notBefore
@@ -211,16 +222,18 @@ func (l *List) Candidates(queueID uuid.UUID, name string, n int, now time.Time) 
 	return out, due
 }
 
-// compact drops removed ids from the round-robin order once they are half
-// of it, so the order stays proportional to the live entries.
+// compact drops removed entries once they are half of the order, so that a
+// pass over it stays proportional to the live ones.
 func (g *group) compact() {
-	if len(g.order) < 2*len(g.entries)+8 {
+	if len(g.order) < 2*g.live+8 {
 		return
 	}
 	live := g.order[:0]
 	for _, id := range g.order {
-		if _, ok := g.entries[id]; ok {
+		if g.entries[id].live {
 			live = append(live, id)
+		} else {
+			delete(g.entries, id)
 		}
 	}
 	clear(g.order[len(live):])
@@ -243,12 +256,13 @@ func (l *List) Settle(queueID uuid.UUID, name string, c Candidate, o Outcome, re
 		return
 	}
 	e, ok := g.entries[c.ID]
-	if !ok || e.gen != c.gen {
+	if !ok || !e.live || e.gen != c.gen {
 		return // marked since: keep it as the mark left it
 	}
 	switch o {
 	case Empty:
-		delete(g.entries, c.ID)
+		e.live = false
+		g.live--
 	default:
 		e.notBefore = retryAt
 	}

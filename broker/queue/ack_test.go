@@ -1,0 +1,261 @@
+package queue_test
+
+import (
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/test/brokertest"
+)
+
+func ackBatch(t *testing.T, b *brokertest.Broker, body map[string]any) []map[string]any {
+	t.Helper()
+	resp := b.Do(t, "POST", "/api/v1/ack/batch", "", body)
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	var out []map[string]any
+	resp.JSON(t, &out)
+	return out
+}
+
+func TestAckAnswersEveryField(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	push(t, b, msgs("q", "p", 0, 2)...)
+	p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
+	r := ack(t, b, map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID})
+	require.Equal(t, map[string]any{"index": 0.0, "transactionId": p.Messages[0].TransactionID, "success": true,
+		"error": nil, "queueName": "q", "partitionName": "p", "leaseReleased": false, "dlq": false}, r)
+	r = ack(t, b, map[string]any{"transactionId": "nope", "partitionId": p.PartitionID})
+	require.Equal(t, false, r["success"])
+	require.Equal(t, "Message not found", r["error"])
+}
+
+func TestFullBatchAckReleasesTheLeaseAtOnce(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	push(t, b, msgs("q", "Default", 0, 4)...)
+	p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
+	r := ackLast(t, b, p, "")
+	require.Equal(t, true, r["leaseReleased"])
+	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NULL AND committed = 2`))
+	require.Equal(t, []int{2, 3}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=2")))
+}
+
+func TestAckBatchAnswersInRequestOrderInOneCall(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	push(t, b, msgs("q", "Default", 0, 3)...)
+	p := pop(t, b, "/api/v1/pop/queue/q?batch=3&consumerGroup=g")
+	var acks []map[string]any
+	for _, m := range p.Messages {
+		acks = append(acks, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": p.LeaseID})
+	}
+	acks = append(acks, map[string]any{"transactionId": "unknown", "partitionId": p.PartitionID})
+	out := ackBatch(t, b, map[string]any{"acknowledgments": acks, "consumerGroup": "g"})
+	require.Len(t, out, 4)
+	for i, r := range out {
+		require.EqualValues(t, i, r["index"])
+		require.Equal(t, i < 3, r["success"], r)
+	}
+	require.Equal(t, true, out[2]["leaseReleased"])
+	require.Equal(t, "Message not found", out[3]["error"])
+	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.cursors WHERE consumer_group = 'g' AND committed = 3 AND total_consumed = 3`))
+}
+
+func TestCumulativeAckNeverMovesTheCursorBackwards(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	push(t, b, msgs("q", "Default", 0, 5)...)
+	p := pop(t, b, "/api/v1/pop/queue/q?batch=5")
+	r := ack(t, b, map[string]any{"transactionId": p.Messages[3].TransactionID, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
+	require.Equal(t, true, r["success"])
+	r = ack(t, b, map[string]any{"transactionId": p.Messages[1].TransactionID, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
+	require.Equal(t, true, r["success"], "an ack behind the cursor is already done")
+	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.cursors WHERE committed = 4`))
+}
+
+func TestWrongOrExpiredLeaseIsRefusedPerItem(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"leaseTime": 1}})
+	push(t, b, msgs("q", "Default", 0, 2)...)
+	p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
+	out := ackBatch(t, b, map[string]any{"acknowledgments": []any{
+		map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID, "leaseId": "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f"},
+		map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID, "leaseId": p.LeaseID},
+	}})
+	require.Equal(t, false, out[0]["success"])
+	require.Equal(t, "Invalid or expired lease", out[0]["error"])
+	require.Equal(t, true, out[1]["success"])
+	time.Sleep(1100 * time.Millisecond)
+	r := ack(t, b, map[string]any{"transactionId": p.Messages[1].TransactionID, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
+	require.Equal(t, false, r["success"])
+	require.Equal(t, "Invalid or expired lease", r["error"])
+	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.cursors WHERE committed = 1`))
+}
+
+func TestAfterLeaseExpiryEverythingAfterTheCursorIsRedeliveredInOrder(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"leaseTime": 1}})
+	push(t, b, msgs("q", "Default", 0, 3)...)
+	push(t, b, msgs("q", "Default", 3, 3)...)
+	p := pop(t, b, "/api/v1/pop/queue/q?batch=4")
+	ack(t, b, map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
+	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?batch=10"))
+	p = pop(t, b, "/api/v1/pop/queue/q?batch=10&wait=true&timeout=3000")
+	require.Equal(t, []int{1, 2, 3, 4, 5}, ns(p))
+}
+
+func TestTwoConsumersOfOneGroupNeverHoldTheSamePartition(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	for _, part := range []string{"a", "b", "c"} {
+		push(t, b, msgs("q", part, 0, 50)...)
+	}
+	var mu sync.Mutex
+	held := map[string]bool{}
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for c := 0; c < 6; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 40; i++ {
+				p := pop(t, b, "/api/v1/pop/queue/q?batch=7")
+				if p == nil {
+					return
+				}
+				mu.Lock()
+				require.False(t, held[p.PartitionID], "partition %s leased twice", p.Partition)
+				held[p.PartitionID] = true
+				for _, m := range p.Messages {
+					seen[m.ID]++
+				}
+				mu.Unlock()
+				time.Sleep(time.Millisecond) // others pop meanwhile
+				// Give up the hold in the bookkeeping before the ack
+				// releases the lease.
+				mu.Lock()
+				held[p.PartitionID] = false
+				mu.Unlock()
+				ackLast(t, b, p, "")
+			}
+		}()
+	}
+	wg.Wait()
+	require.Len(t, seen, 150)
+	for id, n := range seen {
+		require.Equal(t, 1, n, id)
+	}
+}
+
+func TestFailedRedeliversTheBatchAndAfterRetryLimitGoesToTheDLQ(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"retryLimit": 2}})
+	push(t, b, msgs("q", "Default", 0, 2)...)
+	for round := 0; round < 2; round++ {
+		p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
+		require.Equal(t, []int{0, 1}, ns(p), "round %d", round)
+		out := ackBatch(t, b, map[string]any{"acknowledgments": []any{
+			map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID, "status": "failed", "leaseId": p.LeaseID},
+			map[string]any{"transactionId": p.Messages[1].TransactionID, "partitionId": p.PartitionID, "status": "failed"},
+		}})
+		require.Equal(t, true, out[0]["success"])
+		require.Equal(t, true, out[0]["leaseReleased"])
+		require.Equal(t, false, out[0]["dlq"])
+		require.Equal(t, true, out[1]["success"])
+		require.Equal(t, round+1, count(t, b, `SELECT retry_count FROM queen.cursors`), "once per leased batch")
+	}
+	p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
+	r := ack(t, b, map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID,
+		"status": "failed", "error": "boom"})
+	require.Equal(t, true, r["dlq"])
+	require.Equal(t, true, r["leaseReleased"])
+	require.Equal(t, []int{1}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=2")), "the cursor moved past the dead letter")
+
+	resp := b.Do(t, "GET", "/api/v1/dlq?queue=q", "", nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	m := resp.Map(t)
+	require.EqualValues(t, 1, m["total"])
+	require.Equal(t, map[string]any{"limit": 100.0, "offset": 0.0}, m["pagination"])
+	d := m["messages"].([]any)[0].(map[string]any)
+	require.Equal(t, p.Messages[0].ID, d["id"])
+	require.Equal(t, p.Messages[0].TransactionID, d["transactionId"])
+	require.Equal(t, p.PartitionID, d["partitionId"])
+	require.Equal(t, "q", d["queue"])
+	require.Equal(t, "Default", d["partition"])
+	require.Equal(t, "__QUEUE_MODE__", d["consumerGroup"])
+	require.Equal(t, "boom", d["errorMessage"])
+	require.EqualValues(t, 2, d["retryCount"])
+	require.Equal(t, map[string]any{"n": 0.0}, d["data"])
+	require.Equal(t, p.Messages[0].CreatedAt, d["createdAt"])
+	require.Regexp(t, `Z$`, d["failedAt"])
+}
+
+func TestAckStatusDLQAndRetry(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	push(t, b, msgs("q", "Default", 0, 3)...)
+	p := pop(t, b, "/api/v1/pop/queue/q?batch=3")
+	r := ack(t, b, map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID, "status": "dlq"})
+	require.Equal(t, true, r["dlq"])
+	require.Equal(t, false, r["leaseReleased"])
+	r = ack(t, b, map[string]any{"transactionId": p.Messages[1].TransactionID, "partitionId": p.PartitionID, "status": "retry"})
+	require.Equal(t, true, r["leaseReleased"])
+	require.Equal(t, []int{1, 2}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=3")))
+	require.Equal(t, 0, count(t, b, `SELECT retry_count FROM queen.cursors`), "retry does not count")
+}
+
+func TestDLQFiltersAndPaginates(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	push(t, b, msgs("q", "Default", 0, 3)...)
+	p := pop(t, b, "/api/v1/pop/queue/q?batch=3&consumerGroup=g")
+	for _, m := range p.Messages {
+		ack(t, b, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "status": "dlq", "consumerGroup": "g"})
+	}
+	m := b.Do(t, "GET", "/api/v1/dlq?queue=q&consumerGroup=g&limit=2&offset=1", "", nil).Map(t)
+	require.EqualValues(t, 3, m["total"])
+	require.Len(t, m["messages"], 2)
+	m = b.Do(t, "GET", "/api/v1/dlq?consumerGroup=other", "", nil).Map(t)
+	require.EqualValues(t, 0, m["total"])
+	require.Equal(t, []any{}, m["messages"])
+	require.Equal(t, http.StatusBadRequest, b.Do(t, "GET", "/api/v1/dlq?limit=-1", "", nil).Status)
+}
+
+func TestLeaseExtend(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"leaseTime": 1}})
+	push(t, b, msgs("q", "Default", 0, 1)...)
+	p := pop(t, b, "/api/v1/pop/queue/q")
+	resp := b.Do(t, "POST", "/api/v1/lease/"+p.LeaseID+"/extend", "", map[string]any{})
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	var out []map[string]any
+	resp.JSON(t, &out)
+	require.Equal(t, true, out[0]["success"])
+	require.EqualValues(t, 0, out[0]["index"])
+	require.Equal(t, p.LeaseID, out[0]["leaseId"])
+	exp, err := time.Parse(time.RFC3339Nano, out[0]["expiresAt"].(string))
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(60*time.Second), exp, 5*time.Second, "default 60 s")
+	time.Sleep(1100 * time.Millisecond)
+	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q"), "still leased")
+
+	resp = b.Do(t, "POST", "/api/v1/lease/0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f/extend", "", map[string]any{"seconds": 5})
+	resp.JSON(t, &out)
+	require.Equal(t, false, out[0]["success"])
+	require.Equal(t, "Lease not found", out[0]["error"])
+
+	_, err = b.Pool.Exec(t.Context(), `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 second'`)
+	require.NoError(t, err)
+	resp = b.Do(t, "POST", "/api/v1/lease/"+p.LeaseID+"/extend", "", map[string]any{"seconds": 5})
+	resp.JSON(t, &out)
+	require.Equal(t, false, out[0]["success"])
+	require.Equal(t, "Lease already expired", out[0]["error"])
+}

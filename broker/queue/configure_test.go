@@ -1,0 +1,101 @@
+package queue_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/test/brokertest"
+)
+
+func TestConfigureAnswersEveryOptionWithDefaults(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	resp := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "orders", "namespace": "ns",
+		"options": map[string]any{"leaseTime": 10, "encryptionEnabled": true}})
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	m := resp.Map(t)
+	require.Equal(t, true, m["configured"])
+	require.Equal(t, "orders", m["queue"])
+	require.Equal(t, "ns", m["namespace"])
+	require.Nil(t, m["task"])
+	require.NotEmpty(t, m["queueId"])
+	require.NotEmpty(t, m["partitionId"])
+	require.Equal(t, map[string]any{
+		"leaseTime": 10.0, "retryLimit": 3.0, "retryDelay": 1000.0, "maxSize": 0.0, "ttl": 3600.0,
+		"priority": 0.0, "delayedProcessing": 0.0, "windowBuffer": 0.0, "retentionSeconds": 0.0,
+		"completedRetentionSeconds": 0.0, "retentionEnabled": false, "encryptionEnabled": true,
+		"deadLetterQueue": false, "dlqAfterMaxRetries": false, "maxWaitTimeSeconds": 0.0,
+	}, m["options"])
+	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.partitions WHERE name = 'Default' AND id = $1`, m["partitionId"]))
+}
+
+func TestConfigureUpdatesAndResetsOptionsNotGiven(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	first := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"retryLimit": 7}}).Map(t)
+	second := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"leaseTime": 5}}).Map(t)
+	require.Equal(t, first["queueId"], second["queueId"])
+	require.Equal(t, first["partitionId"], second["partitionId"])
+	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.queues WHERE name = 'q' AND lease_time = 5 AND retry_limit = 3`))
+}
+
+func TestConfigureRejectsBadQueueNameAndOptions(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	for _, body := range []any{
+		map[string]any{},
+		map[string]any{"queue": "has space"},
+		map[string]any{"queue": ""},
+		map[string]any{"queue": 5},
+		map[string]any{"queue": "q", "options": map[string]any{"leaseTime": "long"}},
+		map[string]any{"queue": "q", "options": map[string]any{"leaseTime": 0}},
+		map[string]any{"queue": "q", "options": map[string]any{"retryLimit": -1}},
+		map[string]any{"queue": "q", "options": []any{}},
+	} {
+		resp := b.Do(t, "POST", "/api/v1/configure", "", body)
+		require.Equal(t, http.StatusBadRequest, resp.Status, "%v: %s", body, resp.Body)
+		require.NotEmpty(t, resp.Map(t)["error"])
+	}
+	require.Equal(t, 0, count(t, b, `SELECT count(*) FROM queen.queues`))
+}
+
+func TestDeleteQueueCascadesAndAnswersWhenAbsent(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	push(t, b, map[string]any{"queue": "gone", "payload": 1, "transactionId": "x"})
+	p := pop(t, b, "/api/v1/pop/queue/gone")
+	require.NotNil(t, p)
+	_, err := b.Pool.Exec(t.Context(), `INSERT INTO queen.dead_letters (message_id, partition_id, consumer_group, transaction_id, created_at)
+		VALUES (gen_random_uuid(), $1, 'g', 't', now())`, p.PartitionID)
+	require.NoError(t, err)
+
+	resp := b.Do(t, "DELETE", "/api/v1/resources/queues/gone", "", nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	require.Equal(t, map[string]any{"deleted": true, "queue": "gone", "existed": true}, resp.Map(t))
+	for _, table := range []string{"queues", "partitions", "log_segments", "cursors", "push_dedup", "dead_letters"} {
+		require.Zero(t, count(t, b, `SELECT count(*) FROM queen.`+table), table)
+	}
+	resp = b.Do(t, "DELETE", "/api/v1/resources/queues/gone", "", nil)
+	require.Equal(t, map[string]any{"deleted": true, "queue": "gone", "existed": false}, resp.Map(t))
+
+	// The cached ids are gone with it: a new push recreates the queue.
+	out := push(t, b, map[string]any{"queue": "gone", "payload": 2, "transactionId": "x"})
+	require.Equal(t, "queued", out[0]["status"])
+	require.NotEqual(t, p.PartitionID, out[0]["partition_id"])
+}
+
+func TestDeleteQueueOnOneReplicaIsSeenByAnother(t *testing.T) {
+	t.Parallel()
+	a := brokertest.Start(t)
+	b := brokertest.StartOn(t, a.DatabaseURL)
+	first := push(t, b, map[string]any{"queue": "shared", "payload": 1})
+	resp := a.Do(t, "DELETE", "/api/v1/resources/queues/shared", "", nil)
+	require.Equal(t, true, resp.Map(t)["existed"])
+	// b still caches the deleted partition: its push must recover.
+	out := push(t, b, map[string]any{"queue": "shared", "payload": 2})
+	require.Equal(t, "queued", out[0]["status"])
+	require.NotEqual(t, first[0]["partition_id"], out[0]["partition_id"])
+	require.Equal(t, 1, count(t, a, `SELECT count(*) FROM queen.log_segments`))
+}

@@ -1,0 +1,100 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/broker/hotlist"
+	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+func newStore(t *testing.T) *Store {
+	t.Helper()
+	return New(pgtest.New(t), nil, metrics.New(), hotlist.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func TestBatchOfSegmentsIsOneImplicitTransaction(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	p, err := s.Pack(ctx, "default", "", []Item{
+		{Queue: "q", Partition: "a", Payload: json.RawMessage(`1`)},
+		{Queue: "q", Partition: "b", Payload: json.RawMessage(`2`)},
+	})
+	require.NoError(t, err)
+	require.Len(t, p.Segments, 2)
+	// The second segment's partition disappears: the first must not stay.
+	_, err = s.pool.Exec(ctx, `DELETE FROM queen.partitions WHERE id = $1`, p.Segments[1].Partition.ID)
+	require.NoError(t, err)
+	b := &pgx.Batch{}
+	for _, g := range p.Segments {
+		g.Queue(b)
+	}
+	err = s.pool.SendBatch(ctx, b).Close()
+	require.ErrorIs(t, err, ErrPartitionGone)
+	var n int
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM queen.log_segments`).Scan(&n))
+	require.Zero(t, n, "a pgx batch is sent with one Sync: all or nothing")
+}
+
+func TestPushRecoversWhenACachedPartitionVanished(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	first, err := s.Resolve(ctx, Target{"default", "q", "Default"})
+	require.NoError(t, err)
+	_, err = s.pool.Exec(ctx, `DELETE FROM queen.queues`)
+	require.NoError(t, err)
+	out, _, err := s.Push(ctx, s.pool, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
+	require.NoError(t, err)
+	require.NotEqual(t, first.ID, out[0].Partition.ID)
+}
+
+func TestResolveCachesAndCreatesOnce(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	a, err := s.Resolve(ctx, Target{"default", "q", "p"})
+	require.NoError(t, err)
+	b, err := s.Resolve(ctx, Target{"default", "q", "p"})
+	require.NoError(t, err)
+	require.Same(t, a, b)
+	c, err := s.Resolve(ctx, Target{"acme", "q", "p"})
+	require.NoError(t, err)
+	require.NotEqual(t, a.Queue.ID, c.Queue.ID, "queue names are per tenant")
+	var bad *BadName
+	_, err = s.Resolve(ctx, Target{"default", "no spaces", "p"})
+	require.ErrorAs(t, err, &bad)
+}
+
+func TestOwnedPartitionIsNotFoundForAnotherTenant(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	p, err := s.Resolve(ctx, Target{"acme", "q", "p"})
+	require.NoError(t, err)
+	got, err := s.OwnedPartition(ctx, "acme", p.ID)
+	require.NoError(t, err)
+	require.Equal(t, p.ID, got.ID)
+	_, err = s.OwnedPartition(ctx, "other", p.ID)
+	require.True(t, errors.Is(err, ErrNotFound))
+	_, err = s.OwnedPartition(ctx, "acme", uuid.New())
+	require.True(t, errors.Is(err, ErrNotFound))
+	// Uncached: a second store reads the database.
+	s2 := New(s.pool, nil, metrics.New(), hotlist.New(), s.log)
+	_, err = s2.OwnedPartition(ctx, "other", p.ID)
+	require.True(t, errors.Is(err, ErrNotFound))
+	got, err = s2.OwnedPartition(ctx, "acme", p.ID)
+	require.NoError(t, err)
+	require.Equal(t, "p", got.Name)
+	require.Equal(t, "q", got.Queue.Name)
+}

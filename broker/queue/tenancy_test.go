@@ -1,0 +1,83 @@
+package queue_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/test/brokertest"
+)
+
+const secret = "0123456789abcdef0123456789abcdef-test"
+
+func withTenancy(c *config.Config) {
+	c.Auth, c.Tenancy, c.JWTSecret = "jwt", true, secret
+}
+
+func token(t *testing.T, tenant string, role auth.Level) string {
+	t.Helper()
+	tok, err := auth.MintHS256([]byte(secret), auth.MintClaims{Subject: "sub-" + tenant, Tenant: tenant, Role: role})
+	require.NoError(t, err)
+	return tok
+}
+
+func TestTenantsHaveSeparateQueuesOfTheSameName(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, withTenancy)
+	a, o := token(t, "acme", auth.ReadWrite), token(t, "other", auth.ReadWrite)
+	resp := b.Do(t, "POST", "/api/v1/push", a, map[string]any{"items": msgs("q", "Default", 0, 1)})
+	require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
+	require.Equal(t, http.StatusNoContent, b.Do(t, "GET", "/api/v1/pop/queue/q", o, nil).Status)
+	require.Equal(t, http.StatusNoContent, b.Do(t, "GET", "/api/v1/pop/queue/q/partition/Default", o, nil).Status)
+	resp = b.Do(t, "GET", "/api/v1/pop/queue/q", a, nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	var p popped
+	resp.JSON(t, &p)
+	require.Equal(t, "sub-acme", *p.Messages[0].ProducerSub, "the token's sub is stamped")
+	b.Do(t, "POST", "/api/v1/push", o, map[string]any{"items": msgs("q", "Default", 5, 1)})
+	require.Equal(t, 2, count(t, b, `SELECT count(*) FROM queen.queues WHERE name = 'q'`))
+	resp = b.Do(t, "GET", "/api/v1/pop/queue/q", o, nil)
+	resp.JSON(t, &p)
+	require.Equal(t, []int{5}, ns(&p))
+}
+
+func TestAckAndLeaseNeverReachAnotherTenantsPartition(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, withTenancy)
+	a, o := token(t, "acme", auth.ReadWrite), token(t, "other", auth.ReadWrite)
+	b.Do(t, "POST", "/api/v1/push", a, map[string]any{"items": msgs("q", "Default", 0, 2)})
+	var p popped
+	b.Do(t, "GET", "/api/v1/pop/queue/q?batch=2", a, nil).JSON(t, &p)
+
+	var out []map[string]any
+	b.Do(t, "POST", "/api/v1/ack", o, map[string]any{"transactionId": p.Messages[1].TransactionID,
+		"partitionId": p.PartitionID}).JSON(t, &out)
+	require.Equal(t, false, out[0]["success"])
+	require.Equal(t, "Message not found", out[0]["error"])
+	require.Nil(t, out[0]["queueName"], "nothing about the other tenant's queue leaks")
+
+	b.Do(t, "POST", "/api/v1/lease/"+p.LeaseID+"/extend", o, map[string]any{"seconds": 600}).JSON(t, &out)
+	require.Equal(t, "Lease not found", out[0]["error"])
+
+	resp := b.Do(t, "POST", "/api/v1/transaction", o, map[string]any{"operations": []any{map[string]any{
+		"type": "ack", "transactionId": p.Messages[1].TransactionID, "partitionId": p.PartitionID}}})
+	require.Equal(t, false, resp.Map(t)["success"])
+	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.cursors WHERE committed = 0 AND lease_id IS NOT NULL`))
+	resp = b.Do(t, "GET", "/api/v1/dlq", o, nil)
+	require.EqualValues(t, 0, resp.Map(t)["total"])
+}
+
+func TestQueueDeletionNeedsAdmin(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, withTenancy)
+	resp := b.Do(t, "DELETE", "/api/v1/resources/queues/q", token(t, "acme", auth.ReadWrite), nil)
+	require.Equal(t, http.StatusForbidden, resp.Status)
+	resp = b.Do(t, "DELETE", "/api/v1/resources/queues/q", token(t, "acme", auth.Admin), nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	require.Equal(t, http.StatusForbidden, b.Do(t, "POST", "/api/v1/push", token(t, "acme", auth.ReadOnly), `{"items": []}`).Status)
+	require.Equal(t, http.StatusOK, b.Do(t, "GET", "/api/v1/dlq", token(t, "acme", auth.ReadOnly), nil).Status)
+	require.Equal(t, http.StatusUnauthorized, b.Do(t, "GET", "/api/v1/pop/queue/q", "", nil).Status)
+}
