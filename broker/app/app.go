@@ -36,6 +36,7 @@ type Broker struct {
 	log     *slog.Logger
 	pool    *pgxpool.Pool
 	handler http.Handler
+	routes  []server.Route
 	stop    context.CancelFunc // ends the background work
 	stopped chan struct{}
 }
@@ -90,7 +91,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		defer close(stopped)
 		queues.Run(bg, cfg.ReseedInterval)
 	}()
-	return &Broker{cfg: cfg, log: log, pool: pool, handler: h, stop: stop, stopped: stopped}, nil
+	return &Broker{cfg: cfg, log: log, pool: pool, handler: h, routes: routes, stop: stop, stopped: stopped}, nil
 }
 
 // newSealer loads the payload keys; without a key file it returns nil, and
@@ -135,6 +136,9 @@ func newAuthenticator(cfg config.Config) (*auth.Authenticator, error) {
 	}
 	return a, nil
 }
+
+// Routes are the API routes the handler serves, with their access levels.
+func (b *Broker) Routes() []server.Route { return b.routes }
 
 // Handler is the broker's HTTP handler.
 func (b *Broker) Handler() http.Handler { return b.handler }

@@ -1,0 +1,112 @@
+package app_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sort"
+	"testing"
+
+	"github.com/regent-mq/regent/broker/app"
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+// The access level of every route, as queue-api.md (section Auth) and the
+// seed's route table give them.
+var levels = []struct {
+	method, path, probe string
+	level               auth.Level
+}{
+	{"GET", "/api/v1/dlq", "/api/v1/dlq", auth.ReadOnly},
+	{"POST", "/streams/v1/state/get", "/streams/v1/state/get", auth.ReadOnly},
+	{"POST", "/api/v1/configure", "/api/v1/configure", auth.ReadWrite},
+	{"POST", "/api/v1/push", "/api/v1/push", auth.ReadWrite},
+	{"GET", "/api/v1/pop/queue/{queue}", "/api/v1/pop/queue/q", auth.ReadWrite},
+	{"GET", "/api/v1/pop/queue/{queue}/partition/{partition}", "/api/v1/pop/queue/q/partition/p", auth.ReadWrite},
+	{"POST", "/api/v1/ack", "/api/v1/ack", auth.ReadWrite},
+	{"POST", "/api/v1/ack/batch", "/api/v1/ack/batch", auth.ReadWrite},
+	{"POST", "/api/v1/lease/{leaseId}/extend", "/api/v1/lease/0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f/extend", auth.ReadWrite},
+	{"POST", "/api/v1/transaction", "/api/v1/transaction", auth.ReadWrite},
+	{"POST", "/streams/v1/queries", "/streams/v1/queries", auth.ReadWrite},
+	{"POST", "/streams/v1/cycle", "/streams/v1/cycle", auth.ReadWrite},
+	{"DELETE", "/api/v1/resources/queues/{queue}", "/api/v1/resources/queues/q", auth.Admin},
+}
+
+func TestEveryRouteHasTheLevelTheContractGives(t *testing.T) {
+	cfg, err := config.Parse("broker", []string{"--database-url=" + pgtest.URL(t)}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := app.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got := map[string]auth.Level{}
+	for _, r := range b.Routes() {
+		got[r.Method+" "+r.Path] = r.Level
+	}
+	want := map[string]auth.Level{}
+	for _, l := range levels {
+		want[l.method+" "+l.path] = l.level
+	}
+	var keys []string
+	for k := range got {
+		keys = append(keys, k)
+	}
+	for k := range want {
+		if _, ok := got[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if got[k] != want[k] {
+			t.Errorf("%s: level %v, want %v", k, got[k], want[k])
+		}
+	}
+}
+
+func TestAccessLevelOfEveryRouteForEachRoleAndNoToken(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithJWT(true))
+	tokens := map[string]string{
+		"no token":   brokertest.NoToken,
+		"read-only":  brokertest.Mint(t, "acme", auth.ReadOnly),
+		"read-write": brokertest.Mint(t, "acme", auth.ReadWrite),
+		"admin":      brokertest.Mint(t, "acme", auth.Admin),
+	}
+	has := map[string]auth.Level{"read-only": auth.ReadOnly, "read-write": auth.ReadWrite, "admin": auth.Admin}
+	for _, l := range levels {
+		for role, tok := range tokens {
+			t.Run(l.method+" "+l.path+" as "+role, func(t *testing.T) {
+				r := b.Do(t, l.method, l.probe, tok, "{}")
+				switch {
+				case role == "no token":
+					if r.Status != http.StatusUnauthorized || r.Map(t)["error"] == nil {
+						t.Fatalf("status %d %s, want 401 with an error", r.Status, r.Body)
+					}
+				case has[role] < l.level:
+					if r.Status != http.StatusForbidden || r.Map(t)["error"] != "Insufficient permissions" {
+						t.Fatalf("status %d %s, want 403 Insufficient permissions", r.Status, r.Body)
+					}
+				default:
+					if r.Status == http.StatusUnauthorized || r.Status == http.StatusForbidden {
+						t.Fatalf("status %d %s: the level suffices", r.Status, r.Body)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestHealthAndMetricsArePublicWithAuthOn(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithJWT(true))
+	for _, p := range []string{"/health", "/metrics", "/metrics/prometheus"} {
+		if r := b.Do(t, "GET", p, brokertest.NoToken, nil); r.Status != http.StatusOK {
+			t.Fatalf("GET %s without a token = %d", p, r.Status)
+		}
+	}
+}
