@@ -1,0 +1,447 @@
+// Package containers_test runs the containers the chart renders as local
+// processes, the way the kubelet would start them: the command of the pod
+// spec, its environment with Secret references resolved, and its Secret
+// volumes written out as files. The database is a real PostgreSQL. No image
+// is built: the binaries come from `go build` of the same commands the
+// Dockerfile builds.
+package containers_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/test/chart"
+	"github.com/regent-mq/regent/test/kubetest"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// build compiles ./cmd/<name> for this test and returns the binary's path.
+func build(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
+	cmd.Dir = kubetest.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
+	}
+	return bin
+}
+
+// render renders the chart with a value set and then the values given here,
+// which win.
+func render(t *testing.T, set chart.ValueSet, values map[string]any) chart.Objects {
+	t.Helper()
+	buf, err := yaml.Marshal(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(file, buf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return chart.Template(t, append(set.Args(), "--values", file)...)
+}
+
+// secrets are Secret data by Secret name, then key.
+type secrets map[string]map[string][]byte
+
+// renderedSecrets returns the data of the Secrets the chart rendered.
+func renderedSecrets(t *testing.T, objs chart.Objects) secrets {
+	t.Helper()
+	out := secrets{}
+	for _, obj := range objs.Kind("Secret") {
+		var s corev1.Secret
+		chart.Into(t, obj, &s)
+		data := map[string][]byte{}
+		for k, v := range s.Data {
+			data[k] = v
+		}
+		for k, v := range s.StringData {
+			data[k] = []byte(v)
+		}
+		out[s.Name] = data
+	}
+	return out
+}
+
+// process is a container of a pod spec, made ready to run here.
+type process struct {
+	path string
+	args []string
+	env  []string
+}
+
+// prepare resolves a container as the kubelet would: it writes the files of
+// its Secret volumes under a temporary root, points every path in its
+// environment there, and resolves its Secret references. bins maps an
+// image's command (e.g. /broker) to the binary built here.
+func prepare(t *testing.T, pod corev1.PodSpec, name string, sec secrets, bins map[string]string) process {
+	t.Helper()
+	var c *corev1.Container
+	for i := range pod.Containers {
+		if pod.Containers[i].Name == name {
+			c = &pod.Containers[i]
+		}
+	}
+	if c == nil {
+		t.Fatalf("no container %s", name)
+	}
+	root := t.TempDir()
+	var rewrite []string
+	for _, m := range c.VolumeMounts {
+		dir := filepath.Join(root, m.MountPath)
+		rewrite = append(rewrite, m.MountPath+"/", dir+"/")
+		for _, v := range pod.Volumes {
+			if v.Name != m.Name {
+				continue
+			}
+			if v.Secret == nil {
+				t.Fatalf("volume %s is not a Secret", v.Name)
+			}
+			for _, item := range v.Secret.Items {
+				data, ok := sec[v.Secret.SecretName][item.Key]
+				if !ok {
+					t.Fatalf("volume %s: Secret %s has no key %s", v.Name, v.Secret.SecretName, item.Key)
+				}
+				write(t, filepath.Join(dir, item.Path), data)
+			}
+		}
+	}
+	paths := strings.NewReplacer(rewrite...)
+	var env []string
+	for _, e := range c.Env {
+		value := paths.Replace(e.Value)
+		if ref := e.ValueFrom; ref != nil {
+			if ref.SecretKeyRef == nil {
+				t.Fatalf("env %s: only secretKeyRef is resolved here", e.Name)
+			}
+			data, ok := sec[ref.SecretKeyRef.Name][ref.SecretKeyRef.Key]
+			if !ok {
+				t.Fatalf("env %s: Secret %s has no key %s", e.Name, ref.SecretKeyRef.Name, ref.SecretKeyRef.Key)
+			}
+			value = string(data)
+		}
+		env = append(env, e.Name+"="+value)
+	}
+	bin, ok := bins[c.Command[0]]
+	if !ok {
+		t.Fatalf("container %s runs %s, which this test did not build", name, c.Command[0])
+	}
+	return process{path: bin, args: append(c.Command[1:], c.Args...), env: env}
+}
+
+func write(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o400); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMigrationJobMigratesAnEmptyDatabase(t *testing.T) {
+	url := pgtest.EmptyURL(t)
+	objs := render(t, chart.Set(t, "defaults"), map[string]any{"database": map[string]any{"url": url}})
+	var job batchv1.Job
+	chart.Into(t, objs.Find(t, "Job", chart.Migrate), &job)
+	p := prepare(t, job.Spec.Template.Spec, "migrate", renderedSecrets(t, objs), map[string]string{"/broker": build(t, "broker")})
+
+	cmd := exec.Command(p.path, p.args...)
+	cmd.Env = p.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the migration Job's container failed: %v\n%s", err, out)
+	}
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(),
+		`SELECT count(*) FROM pg_namespace WHERE nspname IN ('queen', 'queen_streams')`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("after the migration Job, %d of the schemas queen and queen_streams exist", n)
+	}
+}
+
+// broker is a broker started from the chart's Deployment.
+type broker struct {
+	url    string
+	secret []byte // the signing secret, as the broker's file holds it; nil with auth off
+}
+
+// startBroker runs the broker container of the Deployment rendered from objs
+// until the test ends, and waits until it is healthy.
+func startBroker(t *testing.T, objs chart.Objects, sec secrets, bin string) broker {
+	t.Helper()
+	var d appsv1.Deployment
+	chart.Into(t, objs.Find(t, "Deployment", chart.Broker), &d)
+	p := prepare(t, d.Spec.Template.Spec, "broker", sec, map[string]string{"/broker": bin})
+	port, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := broker{url: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	env := []string{"REGENT_LISTEN=127.0.0.1:" + fmt.Sprint(port)}
+	for _, e := range p.env {
+		name, value, _ := strings.Cut(e, "=")
+		switch name {
+		case "REGENT_LISTEN": // the pod's own network namespace is not ours
+			continue
+		case "REGENT_JWT_SECRET_FILE":
+			// A final line break is not part of the secret, for the broker as for the operator.
+			b.secret = bytes.TrimRight(readFile(t, value), "\r\n")
+		}
+		env = append(env, e)
+	}
+	var logs bytes.Buffer
+	cmd := exec.Command(p.path, p.args...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Errorf("stop broker: %v", err)
+		}
+		if err := <-exited; err != nil {
+			t.Errorf("broker did not stop cleanly on SIGTERM: %v\n%s", err, logs.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			t.Fatalf("the broker container exited: %v\n%s", err, logs.String())
+		default:
+		}
+		if status, _ := b.do(t, "GET", "/health", "", nil); status == http.StatusOK {
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the broker container was not healthy within 30s\n%s", logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b broker) do(t *testing.T, method, path, token string, body any) (int, string) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		buf, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequest(method, b.url+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(out)
+}
+
+// token is what the operator does with the mounted signing secret: a
+// short-lived read-write token for a tenant.
+func (b broker) token(t *testing.T) string {
+	t.Helper()
+	if b.secret == nil {
+		return ""
+	}
+	tok, err := auth.MintHS256(b.secret, auth.MintClaims{Subject: "chart-test", Tenant: "acme", Role: auth.ReadWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+var encryptionFailures = regexp.MustCompile(`(?m)^regent_encryption_failures_total (\S+)$`)
+
+// pushSealed configures an encrypted queue, pushes one message to it, and
+// returns the broker's count of payloads it failed to seal.
+func (b broker) pushSealed(t *testing.T) string {
+	t.Helper()
+	tok := b.token(t)
+	if status, body := b.do(t, "POST", "/api/v1/configure", tok, map[string]any{
+		"queue": "chart-sealed", "options": map[string]any{"encryptionEnabled": true},
+	}); status != http.StatusOK {
+		t.Fatalf("configure: %d %s", status, body)
+	}
+	if status, body := b.do(t, "POST", "/api/v1/push", tok, map[string]any{
+		"items": []any{map[string]any{"queue": "chart-sealed", "payload": map[string]any{"n": 1}}},
+	}); status != http.StatusCreated {
+		t.Fatalf("push: %d %s", status, body)
+	}
+	_, metrics := b.do(t, "GET", "/metrics", "", nil)
+	m := encryptionFailures.FindStringSubmatch(metrics)
+	if m == nil {
+		t.Fatalf("/metrics has no regent_encryption_failures_total:\n%s", metrics)
+	}
+	return m[1]
+}
+
+func TestBrokerContainerServesFromItsDeploymentSpec(t *testing.T) {
+	bin := build(t, "broker")
+	for _, set := range chart.ValueSets() {
+		t.Run(set.Name, func(t *testing.T) {
+			// Without the hook, the broker itself must migrate an empty database.
+			url := pgtest.URL(t)
+			if set.Name == "auth-off-startup-migrations" {
+				url = pgtest.EmptyURL(t)
+			}
+			values := map[string]any{"database": map[string]any{"url": url}}
+			sec := secrets{}
+			if set.Name == "existing-secrets" {
+				values = nil
+				sec = existingSecrets(t, url)
+			}
+			objs := render(t, set, values)
+			for name, data := range renderedSecrets(t, objs) {
+				sec[name] = data
+			}
+			b := startBroker(t, objs, sec, bin)
+			if b.secret != nil {
+				if status, body := b.do(t, "POST", "/api/v1/push", "", map[string]any{"items": []any{}}); status != http.StatusUnauthorized {
+					t.Errorf("a push without a token: %d %s, want 401", status, body)
+				}
+			}
+			failures := b.pushSealed(t)
+			encrypted := set.Name == "tenancy-auth" || set.Name == "existing-secrets"
+			// With no key, the broker stores plaintext and counts the failure (the seed's rule),
+			// which is the control that shows the count means something.
+			if want := map[bool]string{true: "0", false: "1"}[encrypted]; failures != want {
+				t.Errorf("encryption failures after one sealed push: %s, want %s", failures, want)
+			}
+		})
+	}
+}
+
+// existingSecrets are the Secrets the existing-secrets value set names, made
+// as an administrator would, with each key file in another accepted form.
+func existingSecrets(t *testing.T, url string) secrets {
+	t.Helper()
+	key := func() []byte {
+		k := make([]byte, 32)
+		if _, err := rand.Read(k); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	return secrets{
+		"regent-pg":  {"dsn": []byte(url)},
+		"regent-jwt": {"hs256": []byte(base64.StdEncoding.EncodeToString(key()) + "\n")},
+		"regent-keys": {
+			"current":      []byte(base64.StdEncoding.EncodeToString(key()) + "\n"),
+			"retired-2025": []byte(hex.EncodeToString(key())),
+			"retired-2024": key(),
+		},
+	}
+}
+
+// flagEnv matches the environment variable a flag falls back to, as the
+// binaries' -h prints it.
+var flagEnv = regexp.MustCompile(`\(env ([A-Z0-9_]+)\)`)
+
+// A misspelt variable would be ignored without a word, leaving the setting
+// at its default: every variable the chart sets must be one the binary reads.
+func TestEveryVariableTheChartSetsIsOneTheBinaryReads(t *testing.T) {
+	known := map[string]map[string]bool{}
+	for _, name := range []string{"broker", "operator"} {
+		if _, err := os.Stat(filepath.Join(kubetest.RepoRoot(), "cmd", name)); err != nil {
+			t.Logf("cmd/%s is not there yet: its variables are not checked", name)
+			continue
+		}
+		out, _ := exec.Command(build(t, name), "-h").CombinedOutput()
+		known["/"+name] = map[string]bool{}
+		for _, m := range flagEnv.FindAllStringSubmatch(string(out), -1) {
+			known["/"+name][m[1]] = true
+		}
+		if len(known["/"+name]) == 0 {
+			t.Fatalf("%s -h lists no environment variables:\n%s", name, out)
+		}
+	}
+	for _, set := range chart.ValueSets() {
+		objs := chart.Template(t, set.Args()...)
+		var pods []corev1.PodSpec
+		for _, obj := range objs.Kind("Deployment") {
+			var d appsv1.Deployment
+			chart.Into(t, obj, &d)
+			pods = append(pods, d.Spec.Template.Spec)
+		}
+		for _, obj := range objs.Kind("Job") {
+			var j batchv1.Job
+			chart.Into(t, obj, &j)
+			pods = append(pods, j.Spec.Template.Spec)
+		}
+		for _, pod := range pods {
+			for _, c := range pod.Containers {
+				reads, ok := known[c.Command[0]]
+				if !ok {
+					continue
+				}
+				for _, e := range c.Env {
+					// Variables of the Go runtime come from extraEnv and are the user's.
+					if strings.HasPrefix(e.Name, "GO") {
+						continue
+					}
+					if !reads[e.Name] {
+						t.Errorf("%s: container %s sets %s, which %s does not read", set.Name, c.Name, e.Name, c.Command[0])
+					}
+				}
+			}
+		}
+	}
+}
