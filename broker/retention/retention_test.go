@@ -1,0 +1,148 @@
+package retention_test
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/broker/retention"
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func do(t *testing.T, b *brokertest.Broker, method, path string, body any) brokertest.Response {
+	t.Helper()
+	resp := b.Do(t, method, path, "", body)
+	require.Less(t, resp.Status, 300, "%s %s: %s", method, path, resp.Body)
+	return resp
+}
+
+func pushN(t *testing.T, b *brokertest.Broker, queue string, n int) {
+	t.Helper()
+	items := make([]map[string]any, n)
+	for i := range items {
+		items[i] = map[string]any{"queue": queue, "payload": i}
+	}
+	do(t, b, "POST", "/api/v1/push", map[string]any{"items": items})
+}
+
+func segments(t *testing.T, b *brokertest.Broker) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT count(*) FROM queen.log_segments`).Scan(&n))
+	return n
+}
+
+func sweeper(b *brokertest.Broker, window time.Duration) *retention.Sweeper {
+	return retention.New(b.Pool, slog.New(slog.NewTextHandler(io.Discard, nil)), window)
+}
+
+func TestSegmentsPastRetentionSecondsAreDeletedWhole(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	do(t, b, "POST", "/api/v1/configure", map[string]any{"queue": "short", "options": map[string]any{"retentionSeconds": 60}})
+	pushN(t, b, "short", 3)
+	pushN(t, b, "short", 2)
+	pushN(t, b, "keep", 2)
+	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.log_segments SET max_created_at = now() - interval '2 minutes'
+		WHERE base_offset = 0`)
+	require.NoError(t, err)
+	st, err := sweeper(b, time.Hour).Sweep(t.Context())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.Aged, "only the old segment of the queue with retention")
+	require.Equal(t, 2, segments(t, b))
+	// The gap is walked over.
+	resp := do(t, b, "GET", "/api/v1/pop/queue/short?batch=10", nil)
+	require.Len(t, resp.Map(t)["messages"], 2)
+}
+
+func TestConsumedSegmentsGoOnlyWhenEveryGroupConsumedThem(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	do(t, b, "POST", "/api/v1/configure", map[string]any{"queue": "q", "options": map[string]any{"retentionEnabled": true}})
+	pushN(t, b, "q", 2)
+	pushN(t, b, "q", 2)
+	sw := sweeper(b, time.Hour)
+	sweep := func() int64 {
+		st, err := sw.Sweep(t.Context())
+		require.NoError(t, err)
+		return st.Consumed
+	}
+	popAck := func(group string) {
+		resp := do(t, b, "GET", "/api/v1/pop/queue/q/partition/Default?batch=2&consumerGroup="+group, nil)
+		msgs := resp.Map(t)["messages"].([]any)
+		last := msgs[len(msgs)-1].(map[string]any)
+		do(t, b, "POST", "/api/v1/ack", map[string]any{"transactionId": last["transactionId"],
+			"partitionId": last["partitionId"], "consumerGroup": group})
+	}
+	popAck("g1")
+	require.EqualValues(t, 1, sweep(), "g1 is the only group: its first segment is consumed")
+
+	// g2 subscribes through another partition; until it has a cursor on
+	// Default it may still want all of it.
+	do(t, b, "POST", "/api/v1/push", map[string]any{"items": []any{map[string]any{"queue": "q", "partition": "other"}}})
+	do(t, b, "GET", "/api/v1/pop/queue/q/partition/other?consumerGroup=g2&autoAck=true", nil)
+	popAck("g1")
+	require.Zero(t, sweep())
+	popAck("g2") // reads 2 and 3 (0 and 1 are gone) and acks them
+	require.EqualValues(t, 1, sweep())
+	require.Equal(t, 1, segments(t, b), "partition other is kept: g1 has no cursor there")
+}
+
+func TestCompletedRetentionSecondsDelaysTheDeletion(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	do(t, b, "POST", "/api/v1/configure", map[string]any{"queue": "q", "options": map[string]any{
+		"retentionEnabled": true, "completedRetentionSeconds": 3600}})
+	pushN(t, b, "q", 1)
+	do(t, b, "GET", "/api/v1/pop/queue/q?autoAck=true", nil)
+	st, err := sweeper(b, time.Hour).Sweep(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, st.Consumed)
+	_, err = b.Pool.Exec(t.Context(), `UPDATE queen.log_segments SET max_created_at = now() - interval '2 hours'`)
+	require.NoError(t, err)
+	st, err = sweeper(b, time.Hour).Sweep(t.Context())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.Consumed)
+}
+
+func TestDedupRowsAreSweptAfterTheWindow(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	do(t, b, "POST", "/api/v1/push", map[string]any{"items": []any{map[string]any{"queue": "q", "transactionId": "t1"}}})
+	st, err := sweeper(b, time.Hour).Sweep(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, st.Dedup)
+	_, err = b.Pool.Exec(t.Context(), `UPDATE queen.push_dedup SET created_at = now() - interval '2 hours'`)
+	require.NoError(t, err)
+	st, err = sweeper(b, time.Hour).Sweep(t.Context())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.Dedup)
+	resp := do(t, b, "POST", "/api/v1/push", map[string]any{"items": []any{map[string]any{"queue": "q", "transactionId": "t1"}}})
+	var out []map[string]any
+	resp.JSON(t, &out)
+	require.Equal(t, "queued", out[0]["status"], "outside the window the id is new again")
+}
+
+func TestOneSweeperAtATime(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	conn, err := b.Pool.Acquire(t.Context())
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(t.Context(), `SELECT pg_advisory_lock($1)`, int64(0x72657461696e))
+	require.NoError(t, err)
+	st, err := sweeper(b, time.Hour).Sweep(t.Context())
+	require.NoError(t, err)
+	require.True(t, st.Skipped)
+	_, err = conn.Exec(t.Context(), `SELECT pg_advisory_unlock($1)`, int64(0x72657461696e))
+	require.NoError(t, err)
+	st, err = sweeper(b, time.Hour).Sweep(t.Context())
+	require.NoError(t, err)
+	require.False(t, st.Skipped)
+}
