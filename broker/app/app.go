@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -22,6 +23,7 @@ import (
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/migrate"
 	"github.com/regent-mq/regent/broker/queue"
+	"github.com/regent-mq/regent/broker/retention"
 	"github.com/regent-mq/regent/broker/seal"
 	"github.com/regent-mq/regent/broker/server"
 	"github.com/regent-mq/regent/broker/streams"
@@ -89,7 +91,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		queues.Run(bg, cfg.ReseedInterval)
+		var wg sync.WaitGroup
+		wg.Go(func() { queues.Run(bg, cfg.ReseedInterval) })
+		wg.Go(func() { retention.New(pool, log, cfg.DedupWindow).Run(bg, cfg.RetentionEvery) })
+		wg.Wait()
 	}()
 	return &Broker{cfg: cfg, log: log, pool: pool, handler: h, routes: routes, stop: stop, stopped: stopped}, nil
 }
