@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const (
+	crashPartitions = 8
+	crashEvents     = 20_000
+	crashKills      = 6
+)
+
+// brokerProcess is the broker binary running as a child process, so that
+// the test can SIGKILL it and start it again on the same address.
+type brokerProcess struct {
+	t    *testing.T
+	bin  string
+	addr string
+	db   string
+	log  *os.File
+	cmd  *exec.Cmd
+}
+
+func (b *brokerProcess) start() {
+	b.t.Helper()
+	b.cmd = exec.Command(b.bin, "--listen="+b.addr, "--database-url="+b.db, "--log-level=warn", "--pool-size=10")
+	b.cmd.Stdout, b.cmd.Stderr = b.log, b.log
+	if err := b.cmd.Start(); err != nil {
+		b.t.Fatalf("start broker: %v", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		resp, err := http.Get("http://" + b.addr + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("broker did not become healthy: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (b *brokerProcess) kill() {
+	_ = b.cmd.Process.Kill() // SIGKILL: no shutdown, no drain
+	_ = b.cmd.Wait()
+}
+
+func (b *brokerProcess) post(path string, body any) []byte {
+	b.t.Helper()
+	buf, _ := json.Marshal(body)
+	resp, err := http.Post("http://"+b.addr+path, "application/json", bytes.NewReader(buf))
+	if err != nil {
+		b.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		b.t.Fatalf("POST %s: %d %s", path, resp.StatusCode, out)
+	}
+	return out
+}
+
+type windowID struct {
+	partition, key string
+	start          string
+}
+
+// TestExactlyOnceWhileTheBrokerIsKilled runs the reference worker over
+// 20,000 events on 8 partitions while the broker process is SIGKILLed and
+// restarted at random moments. Every window must reach the sink exactly
+// once, with exactly the events it should count.
+func TestExactlyOnceWhileTheBrokerIsKilled(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "broker")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/regent-mq/regent/cmd/broker").CombinedOutput(); err != nil {
+		t.Fatalf("build the broker: %v\n%s", err, out)
+	}
+	port, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "broker.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	b := &brokerProcess{t: t, bin: bin, addr: "127.0.0.1:" + strconv.Itoa(port), db: pgtest.URL(t), log: logFile}
+	b.start()
+	defer func() { b.kill() }()
+	pool, err := pgxpool.New(context.Background(), b.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	// A short lease: a pop whose answer a kill swallowed leaves a lease
+	// that hides its partition until it expires.
+	b.post("/api/v1/configure", map[string]any{"queue": "events", "options": map[string]any{"leaseTime": 2}})
+	want := map[windowID]int64{}
+	base := time.Date(2026, 8, 17, 10, 0, 0, 0, time.UTC).UnixMilli()
+	keys := []string{"acme", "globex", "initech", "umbrella", "hooli"}
+	var items []map[string]any
+	for i := range crashEvents {
+		p, j := i%crashPartitions, i/crashPartitions
+		ts := base + int64(j)*97 + int64(p)*13 // ordered per partition, ~4 windows each
+		key := keys[(j*7+p)%len(keys)]
+		partition := fmt.Sprintf("p%d", p)
+		items = append(items, map[string]any{"queue": "events", "partition": partition, "payload": map[string]any{"key": key, "ts": ts}})
+		want[windowID{partition, key, rfc3339(ts - ts%windowMillis)}]++
+		if len(items) == 1000 {
+			b.post("/api/v1/push", map[string]any{"items": items})
+			items = nil
+		}
+	}
+
+	level := slog.LevelWarn + 10
+	if os.Getenv("REGENT_TEST_LOG") != "" {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, config{broker: "http://" + b.addr, query: "crash.per_minute", source: "events", sink: "events.per_minute",
+			batch: 50, workers: 2, idle: 3 * time.Second, waitTimeout: 500 * time.Millisecond}, log)
+	}()
+
+	consumed := func() int64 {
+		var n int64
+		if err := pool.QueryRow(ctx, `SELECT coalesce(sum(committed), 0) FROM queen.cursors WHERE consumer_group = 'streams.crash.per_minute'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	midRun := 0
+	for range crashKills {
+		time.Sleep(time.Duration(150+rand.IntN(350)) * time.Millisecond)
+		if consumed() < crashEvents {
+			midRun++
+		}
+		b.kill()
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+		b.start()
+	}
+	if midRun < 5 {
+		t.Fatalf("only %d of %d kills hit the worker mid-run; slow the worker down", midRun, crashKills)
+	}
+
+	// Done when the source is consumed and the idle flush has closed every
+	// window.
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		var open int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM queen_streams.state WHERE key <> $1`, watermarkKey).Scan(&open); err != nil {
+			t.Fatal(err)
+		}
+		if consumed() == crashEvents && open == 0 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the worker stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not done in time: %d of %d events consumed, %d windows open", consumed(), crashEvents, open)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	<-done
+
+	got := map[windowID]int64{}
+	var sum int64
+	for {
+		resp, err := http.Get("http://" + b.addr + "/api/v1/pop/queue/events.per_minute?batch=1000&partitions=8&autoAck=true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page struct {
+			Messages []struct {
+				Partition string  `json:"partition"`
+				Data      emitted `json:"data"`
+			} `json:"messages"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusNoContent {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range page.Messages {
+			id := windowID{m.Partition, m.Data.Key, m.Data.WindowStart}
+			if _, twice := got[id]; twice {
+				t.Errorf("window %v emitted twice", id)
+			}
+			got[id] = m.Data.Count
+			sum += m.Data.Count
+		}
+	}
+	if sum != crashEvents {
+		t.Errorf("the sink's windows count %d events, want exactly %d", sum, crashEvents)
+	}
+	for id, n := range want {
+		if got[id] != n {
+			t.Errorf("window %v counted %d, want %d", id, got[id], n)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d windows emitted, want %d", len(got), len(want))
+	}
+}
