@@ -35,6 +35,17 @@ manifests: deps ## Generate the CRDs (config/crd/bases), the RBAC role (config/r
 build: ## Build the broker, the operator and the tools into bin/.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
+# Images: the Dockerfile's broker and operator targets, tagged as the chart's default images
+# (<IMAGE_REPO>/regent-broker:<appVersion>). Needs docker, or CONTAINER_TOOL=podman; push them to
+# your registry with IMAGE_REPO=registry.example/regent and `docker push`.
+IMAGE_REPO ?= ghcr.io/regent-mq
+CONTAINER_TOOL ?= docker
+
+.PHONY: images
+images: ## Build the broker and operator container images (docker or CONTAINER_TOOL=podman), tagged with the chart's appVersion.
+	$(CONTAINER_TOOL) build --target broker --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO)/regent-broker:$(VERSION) .
+	$(CONTAINER_TOOL) build --target operator --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO)/regent-operator:$(VERSION) .
+
 .PHONY: lint
 lint: ## Check formatting (gofmt) and run go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -101,6 +101,18 @@ func readChartFile(t *testing.T) (chartFile, []byte) {
 	return c, raw
 }
 
+// readValues decodes the chart's values.yaml into v.
+func readValues(t *testing.T, v any) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(chart.Dir(), "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestDefaultImageTagsAreTheChartAppVersion(t *testing.T) {
 	c, raw := readChartFile(t)
 	if c.AppVersion == "" || c.AppVersion != c.Version {

@@ -39,12 +39,14 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// build compiles ./cmd/<name> for this test and returns the binary's path.
+// build compiles ./cmd/<name> for this test, static as the Dockerfile
+// builds it, and returns the binary's path.
 func build(t *testing.T, name string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), name)
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/"+name)
 	cmd.Dir = kubetest.RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
 	}
