@@ -55,14 +55,14 @@ func (s *Service) stateGet(w http.ResponseWriter, r *http.Request) {
 	if !s.ownPartition(w, r, f.Tenant, f.PartitionID) {
 		return
 	}
-	rows, err := store.State(r.Context(), s.db, f)
+	body, err := store.State(r.Context(), s.db, f, append(make([]byte, 0, 4096), `{"success":true,"rows":`...))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(append([]byte(`{"success":true,"rows":`), rows...), '}'))
+	_, _ = w.Write(append(body, '}'))
 }
 
 // parseID reads a required UUID field: missing, empty or malformed is a 400.

@@ -1,6 +1,7 @@
 package streams_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -72,6 +73,20 @@ func TestStateGetReturnsRowsOrderedByKeyWithTheirValueAndUpdatedAt(t *testing.T)
 	ts, err := time.Parse(time.RFC3339Nano, a.Rows[0].UpdatedAt)
 	if err != nil || !strings.HasSuffix(a.Rows[0].UpdatedAt, "Z") || time.Since(ts) > time.Hour {
 		t.Fatalf("updated_at %q is not a recent RFC 3339 UTC time (%v)", a.Rows[0].UpdatedAt, err)
+	}
+}
+
+func TestStateGetReturnsKeysAndValuesExactlyAsStored(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	key := "tumb:60\x1f\"quoted\" \\ back\n\x01é🙂"
+	q, p := shard(t, b, map[string]string{key: `{"s": "é\u0001x\"", "n": 1.5e300, "a": [null, true]}`})
+	a := getState(t, b, map[string]any{"query_id": q, "partition_id": p})
+	if len(a.Rows) != 1 || a.Rows[0].Key != key {
+		t.Fatalf("rows %+v, want the key %q", a.Rows, key)
+	}
+	if v := a.Rows[0].Value; v["s"] != "é\x01x\"" || v["n"] != 1.5e300 || fmt.Sprint(v["a"]) != "[<nil> true]" {
+		t.Fatalf("value %v, want it as stored", v)
 	}
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -21,25 +22,23 @@ type StateFilter struct {
 
 // A prefix read is the key range [prefix, successor(prefix)) on the primary
 // key, whose key column compares bytewise, so % and _ mean nothing special.
-// A state row of another tenant's query reads as absent: the join on the
-// tenant makes a foreign query id look exactly like an unknown one.
-const stateSQL = `SELECT coalesce(json_agg(json_build_object(
-		'key', s.key, 'value', s.value,
-		'updated_at', to_char(s.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
-		ORDER BY s.key), '[]')
+// A state row of another tenant's query reads as absent: the tenant check
+// makes a foreign query id look exactly like an unknown one.
+const stateSQL = `SELECT s.key, s.value, s.updated_at
 	FROM queen_streams.state s
-	JOIN queen_streams.queries q ON q.id = s.query_id AND q.tenant = $2
 	WHERE s.query_id = $1 AND s.partition_id = $3
+	  AND EXISTS (SELECT FROM queen_streams.queries q WHERE q.id = $1 AND q.tenant = $2)
 	  AND ($4::text[] IS NULL OR s.key = ANY ($4))
 	  AND ($5::text IS NULL OR s.key >= $5)
 	  AND ($6::text IS NULL OR s.key < $6)
 	  AND ($7::float8 IS NULL OR CASE WHEN jsonb_typeof(s.value->'windowEnd') = 'number'
-	                                  THEN (s.value->'windowEnd')::float8 <= $7 END)`
+	                                  THEN (s.value->'windowEnd')::float8 <= $7 END)
+	ORDER BY s.key`
 
-// State returns the matching rows as a JSON array of {"key", "value",
-// "updated_at"}, ordered by key. PostgreSQL renders the JSON, so the values
-// pass through without being decoded.
-func State(ctx context.Context, db DB, f StateFilter) ([]byte, error) {
+// State appends the matching rows to dst as a JSON array of {"key",
+// "value", "updated_at"}, ordered by key. Values pass through as the JSON
+// PostgreSQL sends, without being decoded.
+func State(ctx context.Context, db DB, f StateFilter, dst []byte) ([]byte, error) {
 	var keys []string
 	if len(f.Keys) > 0 {
 		keys = f.Keys
@@ -51,12 +50,55 @@ func State(ctx context.Context, db DB, f StateFilter) ([]byte, error) {
 			hi = &s
 		}
 	}
-	var rows []byte
-	err := db.QueryRow(ctx, stateSQL, f.QueryID, f.Tenant, f.PartitionID, keys, lo, hi, f.RipeAtOrBefore).Scan(&rows)
+	rows, err := db.Query(ctx, stateSQL, f.QueryID, f.Tenant, f.PartitionID, keys, lo, hi, f.RipeAtOrBefore)
 	if err != nil {
 		return nil, fmt.Errorf("read state of query %s partition %s: %w", f.QueryID, f.PartitionID, err)
 	}
-	return rows, nil
+	defer rows.Close()
+	dst = append(dst, '[')
+	var (
+		key     string
+		value   []byte
+		updated time.Time
+	)
+	for n := 0; rows.Next(); n++ {
+		if err := rows.Scan(&key, &value, &updated); err != nil {
+			return nil, fmt.Errorf("read state of query %s partition %s: %w", f.QueryID, f.PartitionID, err)
+		}
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"key":`...)
+		dst = appendJSONString(dst, key)
+		dst = append(dst, `,"value":`...)
+		dst = append(dst, value...)
+		dst = append(dst, `,"updated_at":"`...)
+		dst = updated.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000000Z")
+		dst = append(dst, `"}`...)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read state of query %s partition %s: %w", f.QueryID, f.PartitionID, err)
+	}
+	return append(dst, ']'), nil
+}
+
+// appendJSONString appends s as a JSON string. Keys hold U+001F separators,
+// which JSON requires escaped.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
 }
 
 // successor returns the smallest string greater than every string that

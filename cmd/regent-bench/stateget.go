@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+func init() { register("stateget", runStateGet) }
+
+// stateRows is the size of the shard read: the open windows of a busy
+// partition, half of them under the prefix that is read.
+const stateRows = 64
+
+// runStateGet writes a shard of stateRows rows for one query and partition
+// (with one idle-flush cycle, not measured), then C clients send N state
+// reads, alternately for all keys and for a key prefix that selects half of
+// them. It reports the latency of each kind, and verifies that every read
+// returned the rows it should.
+func runStateGet(ctx context.Context, e *Env, res *Result) error {
+	queryID, partitionID, err := e.stateShard(ctx)
+	if err != nil {
+		return err
+	}
+	kinds := []struct {
+		name string
+		body []byte
+		rows int
+	}{
+		{"all keys", encode(map[string]any{"query_id": queryID, "partition_id": partitionID}), stateRows},
+		{"prefix", encode(map[string]any{"query_id": queryID, "partition_id": partitionID, "key_prefix": "tumb:60\u001f"}), stateRows / 2},
+	}
+	lat := make([][]time.Duration, len(kinds))
+	var mu sync.Mutex
+	var next, wrong atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	errc := make(chan error, e.C)
+	for range e.C {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= e.N || ctx.Err() != nil {
+					return
+				}
+				k := i % len(kinds)
+				t0 := time.Now()
+				_, body, err := e.Do(ctx, "POST", "/streams/v1/state/get", kinds[k].body, true)
+				took := time.Since(t0)
+				if err != nil {
+					errc <- err
+					return
+				}
+				var a struct {
+					Rows []json.RawMessage `json:"rows"`
+				}
+				if json.Unmarshal(body, &a) != nil || len(a.Rows) != kinds[k].rows {
+					wrong.Add(1)
+				}
+				mu.Lock()
+				lat[k] = append(lat[k], took)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	res.Seconds = time.Since(start).Seconds()
+	close(errc)
+	ok := wrong.Load() == 0
+	res.Verified = &ok
+	res.Verification = fmt.Sprintf("%d reads with the wrong rows", wrong.Load())
+	for k, l := range lat {
+		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+		res.Verification += fmt.Sprintf("; %s (%d rows): p50 %.3f ms, p99 %.3f ms", kinds[k].name, kinds[k].rows, percentile(l, .5), percentile(l, .99))
+	}
+	if err := <-errc; err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// stateShard registers a query on the queue, creates its partition and
+// fills the partition's state with one idle-flush cycle.
+func (e *Env) stateShard(ctx context.Context) (queryID, partitionID string, err error) {
+	if queryID, err = e.register(ctx, e.Queue+".q", e.Queue, ""); err != nil {
+		return "", "", err
+	}
+	_, body, err := e.Do(ctx, "POST", "/api/v1/configure", encode(map[string]any{"queue": e.Queue}), false)
+	if err != nil {
+		return "", "", fmt.Errorf("configure: %w", err)
+	}
+	var c struct {
+		PartitionID string `json:"partitionId"`
+	}
+	if err := json.Unmarshal(body, &c); err != nil || c.PartitionID == "" {
+		return "", "", fmt.Errorf("configure answered %s", body)
+	}
+	ops := make([]map[string]any, stateRows)
+	for i := range ops {
+		key := fmt.Sprintf("tumb:60\u001f2026-08-17T10:%02d:00.000Z\u001fkey%d", i%60, i)
+		if i%2 == 1 {
+			key = fmt.Sprintf("sess:30\u001f%d", i)
+		}
+		ops[i] = map[string]any{"type": "upsert", "key": key,
+			"value": map[string]any{"windowEnd": 1787047260000 + i*60000, "acc": i, "key": fmt.Sprint("key", i)}}
+	}
+	_, body, err = e.Do(ctx, "POST", "/streams/v1/cycle", encode(map[string]any{
+		"query_id": queryID, "partition_id": c.PartitionID, "state_ops": ops, "ack": nil}), false)
+	if err != nil {
+		return "", "", fmt.Errorf("write the shard: %w", err)
+	}
+	var a struct {
+		Success bool `json:"success"`
+	}
+	if json.Unmarshal(body, &a) != nil || !a.Success {
+		return "", "", fmt.Errorf("write the shard: %s", body)
+	}
+	return queryID, c.PartitionID, nil
+}
+
+// encode marshals a request body. Only maps of strings, numbers and such
+// maps are encoded here, which cannot fail.
+func encode(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
