@@ -29,6 +29,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/regent-mq/regent/broker/auth"
@@ -199,33 +202,68 @@ type broker struct {
 	secret []byte // the signing secret, as the broker's file holds it; nil with auth off
 }
 
+// deploymentProcess prepares the only container of a rendered Deployment.
+func deploymentProcess(t *testing.T, objs chart.Objects, name string, sec secrets, bins map[string]string) process {
+	t.Helper()
+	var d appsv1.Deployment
+	chart.Into(t, objs.Find(t, "Deployment", name), &d)
+	return prepare(t, d.Spec.Template.Spec, d.Spec.Template.Spec.Containers[0].Name, sec, bins)
+}
+
 // startBroker runs the broker container of the Deployment rendered from objs
 // until the test ends, and waits until it is healthy.
 func startBroker(t *testing.T, objs chart.Objects, sec secrets, bin string) broker {
 	t.Helper()
-	var d appsv1.Deployment
-	chart.Into(t, objs.Find(t, "Deployment", chart.Broker), &d)
-	p := prepare(t, d.Spec.Template.Spec, "broker", sec, map[string]string{"/broker": bin})
+	p := deploymentProcess(t, objs, chart.Broker, sec, map[string]string{"/broker": bin})
+	addr := freeAddr(t)
+	b := broker{url: "http://" + addr}
+	if file := p.get("REGENT_JWT_SECRET_FILE"); file != "" {
+		// A final line break is not part of the secret, for the broker as for the operator.
+		b.secret = bytes.TrimRight(readFile(t, file), "\r\n")
+	}
+	// The pod's own network namespace is not ours: listen on a free loopback port.
+	p.set("REGENT_LISTEN", addr)
+	p.start(t, b.url+"/health")
+	return b
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
 	port, err := pgtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := broker{url: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	env := []string{"REGENT_LISTEN=127.0.0.1:" + fmt.Sprint(port)}
+	return fmt.Sprintf("127.0.0.1:%d", port)
+}
+
+// get returns the value of an environment variable of the process.
+func (p *process) get(name string) string {
 	for _, e := range p.env {
-		name, value, _ := strings.Cut(e, "=")
-		switch name {
-		case "REGENT_LISTEN": // the pod's own network namespace is not ours
-			continue
-		case "REGENT_JWT_SECRET_FILE":
-			// A final line break is not part of the secret, for the broker as for the operator.
-			b.secret = bytes.TrimRight(readFile(t, value), "\r\n")
+		if v, ok := strings.CutPrefix(e, name+"="); ok {
+			return v
 		}
-		env = append(env, e)
 	}
+	return ""
+}
+
+// set replaces (or adds) an environment variable of the process.
+func (p *process) set(name, value string) {
+	env := []string{name + "=" + value}
+	for _, e := range p.env {
+		if !strings.HasPrefix(e, name+"=") {
+			env = append(env, e)
+		}
+	}
+	p.env = env
+}
+
+// start runs the process until the test ends, then stops it with SIGTERM as
+// the kubelet does and expects a clean exit. It returns once ready answers 200.
+func (p *process) start(t *testing.T, ready string) {
+	t.Helper()
 	var logs bytes.Buffer
 	cmd := exec.Command(p.path, p.args...)
-	cmd.Env = env
+	cmd.Env = p.env
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -234,24 +272,27 @@ func startBroker(t *testing.T, objs chart.Objects, sec secrets, bin string) brok
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Errorf("stop broker: %v", err)
+			t.Errorf("stop %s: %v", p.path, err)
 		}
 		if err := <-exited; err != nil {
-			t.Errorf("broker did not stop cleanly on SIGTERM: %v\n%s", err, logs.String())
+			t.Errorf("%s did not stop cleanly on SIGTERM: %v\n%s", p.path, err, logs.String())
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		select {
 		case err := <-exited:
-			t.Fatalf("the broker container exited: %v\n%s", err, logs.String())
+			t.Fatalf("%s exited: %v\n%s", p.path, err, logs.String())
 		default:
 		}
-		if status, _ := b.do(t, "GET", "/health", "", nil); status == http.StatusOK {
-			return b
+		if resp, err := http.Get(ready); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the broker container was not healthy within 30s\n%s", logs.String())
+			t.Fatalf("%s was not ready at %s within 30s\n%s", p.path, ready, logs.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -368,6 +409,118 @@ func TestBrokerContainerServesFromItsDeploymentSpec(t *testing.T) {
 				t.Errorf("encryption failures after one sealed push: %s, want %s", failures, want)
 			}
 		})
+	}
+}
+
+// The chart's whole point: the operator, configured as its Deployment says,
+// registers a StreamQuery on the broker configured as its Deployment says,
+// with tokens signed by the secret both of them mount.
+func TestOperatorContainerRegistersAStreamQueryWithTheBrokerContainer(t *testing.T) {
+	env, err := kubetest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stop control plane: %v", err)
+		}
+	})
+	kubeconfig, err := env.Kubeconfig(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k8s, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins := map[string]string{"/broker": build(t, "broker"), "/operator": build(t, "operator")}
+
+	for set, tenant := range map[string]string{"defaults": "default", "tenancy-auth": "acme"} {
+		t.Run(set, func(t *testing.T) {
+			ctx := context.Background()
+			url := pgtest.URL(t)
+			objs := render(t, chart.Set(t, set), map[string]any{"database": map[string]any{"url": url}})
+			sec := renderedSecrets(t, objs)
+			b := startBroker(t, objs, sec, bins["/broker"])
+
+			op := deploymentProcess(t, objs, chart.Operator, sec, bins)
+			op.set("REGENT_BROKER_URL", b.url)
+			op.set("REGENT_METRICS_ADDR", freeAddr(t))
+			probes := freeAddr(t)
+			op.set("REGENT_PROBE_ADDR", probes)
+			op.set("KUBECONFIG", kubeconfig)
+			// Outside a pod, controller-runtime cannot tell which namespace to hold its
+			// Lease in; one operator needs no election.
+			op.set("REGENT_LEADER_ELECT", "false")
+			op.start(t, "http://"+probes+"/readyz")
+
+			ns := "chart-" + strings.ReplaceAll(set, "-", "")
+			if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+				Name: ns, Labels: map[string]string{"streams.regent.dev/tenant": tenant},
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			if tenant != "default" {
+				quota := object("TenantQuota", "", "quota-"+tenant, map[string]any{"tenant": tenant, "maxQueries": 5})
+				if err := k8s.Create(ctx, quota); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sq := object("StreamQuery", ns, "page-views", map[string]any{"sourceQueue": "page-views", "configHash": "v1"})
+			if err := k8s.Create(ctx, sq); err != nil {
+				t.Fatal(err)
+			}
+			id := waitReady(t, k8s, sq)
+
+			conn, err := pgx.Connect(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			var gotTenant, gotName string
+			if err := conn.QueryRow(ctx, `SELECT tenant, name FROM queen_streams.queries WHERE id = $1`, id).Scan(&gotTenant, &gotName); err != nil {
+				t.Fatalf("registration %s in the database: %v", id, err)
+			}
+			if gotTenant != tenant || gotName != "page-views" {
+				t.Fatalf("registered as %s/%s, want %s/page-views", gotTenant, gotName, tenant)
+			}
+		})
+	}
+}
+
+func object(kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetAPIVersion("streams.regent.dev/v1alpha1")
+	u.SetKind(kind)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// waitReady waits for the StreamQuery's Ready condition and returns its
+// query id.
+func waitReady(t *testing.T, k8s client.Client, sq *unstructured.Unstructured) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(sq), sq); err != nil {
+			t.Fatal(err)
+		}
+		conditions, _, _ := unstructured.NestedSlice(sq.Object, "status", "conditions")
+		for _, c := range conditions {
+			c, _ := c.(map[string]any)
+			if c["type"] == "Ready" && c["status"] == "True" {
+				id, _, _ := unstructured.NestedString(sq.Object, "status", "queryId")
+				if id == "" {
+					t.Fatalf("Ready without a queryId: %v", sq.Object["status"])
+				}
+				return id
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("StreamQuery %s not Ready within 60s; status %v", sq.GetName(), sq.Object["status"])
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
