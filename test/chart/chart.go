@@ -93,7 +93,7 @@ func ValueSets() []ValueSet {
 	return sets
 }
 
-// ValueSet returns the value set of that name, failing the test when there
+// Set returns the value set of that name, failing the test when there
 // is none.
 func Set(t testing.TB, name string) ValueSet {
 	t.Helper()
@@ -111,7 +111,8 @@ func Set(t testing.TB, name string) ValueSet {
 const KubeVersion = kubetest.K8sVersion
 
 // Template renders the chart, hooks included, as Release in Namespace with
-// the extra helm args, and fails the test when helm refuses.
+// the extra helm args, and fails the test when helm refuses. The extra args
+// come last, so a --namespace or --kube-version among them wins.
 func Template(t testing.TB, args ...string) Objects {
 	t.Helper()
 	out, err := TemplateErr(args...)
