@@ -51,12 +51,17 @@ type server struct {
 
 // Main runs the tests and stops the throwaway cluster afterwards, whatever
 // their outcome. It does not return.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main for a TestMain that has more to stop before it exits (an
+// envtest control plane, say): it runs the tests, stops the throwaway
+// cluster, and returns the exit code.
+func Run(m *testing.M) int {
 	code := m.Run()
 	if srv != nil {
 		srv.stop()
 	}
-	os.Exit(code)
+	return code
 }
 
 // URL returns the connection string of a fresh, migrated database that is
