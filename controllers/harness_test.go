@@ -1,0 +1,509 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/controllers"
+	"github.com/regent-mq/regent/controllers/celldb"
+	"github.com/regent-mq/regent/controllers/registration"
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/kubetest"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+// One control plane serves every test of the package. Each test labels its
+// objects with its own id and runs operators whose cache sees only that
+// label, so tests run in parallel without seeing each other's objects.
+var (
+	kube   *kubetest.Environment
+	scheme = runtime.NewScheme()
+	seq    atomic.Int64
+)
+
+const testLabel = "regent-test"
+
+func TestMain(m *testing.M) {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			panic(err)
+		}
+	}
+	var err error
+	kube, err = kubetest.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := pgtest.Run(m)
+	if err := kube.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop envtest:", err)
+	}
+	os.Exit(code)
+}
+
+// wait is how long any expected state may take to appear.
+const wait = 30 * time.Second
+
+// harness is one test's world: a broker with JWT auth and tenancy on, its
+// database, a client of the control plane, and the objects the test made.
+type harness struct {
+	t      *testing.T
+	id     string
+	broker *brokertest.Broker
+	k8s    client.Client
+	ctx    context.Context
+}
+
+func newHarness(t *testing.T, opts ...brokertest.Option) *harness {
+	t.Helper()
+	t.Parallel()
+	name := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "-"))
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	h := &harness{
+		t:      t,
+		id:     fmt.Sprintf("%s-%d", strings.Trim(name, "-"), seq.Add(1)),
+		broker: brokertest.Start(t, append([]brokertest.Option{brokertest.WithJWT(true)}, opts...)...),
+		ctx:    context.Background(),
+	}
+	var err error
+	h.k8s, err = client.New(kube.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// operator is a running manager with both reconcilers.
+type operator struct {
+	stop func()
+}
+
+type operatorOpts struct {
+	brokerURL string        // default: the harness's broker
+	resync    time.Duration // default: a minute, longer than any test waits
+	tenancy   *bool         // default: on
+	noSecret  bool          // send no tokens (broker with auth off)
+}
+
+// startOperator runs an operator until the test ends or stop is called.
+func (h *harness) startOperator(o operatorOpts) *operator {
+	h.t.Helper()
+	if o.brokerURL == "" {
+		o.brokerURL = h.broker.URL
+	}
+	if o.resync == 0 {
+		o.resync = time.Minute
+	}
+	tenancy := o.tenancy == nil || *o.tenancy
+	secret := []byte(brokertest.Secret)
+	if o.noSecret {
+		secret = nil
+	}
+	mgr, err := ctrl.NewManager(kube.Config, ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  cache.Options{DefaultLabelSelector: labels.SelectorFromSet(labels.Set{testLabel: h.id})},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Several operators run in this process, one or more per test.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	pool, err := pgxpool.New(h.ctx, h.broker.DatabaseURL)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	if err := controllers.Setup(ctx, mgr, controllers.Config{
+		Broker:         registration.New(o.brokerURL, secret, nil),
+		DB:             celldb.New(pool),
+		Tenancy:        tenancy,
+		ResyncInterval: o.resync,
+		Workers:        4,
+	}); err != nil {
+		cancel()
+		h.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	op := &operator{stop: func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				h.t.Errorf("operator: %v", err)
+			}
+			pool.Close()
+		})
+	}}
+	h.t.Cleanup(op.stop)
+	return op
+}
+
+// namespace creates a namespace, labelled with the tenant when it is not
+// empty, and returns its name.
+func (h *harness) namespace(tenant string) string {
+	h.t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", h.id, seq.Add(1)), Labels: map[string]string{testLabel: h.id}}}
+	if tenant != "" {
+		ns.Labels[v1.TenantLabel] = tenant
+	}
+	h.create(ns)
+	return ns.Name
+}
+
+// query creates a StreamQuery on source queue "orders" with hash "h1",
+// after edit has adjusted it.
+func (h *harness) query(ns, name string, edit ...func(*v1.StreamQuery)) *v1.StreamQuery {
+	h.t.Helper()
+	q := &v1.StreamQuery{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{testLabel: h.id}},
+		Spec:       v1.StreamQuerySpec{SourceQueue: "orders", SinkQueue: "orders.out", ConfigHash: "h1"},
+	}
+	for _, e := range edit {
+		e(q)
+	}
+	h.create(q)
+	return q
+}
+
+// quota creates a TenantQuota with the cap max (nil: none).
+func (h *harness) quota(tenant string, max *int32, edit ...func(*v1.TenantQuota)) *v1.TenantQuota {
+	h.t.Helper()
+	tq := &v1.TenantQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", h.id, seq.Add(1)), Labels: map[string]string{testLabel: h.id}},
+		Spec:       v1.TenantQuotaSpec{Tenant: tenant, MaxQueries: max},
+	}
+	for _, e := range edit {
+		e(tq)
+	}
+	h.create(tq)
+	return tq
+}
+
+// grant writes an enabled quota row for tenant straight into the database,
+// for tests that are not about quotas.
+func (h *harness) grant(tenant string) {
+	h.exec(`INSERT INTO queen_streams.quota (tenant, enabled) VALUES ($1, true)`, tenant)
+}
+
+func (h *harness) create(obj client.Object) {
+	h.t.Helper()
+	if err := h.k8s.Create(h.ctx, obj); err != nil {
+		h.t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func (h *harness) delete(obj client.Object) {
+	h.t.Helper()
+	if err := h.k8s.Delete(h.ctx, obj); err != nil {
+		h.t.Fatalf("delete %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// edit reads obj afresh, applies change and updates it, retrying on
+// conflicts with the operator's own writes.
+func edit[T client.Object](h *harness, obj T, change func(T)) {
+	h.t.Helper()
+	for {
+		if err := h.k8s.Get(h.ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			h.t.Fatal(err)
+		}
+		change(obj)
+		err := h.k8s.Update(h.ctx, obj)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			h.t.Fatalf("update %T %s: %v", obj, obj.GetName(), err)
+		}
+	}
+}
+
+// eventually polls until cond holds for a fresh copy of obj, and fails the
+// test with what it last saw otherwise.
+func eventually[T client.Object](h *harness, obj T, what string, cond func(T) bool) T {
+	h.t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		err := h.k8s.Get(h.ctx, client.ObjectKeyFromObject(obj), obj)
+		if err == nil && cond(obj) {
+			return obj
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s %s never became %s (last error %v): %+v", fmt.Sprintf("%T", obj), obj.GetName(), what, err, obj)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// gone waits until obj no longer exists.
+func (h *harness) gone(obj client.Object) {
+	h.t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		err := h.k8s.Get(h.ctx, client.ObjectKeyFromObject(obj), obj)
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%T %s was never removed (finalizers %v, error %v)", obj, obj.GetName(), obj.GetFinalizers(), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ready reports the reason of the Ready condition and whether it is true.
+func ready(conds []metav1.Condition) (bool, string) {
+	c := meta.FindStatusCondition(conds, v1.ConditionReady)
+	if c == nil {
+		return false, ""
+	}
+	return c.Status == metav1.ConditionTrue, c.Reason
+}
+
+func message(conds []metav1.Condition) string {
+	if c := meta.FindStatusCondition(conds, v1.ConditionReady); c != nil {
+		return c.Message
+	}
+	return ""
+}
+
+// reason waits for the StreamQuery's Ready condition to have reason (and,
+// for Registered, to be true for its current generation).
+func (h *harness) reason(q *v1.StreamQuery, reason string) *v1.StreamQuery {
+	h.t.Helper()
+	return eventually(h, q, reason, func(q *v1.StreamQuery) bool {
+		ok, r := ready(q.Status.Conditions)
+		return r == reason && ok == (reason == v1.ReasonRegistered) && q.Status.ObservedGeneration == q.Generation
+	})
+}
+
+func (h *harness) quotaReason(tq *v1.TenantQuota, reason string) *v1.TenantQuota {
+	h.t.Helper()
+	return eventually(h, tq, reason, func(tq *v1.TenantQuota) bool {
+		_, r := ready(tq.Status.Conditions)
+		return r == reason && tq.Status.ObservedGeneration == tq.Generation
+	})
+}
+
+// wantEvent waits for an Event about obj with reason whose note contains
+// text.
+func (h *harness) wantEvent(obj client.Object, reason, text string) {
+	h.t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		var list eventsv1.EventList
+		if err := h.k8s.List(h.ctx, &list, client.InNamespace(eventNamespace(obj))); err != nil {
+			h.t.Fatal(err)
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.Regarding.UID != obj.GetUID() {
+				continue
+			}
+			if e.Reason == reason && strings.Contains(e.Note, text) {
+				return
+			}
+			seen = append(seen, e.Reason+": "+e.Note)
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no %s event mentioning %q for %s; saw %q", reason, text, obj.GetName(), seen)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// noEvent fails if obj has an Event with reason.
+func (h *harness) noEvent(obj client.Object, reason string) {
+	h.t.Helper()
+	var list eventsv1.EventList
+	if err := h.k8s.List(h.ctx, &list, client.InNamespace(eventNamespace(obj))); err != nil {
+		h.t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.Regarding.UID == obj.GetUID() && e.Reason == reason {
+			h.t.Fatalf("unexpected %s event for %s: %s", reason, obj.GetName(), e.Note)
+		}
+	}
+}
+
+// Events about cluster-scoped objects land in the default namespace.
+func eventNamespace(obj client.Object) string {
+	if obj.GetNamespace() == "" {
+		return metav1.NamespaceDefault
+	}
+	return obj.GetNamespace()
+}
+
+func (h *harness) exec(sql string, args ...any) {
+	h.t.Helper()
+	if _, err := h.broker.Pool.Exec(h.ctx, sql, args...); err != nil {
+		h.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func scalar[T any](h *harness, sql string, args ...any) T {
+	h.t.Helper()
+	var v T
+	if err := h.broker.Pool.QueryRow(h.ctx, sql, args...).Scan(&v); err != nil {
+		h.t.Fatalf("%s: %v", sql, err)
+	}
+	return v
+}
+
+// registration is the query row of tenant and name, and whether it exists.
+type registrationRow struct {
+	ID, Source, Sink, Hash string
+}
+
+func (h *harness) registration(tenant, name string) (registrationRow, bool) {
+	h.t.Helper()
+	var r registrationRow
+	err := h.broker.Pool.QueryRow(h.ctx, `SELECT id::text, source_queue, COALESCE(sink_queue, ''), config_hash
+		FROM queen_streams.queries WHERE tenant = $1 AND name = $2`, tenant, name).Scan(&r.ID, &r.Source, &r.Sink, &r.Hash)
+	if err != nil {
+		if strings.Contains(err.Error(), "no rows") {
+			return r, false
+		}
+		h.t.Fatal(err)
+	}
+	return r, true
+}
+
+// writeState stands in for a worker's cycle: it writes state rows for the
+// query under a partition, as the cycle's upserts do.
+func (h *harness) writeState(queryID string, keys ...string) {
+	h.t.Helper()
+	for _, k := range keys {
+		h.exec(`INSERT INTO queen_streams.state (query_id, partition_id, key, value)
+			VALUES ($1, '0193f0c5-0000-7000-8000-000000000001', $2, '{"acc": 1}')`, queryID, k)
+	}
+}
+
+// stateKeys lists the query's state keys a worker can see (the reset
+// fence, on the nil partition, is not one of them).
+func (h *harness) stateKeys(queryID string) []string {
+	h.t.Helper()
+	rows, err := h.broker.Pool.Query(h.ctx, `SELECT key FROM queen_streams.state
+		WHERE query_id = $1 AND partition_id <> '00000000-0000-0000-0000-000000000000' ORDER BY key`, queryID)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			h.t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		h.t.Fatal(err)
+	}
+	return keys
+}
+
+// token mints a read-write token of tenant, as a worker would hold.
+func (h *harness) token(tenant string) string {
+	return brokertest.Mint(h.t, tenant, auth.ReadWrite)
+}
+
+// proxy stands between the operator and the broker and counts the
+// registrations that reset. onReset, when set, handles a reset request
+// instead of forwarding it.
+type proxy struct {
+	URL     string
+	target   *url.URL
+	requests atomic.Int32 // requests that reached the proxy
+	resets   atomic.Int32 // reset requests forwarded to the broker
+	mu      sync.Mutex
+	onReset func(w http.ResponseWriter, r *http.Request, body []byte)
+}
+
+func (h *harness) proxy() *proxy {
+	h.t.Helper()
+	p := &proxy{}
+	var err error
+	if p.target, err = url.Parse(h.broker.URL); err != nil {
+		h.t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	srv := &http.Server{Handler: p}
+	go func() { _ = srv.Serve(l) }()
+	h.t.Cleanup(func() { _ = srv.Close() })
+	p.URL = "http://" + l.Addr().String()
+	return p
+}
+
+func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	p.requests.Add(1)
+	reset := strings.Contains(string(body), `"reset":true`)
+	p.mu.Lock()
+	hook := p.onReset
+	p.mu.Unlock()
+	if reset && hook != nil {
+		hook(w, r, body)
+		return
+	}
+	if reset {
+		p.resets.Add(1)
+	}
+	p.forward(w, r, body)
+}
+
+// forward sends the request on to the broker and copies the answer back.
+func (p *proxy) forward(w http.ResponseWriter, r *http.Request, body []byte) {
+	r.Body = io.NopCloser(strings.NewReader(string(body)))
+	r.ContentLength = int64(len(body))
+	httputil.NewSingleHostReverseProxy(p.target).ServeHTTP(w, r)
+}
+
+func (p *proxy) setOnReset(f func(w http.ResponseWriter, r *http.Request, body []byte)) {
+	p.mu.Lock()
+	p.onReset = f
+	p.mu.Unlock()
+}

@@ -1,0 +1,207 @@
+package controllers_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	v1 "github.com/regent-mq/regent/api/v1alpha1"
+)
+
+// quotaRow is the tenant's grant row: whether it exists, and its values.
+type quotaRow struct {
+	Exists  bool
+	Enabled bool
+	Max     *int32
+}
+
+func (h *harness) quotaRow(tenant string) quotaRow {
+	h.t.Helper()
+	r := quotaRow{}
+	err := h.broker.Pool.QueryRow(h.ctx, `SELECT true, enabled, max_queries FROM queen_streams.quota WHERE tenant = $1`, tenant).Scan(&r.Exists, &r.Enabled, &r.Max)
+	if err != nil && !strings.Contains(err.Error(), "no rows") {
+		h.t.Fatal(err)
+	}
+	return r
+}
+
+// wantQuotaRow polls until the grant row is want.
+func (h *harness) wantQuotaRow(tenant string, want quotaRow) {
+	h.t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		got := h.quotaRow(tenant)
+		if got.Exists == want.Exists && got.Enabled == want.Enabled && ptr.Equal(got.Max, want.Max) {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("quota row of %q is %+v (max %v), want %+v (max %v)", tenant, got, ptr.Deref(got.Max, -1), want, ptr.Deref(want.Max, -1))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestTenantQuotaWritesTheRowAndCountsRegisteredQueries(t *testing.T) {
+	h := newHarness(t)
+	h.startOperator(operatorOpts{resync: 300 * time.Millisecond})
+	tq := h.quotaReason(h.quota("umbrella", ptr.To[int32](5)), v1.ReasonApplied)
+	h.wantQuotaRow("umbrella", quotaRow{Exists: true, Enabled: true, Max: ptr.To[int32](5)})
+	if m := message(tq.Status.Conditions); !strings.Contains(m, "up to 5 queries") {
+		t.Fatalf("message %q", m)
+	}
+	if !controllerutil.ContainsFinalizer(tq, "streams.regent.dev/quota") {
+		t.Fatalf("finalizers %v, want the quota finalizer", tq.Finalizers)
+	}
+	h.wantEvent(tq, v1.ReasonApplied, "up to 5 queries")
+
+	edit(h, tq, func(tq *v1.TenantQuota) { tq.Spec.Enabled, tq.Spec.MaxQueries = ptr.To(false), nil })
+	tq = h.quotaReason(tq, v1.ReasonApplied)
+	h.wantQuotaRow("umbrella", quotaRow{Exists: true, Enabled: false})
+	if m := message(tq.Status.Conditions); !strings.Contains(m, "disabled") {
+		t.Fatalf("message %q should say the grant is disabled", m)
+	}
+
+	h.reason(h.query(h.namespace("umbrella"), "clicks"), v1.ReasonQuotaDenied)
+	h.exec(`INSERT INTO queen_streams.queries (id, tenant, name, source_queue, config_hash) VALUES (gen_random_uuid(), 'umbrella', 'direct', 'orders', 'h')`)
+	eventually(h, tq, "counting one query", func(tq *v1.TenantQuota) bool {
+		return tq.Status.RegisteredQueries != nil && *tq.Status.RegisteredQueries == 1
+	})
+}
+
+func TestDeletingTheTenantQuotaRemovesTheRowAndKeepsQueriesReady(t *testing.T) {
+	h := newHarness(t)
+	p := h.proxy()
+	h.startOperator(operatorOpts{brokerURL: p.URL, resync: 300 * time.Millisecond})
+	tq := h.quotaReason(h.quota("hooli", nil), v1.ReasonApplied)
+	ns := h.namespace("hooli")
+	running := h.reason(h.query(ns, "running"), v1.ReasonRegistered)
+
+	h.delete(tq)
+	h.gone(tq)
+	h.wantQuotaRow("hooli", quotaRow{})
+	h.wantEvent(tq, "Deleted", "new query names are refused")
+
+	denied := h.reason(h.query(ns, "new"), v1.ReasonQuotaDenied)
+	if m := message(denied.Status.Conditions); !strings.Contains(m, "no quota grant") {
+		t.Fatalf("message %q", m)
+	}
+	// Several resyncs re-register the running query without the grant.
+	deadline := time.Now().Add(wait)
+	for n := p.requests.Load() + 6; p.requests.Load() < n; {
+		if time.Now().After(deadline) {
+			t.Fatal("the operator stopped re-registering")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ok, reason := ready(h.reason(running, v1.ReasonRegistered).Status.Conditions); !ok {
+		t.Fatalf("the running query became %s", reason)
+	}
+}
+
+func TestDuplicateTenantQuotaIsAConflictAndNeverWritesOrDeletesTheRow(t *testing.T) {
+	h := newHarness(t)
+	h.startOperator(operatorOpts{})
+	older := h.quotaReason(h.quota("vandelay", ptr.To[int32](5)), v1.ReasonApplied)
+	younger := h.quotaReason(h.quota("vandelay", ptr.To[int32](1)), v1.ReasonConflict)
+	if m := message(younger.Status.Conditions); !strings.Contains(m, older.Name) {
+		t.Fatalf("message %q should name the older TenantQuota %s", m, older.Name)
+	}
+	if len(younger.Finalizers) != 0 {
+		t.Fatalf("the younger holds finalizers %v", younger.Finalizers)
+	}
+	h.wantEvent(younger, v1.ReasonConflict, "already grants tenant")
+	h.wantQuotaRow("vandelay", quotaRow{Exists: true, Enabled: true, Max: ptr.To[int32](5)})
+
+	h.delete(younger)
+	h.gone(younger)
+	h.wantQuotaRow("vandelay", quotaRow{Exists: true, Enabled: true, Max: ptr.To[int32](5)})
+
+	// Once the older is gone, the next in line owns the tenant.
+	next := h.quotaReason(h.quota("vandelay", ptr.To[int32](2)), v1.ReasonConflict)
+	h.delete(older)
+	h.gone(older)
+	h.quotaReason(next, v1.ReasonApplied)
+	h.wantQuotaRow("vandelay", quotaRow{Exists: true, Enabled: true, Max: ptr.To[int32](2)})
+}
+
+func TestTenantQuotaForTheDefaultTenantIsAcceptedAndNotSubjectToQuotas(t *testing.T) {
+	h := newHarness(t)
+	h.startOperator(operatorOpts{})
+	tq := h.quotaReason(h.quota(v1.DefaultTenant, ptr.To[int32](0)), v1.ReasonApplied)
+	if ok, _ := ready(tq.Status.Conditions); !ok {
+		t.Fatal("a quota for default must be Ready")
+	}
+	if m := message(tq.Status.Conditions); !strings.Contains(m, "the default tenant is not subject to quotas") {
+		t.Fatalf("message %q", m)
+	}
+	h.wantQuotaRow(v1.DefaultTenant, quotaRow{})
+	// maxQueries 0 would refuse everything; the default tenant registers anyway.
+	h.reason(h.query(h.namespace(v1.DefaultTenant), "clicks"), v1.ReasonRegistered)
+	h.delete(tq)
+	h.gone(tq)
+}
+
+func TestMetricsCountRegistrationsAndQuotas(t *testing.T) {
+	h := newHarness(t)
+	h.startOperator(operatorOpts{resync: 300 * time.Millisecond})
+	denied := metricValue(t, "regent_operator_registrations_total", "result", "denied")
+	registered := metricValue(t, "regent_operator_registrations_total", "result", "registered")
+	q := h.reason(h.query(h.namespace("metrics-tenant"), "clicks"), v1.ReasonQuotaDenied)
+	h.quotaReason(h.quota("metrics-tenant", ptr.To[int32](7)), v1.ReasonApplied)
+	h.reason(q, v1.ReasonRegistered)
+
+	if v := metricValue(t, "regent_operator_registrations_total", "result", "denied"); v < denied+1 {
+		t.Fatalf("denied registrations %v, want at least %v", v, denied+1)
+	}
+	if v := metricValue(t, "regent_operator_registrations_total", "result", "registered"); v < registered+1 {
+		t.Fatalf("registered registrations %v, want at least %v", v, registered+1)
+	}
+	if v := metricValue(t, "regent_tenant_quota_max", "tenant", "metrics-tenant"); v != 7 {
+		t.Fatalf("regent_tenant_quota_max = %v, want 7", v)
+	}
+	deadline := time.Now().Add(wait)
+	for metricValue(t, "regent_tenant_quota_used", "tenant", "metrics-tenant") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("regent_tenant_quota_used never counted the registered query")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// metricValue reads one series from controller-runtime's registry, which
+// the operator's metrics endpoint serves; a missing series reads as 0.
+func metricValue(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.Metric {
+			if hasLabel(m, label, value) {
+				if m.Counter != nil {
+					return m.Counter.GetValue()
+				}
+				return m.Gauge.GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func hasLabel(m *dto.Metric, name, value string) bool {
+	for _, l := range m.Label {
+		if l.GetName() == name && l.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
