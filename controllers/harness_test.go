@@ -448,12 +448,12 @@ func (h *harness) token(tenant string) string {
 // registrations that reset. onReset, when set, handles a reset request
 // instead of forwarding it.
 type proxy struct {
-	URL     string
+	URL      string
 	target   *url.URL
 	requests atomic.Int32 // requests that reached the proxy
 	resets   atomic.Int32 // reset requests forwarded to the broker
-	mu      sync.Mutex
-	onReset func(w http.ResponseWriter, r *http.Request, body []byte)
+	mu       sync.Mutex
+	onReset  func(w http.ResponseWriter, r *http.Request, body []byte)
 }
 
 func (h *harness) proxy() *proxy {
