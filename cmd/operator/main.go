@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/controllers"
 	"github.com/regent-mq/regent/controllers/celldb"
@@ -107,6 +108,10 @@ func run(args []string) error {
 		// Kubernetes secrets mounted from a file often end in a newline that
 		// is not part of the secret; the broker trims it the same way.
 		secret = []byte(strings.TrimRight(string(b), "\r\n"))
+		// Fail now rather than on every registration.
+		if _, err := auth.MintHS256(secret, auth.MintClaims{Role: auth.ReadWrite}); err != nil {
+			return fmt.Errorf("--signing-secret-file %s: %w", s.SigningSecretFile, err)
+		}
 	}
 
 	restCfg, err := ctrl.GetConfig()

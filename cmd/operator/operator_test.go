@@ -1,0 +1,427 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/kubetest"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+// These tests run the operator binary as its own process, as a cluster
+// would, against one control plane: they run one at a time, and each
+// removes its objects before its operator stops.
+
+var (
+	kube       *kubetest.Environment
+	kubeconfig string
+	binary     string
+	k8s        client.Client
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "regent-operator-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "operator")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build the operator: %v\n%s", err, out)
+		return 1
+	}
+	if kube, err = kubetest.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := kube.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop envtest:", err)
+		}
+	}()
+	if kubeconfig, err = kube.Kubeconfig(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1.AddToScheme(scheme)
+	cfg := rest.CopyConfig(kube.Config)
+	cfg.QPS, cfg.Burst = 1000, 2000 // the scale test creates a thousand objects
+	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return pgtest.Run(m)
+}
+
+// process is a running operator binary.
+type process struct {
+	cmd     *exec.Cmd
+	probe   string // http://host:port of /healthz and /readyz
+	metrics string
+	done    chan error
+	log     *strings.Builder
+	logMu   sync.Mutex
+}
+
+// startBinary runs the operator against b, with tenancy on and signed
+// tokens, and waits until it is ready.
+func startBinary(t *testing.T, b *brokertest.Broker, extraEnv ...string) *process {
+	t.Helper()
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte(brokertest.Secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{probe: "http://" + freeAddr(t), metrics: "http://" + freeAddr(t), done: make(chan error, 1), log: &strings.Builder{}}
+	p.cmd = exec.Command(binary)
+	p.cmd.Env = append([]string{
+		"PATH=" + os.Getenv("PATH"), "KUBECONFIG=" + kubeconfig,
+		"DATABASE_URL=" + b.DatabaseURL, "REGENT_BROKER_URL=" + b.URL, "REGENT_SIGNING_SECRET_FILE=" + secret,
+		"REGENT_TENANCY=on", "REGENT_METRICS_ADDR=" + strings.TrimPrefix(p.metrics, "http://"),
+		"REGENT_PROBE_ADDR=" + strings.TrimPrefix(p.probe, "http://"),
+	}, extraEnv...)
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		s := bufio.NewScanner(stderr)
+		s.Buffer(make([]byte, 1<<16), 1<<20)
+		for s.Scan() {
+			p.logMu.Lock()
+			p.log.WriteString(s.Text() + "\n")
+			p.logMu.Unlock()
+		}
+		p.done <- p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		p.stop(t)
+		if t.Failed() {
+			t.Logf("operator log:\n%s", p.logs())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for get(p.probe+"/readyz") != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("the operator never became ready:\n%s", p.logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return p
+}
+
+func (p *process) logs() string {
+	p.logMu.Lock()
+	defer p.logMu.Unlock()
+	return p.log.String()
+}
+
+// stop sends SIGTERM and returns the exit error, once.
+func (p *process) stop(t *testing.T) {
+	t.Helper()
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Errorf("the operator exited with %v on SIGTERM", err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		t.Error("the operator ignored SIGTERM for 30s")
+	}
+}
+
+// peakRSS is the process's high-water resident set, from /proc.
+func (p *process) peakRSS(t *testing.T) (peak, now int64) {
+	t.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmHWM:":
+			peak = kb << 10
+		case "VmRSS:":
+			now = kb << 10
+		}
+	}
+	return peak, now
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	port, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+func get(url string) int {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+func body(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func isReady(conds []metav1.Condition) bool {
+	return meta.IsStatusConditionTrue(conds, v1.ConditionReady)
+}
+
+// The README's tour: the samples, applied with kubectl, all become Ready
+// under the operator binary, which serves its probes and metrics.
+func TestTheSamplesBecomeReadyUnderTheOperatorBinary(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithJWT(true))
+	p := startBinary(t, b)
+	if code := get(p.probe + "/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz answered %d", code)
+	}
+
+	samples := filepath.Join(kubetest.RepoRoot(), "config", "samples")
+	kubectl := exec.Command(filepath.Join(kubetest.AssetsDir(), "kubectl"), "--kubeconfig", kubeconfig, "apply", "-f", samples)
+	if out, err := kubectl.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply -f config/samples/: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	objs := []client.Object{
+		&v1.StreamQuery{ObjectMeta: metav1.ObjectMeta{Namespace: "acme-streams", Name: "orders-per-minute"}},
+		&v1.StreamQuery{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "clicks-per-page"}},
+		&v1.TenantQuota{ObjectMeta: metav1.ObjectMeta{Name: "acme"}},
+	}
+	t.Cleanup(func() { removeAll(t, objs) }) // before the operator stops: cleanups run last-in first-out
+	deadline := time.Now().Add(30 * time.Second)
+	for _, o := range objs {
+		for {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+				t.Fatal(err)
+			}
+			var conds []metav1.Condition
+			switch o := o.(type) {
+			case *v1.StreamQuery:
+				conds = o.Status.Conditions
+			case *v1.TenantQuota:
+				conds = o.Status.Conditions
+			}
+			if isReady(conds) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%T %s never became Ready: %+v", o, o.GetName(), conds)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	var tenant, name string
+	if err := b.Pool.QueryRow(ctx, `SELECT tenant, name FROM queen_streams.queries WHERE name = 'orders.per_minute'`).Scan(&tenant, &name); err != nil || tenant != "acme" {
+		t.Fatalf("orders.per_minute registered under %q (%v), want acme", tenant, err)
+	}
+	if err := b.Pool.QueryRow(ctx, `SELECT tenant FROM queen_streams.queries WHERE name = 'clicks-per-page'`).Scan(&tenant); err != nil || tenant != "default" {
+		t.Fatalf("clicks-per-page registered under %q (%v), want default", tenant, err)
+	}
+
+	metrics := body(t, p.metrics+"/metrics")
+	for _, want := range []string{`regent_operator_registrations_total{result="registered"}`, `regent_tenant_quota_max{tenant="acme"} 10`, `regent_tenant_quota_used{tenant="acme"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Fatalf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func TestTheBinaryRefusesAShortSigningSecret(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("too short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "--database-url=postgres://127.0.0.1:1/x", "--signing-secret-file="+secret)
+	cmd.Env = []string{"KUBECONFIG=" + kubeconfig}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "need at least 32") {
+		t.Fatalf("exit %v with %s; want a refusal naming the secret's length", err, out)
+	}
+}
+
+// removeAll deletes objs and waits until they are gone, so that the next
+// test's operator never sees them.
+func removeAll(t *testing.T, objs []client.Object) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range objs {
+		if err := k8s.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			t.Errorf("delete %s: %v", o.GetName(), err)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for _, o := range objs {
+		for k8s.Get(ctx, client.ObjectKeyFromObject(o), o) == nil {
+			if time.Now().After(deadline) {
+				t.Errorf("%s was never removed (finalizers %v)", o.GetName(), o.GetFinalizers())
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// The scale target: a thousand StreamQueries over ten namespaces and ten
+// tenants, each with a TenantQuota, all Ready. The test logs the time from
+// the first create to the last Ready, and the operator's peak memory.
+func TestAThousandQueriesOverTenNamespacesAndTenTenantsBecomeReady(t *testing.T) {
+	const tenants, perTenant = 10, 100
+	b := brokertest.Start(t, brokertest.WithJWT(true), func(c *config.Config) { c.PoolSize = 20 })
+	p := startBinary(t, b)
+	ctx := context.Background()
+	label := map[string]string{"regent-scale": "1"}
+
+	var objs []client.Object
+	t.Cleanup(func() { removeAll(t, objs) })
+	var mu sync.Mutex
+	var createErr error
+	created := func(o client.Object, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil && createErr == nil {
+			createErr = err
+		}
+		objs = append(objs, o)
+	}
+
+	start := time.Now()
+	for i := range tenants {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("scale-%d", i),
+			Labels: map[string]string{v1.TenantLabel: fmt.Sprintf("scale-tenant-%d", i)}}}
+		if err := k8s.Create(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		tq := &v1.TenantQuota{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("scale-tenant-%d", i)},
+			Spec: v1.TenantQuotaSpec{Tenant: fmt.Sprintf("scale-tenant-%d", i), MaxQueries: ptr.To[int32](perTenant)}}
+		created(tq, k8s.Create(ctx, tq))
+	}
+	work := make(chan *v1.StreamQuery)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for q := range work {
+				created(q, k8s.Create(ctx, q))
+			}
+		})
+	}
+	for i := range tenants * perTenant {
+		work <- &v1.StreamQuery{
+			ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("scale-%d", i%tenants), Name: fmt.Sprintf("q-%d", i), Labels: label},
+			Spec:       v1.StreamQuerySpec{SourceQueue: fmt.Sprintf("source-%d", i%7), ConfigHash: "h1"},
+		}
+	}
+	close(work)
+	wg.Wait()
+	if createErr != nil {
+		t.Fatal(createErr)
+	}
+	allCreated := time.Since(start)
+
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var list v1.StreamQueryList
+		if err := k8s.List(ctx, &list, client.MatchingLabels(label)); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for i := range list.Items {
+			if isReady(list.Items[i].Status.Conditions) {
+				n++
+			}
+		}
+		if n == tenants*perTenant {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d StreamQueries Ready after %s", n, tenants*perTenant, time.Since(start))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	allReady := time.Since(start)
+	peak, now := p.peakRSS(t)
+	t.Logf("scale: %d StreamQueries over %d namespaces and tenants: created in %s, all Ready %s after the first create; operator RSS peak %.0f MiB, now %.0f MiB",
+		tenants*perTenant, tenants, allCreated.Round(time.Millisecond), allReady.Round(time.Millisecond), float64(peak)/(1<<20), float64(now)/(1<<20))
+
+	rows, err := b.Pool.Query(ctx, `SELECT tenant, count(*) FROM queen_streams.queries GROUP BY tenant ORDER BY tenant`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	seen := 0
+	for rows.Next() {
+		var tenant string
+		var n int
+		if err := rows.Scan(&tenant, &n); err != nil {
+			t.Fatal(err)
+		}
+		if n != perTenant {
+			t.Errorf("tenant %s has %d registrations, want %d", tenant, n, perTenant)
+		}
+		seen++
+	}
+	if seen != tenants {
+		t.Fatalf("%d tenants registered queries, want %d", seen, tenants)
+	}
+}
