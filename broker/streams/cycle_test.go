@@ -31,7 +31,7 @@ type cycleAnswer struct {
 }
 
 // cycle posts a cycle and requires a 200, whatever its success.
-func cycle(t *testing.T, b *brokertest.Broker, body map[string]any) cycleAnswer {
+func cycle(t testing.TB, b *brokertest.Broker, body map[string]any) cycleAnswer {
 	t.Helper()
 	r := post(t, b, "/streams/v1/cycle", body)
 	wantStatus(t, r, 200)
@@ -41,7 +41,7 @@ func cycle(t *testing.T, b *brokertest.Broker, body map[string]any) cycleAnswer 
 }
 
 // committed requires a successful cycle.
-func committed(t *testing.T, b *brokertest.Broker, body map[string]any) cycleAnswer {
+func committed(t testing.TB, b *brokertest.Broker, body map[string]any) cycleAnswer {
 	t.Helper()
 	a := cycle(t, b, body)
 	if !a.Success {
@@ -52,7 +52,7 @@ func committed(t *testing.T, b *brokertest.Broker, body map[string]any) cycleAns
 
 // refused requires a cycle that answered 200 with success false and an
 // error containing want.
-func refused(t *testing.T, b *brokertest.Broker, body map[string]any, want string) {
+func refused(t testing.TB, b *brokertest.Broker, body map[string]any, want string) {
 	t.Helper()
 	a := cycle(t, b, body)
 	if a.Success || !strings.Contains(a.Error, want) {
@@ -67,7 +67,7 @@ type fixture struct {
 	partition string // src's partition Default
 }
 
-func newFixture(t *testing.T, opts ...brokertest.Option) fixture {
+func newFixture(t testing.TB, opts ...brokertest.Option) fixture {
 	t.Helper()
 	b := start(t, opts...)
 	q := register(t, b, "q", "src", "out", "h", false)
@@ -83,7 +83,7 @@ func (f fixture) body(fields map[string]any) map[string]any {
 	return out
 }
 
-func (f fixture) state(t *testing.T) map[string]string {
+func (f fixture) state(t testing.TB) map[string]string {
 	t.Helper()
 	rows, err := f.b.Pool.Query(context.Background(),
 		`SELECT key, value::text FROM queen_streams.state WHERE query_id = $1 AND partition_id = $2`, f.query, f.partition)
@@ -110,7 +110,7 @@ type cursor struct {
 	TotalConsumed int64
 }
 
-func (f fixture) cursor(t *testing.T, group string) cursor {
+func (f fixture) cursor(t testing.TB, group string) cursor {
 	t.Helper()
 	var c cursor
 	var lease *uuid.UUID
@@ -127,7 +127,7 @@ func (f fixture) cursor(t *testing.T, group string) cursor {
 }
 
 // push pushes n messages {"n": i} to queue's partition Default in one request.
-func push(t *testing.T, b *brokertest.Broker, queue string, from, n int) {
+func push(t testing.TB, b *brokertest.Broker, queue string, from, n int) {
 	t.Helper()
 	items := make([]map[string]any, n)
 	for i := range items {
@@ -146,7 +146,7 @@ type popped struct {
 }
 
 // pop pops up to batch messages of queue's partition Default; nil on 204.
-func pop(t *testing.T, b *brokertest.Broker, queue string, batch int, query string) *popped {
+func pop(t testing.TB, b *brokertest.Broker, queue string, batch int, query string) *popped {
 	t.Helper()
 	r := b.Do(t, "GET", fmt.Sprintf("/api/v1/pop/queue/%s/partition/Default?batch=%d&%s", queue, batch, query), "", nil)
 	if r.Status == 204 {
@@ -263,7 +263,7 @@ func TestCycleUnknownStateOpTypeFailsTheWholeCycleAndCommitsNothing(t *testing.T
 }
 
 // sinkMessages counts the frames stored in queue's log.
-func sinkMessages(t *testing.T, b *brokertest.Broker, queue string) int {
+func sinkMessages(t testing.TB, b *brokertest.Broker, queue string) int {
 	t.Helper()
 	return scalar[int](t, b, `SELECT coalesce(sum(s.frame_count), 0)::int FROM queen.log_segments s
 		JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id

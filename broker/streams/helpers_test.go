@@ -13,7 +13,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // start starts a broker whose default caller may register queries: in
 // secure mode its tenant is not the default one and needs a quota grant.
-func start(t *testing.T, opts ...brokertest.Option) *brokertest.Broker {
+func start(t testing.TB, opts ...brokertest.Option) *brokertest.Broker {
 	t.Helper()
 	b := brokertest.Start(t, opts...)
 	grant(t, b, b.Tenant, nil)
@@ -21,7 +21,7 @@ func start(t *testing.T, opts ...brokertest.Option) *brokertest.Broker {
 }
 
 // grant gives tenant an enabled quota grant with the cap max (nil: none).
-func grant(t *testing.T, b *brokertest.Broker, tenant string, max *int) {
+func grant(t testing.TB, b *brokertest.Broker, tenant string, max *int) {
 	t.Helper()
 	if tenant == auth.DefaultTenant {
 		return
@@ -30,14 +30,14 @@ func grant(t *testing.T, b *brokertest.Broker, tenant string, max *int) {
 		ON CONFLICT (tenant) DO UPDATE SET enabled = true, max_queries = $2`, tenant, max)
 }
 
-func exec(t *testing.T, b *brokertest.Broker, sql string, args ...any) {
+func exec(t testing.TB, b *brokertest.Broker, sql string, args ...any) {
 	t.Helper()
 	if _, err := b.Pool.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
 
-func scalar[T any](t *testing.T, b *brokertest.Broker, sql string, args ...any) T {
+func scalar[T any](t testing.TB, b *brokertest.Broker, sql string, args ...any) T {
 	t.Helper()
 	var v T
 	if err := b.Pool.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
@@ -47,13 +47,13 @@ func scalar[T any](t *testing.T, b *brokertest.Broker, sql string, args ...any) 
 }
 
 // post sends a JSON POST as the broker's default caller.
-func post(t *testing.T, b *brokertest.Broker, path string, body any) brokertest.Response {
+func post(t testing.TB, b *brokertest.Broker, path string, body any) brokertest.Response {
 	t.Helper()
 	return b.Do(t, "POST", path, "", body)
 }
 
 // wantStatus fails the test unless r has the status.
-func wantStatus(t *testing.T, r brokertest.Response, status int) {
+func wantStatus(t testing.TB, r brokertest.Response, status int) {
 	t.Helper()
 	if r.Status != status {
 		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)
@@ -70,7 +70,7 @@ type registered struct {
 }
 
 // register registers a query and requires a 200.
-func register(t *testing.T, b *brokertest.Broker, name, source, sink, hash string, reset bool) registered {
+func register(t testing.TB, b *brokertest.Broker, name, source, sink, hash string, reset bool) registered {
 	t.Helper()
 	r := post(t, b, "/streams/v1/queries", map[string]any{
 		"name": name, "source_queue": source, "sink_queue": sink, "config_hash": hash, "reset": reset})

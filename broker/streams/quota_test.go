@@ -14,20 +14,20 @@ import (
 
 // tenantBroker starts a broker with tenancy on and returns a read-write
 // token of tenant.
-func tenantBroker(t *testing.T, tenant string) (*brokertest.Broker, string) {
+func tenantBroker(t testing.TB, tenant string) (*brokertest.Broker, string) {
 	t.Helper()
 	b := brokertest.Start(t, brokertest.WithJWT(true))
 	return b, brokertest.Mint(t, tenant, auth.ReadWrite)
 }
 
-func registerAs(t *testing.T, b *brokertest.Broker, token, name, hash string, reset bool) brokertest.Response {
+func registerAs(t testing.TB, b *brokertest.Broker, token, name, hash string, reset bool) brokertest.Response {
 	t.Helper()
 	return b.Do(t, "POST", "/streams/v1/queries", token, map[string]any{
 		"name": name, "source_queue": "src", "config_hash": hash, "reset": reset})
 }
 
 // wantDenied requires a 403 refusal whose error contains why.
-func wantDenied(t *testing.T, r brokertest.Response, why string) {
+func wantDenied(t testing.TB, r brokertest.Response, why string) {
 	t.Helper()
 	wantStatus(t, r, 403)
 	m := r.Map(t)

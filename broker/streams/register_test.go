@@ -261,19 +261,19 @@ func TestQueriesAndCycleNeedReadWriteAndStateGetReadOnly(t *testing.T) {
 }
 
 // putState writes a state row the way a committed cycle leaves it.
-func putState(t *testing.T, b *brokertest.Broker, queryID, key, value string) {
+func putState(t testing.TB, b *brokertest.Broker, queryID, key, value string) {
 	t.Helper()
 	exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, $2, $3, $4)`,
 		queryID, uuid.New(), key, value)
 }
 
-func stateRows(t *testing.T, b *brokertest.Broker, queryID string) int {
+func stateRows(t testing.TB, b *brokertest.Broker, queryID string) int {
 	t.Helper()
 	return scalar[int](t, b, `SELECT count(*) FROM queen_streams.state WHERE query_id = $1`, queryID)
 }
 
 // sourcePartition creates queue's partition Default and returns its id.
-func sourcePartition(t *testing.T, b *brokertest.Broker, queue string) string {
+func sourcePartition(t testing.TB, b *brokertest.Broker, queue string) string {
 	t.Helper()
 	r := post(t, b, "/api/v1/configure", map[string]any{"queue": queue})
 	wantStatus(t, r, 200)

@@ -25,7 +25,7 @@ type stateAnswer struct {
 }
 
 // getState posts a state read and requires a 200.
-func getState(t *testing.T, b *brokertest.Broker, body map[string]any) stateAnswer {
+func getState(t testing.TB, b *brokertest.Broker, body map[string]any) stateAnswer {
 	t.Helper()
 	r := post(t, b, "/streams/v1/state/get", body)
 	wantStatus(t, r, 200)
@@ -46,7 +46,7 @@ func keysOf(a stateAnswer) []string {
 }
 
 // shard registers a query and writes rows into one partition's shard.
-func shard(t *testing.T, b *brokertest.Broker, rows map[string]string) (queryID, partitionID string) {
+func shard(t testing.TB, b *brokertest.Broker, rows map[string]string) (queryID, partitionID string) {
 	t.Helper()
 	q := register(t, b, "q", "src", "", "h", false)
 	partitionID = sourcePartition(t, b, "src")

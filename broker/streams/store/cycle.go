@@ -62,6 +62,8 @@ func (d Duplicates) Error() string {
 	return fmt.Sprintf("duplicate transaction ids in %d sink partitions", len(d))
 }
 
+// Ids are passed as [16]byte: pgx encodes that directly, while uuid.UUID
+// goes through its driver.Valuer as a string.
 const cycleSQL = `SELECT queue_id, queue_name, ops_applied, base_offsets, ack_count, lease_released, announce
 	FROM queen_streams.cycle_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
 
@@ -72,7 +74,7 @@ const cycleSQL = `SELECT queue_id, queue_name, ops_applied, base_offsets, ack_co
 // was sent.
 func RunCycle(ctx context.Context, db DB, c Cycle) (CycleResult, error) {
 	n := len(c.Segments)
-	segPartitions := make([]uuid.UUID, n)
+	segPartitions := make([][16]byte, n)
 	segFrames := make([]int32, n)
 	segBodies := make([][]byte, n)
 	segChecksums := make([]int64, n)
@@ -80,13 +82,15 @@ func RunCycle(ctx context.Context, db DB, c Cycle) (CycleResult, error) {
 	segMax := make([]time.Time, n)
 	segDedups := make([]int32, n)
 	var txids, dedupTxIDs []string
-	var dedupMsgIDs []uuid.UUID
+	var dedupMsgIDs [][16]byte
 	for i, g := range c.Segments {
 		segPartitions[i], segFrames[i], segBodies[i], segChecksums[i] = g.Partition.ID, int32(len(g.Frames)), g.Body, int64(g.Checksum)
 		segMin[i], segMax[i], segDedups[i] = g.MinCreatedAt, g.MaxCreatedAt, int32(len(g.DedupTxIDs))
 		txids = append(txids, g.TxIDs...)
 		dedupTxIDs = append(dedupTxIDs, g.DedupTxIDs...)
-		dedupMsgIDs = append(dedupMsgIDs, g.DedupMsgIDs...)
+		for _, id := range g.DedupMsgIDs {
+			dedupMsgIDs = append(dedupMsgIDs, id)
+		}
 	}
 	ops := c.Ops
 	if len(ops) == 0 {
@@ -94,21 +98,24 @@ func RunCycle(ctx context.Context, db DB, c Cycle) (CycleResult, error) {
 	}
 	var (
 		hasAck, ok, release bool
-		lease               *uuid.UUID
+		lease               *[16]byte
 		count               *int64
 	)
 	if c.Ack != nil {
-		hasAck, ok, release, lease, count = true, c.Ack.OK, c.Ack.Release, c.Ack.LeaseID, c.Ack.Count
+		hasAck, ok, release, count = true, c.Ack.OK, c.Ack.Release, c.Ack.Count
+		if c.Ack.LeaseID != nil {
+			lease = (*[16]byte)(c.Ack.LeaseID)
+		}
 	}
 
 	var r CycleResult
 	var ackCount *int64
 	err := db.QueryRow(ctx, cycleSQL,
-		c.Tenant, c.QueryID, c.PartitionID, c.Group, ops,
+		c.Tenant, [16]byte(c.QueryID), [16]byte(c.PartitionID), c.Group, ops,
 		segPartitions, segFrames, segBodies, segChecksums, txids, segMin, segMax,
 		segDedups, dedupTxIDs, dedupMsgIDs,
 		hasAck, lease, ok, count, release,
-	).Scan(&r.QueueID, &r.QueueName, &r.OpsApplied, &r.BaseOffsets, &ackCount, &r.LeaseReleased, &r.Announce)
+	).Scan((*[16]byte)(&r.QueueID), &r.QueueName, &r.OpsApplied, &r.BaseOffsets, &ackCount, &r.LeaseReleased, &r.Announce)
 	if err != nil {
 		return CycleResult{}, refusal(err)
 	}

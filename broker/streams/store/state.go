@@ -50,7 +50,7 @@ func State(ctx context.Context, db DB, f StateFilter, dst []byte) ([]byte, error
 			hi = &s
 		}
 	}
-	rows, err := db.Query(ctx, stateSQL, f.QueryID, f.Tenant, f.PartitionID, keys, lo, hi, f.RipeAtOrBefore)
+	rows, err := db.Query(ctx, stateSQL, [16]byte(f.QueryID), f.Tenant, [16]byte(f.PartitionID), keys, lo, hi, f.RipeAtOrBefore)
 	if err != nil {
 		return nil, fmt.Errorf("read state of query %s partition %s: %w", f.QueryID, f.PartitionID, err)
 	}

@@ -1,0 +1,84 @@
+package streams_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/regent-mq/regent/test/brokertest"
+)
+
+// benchPost sends body to path and fails unless the answer is a 200 whose
+// body contains want.
+func benchPost(b *testing.B, br *brokertest.Broker, path string, body []byte, want string) {
+	req, err := http.NewRequest("POST", br.URL+path, bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if br.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+br.Token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || !bytes.Contains(out, []byte(want)) {
+		b.Fatalf("%s answered %d %s (%v)", path, resp.StatusCode, out, err)
+	}
+}
+
+// BenchmarkCycle measures the cycle of regent-bench's cycle scenario: four
+// state upserts, one sink item and the ack of a popped batch of 100. The
+// push and the pop before each cycle are not timed.
+func BenchmarkCycle(b *testing.B) {
+	f := newFixture(b)
+	for b.Loop() {
+		b.StopTimer()
+		push(b, f.b, "src", 0, 100)
+		p := pop(b, f.b, "src", 100, "")
+		body, _ := json.Marshal(f.body(map[string]any{
+			"state_ops": []any{
+				map[string]any{"type": "upsert", "key": "k0", "value": map[string]any{"acc": 100}},
+				map[string]any{"type": "upsert", "key": "k1", "value": map[string]any{"acc": 100}},
+				map[string]any{"type": "upsert", "key": "k2", "value": map[string]any{"acc": 100}},
+				map[string]any{"type": "upsert", "key": "k3", "value": map[string]any{"acc": 100}},
+			},
+			"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"count": 100}}},
+			"ack":        ack(p.LeaseID, "completed", 100),
+		}))
+		b.StartTimer()
+		benchPost(b, f.b, "/streams/v1/cycle", body, `"success":true`)
+	}
+}
+
+// BenchmarkStateGet measures reading a shard of 64 rows: all of them, and
+// the half under one prefix.
+func BenchmarkStateGet(b *testing.B) {
+	f := newFixture(b)
+	ops := make([]any, 64)
+	for i := range ops {
+		key := fmt.Sprintf("tumb:60\u001f2026-08-17T10:%02d:00.000Z\u001fkey%d", i, i)
+		if i%2 == 1 {
+			key = fmt.Sprintf("sess:30\u001f%d", i)
+		}
+		ops[i] = map[string]any{"type": "upsert", "key": key, "value": map[string]any{"windowEnd": 1787047260000 + i*60000, "acc": i}}
+	}
+	committed(b, f.b, f.body(map[string]any{"state_ops": ops}))
+	for name, body := range map[string]map[string]any{
+		"all":    f.body(nil),
+		"prefix": f.body(map[string]any{"key_prefix": "tumb:60\u001f"}),
+	} {
+		buf, _ := json.Marshal(body)
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				benchPost(b, f.b, "/streams/v1/state/get", buf, `"success":true`)
+			}
+		})
+	}
+}
