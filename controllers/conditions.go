@@ -21,11 +21,3 @@ func setReady(conds *[]metav1.Condition, generation int64, ready bool, reason, m
 	})
 	return changed
 }
-
-// readyReason is the reason of the Ready condition, or "".
-func readyReason(conds []metav1.Condition) string {
-	if c := meta.FindStatusCondition(conds, v1.ConditionReady); c != nil {
-		return c.Reason
-	}
-	return ""
-}

@@ -36,9 +36,8 @@ type Config struct {
 
 // Field indexes of the manager's cache.
 const (
-	indexQueryName   = "queryName"     // StreamQuery: the effective query name
-	indexQueryTenant = "status.tenant" // StreamQuery: the tenant last resolved
-	indexQuotaTenant = "spec.tenant"   // TenantQuota
+	indexQueryName   = "queryName"   // StreamQuery: the effective query name
+	indexQuotaTenant = "spec.tenant" // TenantQuota
 )
 
 // Setup registers the field indexes and both reconcilers with mgr.
@@ -56,7 +55,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		fn    func(client.Object) []string
 	}{
 		{&v1.StreamQuery{}, indexQueryName, func(o client.Object) []string { return []string{o.(*v1.StreamQuery).QueryName()} }},
-		{&v1.StreamQuery{}, indexQueryTenant, func(o client.Object) []string { return []string{o.(*v1.StreamQuery).Status.Tenant} }},
 		{&v1.TenantQuota{}, indexQuotaTenant, func(o client.Object) []string { return []string{o.(*v1.TenantQuota).Spec.Tenant} }},
 	} {
 		if err := idx.IndexField(ctx, ix.obj, ix.field, ix.fn); err != nil {

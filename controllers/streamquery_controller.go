@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -63,7 +64,7 @@ func (r *StreamQueryReconciler) setup(mgr ctrl.Manager) error {
 		// Any change to a StreamQuery can change who wins a duplicate name.
 		Watches(&v1.StreamQuery{}, handler.EnqueueRequestsFromMapFunc(r.sameName)).
 		// A granted or widened quota retries the tenant's denied queries.
-		Watches(&v1.TenantQuota{}, handler.EnqueueRequestsFromMapFunc(r.deniedOfTenant)).
+		Watches(&v1.TenantQuota{}, handler.EnqueueRequestsFromMapFunc(r.quotaChanged)).
 		// A relabelled namespace can move its queries to another tenant.
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.inNamespace), builder.WithPredicates(labelsChanged)).
 		WithOptions(options(r.Workers)).
@@ -91,6 +92,9 @@ var labelsChanged = predicate.Funcs{
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
+// sameName enqueues the other StreamQueries that declare o's query name,
+// whose winner o's change may decide; and, when o is going away, the
+// queries of its tenant still waiting for a free slot in the quota.
 func (r *StreamQueryReconciler) sameName(ctx context.Context, o client.Object) []reconcile.Request {
 	q := o.(*v1.StreamQuery)
 	var list v1.StreamQueryList
@@ -104,20 +108,31 @@ func (r *StreamQueryReconciler) sameName(ctx context.Context, o client.Object) [
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 	}
+	if q.DeletionTimestamp != nil && q.Status.Tenant != "" {
+		reqs = append(reqs, r.waitingOnQuota(ctx, q.Status.Tenant)...)
+	}
 	return reqs
 }
 
-func (r *StreamQueryReconciler) deniedOfTenant(ctx context.Context, o client.Object) []reconcile.Request {
-	tq := o.(*v1.TenantQuota)
-	var list v1.StreamQueryList
-	if err := r.List(ctx, &list, client.MatchingFields{indexQueryTenant: tq.Spec.Tenant}); err != nil {
-		logf.FromContext(ctx).Error(err, "list StreamQueries of tenant", "tenant", tq.Spec.Tenant)
+// quotaChanged enqueues the queries a TenantQuota change may unblock.
+func (r *StreamQueryReconciler) quotaChanged(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.waitingOnQuota(ctx, o.(*v1.TenantQuota).Spec.Tenant)
+}
+
+// waitingOnQuota lists the tenant's StreamQueries that are not Ready. It
+// goes by namespace rather than by the status the queries last wrote:
+// a query denied a moment before the quota row was written may not show
+// its denial in the cache yet, and must not wait a whole resync for it.
+func (r *StreamQueryReconciler) waitingOnQuota(ctx context.Context, tenant string) []reconcile.Request {
+	queries, err := r.queriesOfTenant(ctx, tenant)
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "list StreamQueries of tenant", "tenant", tenant)
 		return nil
 	}
 	var reqs []reconcile.Request
-	for i := range list.Items {
-		if readyReason(list.Items[i].Status.Conditions) == v1.ReasonQuotaDenied {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	for i := range queries {
+		if !meta.IsStatusConditionTrue(queries[i].Status.Conditions, v1.ConditionReady) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&queries[i])})
 		}
 	}
 	return reqs

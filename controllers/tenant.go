@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
@@ -28,6 +29,46 @@ func (r *StreamQueryReconciler) tenantOf(ctx context.Context, namespace string) 
 		return t, nil
 	}
 	return ns.Name, nil
+}
+
+// queriesOfTenant lists the StreamQueries whose namespaces resolve to
+// tenant: the namespaces labelled with it, and the namespace of that name
+// when it has no label.
+func (r *StreamQueryReconciler) queriesOfTenant(ctx context.Context, tenant string) ([]v1.StreamQuery, error) {
+	if !r.Tenancy {
+		if tenant != v1.DefaultTenant {
+			return nil, nil
+		}
+		var all v1.StreamQueryList
+		if err := r.List(ctx, &all); err != nil {
+			return nil, fmt.Errorf("list StreamQueries: %w", err)
+		}
+		return all.Items, nil
+	}
+	var labelled corev1.NamespaceList
+	if err := r.List(ctx, &labelled, client.MatchingLabels{v1.TenantLabel: tenant}); err != nil {
+		return nil, fmt.Errorf("list namespaces of tenant %q: %w", tenant, err)
+	}
+	namespaces := make([]string, 0, len(labelled.Items)+1)
+	for _, ns := range labelled.Items {
+		namespaces = append(namespaces, ns.Name)
+	}
+	var own corev1.Namespace
+	switch err := r.Get(ctx, client.ObjectKey{Name: tenant}, &own); {
+	case err == nil && own.Labels[v1.TenantLabel] == "":
+		namespaces = append(namespaces, tenant)
+	case err != nil && !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("read namespace %q: %w", tenant, err)
+	}
+	var queries []v1.StreamQuery
+	for _, ns := range namespaces {
+		var list v1.StreamQueryList
+		if err := r.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return nil, fmt.Errorf("list StreamQueries of namespace %q: %w", ns, err)
+		}
+		queries = append(queries, list.Items...)
+	}
+	return queries, nil
 }
 
 // elder returns the oldest other StreamQuery that declares q's query name

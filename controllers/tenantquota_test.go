@@ -205,3 +205,16 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 	}
 	return false
 }
+
+func TestDeletingAQueryFreesItsSlotForADeniedOne(t *testing.T) {
+	h := newHarness(t)
+	h.startOperator(operatorOpts{}) // resync a minute: only the watch can retry in time
+	h.quotaReason(h.quota("pied-piper", ptr.To[int32](1)), v1.ReasonApplied)
+	ns := h.namespace("pied-piper")
+	first := h.reason(h.query(ns, "first", func(q *v1.StreamQuery) { q.Spec.DeletionPolicy = v1.DeletionPolicyDelete }), v1.ReasonRegistered)
+	second := h.reason(h.query(ns, "second"), v1.ReasonQuotaDenied)
+
+	h.delete(first)
+	h.gone(first)
+	h.reason(second, v1.ReasonRegistered)
+}

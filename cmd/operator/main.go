@@ -135,6 +135,12 @@ func run(args []string) error {
 		HealthProbeBindAddress: s.ProbeAddr,
 		LeaderElection:         s.LeaderElect,
 		LeaderElectionID:       "regent-operator.streams.regent.dev",
+		// In a pod the lease goes to the pod's namespace; elsewhere (a
+		// local run, tests) POD_NAMESPACE names it.
+		LeaderElectionNamespace: os.Getenv("POD_NAMESPACE"),
+		// run returns as soon as the manager stops, so the lease can be
+		// handed over at once instead of expiring.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -250,27 +251,16 @@ func TestTheSamplesBecomeReadyUnderTheOperatorBinary(t *testing.T) {
 		&v1.TenantQuota{ObjectMeta: metav1.ObjectMeta{Name: "acme"}},
 	}
 	t.Cleanup(func() { removeAll(t, objs) }) // before the operator stops: cleanups run last-in first-out
-	deadline := time.Now().Add(30 * time.Second)
 	for _, o := range objs {
-		for {
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
-				t.Fatal(err)
-			}
-			var conds []metav1.Condition
+		waitFor(t, o, func() bool {
 			switch o := o.(type) {
 			case *v1.StreamQuery:
-				conds = o.Status.Conditions
+				return isReady(o.Status.Conditions)
 			case *v1.TenantQuota:
-				conds = o.Status.Conditions
+				return isReady(o.Status.Conditions)
 			}
-			if isReady(conds) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%T %s never became Ready: %+v", o, o.GetName(), conds)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return false
+		})
 	}
 	var tenant, name string
 	if err := b.Pool.QueryRow(ctx, `SELECT tenant, name FROM queen_streams.queries WHERE name = 'orders.per_minute'`).Scan(&tenant, &name); err != nil || tenant != "acme" {
@@ -404,6 +394,12 @@ func TestAThousandQueriesOverTenNamespacesAndTenTenantsBecomeReady(t *testing.T)
 	t.Logf("scale: %d StreamQueries over %d namespaces and tenants: created in %s, all Ready %s after the first create; operator RSS peak %.0f MiB, now %.0f MiB",
 		tenants*perTenant, tenants, allCreated.Round(time.Millisecond), allReady.Round(time.Millisecond), float64(peak)/(1<<20), float64(now)/(1<<20))
 
+	for _, line := range strings.Split(body(t, p.metrics+"/metrics"), "\n") {
+		if strings.HasPrefix(line, "regent_operator_registrations_total{") {
+			t.Logf("scale: %s", line)
+		}
+	}
+
 	rows, err := b.Pool.Query(ctx, `SELECT tenant, count(*) FROM queen_streams.queries GROUP BY tenant ORDER BY tenant`)
 	if err != nil {
 		t.Fatal(err)
@@ -423,5 +419,74 @@ func TestAThousandQueriesOverTenNamespacesAndTenTenantsBecomeReady(t *testing.T)
 	}
 	if seen != tenants {
 		t.Fatalf("%d tenants registered queries, want %d", seen, tenants)
+	}
+}
+
+// Two operators with --leader-elect: one holds the lease and reconciles;
+// when it stops, the other takes over.
+func TestLeaderElectionHandsOverWhenTheLeaderStops(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithJWT(true))
+	ctx := context.Background()
+	first := startBinary(t, b, "REGENT_LEADER_ELECT=true", "POD_NAMESPACE=default")
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "regent-operator.streams.regent.dev"}}
+	holder := func() string {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(lease), lease); err != nil || lease.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *lease.Spec.HolderIdentity
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for holder() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the first operator never took the lease")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	leader := holder()
+	startBinary(t, b, "REGENT_LEADER_ELECT=true", "POD_NAMESPACE=default")
+
+	q := &v1.StreamQuery{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "elected"},
+		Spec: v1.StreamQuerySpec{SourceQueue: "orders", ConfigHash: "h1", OnConfigChange: v1.OnConfigChangeReset}}
+	if err := k8s.Create(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeAll(t, []client.Object{q}) })
+	waitFor(t, q, func() bool { return isReady(q.Status.Conditions) && q.Status.RegisteredHash == "h1" })
+	if h := holder(); h != leader {
+		t.Fatalf("lease moved from %s to %s while the leader ran", leader, h)
+	}
+
+	first.stop(t)
+	for holder() == leader || holder() == "" {
+		if time.Now().After(deadline.Add(30 * time.Second)) {
+			t.Fatalf("the lease was never handed over (holder %q)", holder())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(q), q); err != nil {
+		t.Fatal(err)
+	}
+	q.Spec.ConfigHash = "h2"
+	if err := k8s.Update(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, q, func() bool { return isReady(q.Status.Conditions) && q.Status.RegisteredHash == "h2" })
+}
+
+// waitFor polls obj until cond holds.
+func waitFor(t *testing.T, obj client.Object, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			t.Fatal(err)
+		}
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached the expected state: %+v", obj.GetName(), obj)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
