@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/regent-mq/regent/test/brokertest"
 )
@@ -80,5 +81,25 @@ func BenchmarkStateGet(b *testing.B) {
 				benchPost(b, f.b, "/streams/v1/state/get", buf, `"success":true`)
 			}
 		})
+	}
+}
+
+// BenchmarkSinkEmitToParkedPop measures how long a sink emit takes to reach
+// a pop parked on the sink queue, from sending the cycle to the pop's
+// answer.
+func BenchmarkSinkEmitToParkedPop(b *testing.B) {
+	f := newFixture(b)
+	body, _ := json.Marshal(f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": 1}}}}))
+	benchPost(b, f.b, "/streams/v1/cycle", body, `"success":true`)
+	pop(b, f.b, "out", 1, "autoAck=true")
+	for b.Loop() {
+		b.StopTimer()
+		got := parkedPop(f.b, "out", "autoAck=true")
+		time.Sleep(20 * time.Millisecond) // let the pop park
+		b.StartTimer()
+		benchPost(b, f.b, "/streams/v1/cycle", body, `"success":true`)
+		if p := <-got; p == nil {
+			b.Fatal("the parked pop timed out")
+		}
 	}
 }

@@ -2,7 +2,9 @@ package streams_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +158,36 @@ func pop(t testing.TB, b *brokertest.Broker, queue string, batch int, query stri
 	var p popped
 	r.JSON(t, &p)
 	return &p
+}
+
+// parkedPop starts a long-polling pop of queue's partition Default and
+// answers on the channel: the batch, or nil on a 204 or any failure. It does
+// not fail the test itself, since it runs on a goroutine of its own.
+func parkedPop(b *brokertest.Broker, queue, query string) <-chan *popped {
+	got := make(chan *popped, 1)
+	go func() {
+		req, err := http.NewRequest("GET", b.URL+"/api/v1/pop/queue/"+queue+"/partition/Default?wait=true&timeout=30000&"+query, nil)
+		if err != nil {
+			got <- nil
+			return
+		}
+		if b.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+b.Token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer resp.Body.Close()
+		var p popped
+		if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&p) != nil {
+			got <- nil
+			return
+		}
+		got <- &p
+	}()
+	return got
 }
 
 func (p *popped) ns() []int {
@@ -707,6 +739,7 @@ func TestCycleConcurrentCyclesOnOneQueryAndPartitionAreSerialised(t *testing.T) 
 	}
 	done := make(chan cycleAnswer, 1)
 	go func() {
+		defer close(done) // also when cycle fails the test and exits the goroutine
 		done <- cycle(t, f.b, f.body(map[string]any{"ack": nil,
 			"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}}}))
 	}()
@@ -742,8 +775,7 @@ func TestCycleSinkEmitWakesAParkedPop(t *testing.T) {
 	// The pop parks on a queue that exists and is empty.
 	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": 0}}}}))
 	pop(t, f.b, "out", 1, "autoAck=true")
-	got := make(chan *popped, 1)
-	go func() { got <- pop(t, f.b, "out", 1, "wait=true&timeout=30000") }()
+	got := parkedPop(f.b, "out", "batch=1")
 	time.Sleep(100 * time.Millisecond) // let the pop park
 	start := time.Now()
 	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": 1}}}}))

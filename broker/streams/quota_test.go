@@ -131,7 +131,10 @@ func TestQuotaDefaultTenantNeverReadsTheGrantTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan brokertest.Response, 1)
-	go func() { done <- registerAs(t, b, tok, "q", "h", false) }()
+	go func() {
+		defer close(done) // also when the request fails the test and exits the goroutine
+		done <- registerAs(t, b, tok, "q", "h", false)
+	}()
 	select {
 	case r := <-done:
 		wantStatus(t, r, 200)

@@ -30,6 +30,15 @@ func TestRegisterNewNameIsFresh(t *testing.T) {
 	}
 }
 
+func TestRegisterNewNameWithResetIsFreshAndAnswersReset(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	r := register(t, b, "q", "src", "", "h", true)
+	if !r.Success || !r.Fresh || !r.Reset {
+		t.Fatalf("answer %+v, want fresh and reset", r)
+	}
+}
+
 func TestRegisterAnswersExactlyTheSeedShape(t *testing.T) {
 	t.Parallel()
 	b := start(t)
