@@ -174,6 +174,19 @@ func (h *harness) startOperator(o operatorOpts) *operator {
 	return op
 }
 
+// registered is where most tests start: a broker that grants tenant acme,
+// a proxy in front of it, an operator behind the proxy, and StreamQuery
+// "clicks" (after edit) in an acme namespace, registered.
+func registered(t *testing.T, o operatorOpts, edit ...func(*v1.StreamQuery)) (*harness, *proxy, *operator, *v1.StreamQuery) {
+	t.Helper()
+	h := newHarness(t)
+	h.grant("acme")
+	p := h.proxy()
+	o.brokerURL = p.URL
+	op := h.startOperator(o)
+	return h, p, op, h.reason(h.query(h.namespace("acme"), "clicks", edit...), v1.ReasonRegistered)
+}
+
 // namespace creates a namespace, labelled with the tenant when it is not
 // empty, and returns its name.
 func (h *harness) namespace(tenant string) string {

@@ -31,11 +31,7 @@ func annotate(h *harness, q *v1.StreamQuery, token string) {
 }
 
 func TestConfigConflictThenResetResetsTheStateExactlyOnce(t *testing.T) {
-	h := newHarness(t)
-	h.grant("acme")
-	p := h.proxy()
-	h.startOperator(operatorOpts{brokerURL: p.URL, resync: 300 * time.Millisecond})
-	q := h.reason(h.query(h.namespace("acme"), "clicks"), v1.ReasonRegistered)
+	h, p, _, q := registered(t, operatorOpts{resync: 300 * time.Millisecond})
 	id := q.Status.QueryID
 	h.writeState(id, "a", "b")
 
@@ -70,11 +66,7 @@ func TestConfigConflictThenResetResetsTheStateExactlyOnce(t *testing.T) {
 }
 
 func TestResetTokenResetsOncePerNewValue(t *testing.T) {
-	h := newHarness(t)
-	h.grant("acme")
-	p := h.proxy()
-	h.startOperator(operatorOpts{brokerURL: p.URL, resync: 300 * time.Millisecond})
-	q := h.reason(h.query(h.namespace("acme"), "clicks"), v1.ReasonRegistered)
+	h, p, _, q := registered(t, operatorOpts{resync: 300 * time.Millisecond})
 	id := q.Status.QueryID
 
 	for i, token := range []string{"first", "second"} {
@@ -115,11 +107,7 @@ func TestResetTokenOnANewQueryHasNothingToReset(t *testing.T) {
 }
 
 func TestAConflictOverAHashAlreadyResetForIsReportedNotResetAgain(t *testing.T) {
-	h := newHarness(t)
-	h.grant("acme")
-	p := h.proxy()
-	h.startOperator(operatorOpts{brokerURL: p.URL})
-	q := h.reason(h.query(h.namespace("acme"), "clicks", func(q *v1.StreamQuery) { q.Spec.OnConfigChange = v1.OnConfigChangeReset }), v1.ReasonRegistered)
+	h, p, _, q := registered(t, operatorOpts{}, func(q *v1.StreamQuery) { q.Spec.OnConfigChange = v1.OnConfigChangeReset })
 	edit(h, q, func(q *v1.StreamQuery) { q.Spec.ConfigHash = "h2" })
 	eventually(h, q, "reset to h2", func(q *v1.StreamQuery) bool { return q.Status.LastResetHash == "h2" })
 
@@ -161,11 +149,7 @@ var triggers = map[string]func(h *harness, q *v1.StreamQuery) (done func(*v1.Str
 func TestOperatorRestartAfterTheBrokerResetDoesNotResetAgain(t *testing.T) {
 	for name, trigger := range triggers {
 		t.Run(name, func(t *testing.T) {
-			h := newHarness(t)
-			h.grant("acme")
-			p := h.proxy()
-			first := h.startOperator(operatorOpts{brokerURL: p.URL})
-			q := h.reason(h.query(h.namespace("acme"), "clicks"), v1.ReasonRegistered)
+			h, p, first, q := registered(t, operatorOpts{})
 			id := q.Status.QueryID
 			h.writeState(id, "old")
 
@@ -211,11 +195,7 @@ func TestOperatorRestartAfterTheBrokerResetDoesNotResetAgain(t *testing.T) {
 func TestOperatorRestartBeforeTheBrokerResetResetsOnce(t *testing.T) {
 	for name, trigger := range triggers {
 		t.Run(name, func(t *testing.T) {
-			h := newHarness(t)
-			h.grant("acme")
-			p := h.proxy()
-			first := h.startOperator(operatorOpts{brokerURL: p.URL})
-			q := h.reason(h.query(h.namespace("acme"), "clicks"), v1.ReasonRegistered)
+			h, p, first, q := registered(t, operatorOpts{})
 			id := q.Status.QueryID
 			h.writeState(id, "old")
 

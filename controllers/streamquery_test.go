@@ -44,10 +44,7 @@ func TestRegisterMakesTheQueryReadyWithItsQueryID(t *testing.T) {
 }
 
 func TestQueryNameDefaultsToTheStreamQueryName(t *testing.T) {
-	h := newHarness(t)
-	h.grant("acme")
-	h.startOperator(operatorOpts{})
-	q := h.reason(h.query(h.namespace("acme"), "clicks"), v1.ReasonRegistered)
+	h, _, _, q := registered(t, operatorOpts{})
 	if row, ok := h.registration("acme", "clicks"); !ok || row.ID != q.Status.QueryID {
 		t.Fatalf("registration named after metadata.name: %+v, %v; status queryId %q", row, ok, q.Status.QueryID)
 	}
@@ -95,10 +92,7 @@ func TestRelabellingTheNamespaceMovesItsQueriesToTheNewTenant(t *testing.T) {
 }
 
 func TestChangedHashIsAConfigConflictUnderBlock(t *testing.T) {
-	h := newHarness(t)
-	h.grant("acme")
-	h.startOperator(operatorOpts{})
-	q := h.reason(h.query(h.namespace("acme"), "clicks"), v1.ReasonRegistered)
+	h, _, _, q := registered(t, operatorOpts{})
 	h.writeState(q.Status.QueryID, "a", "b")
 
 	edit(h, q, func(q *v1.StreamQuery) { q.Spec.ConfigHash = "h2" })
@@ -211,10 +205,7 @@ func TestSameQueryNameUnderTwoTenantsIsTwoQueries(t *testing.T) {
 }
 
 func TestDeletionPolicyDeleteRemovesTheRegistrationAndItsState(t *testing.T) {
-	h := newHarness(t)
-	h.grant("acme")
-	h.startOperator(operatorOpts{})
-	q := h.reason(h.query(h.namespace("acme"), "clicks", func(q *v1.StreamQuery) { q.Spec.DeletionPolicy = v1.DeletionPolicyDelete }), v1.ReasonRegistered)
+	h, _, _, q := registered(t, operatorOpts{}, func(q *v1.StreamQuery) { q.Spec.DeletionPolicy = v1.DeletionPolicyDelete })
 	if !controllerutil.ContainsFinalizer(q, "streams.regent.dev/registration") {
 		t.Fatalf("finalizers %v, want the registration finalizer", q.Finalizers)
 	}
@@ -232,10 +223,7 @@ func TestDeletionPolicyDeleteRemovesTheRegistrationAndItsState(t *testing.T) {
 }
 
 func TestDeletionPolicyRetainLeavesTheRegistrationAndItsState(t *testing.T) {
-	h := newHarness(t)
-	h.grant("acme")
-	h.startOperator(operatorOpts{})
-	q := h.reason(h.query(h.namespace("acme"), "clicks"), v1.ReasonRegistered)
+	h, _, _, q := registered(t, operatorOpts{})
 	if len(q.Finalizers) != 0 {
 		t.Fatalf("finalizers %v, want none under Retain", q.Finalizers)
 	}
@@ -252,10 +240,7 @@ func TestDeletionPolicyRetainLeavesTheRegistrationAndItsState(t *testing.T) {
 }
 
 func TestChangingTheDeletionPolicyAddsAndRemovesTheFinalizer(t *testing.T) {
-	h := newHarness(t)
-	h.grant("acme")
-	h.startOperator(operatorOpts{})
-	q := h.reason(h.query(h.namespace("acme"), "clicks"), v1.ReasonRegistered)
+	h, _, _, q := registered(t, operatorOpts{})
 	edit(h, q, func(q *v1.StreamQuery) { q.Spec.DeletionPolicy = v1.DeletionPolicyDelete })
 	eventually(h, q, "finalized", func(q *v1.StreamQuery) bool { return len(q.Finalizers) == 1 })
 	edit(h, q, func(q *v1.StreamQuery) { q.Spec.DeletionPolicy = v1.DeletionPolicyRetain })
@@ -265,11 +250,7 @@ func TestChangingTheDeletionPolicyAddsAndRemovesTheFinalizer(t *testing.T) {
 // A StreamQuery stuck in a conflict is still deleted at once: deletion is
 // looked at before registration.
 func TestDeletionIsHandledBeforeRegistration(t *testing.T) {
-	h := newHarness(t)
-	h.grant("acme")
-	p := h.proxy()
-	h.startOperator(operatorOpts{brokerURL: p.URL})
-	q := h.reason(h.query(h.namespace("acme"), "clicks", func(q *v1.StreamQuery) { q.Spec.DeletionPolicy = v1.DeletionPolicyDelete }), v1.ReasonRegistered)
+	h, p, _, q := registered(t, operatorOpts{}, func(q *v1.StreamQuery) { q.Spec.DeletionPolicy = v1.DeletionPolicyDelete })
 	edit(h, q, func(q *v1.StreamQuery) { q.Spec.ConfigHash = "h2" })
 	h.reason(q, v1.ReasonConfigConflict)
 	before := p.requests.Load()
@@ -315,10 +296,7 @@ func TestBrokerDownIsBrokerUnavailableThenRecovers(t *testing.T) {
 }
 
 func TestResyncRepairsDrift(t *testing.T) {
-	h := newHarness(t)
-	h.grant("acme")
-	h.startOperator(operatorOpts{resync: 300 * time.Millisecond})
-	q := h.reason(h.query(h.namespace("acme"), "clicks"), v1.ReasonRegistered)
+	h, _, _, q := registered(t, operatorOpts{resync: 300 * time.Millisecond})
 
 	h.exec(`UPDATE queen_streams.queries SET source_queue = 'elsewhere', sink_queue = NULL WHERE tenant = 'acme' AND name = 'clicks'`)
 	deadline := time.Now().Add(wait)

@@ -1,0 +1,153 @@
+package celldb_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/controllers/celldb"
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var ctx = context.Background()
+
+// setup starts a broker with the default tenant's query "q" registered,
+// and returns the cell database of that broker and the query's id.
+func setup(t *testing.T) (*brokertest.Broker, *celldb.DB, string) {
+	t.Helper()
+	b := brokertest.Start(t, brokertest.WithJWT(false))
+	id := register(t, b, "h1", false)
+	return b, celldb.New(b.Pool), id
+}
+
+func register(t *testing.T, b *brokertest.Broker, hash string, reset bool) string {
+	t.Helper()
+	r := b.Do(t, "POST", "/streams/v1/queries", brokertest.Mint(t, auth.DefaultTenant, auth.ReadWrite),
+		map[string]any{"name": "q", "source_queue": "src", "config_hash": hash, "reset": reset})
+	if r.Status != http.StatusOK {
+		t.Fatalf("register: %d %s", r.Status, r.Body)
+	}
+	return r.Map(t)["query_id"].(string)
+}
+
+func exec(t *testing.T, b *brokertest.Broker, sql string, args ...any) {
+	t.Helper()
+	if _, err := b.Pool.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func TestTheBrokersResetTakesTheFenceDown(t *testing.T) {
+	b, db, _ := setup(t)
+	placed, err := db.PlaceResetFence(ctx, auth.DefaultTenant, "q", "test")
+	if err != nil || !placed {
+		t.Fatalf("place: %v, %v", placed, err)
+	}
+	if stands, err := db.ResetFenceStands(ctx, auth.DefaultTenant, "q"); err != nil || !stands {
+		t.Fatalf("fence stands = %v, %v; want true", stands, err)
+	}
+	register(t, b, "h1", false) // an ordinary re-registration leaves it up
+	if stands, _ := db.ResetFenceStands(ctx, auth.DefaultTenant, "q"); !stands {
+		t.Fatal("a registration without reset took the fence down")
+	}
+	register(t, b, "h2", true)
+	if stands, err := db.ResetFenceStands(ctx, auth.DefaultTenant, "q"); err != nil || stands {
+		t.Fatalf("fence stands = %v, %v after a reset; want false", stands, err)
+	}
+}
+
+func TestPlacingAFenceWithoutARegistrationPlacesNothing(t *testing.T) {
+	_, db, _ := setup(t)
+	placed, err := db.PlaceResetFence(ctx, auth.DefaultTenant, "absent", "test")
+	if err != nil || placed {
+		t.Fatalf("place = %v, %v; want false without error", placed, err)
+	}
+	if stands, err := db.ResetFenceStands(ctx, auth.DefaultTenant, "absent"); err != nil || stands {
+		t.Fatalf("stands = %v, %v", stands, err)
+	}
+}
+
+func TestAFenceIsScopedToItsTenant(t *testing.T) {
+	_, db, _ := setup(t)
+	if placed, _ := db.PlaceResetFence(ctx, "other", "q", "test"); placed {
+		t.Fatal("a fence was placed on another tenant's query of the same name")
+	}
+}
+
+func TestProgressLeavesTheFenceOut(t *testing.T) {
+	b, db, id := setup(t)
+	exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, gen_random_uuid(), 'k', '{}')`, id)
+	if _, err := db.PlaceResetFence(ctx, auth.DefaultTenant, "q", "test"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := db.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.StateRows != 1 || p.Lag != 0 || p.LastCycle == nil {
+		t.Fatalf("progress %+v, want one state row, no lag, and the row's time", p)
+	}
+}
+
+func TestProgressOfAnUnknownQueryIsErrNoQuery(t *testing.T) {
+	_, db, _ := setup(t)
+	if _, err := db.Progress(ctx, auth.DefaultTenant, "absent", "streams.absent", "src"); !errors.Is(err, celldb.ErrNoQuery) {
+		t.Fatalf("err = %v, want ErrNoQuery", err)
+	}
+}
+
+func TestLagCountsEveryPartitionFromTheGroupsCursor(t *testing.T) {
+	b, db, _ := setup(t)
+	exec(t, b, `INSERT INTO queen.queues (id, tenant, name) VALUES ('0193f0c4-0000-7000-8000-000000000001', 'default', 'src')`)
+	exec(t, b, `INSERT INTO queen.partitions (id, queue_id, name, next_offset) VALUES
+		('0193f0c4-0000-7000-8000-000000000002', '0193f0c4-0000-7000-8000-000000000001', 'a', 10),
+		('0193f0c4-0000-7000-8000-000000000003', '0193f0c4-0000-7000-8000-000000000001', 'b', 5)`)
+	exec(t, b, `INSERT INTO queen.cursors (partition_id, consumer_group, committed, last_consumed_at) VALUES
+		('0193f0c4-0000-7000-8000-000000000002', 'streams.q', 4, now()),
+		('0193f0c4-0000-7000-8000-000000000003', 'other-group', 5, now())`)
+	p, err := db.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a: 10-4 by the group's cursor; b: 5, the group has no cursor there.
+	if p.Lag != 11 || p.LastCycle == nil {
+		t.Fatalf("progress %+v, want lag 11 and the cursor's time", p)
+	}
+}
+
+func TestApplyQuotaLeavesAnUnchangedRowAlone(t *testing.T) {
+	b, db, _ := setup(t)
+	max := int32(3)
+	if _, err := db.ApplyQuota(ctx, celldb.Quota{Tenant: "acme", Enabled: true, MaxQueries: &max}); err != nil {
+		t.Fatal(err)
+	}
+	var first, second time.Time
+	if err := b.Pool.QueryRow(ctx, `SELECT updated_at FROM queen_streams.quota WHERE tenant = 'acme'`).Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ApplyQuota(ctx, celldb.Quota{Tenant: "acme", Enabled: true, MaxQueries: &max}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Pool.QueryRow(ctx, `SELECT updated_at FROM queen_streams.quota WHERE tenant = 'acme'`).Scan(&second); err != nil {
+		t.Fatal(err)
+	}
+	if !first.Equal(second) {
+		t.Fatalf("an unchanged grant was rewritten (%s, then %s)", first, second)
+	}
+}
+
+func TestApplyQuotaCountsTheTenantsQueries(t *testing.T) {
+	b, db, _ := setup(t)
+	exec(t, b, `INSERT INTO queen_streams.queries (id, tenant, name, source_queue, config_hash) VALUES
+		(gen_random_uuid(), 'acme', 'a', 's', 'h'), (gen_random_uuid(), 'acme', 'b', 's', 'h')`)
+	n, err := db.ApplyQuota(ctx, celldb.Quota{Tenant: "acme", Enabled: true})
+	if err != nil || n != 2 {
+		t.Fatalf("registered = %d, %v; want 2 (the default tenant's query is not acme's)", n, err)
+	}
+}
