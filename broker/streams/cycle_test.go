@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/brokertest"
 )
@@ -659,66 +658,45 @@ func TestCycleUnknownPartitionIsPartitionNotFound(t *testing.T) {
 
 func TestCycleWithTenancyAForeignQueryIs200QueryNotFound(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, brokertest.WithJWT(true))
-	grant(t, b, "red", nil)
-	red, blue := brokertest.Mint(t, "red", auth.ReadWrite), brokertest.Mint(t, "blue", auth.ReadWrite)
-	r := b.Do(t, "POST", "/streams/v1/queries", red, map[string]any{"name": "q", "source_queue": "src", "config_hash": "h"})
-	wantStatus(t, r, 200)
-	q := r.Map(t)["query_id"]
-	r = b.Do(t, "POST", "/api/v1/configure", blue, map[string]any{"queue": "src"})
-	wantStatus(t, r, 200)
-	p := r.Map(t)["partitionId"]
-	r = b.Do(t, "POST", "/streams/v1/cycle", blue, map[string]any{"query_id": q, "partition_id": p,
+	x := twoTenants(t)
+	q, p := queryAs(t, x.b, x.blue), partitionAs(t, x.b, x.red, "src")
+	r := x.b.Do(t, "POST", "/streams/v1/cycle", x.red, map[string]any{"query_id": q, "partition_id": p,
 		"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}}})
 	wantStatus(t, r, 200)
 	if m := r.Map(t); m["success"] != false || m["error"] != "query not found" {
 		t.Fatalf("a foreign query answered %s, want 200 success false, query not found", r.Body)
 	}
-	if n := scalar[int](t, b, `SELECT count(*) FROM queen_streams.state`); n != 0 {
+	if n := scalar[int](t, x.b, `SELECT count(*) FROM queen_streams.state`); n != 0 {
 		t.Fatalf("%d state rows written into a foreign query", n)
 	}
 }
 
-func TestCycleWithTenancyAForeignPartitionIs404(t *testing.T) {
+func TestCycleWithTenancyAForeignOrMissingPartitionIs404(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, brokertest.WithJWT(true))
-	grant(t, b, "blue", nil)
-	red, blue := brokertest.Mint(t, "red", auth.ReadWrite), brokertest.Mint(t, "blue", auth.ReadWrite)
-	r := b.Do(t, "POST", "/api/v1/configure", red, map[string]any{"queue": "src"})
-	wantStatus(t, r, 200)
-	foreign := r.Map(t)["partitionId"]
-	r = b.Do(t, "POST", "/streams/v1/queries", blue, map[string]any{"name": "q", "source_queue": "src", "config_hash": "h"})
-	wantStatus(t, r, 200)
-	q := r.Map(t)["query_id"]
-	for _, p := range []any{foreign, uuid.NewString()} {
-		r := b.Do(t, "POST", "/streams/v1/cycle", blue, map[string]any{"query_id": q, "partition_id": p,
+	x := twoTenants(t)
+	q, foreign := queryAs(t, x.b, x.blue), partitionAs(t, x.b, x.red, "src")
+	for _, p := range []string{foreign, uuid.NewString()} {
+		r := x.b.Do(t, "POST", "/streams/v1/cycle", x.blue, map[string]any{"query_id": q, "partition_id": p,
 			"push_items": []any{map[string]any{"queue": "out", "payload": 1}}})
-		wantStatus(t, r, 404)
-		if string(r.Body) != `{"error":"not found"}` {
-			t.Fatalf("404 body %s", r.Body)
-		}
+		wantNotFound(t, r)
+	}
+	if n := scalar[int](t, x.b, `SELECT count(*) FROM queen.queues WHERE name = 'out'`); n != 0 {
+		t.Fatal("a cycle refused by the ownership gate created its sink queue")
 	}
 }
 
 func TestCycleWithTenancySinkQueuesResolveWithinTheRequestTenant(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, brokertest.WithJWT(true))
-	grant(t, b, "blue", nil)
-	red, blue := brokertest.Mint(t, "red", auth.ReadWrite), brokertest.Mint(t, "blue", auth.ReadWrite)
-	wantStatus(t, b.Do(t, "POST", "/api/v1/configure", red, map[string]any{"queue": "out"}), 200)
-	r := b.Do(t, "POST", "/streams/v1/queries", blue, map[string]any{"name": "q", "source_queue": "src", "config_hash": "h"})
-	wantStatus(t, r, 200)
-	q := r.Map(t)["query_id"]
-	r = b.Do(t, "POST", "/api/v1/configure", blue, map[string]any{"queue": "src"})
-	wantStatus(t, r, 200)
-	p := r.Map(t)["partitionId"]
-	r = b.Do(t, "POST", "/streams/v1/cycle", blue, map[string]any{"query_id": q, "partition_id": p,
+	x := twoTenants(t)
+	partitionAs(t, x.b, x.red, "out")
+	q, p := queryAs(t, x.b, x.blue), partitionAs(t, x.b, x.blue, "src")
+	r := x.b.Do(t, "POST", "/streams/v1/cycle", x.blue, map[string]any{"query_id": q, "partition_id": p,
 		"push_items": []any{map[string]any{"queue": "out", "payload": 1}}})
 	wantStatus(t, r, 200)
-	if n := scalar[int](t, b, `SELECT count(*) FROM queen.queues WHERE name = 'out'`); n != 2 {
+	if n := scalar[int](t, x.b, `SELECT count(*) FROM queen.queues WHERE name = 'out'`); n != 2 {
 		t.Fatalf("%d queues named out, want red's and a new one for blue", n)
 	}
-	if r := b.Do(t, "GET", "/api/v1/pop/queue/out", red, nil); r.Status != 204 {
+	if r := x.b.Do(t, "GET", "/api/v1/pop/queue/out", x.red, nil); r.Status != 204 {
 		t.Fatalf("red's same-named queue received blue's sink emit: %d %s", r.Status, r.Body)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/segment"
 	"github.com/regent-mq/regent/test/brokertest"
@@ -84,19 +83,13 @@ func TestCycleSinkSealingFailureStoresPlaintextAndTheCycleCommits(t *testing.T) 
 func TestCycleWithTenancyReadsEncryptionFromTheRequestTenantsQueue(t *testing.T) {
 	t.Parallel()
 	key := keyFile(t)
-	b := brokertest.Start(t, brokertest.WithJWT(true), func(c *config.Config) { c.EncryptionKey = key })
-	grant(t, b, "blue", nil)
-	red, blue := brokertest.Mint(t, "red", auth.ReadWrite), brokertest.Mint(t, "blue", auth.ReadWrite)
-	wantStatus(t, b.Do(t, "POST", "/api/v1/configure", red, map[string]any{"queue": "out", "options": map[string]any{"encryptionEnabled": true}}), 200)
-	r := b.Do(t, "POST", "/streams/v1/queries", blue, map[string]any{"name": "q", "source_queue": "src", "config_hash": "h"})
-	wantStatus(t, r, 200)
-	q := r.Map(t)["query_id"]
-	r = b.Do(t, "POST", "/api/v1/configure", blue, map[string]any{"queue": "src"})
-	wantStatus(t, r, 200)
-	r = b.Do(t, "POST", "/streams/v1/cycle", blue, map[string]any{"query_id": q, "partition_id": r.Map(t)["partitionId"],
+	x := twoTenants(t, func(c *config.Config) { c.EncryptionKey = key })
+	wantStatus(t, x.b.Do(t, "POST", "/api/v1/configure", x.red, map[string]any{"queue": "out", "options": map[string]any{"encryptionEnabled": true}}), 200)
+	q, p := queryAs(t, x.b, x.blue), partitionAs(t, x.b, x.blue, "src")
+	r := x.b.Do(t, "POST", "/streams/v1/cycle", x.blue, map[string]any{"query_id": q, "partition_id": p,
 		"push_items": []any{map[string]any{"queue": "out", "payload": 1}}})
 	wantStatus(t, r, 200)
-	if frames := sinkFrames(t, b, "blue", "out"); len(frames) != 1 || frames[0].Sealed() {
+	if frames := sinkFrames(t, x.b, "blue", "out"); len(frames) != 1 || frames[0].Sealed() {
 		t.Fatalf("blue's sink frame %+v was sealed by red's same-named queue's option", frames)
 	}
 }

@@ -20,6 +20,42 @@ func start(t testing.TB, opts ...brokertest.Option) *brokertest.Broker {
 	return b
 }
 
+// tenants is a broker with tenancy on and read-write tokens of two
+// tenants: red, and blue, which holds a quota grant.
+type tenants struct {
+	b         *brokertest.Broker
+	red, blue string
+}
+
+func twoTenants(t testing.TB, opts ...brokertest.Option) tenants {
+	t.Helper()
+	b := brokertest.Start(t, append([]brokertest.Option{brokertest.WithJWT(true)}, opts...)...)
+	grant(t, b, "blue", nil)
+	return tenants{b: b, red: brokertest.Mint(t, "red", auth.ReadWrite), blue: brokertest.Mint(t, "blue", auth.ReadWrite)}
+}
+
+// queryAs registers query "q" on source "src" as token's tenant and returns
+// its id.
+func queryAs(t testing.TB, b *brokertest.Broker, token string) string {
+	t.Helper()
+	r := b.Do(t, "POST", "/streams/v1/queries", token, map[string]any{"name": "q", "source_queue": "src", "config_hash": "h"})
+	wantStatus(t, r, 200)
+	return r.Map(t)["query_id"].(string)
+}
+
+// partitionAs creates queue's partition Default as token's tenant (the
+// broker's default caller when token is empty) and returns its id.
+func partitionAs(t testing.TB, b *brokertest.Broker, token, queue string) string {
+	t.Helper()
+	r := b.Do(t, "POST", "/api/v1/configure", token, map[string]any{"queue": queue})
+	wantStatus(t, r, 200)
+	id, _ := r.Map(t)["partitionId"].(string)
+	if id == "" {
+		t.Fatalf("configure answered no partitionId: %s", r.Body)
+	}
+	return id
+}
+
 // grant gives tenant an enabled quota grant with the cap max (nil: none).
 func grant(t testing.TB, b *brokertest.Broker, tenant string, max *int) {
 	t.Helper()
@@ -57,6 +93,15 @@ func wantStatus(t testing.TB, r brokertest.Response, status int) {
 	t.Helper()
 	if r.Status != status {
 		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)
+	}
+}
+
+// wantNotFound requires the ownership gate's answer.
+func wantNotFound(t testing.TB, r brokertest.Response) {
+	t.Helper()
+	wantStatus(t, r, 404)
+	if string(r.Body) != `{"error":"not found"}` {
+		t.Fatalf("404 body %s, want {\"error\":\"not found\"}", r.Body)
 	}
 }
 

@@ -1,14 +1,12 @@
 package streams_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -203,23 +201,13 @@ func TestRegisterEmptySinkQueueIsStoredAsNull(t *testing.T) {
 
 func TestRegisterNameIsUniquePerTenantNotGlobal(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, brokertest.WithJWT(true))
-	grant(t, b, "red", nil)
-	grant(t, b, "blue", nil)
-	red, blue := brokertest.Mint(t, "red", auth.ReadWrite), brokertest.Mint(t, "blue", auth.ReadWrite)
-	var ids []string
-	for _, tok := range []string{red, blue} {
-		r := b.Do(t, "POST", "/streams/v1/queries", tok, map[string]any{"name": "q", "source_queue": "src", "config_hash": "h-" + tok[len(tok)-4:]})
-		wantStatus(t, r, 200)
-		var out registered
-		r.JSON(t, &out)
-		if !out.Fresh {
-			t.Fatalf("the same name under a second tenant was not fresh: %s", r.Body)
-		}
-		ids = append(ids, out.QueryID)
+	x := twoTenants(t)
+	grant(t, x.b, "red", nil)
+	if red, blue := queryAs(t, x.b, x.red), queryAs(t, x.b, x.blue); red == blue {
+		t.Fatal("two tenants registering one name share one query")
 	}
-	if ids[0] == ids[1] {
-		t.Fatal("two tenants share one query")
+	if n := scalar[int](t, x.b, `SELECT count(*) FROM queen_streams.queries WHERE name = 'q'`); n != 2 {
+		t.Fatalf("%d queries named q, want one per tenant", n)
 	}
 }
 
@@ -284,14 +272,5 @@ func stateRows(t testing.TB, b *brokertest.Broker, queryID string) int {
 // sourcePartition creates queue's partition Default and returns its id.
 func sourcePartition(t testing.TB, b *brokertest.Broker, queue string) string {
 	t.Helper()
-	r := post(t, b, "/api/v1/configure", map[string]any{"queue": queue})
-	wantStatus(t, r, 200)
-	id, _ := r.Map(t)["partitionId"].(string)
-	if id == "" {
-		t.Fatalf("configure answered no partitionId: %s", r.Body)
-	}
-	return id
+	return partitionAs(t, b, "", queue)
 }
-
-var _ = context.Background
-var _ = time.Second

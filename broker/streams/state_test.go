@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -233,18 +232,10 @@ func TestStateGetDatabaseErrorIs500(t *testing.T) {
 
 func TestStateGetWithTenancyAForeignQueryReadsAsEmptyRows(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, brokertest.WithJWT(true))
-	grant(t, b, "red", nil)
-	red, blue := brokertest.Mint(t, "red", auth.ReadWrite), brokertest.Mint(t, "blue", auth.ReadOnly)
-	r := b.Do(t, "POST", "/streams/v1/queries", red, map[string]any{"name": "q", "source_queue": "src", "config_hash": "h"})
-	wantStatus(t, r, 200)
-	q := r.Map(t)["query_id"]
-	// blue's own partition, read with red's query id.
-	r = b.Do(t, "POST", "/api/v1/configure", brokertest.Mint(t, "blue", auth.ReadWrite), map[string]any{"queue": "src"})
-	wantStatus(t, r, 200)
-	p := r.Map(t)["partitionId"]
-	exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, $2, 'a', '{}')`, q, p)
-	r = b.Do(t, "POST", "/streams/v1/state/get", blue, map[string]any{"query_id": q, "partition_id": p})
+	x := twoTenants(t)
+	q, p := queryAs(t, x.b, x.blue), partitionAs(t, x.b, x.red, "src")
+	exec(t, x.b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, $2, 'a', '{}')`, q, p)
+	r := x.b.Do(t, "POST", "/streams/v1/state/get", x.red, map[string]any{"query_id": q, "partition_id": p})
 	wantStatus(t, r, 200)
 	if got := r.Map(t)["rows"]; got == nil || len(got.([]any)) != 0 {
 		t.Fatalf("a foreign query id read %s, want empty rows", r.Body)
@@ -253,20 +244,9 @@ func TestStateGetWithTenancyAForeignQueryReadsAsEmptyRows(t *testing.T) {
 
 func TestStateGetWithTenancyAForeignOrMissingPartitionIs404(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, brokertest.WithJWT(true))
-	grant(t, b, "blue", nil)
-	red, blue := brokertest.Mint(t, "red", auth.ReadWrite), brokertest.Mint(t, "blue", auth.ReadWrite)
-	r := b.Do(t, "POST", "/api/v1/configure", red, map[string]any{"queue": "src"})
-	wantStatus(t, r, 200)
-	foreign := r.Map(t)["partitionId"]
-	r = b.Do(t, "POST", "/streams/v1/queries", blue, map[string]any{"name": "q", "source_queue": "src", "config_hash": "h"})
-	wantStatus(t, r, 200)
-	q := r.Map(t)["query_id"]
-	for _, p := range []any{foreign, uuid.NewString()} {
-		r := b.Do(t, "POST", "/streams/v1/state/get", blue, map[string]any{"query_id": q, "partition_id": p})
-		wantStatus(t, r, 404)
-		if string(r.Body) != `{"error":"not found"}` {
-			t.Fatalf("404 body %s, want {\"error\":\"not found\"}", r.Body)
-		}
+	x := twoTenants(t)
+	q, foreign := queryAs(t, x.b, x.blue), partitionAs(t, x.b, x.red, "src")
+	for _, p := range []string{foreign, uuid.NewString()} {
+		wantNotFound(t, x.b.Do(t, "POST", "/streams/v1/state/get", x.blue, map[string]any{"query_id": q, "partition_id": p}))
 	}
 }
