@@ -2,6 +2,7 @@ package streams_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/regent-mq/regent/broker/auth"
@@ -93,6 +94,19 @@ func wantStatus(t testing.TB, r brokertest.Response, status int) {
 	t.Helper()
 	if r.Status != status {
 		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)
+	}
+}
+
+// want400 posts each body to path and requires a 400 whose message
+// mentions the body's field.
+func want400(t testing.TB, b *brokertest.Broker, path string, fieldOf map[string]string) {
+	t.Helper()
+	for body, field := range fieldOf {
+		r := post(t, b, path, body)
+		wantStatus(t, r, 400)
+		if !strings.Contains(string(r.Body), field) {
+			t.Fatalf("400 body %s for %s does not mention %q", r.Body, body, field)
+		}
 	}
 }
 

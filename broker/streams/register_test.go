@@ -149,17 +149,12 @@ func TestRegisterResetWithMatchingHashStillDeletesState(t *testing.T) {
 func TestRegisterMissingOrEmptyConfigHashIs400BeforeAnythingRuns(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	for _, body := range []string{
-		`{"name": "q", "source_queue": "src"}`,
-		`{"name": "q", "source_queue": "src", "config_hash": ""}`,
-		`{"name": "q", "source_queue": "src", "config_hash": null}`,
-	} {
-		r := post(t, b, "/streams/v1/queries", body)
-		wantStatus(t, r, 400)
-		if !strings.Contains(string(r.Body), "config_hash") {
-			t.Fatalf("400 body %s does not name config_hash", r.Body)
-		}
-	}
+	want400(t, b, "/streams/v1/queries", map[string]string{
+		`{"name": "q", "source_queue": "src"}`:                      "config_hash",
+		`{"name": "q", "source_queue": "src", "config_hash": ""}`:   "config_hash",
+		`{"name": "q", "source_queue": "src", "config_hash": null}`: "config_hash",
+		`{"config_hash": ""}`:                                       "config_hash",
+	})
 	if n := scalar[int](t, b, `SELECT count(*) FROM queen_streams.queries`); n != 0 {
 		t.Fatalf("%d queries stored by rejected registrations", n)
 	}
@@ -168,7 +163,7 @@ func TestRegisterMissingOrEmptyConfigHashIs400BeforeAnythingRuns(t *testing.T) {
 func TestRegisterMissingNameOrSourceQueueIs400(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	for body, field := range map[string]string{
+	want400(t, b, "/streams/v1/queries", map[string]string{
 		`{"source_queue": "src", "config_hash": "h"}`:                            "name",
 		`{"name": "", "source_queue": "src", "config_hash": "h"}`:                "name",
 		`{"name": "q", "config_hash": "h"}`:                                      "source_queue",
@@ -176,13 +171,7 @@ func TestRegisterMissingNameOrSourceQueueIs400(t *testing.T) {
 		`{"name": "q", "source_queue": "s", "config_hash": "h", "reset": "yes"}`: "reset",
 		``:      "Empty request body",
 		`{nope`: "Invalid JSON",
-	} {
-		r := post(t, b, "/streams/v1/queries", body)
-		wantStatus(t, r, 400)
-		if !strings.Contains(string(r.Body), field) {
-			t.Fatalf("400 body %s for %s does not mention %q", r.Body, body, field)
-		}
-	}
+	})
 }
 
 func TestRegisterEmptySinkQueueIsStoredAsNull(t *testing.T) {
