@@ -375,3 +375,24 @@ func TestEverySecureBrokerCallCarriesATokenOfTheQueryTenant(t *testing.T) {
 		t.Fatalf("message %q should carry the broker's 401", m)
 	}
 }
+
+// A duplicate made after the registered query loses even when its namespace
+// sorts first, also when both were made within one second (the precision of
+// creation times; TestTiesInCreationTimeGoToTheHolder pins that case).
+func TestALaterDuplicateLosesEvenWhenItsNamespaceSortsFirst(t *testing.T) {
+	h := newHarness(t)
+	h.grant("acme")
+	h.startOperator(operatorOpts{})
+	ns1, ns2 := h.namespace("acme"), h.namespace("acme")
+	first, second := max(ns1, ns2), min(ns1, ns2)
+	named := func(q *v1.StreamQuery) { q.Spec.QueryName = "shared" }
+	holder := h.reason(h.query(first, "holder", named), v1.ReasonRegistered)
+	late := h.reason(h.query(second, "late", named, func(q *v1.StreamQuery) { q.Spec.ConfigHash = "h2" }), v1.ReasonDuplicateName)
+	if row, _ := h.registration("acme", "shared"); row.ID != holder.Status.QueryID || row.Hash != "h1" {
+		t.Fatalf("registration %+v was touched by the late duplicate", row)
+	}
+	if ok, reason := ready(h.reason(holder, v1.ReasonRegistered).Status.Conditions); !ok {
+		t.Fatalf("the holder became %s", reason)
+	}
+	h.noEvent(late, v1.ReasonRegistered)
+}

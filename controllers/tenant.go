@@ -72,18 +72,22 @@ func (r *StreamQueryReconciler) queriesOfTenant(ctx context.Context, tenant stri
 }
 
 // elder returns the oldest other StreamQuery that declares q's query name
-// for the same tenant and is older than q, or nil when q is the oldest.
-// Age is the creation time, then namespace and name, so that every
-// reconcile, in any process, picks the same winner.
+// for the same tenant and is older than q (see older), or nil when q is the
+// oldest.
 func (r *StreamQueryReconciler) elder(ctx context.Context, q *v1.StreamQuery, tenant string) (*v1.StreamQuery, error) {
 	var list v1.StreamQueryList
 	if err := r.List(ctx, &list, client.MatchingFields{indexQueryName: q.QueryName()}); err != nil {
 		return nil, fmt.Errorf("list StreamQueries named %q: %w", q.QueryName(), err)
 	}
+	// The holder of a registration is the one whose status names it.
+	holds := func(o client.Object) bool {
+		st := o.(*v1.StreamQuery).Status
+		return st.QueryID != "" && st.Tenant == tenant
+	}
 	var oldest *v1.StreamQuery
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.UID == q.UID || !older(o, q) || (oldest != nil && !older(o, oldest)) {
+		if o.UID == q.UID || !older(o, q, holds) || (oldest != nil && !older(o, oldest, holds)) {
 			continue
 		}
 		t, err := r.tenantOf(ctx, o.Namespace)
@@ -97,11 +101,19 @@ func (r *StreamQueryReconciler) elder(ctx context.Context, q *v1.StreamQuery, te
 	return oldest, nil
 }
 
-// older orders objects by creation time, then by namespace and name.
-func older(a, b client.Object) bool {
+// older says whether a comes before b, of two objects that claim the same
+// thing: the earlier creation time wins. Creation times have a precision of
+// a second, so for two made within one second the incumbent (the one that
+// already holds the claim) wins, and then namespace and name decide. A
+// younger object is therefore never made to give up a claim to one that
+// the operator could not have seen when it granted it.
+func older(a, b client.Object, incumbent func(client.Object) bool) bool {
 	ta, tb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
 	if !ta.Equal(&tb) {
 		return ta.Before(&tb)
+	}
+	if ia, ib := incumbent(a), incumbent(b); ia != ib {
+		return ia
 	}
 	if c := strings.Compare(a.GetNamespace(), b.GetNamespace()); c != 0 {
 		return c < 0

@@ -168,6 +168,10 @@ func grant(tq *v1.TenantQuota) string {
 	}
 }
 
+// ownsRow says whether a TenantQuota holds its tenant's row: only the owner
+// carries the finalizer.
+func ownsRow(o client.Object) bool { return controllerutil.ContainsFinalizer(o, quotaFinalizer) }
+
 // elder returns the oldest other TenantQuota for the same tenant that is
 // older than tq, or nil when tq is the oldest.
 func (r *TenantQuotaReconciler) elder(ctx context.Context, tq *v1.TenantQuota) (*v1.TenantQuota, error) {
@@ -178,7 +182,7 @@ func (r *TenantQuotaReconciler) elder(ctx context.Context, tq *v1.TenantQuota) (
 	var oldest *v1.TenantQuota
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.UID != tq.UID && older(o, tq) && (oldest == nil || older(o, oldest)) {
+		if o.UID != tq.UID && older(o, tq, ownsRow) && (oldest == nil || older(o, oldest, ownsRow)) {
 			oldest = o
 		}
 	}
