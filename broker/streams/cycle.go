@@ -25,6 +25,8 @@ type cycleRequest struct {
 }
 
 type ackRequest struct {
+	// TransactionID is accepted as the SDKs send it, and not used: the
+	// lease names the batch an ack covers.
 	TransactionID string  `json:"transactionId"`
 	LeaseID       string  `json:"leaseId"`
 	Status        *string `json:"status"`
@@ -42,6 +44,8 @@ type cycleResponse struct {
 	AckResult       *ackResult   `json:"ack_result"`
 }
 
+// ackResult reports an ack the cycle applied; a cycle whose ack could not
+// be applied fails as a whole, so Success is always true here.
 type ackResult struct {
 	Success       bool  `json:"success"`
 	Count         int64 `json:"count"`
@@ -49,8 +53,9 @@ type ackResult struct {
 	DLQ           bool  `json:"dlq"`
 }
 
-// successWords are the ack statuses that count as success; an absent status
-// does too. Anything else, a misspelling included, is a nack.
+// ackOK reports whether an ack status counts as success: the four success
+// words, or no status at all. Anything else, a misspelling included, is a
+// nack.
 func ackOK(status *string) bool {
 	if status == nil {
 		return true

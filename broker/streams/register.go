@@ -1,6 +1,8 @@
 package streams
 
 import (
+	"context"
+	"errors"
 	"net/http"
 
 	"github.com/google/uuid"
@@ -83,6 +85,13 @@ func (s *Service) register(w http.ResponseWriter, r *http.Request) {
 
 // fail answers a failed call: the detail goes to the log, never the body.
 func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
-	s.log.Error("streams request failed", "path", r.URL.Path, "err", err)
+	var known *httpx.Error
+	switch {
+	case errors.As(err, &known):
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		return // the client went away; nobody reads the answer
+	default:
+		s.log.Error("streams request failed", "path", r.URL.Path, "err", err)
+	}
 	httpx.Fail(w, err)
 }

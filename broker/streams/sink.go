@@ -1,11 +1,11 @@
 package streams
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"slices"
-	"strings"
 
 	"github.com/google/uuid"
 
@@ -94,7 +94,7 @@ func (s *Service) pack(ctx context.Context, tenant, producerSub string, in []pus
 	}
 	k.segs = slices.Clone(k.packed.Segments)
 	slices.SortFunc(k.segs, func(a, b *queue.Segment) int {
-		return strings.Compare(a.Partition.ID.String(), b.Partition.ID.String())
+		return bytes.Compare(a.Partition.ID[:], b.Partition.ID[:]) // PostgreSQL's uuid order
 	})
 	return k, nil
 }

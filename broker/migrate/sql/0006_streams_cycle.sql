@@ -144,7 +144,9 @@ BEGIN
     END IF;
 
     -- The state ops, in order. For the handful a cycle carries, one cached
-    -- statement per op costs less CPU than a set-based apply.
+    -- statement per op costs less CPU than a set-based apply (measured with
+    -- four upserts: a DISTINCT ON over the array, then one delete and one
+    -- insert, took about 15% more).
     ops_applied := 0;
     FOR v_op IN SELECT e FROM jsonb_array_elements(p_ops) AS e LOOP
         v_type := v_op->>'type';
