@@ -177,6 +177,11 @@ func (r *StreamQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, err
 	}
 	s := &step{q: &q, tenant: tenant, before: *q.Status.DeepCopy()}
+	if old := q.Status.Tenant; old != "" && old != tenant {
+		r.event(&q, corev1.EventTypeNormal, "TenantChanged", "Register", fmt.Sprintf(
+			"namespace %s now belongs to tenant %q: the query is registered there; its registration under tenant %q is left as it is",
+			q.Namespace, tenant, old))
+	}
 	q.Status.Tenant = tenant
 	q.Status.ObservedGeneration = q.Generation
 	token := q.Annotations[v1.ResetTokenAnnotation]
@@ -187,12 +192,16 @@ func (r *StreamQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return r.startReset(ctx, s, v1.PendingReset{ConfigHash: q.Spec.ConfigHash, Token: token})
 	}
 	res := r.register(ctx, s, q.Spec.ConfigHash, false)
-	if res.Outcome == registration.Conflict && q.Spec.OnConfigChange == v1.OnConfigChangeReset {
-		if q.Status.LastResetHash != q.Spec.ConfigHash {
+	if res.Outcome == registration.Conflict {
+		switch {
+		case q.Spec.OnConfigChange == v1.OnConfigChangeBlock:
+			res.Message += fmt.Sprintf(" (onConfigChange is Block: set it to Reset, or set the %s annotation, to discard the query's state)", v1.ResetTokenAnnotation)
+		case q.Status.LastResetHash != q.Spec.ConfigHash:
 			return r.startReset(ctx, s, v1.PendingReset{ConfigHash: q.Spec.ConfigHash})
+		default:
+			res.Message += fmt.Sprintf(" (the operator already reset the query once for config hash %q and does not reset twice for one hash: "+
+				"someone else registered another hash since; set the %s annotation to reset anyway)", q.Spec.ConfigHash, v1.ResetTokenAnnotation)
 		}
-		res.Message += fmt.Sprintf("; the operator already reset the query once for config hash %q and does not reset twice for one hash "+
-			"(set the %s annotation to reset anyway)", q.Spec.ConfigHash, v1.ResetTokenAnnotation)
 	}
 	return r.settle(ctx, s, res)
 }
@@ -227,6 +236,11 @@ func (r *StreamQueryReconciler) settle(ctx context.Context, s *step, res registr
 	var progressErr error
 	switch res.Outcome {
 	case registration.Registered:
+		if s.before.QueryID != "" && s.before.QueryID != res.QueryID && s.before.Tenant == s.tenant {
+			r.event(q, corev1.EventTypeWarning, "Recreated", "Register", fmt.Sprintf(
+				"query %q of tenant %q was missing from the broker and is registered again, with empty state, as %s (was %s)",
+				q.QueryName(), s.tenant, res.QueryID, s.before.QueryID))
+		}
 		st.QueryID = res.QueryID
 		st.RegisteredHash = s.hash
 		msg := fmt.Sprintf("query %q is registered for tenant %q with config hash %q", q.QueryName(), s.tenant, st.RegisteredHash)
@@ -235,8 +249,7 @@ func (r *StreamQueryReconciler) settle(ctx context.Context, s *step, res registr
 		}
 		progressErr = r.readProgress(ctx, s)
 	case registration.Conflict:
-		r.notReady(q, v1.ReasonConfigConflict, res.Message+
-			fmt.Sprintf(" (onConfigChange is %s; Reset, or a new %s annotation, discards the query's state)", q.Spec.OnConfigChange, v1.ResetTokenAnnotation))
+		r.notReady(q, v1.ReasonConfigConflict, res.Message)
 	case registration.Denied:
 		r.notReady(q, v1.ReasonQuotaDenied, res.Message)
 	default:

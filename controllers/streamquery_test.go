@@ -89,6 +89,7 @@ func TestRelabellingTheNamespaceMovesItsQueriesToTheNewTenant(t *testing.T) {
 	if row, ok := h.registration("globex", "clicks"); !ok || row.ID != q.Status.QueryID {
 		t.Fatalf("registration under globex: %+v, %v; status queryId %q", row, ok, q.Status.QueryID)
 	}
+	h.wantEvent(q, "TenantChanged", `registration under tenant "acme" is left as it is`)
 }
 
 func TestChangedHashIsAConfigConflictUnderBlock(t *testing.T) {
@@ -313,6 +314,7 @@ func TestResyncRepairsDrift(t *testing.T) {
 	if row, ok := h.registration("acme", "clicks"); !ok || row.ID != q.Status.QueryID {
 		t.Fatalf("registration %+v, %v; want the new id %s", row, ok, q.Status.QueryID)
 	}
+	h.wantEvent(q, "Recreated", "was missing from the broker")
 }
 
 // The progress a real worker makes: messages pushed to the source, a pop by
