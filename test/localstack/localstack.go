@@ -120,24 +120,26 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 
 	s.progress("starting the broker on %s", o.BrokerAddr)
-	if err := s.spawn("broker", nil,
+	broker, err := s.spawn("broker", nil,
 		"DATABASE_URL="+s.DatabaseURL, "REGENT_LISTEN="+o.BrokerAddr,
 		"REGENT_AUTH=jwt", "REGENT_JWT_SECRET_FILE="+secret, "REGENT_TENANCY=on",
-		"REGENT_ENCRYPTION_KEY_FILE="+key); err != nil {
+		"REGENT_ENCRYPTION_KEY_FILE="+key)
+	if err != nil {
 		return nil, err
 	}
-	if err := waitHTTP(ctx, s.BrokerURL+"/health", 30*time.Second); err != nil {
+	if err := waitReady(ctx, broker, s.BrokerURL+"/health", 30*time.Second); err != nil {
 		return nil, fmt.Errorf("broker did not become healthy (see %s): %w", s.logPath("broker"), err)
 	}
 
 	s.progress("starting the operator")
-	if err := s.spawn("operator", nil,
+	operator, err := s.spawn("operator", nil,
 		"KUBECONFIG="+s.Kubeconfig, "DATABASE_URL="+s.DatabaseURL, "REGENT_BROKER_URL="+s.BrokerURL,
 		"REGENT_SIGNING_SECRET_FILE="+secret, "REGENT_TENANCY=on", "REGENT_RESYNC_INTERVAL=30s",
-		"REGENT_METRICS_ADDR="+o.MetricsAddr, "REGENT_PROBE_ADDR="+o.ProbeAddr); err != nil {
+		"REGENT_METRICS_ADDR="+o.MetricsAddr, "REGENT_PROBE_ADDR="+o.ProbeAddr)
+	if err != nil {
 		return nil, err
 	}
-	if err := waitHTTP(ctx, "http://"+o.ProbeAddr+"/readyz", 60*time.Second); err != nil {
+	if err := waitReady(ctx, operator, "http://"+o.ProbeAddr+"/readyz", 60*time.Second); err != nil {
 		return nil, fmt.Errorf("operator did not become ready (see %s): %w", s.logPath("operator"), err)
 	}
 
@@ -208,10 +210,10 @@ func (s *Stack) progress(format string, args ...any) {
 
 // spawn starts bin/<name> with env added to this process's environment and
 // its output in logs/<name>.log. Pdeathsig takes it down with us.
-func (s *Stack) spawn(name string, args []string, env ...string) error {
+func (s *Stack) spawn(name string, args []string, env ...string) (*proc, error) {
 	logFile, err := os.OpenFile(s.logPath(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("open %s log: %w", name, err)
+		return nil, fmt.Errorf("open %s log: %w", name, err)
 	}
 	cmd := exec.Command(filepath.Join(s.opts.BinDir, name), args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -219,7 +221,7 @@ func (s *Stack) spawn(name string, args []string, env ...string) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		return fmt.Errorf("start %s: %w", name, err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
 	s.procs = append(s.procs, p)
@@ -228,7 +230,7 @@ func (s *Stack) spawn(name string, args []string, env ...string) error {
 		logFile.Close()
 		close(p.done)
 	}()
-	return nil
+	return p, nil
 }
 
 // secretFile returns the path of a secret of n random bytes, made on first
@@ -270,16 +272,29 @@ func (s *Stack) ensureDatabase(ctx context.Context) error {
 	return nil
 }
 
-func waitHTTP(ctx context.Context, url string, within time.Duration) error {
+// waitReady waits for url to answer 200 while p runs: a process that exits
+// (say, because its port is taken) fails at once, and another server that
+// happens to answer on the port is not mistaken for it.
+func waitReady(ctx context.Context, p *proc, url string, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	var last error
 	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited: %s", p.name, p.cmd.ProcessState)
+		default:
+		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				select {
+				case <-p.done:
+					return fmt.Errorf("%s exited: %s", p.name, p.cmd.ProcessState)
+				case <-time.After(100 * time.Millisecond):
+					return nil
+				}
 			}
 			err = fmt.Errorf("%s answered %d", url, resp.StatusCode)
 		}
