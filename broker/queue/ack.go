@@ -108,14 +108,22 @@ type deadLetters struct {
 // letters.
 func (s *Store) Ack(ctx context.Context, db Querier, tenant string, acks []Ack) ([]AckResult, error) {
 	n := len(acks)
-	pids := make([]uuid.UUID, n)
+	pids := make([][16]byte, n)
 	groups := make([]string, n)
 	txids := make([]string, n)
 	statuses := make([]string, n)
-	leases := make([]pgtype.UUID, n)
-	errs := make([]*string, n)
+	// No lease is the zero id and no error text is "": slices of plain
+	// values encode without reflection, which NULL elements would need.
+	leases := make([][16]byte, n)
+	errs := make([]string, n)
 	for i, a := range acks {
-		pids[i], groups[i], txids[i], statuses[i], leases[i], errs[i] = a.PartitionID, a.Group, a.TransactionID, a.Status, a.LeaseID, a.Error
+		pids[i], groups[i], txids[i], statuses[i] = pgUUID(a.PartitionID), a.Group, a.TransactionID, a.Status
+		if a.LeaseID.Valid {
+			leases[i] = a.LeaseID.Bytes
+		}
+		if a.Error != nil {
+			errs[i] = *a.Error
+		}
 	}
 	var dl deadLetters
 	for {
@@ -141,11 +149,11 @@ func (s *Store) Ack(ctx context.Context, db Querier, tenant string, acks []Ack) 
 	}
 }
 
-func (s *Store) ackOnce(ctx context.Context, db Querier, tenant string, acks []Ack, pids []uuid.UUID, groups, txids, statuses []string,
-	leases []pgtype.UUID, errs []*string, dl *deadLetters) ([]AckResult, error) {
+func (s *Store) ackOnce(ctx context.Context, db Querier, tenant string, acks []Ack, pids [][16]byte, groups, txids, statuses []string,
+	leases [][16]byte, errs []string, dl *deadLetters) ([]AckResult, error) {
 	rows, err := db.Query(ctx, `SELECT item, queue_id, success, error, queue_name, partition_name, lease_released, dlq
 		FROM queen.ack_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-		tenant, pids, groups, txids, statuses, leases, errs, dl.items, dl.ids, dl.payloads, dl.keys, dl.created)
+		tenant, pids, groups, txids, statuses, leases, errs, dl.items, pgUUIDs(dl.ids), dl.payloads, dl.keys, dl.created)
 	if err != nil {
 		return nil, fmt.Errorf("ack: %w", err)
 	}

@@ -64,8 +64,8 @@ const PushSQL = `SELECT base_offset, dup_txids, dup_message_ids
 
 // Args are the arguments of PushSQL for g.
 func (g *Segment) Args() []any {
-	return []any{g.Partition.ID, len(g.Frames), g.Body, int64(g.Checksum), g.TxIDs,
-		g.MinCreatedAt, g.MaxCreatedAt, g.DedupTxIDs, g.DedupMsgIDs}
+	return []any{pgUUID(g.Partition.ID), len(g.Frames), g.Body, int64(g.Checksum), g.TxIDs,
+		g.MinCreatedAt, g.MaxCreatedAt, g.DedupTxIDs, pgUUIDs(g.DedupMsgIDs)}
 }
 
 // Queue adds the call that stores g to b. Reading b's results sets

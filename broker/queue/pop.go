@@ -114,18 +114,18 @@ func boolParam(v, name string) (bool, error) {
 	return false, httpx.BadRequest("%s must be true, 1, false or 0, not %q", name, v)
 }
 
-// message is a delivered message as the wire shows it.
+// message is a delivered message (see writePop for its wire form).
 type message struct {
-	ID            uuid.UUID `json:"id"`
-	TransactionID string    `json:"transactionId"`
-	TraceID       *string   `json:"traceId"`
-	Data          rawJSON   `json:"data"`
-	ProducerSub   *string   `json:"producerSub"`
-	CreatedAt     string    `json:"createdAt"`
-	PartitionID   uuid.UUID `json:"partitionId"`
-	Partition     string    `json:"partition"`
-	LeaseID       string    `json:"leaseId"`
-	ConsumerGroup string    `json:"consumerGroup"`
+	ID            uuid.UUID
+	TransactionID string
+	TraceID       *string
+	Data          []byte // raw JSON
+	ProducerSub   *string
+	CreatedAt     string
+	PartitionID   uuid.UUID
+	Partition     string
+	LeaseID       string
+	ConsumerGroup string
 }
 
 // rawJSON is a payload that the broker stored after validating it as JSON;
@@ -177,7 +177,11 @@ func (s *Store) handlePop(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if len(msgs) > 0 {
-			s.writePop(w, p, msgs, claims, leaseID)
+			lease := ""
+			if !p.autoAck {
+				lease = leaseID.String()
+			}
+			s.writePop(w, p, msgs, claims, lease)
 			return
 		}
 		now := time.Now()
@@ -287,7 +291,7 @@ func (s *Store) claim(ctx context.Context, p *popRequest, q *Queue, ids []uuid.U
 	rows, err := s.pool.Query(ctx, `SELECT partition_id, partition_name, outcome, retry_at, batch_start, batch_end,
 			base_offset, frame_count, body, checksum
 		FROM queen.pop_v1($1, $2, $3, $4, $5, $6, $7, $8)`,
-		p.tenant, q.ID, ids, p.group, p.partitions, p.batch, lease, p.subStart)
+		p.tenant, pgUUID(q.ID), pgUUIDs(ids), p.group, p.partitions, p.batch, lease, p.subStart)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pop %q: %w", p.queue, err)
 	}
@@ -396,15 +400,4 @@ func (s *Store) release(ctx context.Context, leaseID uuid.UUID) {
 	if err != nil {
 		s.log.Error("release the lease of an abandoned pop", "lease_id", leaseID, "err", err)
 	}
-}
-
-func (s *Store) writePop(w http.ResponseWriter, p *popRequest, msgs []message, claims []claim, leaseID uuid.UUID) {
-	lease := ""
-	if !p.autoAck {
-		lease = leaseID.String()
-	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{
-		"success": true, "queue": p.queue, "partition": claims[0].name, "partitionId": claims[0].id,
-		"leaseId": lease, "consumerGroup": p.group, "partitionsClaimed": len(claims), "messages": msgs,
-	})
 }

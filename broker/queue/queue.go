@@ -134,3 +134,16 @@ func New(pool *pgxpool.Pool, sealer *seal.Sealer, m *metrics.Metrics, hot *hotli
 
 // Hot returns the replica's hot list.
 func (s *Store) Hot() *hotlist.List { return s.hot }
+
+// pgUUID and pgUUIDs hand ids to pgx as [16]byte, which it encodes in
+// binary; a uuid.UUID goes through its text form (it is a driver.Valuer),
+// which a profile of the ack route found costing a fifth of its CPU.
+func pgUUID(id uuid.UUID) [16]byte { return id }
+
+func pgUUIDs(ids []uuid.UUID) [][16]byte {
+	out := make([][16]byte, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}

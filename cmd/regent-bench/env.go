@@ -16,6 +16,7 @@ import (
 type Env struct {
 	URL, Token, Queue string
 	C, B, P, N, Size  int
+	Prefilled         bool
 
 	client *http.Client
 

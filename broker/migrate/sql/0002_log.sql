@@ -58,8 +58,12 @@ CREATE TABLE queen.log_segments (
     max_created_at timestamptz NOT NULL,
     PRIMARY KEY (partition_id, base_offset)
 );
--- The body is already compressed: keep PostgreSQL from trying again.
+-- The body is already compressed: keep PostgreSQL from trying again. And keep
+-- segments of up to a page inline: with the default target (2 kB) almost every
+-- segment went to TOAST, which cost a second heap row and index entry per push
+-- and a second lookup per pop (push throughput doubled without it).
 ALTER TABLE queen.log_segments ALTER COLUMN body SET STORAGE EXTERNAL;
+ALTER TABLE queen.log_segments SET (toast_tuple_target = 8160);
 -- Segments are appended in time order, so a BRIN index serves the retention
 -- sweep for almost nothing.
 CREATE INDEX log_segments_time_brin ON queen.log_segments USING brin (max_created_at);

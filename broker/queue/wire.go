@@ -1,0 +1,143 @@
+package queue
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// The pop answer is the largest body the broker writes on a hot path; it is
+// built by hand into a pooled buffer. encoding/json spent a sixth of the
+// broker's CPU under the popack benchmark reflecting over the same few
+// fields, and re-validating payloads that were validated when pushed.
+
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBuf keeps one huge answer from pinning its buffer.
+const maxPooledBuf = 1 << 20
+
+func (s *Store) writePop(w http.ResponseWriter, p *popRequest, msgs []message, claims []claim, lease string) {
+	bp := bufPool.Get().(*[]byte)
+	b := (*bp)[:0]
+	b = append(b, `{"success":true,"queue":`...)
+	b = appendString(b, p.queue)
+	b = append(b, `,"partition":`...)
+	b = appendString(b, claims[0].name)
+	b = append(b, `,"partitionId":`...)
+	b = appendUUID(b, claims[0].id)
+	b = append(b, `,"leaseId":`...)
+	b = appendString(b, lease)
+	b = append(b, `,"consumerGroup":`...)
+	b = appendString(b, p.group)
+	b = append(b, `,"partitionsClaimed":`...)
+	b = strconv.AppendInt(b, int64(len(claims)), 10)
+	b = append(b, `,"messages":[`...)
+	for i := range msgs {
+		m := &msgs[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = appendUUID(b, m.ID)
+		b = append(b, `,"transactionId":`...)
+		b = appendString(b, m.TransactionID)
+		b = append(b, `,"traceId":`...)
+		b = appendOptional(b, m.TraceID)
+		b = append(b, `,"data":`...)
+		b = append(b, m.Data...)
+		b = append(b, `,"producerSub":`...)
+		b = appendOptional(b, m.ProducerSub)
+		b = append(b, `,"createdAt":"`...)
+		b = append(b, m.CreatedAt...)
+		b = append(b, `","partitionId":`...)
+		b = appendUUID(b, m.PartitionID)
+		b = append(b, `,"partition":`...)
+		b = appendString(b, m.Partition)
+		b = append(b, `,"leaseId":`...)
+		b = appendString(b, m.LeaseID)
+		b = append(b, `,"consumerGroup":`...)
+		b = appendString(b, m.ConsumerGroup)
+		b = append(b, '}')
+	}
+	b = append(b, "]}"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+	if cap(b) <= maxPooledBuf {
+		*bp = b
+		bufPool.Put(bp)
+	}
+}
+
+func appendUUID(b []byte, id uuid.UUID) []byte {
+	b = append(b, '"')
+	b = append(b, id.String()...)
+	return append(b, '"')
+}
+
+func appendOptional(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	return appendString(b, *s)
+}
+
+const hex = "0123456789abcdef"
+
+// appendString appends s as a JSON string, escaped as encoding/json does:
+// quotes, backslashes, control characters, <, > and & (for HTML safety),
+// U+2028 and U+2029, and invalid UTF-8 as U+FFFD.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
