@@ -15,7 +15,7 @@ GO_TEST_FLAGS ?=
 
 .PHONY: help
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
 deps: ## Install what is missing: PostgreSQL (apt), and kube-apiserver, etcd, kubectl, helm, controller-gen (built into the cache, ~/.cache/regent).
@@ -54,6 +54,12 @@ lint: ## Check formatting (gofmt) and run go vet.
 .PHONY: test
 test: deps lint ## Run every test (PostgreSQL, envtest, chart, e2e); this is what CI runs.
 	go test -count=1 $(GO_TEST_FLAGS) ./...
+	@echo "The queue and streams suites again, with JWT auth and tenancy on:"
+	REGENT_TEST_MODE=secure go test -count=1 $(GO_TEST_FLAGS) ./broker/queue/... ./broker/streams/...
+
+.PHONY: e2e
+e2e: deps ## Run the end-to-end test alone: the whole stack as `make run` starts it, driven with kubectl and the reference worker.
+	go test -count=1 -v -run . ./test/e2e/
 
 .PHONY: bench
 bench: deps build ## Run the Go benchmarks and regent-bench against a freshly started local broker.
