@@ -1,0 +1,118 @@
+package app_test
+
+import (
+	"context"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/seal"
+	"github.com/regent-mq/regent/broker/segment"
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+func keyFile(t *testing.T) (string, uint32) {
+	t.Helper()
+	k := make([]byte, seal.KeySize)
+	if _, err := rand.Read(k); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(path, k, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, seal.KeyID(k)
+}
+
+// keyIDs lists the key id of every stored frame, in offset order.
+func keyIDs(t *testing.T, b *brokertest.Broker) []uint32 {
+	t.Helper()
+	rows, err := b.Pool.Query(context.Background(), `SELECT body, checksum, frame_count FROM queen.log_segments ORDER BY base_offset`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []uint32
+	for rows.Next() {
+		var body []byte
+		var sum int64
+		var n int
+		if err := rows.Scan(&body, &sum, &n); err != nil {
+			t.Fatal(err)
+		}
+		frames, err := segment.Decode(body, uint64(sum), n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range frames {
+			if !f.Sealed() {
+				t.Fatalf("a frame of the encrypted queue is stored in plaintext: %s", f.Payload)
+			}
+			ids = append(ids, f.KeyID)
+		}
+	}
+	return ids
+}
+
+func TestKeyRotationNewWritesUseTheNewKeyAndReadsAcceptTheOld(t *testing.T) {
+	db := pgtest.URL(t)
+	oldKey, oldID := keyFile(t)
+	newKey, newID := keyFile(t)
+	push := func(b *brokertest.Broker, payload string) {
+		t.Helper()
+		r := b.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": []any{map[string]any{"queue": "vault", "payload": payload}}})
+		if r.Status != 201 {
+			t.Fatalf("push = %d %s", r.Status, r.Body)
+		}
+	}
+
+	before := brokertest.StartOn(t, db, func(c *config.Config) { c.EncryptionKey = oldKey })
+	if r := before.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "vault", "options": map[string]any{"encryptionEnabled": true}}); r.Status != 200 {
+		t.Fatalf("configure = %d %s", r.Status, r.Body)
+	}
+	push(before, "sealed under the old key")
+
+	// The rotated broker: the new key is current, the old one retired.
+	after := brokertest.StartOn(t, db, func(c *config.Config) {
+		c.EncryptionKey, c.EncryptionOld = newKey, []string{oldKey}
+	})
+	push(after, "sealed under the new key")
+	if got := keyIDs(t, after); len(got) != 2 || got[0] != oldID || got[1] != newID {
+		t.Fatalf("frames are sealed under keys %x, want [%x %x]", got, oldID, newID)
+	}
+	var pop struct {
+		Messages []struct {
+			Data string `json:"data"`
+		} `json:"messages"`
+	}
+	after.Do(t, "GET", "/api/v1/pop/queue/vault?batch=10", "", nil).JSON(t, &pop)
+	if len(pop.Messages) != 2 || pop.Messages[0].Data != "sealed under the old key" || pop.Messages[1].Data != "sealed under the new key" {
+		t.Fatalf("the rotated broker pops %+v", pop.Messages)
+	}
+}
+
+func TestPushStampsProducerSubFromTheTokenAndIgnoresTheBody(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithJWT(false))
+	tok, err := auth.MintHS256([]byte(brokertest.Secret), auth.MintClaims{Subject: "svc-orders", Role: auth.ReadWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := b.Do(t, "POST", "/api/v1/push", tok, map[string]any{"items": []any{
+		map[string]any{"queue": "q", "payload": 1, "producerSub": "someone-else"}}})
+	if r.Status != 201 {
+		t.Fatalf("push = %d %s", r.Status, r.Body)
+	}
+	var pop struct {
+		Messages []struct {
+			ProducerSub string `json:"producerSub"`
+		} `json:"messages"`
+	}
+	b.Do(t, "GET", "/api/v1/pop/queue/q", tok, nil).JSON(t, &pop)
+	if len(pop.Messages) != 1 || pop.Messages[0].ProducerSub != "svc-orders" {
+		t.Fatalf("popped %+v, want producerSub svc-orders from the token", pop.Messages)
+	}
+}
