@@ -28,7 +28,8 @@
 //  3. Segment.Queue adds the log_push_one_v1 call to a pgx.Batch (or use
 //     Segment.Args with PushSQL in a procedure of your own). A pgx batch is
 //     sent with a single Sync, so all its statements run as one implicit
-//     transaction: either every segment is stored or none is. When the
+//     transaction: either every segment is stored or none is
+//     (TestBatchOfSegmentsIsOneImplicitTransaction checks it). When the
 //     function reports transaction ids already recorded for the partition it
 //     has written nothing for that segment; Repack drops them and the
 //     segment can be pushed again.

@@ -105,7 +105,9 @@ func (e *Env) Do(ctx context.Context, method, path string, body []byte, record b
 	start := time.Now()
 	resp, err := e.client.Do(req)
 	if err != nil {
-		e.fail(err)
+		if ctx.Err() == nil { // a request the run itself cancelled is no error
+			e.fail(err)
+		}
 		return 0, nil, err
 	}
 	out, err := io.ReadAll(resp.Body)
