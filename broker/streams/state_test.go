@@ -200,6 +200,8 @@ func TestStateGetMissingIdsAre400(t *testing.T) {
 		`{"query_id": "nope", "partition_id": "` + id + `"}`:                                 "query_id",
 		`{"query_id": "` + id + `", "partition_id": "` + id + `", "keys": "a"}`:              "keys",
 		`{"query_id": "` + id + `", "partition_id": "` + id + `", "ripe_at_or_before": "1"}`: "ripe_at_or_before",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "key_prefix": "a\u0000"}`:  "key_prefix",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "keys": ["\u0000"]}`:       "keys",
 	})
 }
 
