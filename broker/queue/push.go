@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -133,31 +134,47 @@ func items(in []pushItem, field string) ([]Item, error) {
 	return out, nil
 }
 
-type pushResult struct {
-	Index         int       `json:"index"`
-	TransactionID string    `json:"transaction_id"`
-	MessageID     uuid.UUID `json:"message_id"`
-	PartitionID   uuid.UUID `json:"partition_id"`
-	TraceID       *string   `json:"trace_id"`
-	QueueName     string    `json:"queueName"`
-	Status        string    `json:"status"`
+// pushResults is the answer to a push, one object per item in item order:
+// {"index", "transaction_id", "message_id", "partition_id", "trace_id",
+// "queueName", "status"}. It is built by hand, as the pop answer is.
+type pushResults struct {
+	in     []Item
+	pushed []Pushed
 }
 
-func pushResults(in []Item, pushed []Pushed) []pushResult {
-	out := make([]pushResult, len(pushed))
-	for i, p := range pushed {
-		r := pushResult{Index: i, TransactionID: p.TransactionID, MessageID: p.MessageID,
-			PartitionID: p.Partition.ID, QueueName: p.Partition.Queue.Name, Status: "queued"}
-		if in[i].TraceID != "" {
-			r.TraceID = &in[i].TraceID
+func (r pushResults) append(b []byte) []byte {
+	b = append(b, '[')
+	for i, p := range r.pushed {
+		if i > 0 {
+			b = append(b, ',')
 		}
+		b = append(b, `{"index":`...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, `,"transaction_id":`...)
+		b = appendString(b, p.TransactionID)
+		b = append(b, `,"message_id":`...)
+		b = appendUUID(b, p.MessageID)
+		b = append(b, `,"partition_id":`...)
+		b = appendUUID(b, p.Partition.ID)
+		b = append(b, `,"trace_id":`...)
+		if t := r.in[i].TraceID; t != "" {
+			b = appendString(b, t)
+		} else {
+			b = append(b, "null"...)
+		}
+		b = append(b, `,"queueName":`...)
+		b = appendString(b, p.Partition.Queue.Name)
 		if p.Duplicate {
-			r.Status = "duplicate"
+			b = append(b, `,"status":"duplicate"}`...)
+		} else {
+			b = append(b, `,"status":"queued"}`...)
 		}
-		out[i] = r
 	}
-	return out
+	return append(b, ']')
 }
+
+// MarshalJSON lets a transaction's answer embed the results.
+func (r pushResults) MarshalJSON() ([]byte, error) { return r.append(nil), nil }
 
 // handlePush is POST /api/v1/push.
 func (s *Store) handlePush(w http.ResponseWriter, r *http.Request) {
@@ -178,7 +195,7 @@ func (s *Store) handlePush(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(in) == 0 {
-		httpx.WriteJSON(w, http.StatusCreated, []pushResult{})
+		writeBody(w, http.StatusCreated, pushResults{}.append)
 		return
 	}
 	id := auth.FromContext(r.Context())
@@ -188,7 +205,7 @@ func (s *Store) handlePush(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.AfterPush(segs)
-	httpx.WriteJSON(w, http.StatusCreated, pushResults(in, pushed))
+	writeBody(w, http.StatusCreated, pushResults{in, pushed}.append)
 }
 
 // fail answers a failed request: client errors with their status, anything

@@ -71,7 +71,7 @@ type opResult struct {
 	Type    string       `json:"type"`
 	Success bool         `json:"success"`
 	Error   *string      `json:"error,omitempty"`
-	Results []pushResult `json:"results,omitempty"`
+	Results *pushResults `json:"results,omitempty"`
 	*AckResult
 }
 
@@ -119,7 +119,7 @@ func (s *Store) handleTransaction(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 			pushed = append(pushed, segs...)
-			results = append(results, opResult{Index: i, Type: "push", Success: true, Results: pushResults(o.push, out)})
+			results = append(results, opResult{Index: i, Type: "push", Success: true, Results: &pushResults{o.push, out}})
 		}
 		return nil
 	})
