@@ -1,0 +1,54 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func env(b *brokertest.Broker, queue string) *Env {
+	e := &Env{URL: b.URL, Queue: queue, C: 3, B: 10, P: 4, N: 205, Size: 32}
+	e.init()
+	return e
+}
+
+func TestPushScenarioStoresNMessagesOverPPartitions(t *testing.T) {
+	b := brokertest.Start(t)
+	res := env(b, "push-q").run(t.Context(), "push", scenarios["push"])
+	require.Empty(t, res.Error)
+	require.Zero(t, res.Errors)
+	require.Equal(t, 21, res.Requests)
+	require.Greater(t, res.MsgsPerSec, 0.0)
+	var frames, parts int
+	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT sum(frame_count), count(DISTINCT partition_id) FROM queen.log_segments`).Scan(&frames, &parts))
+	require.Equal(t, 205, frames)
+	require.Equal(t, 4, parts)
+}
+
+func TestPopAckScenarioVerifiesExactlyNDistinct(t *testing.T) {
+	b := brokertest.Start(t)
+	res := env(b, "popack-q").run(t.Context(), "popack", scenarios["popack"])
+	require.Empty(t, res.Error)
+	require.Zero(t, res.Errors)
+	require.NotNil(t, res.Verified)
+	require.True(t, *res.Verified, res.Verification)
+	var left int
+	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT count(*) FROM queen.cursors c JOIN queen.partitions p ON p.id = c.partition_id
+		WHERE c.committed < p.next_offset`).Scan(&left))
+	require.Zero(t, left, "everything was acknowledged")
+}
+
+func TestPopAckScenarioReportsMissingMessages(t *testing.T) {
+	b := brokertest.Start(t)
+	e := env(b, "short-q")
+	require.NoError(t, e.fill(t.Context(), false))
+	e.N, e.Prefilled = 300, true // more than the queue holds
+	res := e.run(t.Context(), "popack", scenarios["popack"])
+	require.False(t, *res.Verified)
+	require.Contains(t, res.Verification, "205 distinct of 300")
+}
