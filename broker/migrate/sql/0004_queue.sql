@@ -242,6 +242,28 @@ BEGIN
 END
 $$;
 
+-- The offset of each transaction id in p_txids among the frames of
+-- partition p_partition_id in [p_from, p_to) (the segment holding p_from
+-- included whole, so a message just behind p_from is found too), or NULL.
+-- The txids array of each segment is what makes this possible without
+-- decoding a body.
+CREATE FUNCTION queen.txid_offsets_v1(p_partition_id uuid, p_from bigint, p_to bigint, p_txids text[])
+RETURNS bigint[] LANGUAGE sql STABLE AS $$
+    SELECT array_agg(f.off ORDER BY u.i)
+      FROM unnest(p_txids) WITH ORDINALITY AS u (t, i)
+      LEFT JOIN (
+          SELECT t.txid, min(s.base_offset + t.n - 1) AS off
+            FROM queen.log_segments s
+           CROSS JOIN LATERAL unnest(s.txids) WITH ORDINALITY AS t (txid, n)
+           WHERE s.partition_id = p_partition_id
+             AND s.base_offset >= COALESCE((SELECT max(s2.base_offset) FROM queen.log_segments s2
+                                             WHERE s2.partition_id = p_partition_id AND s2.base_offset <= p_from),
+                                           p_from)
+             AND s.base_offset < p_to
+             AND s.base_offset + t.n - 1 < p_to
+           GROUP BY t.txid) f ON f.txid = u.t
+$$;
+
 -- Acknowledges messages by transaction id, in item order, in one call (the
 -- ack and ack/batch routes). Item i names partition p_partition_ids[i], group
 -- p_groups[i], transaction p_txids[i], status ('completed', 'failed', 'dlq'
@@ -317,88 +339,6 @@ BEGIN
      ORDER BY c.partition_id, c.consumer_group
        FOR UPDATE;
 
-    -- The offset of every item inside its cursor's last batch, in one pass.
-    WITH it AS (
-        SELECT u.p, u.g, u.t, u.i FROM unnest(p_partition_ids, p_groups, p_txids) WITH ORDINALITY AS u (p, g, t, i)
-    ), cur AS (
-        SELECT c.partition_id, c.consumer_group, c.batch_end,
-               COALESCE((SELECT max(s2.base_offset) FROM queen.log_segments s2
-                          WHERE s2.partition_id = c.partition_id AND s2.base_offset <= c.batch_start),
-                        c.batch_start) AS seg_from
-          FROM queen.cursors c
-         WHERE (c.partition_id, c.consumer_group) IN (SELECT DISTINCT it.p, it.g FROM it)
-           AND c.batch_end IS NOT NULL
-    ), fr AS (
-        SELECT cur.partition_id, cur.consumer_group, t.txid, min(s.base_offset + t.n - 1) AS off
-          FROM cur
-          JOIN queen.log_segments s
-            ON s.partition_id = cur.partition_id AND s.base_offset >= cur.seg_from AND s.base_offset < cur.batch_end
-         CROSS JOIN LATERAL unnest(s.txids) WITH ORDINALITY AS t (txid, n)
-         WHERE s.base_offset + t.n - 1 < cur.batch_end
-         GROUP BY 1, 2, 3
-    )
-    SELECT array_agg(fr.off ORDER BY it.i) INTO v_offs
-      FROM it LEFT JOIN fr ON fr.partition_id = it.p AND fr.consumer_group = it.g AND fr.txid = it.t;
-
-    -- The common case, a consumer acknowledging what it popped, has only
-    -- 'completed' items. Cumulative acks make it a running maximum per
-    -- cursor: one statement instead of a pass item by item (which costs
-    -- about 20 us an item in PL/pgSQL). Same rules as the loop below.
-    IF NOT EXISTS (SELECT 1 FROM unnest(p_statuses) AS u (s) WHERE u.s <> 'completed') THEN
-        RETURN QUERY
-        WITH u AS (
-            SELECT u.p, u.g, u.l, u.i::integer AS i
-              FROM unnest(p_partition_ids, p_groups, p_lease_ids) WITH ORDINALITY AS u (p, g, l, i)
-        ), cur AS ( -- each cursor once, not once per item
-            SELECT k.p, k.g, q.id AS qid, q.name AS qname, pt.name AS pname, pt.next_offset,
-                   c.committed AS c0, c.batch_end, c.lease_id, c.lease_expires_at
-              FROM (SELECT DISTINCT u.p, u.g FROM u) k
-              JOIN queen.partitions pt ON pt.id = k.p
-              JOIN queen.queues q ON q.id = pt.queue_id AND q.tenant = p_tenant
-              JOIN queen.cursors c ON c.partition_id = k.p AND c.consumer_group = k.g
-        ), it AS (
-            SELECT u.i, u.p, u.g, u.l, v_offs[u.i] AS o, cur.qid, cur.qname, cur.pname, cur.next_offset,
-                   cur.c0, cur.batch_end, cur.lease_id,
-                   cur.p IS NOT NULL AND v_offs[u.i] IS NOT NULL AS found,
-                   u.l IS NULL OR u.l = cur.lease_id AND cur.lease_expires_at > now() AS lease_ok
-              FROM u LEFT JOIN cur ON cur.p = u.p AND cur.g = u.g
-        ), moves AS (
-            SELECT it.*, CASE WHEN it.found AND it.lease_ok AND it.lease_id IS NOT NULL THEN it.o + 1 END AS move
-              FROM it
-        ), run AS (
-            -- before: the cursor just before the item; after: just after it.
-            SELECT m.*, greatest(m.c0, max(m.move) OVER w) AS before,
-                   greatest(m.c0, max(m.move) OVER w, m.move) AS after
-              FROM moves m
-            WINDOW w AS (PARTITION BY m.p, m.g ORDER BY m.i ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-        ), res AS (
-            SELECT run.*, run.found AND (run.o < run.before OR run.move IS NOT NULL) AS ok FROM run
-        ), fin AS (
-            SELECT DISTINCT ON (res.p, res.g) res.p, res.g, res.qid, res.c0, res.after, res.batch_end, res.next_offset
-              FROM res WHERE res.found
-             ORDER BY res.p, res.g, res.i DESC
-        ), upd AS (
-            UPDATE queen.cursors x
-               SET committed = fin.after, total_consumed = x.total_consumed + (fin.after - fin.c0), retry_count = 0,
-                   last_consumed_at = now(),
-                   lease_id = CASE WHEN fin.after >= fin.batch_end THEN NULL ELSE x.lease_id END,
-                   lease_expires_at = CASE WHEN fin.after >= fin.batch_end THEN NULL ELSE x.lease_expires_at END
-              FROM fin
-             WHERE fin.after > fin.c0 AND x.partition_id = fin.p AND x.consumer_group = fin.g
-            RETURNING fin.qid, fin.p, fin.after >= fin.batch_end AND fin.after < fin.next_offset AS wake
-        ), woke AS (
-            SELECT count(pg_notify('regent_log', upd.qid::text || ':' || upd.p::text)) AS n FROM upd WHERE upd.wake
-        )
-        SELECT res.i, CASE WHEN res.found THEN res.qid END, res.ok,
-               CASE WHEN NOT res.found THEN 'Message not found'
-                    WHEN NOT res.ok THEN 'Invalid or expired lease' END,
-               CASE WHEN res.found THEN res.qname END, CASE WHEN res.found THEN res.pname END,
-               res.ok AND (res.lease_id IS NULL OR res.after >= res.batch_end), false
-          FROM res CROSS JOIN woke
-         ORDER BY res.i;
-        RETURN;
-    END IF;
-
     -- Items of one cursor usually come together: the cursor is read once,
     -- changed in memory and written back when the next item names another
     -- one (or, at i = n + 1, at the end).
@@ -427,6 +367,12 @@ BEGIN
             IF v_found THEN
                 SELECT * INTO c FROM queen.cursors x WHERE x.partition_id = v_pid AND x.consumer_group = v_grp;
                 v_found := FOUND;
+            END IF;
+            -- Entries of items on other cursors are looked up here too,
+            -- and ignored.
+            v_offs := NULL;
+            IF v_found AND c.batch_end IS NOT NULL THEN
+                v_offs := queen.txid_offsets_v1(v_pid, c.batch_start, c.batch_end, p_txids);
             END IF;
         END IF;
 
@@ -524,8 +470,77 @@ BEGIN
 END
 $$;
 
+-- The common case of ack/batch, kept cheap: a consumer acknowledging what it
+-- popped, every item 'completed', all on one cursor under one lease (the
+-- zero UUID for none). It locks the cursor, finds the offset of each
+-- transaction id inside the last batch (NULL when absent), and, when the
+-- lease allows it, moves the cursor just past the furthest one found,
+-- releasing the lease at the end of the batch. The broker derives each
+-- item's answer from this row by the rules of queen.ack_v1 (a test holds the
+-- two to the same answers). No row: not the tenant's partition, or no cursor.
+CREATE FUNCTION queen.ack_cursor_v1(
+    p_tenant       text,
+    p_partition_id uuid,
+    p_group        text,
+    p_lease_id     uuid,
+    p_txids        text[]
+) RETURNS TABLE (
+    queue_id       uuid,
+    queue_name     text,
+    partition_name text,
+    offsets        bigint[],
+    committed      bigint,
+    batch_end      bigint,
+    lease_held     boolean,
+    lease_ok       boolean
+) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    c       queen.cursors%ROWTYPE;
+    v_next  bigint;
+    v_after bigint;
+BEGIN
+    SELECT q.id, q.name, p.name, p.next_offset INTO queue_id, queue_name, partition_name, v_next
+      FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+     WHERE p.id = p_partition_id AND q.tenant = p_tenant;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT * INTO c FROM queen.cursors x
+     WHERE x.partition_id = p_partition_id AND x.consumer_group = p_group
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    committed := c.committed;
+    batch_end := c.batch_end;
+    lease_held := c.lease_id IS NOT NULL;
+    lease_ok := p_lease_id = '00000000-0000-0000-0000-000000000000'
+                OR COALESCE(p_lease_id = c.lease_id AND c.lease_expires_at > now(), false);
+    IF c.batch_end IS NOT NULL THEN
+        offsets := queen.txid_offsets_v1(p_partition_id, c.batch_start, c.batch_end, p_txids);
+    END IF;
+    IF lease_held AND lease_ok THEN
+        SELECT max(o) + 1 INTO v_after FROM unnest(offsets) AS o;
+        IF v_after > c.committed THEN
+            UPDATE queen.cursors x
+               SET committed = v_after, total_consumed = x.total_consumed + (v_after - c.committed),
+                   retry_count = 0, last_consumed_at = now(),
+                   lease_id = CASE WHEN v_after >= c.batch_end THEN NULL ELSE x.lease_id END,
+                   lease_expires_at = CASE WHEN v_after >= c.batch_end THEN NULL ELSE x.lease_expires_at END
+             WHERE x.partition_id = p_partition_id AND x.consumer_group = p_group;
+            IF v_after >= c.batch_end AND v_after < v_next THEN
+                PERFORM pg_notify('regent_log', queue_id::text || ':' || p_partition_id::text);
+            END IF;
+        END IF;
+    END IF;
+    RETURN NEXT;
+END
+$$;
+
 -- Generic plans from the first call: planning the acks' statements afresh
 -- (PostgreSQL's first five custom plans per connection) costs more than
 -- running them.
 ALTER FUNCTION queen.pop_v1 SET plan_cache_mode = force_generic_plan;
 ALTER FUNCTION queen.ack_v1 SET plan_cache_mode = force_generic_plan;
+ALTER FUNCTION queen.ack_cursor_v1 SET plan_cache_mode = force_generic_plan;

@@ -1,0 +1,94 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/stretchr/testify/require"
+)
+
+// The common case of an ack has a path of its own (ack_cursor_v1 plus the
+// rules in ackCursor); ack_v1 handles everything. On the same states and
+// requests the two must give the same answers and leave the same cursor.
+func TestAckCursorAnswersAsAckEach(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 40; round++ {
+		queue := fmt.Sprintf("q%d", round)
+		items := make([]Item, 12)
+		for i := range items {
+			items[i] = Item{Queue: queue, Payload: json.RawMessage(fmt.Sprint(i))}
+		}
+		// Two segments, so that batches span them.
+		pushed, _, err := s.Push(ctx, s.pool, "default", "", items[:5])
+		require.NoError(t, err)
+		more, _, err := s.Push(ctx, s.pool, "default", "", items[5:])
+		require.NoError(t, err)
+		pushed = append(pushed, more...)
+		pid := pushed[0].Partition.ID
+
+		msgs, _, leaseID, _, _, err := s.popOnce(ctx, &popRequest{tenant: "default", queue: queue, group: QueueMode,
+			batch: 2 + rng.IntN(10), partitions: 1, subStart: "all"})
+		require.NoError(t, err)
+		require.NotEmpty(t, msgs)
+		switch rng.IntN(4) { // the state the ack meets
+		case 0: // part of the batch acknowledged already
+			_, err = s.Ack(ctx, s.pool, "default", []Ack{{PartitionID: pid, TransactionID: msgs[rng.IntN(len(msgs))].TransactionID,
+				Status: "completed", Group: QueueMode}})
+		case 1: // released by a failure
+			_, err = s.Ack(ctx, s.pool, "default", []Ack{{PartitionID: pid, TransactionID: msgs[0].TransactionID,
+				Status: "failed", Group: QueueMode}})
+		case 2: // expired
+			_, err = s.pool.Exec(ctx, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 s' WHERE partition_id = $1`, pid)
+		}
+		require.NoError(t, err)
+
+		var lease pgtype.UUID
+		switch rng.IntN(3) {
+		case 0:
+			lease = pgtype.UUID{Bytes: leaseID, Valid: true}
+		case 1:
+			lease = pgtype.UUID{Bytes: uuid.New(), Valid: true}
+		}
+		var acks []Ack
+		for range 1 + rng.IntN(8) {
+			txid := "unknown"
+			if k := rng.IntN(len(pushed) + 2); k < len(pushed) {
+				txid = pushed[k].TransactionID
+			}
+			acks = append(acks, Ack{PartitionID: pid, TransactionID: txid, Status: "completed", LeaseID: lease, Group: QueueMode})
+		}
+		require.True(t, oneCursorCompleted(acks))
+
+		run := func(f func(context.Context, Querier, string, []Ack) ([]AckResult, error)) ([]AckResult, string) {
+			var out []AckResult
+			var state string
+			err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+				var err error
+				if out, err = f(ctx, tx, "default", acks); err != nil {
+					return err
+				}
+				if err := tx.QueryRow(ctx, `SELECT format('%s %s %s %s %s', committed, lease_id IS NULL,
+						lease_expires_at IS NULL, retry_count, total_consumed) FROM queen.cursors WHERE partition_id = $1`,
+					pid).Scan(&state); err != nil {
+					return err
+				}
+				return errRollback
+			})
+			require.ErrorIs(t, err, errRollback, "round %d", round)
+			return out, state
+		}
+		wantOut, wantState := run(s.ackEach)
+		gotOut, gotState := run(s.ackCursor)
+		require.Equal(t, wantOut, gotOut, "round %d", round)
+		require.Equal(t, wantState, gotState, "round %d", round)
+	}
+}
