@@ -156,7 +156,7 @@ func TestTwoConsumersOfOneGroupNeverHoldTheSamePartition(t *testing.T) {
 func TestFailedRedeliversTheBatchAndAfterRetryLimitGoesToTheDLQ(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"retryLimit": 2}})
+	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"retryLimit": 2, "retryDelay": 0}})
 	push(t, b, msgs("q", "Default", 0, 2)...)
 	for round := 0; round < 2; round++ {
 		p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
@@ -258,4 +258,19 @@ func TestLeaseExtend(t *testing.T) {
 	resp.JSON(t, &out)
 	require.Equal(t, false, out[0]["success"])
 	require.Equal(t, "Lease already expired", out[0]["error"])
+}
+
+func TestFailedBatchIsDeliveredAgainAfterRetryDelay(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"retryDelay": 300}})
+	push(t, b, msgs("q", "Default", 0, 2)...)
+	p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
+	failed := time.Now()
+	r := ack(t, b, map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID, "status": "failed"})
+	require.Equal(t, true, r["leaseReleased"])
+	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?batch=2"), "not before retryDelay")
+	p = pop(t, b, "/api/v1/pop/queue/q?batch=2&wait=true&timeout=5000")
+	require.Equal(t, []int{0, 1}, ns(p))
+	require.GreaterOrEqual(t, time.Since(failed), 300*time.Millisecond)
 }

@@ -81,6 +81,8 @@ CREATE TABLE queen.cursors (
     batch_start      bigint,
     batch_end        bigint,
     lease_id         uuid,
+    -- The lease's expiry; without a lease, the end of a failed batch's
+    -- retryDelay. No pop claims the partition before it.
     lease_expires_at timestamptz,
     retry_count      integer NOT NULL DEFAULT 0,
     total_consumed   bigint NOT NULL DEFAULT 0,

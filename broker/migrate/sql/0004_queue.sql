@@ -6,7 +6,8 @@
 -- claims up to p_partitions of them, sharing a budget of p_batch messages.
 --
 -- A candidate is skipped when its cursor row is locked by a concurrent pop or
--- ack (SKIP LOCKED) or holds a live lease. A group's first pop of a partition
+-- ack (SKIP LOCKED), holds a live lease, or waits out the retryDelay of a
+-- failed batch (lease_expires_at without lease_id). A group's first pop of a partition
 -- creates its cursor where the group's subscription starts (named groups
 -- only; decided on the group's first pop of the queue). The batch is walked
 -- over queen.log_segments from the cursor, skipping the gaps retention
@@ -105,7 +106,7 @@ BEGIN
         -- that merely found it leased.
         SELECT * INTO v_cur FROM queen.cursors c
          WHERE c.partition_id = v_pid AND c.consumer_group = p_group;
-        IF FOUND AND v_cur.lease_id IS NOT NULL AND v_cur.lease_expires_at > now() THEN
+        IF FOUND AND v_cur.lease_expires_at > now() THEN
             outcome := 'busy';
             retry_at := v_cur.lease_expires_at;
             RETURN NEXT;
@@ -158,7 +159,7 @@ BEGIN
         END IF;
 
         -- Under the lock, the state may have moved since the look.
-        IF v_cur.lease_id IS NOT NULL AND v_cur.lease_expires_at > now() THEN
+        IF v_cur.lease_expires_at > now() THEN
             outcome := 'busy';
             retry_at := v_cur.lease_expires_at;
             RETURN NEXT;
@@ -276,7 +277,8 @@ $$;
 -- behind the cursor answers success without changing anything. Reaching the
 -- end of the batch releases the lease at once. 'failed' releases the lease
 -- and grows retry_count once per leased batch (later failures of the same
--- released batch change nothing); when retry_count has reached the queue's
+-- released batch change nothing), and the batch is delivered again after the
+-- queue's retryDelay; when retry_count has reached the queue's
 -- retryLimit the message goes to the dead letters instead and the cursor
 -- moves past it. retry_count belongs to the message at the cursor: it
 -- resets whenever the cursor moves. 'dlq' sends it there at once; 'retry' only releases.
@@ -328,6 +330,7 @@ DECLARE
     v_qname  text;
     v_pname  text;
     v_limit  integer;
+    v_delay  integer;
     v_next   bigint;
 BEGIN
     p_lease_ids := array_replace(p_lease_ids, '00000000-0000-0000-0000-000000000000', NULL);
@@ -359,8 +362,8 @@ BEGIN
             v_grp := p_groups[i];
             v_dirty := false;
             v_wake := false;
-            SELECT q.id, q.name, p.name, q.retry_limit, p.next_offset
-              INTO v_qid, v_qname, v_pname, v_limit, v_next
+            SELECT q.id, q.name, p.name, q.retry_limit, q.retry_delay, p.next_offset
+              INTO v_qid, v_qname, v_pname, v_limit, v_delay, v_next
               FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
              WHERE p.id = v_pid AND q.tenant = p_tenant;
             v_found := FOUND;
@@ -420,6 +423,7 @@ BEGIN
         WHEN 'retry' THEN
             IF c.lease_id IS NOT NULL THEN
                 c.lease_id := NULL;
+                c.lease_expires_at := NULL;
                 v_wake := true;
             END IF;
         WHEN 'failed', 'dlq' THEN
@@ -430,8 +434,11 @@ BEGIN
                 CONTINUE;
             END IF;
             IF p_statuses[i] = 'failed' AND c.retry_count < v_limit THEN
+                -- Released, but not deliverable again before retryDelay:
+                -- the expiry stays as the time pops wait for.
                 c.retry_count := c.retry_count + 1;
                 c.lease_id := NULL;
+                c.lease_expires_at := now() + make_interval(secs => v_delay / 1000.0);
                 v_wake := true;
             ELSE
                 d := array_position(p_dlq_items, i);
@@ -451,16 +458,15 @@ BEGIN
                 c.last_consumed_at := now();
                 IF p_statuses[i] = 'failed' THEN
                     c.lease_id := NULL;
+                    c.lease_expires_at := NULL;
                     v_wake := true;
                 END IF;
             END IF;
         END CASE;
         IF c.lease_id IS NOT NULL AND c.committed >= c.batch_end THEN
             c.lease_id := NULL; -- the whole batch is done: release at once
-            v_wake := true;
-        END IF;
-        IF c.lease_id IS NULL THEN
             c.lease_expires_at := NULL;
+            v_wake := true;
         END IF;
         v_dirty := true;
         success := true;
