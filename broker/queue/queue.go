@@ -40,6 +40,22 @@
 //
 // OwnedPartition is the tenancy gate for routes that take a partition id: a
 // partition that does not exist and another tenant's both answer ErrNotFound.
+//
+// # The consumer side
+//
+// A pop takes candidate partitions from this replica's hot list
+// (broker/hotlist) and claims them in one call of queen.pop_v1, which leases
+// them and returns their segments; Go decodes only the frames of the batch.
+// A parked long-poll waits on the hot list's signal for the queue. Acks go
+// through queen.ack_cursor_v1 when they are the common case (all
+// 'completed', one cursor, one lease) and queen.ack_v1 otherwise, each one
+// call; a dead letter costs a second one, since its payload must be decoded
+// here. Releases that leave data to deliver NOTIFY like pushes do. Retention
+// (broker/retention) deletes whole segments; every walk skips the gaps.
+//
+// Files follow the routes: configure.go, push.go, pop.go, ack.go, lease.go,
+// transaction.go, dlq.go; wire.go builds the hot answers by hand; run.go
+// feeds the hot list.
 package queue
 
 import (
