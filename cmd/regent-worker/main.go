@@ -6,6 +6,7 @@
 //
 //	regent-worker -broker http://localhost:6632 -query orders.per_minute \
 //	    -source orders -sink orders.per_minute
+//	regent-worker -print-config-hash   # the configHash its StreamQuery declares
 //
 // An event is a source message whose payload is {"key": "acme", "ts": 1760...}
 // (ts in epoch milliseconds). A closed window is pushed to the sink as
@@ -89,6 +90,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "regent-worker:", err)
 		os.Exit(2)
 	}
+	if cfg.printHash {
+		fmt.Println(configHash)
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -110,6 +115,7 @@ type config struct {
 	idle        time.Duration
 	lateness    time.Duration
 	waitTimeout time.Duration
+	printHash   bool
 }
 
 func parseFlags(args []string) (config, error) {
@@ -125,7 +131,8 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.idle, "idle", 10*time.Second, "quiet time before open windows are flushed; must exceed the source's leaseTime")
 	fs.DurationVar(&c.lateness, "lateness", 0, "how long after its end a window may still receive events, for the idle flush")
 	fs.DurationVar(&c.waitTimeout, "wait", 2*time.Second, "long-poll timeout of each pop")
-	if err := fs.Parse(args); err != nil {
+	fs.BoolVar(&c.printHash, "print-config-hash", false, "print the config_hash this worker registers with (a StreamQuery's configHash) and exit")
+	if err := fs.Parse(args); err != nil || c.printHash {
 		return c, err
 	}
 	if c.query == "" || c.source == "" || c.sink == "" {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -17,8 +19,18 @@ const (
 	statePrefix  = operator + sep
 	watermarkKey = statePrefix + "watermark"
 	windowMillis = 60_000
-	configHash   = operator + " count by key, event time from ts"
+	// chain describes the operator chain; a different chain must never
+	// fold into this one's accumulators.
+	chain = operator + " count by key, event time from ts"
 )
+
+// configHash is the registration's config_hash: the first 8 bytes of the
+// chain's SHA-256, in hex. A StreamQuery that declares this worker's query
+// carries the same value (regent-worker -print-config-hash prints it).
+var configHash = func() string {
+	sum := sha256.Sum256([]byte(chain))
+	return hex.EncodeToString(sum[:8])
+}()
 
 // window is an open window's state value, and (with times as RFC 3339) a
 // closed window's sink payload. windowEnd is a JSON number so that the idle
