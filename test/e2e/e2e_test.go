@@ -1,0 +1,249 @@
+// Package e2e runs the whole stack the way `make run` does, as local
+// processes, and drives it the way a user would: kubectl applies the
+// samples, the reference worker runs a registered query, and deleting the
+// samples does what their deletion policies say.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/test/kubetest"
+	"github.com/regent-mq/regent/test/localstack"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+const (
+	tenant   = "acme"
+	query    = "orders.per_minute" // config/samples/acme-streamquery.yaml
+	source   = "orders"
+	sink     = "orders.per_minute"
+	retained = "clicks-per-page" // config/samples/default-streamquery.yaml, deletionPolicy Retain
+)
+
+func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the whole stack takes a while")
+	}
+	root := kubetest.RepoRoot()
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/broker", "./cmd/operator", "./cmd/regent-worker")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	ports := make([]int, 4)
+	for i := range ports {
+		p, err := pgtest.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = p
+	}
+	ctx := context.Background()
+	// Not t.TempDir: its parents are private to root, and PostgreSQL runs
+	// as the postgres user.
+	dir, err := os.MkdirTemp("", "regent-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stack, err := localstack.Start(ctx, localstack.Options{
+		Dir: dir, BinDir: bin, PGPort: ports[0],
+		BrokerAddr:  "127.0.0.1:" + strconv.Itoa(ports[1]),
+		MetricsAddr: "127.0.0.1:" + strconv.Itoa(ports[2]),
+		ProbeAddr:   "127.0.0.1:" + strconv.Itoa(ports[3]),
+		Progress:    testWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stack.Stop)
+	defer func() {
+		if t.Failed() {
+			for _, name := range []string{"broker", "operator"} {
+				log, _ := os.ReadFile(filepath.Join(dir, "logs", name+".log"))
+				t.Logf("%s log:\n%s", name, tail(log, 4000))
+			}
+		}
+	}()
+	db, err := pgxpool.New(ctx, stack.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	kubectl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(kubetest.AssetsDir(), "kubectl"), args...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+
+	// The samples, applied as the README says, become Ready registrations
+	// and a quota row.
+	kubectl("apply", "-f", "config/samples/")
+	kubectl("wait", "--for=condition=Ready", "streamquery", "--all", "--all-namespaces", "--timeout=90s")
+	kubectl("wait", "--for=condition=Ready", "tenantquota", "--all", "--timeout=60s")
+	var queryID string
+	if err := db.QueryRow(ctx, `SELECT id::text FROM queen_streams.queries WHERE tenant = $1 AND name = $2`, tenant, query).Scan(&queryID); err != nil {
+		t.Fatalf("registration of %s/%s: %v", tenant, query, err)
+	}
+	if got := kubectl("get", "sq", "orders-per-minute", "-n", "acme-streams", "-o", "jsonpath={.status.queryId}"); got != queryID {
+		t.Fatalf("status.queryId = %q, database has %q", got, queryID)
+	}
+	var registrations int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM queen_streams.queries`).Scan(&registrations); err != nil || registrations != 2 {
+		t.Fatalf("registrations = %d (%v), want the two samples", registrations, err)
+	}
+	var enabled bool
+	var maxQueries *int
+	if err := db.QueryRow(ctx, `SELECT enabled, max_queries FROM queen_streams.quota WHERE tenant = $1`, tenant).Scan(&enabled, &maxQueries); err != nil {
+		t.Fatalf("quota row of %s: %v", tenant, err)
+	}
+	if !enabled || maxQueries == nil || *maxQueries != 10 {
+		t.Fatalf("quota row = enabled %v, max %v; the sample grants 10", enabled, maxQueries)
+	}
+
+	// The reference worker runs the registered query: every pushed event is
+	// counted once in the sink.
+	secret, err := os.ReadFile(filepath.Join(dir, "signing-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := auth.MintHS256(secret, auth.MintClaims{Subject: "e2e", Tenant: tenant, Role: auth.ReadWrite, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const events = 600
+	base := time.Date(2026, 8, 17, 10, 0, 0, 0, time.UTC).UnixMilli()
+	items := make([]map[string]any, 0, events)
+	for i := range events {
+		items = append(items, map[string]any{
+			"queue": source, "partition": fmt.Sprintf("p%d", i%3),
+			"payload": map[string]any{"key": fmt.Sprintf("k%d", i%5), "ts": base + int64(i)*1000},
+		})
+	}
+	if status, body := call(t, stack.BrokerURL, token, "POST", "/api/v1/push", map[string]any{"items": items}); status != http.StatusCreated {
+		t.Fatalf("push = %d %s", status, body)
+	}
+	wctx, stopWorker := context.WithCancel(ctx)
+	defer stopWorker()
+	worker := exec.CommandContext(wctx, filepath.Join(bin, "regent-worker"), "-broker", stack.BrokerURL,
+		"-query", query, "-source", source, "-sink", sink, "-idle", "2s", "-wait", "500ms")
+	worker.Env = append(os.Environ(), "REGENT_TOKEN="+token)
+	var workerLog bytes.Buffer
+	worker.Stdout, worker.Stderr = &workerLog, &workerLog
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	counted := int64(0)
+	deadline := time.Now().Add(90 * time.Second)
+	for counted < events && time.Now().Before(deadline) {
+		status, body := call(t, stack.BrokerURL, token, "GET", "/api/v1/pop/queue/"+sink+"?batch=100&wait=true&timeout=1000&autoAck=true&consumerGroup=e2e", nil)
+		if status == http.StatusNoContent {
+			continue
+		}
+		var pop struct {
+			Messages []struct {
+				Data struct {
+					Count int64 `json:"count"`
+				} `json:"data"`
+			} `json:"messages"`
+		}
+		if status != http.StatusOK || json.Unmarshal(body, &pop) != nil {
+			t.Fatalf("pop sink = %d %s", status, body)
+		}
+		for _, m := range pop.Messages {
+			counted += m.Data.Count
+		}
+	}
+	stopWorker()
+	_ = worker.Wait()
+	if counted != events {
+		t.Fatalf("the sink counted %d events, want exactly %d; worker log:\n%s", counted, events, tail(workerLog.Bytes(), 4000))
+	}
+
+	// Deleting the samples: the Delete policy removes the registration and
+	// its state, Retain keeps it, and the quota row goes with its TenantQuota.
+	// The namespace is deleted without waiting: a bare control plane has no
+	// namespace controller to finish it.
+	kubectl("delete", "--wait=true", "--timeout=90s", "-f", "config/samples/acme-streamquery.yaml",
+		"-f", "config/samples/default-streamquery.yaml", "-f", "config/samples/acme-tenantquota.yaml")
+	kubectl("delete", "--wait=false", "-f", "config/samples/acme-namespace.yaml")
+	var left int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM queen_streams.queries WHERE tenant = $1 AND name = $2`, tenant, query).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("the Delete-policy registration is still there (%d, %v)", left, err)
+	}
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM queen_streams.state WHERE query_id = $1`, queryID).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("state of the deleted query is still there (%d rows, %v)", left, err)
+	}
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM queen_streams.queries WHERE tenant = 'default' AND name = $1`, retained).Scan(&left); err != nil || left != 1 {
+		t.Fatalf("the Retain-policy registration is gone (%d, %v)", left, err)
+	}
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM queen_streams.quota WHERE tenant = $1`, tenant).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("the quota row outlived its TenantQuota (%d, %v)", left, err)
+	}
+}
+
+func call(t *testing.T, base, token, method, path string, body any) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		buf, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
