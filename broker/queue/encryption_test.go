@@ -64,5 +64,5 @@ func TestEncryptionWithoutAKeyStoresPlaintextAndCountsTheFailure(t *testing.T) {
 	require.Equal(t, "1", string(frames[0].Payload))
 	metrics := string(b.Do(t, "GET", "/metrics", "", nil).Body)
 	require.Contains(t, metrics, "regent_encryption_failures_total 2")
-	require.True(t, strings.Contains(metrics, `regent_messages_pushed_total{queue="secret",tenant="default"} 2`), metrics)
+	require.True(t, strings.Contains(metrics, `regent_messages_pushed_total{queue="secret",tenant="`+b.Tenant+`"} 2`), metrics)
 }

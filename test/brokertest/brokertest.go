@@ -39,6 +39,8 @@ type Broker struct {
 	Token string
 	// Tenant is the tenant that requests without a token act as.
 	Tenant string
+	// Subject is the sub claim of Token; empty without one.
+	Subject string
 }
 
 // Secret is the HS256 secret of brokers in secure mode, and of tests that
@@ -127,7 +129,7 @@ func StartOn(t testing.TB, dbURL string, opts ...Option) *Broker {
 	})
 	br := &Broker{URL: "http://" + l.Addr().String(), DatabaseURL: dbURL, Pool: pool, Config: cfg, Tenant: auth.DefaultTenant}
 	if Secure() {
-		br.Token, br.Tenant = Mint(t, SecureTenant, auth.Admin), SecureTenant
+		br.Token, br.Tenant, br.Subject = Mint(t, SecureTenant, auth.Admin), SecureTenant, "test-"+SecureTenant
 	}
 	return br
 }
