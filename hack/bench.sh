@@ -41,5 +41,5 @@ echo "# popack: C=4 B=100 P=16 N=100000" >&2
 bench -scenario popack -c 4 -b 100 -p 16 -n 100000 "${@}"
 echo "# cycle: C=4 B=100 S=4 P=16 N=100000" >&2
 bench -scenario cycle -c 4 -b 100 -p 16 -n 100000 "${@}"
-echo "# stateget: C=4" >&2
-bench -scenario stateget -c 4 "${@}"
+echo "# stateget: C=4 N=20000 reads" >&2
+bench -scenario stateget -c 4 -n 20000 "${@}"
