@@ -72,10 +72,14 @@ Press Ctrl-C to stop everything.
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	pgExited := s.PostgresExited()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-pgExited:
+			fmt.Println("regent: PostgreSQL has stopped; the broker reports unhealthy. Ctrl-C stops the rest.")
+			pgExited = nil
 		case <-tick.C:
 			if err := s.Alive(); err != nil {
 				return err

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/test/kubetest"
@@ -103,8 +104,12 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		CRDDirectoryPaths:     []string{filepath.Join(kubetest.RepoRoot(), "config", "crd", "bases")},
 	}
 	s.kube.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(o.Dir, "etcd")}
-	if _, err := s.kube.Start(); err != nil {
+	cfg, err := s.kube.Start()
+	if err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
+	}
+	if err := waitDiscoverable(ctx, cfg, "streams.regent.dev/v1alpha1", 60*time.Second); err != nil {
+		return nil, err
 	}
 	user, err := s.kube.ControlPlane.AddUser(envtest.User{Name: "regent-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
@@ -192,13 +197,13 @@ func (s *Stack) Alive() error {
 		default:
 		}
 	}
-	select {
-	case <-s.pg.Exited():
-		return errors.New("postgres exited")
-	default:
-	}
 	return nil
 }
+
+// PostgresExited is closed when PostgreSQL has stopped. The rest of the
+// stack keeps running without it, as it would in production: the broker
+// answers 503 on /health until the database is back.
+func (s *Stack) PostgresExited() <-chan struct{} { return s.pg.Exited() }
 
 func (s *Stack) logPath(name string) string { return filepath.Join(s.opts.Dir, "logs", name+".log") }
 
@@ -270,6 +275,31 @@ func (s *Stack) ensureDatabase(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// waitDiscoverable waits until the API server's discovery serves the group
+// version: the operator resolves its kinds through discovery when it starts,
+// and a freshly installed CRD can take a moment to appear there.
+func waitDiscoverable(ctx context.Context, cfg *rest.Config, groupVersion string, within time.Duration) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+	deadline := time.Now().Add(within)
+	for {
+		_, err := dc.ServerResourcesForGroupVersion(groupVersion)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s is not served after %s: %w", groupVersion, within, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // waitReady waits for url to answer 200 while p runs: a process that exits
