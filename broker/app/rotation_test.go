@@ -1,67 +1,32 @@
 package app_test
 
 import (
-	"context"
-	"crypto/rand"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
-	"github.com/regent-mq/regent/broker/seal"
-	"github.com/regent-mq/regent/broker/segment"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func keyFile(t *testing.T) (string, uint32) {
-	t.Helper()
-	k := make([]byte, seal.KeySize)
-	if _, err := rand.Read(k); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "key")
-	if err := os.WriteFile(path, k, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path, seal.KeyID(k)
-}
-
-// keyIDs lists the key id of every stored frame, in offset order.
+// keyIDs lists the key id of every stored frame of the vault queue, in
+// offset order, and fails on a frame stored in plaintext.
 func keyIDs(t *testing.T, b *brokertest.Broker) []uint32 {
 	t.Helper()
-	rows, err := b.Pool.Query(context.Background(), `SELECT body, checksum, frame_count FROM queen.log_segments ORDER BY base_offset`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	var ids []uint32
-	for rows.Next() {
-		var body []byte
-		var sum int64
-		var n int
-		if err := rows.Scan(&body, &sum, &n); err != nil {
-			t.Fatal(err)
+	for _, f := range b.Frames(t, b.Tenant, "vault") {
+		if !f.Sealed() {
+			t.Fatalf("a frame of the encrypted queue is stored in plaintext: %s", f.Payload)
 		}
-		frames, err := segment.Decode(body, uint64(sum), n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range frames {
-			if !f.Sealed() {
-				t.Fatalf("a frame of the encrypted queue is stored in plaintext: %s", f.Payload)
-			}
-			ids = append(ids, f.KeyID)
-		}
+		ids = append(ids, f.KeyID)
 	}
 	return ids
 }
 
 func TestKeyRotationNewWritesUseTheNewKeyAndReadsAcceptTheOld(t *testing.T) {
 	db := pgtest.URL(t)
-	oldKey, oldID := keyFile(t)
-	newKey, newID := keyFile(t)
+	oldKey, oldID := brokertest.KeyFile(t)
+	newKey, newID := brokertest.KeyFile(t)
 	push := func(b *brokertest.Broker, payload string) {
 		t.Helper()
 		r := b.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": []any{map[string]any{"queue": "vault", "payload": payload}}})

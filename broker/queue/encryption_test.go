@@ -1,50 +1,24 @@
 package queue_test
 
 import (
-	"crypto/rand"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/config"
-	"github.com/regent-mq/regent/broker/segment"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
-// storedFrames decodes every stored segment.
-func storedFrames(t *testing.T, b *brokertest.Broker) []segment.Frame {
-	t.Helper()
-	rows, err := b.Pool.Query(t.Context(), `SELECT body, checksum, frame_count FROM queen.log_segments ORDER BY base_offset`)
-	require.NoError(t, err)
-	defer rows.Close()
-	var out []segment.Frame
-	for rows.Next() {
-		var body []byte
-		var sum int64
-		var n int
-		require.NoError(t, rows.Scan(&body, &sum, &n))
-		frames, err := segment.Decode(body, uint64(sum), n)
-		require.NoError(t, err)
-		out = append(out, frames...)
-	}
-	return out
-}
-
 func TestEncryptedQueueSealsPayloadsAndPopOpensThem(t *testing.T) {
 	t.Parallel()
-	key := filepath.Join(t.TempDir(), "key")
-	k := make([]byte, 32)
-	_, _ = rand.Read(k)
-	require.NoError(t, os.WriteFile(key, k, 0o600))
+	key, _ := brokertest.KeyFile(t)
 	b := brokertest.Start(t, func(c *config.Config) { c.EncryptionKey = key })
 	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "secret", "options": map[string]any{"encryptionEnabled": true}})
 	push(t, b, map[string]any{"queue": "secret", "payload": map[string]any{"card": "4111"}})
 	push(t, b, map[string]any{"queue": "plain", "payload": map[string]any{"card": "4111"}})
 
-	frames := storedFrames(t, b)
+	frames := b.Frames(t, b.Tenant, "secret")
 	require.True(t, frames[0].Sealed())
 	require.NotContains(t, string(frames[0].Payload), "4111")
 	p := pop(t, b, "/api/v1/pop/queue/secret")
@@ -59,7 +33,7 @@ func TestEncryptionWithoutAKeyStoresPlaintextAndCountsTheFailure(t *testing.T) {
 	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "secret", "options": map[string]any{"encryptionEnabled": true}})
 	out := push(t, b, map[string]any{"queue": "secret", "payload": 1}, map[string]any{"queue": "secret", "payload": 2})
 	require.Equal(t, "queued", out[0]["status"])
-	frames := storedFrames(t, b)
+	frames := b.Frames(t, b.Tenant, "secret")
 	require.False(t, frames[0].Sealed())
 	require.Equal(t, "1", string(frames[0].Payload))
 	metrics := string(b.Do(t, "GET", "/metrics", "", nil).Body)

@@ -1,63 +1,20 @@
 package streams_test
 
 import (
-	"context"
-	"crypto/rand"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/regent-mq/regent/broker/config"
-	"github.com/regent-mq/regent/broker/segment"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
-// sinkFrames decodes the frames stored for a queue of a tenant.
-func sinkFrames(t *testing.T, b *brokertest.Broker, tenant, queue string) []segment.Frame {
-	t.Helper()
-	rows, err := b.Pool.Query(context.Background(), `SELECT s.body, s.checksum, s.frame_count FROM queen.log_segments s
-		JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id
-		WHERE q.tenant = $1 AND q.name = $2 ORDER BY s.base_offset`, tenant, queue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []segment.Frame
-	for rows.Next() {
-		var body []byte
-		var sum int64
-		var n int
-		if err := rows.Scan(&body, &sum, &n); err != nil {
-			t.Fatal(err)
-		}
-		frames, err := segment.Decode(body, uint64(sum), n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, frames...)
-	}
-	return out
-}
-
-func keyFile(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "key")
-	k := make([]byte, 32)
-	_, _ = rand.Read(k)
-	if err := os.WriteFile(path, k, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 func TestCycleSealsSinkPayloadsOfAnEncryptedQueueAndPopOpensThem(t *testing.T) {
 	t.Parallel()
-	key := keyFile(t)
+	key, _ := brokertest.KeyFile(t)
 	f := newFixture(t, func(c *config.Config) { c.EncryptionKey = key })
 	wantStatus(t, post(t, f.b, "/api/v1/configure", map[string]any{"queue": "out", "options": map[string]any{"encryptionEnabled": true}}), 200)
 	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": 4111}}}}))
-	frames := sinkFrames(t, f.b, f.b.Tenant, "out")
+	frames := f.b.Frames(t, f.b.Tenant, "out")
 	if len(frames) != 1 || !frames[0].Sealed() || strings.Contains(string(frames[0].Payload), "4111") {
 		t.Fatalf("stored sink frame %+v, want it sealed", frames)
 	}
@@ -71,7 +28,7 @@ func TestCycleSinkSealingFailureStoresPlaintextAndTheCycleCommits(t *testing.T) 
 	f := newFixture(t) // no key: sealing fails
 	wantStatus(t, post(t, f.b, "/api/v1/configure", map[string]any{"queue": "out", "options": map[string]any{"encryptionEnabled": true}}), 200)
 	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": 7}}}))
-	frames := sinkFrames(t, f.b, f.b.Tenant, "out")
+	frames := f.b.Frames(t, f.b.Tenant, "out")
 	if len(frames) != 1 || frames[0].Sealed() || string(frames[0].Payload) != "7" {
 		t.Fatalf("stored sink frame %+v, want plaintext 7", frames)
 	}
@@ -82,14 +39,14 @@ func TestCycleSinkSealingFailureStoresPlaintextAndTheCycleCommits(t *testing.T) 
 
 func TestCycleWithTenancyReadsEncryptionFromTheRequestTenantsQueue(t *testing.T) {
 	t.Parallel()
-	key := keyFile(t)
+	key, _ := brokertest.KeyFile(t)
 	x := twoTenants(t, func(c *config.Config) { c.EncryptionKey = key })
 	wantStatus(t, x.b.Do(t, "POST", "/api/v1/configure", x.red, map[string]any{"queue": "out", "options": map[string]any{"encryptionEnabled": true}}), 200)
 	q, p := queryAs(t, x.b, x.blue), partitionAs(t, x.b, x.blue, "src")
 	r := x.b.Do(t, "POST", "/streams/v1/cycle", x.blue, map[string]any{"query_id": q, "partition_id": p,
 		"push_items": []any{map[string]any{"queue": "out", "payload": 1}}})
 	wantStatus(t, r, 200)
-	if frames := sinkFrames(t, x.b, "blue", "out"); len(frames) != 1 || frames[0].Sealed() {
+	if frames := x.b.Frames(t, "blue", "out"); len(frames) != 1 || frames[0].Sealed() {
 		t.Fatalf("blue's sink frame %+v was sealed by red's same-named queue's option", frames)
 	}
 }

@@ -1,0 +1,59 @@
+package brokertest
+
+import (
+	"context"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/regent-mq/regent/broker/seal"
+	"github.com/regent-mq/regent/broker/segment"
+)
+
+// Frames decodes the frames stored for a tenant's queue, straight from
+// queen.log_segments, in partition and offset order: what PostgreSQL holds,
+// as opposed to what a pop answers.
+func (b *Broker) Frames(t testing.TB, tenant, queue string) []segment.Frame {
+	t.Helper()
+	rows, err := b.Pool.Query(context.Background(), `SELECT s.body, s.checksum, s.frame_count FROM queen.log_segments s
+		JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id
+		WHERE q.tenant = $1 AND q.name = $2 ORDER BY p.name, s.base_offset`, tenant, queue)
+	if err != nil {
+		t.Fatalf("brokertest: read segments: %v", err)
+	}
+	defer rows.Close()
+	var out []segment.Frame
+	for rows.Next() {
+		var body []byte
+		var sum int64
+		var n int
+		if err := rows.Scan(&body, &sum, &n); err != nil {
+			t.Fatalf("brokertest: read segment: %v", err)
+		}
+		frames, err := segment.Decode(body, uint64(sum), n)
+		if err != nil {
+			t.Fatalf("brokertest: decode segment: %v", err)
+		}
+		out = append(out, frames...)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("brokertest: read segments: %v", err)
+	}
+	return out
+}
+
+// KeyFile writes a fresh random payload key to a file and returns its path
+// and key id.
+func KeyFile(t testing.TB) (string, uint32) {
+	t.Helper()
+	k := make([]byte, seal.KeySize)
+	if _, err := rand.Read(k); err != nil {
+		t.Fatalf("brokertest: make key: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(path, k, 0o600); err != nil {
+		t.Fatalf("brokertest: write key: %v", err)
+	}
+	return path, seal.KeyID(k)
+}
