@@ -17,6 +17,15 @@ func env(b *brokertest.Broker, queue string) *Env {
 	return e
 }
 
+// requireVerified requires a run without errors whose verification passed.
+func requireVerified(t *testing.T, res *Result) {
+	t.Helper()
+	require.Empty(t, res.Error)
+	require.Zero(t, res.Errors)
+	require.NotNil(t, res.Verified)
+	require.True(t, *res.Verified, res.Verification)
+}
+
 func TestPushScenarioStoresNMessagesOverPPartitions(t *testing.T) {
 	b := brokertest.Start(t)
 	res := env(b, "push-q").run(t.Context(), "push", scenarios["push"])
@@ -33,10 +42,7 @@ func TestPushScenarioStoresNMessagesOverPPartitions(t *testing.T) {
 func TestPopAckScenarioVerifiesExactlyNDistinct(t *testing.T) {
 	b := brokertest.Start(t)
 	res := env(b, "popack-q").run(t.Context(), "popack", scenarios["popack"])
-	require.Empty(t, res.Error)
-	require.Zero(t, res.Errors)
-	require.NotNil(t, res.Verified)
-	require.True(t, *res.Verified, res.Verification)
+	requireVerified(t, res)
 	var left int
 	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT count(*) FROM queen.cursors c JOIN queen.partitions p ON p.id = c.partition_id
 		WHERE c.committed < p.next_offset`).Scan(&left))
@@ -51,4 +57,14 @@ func TestPopAckScenarioReportsMissingMessages(t *testing.T) {
 	res := e.run(t.Context(), "popack", scenarios["popack"])
 	require.False(t, *res.Verified)
 	require.Contains(t, res.Verification, "205 distinct of 300")
+}
+
+func TestCycleScenarioVerifiesExactlyOnce(t *testing.T) {
+	b := brokertest.Start(t)
+	res := env(b, "cycle-q").run(t.Context(), "cycle", scenarios["cycle"])
+	requireVerified(t, res)
+	require.Greater(t, res.CyclesPerSec, 0.0)
+	var state int
+	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT count(*) FROM queen_streams.state`).Scan(&state))
+	require.Equal(t, 4*4, state, "S state rows per source partition")
 }

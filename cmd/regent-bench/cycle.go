@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"sync"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -21,8 +21,10 @@ const stateOps = 4
 // item carrying the batch's message count, and the ack. Only the cycles are
 // timed. Afterwards it verifies exactly-once: the sink's counts sum to N.
 func runCycle(ctx context.Context, e *Env, res *Result) error {
-	if err := e.fill(ctx, false); err != nil {
-		return fmt.Errorf("pre-fill: %w", err)
+	if !e.Prefilled {
+		if err := e.fill(ctx, false); err != nil {
+			return fmt.Errorf("pre-fill: %w", err)
+		}
 	}
 	name, sink := e.Queue+".q", e.Queue+".sink"
 	queryID, err := e.register(ctx, name, e.Queue, sink)
@@ -35,62 +37,27 @@ func runCycle(ctx context.Context, e *Env, res *Result) error {
 
 	var acked, cycles atomic.Int64
 	start := time.Now()
-	var wg sync.WaitGroup
-	errc := make(chan error, e.C)
-	for range e.C {
-		wg.Go(func() {
-			idle := 0
-			for acked.Load() < int64(e.N) && ctx.Err() == nil {
-				status, body, err := e.Do(ctx, "GET", popPath, nil, false)
-				if err != nil {
-					errc <- err
-					return
-				}
-				if status == 204 {
-					if idle++; idle > 5 {
-						return
-					}
-					continue
-				}
-				idle = 0
-				// Only the count of the messages matters here: decoding them
-				// into empty structs keeps the tool's own CPU use low, since it
-				// shares the machine with the broker.
-				var p struct {
-					PartitionID string     `json:"partitionId"`
-					Partition   string     `json:"partition"`
-					LeaseID     string     `json:"leaseId"`
-					Messages    []struct{} `json:"messages"`
-				}
-				if err := json.Unmarshal(body, &p); err != nil {
-					errc <- fmt.Errorf("pop answer: %w", err)
-					return
-				}
-				n := len(p.Messages)
-				buf := cycleBody(queryID, p.PartitionID, group, sink, p.Partition, p.LeaseID, n)
-				_, body, err = e.Do(ctx, "POST", "/streams/v1/cycle", buf, true)
-				if err != nil {
-					errc <- err
-					return
-				}
-				var c struct {
-					Success bool   `json:"success"`
-					Error   string `json:"error"`
-				}
-				if err := json.Unmarshal(body, &c); err != nil || !c.Success {
-					errc <- fmt.Errorf("cycle refused: %s", body)
-					return
-				}
-				acked.Add(int64(n))
-				cycles.Add(1)
+	err = e.consume(ctx, popPath, false, func() bool { return acked.Load() < int64(e.N) },
+		func(ctx context.Context, c *consumer) error {
+			n := len(c.pop.Messages)
+			c.out = cycleBody(c.out[:0], queryID, group, sink, &c.pop)
+			var err error
+			if _, c.answer, err = e.DoInto(ctx, c.answer, "POST", "/streams/v1/cycle", c.out, true); err != nil {
+				return err
 			}
+			var r struct {
+				Success bool `json:"success"`
+			}
+			if err := json.Unmarshal(c.answer, &r); err != nil || !r.Success {
+				return fmt.Errorf("cycle refused: %s", c.answer)
+			}
+			acked.Add(int64(n))
+			cycles.Add(1)
+			return nil
 		})
-	}
-	wg.Wait()
 	res.Seconds = time.Since(start).Seconds()
 	res.CyclesPerSec = float64(cycles.Load()) / res.Seconds
-	close(errc)
-	if err := <-errc; err != nil {
+	if err != nil {
 		return err
 	}
 	sum, emits, err := e.drainCounts(ctx, sink)
@@ -103,19 +70,38 @@ func runCycle(ctx context.Context, e *Env, res *Result) error {
 	return ctx.Err()
 }
 
-// cycleBody is the cycle committing a batch of n messages: stateOps
-// upserts, one sink item carrying n, and the ack.
-func cycleBody(queryID, partitionID, group, sink, partition, leaseID string, n int) []byte {
-	ops := make([]map[string]any, stateOps)
-	for i := range ops {
-		ops[i] = map[string]any{"type": "upsert", "key": fmt.Sprintf("k%d", i), "value": map[string]any{"acc": n}}
+// cycleBody appends the cycle committing the batch of a: stateOps upserts,
+// one sink item carrying the batch's message count, and the ack.
+func cycleBody(b []byte, queryID, group, sink string, a *popAnswer) []byte {
+	n := len(a.Messages)
+	b = append(b, `{"query_id":`...)
+	b = appendJSONString(b, queryID)
+	b = append(b, `,"partition_id":`...)
+	b = appendJSONString(b, a.PartitionID)
+	b = append(b, `,"consumer_group":`...)
+	b = appendJSONString(b, group)
+	b = append(b, `,"state_ops":[`...)
+	for i := range stateOps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":"upsert","key":"k`...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, `","value":{"acc":`...)
+		b = strconv.AppendInt(b, int64(n), 10)
+		b = append(b, `}}`...)
 	}
-	return encode(map[string]any{
-		"query_id": queryID, "partition_id": partitionID, "consumer_group": group,
-		"state_ops":  ops,
-		"push_items": []any{map[string]any{"queue": sink, "partition": partition, "payload": map[string]any{"count": n}}},
-		"ack":        map[string]any{"leaseId": leaseID, "status": "completed", "count": n},
-	})
+	b = append(b, `],"push_items":[{"queue":`...)
+	b = appendJSONString(b, sink)
+	b = append(b, `,"partition":`...)
+	b = appendJSONString(b, a.Partition)
+	b = append(b, `,"payload":{"count":`...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, `}}],"ack":{"leaseId":`...)
+	b = appendJSONString(b, a.LeaseID)
+	b = append(b, `,"status":"completed","count":`...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, "}}"...)
 }
 
 // register registers a query and returns its id.

@@ -88,6 +88,12 @@ func percentile(sorted []time.Duration, q float64) float64 {
 // Do sends one request and records its latency (when record is true) or
 // its failure. It returns the status and body.
 func (e *Env) Do(ctx context.Context, method, path string, body []byte, record bool) (int, []byte, error) {
+	return e.DoInto(ctx, nil, method, path, body, record)
+}
+
+// DoInto is Do reading the answer into dst's storage, so that a loop can
+// reuse one buffer.
+func (e *Env) DoInto(ctx context.Context, dst []byte, method, path string, body []byte, record bool) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -110,8 +116,10 @@ func (e *Env) Do(ctx context.Context, method, path string, body []byte, record b
 		}
 		return 0, nil, err
 	}
-	out, err := io.ReadAll(resp.Body)
+	buf := bytes.NewBuffer(dst[:0])
+	_, err = buf.ReadFrom(resp.Body)
 	resp.Body.Close()
+	out := buf.Bytes()
 	took := time.Since(start)
 	if err == nil && resp.StatusCode >= 300 {
 		err = fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(out))

@@ -44,7 +44,7 @@ func main() {
 	flag.IntVar(&env.N, "n", 200000, "messages")
 	flag.IntVar(&env.Size, "size", 64, "approximate payload size in bytes")
 	flag.StringVar(&env.Queue, "queue", "", "queue name (default: a fresh one per run)")
-	flag.BoolVar(&env.Prefilled, "prefilled", false, "popack: the queue already holds the N messages; do not fill it")
+	flag.BoolVar(&env.Prefilled, "prefilled", false, "popack, cycle: the queue already holds the N messages; do not fill it")
 	flag.IntVar(&runs, "runs", 1, "how many times to run; one JSON line each")
 	flag.DurationVar(&limit, "limit", 10*time.Minute, "give up a run after this long")
 	flag.Parse()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"sync"
@@ -11,21 +10,6 @@ import (
 )
 
 func init() { register("popack", runPopAck) }
-
-type popResponse struct {
-	LeaseID  string `json:"leaseId"`
-	Messages []struct {
-		ID            string `json:"id"`
-		TransactionID string `json:"transactionId"`
-		PartitionID   string `json:"partitionId"`
-	} `json:"messages"`
-}
-
-type ackItem struct {
-	TransactionID string `json:"transactionId"`
-	PartitionID   string `json:"partitionId"`
-	LeaseID       string `json:"leaseId"`
-}
 
 // runPopAck pre-fills the queue with N messages over P partitions (not
 // measured), then C consumers pop batches of B and acknowledge each batch
@@ -48,71 +32,60 @@ func runPopAck(ctx context.Context, e *Env, res *Result) error {
 	defer done()
 	var end time.Time
 	start := time.Now()
-	var wg sync.WaitGroup
-	errc := make(chan error, e.C)
-	for c := 0; c < e.C; c++ {
-		wg.Go(func() {
-			idle := 0
-			for distinct.Load() < int64(e.N) && cctx.Err() == nil {
-				status, body, err := e.Do(cctx, "GET", path, nil, true)
-				if cctx.Err() != nil {
-					return
-				}
-				if err != nil {
-					errc <- err
-					return
-				}
-				if status == 204 {
-					if idle++; idle > 5 {
-						return // nothing left for this consumer
-					}
-					continue
-				}
-				idle = 0
-				var p popResponse
-				if err := json.Unmarshal(body, &p); err != nil {
-					errc <- fmt.Errorf("pop answer: %w", err)
-					return
-				}
-				acks := make([]ackItem, len(p.Messages))
-				fresh := 0
-				mu.Lock()
-				for i, m := range p.Messages {
-					acks[i] = ackItem{m.TransactionID, m.PartitionID, p.LeaseID}
-					if seen[m.ID]++; seen[m.ID] == 1 {
-						fresh++
-					} else {
-						dups++
-					}
-				}
-				mu.Unlock()
-				buf, _ := json.Marshal(map[string]any{"acknowledgments": acks})
-				if _, _, err := e.Do(cctx, "POST", "/api/v1/ack/batch", buf, true); err != nil {
-					errc <- err
-					return
-				}
-				if distinct.Add(int64(fresh)) >= int64(e.N) {
-					mu.Lock()
-					if end.IsZero() {
-						end = time.Now()
-					}
-					mu.Unlock()
-					done()
+	err := e.consume(cctx, path, true, func() bool { return distinct.Load() < int64(e.N) },
+		func(cctx context.Context, c *consumer) error {
+			fresh := 0
+			mu.Lock()
+			for _, m := range c.pop.Messages {
+				if seen[string(m.ID)]++; seen[string(m.ID)] == 1 {
+					fresh++
+				} else {
+					dups++
 				}
 			}
+			mu.Unlock()
+			c.out = ackBody(c.out[:0], &c.pop)
+			var err error
+			if _, c.answer, err = e.DoInto(cctx, c.answer, "POST", "/api/v1/ack/batch", c.out, true); err != nil {
+				return err
+			}
+			if distinct.Add(int64(fresh)) >= int64(e.N) {
+				mu.Lock()
+				if end.IsZero() {
+					end = time.Now()
+				}
+				mu.Unlock()
+				done()
+			}
+			return nil
 		})
-	}
-	wg.Wait()
 	if end.IsZero() {
 		end = time.Now()
 	}
 	res.Seconds = end.Sub(start).Seconds()
-	close(errc)
 	ok := int(distinct.Load()) == e.N && dups == 0
 	res.Verified = &ok
 	res.Verification = fmt.Sprintf("%d distinct of %d, %d delivered twice", distinct.Load(), e.N, dups)
-	if err := <-errc; err != nil {
+	if err != nil {
 		return err
 	}
 	return ctx.Err()
+}
+
+// ackBody appends the ack/batch of every message of a.
+func ackBody(b []byte, a *popAnswer) []byte {
+	b = append(b, `{"acknowledgments":[`...)
+	for i, m := range a.Messages {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"transactionId":`...)
+		b = appendJSONString(b, m.TransactionID)
+		b = append(b, `,"partitionId":`...)
+		b = appendJSONString(b, m.PartitionID)
+		b = append(b, `,"leaseId":`...)
+		b = appendJSONString(b, a.LeaseID)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
 }
