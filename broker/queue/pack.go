@@ -58,9 +58,10 @@ type Packed struct {
 	Parts []*Partition
 }
 
-// PushSQL calls the allocator with the arguments of Segment.Args.
+// PushSQL calls the allocator with the arguments of Segment.Args; it
+// announces the segment on commit.
 const PushSQL = `SELECT base_offset, dup_txids, dup_message_ids
-	FROM queen.log_push_one_v1($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+	FROM queen.log_push_one_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, true)`
 
 // Args are the arguments of PushSQL for g.
 func (g *Segment) Args() []any {

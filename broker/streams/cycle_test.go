@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -756,6 +758,51 @@ func TestCycleSinkEmitWakesAParkedPop(t *testing.T) {
 		t.Fatalf("the parked pop got %+v, want the emit", p)
 	}
 	t.Logf("parked pop returned %v after the cycle was sent", time.Since(start))
+}
+
+// The cycle announces after its own commit (see queen_streams.cycle_v1):
+// every replica's LISTEN must still hear of the sink emits and of the
+// released source that has data left, and of nothing a refused cycle did.
+func TestCycleAnnouncesItsSinkEmitsAndReleasedSourceOnTheLogChannel(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	push(t, f.b, "src", 0, 4)
+	p := pop(t, f.b, "src", 2, "")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, f.b.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+hotlist.Channel); err != nil {
+		t.Fatal(err)
+	}
+	refused := cycle(t, f.b, f.body(map[string]any{
+		"push_items": []any{map[string]any{"queue": "refused-out", "payload": 0}},
+		"ack":        ack(uuid.NewString(), "completed", 2),
+	}))
+	if refused.Success {
+		t.Fatal("a cycle under another lease committed")
+	}
+	committed(t, f.b, f.body(map[string]any{
+		"push_items": []any{map[string]any{"queue": "out", "payload": 1}},
+		"ack":        ack(p.LeaseID, "completed", 2),
+	}))
+	for _, queue := range []string{"out", "src"} {
+		var want string
+		if err := f.b.Pool.QueryRow(ctx, `SELECT q.id::text || ':' || p.id::text FROM queen.partitions p
+			JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1`, queue).Scan(&want); err != nil {
+			t.Fatal(err)
+		}
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			t.Fatalf("waiting for the announcement of %s: %v", queue, err)
+		}
+		if n.Payload != want {
+			t.Fatalf("announced %s, want %s (%s)", n.Payload, want, queue)
+		}
+	}
 }
 
 func TestCycleCountsItsPushesAndAcksInThePerQueueMetrics(t *testing.T) {
