@@ -121,7 +121,7 @@ type message struct {
 	TraceID       *string
 	Data          []byte // raw JSON
 	ProducerSub   *string
-	CreatedAt     string
+	CreatedAt     int64 // µs since the epoch; written in TimeFormat
 	PartitionID   uuid.UUID
 	Partition     string
 	LeaseID       string
@@ -136,8 +136,6 @@ func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
 
 // TimeFormat is the wire format of timestamps: RFC 3339, UTC, microseconds.
 const TimeFormat = "2006-01-02T15:04:05.000000Z"
-
-func formatMicros(us int64) string { return time.UnixMicro(us).UTC().Format(TimeFormat) }
 
 // claim is one partition a pop claimed.
 type claim struct {
@@ -365,7 +363,7 @@ func (s *Store) decode(q *Queue, claims []claim, p *popRequest, leaseID uuid.UUI
 				}
 				m := message{
 					ID: f.ID, TransactionID: f.TransactionID, Data: payload,
-					CreatedAt: formatMicros(f.CreatedAt), PartitionID: c.id, Partition: c.name,
+					CreatedAt: f.CreatedAt, PartitionID: c.id, Partition: c.name,
 					LeaseID: lease, ConsumerGroup: p.group,
 				}
 				if f.TraceID != "" {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -51,6 +52,10 @@ func appendPop(b []byte, p *popRequest, msgs []message, claims []claim, lease st
 	b = append(b, `,"partitionsClaimed":`...)
 	b = strconv.AppendInt(b, int64(len(claims)), 10)
 	b = append(b, `,"messages":[`...)
+	// The frames of a segment share their creation time, so one formatting
+	// usually serves a whole batch.
+	var createdUS int64
+	var created []byte
 	for i := range msgs {
 		m := &msgs[i]
 		if i > 0 {
@@ -66,9 +71,13 @@ func appendPop(b []byte, p *popRequest, msgs []message, claims []claim, lease st
 		b = append(b, m.Data...)
 		b = append(b, `,"producerSub":`...)
 		b = appendOptional(b, m.ProducerSub)
-		b = append(b, `,"createdAt":"`...)
-		b = append(b, m.CreatedAt...)
-		b = append(b, `","partitionId":`...)
+		b = append(b, `,"createdAt":`...)
+		if created == nil || m.CreatedAt != createdUS {
+			createdUS = m.CreatedAt
+			created = appendTime(created[:0], createdUS)
+		}
+		b = append(b, created...)
+		b = append(b, `,"partitionId":`...)
 		b = appendUUID(b, m.PartitionID)
 		b = append(b, `,"partition":`...)
 		b = appendString(b, m.Partition)
@@ -81,9 +90,23 @@ func appendPop(b []byte, p *popRequest, msgs []message, claims []claim, lease st
 	return append(b, "]}"...)
 }
 
+// appendTime appends µs since the epoch as a JSON string in TimeFormat.
+func appendTime(b []byte, us int64) []byte {
+	b = append(b, '"')
+	b = time.UnixMicro(us).UTC().AppendFormat(b, TimeFormat)
+	return append(b, '"')
+}
+
+// appendUUID appends id as a JSON string in its canonical form, without
+// the string that id.String would allocate.
 func appendUUID(b []byte, id uuid.UUID) []byte {
 	b = append(b, '"')
-	b = append(b, id.String()...)
+	for i, c := range id {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b = append(b, '-')
+		}
+		b = append(b, hex[c>>4], hex[c&0xf])
+	}
 	return append(b, '"')
 }
 

@@ -3,7 +3,9 @@ package queue
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 )
 
@@ -24,4 +26,15 @@ func FuzzAppendString(f *testing.F) {
 			t.Fatalf("%q: got %s, want %s", s, got, want)
 		}
 	})
+}
+
+func TestAppendUUIDWritesTheCanonicalForm(t *testing.T) {
+	for _, id := range []uuid.UUID{uuid.Nil, uuid.Max, uuid.MustParse("0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f")} {
+		require.Equal(t, `"`+id.String()+`"`, string(appendUUID(nil, id)))
+	}
+}
+
+func TestAppendTimeWritesTimeFormatInUTC(t *testing.T) {
+	us := time.Date(2026, 8, 17, 10, 1, 2, 3004000, time.UTC).UnixMicro()
+	require.Equal(t, `"2026-08-17T10:01:02.003004Z"`, string(appendTime(nil, us)))
 }
