@@ -55,7 +55,12 @@ func appendPop(b []byte, p *popRequest, msgs []message, claims []claim, lease st
 	// The frames of a segment share their creation time, so one formatting
 	// usually serves a whole batch.
 	var createdUS int64
+	var createdBuf [40]byte
 	var created []byte
+	// So do the messages of a claim their last four fields.
+	var tailOf *message
+	var tailBuf [256]byte
+	tail := tailBuf[:0]
 	for i := range msgs {
 		m := &msgs[i]
 		if i > 0 {
@@ -74,18 +79,23 @@ func appendPop(b []byte, p *popRequest, msgs []message, claims []claim, lease st
 		b = append(b, `,"createdAt":`...)
 		if created == nil || m.CreatedAt != createdUS {
 			createdUS = m.CreatedAt
-			created = appendTime(created[:0], createdUS)
+			created = appendTime(createdBuf[:0], createdUS)
 		}
 		b = append(b, created...)
-		b = append(b, `,"partitionId":`...)
-		b = appendUUID(b, m.PartitionID)
-		b = append(b, `,"partition":`...)
-		b = appendString(b, m.Partition)
-		b = append(b, `,"leaseId":`...)
-		b = appendString(b, m.LeaseID)
-		b = append(b, `,"consumerGroup":`...)
-		b = appendString(b, m.ConsumerGroup)
-		b = append(b, '}')
+		if tailOf == nil || m.PartitionID != tailOf.PartitionID || m.Partition != tailOf.Partition ||
+			m.LeaseID != tailOf.LeaseID || m.ConsumerGroup != tailOf.ConsumerGroup {
+			tailOf = m
+			tail = append(tail[:0], `,"partitionId":`...)
+			tail = appendUUID(tail, m.PartitionID)
+			tail = append(tail, `,"partition":`...)
+			tail = appendString(tail, m.Partition)
+			tail = append(tail, `,"leaseId":`...)
+			tail = appendString(tail, m.LeaseID)
+			tail = append(tail, `,"consumerGroup":`...)
+			tail = appendString(tail, m.ConsumerGroup)
+			tail = append(tail, '}')
+		}
+		b = append(b, tail...)
 	}
 	return append(b, "]}"...)
 }
