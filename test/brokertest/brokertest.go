@@ -134,6 +134,10 @@ func StartOn(t testing.TB, dbURL string, opts ...Option) *Broker {
 	return br
 }
 
+// At addresses a broker that runs elsewhere (a subprocess, the local
+// stack) by its base URL, for Do. It has no pool and no default token.
+func At(url string) *Broker { return &Broker{URL: url} }
+
 // Response is a decoded HTTP answer.
 type Response struct {
 	Status int

@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/kubetest"
 	"github.com/regent-mq/regent/test/localstack"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -144,8 +144,9 @@ func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
 			"payload": map[string]any{"key": fmt.Sprintf("k%d", i%5), "ts": base + int64(i)*1000},
 		})
 	}
-	if status, body := call(t, stack.BrokerURL, token, "POST", "/api/v1/push", map[string]any{"items": items}); status != http.StatusCreated {
-		t.Fatalf("push = %d %s", status, body)
+	api := brokertest.At(stack.BrokerURL)
+	if r := api.Do(t, "POST", "/api/v1/push", token, map[string]any{"items": items}); r.Status != http.StatusCreated {
+		t.Fatalf("push = %d %s", r.Status, r.Body)
 	}
 	wctx, stopWorker := context.WithCancel(ctx)
 	defer stopWorker()
@@ -160,8 +161,8 @@ func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
 	counted := int64(0)
 	deadline := time.Now().Add(90 * time.Second)
 	for counted < events && time.Now().Before(deadline) {
-		status, body := call(t, stack.BrokerURL, token, "GET", "/api/v1/pop/queue/"+sink+"?batch=100&wait=true&timeout=1000&autoAck=true&consumerGroup=e2e", nil)
-		if status == http.StatusNoContent {
+		r := api.Do(t, "GET", "/api/v1/pop/queue/"+sink+"?batch=100&wait=true&timeout=1000&autoAck=true&consumerGroup=e2e", token, nil)
+		if r.Status == http.StatusNoContent {
 			continue
 		}
 		var pop struct {
@@ -171,8 +172,8 @@ func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
 				} `json:"data"`
 			} `json:"messages"`
 		}
-		if status != http.StatusOK || json.Unmarshal(body, &pop) != nil {
-			t.Fatalf("pop sink = %d %s", status, body)
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &pop) != nil {
+			t.Fatalf("pop sink = %d %s", r.Status, r.Body)
 		}
 		for _, m := range pop.Messages {
 			counted += m.Data.Count
@@ -204,34 +205,6 @@ func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM queen_streams.quota WHERE tenant = $1`, tenant).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("the quota row outlived its TenantQuota (%d, %v)", left, err)
 	}
-}
-
-func call(t *testing.T, base, token, method, path string, body any) (int, []byte) {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		buf, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(buf)
-	}
-	req, err := http.NewRequest(method, base+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, out
 }
 
 func tail(b []byte, n int) []byte {

@@ -12,9 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -35,6 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/chart"
 	"github.com/regent-mq/regent/test/kubetest"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -307,36 +306,6 @@ func readFile(t *testing.T, path string) []byte {
 	return b
 }
 
-func (b broker) do(t *testing.T, method, path, token string, body any) (int, string) {
-	t.Helper()
-	var r io.Reader
-	if body != nil {
-		buf, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r = bytes.NewReader(buf)
-	}
-	req, err := http.NewRequest(method, b.url+path, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(out)
-}
-
 // token is what the operator does with the mounted signing secret: a
 // short-lived read-write token for a tenant.
 func (b broker) token(t *testing.T) string {
@@ -358,17 +327,18 @@ var encryptionFailures = regexp.MustCompile(`(?m)^regent_encryption_failures_tot
 func (b broker) pushSealed(t *testing.T) string {
 	t.Helper()
 	tok := b.token(t)
-	if status, body := b.do(t, "POST", "/api/v1/configure", tok, map[string]any{
+	api := brokertest.At(b.url)
+	if r := api.Do(t, "POST", "/api/v1/configure", tok, map[string]any{
 		"queue": "chart-sealed", "options": map[string]any{"encryptionEnabled": true},
-	}); status != http.StatusOK {
-		t.Fatalf("configure: %d %s", status, body)
+	}); r.Status != http.StatusOK {
+		t.Fatalf("configure: %d %s", r.Status, r.Body)
 	}
-	if status, body := b.do(t, "POST", "/api/v1/push", tok, map[string]any{
+	if r := api.Do(t, "POST", "/api/v1/push", tok, map[string]any{
 		"items": []any{map[string]any{"queue": "chart-sealed", "payload": map[string]any{"n": 1}}},
-	}); status != http.StatusCreated {
-		t.Fatalf("push: %d %s", status, body)
+	}); r.Status != http.StatusCreated {
+		t.Fatalf("push: %d %s", r.Status, r.Body)
 	}
-	_, metrics := b.do(t, "GET", "/metrics", "", nil)
+	metrics := string(api.Do(t, "GET", "/metrics", "", nil).Body)
 	m := encryptionFailures.FindStringSubmatch(metrics)
 	if m == nil {
 		t.Fatalf("/metrics has no regent_encryption_failures_total:\n%s", metrics)
@@ -397,8 +367,8 @@ func TestBrokerContainerServesFromItsDeploymentSpec(t *testing.T) {
 			}
 			b := startBroker(t, objs, sec, bin)
 			if b.secret != nil {
-				if status, body := b.do(t, "POST", "/api/v1/push", "", map[string]any{"items": []any{}}); status != http.StatusUnauthorized {
-					t.Errorf("a push without a token: %d %s, want 401", status, body)
+				if r := brokertest.At(b.url).Do(t, "POST", "/api/v1/push", "", map[string]any{"items": []any{}}); r.Status != http.StatusUnauthorized {
+					t.Errorf("a push without a token: %d %s, want 401", r.Status, r.Body)
 				}
 			}
 			failures := b.pushSealed(t)
@@ -466,7 +436,11 @@ func TestOperatorContainerRegistersAStreamQueryWithTheBrokerContainer(t *testing
 					t.Fatal(err)
 				}
 			}
-			sq := object("StreamQuery", ns, "page-views", map[string]any{"sourceQueue": "page-views", "configHash": "v1"})
+			// The control plane outlives each subtest, and with tenancy off an
+			// earlier subtest's StreamQuery of the same name would be on the
+			// same tenant: a name of its own keeps the subtests apart in any order.
+			query := "page-views-" + strings.ReplaceAll(set, "-", "")
+			sq := object("StreamQuery", ns, query, map[string]any{"sourceQueue": "page-views", "configHash": "v1"})
 			if err := k8s.Create(ctx, sq); err != nil {
 				t.Fatal(err)
 			}
@@ -481,8 +455,8 @@ func TestOperatorContainerRegistersAStreamQueryWithTheBrokerContainer(t *testing
 			if err := conn.QueryRow(ctx, `SELECT tenant, name FROM queen_streams.queries WHERE id = $1`, id).Scan(&gotTenant, &gotName); err != nil {
 				t.Fatalf("registration %s in the database: %v", id, err)
 			}
-			if gotTenant != tenant || gotName != "page-views" {
-				t.Fatalf("registered as %s/%s, want %s/page-views", gotTenant, gotName, tenant)
+			if gotTenant != tenant || gotName != query {
+				t.Fatalf("registered as %s/%s, want %s/%s", gotTenant, gotName, tenant, query)
 			}
 		})
 	}
