@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // consumer is one of the C consumers of consume, with the buffers it
@@ -16,21 +18,28 @@ type consumer struct {
 }
 
 // consume runs C consumers that pop from path (a pop route with its query)
-// and hand each answer to handle, until more() says enough, ctx ends, or a
-// consumer's pops came back empty six times in a row. It returns the first
-// error; one caused by ctx ending is none. record says whether the pops
-// count in the latency figures.
-func (e *Env) consume(ctx context.Context, path string, record bool, more func() bool,
-	handle func(ctx context.Context, c *consumer) error) error {
+// and hand each answer to handle, which returns how many messages it has
+// consumed for good. The run ends when that count reaches total: consumers
+// then parked in a long-poll on the empty queue are cancelled, not waited
+// for, and end is when the last message was consumed. A consumer also stops
+// when its pops came back empty six times in a row. record says whether the
+// pops count in the latency figures. The error is the first a consumer met;
+// none is reported after the end.
+func (e *Env) consume(ctx context.Context, path string, record bool, total int64,
+	handle func(ctx context.Context, c *consumer) (int64, error)) (end time.Time, err error) {
+	cctx, done := context.WithCancel(ctx)
+	defer done()
+	var consumed atomic.Int64
+	var once sync.Once
 	var wg sync.WaitGroup
 	errc := make(chan error, e.C)
 	for range e.C {
 		wg.Go(func() {
 			var c consumer
 			idle := 0
-			for more() && ctx.Err() == nil {
-				status, body, err := e.DoInto(ctx, c.body, "GET", path, nil, record)
-				if ctx.Err() != nil {
+			for consumed.Load() < total && cctx.Err() == nil {
+				status, body, err := e.DoInto(cctx, c.body, "GET", path, nil, record)
+				if cctx.Err() != nil {
 					return
 				}
 				if err != nil {
@@ -49,16 +58,21 @@ func (e *Env) consume(ctx context.Context, path string, record bool, more func()
 					errc <- fmt.Errorf("pop answer: %w", err)
 					return
 				}
-				if err := handle(ctx, &c); err != nil {
-					if ctx.Err() == nil {
+				n, err := handle(cctx, &c)
+				if err != nil {
+					if cctx.Err() == nil {
 						errc <- err
 					}
 					return
+				}
+				if consumed.Add(n) >= total {
+					once.Do(func() { end = time.Now(); done() })
 				}
 			}
 		})
 	}
 	wg.Wait()
+	once.Do(func() { end = time.Now() })
 	close(errc)
-	return <-errc
+	return end, <-errc
 }

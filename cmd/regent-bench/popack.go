@@ -26,42 +26,26 @@ func runPopAck(ctx context.Context, e *Env, res *Result) error {
 	seen := make(map[string]int, e.N)
 	var distinct atomic.Int64
 	dups := 0
-	// The run ends when the last message is acknowledged: consumers parked
-	// in a long-poll on the then empty queue are cancelled, not waited for.
-	cctx, done := context.WithCancel(ctx)
-	defer done()
-	var end time.Time
 	start := time.Now()
-	err := e.consume(cctx, path, true, func() bool { return distinct.Load() < int64(e.N) },
-		func(cctx context.Context, c *consumer) error {
-			fresh := 0
-			mu.Lock()
-			for _, m := range c.pop.Messages {
-				if seen[string(m.ID)]++; seen[string(m.ID)] == 1 {
-					fresh++
-				} else {
-					dups++
-				}
+	end, err := e.consume(ctx, path, true, int64(e.N), func(ctx context.Context, c *consumer) (int64, error) {
+		fresh := 0
+		mu.Lock()
+		for _, m := range c.pop.Messages {
+			if seen[string(m.ID)]++; seen[string(m.ID)] == 1 {
+				fresh++
+			} else {
+				dups++
 			}
-			mu.Unlock()
-			c.out = ackBody(c.out[:0], &c.pop)
-			var err error
-			if _, c.answer, err = e.DoInto(cctx, c.answer, "POST", "/api/v1/ack/batch", c.out, true); err != nil {
-				return err
-			}
-			if distinct.Add(int64(fresh)) >= int64(e.N) {
-				mu.Lock()
-				if end.IsZero() {
-					end = time.Now()
-				}
-				mu.Unlock()
-				done()
-			}
-			return nil
-		})
-	if end.IsZero() {
-		end = time.Now()
-	}
+		}
+		mu.Unlock()
+		c.out = ackBody(c.out[:0], &c.pop)
+		var err error
+		if _, c.answer, err = e.DoInto(ctx, c.answer, "POST", "/api/v1/ack/batch", c.out, true); err != nil {
+			return 0, err
+		}
+		distinct.Add(int64(fresh))
+		return int64(fresh), nil
+	})
 	res.Seconds = end.Sub(start).Seconds()
 	ok := int(distinct.Load()) == e.N && dups == 0
 	res.Verified = &ok
