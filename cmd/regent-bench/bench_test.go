@@ -12,7 +12,7 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func env(b *brokertest.Broker, queue string) *Env {
-	e := &Env{URL: b.URL, Queue: queue, C: 3, B: 10, P: 4, N: 205, Size: 32}
+	e := &Env{URL: b.URL, Token: b.Token, Queue: queue, C: 3, B: 10, P: 4, N: 205, Size: 32}
 	e.init()
 	return e
 }
@@ -61,6 +61,9 @@ func TestPopAckScenarioReportsMissingMessages(t *testing.T) {
 
 func TestCycleScenarioVerifiesExactlyOnce(t *testing.T) {
 	b := brokertest.Start(t)
+	// With tenancy on (secure mode) the tenant needs a grant to register.
+	_, err := b.Pool.Exec(t.Context(), `INSERT INTO queen_streams.quota (tenant) VALUES ($1)`, b.Tenant)
+	require.NoError(t, err)
 	res := env(b, "cycle-q").run(t.Context(), "cycle", scenarios["cycle"])
 	requireVerified(t, res)
 	require.Greater(t, res.CyclesPerSec, 0.0)
