@@ -34,6 +34,7 @@ func run() error {
 	f.StrEnv(&o.Dir, "dir", "REGENT_LOCAL_DIR", ".regent", "where data, secrets, logs and the kubeconfig live")
 	f.BoolEnv(&o.Fresh, "fresh", "FRESH", false, "start from empty data")
 	f.StrEnv(&o.BinDir, "bin", "REGENT_BIN", filepath.Dir(exe), "where the broker and operator binaries are")
+	f.StrEnv(&o.CRDDir, "crd-dir", "REGENT_CRD_DIR", "config/crd/bases", "the CRDs to install")
 	f.IntEnv(&o.PGPort, "pg-port", "REGENT_PG_PORT", 6641, "PostgreSQL port")
 	f.StrEnv(&o.BrokerAddr, "broker-addr", "REGENT_BROKER_ADDR", "127.0.0.1:6632", "broker listen address")
 	f.StrEnv(&o.MetricsAddr, "operator-metrics-addr", "REGENT_OPERATOR_METRICS_ADDR", "127.0.0.1:6680", "operator metrics address")
@@ -41,8 +42,10 @@ func run() error {
 	if err := f.Parse(os.Args[1:]); err != nil {
 		return err
 	}
-	if abs, err := filepath.Abs(o.Dir); err == nil {
-		o.Dir = abs
+	for _, p := range []*string{&o.Dir, &o.CRDDir} {
+		if abs, err := filepath.Abs(*p); err == nil {
+			*p = abs
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -65,7 +65,7 @@ func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	stack, err := localstack.Start(ctx, localstack.Options{
-		Dir: dir, BinDir: bin, PGPort: ports[0],
+		Dir: dir, BinDir: bin, PGPort: ports[0], CRDDir: filepath.Join(root, "config", "crd", "bases"),
 		BrokerAddr:  "127.0.0.1:" + strconv.Itoa(ports[1]),
 		MetricsAddr: "127.0.0.1:" + strconv.Itoa(ports[2]),
 		ProbeAddr:   "127.0.0.1:" + strconv.Itoa(ports[3]),

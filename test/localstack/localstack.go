@@ -33,6 +33,7 @@ type Options struct {
 	Dir         string // data, secrets, logs and the kubeconfig; kept across runs
 	Fresh       bool   // remove Dir's data first
 	BinDir      string // where the broker and operator binaries are
+	CRDDir      string // the CRDs to install (config/crd/bases of the checkout)
 	PGPort      int
 	BrokerAddr  string // e.g. 127.0.0.1:6632
 	MetricsAddr string // operator metrics
@@ -89,6 +90,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 
 	s.progress("starting PostgreSQL on 127.0.0.1:%d (data in %s)", o.PGPort, filepath.Join(o.Dir, "pg"))
+	if err := s.letPostgresReach(o.Dir); err != nil {
+		return nil, err
+	}
 	s.pg, err = pgtest.StartCluster(filepath.Join(o.Dir, "pg", "data"), o.PGPort)
 	if err != nil {
 		return nil, err
@@ -101,7 +105,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	s.progress("starting kube-apiserver and etcd with the CRDs installed")
 	s.kube = &envtest.Environment{
 		BinaryAssetsDirectory: kubetest.AssetsDir(),
-		CRDDirectoryPaths:     []string{filepath.Join(kubetest.RepoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{o.CRDDir},
+		ErrorIfCRDPathMissing: true,
 	}
 	s.kube.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(o.Dir, "etcd")}
 	cfg, err := s.kube.Start()
@@ -204,6 +209,32 @@ func (s *Stack) Alive() error {
 // stack keeps running without it, as it would in production: the broker
 // answers 503 on /health until the database is back.
 func (s *Stack) PostgresExited() <-chan struct{} { return s.pg.Exited() }
+
+// letPostgresReach makes dir and its parents traversable for other users
+// when running as root: PostgreSQL then runs as the postgres system user,
+// which must reach its data directory under dir, and a checkout in a private
+// directory (root's home, mktemp -d) would otherwise stop it. Only the
+// search bit is added, never read: the directories' listings stay private.
+func (s *Stack) letPostgresReach(dir string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		info, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", d, err)
+		}
+		if mode := info.Mode().Perm(); mode&0o001 == 0 {
+			if err := os.Chmod(d, mode|0o001); err != nil {
+				return fmt.Errorf("let the postgres user traverse %s: %w", d, err)
+			}
+			s.progress("made %s traversable (o+x) for the postgres user", d)
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
 
 func (s *Stack) logPath(name string) string { return filepath.Join(s.opts.Dir, "logs", name+".log") }
 
