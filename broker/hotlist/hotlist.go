@@ -1,7 +1,8 @@
 // Package hotlist is a replica's in-memory index of the partitions that may
 // hold undelivered data, so that a pop never scans every partition of a
-// queue. Pushes (through the NOTIFY that queen.log_push_one_v1 sends, see
-// Listen) and acks that make data deliverable again mark partitions; a pop
+// queue. Pushes and cycles (announced by the broker after their commit, see
+// Announcer), and acks that make data deliverable again (which NOTIFY from
+// the database) mark partitions, on every replica through Listen; a pop
 // takes candidates from it, and settles them with what the database found.
 //
 // Entries are kept per (queue, consumer group): a partition drained for one

@@ -58,10 +58,11 @@ type Packed struct {
 	Parts []*Partition
 }
 
-// PushSQL calls the allocator with the arguments of Segment.Args; it
-// announces the segment on commit.
+// PushSQL calls the allocator with the arguments of Segment.Args. It does
+// not NOTIFY: the caller announces the partition after the commit
+// (AfterPush).
 const PushSQL = `SELECT base_offset, dup_txids, dup_message_ids
-	FROM queen.log_push_one_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, true)`
+	FROM queen.log_push_one_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, false)`
 
 // Args are the arguments of PushSQL for g.
 func (g *Segment) Args() []any {
@@ -249,7 +250,7 @@ func (g *Segment) Repack() bool {
 }
 
 // AfterPush does the bookkeeping of committed segments: per-queue counters,
-// and this replica's hot list (the other replicas learn it by NOTIFY).
+// and the announcement of their partitions.
 func (s *Store) AfterPush(segs []*Segment) {
 	for _, g := range segs {
 		if g.BaseOffset < 0 || len(g.Frames) == 0 {
@@ -257,6 +258,6 @@ func (s *Store) AfterPush(segs []*Segment) {
 		}
 		q := g.Partition.Queue
 		s.metrics.Pushed.WithLabelValues(q.Tenant, q.Name).Add(float64(len(g.Frames)))
-		s.hot.Mark(q.ID, g.Partition.ID)
+		s.Announce(q.ID, g.Partition.ID)
 	}
 }

@@ -33,10 +33,9 @@
 //     function reports transaction ids already recorded for the partition it
 //     has written nothing for that segment; Repack drops them and the
 //     segment can be pushed again.
-//  4. After the commit, AfterPush counts the messages per queue and marks
-//     the partitions in this replica's hot list. The NOTIFY sent by
-//     log_push_one_v1 tells the other replicas (and this one, a few
-//     milliseconds later).
+//  4. After the commit, AfterPush counts the messages per queue and
+//     announces the partitions (Announce): this replica's hot list at once,
+//     the other replicas by a NOTIFY the broker sends, not the transaction.
 //
 // OwnedPartition is the tenancy gate for routes that take a partition id: a
 // partition that does not exist and another tenant's both answer ErrNotFound.
@@ -106,6 +105,8 @@ type Store struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	hot     *hotlist.List
+	// announcer marks hot partitions here and tells the other replicas.
+	announcer *hotlist.Announcer
 
 	mu     sync.RWMutex
 	queues map[queueKey]*Queue
@@ -143,14 +144,17 @@ type Partition struct {
 func New(pool *pgxpool.Pool, sealer *seal.Sealer, m *metrics.Metrics, hot *hotlist.List, log *slog.Logger) *Store {
 	return &Store{
 		pool: pool, sealer: sealer, metrics: m, hot: hot, log: log,
-		queues: map[queueKey]*Queue{},
-		parts:  map[partKey]*Partition{},
-		byID:   map[uuid.UUID]*Partition{},
+		announcer: hotlist.NewAnnouncer(hot, pool, log),
+		queues:    map[queueKey]*Queue{},
+		parts:     map[partKey]*Partition{},
+		byID:      map[uuid.UUID]*Partition{},
 	}
 }
 
-// Hot returns the replica's hot list.
-func (s *Store) Hot() *hotlist.List { return s.hot }
+// Announce makes a partition that committed data to deliver visible to the
+// pops of every replica: this one's at once, the others' by NOTIFY within
+// hotlist.Linger (see hotlist.Announcer). Call it after the commit.
+func (s *Store) Announce(queueID, partitionID uuid.UUID) { s.announcer.Announce(queueID, partitionID) }
 
 // pgUUID and pgUUIDs hand ids to pgx as [16]byte, which it encodes in
 // binary; a uuid.UUID goes through its text form (it is a driver.Valuer),

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,14 +14,15 @@ import (
 
 // Run feeds the hot list until ctx ends: a LISTEN for the log's NOTIFYs, and
 // a reseed from the database every reseedEvery, which catches anything the
-// notifications missed (a lease that expired, a lost connection).
+// notifications missed (a lease that expired, a lost connection). It also
+// sends this replica's announcements.
 func (s *Store) Run(ctx context.Context, reseedEvery time.Duration) {
-	listening := make(chan struct{})
-	go func() {
-		defer close(listening)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
 		hotlist.Listen(ctx, s.pool.Config().ConnConfig.ConnString(), s.hot, s.log, s.reseedAll, s.forgetQueueID)
-	}()
-	defer func() { <-listening }()
+	})
+	wg.Go(func() { s.announcer.Run(ctx) })
 	t := time.NewTicker(reseedEvery)
 	defer t.Stop()
 	for {

@@ -106,13 +106,13 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	// The procedure committed on its own, so the bookkeeping of the push
-	// and ack routes is done here: counters, and the hot list that makes
-	// the sink emits visible to this replica's pops at once.
+	// The cycle committed: the bookkeeping of the push and ack routes is
+	// done here, counters and the announcements that make the sink emits
+	// and the released source visible to the pops of every replica.
 	k.committed(res.BaseOffsets)
 	s.queues.AfterPush(k.segs)
 	if res.Announce {
-		s.queues.Hot().Mark(res.QueueID, c.PartitionID)
+		s.queues.Announce(res.QueueID, c.PartitionID)
 	}
 	resp := cycleResponse{Success: true, QueryID: c.QueryID, PartitionID: c.PartitionID,
 		QueueName: &res.QueueName, StateOpsApplied: res.OpsApplied, PushResults: k.results()}

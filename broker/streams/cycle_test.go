@@ -585,6 +585,64 @@ func TestCycleAbsentLeaseFails(t *testing.T) {
 	refused(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, "completed", 3)}), "no lease")
 }
 
+// The guard has two places: the common ack (a success, released, with a
+// count) checks the lease in the statement that applies it, every other ack
+// before its work. Each refuses each bad lease, and leaves nothing behind.
+func TestCycleLeaseGuardRefusesEveryKindOfAckAndCommitsNothing(t *testing.T) {
+	t.Parallel()
+	acks := map[string]func(lease string) map[string]any{
+		"completed with a count":  func(l string) map[string]any { return map[string]any{"ack": ack(l, "completed", 3)} },
+		"completed without count": func(l string) map[string]any { return map[string]any{"ack": ack(l, "completed", nil)} },
+		"nack":                    func(l string) map[string]any { return map[string]any{"ack": ack(l, "failed", 3)} },
+		"gate partial": func(l string) map[string]any {
+			return map[string]any{"ack": ack(l, "completed", 1), "release_lease": false}
+		},
+	}
+	leases := map[string]struct {
+		want  string
+		lease func(t *testing.T, f fixture) string
+	}{
+		"none held": {"no lease", func(t *testing.T, f fixture) string {
+			p := pop(t, f.b, "src", 3, "")
+			exec(t, f.b, `UPDATE queen.cursors SET lease_id = NULL, lease_expires_at = NULL WHERE partition_id = $1`, f.partition)
+			return p.LeaseID
+		}},
+		"another worker's": {"another worker", func(t *testing.T, f fixture) string {
+			pop(t, f.b, "src", 3, "")
+			return uuid.NewString()
+		}},
+		"expired": {"expired", func(t *testing.T, f fixture) string {
+			p := pop(t, f.b, "src", 3, "")
+			exec(t, f.b, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 second' WHERE partition_id = $1`, f.partition)
+			return p.LeaseID
+		}},
+	}
+	f := newFixture(t)
+	for ackName, body := range acks {
+		for leaseName, l := range leases {
+			t.Run(ackName+"/"+leaseName, func(t *testing.T) {
+				exec(t, f.b, `DELETE FROM queen.cursors WHERE partition_id = $1`, f.partition)
+				push(t, f.b, "src", 0, 3)
+				lease := l.lease(t, f)
+				before := f.cursor(t, "__QUEUE_MODE__")
+				req := f.body(body(lease))
+				req["state_ops"] = []any{map[string]any{"type": "upsert", "key": "k", "value": 1}}
+				req["push_items"] = []any{map[string]any{"queue": "guard-out", "payload": 1}}
+				refused(t, f.b, req, l.want)
+				if got := f.state(t); len(got) != 0 {
+					t.Fatalf("state %v written by a refused cycle", got)
+				}
+				if n := sinkMessages(t, f.b, "guard-out"); n != 0 {
+					t.Fatalf("%d sink messages pushed by a refused cycle", n)
+				}
+				if after := f.cursor(t, "__QUEUE_MODE__"); after != before {
+					t.Fatalf("cursor %+v after a refused cycle, was %+v", after, before)
+				}
+			})
+		}
+	}
+}
+
 func TestCycleRepeatedAfterItCommittedFailsOnTheLeaseAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -760,14 +818,12 @@ func TestCycleSinkEmitWakesAParkedPop(t *testing.T) {
 	t.Logf("parked pop returned %v after the cycle was sent", time.Since(start))
 }
 
-// The cycle announces after its own commit (see queen_streams.cycle_v1):
-// every replica's LISTEN must still hear of the sink emits and of the
-// released source that has data left, and of nothing a refused cycle did.
+// The broker announces a cycle after its commit (hotlist.Announcer): every
+// replica's LISTEN must hear of the sink emits and of the released source
+// that has data left, and of nothing a refused cycle did.
 func TestCycleAnnouncesItsSinkEmitsAndReleasedSourceOnTheLogChannel(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	push(t, f.b, "src", 0, 4)
-	p := pop(t, f.b, "src", 2, "")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, f.b.DatabaseURL)
@@ -778,6 +834,29 @@ func TestCycleAnnouncesItsSinkEmitsAndReleasedSourceOnTheLogChannel(t *testing.T
 	if _, err := conn.Exec(ctx, "LISTEN "+hotlist.Channel); err != nil {
 		t.Fatal(err)
 	}
+	announced := func() string {
+		t.Helper()
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			t.Fatalf("waiting for an announcement: %v", err)
+		}
+		return n.Payload
+	}
+	partitionOf := func(queue string) string {
+		t.Helper()
+		var id string
+		if err := f.b.Pool.QueryRow(ctx, `SELECT q.id::text || ':' || p.id::text FROM queen.partitions p
+			JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1`, queue).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	push(t, f.b, "src", 0, 4)
+	if got, want := announced(), partitionOf("src"); got != want {
+		t.Fatalf("the push announced %s, want %s", got, want)
+	}
+	p := pop(t, f.b, "src", 2, "")
+
 	refused := cycle(t, f.b, f.body(map[string]any{
 		"push_items": []any{map[string]any{"queue": "refused-out", "payload": 0}},
 		"ack":        ack(uuid.NewString(), "completed", 2),
@@ -789,19 +868,13 @@ func TestCycleAnnouncesItsSinkEmitsAndReleasedSourceOnTheLogChannel(t *testing.T
 		"push_items": []any{map[string]any{"queue": "out", "payload": 1}},
 		"ack":        ack(p.LeaseID, "completed", 2),
 	}))
-	for _, queue := range []string{"out", "src"} {
-		var want string
-		if err := f.b.Pool.QueryRow(ctx, `SELECT q.id::text || ':' || p.id::text FROM queen.partitions p
-			JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1`, queue).Scan(&want); err != nil {
-			t.Fatal(err)
+	want := map[string]string{partitionOf("out"): "the sink emit", partitionOf("src"): "the released source"}
+	for len(want) > 0 {
+		got := announced()
+		if _, ok := want[got]; !ok {
+			t.Fatalf("announced %s, which the committed cycle did not touch; still waiting for %v", got, want)
 		}
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			t.Fatalf("waiting for the announcement of %s: %v", queue, err)
-		}
-		if n.Payload != want {
-			t.Fatalf("announced %s, want %s (%s)", n.Payload, want, queue)
-		}
+		delete(want, got)
 	}
 }
 

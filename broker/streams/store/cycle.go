@@ -62,18 +62,15 @@ func (d Duplicates) Error() string {
 	return fmt.Sprintf("duplicate transaction ids in %d sink partitions", len(d))
 }
 
-// cycleSQL passes NULL for the procedure's OUT parameters, as CALL wants;
-// its one row holds them.
-const cycleSQL = `CALL queen_streams.cycle_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-	NULL, NULL, NULL, NULL, NULL, NULL, NULL)`
+const cycleSQL = `SELECT queue_id, queue_name, ops_applied, base_offsets, ack_count, lease_released, announce
+	FROM queen_streams.cycle_v2($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
 
-// RunCycle runs one cycle in one transaction and one round trip; db must
-// not be inside a transaction (the procedure commits). A refusal is a
-// *Failure, or Duplicates; a sink partition deleted behind the cache is
+// RunCycle runs one cycle in one transaction and one round trip. A refusal
+// is a *Failure, or Duplicates; a sink partition deleted behind the cache is
 // queue.ErrPartitionGone. Any other error means the call itself failed, and
 // nothing of it committed unless the connection died after the commit was
-// sent, or the announcement that follows the commit failed (a NOTIFY queue
-// full because a listener stopped reading).
+// sent. The caller announces the sink partitions, and the source when
+// CycleResult.Announce says so, once it returns.
 func RunCycle(ctx context.Context, db DB, c Cycle) (CycleResult, error) {
 	n := len(c.Segments)
 	segPartitions := make([][16]byte, n)
