@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 )
 
 // Error is a failure with the HTTP status it maps to. Its message is safe to
@@ -91,10 +92,22 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		buf = []byte(`{"error":"internal error"}`)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(buf)
+	WriteBody(w, status, buf)
 }
+
+// WriteBody writes a JSON body that is already encoded. With its length
+// declared, net/http writes the answer as it is instead of chunking what
+// does not fit its 2 KiB buffer.
+func WriteBody(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = contentTypeJSON
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// contentTypeJSON is shared by every answer: net/http only reads it.
+var contentTypeJSON = []string{"application/json"}
 
 // WriteError writes {"error": message} with the given status.
 func WriteError(w http.ResponseWriter, status int, message string) {

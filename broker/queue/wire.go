@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/regent-mq/regent/broker/httpx"
 )
 
 // The pop and push answers are the bodies the broker writes on its hot
@@ -25,9 +27,7 @@ const maxPooledBuf = 1 << 20
 func writeBody(w http.ResponseWriter, status int, build func([]byte) []byte) {
 	bp := bufPool.Get().(*[]byte)
 	b := build((*bp)[:0])
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	httpx.WriteBody(w, status, b)
 	if cap(b) <= maxPooledBuf {
 		*bp = b
 		bufPool.Put(bp)

@@ -60,9 +60,7 @@ func (s *Service) stateGet(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(body, '}'))
+	httpx.WriteBody(w, http.StatusOK, append(body, '}'))
 }
 
 // parseID reads a required UUID field: missing, empty or malformed is a 400.
