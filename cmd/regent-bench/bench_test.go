@@ -11,9 +11,9 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func env(b *brokertest.Broker, queue string) *Env {
+func env(t *testing.T, b *brokertest.Broker, queue string) *Env {
 	e := &Env{URL: b.URL, Token: b.Token, Queue: queue, C: 3, B: 10, P: 4, N: 205, Size: 32}
-	e.init()
+	require.NoError(t, e.init())
 	return e
 }
 
@@ -28,7 +28,7 @@ func requireVerified(t *testing.T, res *Result) {
 
 func TestPushScenarioStoresNMessagesOverPPartitions(t *testing.T) {
 	b := brokertest.Start(t)
-	res := env(b, "push-q").run(t.Context(), "push", scenarios["push"])
+	res := env(t, b, "push-q").run(t.Context(), "push", scenarios["push"])
 	require.Empty(t, res.Error)
 	require.Zero(t, res.Errors)
 	require.Equal(t, 21, res.Requests)
@@ -41,7 +41,7 @@ func TestPushScenarioStoresNMessagesOverPPartitions(t *testing.T) {
 
 func TestPopAckScenarioVerifiesExactlyNDistinct(t *testing.T) {
 	b := brokertest.Start(t)
-	res := env(b, "popack-q").run(t.Context(), "popack", scenarios["popack"])
+	res := env(t, b, "popack-q").run(t.Context(), "popack", scenarios["popack"])
 	requireVerified(t, res)
 	var left int
 	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT count(*) FROM queen.cursors c JOIN queen.partitions p ON p.id = c.partition_id
@@ -51,7 +51,7 @@ func TestPopAckScenarioVerifiesExactlyNDistinct(t *testing.T) {
 
 func TestPopAckScenarioReportsMissingMessages(t *testing.T) {
 	b := brokertest.Start(t)
-	e := env(b, "short-q")
+	e := env(t, b, "short-q")
 	require.NoError(t, e.fill(t.Context(), false))
 	e.N, e.Prefilled = 300, true // more than the queue holds
 	res := e.run(t.Context(), "popack", scenarios["popack"])
@@ -64,7 +64,7 @@ func TestCycleScenarioVerifiesExactlyOnce(t *testing.T) {
 	// With tenancy on (secure mode) the tenant needs a grant to register.
 	_, err := b.Pool.Exec(t.Context(), `INSERT INTO queen_streams.quota (tenant) VALUES ($1)`, b.Tenant)
 	require.NoError(t, err)
-	res := env(b, "cycle-q").run(t.Context(), "cycle", scenarios["cycle"])
+	res := env(t, b, "cycle-q").run(t.Context(), "cycle", scenarios["cycle"])
 	requireVerified(t, res)
 	require.Greater(t, res.CyclesPerSec, 0.0)
 	var state int

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -18,7 +22,9 @@ type Env struct {
 	C, B, P, N, Size  int
 	Prefilled         bool
 
-	client *http.Client
+	host   string     // of URL, for the Host header
+	prefix string     // URL's path, before every route
+	conns  chan *conn // idle persistent connections
 
 	mu        sync.Mutex
 	latencies []time.Duration
@@ -47,12 +53,15 @@ type Result struct {
 	Error        string  `json:"error,omitempty"`
 }
 
-func (e *Env) init() {
-	e.client = &http.Client{Transport: &http.Transport{
-		MaxIdleConns:        4 * e.C,
-		MaxIdleConnsPerHost: 4 * e.C,
-		IdleConnTimeout:     time.Minute,
-	}}
+// init checks URL and makes room for the idle connections.
+func (e *Env) init() error {
+	u, err := url.Parse(e.URL)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return fmt.Errorf("-url must be an http:// URL, got %q", e.URL)
+	}
+	e.host, e.prefix = u.Host, strings.TrimSuffix(u.Path, "/")
+	e.conns = make(chan *conn, 4*e.C)
+	return nil
 }
 
 // run runs scenario s; the scenario measures its own window with Start and
@@ -94,46 +103,99 @@ func (e *Env) Do(ctx context.Context, method, path string, body []byte, record b
 // DoInto is Do reading the answer into dst's storage, so that a loop can
 // reuse one buffer.
 func (e *Env) DoInto(ctx context.Context, dst []byte, method, path string, body []byte, record bool) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, e.URL+path, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if e.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+e.Token)
-	}
 	start := time.Now()
-	resp, err := e.client.Do(req)
+	status, out, err := e.roundTrip(ctx, dst, method, path, body)
+	took := time.Since(start)
+	if err == nil && status >= 300 {
+		err = fmt.Errorf("%s %s: %d %s", method, path, status, bytes.TrimSpace(out))
+	}
 	if err != nil {
 		if ctx.Err() == nil { // a request the run itself cancelled is no error
 			e.fail(err)
 		}
-		return 0, nil, err
-	}
-	buf := bytes.NewBuffer(dst[:0])
-	_, err = buf.ReadFrom(resp.Body)
-	resp.Body.Close()
-	out := buf.Bytes()
-	took := time.Since(start)
-	if err == nil && resp.StatusCode >= 300 {
-		err = fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(out))
-	}
-	if err != nil {
-		e.fail(err)
-		return resp.StatusCode, out, err
+		return status, out, err
 	}
 	if record {
 		e.mu.Lock()
 		e.latencies = append(e.latencies, took)
 		e.mu.Unlock()
 	}
-	return resp.StatusCode, out, nil
+	return status, out, nil
+}
+
+// conn is a persistent HTTP/1.1 connection to the broker, used by one
+// request at a time on the caller's goroutine. net/http's Transport hands
+// each request to two goroutines of its own per connection; on a small
+// machine the tool's share of the CPU is taken from the broker under test,
+// and the hand-offs were most of the tool's.
+type conn struct {
+	net.Conn
+	r *bufio.Reader
+	w *bufio.Writer
+}
+
+// roundTrip sends one request on an idle connection (or a new one) and
+// reads the answer into dst's storage. The connection goes back to the
+// idle ones only after a complete exchange that leaves it reusable.
+func (e *Env) roundTrip(ctx context.Context, dst []byte, method, path string, body []byte) (int, []byte, error) {
+	var c *conn
+	select {
+	case c = <-e.conns:
+	default:
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", e.host)
+		if err != nil {
+			return 0, nil, err
+		}
+		c = &conn{Conn: nc, r: bufio.NewReaderSize(nc, 64<<10), w: bufio.NewWriterSize(nc, 16<<10)}
+	}
+	// A cancelled run interrupts a parked long-poll through the deadline.
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	status, out, reuse, err := c.exchange(dst, e, method, path, body)
+	if !stop() || !reuse || err != nil {
+		c.Close()
+		if err == nil && ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return status, out, err
+	}
+	select {
+	case e.conns <- c:
+	default:
+		c.Close()
+	}
+	return status, out, nil
+}
+
+func (c *conn) exchange(dst []byte, e *Env, method, path string, body []byte) (status int, out []byte, reuse bool, err error) {
+	w := c.w
+	w.WriteString(method)
+	w.WriteByte(' ')
+	w.WriteString(e.prefix)
+	w.WriteString(path)
+	w.WriteString(" HTTP/1.1\r\nHost: ")
+	w.WriteString(e.host)
+	if body != nil {
+		w.WriteString("\r\nContent-Type: application/json\r\nContent-Length: ")
+		w.WriteString(strconv.Itoa(len(body)))
+	}
+	if e.Token != "" {
+		w.WriteString("\r\nAuthorization: Bearer ")
+		w.WriteString(e.Token)
+	}
+	w.WriteString("\r\n\r\n")
+	w.Write(body)
+	if err := w.Flush(); err != nil {
+		return 0, nil, false, err
+	}
+	resp, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	buf := bytes.NewBuffer(dst[:0])
+	_, err = buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, buf.Bytes(), !resp.Close, err
 }
 
 func (e *Env) fail(err error) {

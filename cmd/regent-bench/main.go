@@ -58,7 +58,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "regent-bench: -c, -b, -p and -n must be positive")
 		os.Exit(2)
 	}
-	env.init()
+	if err := env.init(); err != nil {
+		fmt.Fprintln(os.Stderr, "regent-bench:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	failed := false
