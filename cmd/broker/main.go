@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/regent-mq/regent/broker/app"
@@ -19,7 +20,18 @@ import (
 	"github.com/regent-mq/regent/broker/migrate"
 )
 
+// gcPercent is the broker's GOGC unless the environment sets one. Its live
+// heap is small (caches, the hot list) while every request allocates its
+// buffers, so at Go's default of 100 the collector ran every few megabytes,
+// and on a small machine its CPU came out of the requests': with 400 the
+// cycle benchmark's p50 latency fell by about a tenth. GOMEMLIMIT (the Helm
+// chart sets it to the container's memory limit) keeps the heap bounded.
+const gcPercent = 400
+
 func main() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(gcPercent)
+	}
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "broker:", err)
 		os.Exit(1)

@@ -139,15 +139,22 @@ func prepare(t *testing.T, pod corev1.PodSpec, name string, sec secrets, bins ma
 	var env []string
 	for _, e := range c.Env {
 		value := paths.Replace(e.Value)
-		if ref := e.ValueFrom; ref != nil {
-			if ref.SecretKeyRef == nil {
-				t.Fatalf("env %s: only secretKeyRef is resolved here", e.Name)
-			}
+		switch ref := e.ValueFrom; {
+		case ref == nil:
+		case ref.SecretKeyRef != nil:
 			data, ok := sec[ref.SecretKeyRef.Name][ref.SecretKeyRef.Key]
 			if !ok {
 				t.Fatalf("env %s: Secret %s has no key %s", e.Name, ref.SecretKeyRef.Name, ref.SecretKeyRef.Key)
 			}
 			value = string(data)
+		case ref.ResourceFieldRef != nil && ref.ResourceFieldRef.Resource == "limits.memory" && ref.ResourceFieldRef.Divisor.IsZero():
+			limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+			if !ok {
+				t.Fatalf("env %s: the container has no memory limit", e.Name)
+			}
+			value = fmt.Sprint(limit.Value()) // in bytes, as the kubelet gives it
+		default:
+			t.Fatalf("env %s: only secretKeyRef and limits.memory are resolved here", e.Name)
 		}
 		env = append(env, e.Name+"="+value)
 	}
