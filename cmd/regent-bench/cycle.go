@@ -45,10 +45,7 @@ func runCycle(ctx context.Context, e *Env, res *Result) error {
 			if _, c.answer, err = e.DoInto(ctx, c.answer, "POST", "/streams/v1/cycle", c.out, true); err != nil {
 				return 0, err
 			}
-			var r struct {
-				Success bool `json:"success"`
-			}
-			if err := json.Unmarshal(c.answer, &r); err != nil || !r.Success {
+			if ok, err := succeeded(c.answer); err != nil || !ok {
 				return 0, fmt.Errorf("cycle refused: %s", c.answer)
 			}
 			cycles.Add(1)

@@ -68,6 +68,20 @@ func (a *popAnswer) parse(body []byte) error {
 	return err
 }
 
+// succeeded reads the "success" member of an answer object (the cycle's),
+// without decoding the rest.
+func succeeded(body []byte) (bool, error) {
+	s := scanner{b: body}
+	ok := false
+	err := s.object(func(key []byte) error {
+		if string(key) == "success" {
+			ok = s.ws()+4 <= len(s.b) && string(s.b[s.i:s.i+4]) == "true"
+		}
+		return s.skip()
+	})
+	return ok, err
+}
+
 // scanner walks JSON without allocating.
 type scanner struct {
 	b []byte
@@ -165,7 +179,15 @@ func (s *scanner) str(dst *[]byte) error {
 		return s.fail("a string")
 	}
 	start, escaped := s.i, false
-	for ; s.i < len(s.b); s.i++ {
+	for s.i < len(s.b) {
+		// Most of a pop answer is strings: skip their plain bytes in a
+		// tight loop.
+		for s.i < len(s.b) && !strSpecial[s.b[s.i]] {
+			s.i++
+		}
+		if s.i >= len(s.b) {
+			break
+		}
 		switch c := s.b[s.i]; {
 		case c == '"':
 			*dst = s.b[start:s.i]
@@ -180,13 +202,23 @@ func (s *scanner) str(dst *[]byte) error {
 			return nil
 		case c == '\\':
 			escaped = true
-			s.i++
-		case c < 0x20:
+			s.i += 2
+		default:
 			return s.fail("no control character in a string")
 		}
 	}
 	return s.fail(`"`)
 }
+
+// strSpecial marks the bytes that end the plain run of a string: the quote,
+// the backslash and the control characters.
+var strSpecial = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
 
 // skip reads any value.
 func (s *scanner) skip() error {

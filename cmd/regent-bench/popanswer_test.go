@@ -43,3 +43,18 @@ func TestAppendJSONStringEncodesLikeEncodingJSON(t *testing.T) {
 		require.Equal(t, s, back)
 	}
 }
+
+func TestSucceededReadsTheSuccessMember(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"success":true,"query_id":"q"}`:                   true,
+		`{"query_id":"q","push_results":[],"success":true}`: true,
+		`{"success":false,"error":"invalid lease"}`:         false,
+		`{"error":"success"}`:                               false,
+	} {
+		got, err := succeeded([]byte(body))
+		require.NoError(t, err, body)
+		require.Equal(t, want, got, body)
+	}
+	_, err := succeeded([]byte(`{"success":tru}`))
+	require.ErrorIs(t, err, errPopAnswer)
+}
