@@ -49,7 +49,8 @@
 // through queen.ack_cursor_v1 when they are the common case (all
 // 'completed', one cursor, one lease) and queen.ack_v1 otherwise, each one
 // call; a dead letter costs a second one, since its payload must be decoded
-// here. Releases that leave data to deliver NOTIFY like pushes do. Retention
+// here. Releases that leave data to deliver NOTIFY from the database (pushes
+// are announced by the broker, see Announce). Retention
 // (broker/retention) deletes whole segments; every walk skips the gaps.
 //
 // Files follow the routes: configure.go, push.go, pop.go, ack.go, lease.go,
