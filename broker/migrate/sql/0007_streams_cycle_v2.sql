@@ -11,7 +11,8 @@
 -- cycle_v2 takes the arguments of cycle_v1 and gives the same answer
 -- (announce still says the released source holds data to deliver), under
 -- the same rules; 0006_streams_cycle.sql describes them. What differs is
--- how: the advisory lock is taken by the statement that checks ownership,
+-- how: the advisory lock is taken by the statement that checks ownership
+-- (which reads the queue by its primary key whatever the plan),
 -- and the common ack (a success status, the lease released, a count) checks
 -- the lease in the UPDATE that applies it instead of locking the cursor row
 -- first, which saves two statements of about nine.
@@ -91,8 +92,11 @@ BEGIN
            qu.id, qu.name, pa.next_offset
       INTO v_query_ok, queue_id, queue_name, v_next
       FROM (SELECT pg_advisory_xact_lock(hashtextextended(p_query_id::text || p_partition_id::text, 0))) AS lock (x)
-      LEFT JOIN (queen.partitions pa JOIN queen.queues qu ON qu.id = pa.queue_id AND qu.tenant = p_tenant)
-        ON pa.id = p_partition_id;
+      LEFT JOIN queen.partitions pa ON pa.id = p_partition_id
+      -- The queue by its primary key: as a plain join, the generic plan
+      -- read every queue of the tenant through the tenant index.
+      LEFT JOIN LATERAL (SELECT q.id, q.name FROM queen.queues q
+                          WHERE q.id = pa.queue_id AND q.tenant = p_tenant OFFSET 0) AS qu ON true;
     IF NOT v_query_ok THEN
         RAISE EXCEPTION 'query not found';
     END IF;
