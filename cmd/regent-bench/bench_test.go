@@ -71,3 +71,14 @@ func TestCycleScenarioVerifiesExactlyOnce(t *testing.T) {
 	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT count(*) FROM queen_streams.state`).Scan(&state))
 	require.Equal(t, 4*4, state, "S state rows per source partition")
 }
+
+func TestSummaryGivesTheMedianOfEachFigure(t *testing.T) {
+	runs := []*Result{
+		{Scenario: "cycle", MsgsPerSec: 300, CyclesPerSec: 3, P50Ms: 2.5, P99Ms: 9},
+		{Scenario: "cycle", MsgsPerSec: 100, CyclesPerSec: 1, P50Ms: 2.1, P99Ms: 7},
+		{Scenario: "cycle", MsgsPerSec: 200, CyclesPerSec: 2, P50Ms: 3.0, P99Ms: 8},
+	}
+	require.Equal(t, "# cycle, median of 3 runs: 200 msgs/s, 2 cycles/s, p50 2.500 ms, p99 8.000 ms", summary(runs))
+	require.Equal(t, "# push, median of 1 runs: 5 msgs/s, p50 1.000 ms, p99 2.000 ms",
+		summary([]*Result{{Scenario: "push", MsgsPerSec: 5, P50Ms: 1, P99Ms: 2}}))
+}

@@ -66,6 +66,7 @@ func main() {
 	defer stop()
 	failed := false
 	queue := env.Queue
+	var results []*Result
 	for i := 0; i < runs; i++ {
 		env.Queue = queue
 		if env.Queue == "" {
@@ -76,11 +77,35 @@ func main() {
 		cancel()
 		line, _ := json.Marshal(res)
 		fmt.Println(string(line))
+		results = append(results, res)
 		failed = failed || res.Error != "" || res.Verified != nil && !*res.Verified
+	}
+	if runs > 1 {
+		fmt.Fprintln(os.Stderr, summary(results))
 	}
 	if failed {
 		os.Exit(1)
 	}
+}
+
+// summary is the line that reports a scenario's runs: the median of each
+// figure, since one run on a shared machine says little.
+func summary(results []*Result) string {
+	median := func(f func(*Result) float64) float64 {
+		v := make([]float64, len(results))
+		for i, r := range results {
+			v[i] = f(r)
+		}
+		sort.Float64s(v)
+		return v[len(v)/2]
+	}
+	line := fmt.Sprintf("# %s, median of %d runs: %.0f msgs/s", results[0].Scenario, len(results),
+		median(func(r *Result) float64 { return r.MsgsPerSec }))
+	if results[0].CyclesPerSec > 0 {
+		line += fmt.Sprintf(", %.0f cycles/s", median(func(r *Result) float64 { return r.CyclesPerSec }))
+	}
+	return line + fmt.Sprintf(", p50 %.3f ms, p99 %.3f ms",
+		median(func(r *Result) float64 { return r.P50Ms }), median(func(r *Result) float64 { return r.P99Ms }))
 }
 
 func names() []string {
