@@ -14,6 +14,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/segment"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
@@ -97,4 +98,33 @@ func TestOwnedPartitionIsNotFoundForAnotherTenant(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "p", got.Name)
 	require.Equal(t, "q", got.Queue.Name)
+}
+
+// A pop that took a lease but cannot answer (here a segment fails its
+// checksum) gives the lease back and offers the partition again at once,
+// not after the lease expires. No listener runs here: only the pop's own
+// announcement can put the partition back on the hot list.
+func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	items := []Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}}
+	_, segs, err := s.Push(ctx, s.pool, "default", "", items)
+	require.NoError(t, err)
+	s.AfterPush(segs)
+	p := &popRequest{tenant: "default", queue: "q", group: QueueMode, batch: 2, partitions: 1, subStart: "all"}
+
+	_, err = s.pool.Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum + 1`)
+	require.NoError(t, err)
+	_, _, _, _, _, err = s.popOnce(ctx, p)
+	require.ErrorIs(t, err, segment.ErrCorrupt)
+	var leased int
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`).Scan(&leased))
+	require.Zero(t, leased, "the lease stayed")
+
+	_, err = s.pool.Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum - 1`)
+	require.NoError(t, err)
+	msgs, _, _, _, _, err := s.popOnce(ctx, p)
+	require.NoError(t, err)
+	require.Len(t, msgs, 2, "the partition was not offered again")
 }
