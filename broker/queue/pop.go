@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/regent-mq/regent/broker/auth"
@@ -390,12 +391,17 @@ func (s *Store) open(f *segment.Frame) ([]byte, error) {
 // release gives back the leases of a pop whose answer nobody will read, and
 // announces the partitions so that other consumers pick them up.
 func (s *Store) release(ctx context.Context, leaseID uuid.UUID) {
-	_, err := s.pool.Exec(ctx, `WITH r AS (
-			UPDATE queen.cursors c SET lease_id = NULL, lease_expires_at = NULL
-			 WHERE c.lease_id = $1 RETURNING c.partition_id)
-		SELECT pg_notify($2, p.queue_id::text || ':' || p.id::text)
-		  FROM r JOIN queen.partitions p ON p.id = r.partition_id`, leaseID, hotlist.Channel)
+	rows, _ := s.pool.Query(ctx, `UPDATE queen.cursors c SET lease_id = NULL, lease_expires_at = NULL
+		  FROM queen.partitions p
+		 WHERE c.lease_id = $1 AND p.id = c.partition_id
+		RETURNING p.queue_id, p.id`, leaseID)
+	released, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Queue, Partition uuid.UUID }])
 	if err != nil {
 		s.log.Error("release the lease of an abandoned pop", "lease_id", leaseID, "err", err)
+		return
+	}
+	// The statement has committed once its rows are read.
+	for _, r := range released {
+		s.Announce(r.Queue, r.Partition)
 	}
 }
