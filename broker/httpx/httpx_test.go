@@ -2,7 +2,9 @@ package httpx
 
 import (
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -26,5 +28,30 @@ func TestDecodeJSONErrorsName(t *testing.T) {
 				t.Fatalf("err = %v, want a 400 mentioning %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// An answer larger than net/http's 2 KiB buffer still goes out with its
+// length, not chunked.
+func TestWriteJSONDeclaresTheLengthOfALargeAnswer(t *testing.T) {
+	big := strings.Repeat("x", 10_000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteJSON(w, http.StatusOK, map[string]string{"v": big})
+	}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ContentLength != int64(len(body)) || len(resp.TransferEncoding) > 0 {
+		t.Fatalf("Content-Length %d, Transfer-Encoding %v, for a body of %d bytes", resp.ContentLength, resp.TransferEncoding, len(body))
+	}
+	if got := resp.Header.Get("Content-Type"); got != "application/json" {
+		t.Fatalf("Content-Type %q", got)
 	}
 }
