@@ -151,19 +151,19 @@ func (r pushResults) append(b []byte) []byte {
 		b = append(b, `{"index":`...)
 		b = strconv.AppendInt(b, int64(i), 10)
 		b = append(b, `,"transaction_id":`...)
-		b = appendString(b, p.TransactionID)
+		b = httpx.AppendString(b, p.TransactionID)
 		b = append(b, `,"message_id":`...)
-		b = appendUUID(b, p.MessageID)
+		b = httpx.AppendUUID(b, p.MessageID)
 		b = append(b, `,"partition_id":`...)
-		b = appendUUID(b, p.Partition.ID)
+		b = httpx.AppendUUID(b, p.Partition.ID)
 		b = append(b, `,"trace_id":`...)
 		if t := r.in[i].TraceID; t != "" {
-			b = appendString(b, t)
+			b = httpx.AppendString(b, t)
 		} else {
 			b = append(b, "null"...)
 		}
 		b = append(b, `,"queueName":`...)
-		b = appendString(b, p.Partition.Queue.Name)
+		b = httpx.AppendString(b, p.Partition.Queue.Name)
 		if p.Duplicate {
 			b = append(b, `,"status":"duplicate"}`...)
 		} else {

@@ -1,38 +1,11 @@
 package queue
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 )
-
-func TestAppendStringEscapesAsEncodingJSON(t *testing.T) {
-	for _, s := range []string{"", "plain", `q"uo\te`, "tab\tnl\ncr\r", "\x00\x01\x1f", "<a href='x'>&amp;</a>",
-		"héllo wörld ✓", "line\u2028sep\u2029", "bad\xffutf8\xc3", "emoji 🎉"} {
-		want, err := json.Marshal(s)
-		require.NoError(t, err)
-		require.Equal(t, string(want), string(appendString(nil, s)), "%q", s)
-	}
-}
-
-func FuzzAppendString(f *testing.F) {
-	f.Add("a\"b\\c\x00\u2028\xff")
-	f.Fuzz(func(t *testing.T, s string) {
-		want, _ := json.Marshal(s)
-		if got := appendString(nil, s); string(got) != string(want) {
-			t.Fatalf("%q: got %s, want %s", s, got, want)
-		}
-	})
-}
-
-func TestAppendUUIDWritesTheCanonicalForm(t *testing.T) {
-	for _, id := range []uuid.UUID{uuid.Nil, uuid.Max, uuid.MustParse("0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f")} {
-		require.Equal(t, `"`+id.String()+`"`, string(appendUUID(nil, id)))
-	}
-}
 
 func TestAppendTimeWritesTimeFormatInUTC(t *testing.T) {
 	us := time.Date(2026, 8, 17, 10, 1, 2, 3004000, time.UTC).UnixMicro()

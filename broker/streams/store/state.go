@@ -7,6 +7,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/queue"
 )
 
 // StateFilter selects the state rows of one query and one partition. The
@@ -69,36 +72,17 @@ func State(ctx context.Context, db DB, f StateFilter, dst []byte) ([]byte, error
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"key":`...)
-		dst = appendJSONString(dst, key)
+		dst = httpx.AppendString(dst, key)
 		dst = append(dst, `,"value":`...)
 		dst = append(dst, value...)
 		dst = append(dst, `,"updated_at":"`...)
-		dst = updated.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000000Z")
+		dst = updated.UTC().AppendFormat(dst, queue.TimeFormat)
 		dst = append(dst, `"}`...)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read state of query %s partition %s: %w", f.QueryID, f.PartitionID, err)
 	}
 	return append(dst, ']'), nil
-}
-
-// appendJSONString appends s as a JSON string. Keys hold U+001F separators,
-// which JSON requires escaped.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
 }
 
 // successor returns the smallest string greater than every string that

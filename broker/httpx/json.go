@@ -1,0 +1,81 @@
+package httpx
+
+import (
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// The answers on the hot paths (pops, pushes, state reads) are built by
+// hand into reused buffers; these write their JSON strings exactly as
+// encoding/json would.
+
+// AppendUUID appends id as a JSON string in its canonical form, without
+// the string that id.String would allocate.
+func AppendUUID(b []byte, id uuid.UUID) []byte {
+	b = append(b, '"')
+	for i, c := range id {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b = append(b, '-')
+		}
+		b = append(b, hex[c>>4], hex[c&0xf])
+	}
+	return append(b, '"')
+}
+
+const hex = "0123456789abcdef"
+
+// AppendString appends s as a JSON string, escaped as encoding/json does:
+// quotes, backslashes, control characters, <, > and & (for HTML safety),
+// U+2028 and U+2029, and invalid UTF-8 as U+FFFD.
+func AppendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
