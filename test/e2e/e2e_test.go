@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -23,7 +22,6 @@ import (
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/kubetest"
 	"github.com/regent-mq/regent/test/localstack"
-	"github.com/regent-mq/regent/test/pgtest"
 )
 
 const (
@@ -45,14 +43,6 @@ func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	ports := make([]int, 4)
-	for i := range ports {
-		p, err := pgtest.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = p
-	}
 	ctx := context.Background()
 	// Not t.TempDir: its parents are private to root, and PostgreSQL runs
 	// as the postgres user.
@@ -65,22 +55,27 @@ func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	stack, err := localstack.Start(ctx, localstack.Options{
-		Dir: dir, BinDir: bin, PGPort: ports[0], CRDDir: filepath.Join(root, "config", "crd", "bases"),
-		BrokerAddr:  "127.0.0.1:" + strconv.Itoa(ports[1]),
-		MetricsAddr: "127.0.0.1:" + strconv.Itoa(ports[2]),
-		ProbeAddr:   "127.0.0.1:" + strconv.Itoa(ports[3]),
-		Progress:    testWriter{t},
+		// Zero ports: each is picked as its process starts.
+		Dir: dir, BinDir: bin, CRDDir: filepath.Join(root, "config", "crd", "bases"),
+		BrokerAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", ProbeAddr: "127.0.0.1:0",
+		Progress: testWriter{t},
 	})
+	// The logs live in dir, which is gone once the test ends: a failure
+	// shows them, a failed start included.
+	showLogs := func() {
+		for _, name := range []string{"broker", "operator"} {
+			log, _ := os.ReadFile(filepath.Join(dir, "logs", name+".log"))
+			t.Logf("%s log:\n%s", name, tail(log, 4000))
+		}
+	}
 	if err != nil {
+		showLogs()
 		t.Fatal(err)
 	}
 	t.Cleanup(stack.Stop)
 	defer func() {
 		if t.Failed() {
-			for _, name := range []string{"broker", "operator"} {
-				log, _ := os.ReadFile(filepath.Join(dir, "logs", name+".log"))
-				t.Logf("%s log:\n%s", name, tail(log, 4000))
-			}
+			showLogs()
 		}
 	}()
 	db, err := pgxpool.New(ctx, stack.DatabaseURL)

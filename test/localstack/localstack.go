@@ -10,10 +10,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -30,10 +32,14 @@ import (
 
 // Options says where the stack keeps its data and which ports it uses.
 type Options struct {
-	Dir         string // data, secrets, logs and the kubeconfig; kept across runs
-	Fresh       bool   // remove Dir's data first
-	BinDir      string // where the broker and operator binaries are
-	CRDDir      string // the CRDs to install (config/crd/bases of the checkout)
+	Dir    string // data, secrets, logs and the kubeconfig; kept across runs
+	Fresh  bool   // remove Dir's data first
+	BinDir string // where the broker and operator binaries are
+	CRDDir string // the CRDs to install (config/crd/bases of the checkout)
+	// The ports. A zero port (PGPort 0, or an address such as
+	// 127.0.0.1:0) is picked free just before its process starts: a port
+	// picked at the outset could be taken meanwhile by the control plane,
+	// which picks its own while the stack starts.
 	PGPort      int
 	BrokerAddr  string // e.g. 127.0.0.1:6632
 	MetricsAddr string // operator metrics
@@ -74,7 +80,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			return nil, fmt.Errorf("make %s: %w", d, err)
 		}
 	}
-	s := &Stack{opts: o, BrokerURL: "http://" + o.BrokerAddr}
+	s := &Stack{opts: o}
 	defer func() {
 		if err != nil {
 			s.Stop()
@@ -89,6 +95,11 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 
+	if o.PGPort == 0 {
+		if o.PGPort, err = pgtest.FreePort(); err != nil {
+			return nil, err
+		}
+	}
 	s.progress("starting PostgreSQL on 127.0.0.1:%d (data in %s)", o.PGPort, filepath.Join(o.Dir, "pg"))
 	if err := s.letPostgresReach(o.Dir); err != nil {
 		return nil, err
@@ -129,6 +140,10 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("write kubeconfig: %w", err)
 	}
 
+	if o.BrokerAddr, err = freeIfZero(o.BrokerAddr); err != nil {
+		return nil, err
+	}
+	s.BrokerURL = "http://" + o.BrokerAddr
 	s.progress("starting the broker on %s", o.BrokerAddr)
 	broker, err := s.spawn("broker", nil,
 		"DATABASE_URL="+s.DatabaseURL, "REGENT_LISTEN="+o.BrokerAddr,
@@ -141,6 +156,12 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("broker did not become healthy (see %s): %w", s.logPath("broker"), err)
 	}
 
+	if o.MetricsAddr, err = freeIfZero(o.MetricsAddr); err != nil {
+		return nil, err
+	}
+	if o.ProbeAddr, err = freeIfZero(o.ProbeAddr); err != nil {
+		return nil, err
+	}
 	s.progress("starting the operator")
 	operator, err := s.spawn("operator", nil,
 		"KUBECONFIG="+s.Kubeconfig, "DATABASE_URL="+s.DatabaseURL, "REGENT_BROKER_URL="+s.BrokerURL,
@@ -234,6 +255,22 @@ func (s *Stack) letPostgresReach(dir string) error {
 			return nil
 		}
 	}
+}
+
+// freeIfZero returns addr with a free port in place of a zero one.
+func freeIfZero(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("address %q: %w", addr, err)
+	}
+	if port != "0" {
+		return addr, nil
+	}
+	p, err := pgtest.FreePort()
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p)), nil
 }
 
 func (s *Stack) logPath(name string) string { return filepath.Join(s.opts.Dir, "logs", name+".log") }
