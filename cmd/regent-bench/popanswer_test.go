@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -57,4 +61,49 @@ func TestSucceededReadsTheSuccessMember(t *testing.T) {
 	}
 	_, err := succeeded([]byte(`{"success":tru}`))
 	require.ErrorIs(t, err, errPopAnswer)
+}
+
+func TestHasStrSpecialAgreesWithTheTableInEveryLane(t *testing.T) {
+	for lane := range 8 {
+		for c := range 256 {
+			for _, fill := range []byte{'x', 0xff} {
+				var w [8]byte
+				for i := range w {
+					w[i] = fill
+				}
+				w[lane] = byte(c)
+				require.Equal(t, strSpecial[c], hasStrSpecial(binary.LittleEndian.Uint64(w[:])), "byte %#x in lane %d", c, lane)
+			}
+		}
+	}
+}
+
+func TestPopAnswerFindsTheEndOfStringsOfEveryLength(t *testing.T) {
+	for n := range 40 {
+		v := strings.Repeat("é", n/2) + strings.Repeat("v", n%2)
+		var a popAnswer
+		require.NoError(t, a.parse([]byte(`{"leaseId":"`+v+`","partition":"p"}`)), n)
+		require.Equal(t, v, string(a.LeaseID))
+		require.Equal(t, "p", string(a.Partition))
+		require.ErrorIs(t, a.parse([]byte(`{"leaseId":"`+v+"\x01"+v+`"}`)), errPopAnswer, "a control character after %d bytes", len(v))
+	}
+}
+
+func BenchmarkPopAnswerParse100(b *testing.B) {
+	var body bytes.Buffer
+	body.WriteString(`{"success":true,"queue":"bench","partition":"p1","partitionId":"0195d2a4-8f3e-7c1a-9b2d-4e5f6a7b8c9d","leaseId":"0195d2a4-8f3e-7c1a-9b2d-4e5f6a7b8c9e","messages":[`)
+	for i := range 100 {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		fmt.Fprintf(&body, `{"id":"0195d2a4-8f3e-7c1a-9b2d-%012d","transactionId":"0195d2a4-8f3e-7c1a-9b2d-%012d","partitionId":"0195d2a4-8f3e-7c1a-9b2d-4e5f6a7b8c9d","data":{"i":%d,"pad":"%s"},"traceId":null,"producerSub":null,"createdAt":"2026-11-30T01:02:03.456Z","queue":"bench","partition":"p1","leaseId":"0195d2a4-8f3e-7c1a-9b2d-4e5f6a7b8c9e","consumerGroup":"g"}`, i, i, i, strings.Repeat("x", 40))
+	}
+	body.WriteString(`]}`)
+	b.SetBytes(int64(body.Len()))
+	var a popAnswer
+	for b.Loop() {
+		if err := a.parse(body.Bytes()); err != nil || len(a.Messages) != 100 {
+			b.Fatal(err, len(a.Messages))
+		}
+	}
 }
