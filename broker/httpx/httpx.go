@@ -32,6 +32,16 @@ func BadRequest(format string, args ...any) *Error {
 	return Errorf(http.StatusBadRequest, format, args...)
 }
 
+// NotUUID is the 400 of a request field that must hold a UUID and does not.
+// It quotes the value, cut short: a client sending a huge one does not get it
+// back whole.
+func NotUUID(field, value string) *Error {
+	if len(value) > 40 {
+		value = value[:40] + "…"
+	}
+	return BadRequest("%s must be a UUID, got %q", field, value)
+}
+
 // ReadJSON decodes the request body into v. The body size is bounded by the
 // server's MaxBytesReader; exceeding it is a 413.
 func ReadJSON(r *http.Request, v any) error {

@@ -55,3 +55,13 @@ func TestWriteJSONDeclaresTheLengthOfALargeAnswer(t *testing.T) {
 		t.Fatalf("Content-Type %q", got)
 	}
 }
+
+func TestNotUUIDNamesTheFieldAndQuotesTheValueCutShort(t *testing.T) {
+	if e := NotUUID("ack.leaseId", "nope"); e.Status != http.StatusBadRequest || e.Message != `ack.leaseId must be a UUID, got "nope"` {
+		t.Errorf("NotUUID = %d %s", e.Status, e.Message)
+	}
+	long := strings.Repeat("x", 1000)
+	if got, want := NotUUID("f", long).Message, `f must be a UUID, got "`+long[:40]+`…"`; got != want {
+		t.Errorf("NotUUID of a long value = %s, want %s", got, want)
+	}
+}

@@ -69,7 +69,7 @@ func (a *wireAck) parse(field, group string) (Ack, error) {
 	}
 	pid, err := uuid.Parse(*a.PartitionID)
 	if err != nil {
-		return out, httpx.BadRequest("%spartitionId must be a UUID", field)
+		return out, httpx.NotUUID(field+"partitionId", *a.PartitionID)
 	}
 	out = Ack{PartitionID: pid, TransactionID: *a.TransactionID, Status: "completed", Group: group, Error: a.Error}
 	if a.Status != nil {
@@ -84,7 +84,7 @@ func (a *wireAck) parse(field, group string) (Ack, error) {
 	if a.LeaseID != nil && *a.LeaseID != "" {
 		id, err := uuid.Parse(*a.LeaseID)
 		if err != nil {
-			return out, httpx.BadRequest("%sleaseId must be a UUID", field)
+			return out, httpx.NotUUID(field+"leaseId", *a.LeaseID)
 		}
 		out.LeaseID = pgtype.UUID{Bytes: id, Valid: true}
 	}

@@ -20,7 +20,7 @@ func (s *Store) handleExtend(w http.ResponseWriter, r *http.Request) {
 	raw := r.PathValue("leaseId")
 	leaseID, err := uuid.Parse(raw)
 	if err != nil {
-		httpx.Fail(w, httpx.BadRequest("leaseId must be a UUID, not %q", raw))
+		httpx.Fail(w, httpx.NotUUID("leaseId", raw))
 		return
 	}
 	var body struct {

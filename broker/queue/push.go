@@ -125,7 +125,7 @@ func items(in []pushItem, field string) ([]Item, error) {
 		}
 		if it.TraceID != nil && *it.TraceID != "" {
 			if _, err := uuid.Parse(*it.TraceID); err != nil {
-				return nil, httpx.BadRequest("%s[%d].traceId must be a UUID", field, i)
+				return nil, httpx.NotUUID(fmt.Sprintf("%s[%d].traceId", field, i), *it.TraceID)
 			}
 			o.TraceID = *it.TraceID
 		}

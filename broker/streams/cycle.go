@@ -178,7 +178,7 @@ func cycleFrom(req *cycleRequest) (store.Cycle, error) {
 		if a.LeaseID != "" {
 			id, err := uuid.Parse(a.LeaseID)
 			if err != nil {
-				return c, httpx.BadRequest("ack.leaseId must be a UUID, got %q", a.LeaseID)
+				return c, httpx.NotUUID("ack.leaseId", a.LeaseID)
 			}
 			ack.LeaseID = &id
 		}

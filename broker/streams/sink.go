@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/google/uuid"
@@ -62,12 +63,12 @@ func sinkItems(in []pushItem) (items []queue.Item, index []int, err error) {
 		}
 		if it.MessageID != "" {
 			if o.MessageID, err = uuid.Parse(it.MessageID); err != nil {
-				return nil, nil, httpx.BadRequest("push_items[%d].messageId must be a UUID", i)
+				return nil, nil, httpx.NotUUID(fmt.Sprintf("push_items[%d].messageId", i), it.MessageID)
 			}
 		}
 		if it.TraceID != "" {
 			if _, err := uuid.Parse(it.TraceID); err != nil {
-				return nil, nil, httpx.BadRequest("push_items[%d].traceId must be a UUID", i)
+				return nil, nil, httpx.NotUUID(fmt.Sprintf("push_items[%d].traceId", i), it.TraceID)
 			}
 			o.TraceID = it.TraceID
 		}

@@ -70,7 +70,7 @@ func parseID(field, v string) (uuid.UUID, error) {
 	}
 	id, err := uuid.Parse(v)
 	if err != nil {
-		return uuid.UUID{}, httpx.BadRequest("%s must be a UUID, got %q", field, v)
+		return uuid.UUID{}, httpx.NotUUID(field, v)
 	}
 	return id, nil
 }
