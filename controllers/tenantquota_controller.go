@@ -8,10 +8,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -46,24 +48,53 @@ func (r *TenantQuotaReconciler) setup(mgr ctrl.Manager) error {
 		For(&v1.TenantQuota{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleting))).
 		// Any change to a TenantQuota can change which one owns the tenant.
 		Watches(&v1.TenantQuota{}, handler.EnqueueRequestsFromMapFunc(r.sameTenant)).
+		// A query registered or deleted changes the count the tenant's
+		// TenantQuotas show; without this it waited for their resync.
+		Watches(&v1.StreamQuery{}, handler.EnqueueRequestsFromMapFunc(r.ofQueryTenant), builder.WithPredicates(registrationChanged)).
 		WithOptions(options(1)).
 		Complete(r)
 }
 
 func (r *TenantQuotaReconciler) sameTenant(ctx context.Context, o client.Object) []reconcile.Request {
 	tq := o.(*v1.TenantQuota)
+	return r.quotasOf(ctx, tq.Spec.Tenant, tq.UID)
+}
+
+func (r *TenantQuotaReconciler) ofQueryTenant(ctx context.Context, o client.Object) []reconcile.Request {
+	if tenant := o.(*v1.StreamQuery).Status.Tenant; tenant != "" {
+		return r.quotasOf(ctx, tenant, "")
+	}
+	return nil
+}
+
+// quotasOf asks to reconcile the TenantQuotas of tenant but the one with
+// UID except.
+func (r *TenantQuotaReconciler) quotasOf(ctx context.Context, tenant string, except types.UID) []reconcile.Request {
 	var list v1.TenantQuotaList
-	if err := r.List(ctx, &list, client.MatchingFields{indexQuotaTenant: tq.Spec.Tenant}); err != nil {
-		logf.FromContext(ctx).Error(err, "list TenantQuotas of tenant", "tenant", tq.Spec.Tenant)
+	if err := r.List(ctx, &list, client.MatchingFields{indexQuotaTenant: tenant}); err != nil {
+		logf.FromContext(ctx).Error(err, "list TenantQuotas of tenant", "tenant", tenant)
 		return nil
 	}
 	var reqs []reconcile.Request
 	for i := range list.Items {
-		if list.Items[i].UID != tq.UID {
+		if list.Items[i].UID != except {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 	}
 	return reqs
+}
+
+// registrationChanged passes the StreamQuery events that can change how
+// many queries its tenant has registered: the query got (or changed) its
+// registration, or is gone.
+var registrationChanged = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		was, is := e.ObjectOld.(*v1.StreamQuery), e.ObjectNew.(*v1.StreamQuery)
+		return was.Status.QueryID != is.Status.QueryID || was.Status.Tenant != is.Status.Tenant
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
 // Reconcile writes one TenantQuota's grant, or reports why it does not.

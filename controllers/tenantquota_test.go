@@ -197,6 +197,23 @@ func metricValue(t *testing.T, name, label, value string) float64 {
 	return 0
 }
 
+func TestTenantQuotaCountsAQueryAsSoonAsItIsRegisteredOrDeleted(t *testing.T) {
+	h := newHarness(t)
+	h.startOperator(operatorOpts{}) // resync a minute: only the watch can count in time
+	tq := h.quotaReason(h.quota("hooli", ptr.To[int32](5)), v1.ReasonApplied)
+	counting := func(n int64) func(*v1.TenantQuota) bool {
+		return func(tq *v1.TenantQuota) bool {
+			return tq.Status.RegisteredQueries != nil && *tq.Status.RegisteredQueries == n
+		}
+	}
+	eventually(h, tq, "counting no query", counting(0))
+	q := h.reason(h.query(h.namespace("hooli"), "clicks", func(q *v1.StreamQuery) { q.Spec.DeletionPolicy = v1.DeletionPolicyDelete }), v1.ReasonRegistered)
+	eventually(h, tq, "counting the registered query", counting(1))
+	h.delete(q)
+	h.gone(q)
+	eventually(h, tq, "counting no query once it is deleted", counting(0))
+}
+
 func hasLabel(m *dto.Metric, name, value string) bool {
 	for _, l := range m.Label {
 		if l.GetName() == name && l.GetValue() == value {
