@@ -1,8 +1,9 @@
 // Package hotlist is a replica's in-memory index of the partitions that may
 // hold undelivered data, so that a pop never scans every partition of a
-// queue. Pushes and cycles (announced by the broker after their commit, see
-// Announcer), and acks that make data deliverable again (which NOTIFY from
-// the database) mark partitions, on every replica through Listen; a pop
+// queue. Pushes, cycles and acks that make data deliverable again (announced
+// by the broker after their commit, see Announcer; the general ack still
+// NOTIFYs from the database) mark partitions, on every replica through
+// Listen; a pop
 // takes candidates from it, and settles them with what the database found.
 //
 // Entries are kept per (queue, consumer group): a partition drained for one

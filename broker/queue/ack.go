@@ -40,6 +40,9 @@ type AckResult struct {
 	LeaseReleased bool    `json:"leaseReleased"`
 	DLQ           bool    `json:"dlq"`
 	queueID       uuid.UUID
+	// announce: the release left data to deliver, and the database left
+	// announcing it to the broker (see AfterAck).
+	announce bool
 }
 
 // Querier runs queries on a pool or in a transaction.
@@ -106,7 +109,8 @@ type deadLetters struct {
 // Ack applies acks in order in one procedure call (on db, a pool or a
 // transaction). A dead letter needs its frame decoded here: that rare path
 // costs one more query and one more call per message sent to the dead
-// letters.
+// letters. Once the acks have committed, the caller passes them and their
+// results to AfterAck.
 func (s *Store) Ack(ctx context.Context, db Querier, tenant string, acks []Ack) ([]AckResult, error) {
 	var out []AckResult
 	var err error
@@ -123,16 +127,27 @@ func (s *Store) Ack(ctx context.Context, db Querier, tenant string, acks []Ack) 
 		if r.Success && r.QueueName != nil && acks[i].Status == "completed" {
 			acked[*r.QueueName]++
 		}
-		if r.Success && r.LeaseReleased && r.queueID != uuid.Nil {
-			// The NOTIFY reaches this replica too, a little later; the
-			// consumer that acked usually pops again at once.
-			s.hot.Mark(r.queueID, acks[i].PartitionID)
-		}
 	}
 	for q, n := range acked {
 		s.metrics.Acked.WithLabelValues(tenant, q).Add(float64(n))
 	}
 	return out, nil
+}
+
+// AfterAck does what acks leave to do once they have committed: each
+// release marks its partition in this replica's hot list at once (the
+// consumer that acked usually pops again at once), and a release that left
+// data to deliver is announced to every replica. queen.ack_v1 still sends
+// its own NOTIFY, at its commit.
+func (s *Store) AfterAck(acks []Ack, out []AckResult) {
+	for i, r := range out {
+		switch {
+		case r.announce:
+			s.Announce(r.queueID, acks[i].PartitionID)
+		case r.Success && r.LeaseReleased && r.queueID != uuid.Nil:
+			s.hot.Mark(r.queueID, acks[i].PartitionID)
+		}
+	}
 }
 
 // oneCursorCompleted reports the common case: a consumer acknowledging what
@@ -146,7 +161,7 @@ func oneCursorCompleted(acks []Ack) bool {
 	return len(acks) > 0
 }
 
-// ackCursor is the common case in queen.ack_cursor_v1, which moves the
+// ackCursor is the common case in queen.ack_cursor_v2, which moves the
 // cursor and returns what each item's answer is derived from here, by the
 // rules of queen.ack_v1: a message behind the cursor is already
 // acknowledged; otherwise the lease must be held (and match, when given),
@@ -165,14 +180,15 @@ func (s *Store) ackCursor(ctx context.Context, db Querier, tenant string, acks [
 		committed     int64
 		batchEnd      pgtype.Int8
 		held, leaseOK bool
+		announce      bool
 		lease         [16]byte
 	)
 	if acks[0].LeaseID.Valid {
 		lease = acks[0].LeaseID.Bytes
 	}
-	err := db.QueryRow(ctx, `SELECT queue_id, queue_name, partition_name, offsets, committed, batch_end, lease_held, lease_ok
-		FROM queen.ack_cursor_v1($1, $2, $3, $4, $5)`, tenant, pgUUID(acks[0].PartitionID), acks[0].Group, lease, txids).
-		Scan(&qid, &qname, &pname, &offsets, &committed, &batchEnd, &held, &leaseOK)
+	err := db.QueryRow(ctx, `SELECT queue_id, queue_name, partition_name, offsets, committed, batch_end, lease_held, lease_ok, announce
+		FROM queen.ack_cursor_v2($1, $2, $3, $4, $5)`, tenant, pgUUID(acks[0].PartitionID), acks[0].Group, lease, txids).
+		Scan(&qid, &qname, &pname, &offsets, &committed, &batchEnd, &held, &leaseOK, &announce)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("ack: %w", err)
 	}
@@ -197,6 +213,7 @@ func (s *Store) ackCursor(ctx context.Context, db Querier, tenant string, acks [
 			continue
 		}
 		r.LeaseReleased = !held || committed >= batchEnd.Int64
+		r.announce = announce && r.LeaseReleased
 	}
 	return out, nil
 }
@@ -334,11 +351,13 @@ func (s *Store) handleAck(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
-	out, err := s.Ack(r.Context(), s.pool, auth.FromContext(r.Context()).Tenant, []Ack{a})
+	acks := []Ack{a}
+	out, err := s.Ack(r.Context(), s.pool, auth.FromContext(r.Context()).Tenant, acks)
 	if err != nil {
 		s.fail(w, r, "ack", err)
 		return
 	}
+	s.AfterAck(acks, out)
 	httpx.WriteJSON(w, http.StatusOK, out)
 }
 
@@ -382,5 +401,6 @@ func (s *Store) handleAckBatch(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "ack batch", err)
 		return
 	}
+	s.AfterAck(acks, out)
 	httpx.WriteJSON(w, http.StatusOK, out)
 }

@@ -13,9 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The common case of an ack has a path of its own (ack_cursor_v1 plus the
+// The common case of an ack has a path of its own (ack_cursor_v2 plus the
 // rules in ackCursor); ack_v1 handles everything. On the same states and
-// requests the two must give the same answers and leave the same cursor.
+// requests the two must give the same answers and leave the same cursor,
+// and the common path must ask for an announcement exactly when ack_v1
+// NOTIFYs: its ack released the lease with data left to deliver.
 func TestAckCursorAnswersAsAckEach(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
@@ -68,27 +70,38 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 		}
 		require.True(t, oneCursorCompleted(acks))
 
-		run := func(f func(context.Context, Querier, string, []Ack) ([]AckResult, error)) ([]AckResult, string) {
+		run := func(f func(context.Context, Querier, string, []Ack) ([]AckResult, error)) ([]AckResult, string, bool) {
 			var out []AckResult
 			var state string
+			var held, released, left bool
 			err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+				if err := tx.QueryRow(ctx, `SELECT lease_id IS NOT NULL FROM queen.cursors WHERE partition_id = $1`, pid).Scan(&held); err != nil {
+					return err
+				}
 				var err error
 				if out, err = f(ctx, tx, "default", acks); err != nil {
 					return err
 				}
 				if err := tx.QueryRow(ctx, `SELECT format('%s %s %s %s %s', committed, lease_id IS NULL,
-						lease_expires_at IS NULL, retry_count, total_consumed) FROM queen.cursors WHERE partition_id = $1`,
-					pid).Scan(&state); err != nil {
+						lease_expires_at IS NULL, retry_count, total_consumed), lease_id IS NULL, committed < $2
+						FROM queen.cursors WHERE partition_id = $1`,
+					pid, len(items)).Scan(&state, &released, &left); err != nil {
 					return err
 				}
 				return errRollback
 			})
 			require.ErrorIs(t, err, errRollback, "round %d", round)
-			return out, state
+			return out, state, held && released && left
 		}
-		wantOut, wantState := run(s.ackEach)
-		gotOut, gotState := run(s.ackCursor)
+		wantOut, wantState, wantAnnounce := run(s.ackEach)
+		gotOut, gotState, _ := run(s.ackCursor)
+		announced := false
+		for i := range gotOut {
+			announced = announced || gotOut[i].announce
+			gotOut[i].announce = false
+		}
 		require.Equal(t, wantOut, gotOut, "round %d", round)
 		require.Equal(t, wantState, gotState, "round %d", round)
+		require.Equal(t, wantAnnounce, announced, "round %d: announce", round)
 	}
 }

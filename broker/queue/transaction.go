@@ -98,6 +98,8 @@ func (s *Store) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	results := make([]opResult, 0, len(ops))
 	var pushed []*Segment
+	var acks []Ack
+	var acked []AckResult
 	var failure string
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		for i, o := range ops {
@@ -106,6 +108,7 @@ func (s *Store) handleTransaction(w http.ResponseWriter, r *http.Request) {
 				if err != nil {
 					return err
 				}
+				acks, acked = append(acks, *o.ack), append(acked, out[0])
 				res := opResult{Index: i, Type: "ack", Success: out[0].Success, Error: out[0].Error, AckResult: &out[0]}
 				results = append(results, res)
 				if !out[0].Success {
@@ -132,6 +135,7 @@ func (s *Store) handleTransaction(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "transaction", err)
 	default:
 		s.AfterPush(pushed)
+		s.AfterAck(acks, acked)
 		httpx.WriteJSON(w, http.StatusOK, map[string]any{"transactionId": txID, "success": true, "results": results})
 	}
 }
