@@ -192,10 +192,6 @@ $$;
 -- of them is already recorded for the partition nothing is written: the
 -- function returns a NULL base offset with the duplicates and their message
 -- ids, and the broker repacks the segment without them.
---
--- With p_notify the stored segment is announced on regent_log. A caller that
--- passes false (the streams cycle) must announce queue_id:p_partition_id
--- itself once it has committed.
 CREATE FUNCTION queen.log_push_one_v1(
     p_partition_id   uuid,
     p_frame_count    integer,
@@ -206,15 +202,15 @@ CREATE FUNCTION queen.log_push_one_v1(
     p_max_created_at timestamptz,
     p_dedup_txids    text[],
     p_dedup_msg_ids  uuid[],
-    p_notify         boolean,
     OUT base_offset     bigint,
     OUT dup_txids       text[],
-    OUT dup_message_ids uuid[],
-    OUT queue_id        uuid
+    OUT dup_message_ids uuid[]
 ) LANGUAGE plpgsql AS $$
+DECLARE
+    v_queue_id uuid;
 BEGIN
     IF cardinality(p_dedup_txids) > 0 THEN
-        SELECT p.queue_id INTO queue_id FROM queen.partitions p WHERE p.id = p_partition_id FOR UPDATE;
+        SELECT queue_id INTO v_queue_id FROM queen.partitions WHERE id = p_partition_id FOR UPDATE;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'partition not found' USING ERRCODE = 'P0002';
         END IF;
@@ -228,11 +224,11 @@ BEGIN
         END IF;
     END IF;
 
-    UPDATE queen.partitions p
-       SET next_offset = p.next_offset + p_frame_count,
+    UPDATE queen.partitions
+       SET next_offset = next_offset + p_frame_count,
            last_push_at = p_max_created_at
-     WHERE p.id = p_partition_id
-    RETURNING p.next_offset - p_frame_count, p.queue_id INTO base_offset, queue_id;
+     WHERE id = p_partition_id
+    RETURNING next_offset - p_frame_count, queue_id INTO base_offset, v_queue_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'partition not found' USING ERRCODE = 'P0002';
     END IF;
@@ -249,8 +245,6 @@ BEGIN
 
     -- Every replica LISTENs on this channel to keep its hot list and wake
     -- parked pops; NOTIFY is delivered only if the transaction commits.
-    IF p_notify THEN
-        PERFORM pg_notify('regent_log', queue_id::text || ':' || p_partition_id::text);
-    END IF;
+    PERFORM pg_notify('regent_log', v_queue_id::text || ':' || p_partition_id::text);
 END
 $$;

@@ -53,13 +53,11 @@ DECLARE
     v_pid        uuid;
     v_name       text;
     v_next       bigint;
-    v_has_cur    boolean;
-    v_expires    timestamptz;
-    v_committed  bigint;
     v_cur        queen.cursors%ROWTYPE;
     v_seg        record;
     v_from       bigint;
     v_end        bigint;
+    v_first      bigint;
     v_got        integer;
     v_n          integer;
     v_claimed    integer := 0;
@@ -95,32 +93,31 @@ BEGIN
         body := NULL;
         checksum := NULL;
 
-        -- Look before locking: a pop holds the locks it takes until it
-        -- commits, and an ack of a leased partition would wait for a pop
-        -- that merely found it leased. One statement reads the partition
-        -- and the cursor.
-        SELECT p.name, p.next_offset, c.partition_id IS NOT NULL, c.lease_expires_at, c.committed
-          INTO v_name, v_next, v_has_cur, v_expires, v_committed
-          FROM queen.partitions p
-          LEFT JOIN queen.cursors c ON c.partition_id = p.id AND c.consumer_group = p_group
-         WHERE p.id = v_pid AND p.queue_id = p_queue_id;
+        SELECT p.name, p.next_offset INTO v_name, v_next
+          FROM queen.partitions p WHERE p.id = v_pid AND p.queue_id = p_queue_id;
         IF NOT FOUND THEN
             outcome := 'empty';
             RETURN NEXT;
             CONTINUE;
         END IF;
-        IF v_has_cur AND v_expires > now() THEN
+
+        -- Look before locking: a pop holds the locks it takes until it
+        -- commits, and an ack of a leased partition would wait for a pop
+        -- that merely found it leased.
+        SELECT * INTO v_cur FROM queen.cursors c
+         WHERE c.partition_id = v_pid AND c.consumer_group = p_group;
+        IF FOUND AND v_cur.lease_expires_at > now() THEN
             outcome := 'busy';
-            retry_at := v_expires;
+            retry_at := v_cur.lease_expires_at;
             RETURN NEXT;
             CONTINUE;
         END IF;
-        IF v_has_cur AND v_committed >= v_next THEN
+        IF FOUND AND v_cur.committed >= v_next THEN
             outcome := 'empty';
             RETURN NEXT;
             CONTINUE;
         END IF;
-        IF v_has_cur THEN
+        IF FOUND THEN
             SELECT * INTO v_cur FROM queen.cursors c
              WHERE c.partition_id = v_pid AND c.consumer_group = p_group
                FOR UPDATE SKIP LOCKED;
@@ -174,23 +171,16 @@ BEGIN
             CONTINUE;
         END IF;
 
-        -- Walk the segments from the one holding the cursor, returning
-        -- each one the batch takes as its 'segment' row. Every segment but
-        -- the first adds at least one frame, so the batch needs at most
-        -- v_budget + 1 of them; the LIMIT says so to the planner, whose
-        -- generic plan otherwise read every segment left in the partition
-        -- and sorted them (a bitmap scan), on every pop.
+        -- Walk the segments from the one holding the cursor.
         v_from := v_cur.committed;
         v_end := NULL;
         v_got := 0;
-        outcome := 'segment';
         FOR v_seg IN
-            SELECT s.base_offset, s.frame_count, s.max_created_at, s.body, s.checksum FROM queen.log_segments s
+            SELECT s.base_offset, s.frame_count, s.max_created_at FROM queen.log_segments s
              WHERE s.partition_id = v_pid
                AND s.base_offset >= COALESCE((SELECT max(s2.base_offset) FROM queen.log_segments s2
                                                WHERE s2.partition_id = v_pid AND s2.base_offset <= v_cur.committed), 0)
              ORDER BY s.base_offset
-             LIMIT v_budget + 1
         LOOP
             CONTINUE WHEN v_seg.base_offset + v_seg.frame_count <= v_from;
             IF v_seg.max_created_at > v_young THEN
@@ -200,21 +190,13 @@ BEGIN
             IF v_end IS NULL THEN
                 v_from := greatest(v_from, v_seg.base_offset); -- skip a retention gap
                 v_end := v_from;
+                v_first := v_seg.base_offset;
             END IF;
             v_n := least(v_budget - v_got, v_seg.base_offset + v_seg.frame_count - greatest(v_end, v_seg.base_offset));
             v_end := greatest(v_end, v_seg.base_offset) + v_n;
             v_got := v_got + v_n;
-            base_offset := v_seg.base_offset;
-            frame_count := v_seg.frame_count;
-            body := v_seg.body;
-            checksum := v_seg.checksum;
-            RETURN NEXT;
             EXIT WHEN v_got >= v_budget;
         END LOOP;
-        base_offset := NULL;
-        frame_count := NULL;
-        body := NULL;
-        checksum := NULL;
 
         IF v_end IS NULL THEN
             IF retry_at IS NOT NULL THEN
@@ -228,6 +210,12 @@ BEGIN
             RETURN NEXT;
             CONTINUE;
         END IF;
+
+        RETURN QUERY SELECT v_pid, NULL::text, 'segment'::text, NULL::timestamptz, NULL::bigint, NULL::bigint,
+                            s.base_offset, s.frame_count, s.body, s.checksum
+                       FROM queen.log_segments s
+                      WHERE s.partition_id = v_pid AND s.base_offset >= v_first AND s.base_offset < v_end
+                      ORDER BY s.base_offset;
 
         IF p_lease_id IS NULL THEN
             UPDATE queen.cursors c
@@ -247,6 +235,7 @@ BEGIN
         outcome := 'claimed';
         batch_start := v_from;
         batch_end := v_end;
+        base_offset := NULL;
         RETURN NEXT;
         v_claimed := v_claimed + 1;
         v_budget := v_budget - v_got;

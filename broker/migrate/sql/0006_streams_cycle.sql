@@ -64,18 +64,7 @@ $$;
 -- data to deliver is announced on regent_log, as the queue's ack does, so
 -- that every replica's hot list offers the partition again at once;
 -- announce tells the calling replica to mark its own without waiting.
---
--- It is a procedure (CALL it outside any transaction block) because of how
--- it announces. The sink partitions and the released source are announced
--- after the cycle's own durable COMMIT, in a second transaction that
--- commits without waiting for the WAL flush. A transaction that NOTIFYs
--- holds a database-wide lock from its pre-commit until the end of its
--- commit; inside the cycle's transaction that lock spanned the WAL flush and
--- made every cycle wait for the flushes of the others one after the other,
--- instead of sharing them. A notification lost to a crash between the two
--- commits costs only the wait until the listeners' resync, as any lost
--- notification does. The answer comes back once both have committed.
-CREATE PROCEDURE queen_streams.cycle_v1(
+CREATE FUNCTION queen_streams.cycle_v1(
     p_tenant         text,
     p_query_id       uuid,
     p_partition_id   uuid,
@@ -107,7 +96,6 @@ CREATE PROCEDURE queen_streams.cycle_v1(
 DECLARE
     v_cursor   queen.cursors%ROWTYPE;
     v_query_ok boolean;
-    v_next     bigint;
     v_op       jsonb;
     v_type     text;
     v_key      text;
@@ -117,17 +105,14 @@ DECLARE
     v_d        integer := 0;
     v_walk     record;
     v_dups     jsonb := '[]';
-    v_notes    text[] := '{}';
 BEGIN
     -- Serialises every cycle on this (query, partition), idle flushes
     -- included: they take no cursor lock.
     PERFORM pg_advisory_xact_lock(hashtextextended(p_query_id::text || p_partition_id::text, 0));
 
-    -- next_offset read here serves the announce below: a push that lands
-    -- after this read announces itself.
     SELECT EXISTS (SELECT FROM queen_streams.queries q WHERE q.id = p_query_id AND q.tenant = p_tenant),
-           qu.id, qu.name, pa.next_offset
-      INTO v_query_ok, queue_id, queue_name, v_next
+           qu.id, qu.name
+      INTO v_query_ok, queue_id, queue_name
       FROM (VALUES (1)) AS one (x)
       LEFT JOIN (queen.partitions pa JOIN queen.queues qu ON qu.id = pa.queue_id AND qu.tenant = p_tenant)
         ON pa.id = p_partition_id;
@@ -161,11 +146,9 @@ BEGIN
     -- The state ops, in order. For the handful a cycle carries, one cached
     -- statement per op costs less CPU than a set-based apply (measured with
     -- four upserts: a DISTINCT ON over the array, then one delete and one
-    -- insert, took about 15% more). The elements are taken by index, which
-    -- is an expression, not a query.
+    -- insert, took about 15% more).
     ops_applied := 0;
-    FOR i IN 0 .. jsonb_array_length(p_ops) - 1 LOOP
-        v_op := p_ops->i;
+    FOR v_op IN SELECT e FROM jsonb_array_elements(p_ops) AS e LOOP
         v_type := v_op->>'type';
         IF v_type IS DISTINCT FROM 'upsert' AND v_type IS DISTINCT FROM 'delete' THEN
             RAISE EXCEPTION 'state_ops[%]: unknown type %', ops_applied, coalesce(v_op->'type', 'null'::jsonb)::text;
@@ -192,18 +175,15 @@ BEGIN
 
     base_offsets := '{}';
     FOR i IN 1 .. coalesce(cardinality(p_seg_partitions), 0) LOOP
-        v_push := queen.log_push_one_v1(
+        SELECT * INTO v_push FROM queen.log_push_one_v1(
             p_seg_partitions[i], p_seg_frames[i], p_seg_bodies[i], p_seg_checksums[i],
             p_seg_txids[v_t + 1 : v_t + p_seg_frames[i]],
             p_seg_min_at[i], p_seg_max_at[i],
             coalesce(p_dedup_txids[v_d + 1 : v_d + p_seg_dedups[i]], '{}'),
-            coalesce(p_dedup_msg_ids[v_d + 1 : v_d + p_seg_dedups[i]], '{}'),
-            false);
+            coalesce(p_dedup_msg_ids[v_d + 1 : v_d + p_seg_dedups[i]], '{}'));
         IF v_push.base_offset IS NULL THEN
             v_dups := v_dups || jsonb_build_object('partition_id', p_seg_partitions[i],
                 'txids', v_push.dup_txids, 'message_ids', v_push.dup_message_ids);
-        ELSE
-            v_notes := v_notes || (v_push.queue_id::text || ':' || p_seg_partitions[i]::text);
         END IF;
         base_offsets := base_offsets || v_push.base_offset;
         v_t := v_t + p_seg_frames[i];
@@ -216,14 +196,15 @@ BEGIN
     lease_released := false;
     announce := false;
     IF NOT p_ack THEN
-        -- no lease work
-    ELSIF NOT p_ack_ok THEN
+        RETURN;
+    END IF;
+    IF NOT p_ack_ok THEN
         -- A nack: the whole batch redelivers.
         UPDATE queen.cursors c
            SET lease_id = NULL, lease_expires_at = NULL
-         WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group;
+         WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group
+        RETURNING c.committed INTO v_cursor.committed;
         ack_count := 0;
-        lease_released := true;
     ELSIF p_release THEN
         IF p_count IS NULL THEN
             SELECT w.walked INTO ack_count
@@ -236,29 +217,25 @@ BEGIN
            SET committed = greatest(c.committed, c.batch_end),
                lease_id = NULL, lease_expires_at = NULL, retry_count = 0,
                total_consumed = c.total_consumed + ack_count, last_consumed_at = now()
-         WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group;
-        v_cursor.committed := greatest(v_cursor.committed, v_cursor.batch_end);
+         WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group
+        RETURNING c.committed INTO v_cursor.committed;
+    END IF;
+    IF NOT p_ack_ok OR p_release THEN
         lease_released := true;
-    ELSE
-        -- The gate partial ack: exactly p_count frames, lease kept.
-        SELECT * INTO v_walk
-          FROM queen_streams.walk_frames_v1(p_partition_id, v_cursor.committed, v_cursor.batch_end,
-                                            coalesce(p_count, v_cursor.batch_end - v_cursor.committed));
-        ack_count := v_walk.walked;
-        UPDATE queen.cursors c
-           SET committed = v_walk.next_offset, total_consumed = c.total_consumed + ack_count,
-               last_consumed_at = now()
-         WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group;
+        SELECT pa.next_offset > v_cursor.committed INTO announce FROM queen.partitions pa WHERE pa.id = p_partition_id;
+        IF announce THEN
+            PERFORM pg_notify('regent_log', queue_id::text || ':' || p_partition_id::text);
+        END IF;
+        RETURN;
     END IF;
-    IF lease_released AND v_next > v_cursor.committed THEN
-        announce := true;
-        v_notes := v_notes || (queue_id::text || ':' || p_partition_id::text);
-    END IF;
-
-    IF cardinality(v_notes) > 0 THEN
-        COMMIT; -- the cycle, durably: the answer waits for it
-        PERFORM set_config('synchronous_commit', 'off', true);
-        PERFORM pg_notify('regent_log', n) FROM unnest(v_notes) AS n;
-    END IF;
+    -- The gate partial ack: exactly p_count frames, lease kept.
+    SELECT * INTO v_walk
+      FROM queen_streams.walk_frames_v1(p_partition_id, v_cursor.committed, v_cursor.batch_end,
+                                        coalesce(p_count, v_cursor.batch_end - v_cursor.committed));
+    ack_count := v_walk.walked;
+    UPDATE queen.cursors c
+       SET committed = v_walk.next_offset, total_consumed = c.total_consumed + ack_count,
+           last_consumed_at = now()
+     WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group;
 END
 $$;
