@@ -21,15 +21,16 @@ type consumer struct {
 // and hand each answer to handle, which returns how many messages it has
 // consumed for good. The run ends when that count reaches total: consumers
 // then parked in a long-poll on the empty queue are cancelled, not waited
-// for, and end is when the last message was consumed. A consumer also stops
+// for, and end is when the last message was consumed. consumed is the count
+// reached. A consumer also stops
 // when its pops came back empty six times in a row. record says whether the
 // pops count in the latency figures. The error is the first a consumer met;
 // none is reported after the end.
 func (e *Env) consume(ctx context.Context, path string, record bool, total int64,
-	handle func(ctx context.Context, c *consumer) (int64, error)) (end time.Time, err error) {
+	handle func(ctx context.Context, c *consumer) (int64, error)) (end time.Time, consumed int64, err error) {
 	cctx, done := context.WithCancel(ctx)
 	defer done()
-	var consumed atomic.Int64
+	var count atomic.Int64
 	var once sync.Once
 	var wg sync.WaitGroup
 	errc := make(chan error, e.C)
@@ -37,7 +38,7 @@ func (e *Env) consume(ctx context.Context, path string, record bool, total int64
 		wg.Go(func() {
 			var c consumer
 			idle := 0
-			for consumed.Load() < total && cctx.Err() == nil {
+			for count.Load() < total && cctx.Err() == nil {
 				status, body, err := e.DoInto(cctx, c.body, "GET", path, nil, record)
 				if cctx.Err() != nil {
 					return
@@ -65,7 +66,7 @@ func (e *Env) consume(ctx context.Context, path string, record bool, total int64
 					}
 					return
 				}
-				if consumed.Add(n) >= total {
+				if count.Add(n) >= total {
 					once.Do(func() { end = time.Now(); done() })
 				}
 			}
@@ -74,5 +75,5 @@ func (e *Env) consume(ctx context.Context, path string, record bool, total int64
 	wg.Wait()
 	once.Do(func() { end = time.Now() })
 	close(errc)
-	return end, <-errc
+	return end, count.Load(), <-errc
 }

@@ -38,7 +38,7 @@ func runCycle(ctx context.Context, e *Env, res *Result) error {
 
 	var cycles atomic.Int64
 	start := time.Now()
-	end, err := e.consume(ctx, popPath, false, int64(e.N),
+	end, _, err := e.consume(ctx, popPath, false, int64(e.N),
 		func(ctx context.Context, c *consumer) (int64, error) {
 			c.out = cycleBody(c.out[:0], queryID, group, sink, &c.pop)
 			var err error

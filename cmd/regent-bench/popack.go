@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -24,10 +23,9 @@ func runPopAck(ctx context.Context, e *Env, res *Result) error {
 	path := "/api/v1/pop/queue/" + url.PathEscape(e.Queue) + "?wait=true&timeout=1000&batch=" + fmt.Sprint(e.B)
 	var mu sync.Mutex
 	seen := make(map[string]int, e.N)
-	var distinct atomic.Int64
 	dups := 0
 	start := time.Now()
-	end, err := e.consume(ctx, path, true, int64(e.N), func(ctx context.Context, c *consumer) (int64, error) {
+	end, distinct, err := e.consume(ctx, path, true, int64(e.N), func(ctx context.Context, c *consumer) (int64, error) {
 		fresh := 0
 		mu.Lock()
 		for _, m := range c.pop.Messages {
@@ -43,13 +41,12 @@ func runPopAck(ctx context.Context, e *Env, res *Result) error {
 		if _, c.answer, err = e.DoInto(ctx, c.answer, "POST", "/api/v1/ack/batch", c.out, true); err != nil {
 			return 0, err
 		}
-		distinct.Add(int64(fresh))
 		return int64(fresh), nil
 	})
 	res.Seconds = end.Sub(start).Seconds()
-	ok := int(distinct.Load()) == e.N && dups == 0
+	ok := distinct == int64(e.N) && dups == 0
 	res.Verified = &ok
-	res.Verification = fmt.Sprintf("%d distinct of %d, %d delivered twice", distinct.Load(), e.N, dups)
+	res.Verification = fmt.Sprintf("%d distinct of %d, %d delivered twice", distinct, e.N, dups)
 	if err != nil {
 		return err
 	}
