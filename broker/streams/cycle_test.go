@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/pgtest"
 )
 
 type cycleAnswer struct {
@@ -826,14 +826,7 @@ func TestCycleAnnouncesItsSinkEmitsAndReleasedSourceOnTheLogChannel(t *testing.T
 	f := newFixture(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, f.b.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+hotlist.Channel); err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.Listen(t, f.b.DatabaseURL, hotlist.Channel)
 	announced := func() string {
 		t.Helper()
 		n, err := conn.WaitForNotification(ctx)
