@@ -1,10 +1,10 @@
 package streams
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/google/uuid"
 
@@ -42,6 +42,62 @@ type cycleResponse struct {
 	StateOpsApplied int32        `json:"state_ops_applied"`
 	PushResults     []pushResult `json:"push_results"`
 	AckResult       *ackResult   `json:"ack_result"`
+}
+
+// appendJSON appends r as encoding/json would write it: on this hot path
+// reflection cost more than the rest of the answer.
+func (r *cycleResponse) appendJSON(b []byte) []byte {
+	b = append(b, `{"success":`...)
+	b = strconv.AppendBool(b, r.Success)
+	if r.Error != "" {
+		b = append(b, `,"error":`...)
+		b = httpx.AppendString(b, r.Error)
+	}
+	b = append(b, `,"query_id":`...)
+	b = httpx.AppendUUID(b, r.QueryID)
+	b = append(b, `,"partition_id":`...)
+	b = httpx.AppendUUID(b, r.PartitionID)
+	b = append(b, `,"queueName":`...)
+	if r.QueueName == nil {
+		b = append(b, "null"...)
+	} else {
+		b = httpx.AppendString(b, *r.QueueName)
+	}
+	b = append(b, `,"state_ops_applied":`...)
+	b = strconv.AppendInt(b, int64(r.StateOpsApplied), 10)
+	b = append(b, `,"push_results":`...)
+	if r.PushResults == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range r.PushResults {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = r.PushResults[i].appendJSON(b)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"ack_result":`...)
+	if a := r.AckResult; a == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, `{"success":`...)
+		b = strconv.AppendBool(b, a.Success)
+		b = append(b, `,"count":`...)
+		b = strconv.AppendInt(b, a.Count, 10)
+		b = append(b, `,"lease_released":`...)
+		b = strconv.AppendBool(b, a.LeaseReleased)
+		b = append(b, `,"dlq":`...)
+		b = strconv.AppendBool(b, a.DLQ)
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+// write answers the cycle with r.
+func (r *cycleResponse) write(w http.ResponseWriter) {
+	httpx.WriteBody(w, http.StatusOK, r.appendJSON(make([]byte, 0, 256+128*len(r.PushResults))))
 }
 
 // ackResult reports an ack the cycle applied; a cycle whose ack could not
@@ -98,8 +154,8 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	var refused *store.Failure
 	switch {
 	case errors.As(err, &refused):
-		httpx.WriteJSON(w, http.StatusOK, cycleResponse{QueryID: c.QueryID, PartitionID: c.PartitionID,
-			Error: refused.Message, PushResults: []pushResult{}})
+		(&cycleResponse{QueryID: c.QueryID, PartitionID: c.PartitionID,
+			Error: refused.Message, PushResults: []pushResult{}}).write(w)
 		return
 	case err != nil:
 		s.fail(w, r, err)
@@ -115,14 +171,14 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 		s.queues.Announce(res.QueueID, c.PartitionID)
 	}
 	resp := cycleResponse{Success: true, QueryID: c.QueryID, PartitionID: c.PartitionID,
-		QueueName: &res.QueueName, StateOpsApplied: res.OpsApplied, PushResults: k.results()}
+		QueueName: &res.QueueName, StateOpsApplied: c.Ops.Applied, PushResults: k.results()}
 	if c.Ack != nil {
 		resp.AckResult = &ackResult{Success: true, Count: res.AckCount, LeaseReleased: res.LeaseReleased}
 		if c.Ack.OK && res.AckCount > 0 {
 			s.metrics.Acked.WithLabelValues(c.Tenant, res.QueueName).Add(float64(res.AckCount))
 		}
 	}
-	httpx.WriteJSON(w, http.StatusOK, resp)
+	resp.write(w)
 }
 
 // run runs the cycle until it commits or is refused. Items the database
@@ -165,13 +221,8 @@ func cycleFrom(req *cycleRequest) (store.Cycle, error) {
 	if c.Group == "" {
 		c.Group = queue.QueueMode
 	}
-	switch ops := bytes.TrimSpace(req.StateOps); {
-	case len(ops) == 0 || bytes.Equal(ops, []byte("null")):
-		c.Ops = json.RawMessage("[]")
-	case ops[0] == '[':
-		c.Ops = ops
-	default:
-		return c, httpx.BadRequest(`Invalid field "state_ops": expected array`)
+	if c.Ops, err = foldStateOps(req.StateOps); err != nil {
+		return c, err
 	}
 	if a := req.Ack; a != nil {
 		ack := &store.Ack{OK: ackOK(a.Status), Count: a.Count, Release: req.ReleaseLease == nil || *req.ReleaseLease}

@@ -701,6 +701,17 @@ func TestCycleUnknownQueryIsQueryNotFound(t *testing.T) {
 	refused(t, f.b, map[string]any{"query_id": uuid.NewString(), "partition_id": f.partition}, "query not found")
 }
 
+// The broker checks the state ops before the call, and the procedure
+// raises what it found only where it applies them: the ownership verdicts
+// still come first, as when the procedure read the ops itself.
+func TestCycleABadStateOpIsRefusedOnlyAfterTheOwnershipChecks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	bad := []any{map[string]any{"type": "upsret", "key": "k", "value": 1}}
+	refused(t, f.b, map[string]any{"query_id": uuid.NewString(), "partition_id": f.partition, "state_ops": bad}, "query not found")
+	refused(t, f.b, f.body(map[string]any{"state_ops": bad}), `state_ops[0]: unknown type "upsret"`)
+}
+
 func TestCycleUnknownPartitionIsPartitionNotFound(t *testing.T) {
 	t.Parallel()
 	if brokertest.Secure() {

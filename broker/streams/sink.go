@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/google/uuid"
 
@@ -35,6 +36,31 @@ type pushResult struct {
 	BaseOffset    *int64     `json:"baseOffset,omitempty"`
 	MessageID     *uuid.UUID `json:"messageId,omitempty"`
 	TransactionID string     `json:"transactionId,omitempty"`
+}
+
+// appendJSON appends r as encoding/json would write it.
+func (r *pushResult) appendJSON(b []byte) []byte {
+	b = append(b, `{"queue":`...)
+	b = httpx.AppendString(b, r.Queue)
+	if r.Partition != "" {
+		b = append(b, `,"partition":`...)
+		b = httpx.AppendString(b, r.Partition)
+	}
+	b = append(b, `,"status":`...)
+	b = httpx.AppendString(b, r.Status)
+	if r.BaseOffset != nil {
+		b = append(b, `,"baseOffset":`...)
+		b = strconv.AppendInt(b, *r.BaseOffset, 10)
+	}
+	if r.MessageID != nil {
+		b = append(b, `,"messageId":`...)
+		b = httpx.AppendUUID(b, *r.MessageID)
+	}
+	if r.TransactionID != "" {
+		b = append(b, `,"transactionId":`...)
+		b = httpx.AppendString(b, r.TransactionID)
+	}
+	return append(b, '}')
 }
 
 // sink is a cycle's push_items, packed by the queue's push path.

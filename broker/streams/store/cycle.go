@@ -28,16 +28,27 @@ type Cycle struct {
 	QueryID     uuid.UUID
 	PartitionID uuid.UUID
 	Group       string
-	Ops         json.RawMessage // the state_ops JSON array, as the client sent it
+	Ops         StateOps
 	Segments    []*queue.Segment
 	Ack         *Ack // nil: an idle-flush cycle
+}
+
+// StateOps are a cycle's state_ops folded to their effect: each key once,
+// in one of the two lists, with the value of its last upsert.
+type StateOps struct {
+	Applied      int32 // how many ops the request carried
+	UpsertKeys   []string
+	UpsertValues []json.RawMessage // UpsertKeys[i]'s value
+	DeleteKeys   []string
+	// Refusal, when set, is the message the procedure raises where it
+	// applies the ops: the first op it must refuse.
+	Refusal string
 }
 
 // CycleResult is what a committed cycle did.
 type CycleResult struct {
 	QueueID       uuid.UUID // the source partition's queue
 	QueueName     string
-	OpsApplied    int32
 	BaseOffsets   []int64 // per segment, in the order of Cycle.Segments
 	AckCount      int64
 	LeaseReleased bool
@@ -62,8 +73,8 @@ func (d Duplicates) Error() string {
 	return fmt.Sprintf("duplicate transaction ids in %d sink partitions", len(d))
 }
 
-const cycleSQL = `SELECT queue_id, queue_name, ops_applied, base_offsets, ack_count, lease_released, announce
-	FROM queen_streams.cycle_v2($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
+const cycleSQL = `SELECT queue_id, queue_name, base_offsets, ack_count, lease_released, announce
+	FROM queen_streams.cycle_v3($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`
 
 // RunCycle runs one cycle in one transaction and one round trip. A refusal
 // is a *Failure, or Duplicates; a sink partition deleted behind the cache is
@@ -91,9 +102,9 @@ func RunCycle(ctx context.Context, db DB, c Cycle) (CycleResult, error) {
 			dedupMsgIDs = append(dedupMsgIDs, id)
 		}
 	}
-	ops := c.Ops
-	if len(ops) == 0 {
-		ops = json.RawMessage("[]")
+	var opError *string
+	if c.Ops.Refusal != "" {
+		opError = &c.Ops.Refusal
 	}
 	var (
 		hasAck, ok, release bool
@@ -112,11 +123,12 @@ func RunCycle(ctx context.Context, db DB, c Cycle) (CycleResult, error) {
 	// Ids go as [16]byte, which pgx encodes directly; a uuid.UUID would go
 	// through its driver.Valuer as a string, at a cost seen in profiles.
 	err := db.QueryRow(ctx, cycleSQL,
-		c.Tenant, [16]byte(c.QueryID), [16]byte(c.PartitionID), c.Group, ops,
+		c.Tenant, [16]byte(c.QueryID), [16]byte(c.PartitionID), c.Group,
+		opError, c.Ops.UpsertKeys, c.Ops.UpsertValues, c.Ops.DeleteKeys,
 		segPartitions, segFrames, segBodies, segChecksums, txids, segMin, segMax,
 		segDedups, dedupTxIDs, dedupMsgIDs,
 		hasAck, lease, ok, count, release,
-	).Scan((*[16]byte)(&r.QueueID), &r.QueueName, &r.OpsApplied, &r.BaseOffsets, &ackCount, &r.LeaseReleased, &r.Announce)
+	).Scan((*[16]byte)(&r.QueueID), &r.QueueName, &r.BaseOffsets, &ackCount, &r.LeaseReleased, &r.Announce)
 	if err != nil {
 		return CycleResult{}, refusal(err)
 	}

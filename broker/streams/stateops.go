@@ -1,0 +1,236 @@
+package streams
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"unicode/utf8"
+
+	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/streams/store"
+)
+
+// foldStateOps checks a cycle's state_ops and folds them to their effect.
+// The ops apply in order inside one transaction, where now() does not move,
+// so the last op on a key alone decides what the key holds afterwards:
+// the procedure then writes each key once, in one statement per kind,
+// instead of running a statement per op.
+//
+// An element the procedure must refuse (an unknown type, a key that is not
+// a string, an upsert without a value) becomes the fold's Refusal, worded
+// as the element-by-element procedure worded it; the procedure raises it
+// after its ownership and lease checks, so the cycle fails, and commits
+// nothing, exactly where it failed before. Only state_ops that is not an
+// array at all is a 400. raw is the member of a decoded request, so JSON.
+func foldStateOps(raw json.RawMessage) (store.StateOps, error) {
+	var f store.StateOps
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return f, nil
+	}
+	if raw[0] != '[' {
+		return f, httpx.BadRequest(`Invalid field "state_ops": expected array`)
+	}
+	// Each key once, in the order keys first appear, with its last op's
+	// value; a nil value is a delete (an upsert's is never empty: JSON null
+	// is "null").
+	var at map[string]int
+	var keys []string
+	var values []json.RawMessage
+	i := 0
+	for e := range elements(raw) {
+		key, value, refusal := stateOp(i, e)
+		if refusal != "" {
+			return store.StateOps{Refusal: refusal}, nil
+		}
+		if at == nil {
+			at = make(map[string]int, 8)
+		}
+		j, seen := at[key]
+		if !seen {
+			j = len(keys)
+			at[key] = j
+			keys, values = append(keys, key), append(values, nil)
+		}
+		values[j] = value
+		i++
+	}
+	f.Applied = int32(i)
+	deletes := 0
+	for _, v := range values {
+		if v == nil {
+			deletes++
+		}
+	}
+	f.UpsertKeys = make([]string, 0, len(keys)-deletes)
+	f.UpsertValues = make([]json.RawMessage, 0, len(keys)-deletes)
+	f.DeleteKeys = make([]string, 0, deletes)
+	for j, key := range keys {
+		if values[j] == nil {
+			f.DeleteKeys = append(f.DeleteKeys, key)
+		} else {
+			f.UpsertKeys = append(f.UpsertKeys, key)
+			f.UpsertValues = append(f.UpsertValues, values[j])
+		}
+	}
+	return f, nil
+}
+
+// stateOp reads element i of state_ops: its key, and the value of an
+// upsert (nil for a delete). A refusal is the procedure's message for the
+// first rule the element breaks: the type, then the key, then an upsert's
+// value. JSON null is a value.
+func stateOp(i int, e []byte) (key string, value json.RawMessage, refusal string) {
+	var rawType, rawKey []byte
+	for name, v := range members(e) {
+		switch {
+		case is(name, "type"):
+			rawType = v
+		case is(name, "key"):
+			rawKey = v
+		case is(name, "value"):
+			value = v
+		}
+	}
+	upsert := is(rawType, "upsert")
+	if !upsert && !is(rawType, "delete") {
+		shown := []byte("null")
+		if rawType != nil {
+			var b bytes.Buffer
+			if json.Compact(&b, rawType) == nil {
+				shown = b.Bytes()
+			}
+		}
+		return "", nil, fmt.Sprintf("state_ops[%d]: unknown type %s", i, shown)
+	}
+	key, ok := unquote(rawKey)
+	if !ok {
+		return "", nil, fmt.Sprintf("state_ops[%d]: key must be a string", i)
+	}
+	// Decoding would replace invalid UTF-8 with U+FFFD: the key would not
+	// be the one sent.
+	if !utf8.Valid(rawKey) {
+		return "", nil, fmt.Sprintf("state_ops[%d]: key is not valid UTF-8", i)
+	}
+	if !upsert {
+		return key, nil, ""
+	}
+	if value == nil {
+		return "", nil, fmt.Sprintf("state_ops[%d]: upsert needs a value", i)
+	}
+	return key, value, ""
+}
+
+// The ops are read by walking the JSON text, which decoding the request has
+// checked: decoding each op into a map (the fields are case-sensitive, as in
+// jsonb, which encoding/json's struct fields are not) cost more than the
+// statements the fold saves. On text that is not JSON the walk gives
+// nonsense, never a panic.
+
+// elements yields the elements of the JSON array arr.
+func elements(arr []byte) iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		for i := skipSpace(arr, 1); i < len(arr) && arr[i] != ']'; {
+			end := valueEnd(arr, i)
+			if !yield(arr[i:end]) {
+				return
+			}
+			i = skipSpace(arr, end)
+			if i < len(arr) && arr[i] == ',' {
+				i = skipSpace(arr, i+1)
+			}
+		}
+	}
+}
+
+// members yields the name (still quoted) and value of each member of v, if
+// v is a JSON object; of anything else, none.
+func members(v []byte) iter.Seq2[[]byte, []byte] {
+	return func(yield func([]byte, []byte) bool) {
+		if len(v) == 0 || v[0] != '{' {
+			return
+		}
+		for i := skipSpace(v, 1); i < len(v) && v[i] == '"'; {
+			nameEnd := valueEnd(v, i)
+			start := skipSpace(v, min(skipSpace(v, nameEnd)+1, len(v))) // past the colon
+			end := valueEnd(v, start)
+			if !yield(v[i:nameEnd], v[start:end]) {
+				return
+			}
+			i = skipSpace(v, end)
+			if i < len(v) && v[i] == ',' {
+				i = skipSpace(v, i+1)
+			}
+		}
+	}
+}
+
+// valueEnd returns where the JSON value starting at v[i] ends.
+func valueEnd(v []byte, i int) int {
+	if i >= len(v) {
+		return len(v)
+	}
+	switch v[i] {
+	case '"':
+		for i++; i < len(v); i++ {
+			switch v[i] {
+			case '\\':
+				i++
+			case '"':
+				return i + 1
+			}
+		}
+	case '{', '[':
+		depth := 0
+		for ; i < len(v); i++ {
+			switch v[i] {
+			case '"':
+				i = valueEnd(v, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+	default: // a number, true, false or null
+		for ; i < len(v); i++ {
+			switch v[i] {
+			case ',', '}', ']', ' ', '\t', '\r', '\n':
+				return i
+			}
+		}
+	}
+	return len(v)
+}
+
+func skipSpace(v []byte, i int) int {
+	for i < len(v) && (v[i] == ' ' || v[i] == '\t' || v[i] == '\r' || v[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// is reports whether the JSON value v is the string s; an escaped spelling
+// of s counts, as in jsonb.
+func is(v []byte, s string) bool {
+	if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1:len(v)-1]) == s
+	}
+	u, ok := unquote(v)
+	return ok && u == s
+}
+
+// unquote returns the string a JSON string value holds; ok is false for
+// any other value.
+func unquote(v []byte) (s string, ok bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1]), true
+	}
+	return s, json.Unmarshal(v, &s) == nil
+}
