@@ -43,7 +43,7 @@
 // # The consumer side
 //
 // A pop takes candidate partitions from this replica's hot list
-// (broker/hotlist) and claims them in one call of queen.pop_v1, which leases
+// (broker/hotlist) and claims them in one call of queen.pop_v2, which leases
 // them and returns their segments; Go decodes only the frames of the batch.
 // A parked long-poll waits on the hot list's signal for the queue. Acks go
 // through queen.ack_cursor_v2 when they are the common case (all

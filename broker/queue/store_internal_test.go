@@ -6,10 +6,13 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/hotlist"
@@ -127,4 +130,45 @@ func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testi
 	msgs, _, _, _, _, err := s.popOnce(ctx, p)
 	require.NoError(t, err)
 	require.Len(t, msgs, 2, "the partition was not offered again")
+}
+
+// pop_v2 walks a candidate's segments before it locks the cursor; when the
+// lock is taken (here by an open transaction), the claim fails and answers
+// 'busy' after those segments. They must not reach the next candidate's
+// claim, whose offsets they share.
+func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	var items []Item
+	for i, part := range []string{"a", "a", "b", "b"} {
+		items = append(items, Item{Queue: "q", Partition: part, Payload: json.RawMessage(strconv.Itoa(i))})
+	}
+	out, _, err := s.Push(ctx, s.pool, "default", "", items)
+	require.NoError(t, err)
+	a, b := out[0].Partition.ID, out[2].Partition.ID
+	q, err := s.LookupQueue(ctx, "default", "q")
+	require.NoError(t, err)
+	_, err = s.pool.Exec(ctx, `INSERT INTO queen.cursors (partition_id, consumer_group) VALUES ($1, $2)`, pgUUID(a), QueueMode)
+	require.NoError(t, err)
+
+	tx, err := s.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `SELECT FROM queen.cursors WHERE partition_id = $1 FOR UPDATE`, pgUUID(a))
+	require.NoError(t, err)
+
+	p := &popRequest{tenant: "default", queue: "q", group: QueueMode, batch: 10, partitions: 2, subStart: "all"}
+	claims, outcomes, err := s.claim(ctx, p, q, []uuid.UUID{a, b}, pgtype.UUID{Bytes: uuid.New(), Valid: true})
+	require.NoError(t, err)
+	require.Equal(t, []candidateOutcome{{hotlist.Busy, time.Time{}}, {hotlist.Claimed, outcomes[1].retryAt}}, outcomes)
+	require.Len(t, claims, 1)
+	require.Equal(t, b, claims[0].id)
+	msgs, err := s.decode(q, claims, p, uuid.New())
+	require.NoError(t, err)
+	var got []string
+	for _, m := range msgs {
+		got = append(got, string(m.Data))
+	}
+	require.Equal(t, []string{"2", "3"}, got, "partition a's messages leaked into b's claim")
 }

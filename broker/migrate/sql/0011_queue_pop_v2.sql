@@ -1,0 +1,234 @@
+-- The pop in three statements where pop_v1 ran six.
+--
+-- A statement's start-up and end cost more than the rows a pop reads, and
+-- pop_v1 ran one to read the queue, one to set synchronous_commit, one to
+-- look at the candidate, one to lock its cursor, one to walk its segments
+-- (fetching ten rows ahead of the walk) and one to claim it. pop_v2:
+--   - reads the queue's settings with the look at every candidate, through
+--     a cursor, so that only the candidates tried are read;
+--   - sets synchronous_commit as an expression, not a statement;
+--   - walks the segments it needs and no more;
+--   - locks and claims the cursor in one UPDATE, SKIP LOCKED as before, on
+--     condition that the cursor is still as the look saw it. The segments
+--     were walked from the look, before the lock; a claim that fails
+--     (a concurrent pop or ack holds or moved the cursor) answers 'busy'
+--     after its partition's 'segment' rows, and the caller drops them.
+-- The rules are pop_v1's (0004, 0009), and so are the arguments and rows.
+-- pop_v1 stays for brokers of the previous version during a rolling
+-- upgrade.
+
+CREATE FUNCTION queen.pop_v2(
+    p_tenant     text,
+    p_queue_id   uuid,
+    p_candidates uuid[],
+    p_group      text,
+    p_partitions integer,
+    p_batch      integer,
+    p_lease_id   uuid,
+    p_sub_start  text -- 'all', 'now' or an RFC 3339 time
+) RETURNS TABLE (
+    partition_id   uuid,
+    partition_name text,
+    outcome        text,
+    retry_at       timestamptz,
+    batch_start    bigint,
+    batch_end      bigint,
+    base_offset    bigint,
+    frame_count    integer,
+    body           bytea,
+    checksum       bigint
+) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    -- The queue's settings with the look at each candidate: its partition
+    -- and the group's cursor, read without locking. A pop holds the locks
+    -- it takes until it commits, and an ack of a leased partition would
+    -- wait for a pop that merely found it leased.
+    v_looks CURSOR FOR
+        SELECT c.pid, q.lease_time, q.delayed_processing, p.name, p.next_offset,
+               cu.partition_id IS NOT NULL AS has_cursor, cu.lease_expires_at, cu.committed
+          FROM queen.queues q
+         CROSS JOIN unnest(p_candidates) WITH ORDINALITY AS c (pid, ord)
+          LEFT JOIN queen.partitions p ON p.id = c.pid AND p.queue_id = q.id
+          LEFT JOIN queen.cursors cu ON cu.partition_id = p.id AND cu.consumer_group = p_group
+         WHERE q.id = p_queue_id AND q.tenant = p_tenant
+         ORDER BY c.ord;
+    -- The segments from the one holding offset p_at, at most p_rows of them.
+    v_segs CURSOR (p_pid uuid, p_at bigint, p_rows integer) FOR
+        SELECT s.base_offset, s.frame_count, s.max_created_at, s.body, s.checksum FROM queen.log_segments s
+         WHERE s.partition_id = p_pid
+           AND s.base_offset >= COALESCE((SELECT max(s2.base_offset) FROM queen.log_segments s2
+                                           WHERE s2.partition_id = p_pid AND s2.base_offset <= p_at), 0)
+         ORDER BY s.base_offset
+         LIMIT p_rows;
+    v_c          record;
+    v_any        boolean := false;
+    v_young      timestamptz;
+    v_start      timestamptz;
+    v_committed  bigint;
+    v_seg        record;
+    v_from       bigint;
+    v_end        bigint;
+    v_got        integer;
+    v_n          integer;
+    v_claimed    integer := 0;
+    v_budget     integer := p_batch;
+    v_ignored    text;
+BEGIN
+    IF p_lease_id IS NOT NULL THEN
+        v_ignored := set_config('synchronous_commit', 'off', true);
+    END IF;
+    OPEN v_looks;
+    LOOP
+        EXIT WHEN v_claimed >= p_partitions OR v_budget <= 0;
+        FETCH v_looks INTO v_c;
+        EXIT WHEN NOT FOUND;
+        IF NOT v_any THEN
+            v_any := true;
+            v_young := CASE WHEN v_c.delayed_processing > 0
+                            THEN now() - make_interval(secs => v_c.delayed_processing) ELSE 'infinity' END;
+        END IF;
+        partition_id := v_c.pid;
+        partition_name := NULL;
+        retry_at := NULL;
+        batch_start := NULL;
+        batch_end := NULL;
+        base_offset := NULL;
+        frame_count := NULL;
+        body := NULL;
+        checksum := NULL;
+
+        IF v_c.next_offset IS NULL THEN
+            outcome := 'empty';
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        IF v_c.lease_expires_at > now() THEN
+            outcome := 'busy';
+            retry_at := v_c.lease_expires_at;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        v_committed := v_c.committed;
+        IF NOT v_c.has_cursor THEN
+            v_committed := 0;
+            IF p_group <> '__QUEUE_MODE__' THEN
+                IF v_start IS NULL THEN
+                    INSERT INTO queen.subscriptions (queue_id, consumer_group, starts_after)
+                    VALUES (p_queue_id, p_group, CASE p_sub_start
+                        WHEN 'all' THEN '-infinity'::timestamptz
+                        WHEN 'now' THEN now()
+                        ELSE p_sub_start::timestamptz END)
+                    ON CONFLICT DO NOTHING;
+                    SELECT s.starts_after INTO v_start FROM queen.subscriptions s
+                     WHERE s.queue_id = p_queue_id AND s.consumer_group = p_group;
+                END IF;
+                IF v_start > '-infinity' THEN
+                    SELECT s.base_offset + s.frame_count INTO v_committed FROM queen.log_segments s
+                     WHERE s.partition_id = v_c.pid AND s.max_created_at <= v_start
+                     ORDER BY s.base_offset DESC LIMIT 1;
+                    v_committed := COALESCE(v_committed, 0);
+                END IF;
+            END IF;
+            INSERT INTO queen.cursors (partition_id, consumer_group, committed)
+            VALUES (v_c.pid, p_group, v_committed) ON CONFLICT DO NOTHING;
+        END IF;
+        IF v_committed >= v_c.next_offset THEN
+            outcome := 'empty';
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+
+        v_from := v_committed;
+        v_end := NULL;
+        v_got := 0;
+        outcome := 'segment';
+        OPEN v_segs(v_c.pid, v_committed, v_budget + 1);
+        LOOP
+            FETCH v_segs INTO v_seg;
+            EXIT WHEN NOT FOUND;
+            CONTINUE WHEN v_seg.base_offset + v_seg.frame_count <= v_from;
+            IF v_seg.max_created_at > v_young THEN
+                retry_at := v_seg.max_created_at + make_interval(secs => v_c.delayed_processing);
+                EXIT;
+            END IF;
+            IF v_end IS NULL THEN
+                v_from := greatest(v_from, v_seg.base_offset); -- skip a retention gap
+                v_end := v_from;
+            END IF;
+            v_n := least(v_budget - v_got, v_seg.base_offset + v_seg.frame_count - greatest(v_end, v_seg.base_offset));
+            v_end := greatest(v_end, v_seg.base_offset) + v_n;
+            v_got := v_got + v_n;
+            base_offset := v_seg.base_offset;
+            frame_count := v_seg.frame_count;
+            body := v_seg.body;
+            checksum := v_seg.checksum;
+            RETURN NEXT;
+            EXIT WHEN v_got >= v_budget;
+        END LOOP;
+        CLOSE v_segs;
+        base_offset := NULL;
+        frame_count := NULL;
+        body := NULL;
+        checksum := NULL;
+
+        IF v_end IS NULL AND retry_at IS NOT NULL THEN
+            outcome := 'busy';
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+
+        -- The claim: the cursor row, locked unless a concurrent pop or ack
+        -- holds it, and still as the look saw it.
+        IF v_end IS NULL THEN
+            -- Everything up to next_offset was removed by retention.
+            UPDATE queen.cursors c SET committed = v_c.next_offset
+             WHERE c.partition_id = v_c.pid AND c.consumer_group = p_group
+               AND c.ctid = (SELECT x.ctid FROM queen.cursors x
+                              WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
+               AND c.committed = v_committed AND NOT coalesce(c.lease_expires_at > now(), false);
+            outcome := CASE WHEN FOUND THEN 'empty' ELSE 'busy' END;
+            RETURN NEXT;
+            CONTINUE;
+        ELSIF p_lease_id IS NULL THEN
+            UPDATE queen.cursors c
+               SET committed = v_end, batch_start = v_from, batch_end = v_end, lease_id = NULL,
+                   lease_expires_at = NULL, retry_count = 0, total_consumed = c.total_consumed + v_got,
+                   last_consumed_at = now()
+             WHERE c.partition_id = v_c.pid AND c.consumer_group = p_group
+               AND c.ctid = (SELECT x.ctid FROM queen.cursors x
+                              WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
+               AND c.committed = v_committed AND NOT coalesce(c.lease_expires_at > now(), false);
+            retry_at := NULL;
+        ELSE
+            retry_at := now() + make_interval(secs => v_c.lease_time);
+            UPDATE queen.cursors c
+               SET committed = v_from, batch_start = v_from, batch_end = v_end, lease_id = p_lease_id,
+                   lease_expires_at = retry_at
+             WHERE c.partition_id = v_c.pid AND c.consumer_group = p_group
+               AND c.ctid = (SELECT x.ctid FROM queen.cursors x
+                              WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
+               AND c.committed = v_committed AND NOT coalesce(c.lease_expires_at > now(), false);
+        END IF;
+        IF NOT FOUND THEN
+            outcome := 'busy'; -- taken or moved since the look: its segments are void
+            retry_at := NULL;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        partition_name := v_c.name;
+        outcome := 'claimed';
+        batch_start := v_from;
+        batch_end := v_end;
+        RETURN NEXT;
+        v_claimed := v_claimed + 1;
+        v_budget := v_budget - v_got;
+    END LOOP;
+    CLOSE v_looks;
+    IF NOT v_any AND NOT EXISTS (SELECT FROM queen.queues q WHERE q.id = p_queue_id AND q.tenant = p_tenant) THEN
+        outcome := 'gone';
+        RETURN NEXT;
+    END IF;
+END
+$$;
+ALTER FUNCTION queen.pop_v2 SET plan_cache_mode = force_generic_plan;
