@@ -245,7 +245,7 @@ func (s *Store) ackEach(ctx context.Context, db Querier, tenant string, acks []A
 		}
 	}
 	var dl deadLetters
-	for {
+	for gone := ""; ; {
 		var out []AckResult
 		var err error
 		call := func(db Querier) error {
@@ -263,11 +263,20 @@ func (s *Store) ackEach(ctx context.Context, db Querier, tenant string, acks []A
 		if !errors.As(err, &pgErr) || pgErr.Code != "RG001" {
 			return out, err
 		}
-		if err := s.addDeadLetter(ctx, db, pgErr.Detail, &dl); err != nil {
+		err = s.addDeadLetter(ctx, db, pgErr.Detail, &dl)
+		switch {
+		case errors.Is(err, errFrameGone) && pgErr.Detail != gone:
+			// Retention removed the message after the call named it: the
+			// call again answers that item "Message not found".
+			gone = pgErr.Detail
+		case err != nil:
 			return nil, err
 		}
 	}
 }
+
+// errFrameGone is a dead letter whose message no segment holds any more.
+var errFrameGone = errors.New("the message is no longer stored")
 
 func (s *Store) ackOnce(ctx context.Context, db Querier, tenant string, txids []string, pids [][16]byte, groups, statuses []string,
 	leases [][16]byte, errs []string, dl *deadLetters) ([]AckResult, error) {
@@ -319,6 +328,9 @@ func (s *Store) addDeadLetter(ctx context.Context, db Querier, detail string, dl
 	err := db.QueryRow(ctx, `SELECT base_offset, frame_count, body, checksum FROM queen.log_segments
 		WHERE partition_id = $1 AND base_offset <= $2 ORDER BY base_offset DESC LIMIT 1`, pid, off).
 		Scan(&base, &count, &body, &sum)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && off >= base+int64(count) {
+		return fmt.Errorf("ack: dead letter (partition %s offset %d): %w", pid, off, errFrameGone)
+	}
 	if err != nil {
 		return fmt.Errorf("ack: read the segment of a dead letter: %w", err)
 	}

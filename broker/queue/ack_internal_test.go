@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
 
@@ -104,4 +105,43 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 		require.Equal(t, wantState, gotState, "round %d", round)
 		require.Equal(t, wantAnnounce, announced, "round %d: announce", round)
 	}
+}
+
+// retentionFirst is a Querier that deletes every segment of the store
+// before its first QueryRow: retention landing between the procedure naming
+// a dead letter and the broker reading its frame.
+type retentionFirst struct {
+	*pgxpool.Pool
+	t    *testing.T
+	done bool
+}
+
+func (r *retentionFirst) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if !r.done {
+		r.done = true
+		_, err := r.Exec(ctx, `DELETE FROM queen.log_segments`)
+		require.NoError(r.t, err)
+	}
+	return r.Pool.QueryRow(ctx, sql, args...)
+}
+
+func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	_, _, err := s.Push(ctx, s.pool, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
+	require.NoError(t, err)
+	msgs, _, _, _, _, err := s.popOnce(ctx, &popRequest{tenant: "default", queue: "q", group: QueueMode, batch: 1, partitions: 1, subStart: "all"})
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+
+	out, err := s.Ack(ctx, &retentionFirst{Pool: s.pool, t: t}, "default", []Ack{{PartitionID: msgs[0].PartitionID,
+		TransactionID: msgs[0].TransactionID, Status: "dlq", Group: QueueMode}})
+	require.NoError(t, err)
+	require.Len(t, out, 1)
+	require.False(t, out[0].Success)
+	require.Equal(t, "Message not found", *out[0].Error)
+	var letters int
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM queen.dead_letters`).Scan(&letters))
+	require.Zero(t, letters)
 }
