@@ -121,6 +121,7 @@ var landed = map[int]string{
 	9:  "0fc1c734117a65aa8b31f11172604979211198616e582f269ccd9d97733de53a",
 	10: "8613ab73b6bd9e678c07845bf494b23a63ccf35e3dce4a702498e3aab9e4a730",
 	11: "4f2e7de9123e985c2a13e8f12ea68b932b8685f5fbec095b83f8e08cb2935e23",
+	12: "19ab61f494af5cc4ec7cb9ae00376f411dff9f919ee73f2d0f83bd1d5d3e0a43",
 }
 
 func TestAppliedMigrationsAreNeverEdited(t *testing.T) {

@@ -137,8 +137,7 @@ func (s *Store) Ack(ctx context.Context, db Querier, tenant string, acks []Ack) 
 // AfterAck does what acks leave to do once they have committed: each
 // release marks its partition in this replica's hot list at once (the
 // consumer that acked usually pops again at once), and a release that left
-// data to deliver is announced to every replica. queen.ack_v1 still sends
-// its own NOTIFY, at its commit.
+// data to deliver is announced to every replica.
 func (s *Store) AfterAck(acks []Ack, out []AckResult) {
 	for i, r := range out {
 		switch {
@@ -163,7 +162,7 @@ func oneCursorCompleted(acks []Ack) bool {
 
 // ackCursor is the common case in queen.ack_cursor_v2, which moves the
 // cursor and returns what each item's answer is derived from here, by the
-// rules of queen.ack_v1: a message behind the cursor is already
+// rules of queen.ack_v2: a message behind the cursor is already
 // acknowledged; otherwise the lease must be held (and match, when given),
 // and the cursor moves just past it; reaching the end of the batch releases
 // the lease. Doing this item by item in PL/pgSQL cost the database twice as
@@ -223,7 +222,7 @@ var (
 	leaseInvalid = "Invalid or expired lease"
 )
 
-// ackEach runs queen.ack_v1, item by item in the database, for any mix of
+// ackEach runs queen.ack_v2, item by item in the database, for any mix of
 // statuses and cursors.
 func (s *Store) ackEach(ctx context.Context, db Querier, tenant string, acks []Ack) ([]AckResult, error) {
 	n := len(acks)
@@ -280,8 +279,8 @@ var errFrameGone = errors.New("the message is no longer stored")
 
 func (s *Store) ackOnce(ctx context.Context, db Querier, tenant string, txids []string, pids [][16]byte, groups, statuses []string,
 	leases [][16]byte, errs []string, dl *deadLetters) ([]AckResult, error) {
-	rows, err := db.Query(ctx, `SELECT item, queue_id, success, error, queue_name, partition_name, lease_released, dlq
-		FROM queen.ack_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+	rows, err := db.Query(ctx, `SELECT item, queue_id, success, error, queue_name, partition_name, lease_released, dlq, announce
+		FROM queen.ack_v2($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 		tenant, pids, groups, txids, statuses, leases, errs, dl.items, pgUUIDs(dl.ids), dl.payloads, dl.keys, dl.created)
 	if err != nil {
 		return nil, fmt.Errorf("ack: %w", err)
@@ -291,9 +290,14 @@ func (s *Store) ackOnce(ctx context.Context, db Querier, tenant string, txids []
 		var item int
 		var qid pgtype.UUID
 		var r AckResult
-		if err := rows.Scan(&item, &qid, &r.Success, &r.Error, &r.QueueName, &r.PartitionName, &r.LeaseReleased, &r.DLQ); err != nil {
+		var announce bool
+		if err := rows.Scan(&item, &qid, &r.Success, &r.Error, &r.QueueName, &r.PartitionName, &r.LeaseReleased, &r.DLQ, &announce); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("ack: %w", err)
+		}
+		if announce { // after the item's own answer: its cursor's release left data
+			out[item-1].announce = true
+			continue
 		}
 		r.Index = item - 1
 		r.TransactionID = txids[r.Index]

@@ -55,3 +55,42 @@ func TestAnAckReleasingDataLeftAnnouncesItToEveryReplicaAfterItsCommit(t *testin
 	require.Equal(t, true, r["leaseReleased"])
 	require.Empty(t, heard(), "an ack that leaves nothing to deliver")
 }
+
+// The general ack (several cursors, or a status other than completed) goes
+// through queen.ack_v2, which leaves the announcements to the broker too:
+// each release with data left is heard once, after the commit.
+func TestAGeneralAckReleasingDataLeftAnnouncesItOnceAfterItsCommit(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	conn := pgtest.Listen(t, b.DatabaseURL, hotlist.Channel)
+	heard := func() map[string]int { return pgtest.Heard(t, conn, 40*hotlist.Linger) }
+	push(t, b, append(msgs("q", "a", 0, 3), msgs("q", "b", 3, 3)...)...)
+	names := map[string]string{}
+	rows, err := b.Pool.Query(t.Context(), `SELECT p.name, q.id::text || ':' || p.id::text FROM queen.partitions p
+		JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'q'`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var name, key string
+		require.NoError(t, rows.Scan(&name, &key))
+		names[name] = key
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[string]int{names["a"]: 1, names["b"]: 1}, heard(), "the push")
+
+	var batch []map[string]any
+	for _, part := range []string{"a", "b"} {
+		p := pop(t, b, "/api/v1/pop/queue/q/partition/"+part+"?batch=1")
+		m := p.Messages[0]
+		batch = append(batch, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": p.LeaseID})
+	}
+	out := ackBatch(t, b, map[string]any{"acknowledgments": batch})
+	require.Equal(t, true, out[0]["leaseReleased"])
+	require.Equal(t, true, out[1]["leaseReleased"])
+	require.Equal(t, map[string]int{names["a"]: 1, names["b"]: 1}, heard(), "an ack/batch over two cursors")
+
+	p := pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=1")
+	r := ack(t, b, map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID,
+		"leaseId": p.LeaseID, "status": "failed"})
+	require.Equal(t, true, r["leaseReleased"])
+	require.Equal(t, map[string]int{names["a"]: 1}, heard(), "a failed ack")
+}

@@ -47,11 +47,10 @@
 // them and returns their segments; Go decodes only the frames of the batch.
 // A parked long-poll waits on the hot list's signal for the queue. Acks go
 // through queen.ack_cursor_v2 when they are the common case (all
-// 'completed', one cursor, one lease) and queen.ack_v1 otherwise, each one
+// 'completed', one cursor, one lease) and queen.ack_v2 otherwise, each one
 // call; a dead letter costs a second one, since its payload must be decoded
-// here. After the commit, AfterAck announces the releases of the common case
-// that leave data to deliver, as pushes are announced; queen.ack_v1 still
-// NOTIFYs them from the database. Retention
+// here. After the commit, AfterAck announces the releases that leave data to
+// deliver, as pushes are announced. Retention
 // (broker/retention) deletes whole segments; every walk skips the gaps.
 //
 // Files follow the routes: configure.go, push.go, pop.go, ack.go, lease.go,
