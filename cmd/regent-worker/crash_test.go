@@ -155,18 +155,28 @@ func TestExactlyOnceWhileTheBrokerIsKilled(t *testing.T) {
 		}
 		return n
 	}
+	// Kill k lands at a random point of the run's k-th slice (of
+	// crashKills+1), reached by progress rather than by time: on a fast
+	// machine a run outpaced kills spread over fixed delays.
 	midRun := 0
-	for range crashKills {
-		time.Sleep(time.Duration(150+rand.IntN(350)) * time.Millisecond)
-		if consumed() < crashEvents {
+	slice := int64(crashEvents / (crashKills + 1))
+	for k := range int64(crashKills) {
+		target := (k+1)*slice + rand.Int64N(slice/2)
+		for deadline := time.Now().Add(60 * time.Second); consumed() < target; time.Sleep(2 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("kill %d: the worker never reached %d events (at %d)", k+1, target, consumed())
+			}
+		}
+		if n := consumed(); n < crashEvents {
 			midRun++
+			t.Logf("kill %d at %d of %d events", k+1, n, crashEvents)
 		}
 		b.kill()
 		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
 		b.start()
 	}
 	if midRun < 5 {
-		t.Fatalf("only %d of %d kills hit the worker mid-run; slow the worker down", midRun, crashKills)
+		t.Fatalf("only %d of %d kills hit the worker mid-run", midRun, crashKills)
 	}
 
 	// Done when the source is consumed and the idle flush has closed every
