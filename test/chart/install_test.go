@@ -32,6 +32,15 @@ type hookRun struct {
 
 func helmWithHooks(t *testing.T, release, ns string, args ...string) hookRun {
 	t.Helper()
+	if args[0] == "install" {
+		// The release's cluster-scoped objects outlive the test's
+		// namespace: the same test run again (go test -count) met them.
+		t.Cleanup(func() {
+			if _, err := chart.Run(kubeconfig, "uninstall", release, "--namespace", ns, "--wait=false", "--ignore-not-found"); err != nil {
+				t.Errorf("uninstall %s: %v", release, err)
+			}
+		})
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	done := make(chan error, 1)
