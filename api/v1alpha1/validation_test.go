@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -102,7 +103,19 @@ func rejected(t *testing.T, err error, want ...string) {
 	}
 }
 
-func create(obj client.Object) error { return k8s.Create(context.Background(), obj) }
+// create sends obj, and deletes it when the test ends, so that the names
+// are free again for a second run in the same process (go test -count).
+func create(t *testing.T, obj client.Object) error {
+	err := k8s.Create(context.Background(), obj)
+	if err == nil {
+		t.Cleanup(func() {
+			if err := k8s.Delete(context.Background(), obj); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete %s: %v", obj.GetName(), err)
+			}
+		})
+	}
+	return err
+}
 
 // update sets spec.<field> (or removes it when value is nil) and sends it.
 func update(t *testing.T, u *unstructured.Unstructured, field string, value any) error {
@@ -117,7 +130,7 @@ func update(t *testing.T, u *unstructured.Unstructured, field string, value any)
 
 func TestStreamQueryAcceptsAValidManifestAndDefaultsItsPolicies(t *testing.T) {
 	u := query(t, "valid", source, hash, "sinkQueue: orders.per_minute")
-	if err := create(u); err != nil {
+	if err := create(t, u); err != nil {
 		t.Fatal(err)
 	}
 	var q v1.StreamQuery
@@ -131,45 +144,45 @@ func TestStreamQueryAcceptsAValidManifestAndDefaultsItsPolicies(t *testing.T) {
 
 func TestStreamQuerySpecIsRequired(t *testing.T) {
 	u := manifest(t, "apiVersion: streams.regent.dev/v1alpha1\nkind: StreamQuery\nmetadata: {name: no-spec}")
-	rejected(t, create(u), "spec", "Required value")
+	rejected(t, create(t, u), "spec", "Required value")
 }
 
 func TestStreamQuerySourceQueueIsRequired(t *testing.T) {
-	rejected(t, create(query(t, "no-source", hash)), "spec.sourceQueue", "Required value")
+	rejected(t, create(t, query(t, "no-source", hash)), "spec.sourceQueue", "Required value")
 }
 
 func TestStreamQueryConfigHashIsRequired(t *testing.T) {
-	rejected(t, create(query(t, "no-hash", source)), "spec.configHash", "Required value")
+	rejected(t, create(t, query(t, "no-hash", source)), "spec.configHash", "Required value")
 }
 
 func TestStreamQueryConfigHashIsNotEmpty(t *testing.T) {
-	rejected(t, create(query(t, "empty-hash", source, `configHash: ""`)), "spec.configHash", "at least 1 chars long")
+	rejected(t, create(t, query(t, "empty-hash", source, `configHash: ""`)), "spec.configHash", "at least 1 chars long")
 }
 
 func TestStreamQueryConfigHashIsAtMost1024Bytes(t *testing.T) {
-	rejected(t, create(query(t, "long-hash", source, "configHash: "+strings.Repeat("a", 1025))), "spec.configHash", "may not be more than 1024 bytes")
+	rejected(t, create(t, query(t, "long-hash", source, "configHash: "+strings.Repeat("a", 1025))), "spec.configHash", "may not be more than 1024 bytes")
 }
 
 func TestStreamQuerySourceQueueMustBeAQueueName(t *testing.T) {
 	for _, bad := range []string{`"has space"`, "slash/queue", `""`, strings.Repeat("q", 256)} {
-		rejected(t, create(query(t, "bad-source", hash, "sourceQueue: "+bad)), "spec.sourceQueue", "should match '^[A-Za-z0-9_.-]{1,255}$'")
+		rejected(t, create(t, query(t, "bad-source", hash, "sourceQueue: "+bad)), "spec.sourceQueue", "should match '^[A-Za-z0-9_.-]{1,255}$'")
 	}
 }
 
 func TestStreamQuerySinkQueueMustBeAQueueName(t *testing.T) {
-	rejected(t, create(query(t, "bad-sink", source, hash, `sinkQueue: "sink:queue"`)), "spec.sinkQueue", "should match")
+	rejected(t, create(t, query(t, "bad-sink", source, hash, `sinkQueue: "sink:queue"`)), "spec.sinkQueue", "should match")
 }
 
 func TestStreamQueryQueryNameMustBeAQueueName(t *testing.T) {
-	rejected(t, create(query(t, "bad-name", source, hash, `queryName: "orders per minute"`)), "spec.queryName", "should match")
+	rejected(t, create(t, query(t, "bad-name", source, hash, `queryName: "orders per minute"`)), "spec.queryName", "should match")
 }
 
 func TestStreamQueryOnConfigChangeIsBlockOrReset(t *testing.T) {
-	rejected(t, create(query(t, "bad-on-change", source, hash, "onConfigChange: Ignore")), "spec.onConfigChange", `supported values: "Block", "Reset"`)
+	rejected(t, create(t, query(t, "bad-on-change", source, hash, "onConfigChange: Ignore")), "spec.onConfigChange", `supported values: "Block", "Reset"`)
 }
 
 func TestStreamQueryDeletionPolicyIsRetainOrDelete(t *testing.T) {
-	rejected(t, create(query(t, "bad-deletion", source, hash, "deletionPolicy: Orphan")), "spec.deletionPolicy", `supported values: "Retain", "Delete"`)
+	rejected(t, create(t, query(t, "bad-deletion", source, hash, "deletionPolicy: Orphan")), "spec.deletionPolicy", `supported values: "Retain", "Delete"`)
 }
 
 func TestStreamQueryRejectsUnknownFields(t *testing.T) {
@@ -179,7 +192,7 @@ func TestStreamQueryRejectsUnknownFields(t *testing.T) {
 
 func TestStreamQueryQueryNameIsImmutable(t *testing.T) {
 	u := query(t, "rename", source, hash, "queryName: orders.v1")
-	if err := create(u); err != nil {
+	if err := create(t, u); err != nil {
 		t.Fatal(err)
 	}
 	rejected(t, update(t, u, "queryName", "orders.v2"), "spec.queryName", "queryName is immutable")
@@ -187,7 +200,7 @@ func TestStreamQueryQueryNameIsImmutable(t *testing.T) {
 
 func TestStreamQueryQueryNameCannotBeAddedToChangeTheName(t *testing.T) {
 	u := query(t, "add-name", source, hash)
-	if err := create(u); err != nil {
+	if err := create(t, u); err != nil {
 		t.Fatal(err)
 	}
 	rejected(t, update(t, u, "queryName", "something.else"), "queryName is immutable: it may be added or removed only when it equals metadata.name")
@@ -195,7 +208,7 @@ func TestStreamQueryQueryNameCannotBeAddedToChangeTheName(t *testing.T) {
 
 func TestStreamQueryQueryNameCannotBeRemovedToChangeTheName(t *testing.T) {
 	u := query(t, "remove-name", source, hash, "queryName: explicit")
-	if err := create(u); err != nil {
+	if err := create(t, u); err != nil {
 		t.Fatal(err)
 	}
 	rejected(t, update(t, u, "queryName", nil), "queryName is immutable: it may be added or removed only when it equals metadata.name")
@@ -203,7 +216,7 @@ func TestStreamQueryQueryNameCannotBeRemovedToChangeTheName(t *testing.T) {
 
 func TestStreamQueryQueryNameMayBeSpelledOutAsTheDefault(t *testing.T) {
 	u := query(t, "spelled-out", source, hash)
-	if err := create(u); err != nil {
+	if err := create(t, u); err != nil {
 		t.Fatal(err)
 	}
 	if err := update(t, u, "queryName", "spelled-out"); err != nil {
@@ -213,7 +226,7 @@ func TestStreamQueryQueryNameMayBeSpelledOutAsTheDefault(t *testing.T) {
 
 func TestTenantQuotaAcceptsAValidManifestAndDefaultsEnabled(t *testing.T) {
 	u := quota(t, "valid", "tenant: acme", "maxQueries: 10")
-	if err := create(u); err != nil {
+	if err := create(t, u); err != nil {
 		t.Fatal(err)
 	}
 	var q v1.TenantQuota
@@ -226,33 +239,33 @@ func TestTenantQuotaAcceptsAValidManifestAndDefaultsEnabled(t *testing.T) {
 }
 
 func TestTenantQuotaTenantIsRequired(t *testing.T) {
-	rejected(t, create(quota(t, "no-tenant", "maxQueries: 1")), "spec.tenant", "Required value")
+	rejected(t, create(t, quota(t, "no-tenant", "maxQueries: 1")), "spec.tenant", "Required value")
 }
 
 func TestTenantQuotaTenantIsALabelValue(t *testing.T) {
 	for _, bad := range []string{`""`, "-acme", `"acme corp"`, strings.Repeat("t", 64)} {
-		rejected(t, create(quota(t, "bad-tenant", "tenant: "+bad)), "spec.tenant")
+		rejected(t, create(t, quota(t, "bad-tenant", "tenant: "+bad)), "spec.tenant")
 	}
 }
 
 func TestTenantQuotaTenantIsImmutable(t *testing.T) {
 	u := quota(t, "retenant", "tenant: acme")
-	if err := create(u); err != nil {
+	if err := create(t, u); err != nil {
 		t.Fatal(err)
 	}
 	rejected(t, update(t, u, "tenant", "globex"), "spec.tenant", "tenant is immutable")
 }
 
 func TestTenantQuotaMaxQueriesIsAtLeastZero(t *testing.T) {
-	rejected(t, create(quota(t, "negative", "tenant: acme", "maxQueries: -1")), "spec.maxQueries", "should be greater than or equal to 0")
+	rejected(t, create(t, quota(t, "negative", "tenant: acme", "maxQueries: -1")), "spec.maxQueries", "should be greater than or equal to 0")
 }
 
 func TestTenantQuotaMaxQueriesMayBeZero(t *testing.T) {
-	if err := create(quota(t, "zero", "tenant: acme", "maxQueries: 0")); err != nil {
+	if err := create(t, quota(t, "zero", "tenant: acme", "maxQueries: 0")); err != nil {
 		t.Fatalf("maxQueries 0 (no new names) must be allowed: %v", err)
 	}
 }
 
 func TestTenantQuotaEnabledIsABoolean(t *testing.T) {
-	rejected(t, create(quota(t, "bad-enabled", "tenant: acme", `enabled: "yes"`)), "spec.enabled", "must be of type boolean")
+	rejected(t, create(t, quota(t, "bad-enabled", "tenant: acme", `enabled: "yes"`)), "spec.enabled", "must be of type boolean")
 }

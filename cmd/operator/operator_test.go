@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -313,6 +314,8 @@ func removeAll(t *testing.T, objs []client.Object) {
 	}
 }
 
+var scaleRuns atomic.Int32
+
 // The scale target: a thousand StreamQueries over ten namespaces and ten
 // tenants, each with a TenantQuota, all Ready. The test logs the time from
 // the first create to the last Ready, and the operator's peak memory.
@@ -336,9 +339,12 @@ func TestAThousandQueriesOverTenNamespacesAndTenTenantsBecomeReady(t *testing.T)
 		objs = append(objs, o)
 	}
 
+	// Namespaces stay Terminating without a namespace controller: a second
+	// run in the same process (go test -count) needs names of its own.
+	run := scaleRuns.Add(1)
 	start := time.Now()
 	for i := range tenants {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("scale-%d", i),
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("scale-%d-%d", run, i),
 			Labels: map[string]string{v1.TenantLabel: fmt.Sprintf("scale-tenant-%d", i)}}}
 		if err := k8s.Create(ctx, ns); err != nil {
 			t.Fatal(err)
@@ -358,7 +364,7 @@ func TestAThousandQueriesOverTenNamespacesAndTenTenantsBecomeReady(t *testing.T)
 	}
 	for i := range tenants * perTenant {
 		work <- &v1.StreamQuery{
-			ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("scale-%d", i%tenants), Name: fmt.Sprintf("q-%d", i), Labels: label},
+			ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("scale-%d-%d", run, i%tenants), Name: fmt.Sprintf("q-%d", i), Labels: label},
 			Spec:       v1.StreamQuerySpec{SourceQueue: fmt.Sprintf("source-%d", i%7), ConfigHash: "h1"},
 		}
 	}
