@@ -1,10 +1,9 @@
 // Package hotlist is a replica's in-memory index of the partitions that may
 // hold undelivered data, so that a pop never scans every partition of a
 // queue. Pushes, cycles and acks that make data deliverable again (announced
-// by the broker after their commit, see Announcer; the general ack still
-// NOTIFYs from the database) mark partitions, on every replica through
-// Listen; a pop takes candidates from it, and settles them with what the
-// database found.
+// by the broker after their commit, see Announcer) mark partitions, on every
+// replica through Listen; a pop takes candidates from it, and settles them
+// with what the database found.
 //
 // Entries are kept per (queue, consumer group): a partition drained for one
 // group may still hold data for another. A mark reaches every group known for
