@@ -25,6 +25,15 @@ func AppendUUID(b []byte, id uuid.UUID) []byte {
 
 const hex = "0123456789abcdef"
 
+// AppendOptionalString appends *s as AppendString does, or null when s is
+// nil.
+func AppendOptionalString(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	return AppendString(b, *s)
+}
+
 // AppendString appends s as a JSON string, escaped as encoding/json does:
 // quotes, backslashes, control characters, <, > and & (for HTML safety),
 // U+2028 and U+2029, and invalid UTF-8 as U+FFFD.

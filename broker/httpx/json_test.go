@@ -32,3 +32,9 @@ func TestAppendUUIDWritesTheCanonicalForm(t *testing.T) {
 		require.Equal(t, `"`+id.String()+`"`, string(AppendUUID(nil, id)))
 	}
 }
+
+func TestAppendOptionalStringWritesNullForNil(t *testing.T) {
+	s := `a"b`
+	require.Equal(t, `null`, string(AppendOptionalString(nil, nil)))
+	require.Equal(t, `"a\"b"`, string(AppendOptionalString(nil, &s)))
+}

@@ -68,11 +68,11 @@ func appendPop(b []byte, p *popRequest, msgs []message, claims []claim, lease st
 		b = append(b, `,"transactionId":`...)
 		b = httpx.AppendString(b, m.TransactionID)
 		b = append(b, `,"traceId":`...)
-		b = appendOptional(b, m.TraceID)
+		b = httpx.AppendOptionalString(b, m.TraceID)
 		b = append(b, `,"data":`...)
 		b = append(b, m.Data...)
 		b = append(b, `,"producerSub":`...)
-		b = appendOptional(b, m.ProducerSub)
+		b = httpx.AppendOptionalString(b, m.ProducerSub)
 		b = append(b, `,"createdAt":`...)
 		if created == nil || m.CreatedAt != createdUS {
 			createdUS = m.CreatedAt
@@ -102,11 +102,4 @@ func appendTime(b []byte, us int64) []byte {
 	b = append(b, '"')
 	b = time.UnixMicro(us).UTC().AppendFormat(b, TimeFormat)
 	return append(b, '"')
-}
-
-func appendOptional(b []byte, s *string) []byte {
-	if s == nil {
-		return append(b, "null"...)
-	}
-	return httpx.AppendString(b, *s)
 }

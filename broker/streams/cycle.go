@@ -58,11 +58,7 @@ func (r *cycleResponse) appendJSON(b []byte) []byte {
 	b = append(b, `,"partition_id":`...)
 	b = httpx.AppendUUID(b, r.PartitionID)
 	b = append(b, `,"queueName":`...)
-	if r.QueueName == nil {
-		b = append(b, "null"...)
-	} else {
-		b = httpx.AppendString(b, *r.QueueName)
-	}
+	b = httpx.AppendOptionalString(b, r.QueueName)
 	b = append(b, `,"state_ops_applied":`...)
 	b = strconv.AppendInt(b, int64(r.StateOpsApplied), 10)
 	b = append(b, `,"push_results":`...)
