@@ -22,9 +22,7 @@ func TestAnAckReleasingDataLeftAnnouncesItToEveryReplicaAfterItsCommit(t *testin
 	heard := func() map[string]int { return pgtest.Heard(t, conn, 40*hotlist.Linger) }
 
 	push(t, b, msgs("q", "Default", 0, 8)...)
-	var partition string
-	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT q.id::text || ':' || p.id::text FROM queen.partitions p
-		JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'q'`).Scan(&partition))
+	partition := b.Announcement(t, "q", "Default")
 	require.Equal(t, map[string]int{partition: 1}, heard(), "the push")
 
 	p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
@@ -65,17 +63,8 @@ func TestAGeneralAckReleasingDataLeftAnnouncesItOnceAfterItsCommit(t *testing.T)
 	conn := pgtest.Listen(t, b.DatabaseURL, hotlist.Channel)
 	heard := func() map[string]int { return pgtest.Heard(t, conn, 40*hotlist.Linger) }
 	push(t, b, append(msgs("q", "a", 0, 3), msgs("q", "b", 3, 3)...)...)
-	names := map[string]string{}
-	rows, err := b.Pool.Query(t.Context(), `SELECT p.name, q.id::text || ':' || p.id::text FROM queen.partitions p
-		JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'q'`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var name, key string
-		require.NoError(t, rows.Scan(&name, &key))
-		names[name] = key
-	}
-	require.NoError(t, rows.Err())
-	require.Equal(t, map[string]int{names["a"]: 1, names["b"]: 1}, heard(), "the push")
+	pa, pb := b.Announcement(t, "q", "a"), b.Announcement(t, "q", "b")
+	require.Equal(t, map[string]int{pa: 1, pb: 1}, heard(), "the push")
 
 	var batch []map[string]any
 	for _, part := range []string{"a", "b"} {
@@ -86,11 +75,11 @@ func TestAGeneralAckReleasingDataLeftAnnouncesItOnceAfterItsCommit(t *testing.T)
 	out := ackBatch(t, b, map[string]any{"acknowledgments": batch})
 	require.Equal(t, true, out[0]["leaseReleased"])
 	require.Equal(t, true, out[1]["leaseReleased"])
-	require.Equal(t, map[string]int{names["a"]: 1, names["b"]: 1}, heard(), "an ack/batch over two cursors")
+	require.Equal(t, map[string]int{pa: 1, pb: 1}, heard(), "an ack/batch over two cursors")
 
 	p := pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=1")
 	r := ack(t, b, map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID,
 		"leaseId": p.LeaseID, "status": "failed"})
 	require.Equal(t, true, r["leaseReleased"])
-	require.Equal(t, map[string]int{names["a"]: 1}, heard(), "a failed ack")
+	require.Equal(t, map[string]int{pa: 1}, heard(), "a failed ack")
 }

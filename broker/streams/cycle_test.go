@@ -846,17 +846,8 @@ func TestCycleAnnouncesItsSinkEmitsAndReleasedSourceOnTheLogChannel(t *testing.T
 		}
 		return n.Payload
 	}
-	partitionOf := func(queue string) string {
-		t.Helper()
-		var id string
-		if err := f.b.Pool.QueryRow(ctx, `SELECT q.id::text || ':' || p.id::text FROM queen.partitions p
-			JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1`, queue).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
 	push(t, f.b, "src", 0, 4)
-	if got, want := announced(), partitionOf("src"); got != want {
+	if got, want := announced(), f.b.Announcement(t, "src", "Default"); got != want {
 		t.Fatalf("the push announced %s, want %s", got, want)
 	}
 	p := pop(t, f.b, "src", 2, "")
@@ -872,7 +863,7 @@ func TestCycleAnnouncesItsSinkEmitsAndReleasedSourceOnTheLogChannel(t *testing.T
 		"push_items": []any{map[string]any{"queue": "out", "payload": 1}},
 		"ack":        ack(p.LeaseID, "completed", 2),
 	}))
-	want := map[string]string{partitionOf("out"): "the sink emit", partitionOf("src"): "the released source"}
+	want := map[string]string{f.b.Announcement(t, "out", "Default"): "the sink emit", f.b.Announcement(t, "src", "Default"): "the released source"}
 	for len(want) > 0 {
 		got := announced()
 		if _, ok := want[got]; !ok {

@@ -57,3 +57,15 @@ func KeyFile(t testing.TB) (string, uint32) {
 	}
 	return path, seal.KeyID(k)
 }
+
+// Announcement is what hotlist.Channel carries when a partition of the named
+// queue is announced: its queue id and partition id, "<queue>:<partition>".
+func (b *Broker) Announcement(t testing.TB, queue, partition string) string {
+	t.Helper()
+	var payload string
+	if err := b.Pool.QueryRow(context.Background(), `SELECT q.id::text || ':' || p.id::text FROM queen.partitions p
+		JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1 AND p.name = $2`, queue, partition).Scan(&payload); err != nil {
+		t.Fatalf("brokertest: partition %s of queue %s: %v", partition, queue, err)
+	}
+	return payload
+}
