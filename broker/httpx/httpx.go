@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 )
 
 // Error is a failure with the HTTP status it maps to. Its message is safe to
@@ -115,6 +116,23 @@ func WriteBody(w http.ResponseWriter, status int, body []byte) {
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
+
+// WriteAppended writes the JSON body that appendTo appends to a pooled
+// buffer: the answers of the hot paths, built by hand.
+func WriteAppended(w http.ResponseWriter, status int, appendTo func([]byte) []byte) {
+	bp := bufPool.Get().(*[]byte)
+	b := appendTo((*bp)[:0])
+	WriteBody(w, status, b)
+	if cap(b) <= maxPooledBuf {
+		*bp = b
+		bufPool.Put(bp)
+	}
+}
+
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBuf keeps one huge answer from pinning its buffer.
+const maxPooledBuf = 1 << 20
 
 // contentTypeJSON is shared by every answer: net/http only reads it.
 var contentTypeJSON = []string{"application/json"}

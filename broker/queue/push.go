@@ -195,7 +195,7 @@ func (s *Store) handlePush(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(in) == 0 {
-		writeBody(w, http.StatusCreated, pushResults{}.append)
+		httpx.WriteAppended(w, http.StatusCreated, pushResults{}.append)
 		return
 	}
 	id := auth.FromContext(r.Context())
@@ -205,7 +205,7 @@ func (s *Store) handlePush(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.AfterPush(segs)
-	writeBody(w, http.StatusCreated, pushResults{in, pushed}.append)
+	httpx.WriteAppended(w, http.StatusCreated, pushResults{in, pushed}.append)
 }
 
 // fail answers a failed request: client errors with their status, anything

@@ -3,7 +3,6 @@ package queue
 import (
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/regent-mq/regent/broker/httpx"
@@ -15,24 +14,8 @@ import (
 // same few fields, and re-validating payloads that were validated when
 // pushed.
 
-var bufPool = sync.Pool{New: func() any { return new([]byte) }}
-
-// maxPooledBuf keeps one huge answer from pinning its buffer.
-const maxPooledBuf = 1 << 20
-
-// writeBody writes the JSON that build appends to a pooled buffer.
-func writeBody(w http.ResponseWriter, status int, build func([]byte) []byte) {
-	bp := bufPool.Get().(*[]byte)
-	b := build((*bp)[:0])
-	httpx.WriteBody(w, status, b)
-	if cap(b) <= maxPooledBuf {
-		*bp = b
-		bufPool.Put(bp)
-	}
-}
-
 func (s *Store) writePop(w http.ResponseWriter, p *popRequest, msgs []message, claims []claim, lease string) {
-	writeBody(w, http.StatusOK, func(b []byte) []byte { return appendPop(b, p, msgs, claims, lease) })
+	httpx.WriteAppended(w, http.StatusOK, func(b []byte) []byte { return appendPop(b, p, msgs, claims, lease) })
 }
 
 func appendPop(b []byte, p *popRequest, msgs []message, claims []claim, lease string) []byte {

@@ -93,7 +93,7 @@ func (r *cycleResponse) appendJSON(b []byte) []byte {
 
 // write answers the cycle with r.
 func (r *cycleResponse) write(w http.ResponseWriter) {
-	httpx.WriteBody(w, http.StatusOK, r.appendJSON(make([]byte, 0, 256+128*len(r.PushResults))))
+	httpx.WriteAppended(w, http.StatusOK, r.appendJSON)
 }
 
 // ackResult reports an ack the cycle applied; a cycle whose ack could not
