@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5/pgxpool"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -54,6 +56,13 @@ var (
 const testLabel = "regent-test"
 
 func TestMain(m *testing.M) {
+	// Without a logger, controller-runtime prints a warning with a goroutine
+	// stack 30 s in, which reads like a crash in a failing test's output.
+	log := logr.Discard()
+	if os.Getenv("REGENT_TEST_LOG") != "" {
+		log = logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, nil))
+	}
+	ctrl.SetLogger(log)
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err)

@@ -1,7 +1,6 @@
 package controllers_test
 
 import (
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -18,6 +17,7 @@ import (
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/nettest"
 )
 
 func TestRegisterMakesTheQueryReadyWithItsQueryID(t *testing.T) {
@@ -269,13 +269,8 @@ func TestDeletionIsHandledBeforeRegistration(t *testing.T) {
 func TestBrokerDownIsBrokerUnavailableThenRecovers(t *testing.T) {
 	h := newHarness(t)
 	h.grant("acme")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens here: the broker is down
-	h.startOperator(operatorOpts{brokerURL: "http://" + addr})
+	port := nettest.Refusing(t) // the broker is down
+	h.startOperator(operatorOpts{brokerURL: "http://" + port.Addr})
 	q := h.reason(h.query(h.namespace("acme"), "clicks"), v1.ReasonBrokerUnavailable)
 	if m := message(q.Status.Conditions); !strings.Contains(m, "connection refused") {
 		t.Fatalf("message %q should say why", m)
@@ -283,7 +278,8 @@ func TestBrokerDownIsBrokerUnavailableThenRecovers(t *testing.T) {
 	h.wantEvent(q, v1.ReasonBrokerUnavailable, "connection refused")
 
 	// The broker comes back on the same address.
-	if l, err = net.Listen("tcp", addr); err != nil {
+	l, err := port.Listen()
+	if err != nil {
 		t.Fatal(err)
 	}
 	target, _ := url.Parse(h.broker.URL)

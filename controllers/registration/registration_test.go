@@ -11,6 +11,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/controllers/registration"
+	"github.com/regent-mq/regent/test/nettest"
 )
 
 // The full path against a real broker is tested in package controllers;
@@ -64,10 +65,7 @@ func TestAnswersAreSortedIntoTheFourOutcomes(t *testing.T) {
 }
 
 func TestUnreachableBrokerIsUnavailable(t *testing.T) {
-	srv := httptest.NewServer(http.NotFoundHandler())
-	url := srv.URL
-	srv.Close()
-	got := register(registration.New(url, nil, nil))
+	got := register(registration.New("http://"+nettest.Refusing(t).Addr, nil, nil))
 	if got.Outcome != registration.Unavailable || !strings.Contains(got.Message, "connection refused") {
 		t.Fatalf("got %+v", got)
 	}
