@@ -95,12 +95,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 
-	if o.PGPort == 0 {
-		if o.PGPort, err = pgtest.FreePort(); err != nil {
-			return nil, err
-		}
-	}
-	s.progress("starting PostgreSQL on 127.0.0.1:%d (data in %s)", o.PGPort, filepath.Join(o.Dir, "pg"))
+	s.progress("starting PostgreSQL (data in %s)", filepath.Join(o.Dir, "pg"))
 	if err := s.letPostgresReach(o.Dir); err != nil {
 		return nil, err
 	}
@@ -108,6 +103,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.progress("PostgreSQL is up on 127.0.0.1:%d", s.pg.Port)
 	if err := s.ensureDatabase(ctx); err != nil {
 		return nil, err
 	}

@@ -26,7 +26,9 @@ type Cluster struct {
 }
 
 // StartCluster starts postgres on 127.0.0.1:port over dataDir, running
-// initdb first when dataDir does not hold a cluster yet. settings are extra
+// initdb first when dataDir does not hold a cluster yet. Port 0 picks a free
+// port after initdb, so that the port is free for milliseconds, not for the
+// seconds initdb takes, before postgres binds it. settings are extra
 // `-c name=value` server settings. As root, PostgreSQL runs as the postgres
 // system user, which then owns dataDir's parent.
 func StartCluster(dataDir string, port int, settings ...string) (*Cluster, error) {
@@ -53,6 +55,11 @@ func StartCluster(dataDir string, port int, settings ...string) (*Cluster, error
 		initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		if out, err := initdb.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("initdb: %v: %s", err, out)
+		}
+	}
+	if port == 0 {
+		if port, err = FreePort(); err != nil {
+			return nil, err
 		}
 	}
 	logPath := filepath.Join(parent, "postgres.log")

@@ -168,13 +168,8 @@ func (s *server) startCluster() error {
 	if err != nil {
 		return fmt.Errorf("make cluster directory: %w", err)
 	}
-	port, err := FreePort()
-	if err != nil {
-		os.RemoveAll(dir)
-		return err
-	}
 	// Durability is worthless for a database that dies with the test binary.
-	c, err := StartCluster(filepath.Join(dir, "data"), port,
+	c, err := StartCluster(filepath.Join(dir, "data"), 0,
 		"fsync=off", "synchronous_commit=off", "full_page_writes=off")
 	if err != nil {
 		os.RemoveAll(dir)
