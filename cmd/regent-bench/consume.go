@@ -22,10 +22,9 @@ type consumer struct {
 // consumed for good. The run ends when that count reaches total: consumers
 // then parked in a long-poll on the empty queue are cancelled, not waited
 // for, and end is when the last message was consumed. consumed is the count
-// reached. A consumer also stops
-// when its pops came back empty six times in a row. record says whether the
-// pops count in the latency figures. The error is the first a consumer met;
-// none is reported after the end.
+// reached. A consumer also stops when its pops came back empty six times in
+// a row. record says whether the pops count in the latency figures. The
+// error is the first a consumer met; none is reported after the end.
 func (e *Env) consume(ctx context.Context, path string, record bool, total int64,
 	handle func(ctx context.Context, c *consumer) (int64, error)) (end time.Time, consumed int64, err error) {
 	cctx, done := context.WithCancel(ctx)
