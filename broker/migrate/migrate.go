@@ -1,11 +1,19 @@
-// Package migrate applies Regent's schema: versioned SQL files embedded in the
-// binary, applied in order, each exactly once, under a PostgreSQL advisory lock
-// so that brokers starting together cannot race each other.
+// Package migrate applies Regent's schema. Tables, indexes and types are
+// versioned, forward-only migrations (migrations/NNNN_name.sql), each applied
+// exactly once. Every function lives in a file of its own, named after it
+// (functions/<schema>.<name>.sql), and is applied with CREATE OR REPLACE on
+// every migrate whose copy differs from the one the database last received.
+// Both run under one PostgreSQL advisory lock, so brokers starting together
+// cannot race each other. UPGRADING.md beside this file is the policy that
+// keeps a rolling upgrade safe; schema.sql is the schema this produces.
 package migrate
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -18,7 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-//go:embed sql/*.sql
+//go:embed migrations/*.sql functions/*.sql
 var files embed.FS
 
 // lockKey is the advisory lock every migrating process takes. It is an
@@ -32,9 +40,19 @@ type Migration struct {
 	SQL     string
 }
 
+// Function is the file of one function: Name is its schema-qualified name.
+type Function struct {
+	Name string
+	SQL  string
+}
+
+// ErrPreReleaseHistory is returned for a database migrated by a build from
+// before the history was squashed into the baseline.
+var ErrPreReleaseHistory = errors.New("the database holds Regent's pre-release migration history")
+
 // All returns the embedded migrations in version order.
 func All() ([]Migration, error) {
-	entries, err := fs.ReadDir(files, "sql")
+	entries, err := fs.ReadDir(files, "migrations")
 	if err != nil {
 		return nil, fmt.Errorf("read embedded migrations: %w", err)
 	}
@@ -51,7 +69,7 @@ func All() ([]Migration, error) {
 			return nil, fmt.Errorf("migrations %q and %q share version %d", other, name, v)
 		}
 		seen[v] = name
-		body, err := files.ReadFile(path.Join("sql", name))
+		body, err := files.ReadFile(path.Join("migrations", name))
 		if err != nil {
 			return nil, fmt.Errorf("read migration %q: %w", name, err)
 		}
@@ -61,11 +79,34 @@ func All() ([]Migration, error) {
 	return out, nil
 }
 
-// Up applies every migration that the database has not recorded yet and
-// returns how many it applied. Each migration runs in its own transaction
-// together with its bookkeeping row, so a failure leaves no half-applied file.
+// Functions returns the embedded function files, sorted by name.
+func Functions() ([]Function, error) {
+	entries, err := fs.ReadDir(files, "functions")
+	if err != nil {
+		return nil, fmt.Errorf("read embedded functions: %w", err)
+	}
+	out := make([]Function, 0, len(entries))
+	for _, e := range entries {
+		body, err := files.ReadFile(path.Join("functions", e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("read function %q: %w", e.Name(), err)
+		}
+		out = append(out, Function{Name: strings.TrimSuffix(e.Name(), ".sql"), SQL: string(body)})
+	}
+	return out, nil
+}
+
+// Up applies every migration the database has not recorded yet, then every
+// function file whose text the database has not received yet, and returns
+// how many migrations it applied. Each migration runs in its own
+// transaction with its bookkeeping row, and the functions in one more, so a
+// failure leaves no half-applied file.
 func Up(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int, error) {
 	migrations, err := All()
+	if err != nil {
+		return 0, err
+	}
+	functions, err := Functions()
 	if err != nil {
 		return 0, err
 	}
@@ -75,8 +116,8 @@ func Up(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int, error) 
 	}
 	defer conn.Release()
 
-	// A session lock, held across the per-file transactions, serialises
-	// concurrent migrators; the second one finds everything applied.
+	// A session lock, held across the transactions, serialises concurrent
+	// migrators; the second one finds everything applied.
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
 		return 0, fmt.Errorf("take migration lock: %w", err)
 	}
@@ -89,25 +130,43 @@ func Up(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int, error) 
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS public.regent_schema_migrations (
 		version    integer PRIMARY KEY,
 		name       text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now());
+		CREATE TABLE IF NOT EXISTS public.regent_schema_functions (
+		name       text PRIMARY KEY,
+		sha256     text NOT NULL,
 		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		return 0, fmt.Errorf("create migrations table: %w", err)
+		return 0, fmt.Errorf("create bookkeeping tables: %w", err)
 	}
-	applied := map[int]bool{}
-	rows, err := conn.Query(ctx, "SELECT version FROM public.regent_schema_migrations")
+	rows, err := conn.Query(ctx, "SELECT version, name FROM public.regent_schema_migrations ORDER BY version")
 	if err != nil {
 		return 0, fmt.Errorf("read applied migrations: %w", err)
 	}
-	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	applied, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
+		Version int32
+		Name    string
+	}])
 	if err != nil {
 		return 0, fmt.Errorf("read applied migrations: %w", err)
 	}
-	for _, v := range versions {
-		applied[int(v)] = true
+	known := map[int]string{}
+	for _, m := range migrations {
+		known[m.Version] = m.Name
+	}
+	done := map[int]bool{}
+	for _, a := range applied {
+		if known[int(a.Version)] != a.Name {
+			return 0, fmt.Errorf("%w (migration %d %q, which this build does not have): it was squashed into one "+
+				"baseline before the first release and cannot be upgraded. Recreate the database: "+
+				"DROP SCHEMA queen, queen_streams CASCADE; DROP TABLE public.regent_schema_migrations, "+
+				"public.regent_schema_functions; then start the broker again (or run `broker migrate`)",
+				ErrPreReleaseHistory, a.Version, a.Name)
+		}
+		done[int(a.Version)] = true
 	}
 
 	n := 0
 	for _, m := range migrations {
-		if applied[m.Version] {
+		if done[m.Version] {
 			continue
 		}
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
@@ -125,5 +184,43 @@ func Up(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int, error) 
 		}
 		n++
 	}
+	if err := applyFunctions(ctx, conn.Conn(), functions, log); err != nil {
+		return n, err
+	}
 	return n, nil
+}
+
+// applyFunctions replaces the functions whose file differs from the copy the
+// database last received. An unchanged function is left alone: replacing it
+// would invalidate every session's cached plans for nothing.
+func applyFunctions(ctx context.Context, conn *pgx.Conn, functions []Function, log *slog.Logger) error {
+	have := map[string]string{}
+	rows, err := conn.Query(ctx, "SELECT name, sha256 FROM public.regent_schema_functions")
+	if err != nil {
+		return fmt.Errorf("read applied functions: %w", err)
+	}
+	var name, sum string
+	if _, err := pgx.ForEachRow(rows, []any{&name, &sum}, func() error { have[name] = sum; return nil }); err != nil {
+		return fmt.Errorf("read applied functions: %w", err)
+	}
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		for _, f := range functions {
+			h := sha256.Sum256([]byte(f.SQL))
+			sum := hex.EncodeToString(h[:])
+			if have[f.Name] == sum {
+				continue
+			}
+			if _, err := tx.Exec(ctx, f.SQL); err != nil {
+				return fmt.Errorf("apply function %s: %w", f.Name, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO public.regent_schema_functions (name, sha256) VALUES ($1, $2)
+				ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, applied_at = now()`, f.Name, sum); err != nil {
+				return fmt.Errorf("record function %s: %w", f.Name, err)
+			}
+			if log != nil {
+				log.Info("applied function", "name", f.Name)
+			}
+		}
+		return nil
+	})
 }

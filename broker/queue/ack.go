@@ -160,9 +160,9 @@ func oneCursorCompleted(acks []Ack) bool {
 	return len(acks) > 0
 }
 
-// ackCursor is the common case in queen.ack_cursor_v2, which moves the
+// ackCursor is the common case in queen.ack_cursor, which moves the
 // cursor and returns what each item's answer is derived from here, by the
-// rules of queen.ack_v2: a message behind the cursor is already
+// rules of queen.ack: a message behind the cursor is already
 // acknowledged; otherwise the lease must be held (and match, when given),
 // and the cursor moves just past it; reaching the end of the batch releases
 // the lease. Doing this item by item in PL/pgSQL cost the database twice as
@@ -186,7 +186,7 @@ func (s *Store) ackCursor(ctx context.Context, db Querier, tenant string, acks [
 		lease = acks[0].LeaseID.Bytes
 	}
 	err := db.QueryRow(ctx, `SELECT queue_id, queue_name, partition_name, offsets, committed, batch_end, lease_held, lease_ok, announce
-		FROM queen.ack_cursor_v2($1, $2, $3, $4, $5)`, tenant, pgUUID(acks[0].PartitionID), acks[0].Group, lease, txids).
+		FROM queen.ack_cursor($1, $2, $3, $4, $5)`, tenant, pgUUID(acks[0].PartitionID), acks[0].Group, lease, txids).
 		Scan(&qid, &qname, &pname, &offsets, &committed, &batchEnd, &held, &leaseOK, &announce)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("ack: %w", err)
@@ -222,7 +222,7 @@ var (
 	leaseInvalid = "Invalid or expired lease"
 )
 
-// ackEach runs queen.ack_v2, item by item in the database, for any mix of
+// ackEach runs queen.ack, item by item in the database, for any mix of
 // statuses and cursors.
 func (s *Store) ackEach(ctx context.Context, db Querier, tenant string, acks []Ack) ([]AckResult, error) {
 	n := len(acks)
@@ -280,7 +280,7 @@ var errFrameGone = errors.New("the message is no longer stored")
 func (s *Store) ackOnce(ctx context.Context, db Querier, tenant string, txids []string, pids [][16]byte, groups, statuses []string,
 	leases [][16]byte, errs []string, dl *deadLetters) ([]AckResult, error) {
 	rows, err := db.Query(ctx, `SELECT item, queue_id, success, error, queue_name, partition_name, lease_released, dlq, announce
-		FROM queen.ack_v2($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		FROM queen.ack($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 		tenant, pids, groups, txids, statuses, leases, errs, dl.items, pgUUIDs(dl.ids), dl.payloads, dl.keys, dl.created)
 	if err != nil {
 		return nil, fmt.Errorf("ack: %w", err)

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The common case of an ack has a path of its own (ack_cursor_v2 plus the
-// rules in ackCursor); ack_v2 handles everything. On the same states and
+// The common case of an ack has a path of its own (ack_cursor plus the
+// rules in ackCursor); ack handles everything. On the same states and
 // requests the two must give the same answers and leave the same cursor,
 // and both must ask for an announcement exactly when the ack released the
 // lease with data left to deliver.
@@ -96,8 +96,8 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 		}
 		wantOut, wantState, wantAnnounce := run(s.ackEach)
 		gotOut, gotState, _ := run(s.ackCursor)
-		require.Equal(t, wantAnnounce, announced(wantOut), "round %d: ack_v2's announce", round)
-		require.Equal(t, wantAnnounce, announced(gotOut), "round %d: ack_cursor_v2's announce", round)
+		require.Equal(t, wantAnnounce, announced(wantOut), "round %d: ack's announce", round)
+		require.Equal(t, wantAnnounce, announced(gotOut), "round %d: ack_cursor's announce", round)
 		require.Equal(t, wantOut, gotOut, "round %d", round)
 		require.Equal(t, wantState, gotState, "round %d", round)
 	}

@@ -109,7 +109,7 @@ func (s *Store) handleConfigure(w http.ResponseWriter, r *http.Request) {
 		o.MaxSize, o.TTL, o.Priority, o.DelayedProcessing, o.WindowBuffer, o.RetentionSeconds,
 		o.CompletedRetentionSeconds, o.RetentionEnabled, o.EncryptionEnabled, o.DeadLetterQueue,
 		o.DLQAfterMaxRetries, o.MaxWaitTimeSeconds).QueryRow(func(row pgx.Row) error { return row.Scan(&queueID) })
-	b.Queue(`SELECT partition_id FROM queen.resolve_partition_v1($1, $2, $3, true, NULL, $4)`,
+	b.Queue(`SELECT partition_id FROM queen.resolve_partition($1, $2, $3, true, NULL, $4)`,
 		tenant, *body.Queue, DefaultPartition, newID()).QueryRow(func(row pgx.Row) error { return row.Scan(&partitionID) })
 	if err := s.pool.SendBatch(r.Context(), b).Close(); err != nil {
 		s.fail(w, r, "configure", err)

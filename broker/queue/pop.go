@@ -284,12 +284,12 @@ type candidateOutcome struct {
 	retryAt time.Time
 }
 
-// claim calls queen.pop_v2 and returns the claimed partitions with their
+// claim calls queen.pop and returns the claimed partitions with their
 // segments, and the outcome of each candidate it looked at, in order.
 func (s *Store) claim(ctx context.Context, p *popRequest, q *Queue, ids []uuid.UUID, lease pgtype.UUID) ([]claim, []candidateOutcome, error) {
 	rows, err := s.pool.Query(ctx, `SELECT partition_id, partition_name, outcome, retry_at, batch_start, batch_end,
 			base_offset, frame_count, body, checksum
-		FROM queen.pop_v2($1, $2, $3, $4, $5, $6, $7, $8)`,
+		FROM queen.pop($1, $2, $3, $4, $5, $6, $7, $8)`,
 		p.tenant, pgUUID(q.ID), pgUUIDs(ids), p.group, p.partitions, p.batch, lease, p.subStart)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pop %q: %w", p.queue, err)

@@ -43,11 +43,11 @@
 // # The consumer side
 //
 // A pop takes candidate partitions from this replica's hot list
-// (broker/hotlist) and claims them in one call of queen.pop_v2, which leases
+// (broker/hotlist) and claims them in one call of queen.pop, which leases
 // them and returns their segments; Go decodes only the frames of the batch.
 // A parked long-poll waits on the hot list's signal for the queue. Acks go
-// through queen.ack_cursor_v2 when they are the common case (all
-// 'completed', one cursor, one lease) and queen.ack_v2 otherwise, each one
+// through queen.ack_cursor when they are the common case (all
+// 'completed', one cursor, one lease) and queen.ack otherwise, each one
 // call; a dead letter costs a second one, since its payload must be decoded
 // here. After the commit, AfterAck announces the releases that leave data to
 // deliver, as pushes are announced. Retention

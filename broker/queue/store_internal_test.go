@@ -132,7 +132,7 @@ func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testi
 	require.Len(t, msgs, 2, "the partition was not offered again")
 }
 
-// pop_v2 walks a candidate's segments before it locks the cursor; when the
+// pop walks a candidate's segments before it locks the cursor; when the
 // lock is taken (here by an open transaction), the claim fails and answers
 // 'busy' after those segments. They must not reach the next candidate's
 // claim, whose offsets they share.

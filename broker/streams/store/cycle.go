@@ -74,7 +74,7 @@ func (d Duplicates) Error() string {
 }
 
 const cycleSQL = `SELECT queue_id, queue_name, base_offsets, ack_count, lease_released, announce
-	FROM queen_streams.cycle_v3($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`
+	FROM queen_streams.cycle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`
 
 // RunCycle runs one cycle in one transaction and one round trip. A refusal
 // is a *Failure, or Duplicates; a sink partition deleted behind the cache is

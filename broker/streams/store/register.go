@@ -62,7 +62,7 @@ func Register(ctx context.Context, db DB, r Registration) (RegisterResult, error
 	var qid *uuid.UUID
 	var msg *string
 	err = db.QueryRow(ctx, `SELECT outcome, query_id, fresh, message
-		FROM queen_streams.register_v1($1, $2, $3, $4, $5, $6, $7)`,
+		FROM queen_streams.register($1, $2, $3, $4, $5, $6, $7)`,
 		r.Tenant, r.Name, r.Source, sink, r.ConfigHash, r.Reset, id,
 	).Scan(&res.Outcome, &qid, &res.Fresh, &msg)
 	if err != nil {

@@ -1,3 +1,14 @@
+-- The baseline: Regent's tables, indexes and types as of its first release.
+-- The pre-release history (migrations 0001_schemas to 0012_queue_ack_v2) was
+-- squashed into this file before anything was released; migrate refuses a
+-- database that still carries it. Functions are not here: each lives in a
+-- file of its own under functions/ and is applied on every migrate.
+--
+-- `queen` holds the queue and its log, `queen_streams` the streaming
+-- queries; the schema names are part of the contract.
+CREATE SCHEMA queen;
+CREATE SCHEMA queen_streams;
+
 -- The partitioned queue: queues, partitions with their offset allocator, the
 -- log of packed segments, the per-group cursors that carry leases, push
 -- dedup, subscriptions and dead letters.
@@ -131,120 +142,41 @@ CREATE TABLE queen.dead_letters (
 );
 CREATE INDEX dead_letters_failed_idx ON queen.dead_letters (failed_at);
 
--- Resolves (tenant, queue, partition) to ids and the queue options the broker
--- needs in memory. With p_create, a missing queue (default options) or
--- partition is created with the ids the broker made (UUIDv7); concurrent
--- creators converge on one row. Returns no row when p_create is false and
--- either is missing.
-CREATE FUNCTION queen.resolve_partition_v1(
-    p_tenant           text,
-    p_queue            text,
-    p_partition        text,
-    p_create           boolean,
-    p_new_queue_id     uuid,
-    p_new_partition_id uuid,
-    OUT queue_id           uuid,
-    OUT partition_id       uuid,
-    OUT lease_time         integer,
-    OUT retry_limit        integer,
-    OUT delayed_processing integer,
-    OUT encryption_enabled boolean
-) RETURNS SETOF record LANGUAGE plpgsql AS $$
-BEGIN
-    SELECT q.id, q.lease_time, q.retry_limit, q.delayed_processing, q.encryption_enabled
-      INTO queue_id, lease_time, retry_limit, delayed_processing, encryption_enabled
-      FROM queen.queues q WHERE q.tenant = p_tenant AND q.name = p_queue;
-    IF NOT FOUND THEN
-        IF NOT p_create THEN
-            RETURN;
-        END IF;
-        -- ON CONFLICT waits for a concurrent creator; the next statement
-        -- then sees its row.
-        INSERT INTO queen.queues (id, tenant, name) VALUES (p_new_queue_id, p_tenant, p_queue)
-        ON CONFLICT (tenant, name) DO NOTHING;
-        SELECT q.id, q.lease_time, q.retry_limit, q.delayed_processing, q.encryption_enabled
-          INTO queue_id, lease_time, retry_limit, delayed_processing, encryption_enabled
-          FROM queen.queues q WHERE q.tenant = p_tenant AND q.name = p_queue;
-    END IF;
-    SELECT p.id INTO partition_id FROM queen.partitions p
-     WHERE p.queue_id = resolve_partition_v1.queue_id AND p.name = p_partition;
-    IF NOT FOUND THEN
-        IF NOT p_create THEN
-            RETURN;
-        END IF;
-        INSERT INTO queen.partitions (id, queue_id, name)
-        VALUES (p_new_partition_id, resolve_partition_v1.queue_id, p_partition)
-        ON CONFLICT ON CONSTRAINT partitions_queue_id_name_key DO NOTHING;
-        SELECT p.id INTO partition_id FROM queen.partitions p
-         WHERE p.queue_id = resolve_partition_v1.queue_id AND p.name = p_partition;
-    END IF;
-    RETURN NEXT;
-END
-$$;
+-- Streaming queries, their state shards, and the tenant quota grants.
 
--- The allocator, and the only way data enters the log: /api/v1/push and the
--- streams cycle both call it. It takes one segment, already packed by the
--- broker, for one partition, assigns its base offset under the partition
--- row's lock, and stores it.
---
--- p_dedup_txids are the client-supplied transaction ids among the frames (ids
--- the broker made are unique by construction and are not recorded). When any
--- of them is already recorded for the partition nothing is written: the
--- function returns a NULL base offset with the duplicates and their message
--- ids, and the broker repacks the segment without them.
-CREATE FUNCTION queen.log_push_one_v1(
-    p_partition_id   uuid,
-    p_frame_count    integer,
-    p_body           bytea,
-    p_checksum       bigint,
-    p_txids          text[],
-    p_min_created_at timestamptz,
-    p_max_created_at timestamptz,
-    p_dedup_txids    text[],
-    p_dedup_msg_ids  uuid[],
-    OUT base_offset     bigint,
-    OUT dup_txids       text[],
-    OUT dup_message_ids uuid[]
-) LANGUAGE plpgsql AS $$
-DECLARE
-    v_queue_id uuid;
-BEGIN
-    IF cardinality(p_dedup_txids) > 0 THEN
-        SELECT queue_id INTO v_queue_id FROM queen.partitions WHERE id = p_partition_id FOR UPDATE;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'partition not found' USING ERRCODE = 'P0002';
-        END IF;
-        SELECT array_agg(d.transaction_id), array_agg(d.message_id)
-          INTO dup_txids, dup_message_ids
-          FROM queen.push_dedup d
-         WHERE d.partition_id = p_partition_id
-           AND d.transaction_id = ANY (p_dedup_txids);
-        IF dup_txids IS NOT NULL THEN
-            RETURN;
-        END IF;
-    END IF;
+CREATE TABLE queen_streams.queries (
+    id           uuid PRIMARY KEY,
+    tenant       text NOT NULL DEFAULT 'default',
+    name         text NOT NULL,
+    source_queue text NOT NULL,
+    sink_queue   text,
+    config_hash  text NOT NULL,
+    -- Grows by one with every registration that resets the query's state,
+    -- in the same transaction: the operator reads it to know whether a
+    -- reset it sent has committed.
+    reset_generation bigint NOT NULL DEFAULT 0,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    updated_at   timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (tenant, name)
+);
 
-    UPDATE queen.partitions
-       SET next_offset = next_offset + p_frame_count,
-           last_push_at = p_max_created_at
-     WHERE id = p_partition_id
-    RETURNING next_offset - p_frame_count, queue_id INTO base_offset, v_queue_id;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'partition not found' USING ERRCODE = 'P0002';
-    END IF;
+-- One shard per (query, source partition). Keys are opaque strings compared
+-- bytewise ("C"), so ORDER BY key is stable across locales and a key_prefix
+-- read is a range scan of the primary key.
+CREATE TABLE queen_streams.state (
+    query_id     uuid NOT NULL REFERENCES queen_streams.queries (id) ON DELETE CASCADE,
+    partition_id uuid NOT NULL,
+    key          text COLLATE "C" NOT NULL,
+    value        jsonb NOT NULL,
+    updated_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (query_id, partition_id, key)
+);
 
-    INSERT INTO queen.log_segments
-        (partition_id, base_offset, frame_count, body, checksum, txids, min_created_at, max_created_at)
-    VALUES
-        (p_partition_id, base_offset, p_frame_count, p_body, p_checksum, p_txids, p_min_created_at, p_max_created_at);
-
-    IF cardinality(p_dedup_txids) > 0 THEN
-        INSERT INTO queen.push_dedup (partition_id, transaction_id, message_id)
-        SELECT p_partition_id, t, m FROM unnest(p_dedup_txids, p_dedup_msg_ids) AS u (t, m);
-    END IF;
-
-    -- Every replica LISTENs on this channel to keep its hot list and wake
-    -- parked pops; NOTIFY is delivered only if the transaction commits.
-    PERFORM pg_notify('regent_log', v_queue_id::text || ':' || p_partition_id::text);
-END
-$$;
+-- Grants for non-default tenants to register new query names. max_queries
+-- NULL means no cap.
+CREATE TABLE queen_streams.quota (
+    tenant      text PRIMARY KEY,
+    enabled     boolean NOT NULL DEFAULT true,
+    max_queries integer CHECK (max_queries >= 0),
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);

@@ -1,23 +1,5 @@
--- The pop in three statements where pop_v1 ran six.
---
--- A statement's start-up and end cost more than the rows a pop reads, and
--- pop_v1 ran one to read the queue, one to set synchronous_commit, one to
--- look at the candidate, one to lock its cursor, one to walk its segments
--- (fetching ten rows ahead of the walk) and one to claim it. pop_v2:
---   - reads the queue's settings with the look at every candidate, through
---     a cursor, so that only the candidates tried are read;
---   - sets synchronous_commit as an expression, not a statement;
---   - walks the segments it needs and no more;
---   - locks and claims the cursor in one UPDATE, SKIP LOCKED as before, on
---     condition that the cursor is still as the look saw it. The segments
---     were walked from the look, before the lock; a claim that fails
---     (a concurrent pop or ack holds or moved the cursor) answers 'busy'
---     after its partition's 'segment' rows, and the caller drops them.
--- The rules are pop_v1's (0004, 0009), and so are the arguments and rows.
--- pop_v1 stays for brokers of the previous version during a rolling
--- upgrade.
-
-CREATE FUNCTION queen.pop_v2(
+-- TODO header
+CREATE OR REPLACE FUNCTION queen.pop(
     p_tenant     text,
     p_queue_id   uuid,
     p_candidates uuid[],
@@ -231,4 +213,4 @@ BEGIN
     END IF;
 END
 $$;
-ALTER FUNCTION queen.pop_v2 SET plan_cache_mode = force_generic_plan;
+ALTER FUNCTION queen.pop SET plan_cache_mode = force_generic_plan;

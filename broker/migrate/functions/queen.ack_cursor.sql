@@ -1,19 +1,5 @@
--- The common ack announces its release from the broker, not from SQL.
---
--- queen.ack_cursor_v1 NOTIFYs a partition its release left data in, from
--- inside the ack's transaction. A transaction that NOTIFYs holds a
--- database-wide lock from its pre-commit to the end of its commit, across the
--- WAL flush, so the acks of every consumer committed one after the other
--- (under popack, they waited on that lock as long as on their own flush).
--- ack_cursor_v2 does what ack_cursor_v1 does and says in announce that the
--- release left data to deliver; the broker announces the partition once the
--- ack has committed (broker/hotlist's Announcer), as it does for pushes and
--- cycles.
---
--- queen.ack_v1, the general ack (any status, any mix of cursors), still
--- NOTIFYs from SQL. ack_cursor_v1 stays for brokers of the previous version
--- during a rolling upgrade; a later migration drops it.
-CREATE FUNCTION queen.ack_cursor_v2(
+-- TODO header
+CREATE OR REPLACE FUNCTION queen.ack_cursor(
     p_tenant       text,
     p_partition_id uuid,
     p_group        text,
@@ -55,7 +41,7 @@ BEGIN
                 OR COALESCE(p_lease_id = c.lease_id AND c.lease_expires_at > now(), false);
     announce := false;
     IF c.batch_end IS NOT NULL THEN
-        offsets := queen.txid_offsets_v1(p_partition_id, c.batch_start, c.batch_end, p_txids);
+        offsets := queen.txid_offsets(p_partition_id, c.batch_start, c.batch_end, p_txids);
     END IF;
     IF lease_held AND lease_ok THEN
         SELECT max(o) + 1 INTO v_after FROM unnest(offsets) AS o;
@@ -72,6 +58,4 @@ BEGIN
     RETURN NEXT;
 END
 $$;
-
--- As for ack_cursor_v1 (0004_queue.sql): generic plans from the first call.
-ALTER FUNCTION queen.ack_cursor_v2 SET plan_cache_mode = force_generic_plan;
+ALTER FUNCTION queen.ack_cursor SET plan_cache_mode = force_generic_plan;

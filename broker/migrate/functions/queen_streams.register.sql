@@ -1,10 +1,5 @@
--- Query registration in one round trip: the four outcomes of
--- POST /streams/v1/queries, with the tenant quota gate on new names.
---
--- outcome is 'registered' (fresh tells whether the row is new), 'conflict'
--- (the name exists with another config_hash and no reset was asked for) or
--- 'denied' (a new name the tenant may not register; message says why).
-CREATE FUNCTION queen_streams.register_v1(
+-- TODO header
+CREATE OR REPLACE FUNCTION queen_streams.register(
     p_tenant      text,
     p_name        text,
     p_source      text,
@@ -89,11 +84,12 @@ BEGIN
         RETURN;
     END IF;
     IF p_reset THEN
-        DELETE FROM queen_streams.state s WHERE s.query_id = register_v1.query_id;
+        DELETE FROM queen_streams.state s WHERE s.query_id = register.query_id;
     END IF;
     UPDATE queen_streams.queries q
-       SET source_queue = p_source, sink_queue = p_sink, config_hash = p_config_hash, updated_at = now()
-     WHERE q.id = register_v1.query_id;
+       SET source_queue = p_source, sink_queue = p_sink, config_hash = p_config_hash, updated_at = now(),
+           reset_generation = q.reset_generation + CASE WHEN p_reset THEN 1 ELSE 0 END
+     WHERE q.id = register.query_id;
     outcome := 'registered';
 END
 $$;

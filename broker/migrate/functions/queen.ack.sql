@@ -1,17 +1,5 @@
--- The general ack announces its releases from the broker, not from SQL.
---
--- 0008 moved the common ack's announcement out of the database (see there
--- why: a transaction that NOTIFYs holds a database-wide lock across its
--- commit). ack_v2 does the same for the general ack: it is queen.ack_v1
--- (0004 describes the rules) except that a release leaving data to deliver
--- is not NOTIFYed. It is an extra row instead, after the answers of the
--- cursor's items: announce true, item the cursor's last item, queue_id its
--- queue; the broker announces the partition once the ack has committed.
--- Every other row has announce false.
---
--- ack_v1 stays for brokers of the previous version during a rolling
--- upgrade.
-CREATE FUNCTION queen.ack_v2(
+-- TODO header
+CREATE OR REPLACE FUNCTION queen.ack(
     p_tenant           text,
     p_partition_ids    uuid[],
     p_groups           text[],
@@ -103,7 +91,7 @@ BEGIN
             -- and ignored.
             v_offs := NULL;
             IF v_found AND c.batch_end IS NOT NULL THEN
-                v_offs := queen.txid_offsets_v1(v_pid, c.batch_start, c.batch_end, p_txids);
+                v_offs := queen.txid_offsets(v_pid, c.batch_start, c.batch_end, p_txids);
             END IF;
         END IF;
 
@@ -204,5 +192,4 @@ BEGIN
     END LOOP;
 END
 $$;
-
-ALTER FUNCTION queen.ack_v2 SET plan_cache_mode = force_generic_plan;
+ALTER FUNCTION queen.ack SET plan_cache_mode = force_generic_plan;

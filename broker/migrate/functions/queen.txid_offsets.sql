@@ -1,0 +1,17 @@
+-- TODO header
+CREATE OR REPLACE FUNCTION queen.txid_offsets(p_partition_id uuid, p_from bigint, p_to bigint, p_txids text[])
+RETURNS bigint[] LANGUAGE sql STABLE AS $$
+    SELECT array_agg(f.off ORDER BY u.i)
+      FROM unnest(p_txids) WITH ORDINALITY AS u (t, i)
+      LEFT JOIN (
+          SELECT t.txid, min(s.base_offset + t.n - 1) AS off
+            FROM queen.log_segments s
+           CROSS JOIN LATERAL unnest(s.txids) WITH ORDINALITY AS t (txid, n)
+           WHERE s.partition_id = p_partition_id
+             AND s.base_offset >= COALESCE((SELECT max(s2.base_offset) FROM queen.log_segments s2
+                                             WHERE s2.partition_id = p_partition_id AND s2.base_offset <= p_from),
+                                           p_from)
+             AND s.base_offset < p_to
+             AND s.base_offset + t.n - 1 < p_to
+           GROUP BY t.txid) f ON f.txid = u.t
+$$;

@@ -1,0 +1,6 @@
+-- The reset generation of the tenant's query (see queen_streams.queries),
+-- or NULL when the tenant has no query of that name.
+CREATE OR REPLACE FUNCTION queen_streams.query_reset_generation(p_tenant text, p_name text)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT reset_generation FROM queen_streams.queries WHERE tenant = p_tenant AND name = p_name
+$$;

@@ -1,0 +1,6 @@
+-- Removes the tenant's grant: new query names are then refused, and the
+-- tenant's existing queries keep running.
+CREATE OR REPLACE FUNCTION queen_streams.quota_delete(p_tenant text)
+RETURNS void LANGUAGE sql AS $$
+    DELETE FROM queen_streams.quota WHERE tenant = p_tenant
+$$;
