@@ -204,6 +204,12 @@ func applyFunctions(ctx context.Context, conn *pgx.Conn, functions []Function, l
 		return fmt.Errorf("read applied functions: %w", err)
 	}
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		// Files are applied in name order, and a SQL function's body is
+		// checked against the functions it calls: check them all at their
+		// first call instead, as pg_dump's output does.
+		if _, err := tx.Exec(ctx, "SET LOCAL check_function_bodies = off"); err != nil {
+			return fmt.Errorf("apply functions: %w", err)
+		}
 		for _, f := range functions {
 			h := sha256.Sum256([]byte(f.SQL))
 			sum := hex.EncodeToString(h[:])
