@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+
+	"github.com/regent-mq/regent/broker/pg"
 )
 
 // Error is a failure with the HTTP status it maps to. Its message is safe to
@@ -142,13 +144,29 @@ func WriteError(w http.ResponseWriter, status int, message string) {
 	WriteJSON(w, status, map[string]string{"error": message})
 }
 
-// Fail writes err: an *Error with its own status and message, anything else
-// as a 500 whose detail stays in the server log, never in the body.
+// Fail writes err: an *Error with its own status and message; a database
+// that cannot be reached as a 503 with Retry-After; anything else as a 500
+// whose detail stays in the server log, never in the body.
 func Fail(w http.ResponseWriter, err error) {
 	var e *Error
-	if errors.As(err, &e) {
+	switch {
+	case errors.As(err, &e):
 		WriteError(w, e.Status, e.Message)
-		return
+	case pg.Unavailable(err):
+		w.Header().Set("Retry-After", RetryAfter)
+		WriteError(w, http.StatusServiceUnavailable, "Database unavailable")
+	default:
+		WriteError(w, http.StatusInternalServerError, "Internal server error")
 	}
-	WriteError(w, http.StatusInternalServerError, "Internal server error")
+}
+
+// RetryAfter is the Retry-After of a 503, in seconds: long enough for a
+// failover or a restart to get somewhere, short for a blip.
+const RetryAfter = "1"
+
+// Internal reports whether Fail writes err as a 500, the broker's own
+// fault, which the caller logs.
+func Internal(err error) bool {
+	var e *Error
+	return !errors.As(err, &e) && !pg.Unavailable(err)
 }

@@ -109,7 +109,8 @@ func (s *Store) handleConfigure(w http.ResponseWriter, r *http.Request) {
 		o.MaxSize, o.TTL, o.Priority, o.DelayedProcessing, o.WindowBuffer, o.RetentionSeconds,
 		o.CompletedRetentionSeconds, o.RetentionEnabled, o.EncryptionEnabled, o.DeadLetterQueue,
 		o.DLQAfterMaxRetries, o.MaxWaitTimeSeconds).QueryRow(func(row pgx.Row) error { return row.Scan(&queueID) })
-	b.Queue(`SELECT partition_id FROM queen.resolve_partition($1, $2, $3, true, NULL, $4)`,
+	b.Queue(`SELECT partition_id FROM queen.resolve_partition(p_tenant => $1, p_queue => $2, p_partition => $3,
+			p_create => true, p_new_queue_id => NULL, p_new_partition_id => $4)`,
 		tenant, *body.Queue, DefaultPartition, newID()).QueryRow(func(row pgx.Row) error { return row.Scan(&partitionID) })
 	if err := s.pool.SendBatch(r.Context(), b).Close(); err != nil {
 		s.fail(w, r, "configure", err)

@@ -52,7 +52,7 @@ func (s *Store) handleExtend(w http.ResponseWriter, r *http.Request) {
 			   SET lease_expires_at = greatest(c.lease_expires_at, now() + make_interval(secs => $3))
 			  FROM owned o
 			 WHERE c.partition_id = o.partition_id AND c.consumer_group = o.consumer_group
-			   AND o.lease_expires_at > now()
+			   AND queen.lease_live(o.lease_expires_at)
 			RETURNING c.lease_expires_at
 		)
 		SELECT (SELECT count(*) FROM owned), (SELECT max(lease_expires_at) FROM extended)`,

@@ -1,15 +1,13 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/regent-mq/regent/broker/segment"
 )
@@ -27,7 +25,7 @@ type Item struct {
 }
 
 // Segment is the frames of one push request for one partition, packed for
-// queen.log_push_one_v1.
+// queen.log_push.
 type Segment struct {
 	Partition                  *Partition
 	Items                      []int // index in the request of each frame's item
@@ -41,11 +39,8 @@ type Segment struct {
 	DedupTxIDs  []string
 	DedupMsgIDs []uuid.UUID
 
-	// Set when a batch that holds Queue(b) is read: the base offset the
-	// segment got, or, when it was not stored, the transaction ids already
-	// recorded for the partition with their message ids.
+	// BaseOffset is the offset the segment was stored at, once it was.
 	BaseOffset int64
-	Dups       map[string]uuid.UUID
 }
 
 // Packed is the outcome of Pack.
@@ -56,49 +51,52 @@ type Packed struct {
 	DupOf []int
 	// Parts[i] is item i's partition.
 	Parts []*Partition
+	// Stored[i] is the message the database already held under item i's
+	// transaction id (see Drop).
+	Stored map[int]Pushed
 }
 
-// PushSQL calls the allocator with the arguments of Segment.Args. It does
-// not NOTIFY: the caller announces the partition after the commit
-// (AfterPush).
-const PushSQL = `SELECT base_offset, dup_txids, dup_message_ids
-	FROM queen.log_push_one_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, false)`
-
-// Args are the arguments of PushSQL for g.
-func (g *Segment) Args() []any {
-	return []any{pgUUID(g.Partition.ID), len(g.Frames), g.Body, int64(g.Checksum), g.TxIDs,
-		g.MinCreatedAt, g.MaxCreatedAt, g.DedupTxIDs, pgUUIDs(g.DedupMsgIDs)}
+// SegmentArgs are segments as the parallel arrays that queen.log_push and
+// queen_streams.cycle take: one element per segment, and the per-frame
+// transaction ids and the dedup ids flattened segment after segment.
+type SegmentArgs struct {
+	Partitions  [][16]byte
+	Frames      []int32
+	Bodies      [][]byte
+	Checksums   []int64
+	TxIDs       []string
+	MinAt       []time.Time
+	MaxAt       []time.Time
+	Dedups      []int32
+	DedupTxIDs  []string
+	DedupMsgIDs [][16]byte
 }
 
-// Queue adds the call that stores g to b. Reading b's results sets
-// g.BaseOffset and g.Dups; a partition deleted since it was resolved fails
-// with an error wrapping ErrPartitionGone.
-func (g *Segment) Queue(b *pgx.Batch) {
-	b.Queue(PushSQL, g.Args()...).QueryRow(g.scan)
-}
-
-func (g *Segment) scan(row pgx.Row) error {
-	var base *int64
-	var txids []string
-	var ids []uuid.UUID
-	if err := row.Scan(&base, &txids, &ids); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "P0002" {
-			return fmt.Errorf("push to partition %s: %w", g.Partition.ID, ErrPartitionGone)
-		}
-		return fmt.Errorf("push to partition %s: %w", g.Partition.ID, err)
+// Args lays segs out for the database. They must be sorted by partition id,
+// the lock order (SortSegments).
+func Args(segs []*Segment) SegmentArgs {
+	n := len(segs)
+	a := SegmentArgs{
+		Partitions: make([][16]byte, n), Frames: make([]int32, n), Bodies: make([][]byte, n),
+		Checksums: make([]int64, n), MinAt: make([]time.Time, n), MaxAt: make([]time.Time, n),
+		Dedups: make([]int32, n),
 	}
-	g.Dups = nil
-	if base == nil {
-		g.BaseOffset = -1
-		g.Dups = make(map[string]uuid.UUID, len(txids))
-		for i, t := range txids {
-			g.Dups[t] = ids[i]
+	for i, g := range segs {
+		a.Partitions[i], a.Frames[i], a.Bodies[i], a.Checksums[i] = g.Partition.ID, int32(len(g.Frames)), g.Body, int64(g.Checksum)
+		a.MinAt[i], a.MaxAt[i], a.Dedups[i] = g.MinCreatedAt, g.MaxCreatedAt, int32(len(g.DedupTxIDs))
+		a.TxIDs = append(a.TxIDs, g.TxIDs...)
+		a.DedupTxIDs = append(a.DedupTxIDs, g.DedupTxIDs...)
+		for _, id := range g.DedupMsgIDs {
+			a.DedupMsgIDs = append(a.DedupMsgIDs, id)
 		}
-		return nil
 	}
-	g.BaseOffset = *base
-	return nil
+	return a
+}
+
+// SortSegments sorts segs by partition id, PostgreSQL's uuid order: the
+// order queen.log_push locks their partitions in.
+func SortSegments(segs []*Segment) {
+	slices.SortFunc(segs, func(a, b *Segment) int { return bytes.Compare(a.Partition.ID[:], b.Partition.ID[:]) })
 }
 
 // Pack resolves every item's partition (creating what is missing) and packs
@@ -222,38 +220,85 @@ func (g *Segment) encode() {
 	}
 }
 
-// Repack drops from g the frames whose transaction ids are in g.Dups and
-// re-encodes it. It returns false when no frame is left to push.
-func (g *Segment) Repack() bool {
-	keep := 0
-	for i := range g.Frames {
-		if _, dup := g.Dups[g.TxIDs[i]]; dup {
+// Drop takes out of segs the frames whose transaction ids the database
+// already holds, dups[partition][transaction id] being the message stored
+// under it, records those items in p.Stored, and returns the segments that
+// still have frames to push, re-encoded.
+func (p *Packed) Drop(segs []*Segment, dups map[uuid.UUID]map[string]uuid.UUID) []*Segment {
+	if p.Stored == nil {
+		p.Stored = map[int]Pushed{}
+	}
+	keep := segs[:0]
+	for _, g := range segs {
+		d := dups[g.Partition.ID]
+		if d == nil {
+			keep = append(keep, g)
 			continue
 		}
-		g.Frames[keep], g.Items[keep], g.TxIDs[keep] = g.Frames[i], g.Items[i], g.TxIDs[i]
-		keep++
-	}
-	g.Frames, g.Items, g.TxIDs = g.Frames[:keep], g.Items[:keep], g.TxIDs[:keep]
-	dk := 0
-	for i, t := range g.DedupTxIDs {
-		if _, dup := g.Dups[t]; !dup {
-			g.DedupTxIDs[dk], g.DedupMsgIDs[dk] = t, g.DedupMsgIDs[i]
-			dk++
+		n := 0
+		for i := range g.Frames {
+			if id, dup := d[g.TxIDs[i]]; dup {
+				p.Stored[g.Items[i]] = Pushed{MessageID: id, TransactionID: g.TxIDs[i], Partition: g.Partition, Duplicate: true}
+				continue
+			}
+			g.Frames[n], g.Items[n], g.TxIDs[n] = g.Frames[i], g.Items[i], g.TxIDs[i]
+			n++
+		}
+		g.Frames, g.Items, g.TxIDs = g.Frames[:n], g.Items[:n], g.TxIDs[:n]
+		dk := 0
+		for i, t := range g.DedupTxIDs {
+			if _, dup := d[t]; !dup {
+				g.DedupTxIDs[dk], g.DedupMsgIDs[dk] = t, g.DedupMsgIDs[i]
+				dk++
+			}
+		}
+		g.DedupTxIDs, g.DedupMsgIDs = g.DedupTxIDs[:dk], g.DedupMsgIDs[:dk]
+		if n > 0 {
+			g.encode()
+			keep = append(keep, g)
 		}
 	}
-	g.DedupTxIDs, g.DedupMsgIDs = g.DedupTxIDs[:dk], g.DedupMsgIDs[:dk]
-	if keep == 0 {
-		return false
+	clear(segs[len(keep):])
+	return keep
+}
+
+// Pushed is the outcome of one pushed item.
+type Pushed struct {
+	MessageID     uuid.UUID
+	TransactionID string
+	Partition     *Partition
+	Duplicate     bool
+	BaseOffset    int64 // of the segment it was stored in; 0 for a duplicate
+}
+
+// Results answers every item once the segments stored, after Drop, have
+// their BaseOffset: stored, or a duplicate of a message the database held
+// or of an earlier item of the request.
+func (p *Packed) Results(stored []*Segment) []Pushed {
+	out := make([]Pushed, len(p.DupOf))
+	for _, g := range stored {
+		for i, j := range g.Items {
+			out[j] = Pushed{MessageID: g.Frames[i].ID, TransactionID: g.TxIDs[i], Partition: g.Partition, BaseOffset: g.BaseOffset}
+		}
 	}
-	g.encode()
-	return true
+	for j, d := range p.Stored {
+		out[j] = d
+	}
+	for j, first := range p.DupOf {
+		if first >= 0 {
+			out[j] = out[first]
+			out[j].Duplicate = true
+			out[j].BaseOffset = 0
+		}
+	}
+	return out
 }
 
 // AfterPush does the bookkeeping of committed segments: per-queue counters,
 // and the announcement of their partitions.
 func (s *Store) AfterPush(segs []*Segment) {
 	for _, g := range segs {
-		if g.BaseOffset < 0 || len(g.Frames) == 0 {
+		if len(g.Frames) == 0 {
 			continue
 		}
 		q := g.Partition.Queue

@@ -289,7 +289,8 @@ type candidateOutcome struct {
 func (s *Store) claim(ctx context.Context, p *popRequest, q *Queue, ids []uuid.UUID, lease pgtype.UUID) ([]claim, []candidateOutcome, error) {
 	rows, err := s.pool.Query(ctx, `SELECT partition_id, partition_name, outcome, retry_at, batch_start, batch_end,
 			base_offset, frame_count, body, checksum
-		FROM queen.pop($1, $2, $3, $4, $5, $6, $7, $8)`,
+		FROM queen.pop(p_tenant => $1, p_queue_id => $2, p_candidates => $3, p_group => $4,
+			p_partitions => $5, p_batch => $6, p_lease_id => $7, p_sub_start => $8)`,
 		p.tenant, pgUUID(q.ID), pgUUIDs(ids), p.group, p.partitions, p.batch, lease, p.subStart)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pop %q: %w", p.queue, err)

@@ -6,40 +6,30 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/pg"
 )
 
-// DB is what pushing needs from a pool or a transaction.
-type DB interface {
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
-
-// Pushed is the outcome of one pushed item.
-type Pushed struct {
-	MessageID     uuid.UUID
-	TransactionID string
-	Partition     *Partition
-	Duplicate     bool
-}
-
-// Push packs and stores items on db, one round trip for all the segments of
-// the request (plus one per round of duplicates found in the database). On
-// the pool, a partition deleted behind the cache is resolved again and the
+// Push packs and stores items on db in one call (plus one when the
+// database already holds some of their client transaction ids). On the
+// pool, a partition deleted behind the cache is resolved again and the
 // push retried once; in a transaction the error is returned. The caller runs
 // AfterPush on the segments once they are committed.
-func (s *Store) Push(ctx context.Context, db DB, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
+func (s *Store) Push(ctx context.Context, db pg.DB, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
 	for attempt := 0; ; attempt++ {
 		p, err := s.Pack(ctx, tenant, producerSub, items)
 		if err != nil {
 			return nil, nil, err
 		}
-		out, err := s.store(ctx, db, p)
+		segs, err := s.store(ctx, db, p)
 		if errors.Is(err, ErrPartitionGone) && attempt == 0 {
 			if _, inTx := db.(pgx.Tx); !inTx {
 				for _, it := range items {
@@ -51,49 +41,64 @@ func (s *Store) Push(ctx context.Context, db DB, tenant, producerSub string, ite
 		if err != nil {
 			return nil, nil, err
 		}
-		return out, p.Segments, nil
+		return p.Results(segs), segs, nil
 	}
 }
 
-func (s *Store) store(ctx context.Context, db DB, p *Packed) ([]Pushed, error) {
-	out := make([]Pushed, len(p.DupOf))
-	pending := p.Segments
-	for len(pending) > 0 {
-		b := &pgx.Batch{}
-		for _, g := range pending {
-			g.Queue(b)
+const logPushSQL = `SELECT partition_id, outcome, base_offset, dup_txids, dup_message_ids FROM queen.log_push(
+	p_partitions => $1, p_frames => $2, p_bodies => $3, p_checksums => $4, p_txids => $5, p_min_at => $6,
+	p_max_at => $7, p_dedups => $8, p_dedup_txids => $9, p_dedup_msg_ids => $10)`
+
+// store stores p's segments, dropping the items whose transaction ids the
+// database already holds, and returns the segments it stored.
+func (s *Store) store(ctx context.Context, db pg.DB, p *Packed) ([]*Segment, error) {
+	segs := slices.Clone(p.Segments)
+	SortSegments(segs)
+	for len(segs) > 0 {
+		a := Args(segs)
+		rows, err := db.Query(ctx, logPushSQL, a.Partitions, a.Frames, a.Bodies, a.Checksums, a.TxIDs,
+			a.MinAt, a.MaxAt, a.Dedups, a.DedupTxIDs, a.DedupMsgIDs)
+		if err != nil {
+			return nil, fmt.Errorf("push: %w", err)
 		}
-		if err := db.SendBatch(ctx, b).Close(); err != nil {
-			return nil, err
-		}
-		var again []*Segment
-		for _, g := range pending {
-			if g.Dups == nil {
-				continue
-			}
-			for i, t := range g.TxIDs {
-				if id, dup := g.Dups[t]; dup {
-					out[g.Items[i]] = Pushed{MessageID: id, TransactionID: t, Partition: g.Partition, Duplicate: true}
+		var (
+			pid     uuid.UUID
+			outcome string
+			base    pgtype.Int8
+			txids   []string
+			ids     []uuid.UUID
+			dups    map[uuid.UUID]map[string]uuid.UUID
+			i       int
+		)
+		_, err = pgx.ForEachRow(rows, []any{&pid, &outcome, &base, &txids, &ids}, func() error {
+			switch outcome {
+			case "stored":
+				segs[i].BaseOffset = base.Int64
+				i++
+			case "duplicates":
+				if dups == nil {
+					dups = map[uuid.UUID]map[string]uuid.UUID{}
 				}
+				dups[pid] = make(map[string]uuid.UUID, len(txids))
+				for j, t := range txids {
+					dups[pid][t] = ids[j]
+				}
+			case "gone":
+				return fmt.Errorf("partition %s: %w", pid, ErrPartitionGone)
+			default:
+				return fmt.Errorf("partition %s: unknown outcome %q", pid, outcome)
 			}
-			if g.Repack() {
-				again = append(again, g)
-			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("push: %w", err)
 		}
-		pending = again
-	}
-	for _, g := range p.Segments {
-		for i := range g.Frames {
-			out[g.Items[i]] = Pushed{MessageID: g.Frames[i].ID, TransactionID: g.TxIDs[i], Partition: g.Partition}
+		if dups == nil {
+			return segs, nil
 		}
+		segs = p.Drop(segs, dups)
 	}
-	for i, first := range p.DupOf {
-		if first >= 0 {
-			out[i] = out[first]
-			out[i].Duplicate = true
-		}
-	}
-	return out, nil
+	return nil, nil
 }
 
 // pushItem is an item as a client sends it.
@@ -218,9 +223,11 @@ func (s *Store) fail(w http.ResponseWriter, r *http.Request, what string, err er
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away; nobody reads the answer.
 	default:
-		var he *httpx.Error
-		if !errors.As(err, &he) {
+		switch {
+		case httpx.Internal(err):
 			s.log.Error(fmt.Sprintf("%s failed", what), "err", err)
+		case pg.Unavailable(err):
+			s.log.Warn(fmt.Sprintf("%s: database unavailable", what), "err", err)
 		}
 		httpx.Fail(w, err)
 	}

@@ -5,9 +5,10 @@
 //
 // # The push path, shared with the streams cycle
 //
-// Data enters the log only through queen.log_push_one_v1, one call per
-// segment. A caller that pushes (the push route, a transaction, the streams
-// cycle's sink emits) goes through these steps, all on *Store:
+// Data enters the log only through queen.log_push, one call per request,
+// which stores each segment through the allocator queen.log_push_one_v1. A
+// caller that pushes (the push route, a transaction, the streams cycle's
+// sink emits) goes through these steps, all on *Store:
 //
 //  1. Resolve (or ResolveAll) turns (tenant, queue, partition) into a
 //     *Partition: ids and the queue options the broker needs in memory
@@ -25,14 +26,12 @@
 //     body and checksum, the time range and the txids in frame order. Items
 //     that repeat a client transaction id of an earlier item of the same
 //     partition are not packed; Packed.DupOf names the earlier item.
-//  3. Segment.Queue adds the log_push_one_v1 call to a pgx.Batch (or use
-//     Segment.Args with PushSQL in a procedure of your own). A pgx batch is
-//     sent with a single Sync, so all its statements run as one implicit
-//     transaction: either every segment is stored or none is
-//     (TestBatchOfSegmentsIsOneImplicitTransaction checks it). When the
-//     function reports transaction ids already recorded for the partition it
-//     has written nothing for that segment; Repack drops them and the
-//     segment can be pushed again.
+//  3. Args lays the segments, sorted by partition id (SortSegments), out as
+//     the arrays queen.log_push (or queen_streams.cycle) takes. The function
+//     stores all of them or, when a partition is gone or already holds some
+//     of the client transaction ids, none: Drop then takes those items out
+//     (Packed.Stored remembers what the database held) and the call runs
+//     again. Results answers every item once the rest is stored.
 //  4. After the commit, AfterPush counts the messages per queue and
 //     announces the partitions (Announce): this replica's hot list at once,
 //     the other replicas by a NOTIFY the broker sends, not the transaction.

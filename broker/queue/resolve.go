@@ -54,7 +54,8 @@ func (s *Store) ResolveAll(ctx context.Context, ts []Target) ([]*Partition, erro
 	for _, i := range missing {
 		t := ts[i]
 		b.Queue(`SELECT queue_id, partition_id, lease_time, retry_limit, delayed_processing, encryption_enabled
-			FROM queen.resolve_partition($1, $2, $3, true, $4, $5)`,
+			FROM queen.resolve_partition(p_tenant => $1, p_queue => $2, p_partition => $3, p_create => true,
+				p_new_queue_id => $4, p_new_partition_id => $5)`,
 			t.Tenant, t.Queue, t.Partition, newID(), newID()).QueryRow(func(row pgx.Row) error {
 			q := &Queue{Tenant: t.Tenant, Name: t.Queue, loaded: now}
 			p := &Partition{Name: t.Partition, Queue: q}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
 
@@ -26,7 +25,7 @@ func newStore(t *testing.T) *Store {
 	return New(pgtest.New(t), nil, metrics.New(), hotlist.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
-func TestBatchOfSegmentsIsOneImplicitTransaction(t *testing.T) {
+func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
@@ -36,18 +35,14 @@ func TestBatchOfSegmentsIsOneImplicitTransaction(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Len(t, p.Segments, 2)
-	// The second segment's partition disappears: the first must not stay.
+	// One segment's partition disappears: the other must not be stored.
 	_, err = s.pool.Exec(ctx, `DELETE FROM queen.partitions WHERE id = $1`, p.Segments[1].Partition.ID)
 	require.NoError(t, err)
-	b := &pgx.Batch{}
-	for _, g := range p.Segments {
-		g.Queue(b)
-	}
-	err = s.pool.SendBatch(ctx, b).Close()
+	_, err = s.store(ctx, s.pool, p)
 	require.ErrorIs(t, err, ErrPartitionGone)
 	var n int
 	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM queen.log_segments`).Scan(&n))
-	require.Zero(t, n, "a pgx batch is sent with one Sync: all or nothing")
+	require.Zero(t, n, "queen.log_push writes nothing when a partition is gone")
 }
 
 func TestPushRecoversWhenACachedPartitionVanished(t *testing.T) {

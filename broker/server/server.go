@@ -62,6 +62,7 @@ func health(d Deps) http.Handler {
 		defer cancel()
 		if err := d.Pool.Ping(ctx); err != nil {
 			d.Log.Warn("health check: database unreachable", "err", err)
+			w.Header().Set("Retry-After", httpx.RetryAfter)
 			httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{
 				"status": "unhealthy", "database": "disconnected", "version": d.Version})
 			return

@@ -3,6 +3,7 @@ package streams
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -141,20 +142,24 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	if !s.ownPartition(w, r, c.Tenant, c.PartitionID) {
 		return
 	}
+	if c.Ops.Refusal != "" {
+		// The ops break the rules, so the cycle fails; but the ownership
+		// verdicts come first, whatever the ops say.
+		err := store.CheckOwner(r.Context(), s.db, c.Tenant, c.QueryID, c.PartitionID)
+		if err == nil {
+			err = &store.Failure{Message: c.Ops.Refusal}
+		}
+		s.refuseOrFail(w, r, &c, err)
+		return
+	}
 	k, err := s.pack(r.Context(), c.Tenant, id.Subject, req.PushItems, items, index)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	res, k, err := s.run(r, &c, k, items)
-	var refused *store.Failure
-	switch {
-	case errors.As(err, &refused):
-		(&cycleResponse{QueryID: c.QueryID, PartitionID: c.PartitionID,
-			Error: refused.Message, PushResults: []pushResult{}}).write(w)
-		return
-	case err != nil:
-		s.fail(w, r, err)
+	if err != nil {
+		s.refuseOrFail(w, r, &c, err)
 		return
 	}
 
@@ -177,19 +182,32 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	resp.write(w)
 }
 
+// refuseOrFail answers a cycle that did not commit: a refusal by the rules
+// is a 200 with success false, anything else an error status.
+func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *store.Cycle, err error) {
+	var refused *store.Failure
+	if errors.As(err, &refused) {
+		(&cycleResponse{QueryID: c.QueryID, PartitionID: c.PartitionID,
+			Error: refused.Message, PushResults: []pushResult{}}).write(w)
+		return
+	}
+	s.fail(w, r, err)
+}
+
 // run runs the cycle until it commits or is refused. Items the database
 // already holds under their transaction id are dropped and the cycle runs
 // again; a sink partition deleted behind the cache is resolved again once.
 func (s *Service) run(r *http.Request, c *store.Cycle, k *sink, items []queue.Item) (store.CycleResult, *sink, error) {
-	for repacked := false; ; {
+	for resolved := false; ; {
 		c.Segments = k.segs
 		res, err := store.RunCycle(r.Context(), s.db, *c)
-		var dups store.Duplicates
 		switch {
-		case errors.As(err, &dups):
-			k.drop(dups)
-		case errors.Is(err, queue.ErrPartitionGone) && !repacked:
-			repacked = true
+		case err != nil:
+			return res, k, err
+		case res.Duplicates != nil:
+			k.drop(res.Duplicates)
+		case res.Gone && !resolved:
+			resolved = true
 			for _, it := range items {
 				s.queues.Invalidate(c.Tenant, it.Queue)
 			}
@@ -197,8 +215,10 @@ func (s *Service) run(r *http.Request, c *store.Cycle, k *sink, items []queue.It
 			if k, err = s.pack(r.Context(), c.Tenant, id.Subject, k.items, items, k.index); err != nil {
 				return res, k, err
 			}
+		case res.Gone:
+			return res, k, fmt.Errorf("run cycle: %w", queue.ErrPartitionGone)
 		default:
-			return res, k, err
+			return res, k, nil
 		}
 	}
 }

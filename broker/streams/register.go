@@ -9,6 +9,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/pg"
 	"github.com/regent-mq/regent/broker/streams/store"
 )
 
@@ -85,13 +86,13 @@ func (s *Service) register(w http.ResponseWriter, r *http.Request) {
 
 // fail answers a failed call: the detail goes to the log, never the body.
 func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var known *httpx.Error
 	switch {
-	case errors.As(err, &known):
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		return // the client went away; nobody reads the answer
-	default:
+	case httpx.Internal(err):
 		s.log.Error("streams request failed", "path", r.URL.Path, "err", err)
+	case pg.Unavailable(err):
+		s.log.Warn("streams request: database unavailable", "path", r.URL.Path, "err", err)
 	}
 	httpx.Fail(w, err)
 }

@@ -1,7 +1,6 @@
 package streams
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,11 +68,8 @@ type sink struct {
 	index  []int // packed item j is items[index[j]]
 	packed *queue.Packed
 	// segs are the segments still to push, sorted by partition id: the lock
-	// order of the cycle procedure.
+	// order of the push.
 	segs []*queue.Segment
-	// stored[j] is the message already stored under packed item j's
-	// transaction id, found by the procedure.
-	stored map[int]uuid.UUID
 }
 
 // sinkItems checks the push items and turns the ones with a queue into
@@ -120,33 +116,13 @@ func (s *Service) pack(ctx context.Context, tenant, producerSub string, in []pus
 		return nil, err
 	}
 	k.segs = slices.Clone(k.packed.Segments)
-	slices.SortFunc(k.segs, func(a, b *queue.Segment) int {
-		return bytes.Compare(a.Partition.ID[:], b.Partition.ID[:]) // PostgreSQL's uuid order
-	})
+	queue.SortSegments(k.segs)
 	return k, nil
 }
 
 // drop takes out of the segments the items the database already holds, so
 // that the cycle can run again.
-func (k *sink) drop(d store.Duplicates) {
-	if k.stored == nil {
-		k.stored = map[int]uuid.UUID{}
-	}
-	keep := k.segs[:0]
-	for _, g := range k.segs {
-		g.Dups = d[g.Partition.ID]
-		for i, t := range g.TxIDs {
-			if id, dup := g.Dups[t]; dup {
-				k.stored[g.Items[i]] = id
-			}
-		}
-		if g.Dups == nil || g.Repack() {
-			keep = append(keep, g)
-		}
-	}
-	clear(k.segs[len(keep):])
-	k.segs = keep
-}
+func (k *sink) drop(d store.Duplicates) { k.segs = k.packed.Drop(k.segs, d) }
 
 // committed records the base offsets the cycle gave k.segs.
 func (k *sink) committed(offsets []int64) {
@@ -166,23 +142,14 @@ func (k *sink) results() []pushResult {
 	if k.packed == nil {
 		return out
 	}
-	for _, g := range k.segs {
-		for i, j := range g.Items {
-			out[k.index[j]] = pushResult{Status: "queued", BaseOffset: &g.BaseOffset,
-				MessageID: &g.Frames[i].ID, TransactionID: g.TxIDs[i]}
+	for j, p := range k.packed.Results(k.segs) {
+		r := &out[k.index[j]]
+		r.Queue, r.Partition, r.MessageID, r.TransactionID = p.Partition.Queue.Name, p.Partition.Name, &p.MessageID, p.TransactionID
+		if p.Duplicate {
+			r.Status = "duplicate"
+		} else {
+			r.Status, r.BaseOffset = "queued", &p.BaseOffset
 		}
-	}
-	for j, id := range k.stored {
-		out[k.index[j]] = pushResult{Status: "duplicate", MessageID: &id, TransactionID: k.items[k.index[j]].TransactionID}
-	}
-	for j, first := range k.packed.DupOf {
-		if first >= 0 {
-			r := out[k.index[first]]
-			out[k.index[j]] = pushResult{Status: "duplicate", MessageID: r.MessageID, TransactionID: r.TransactionID}
-		}
-	}
-	for j, p := range k.packed.Parts {
-		out[k.index[j]].Queue, out[k.index[j]].Partition = p.Queue.Name, p.Name
 	}
 	return out
 }

@@ -3,11 +3,13 @@ package streams
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/queue"
 	"github.com/regent-mq/regent/broker/streams/store"
 )
 
@@ -55,12 +57,27 @@ func (s *Service) stateGet(w http.ResponseWriter, r *http.Request) {
 	if !s.ownPartition(w, r, f.Tenant, f.PartitionID) {
 		return
 	}
-	body, err := store.State(r.Context(), s.db, f, append(make([]byte, 0, 4096), `{"success":true,"rows":`...))
+	// The rows go straight into the answer, values as PostgreSQL sent them.
+	body := append(make([]byte, 0, 4096), `{"success":true,"rows":[`...)
+	n := 0
+	err = store.State(r.Context(), s.db, f, func(key string, value []byte, updated time.Time) {
+		if n > 0 {
+			body = append(body, ',')
+		}
+		n++
+		body = append(body, `{"key":`...)
+		body = httpx.AppendString(body, key)
+		body = append(body, `,"value":`...)
+		body = append(body, value...)
+		body = append(body, `,"updated_at":"`...)
+		body = updated.UTC().AppendFormat(body, queue.TimeFormat)
+		body = append(body, `"}`...)
+	})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	httpx.WriteBody(w, http.StatusOK, append(body, '}'))
+	httpx.WriteBody(w, http.StatusOK, append(body, "]}"...))
 }
 
 // parseID reads a required UUID field: missing, empty or malformed is a 400.

@@ -17,12 +17,11 @@ import (
 // the procedure then writes each key once, in one statement per kind,
 // instead of running a statement per op.
 //
-// An element the procedure must refuse (an unknown type, a key that is not
-// a string, an upsert without a value) becomes the fold's Refusal, worded
-// as the element-by-element procedure worded it; the procedure raises it
-// after its ownership and lease checks, so the cycle fails, and commits
-// nothing, exactly where it failed before. Only state_ops that is not an
-// array at all is a 400. raw is the member of a decoded request, so JSON.
+// An element that breaks the rules (an unknown type, a key that is not a
+// string, an upsert without a value) becomes the fold's Refusal: the cycle
+// fails, and commits nothing, after the ownership verdicts (see
+// store.CheckOwner). Only state_ops that is not an array at all is a 400.
+// raw is the member of a decoded request, so JSON.
 func foldStateOps(raw json.RawMessage) (store.StateOps, error) {
 	var f store.StateOps
 	raw = bytes.TrimSpace(raw)

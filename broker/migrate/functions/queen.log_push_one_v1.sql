@@ -1,4 +1,19 @@
--- TODO header
+-- The allocator, and the only way data enters the log: /api/v1/push and the
+-- streams cycle both call it. It takes one segment, already packed by the
+-- broker, for one partition, assigns its base offset under the partition
+-- row's lock, and stores it. Its answer is one row, whose outcome is:
+--   'stored': base_offset is the segment's;
+--   'duplicates': some of p_dedup_txids are already recorded for the
+--     partition (dup_txids, with the message ids they were stored under
+--     in dup_message_ids); nothing was written, and the broker repacks the
+--     segment without them;
+--   'gone': the partition no longer exists (its queue was deleted behind
+--     the broker's cache); nothing was written.
+--
+-- p_dedup_txids are the client-supplied transaction ids among the frames
+-- (ids the broker made are unique by construction and are not recorded).
+-- It does not NOTIFY: the caller announces the partition of queue_id once
+-- its transaction has committed (see broker/hotlist's Announcer).
 CREATE OR REPLACE FUNCTION queen.log_push_one_v1(
     p_partition_id   uuid,
     p_frame_count    integer,
@@ -9,7 +24,7 @@ CREATE OR REPLACE FUNCTION queen.log_push_one_v1(
     p_max_created_at timestamptz,
     p_dedup_txids    text[],
     p_dedup_msg_ids  uuid[],
-    p_notify         boolean,
+    OUT outcome         text,
     OUT base_offset     bigint,
     OUT dup_txids       text[],
     OUT dup_message_ids uuid[],
@@ -19,7 +34,8 @@ BEGIN
     IF cardinality(p_dedup_txids) > 0 THEN
         SELECT p.queue_id INTO queue_id FROM queen.partitions p WHERE p.id = p_partition_id FOR UPDATE;
         IF NOT FOUND THEN
-            RAISE EXCEPTION 'partition not found' USING ERRCODE = 'P0002';
+            outcome := 'gone';
+            RETURN;
         END IF;
         SELECT array_agg(d.transaction_id), array_agg(d.message_id)
           INTO dup_txids, dup_message_ids
@@ -27,6 +43,7 @@ BEGIN
          WHERE d.partition_id = p_partition_id
            AND d.transaction_id = ANY (p_dedup_txids);
         IF dup_txids IS NOT NULL THEN
+            outcome := 'duplicates';
             RETURN;
         END IF;
     END IF;
@@ -37,7 +54,8 @@ BEGIN
      WHERE p.id = p_partition_id
     RETURNING p.next_offset - p_frame_count, p.queue_id INTO base_offset, queue_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'partition not found' USING ERRCODE = 'P0002';
+        outcome := 'gone';
+        RETURN;
     END IF;
 
     INSERT INTO queen.log_segments
@@ -49,11 +67,6 @@ BEGIN
         INSERT INTO queen.push_dedup (partition_id, transaction_id, message_id)
         SELECT p_partition_id, t, m FROM unnest(p_dedup_txids, p_dedup_msg_ids) AS u (t, m);
     END IF;
-
-    -- Every replica LISTENs on this channel to keep its hot list and wake
-    -- parked pops; NOTIFY is delivered only if the transaction commits.
-    IF p_notify THEN
-        PERFORM pg_notify('regent_log', queue_id::text || ':' || p_partition_id::text);
-    END IF;
+    outcome := 'stored';
 END
 $$;

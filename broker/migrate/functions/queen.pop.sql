@@ -1,4 +1,33 @@
--- TODO header
+-- Pops for one consumer group: tries the candidate partitions in order
+-- (from the broker's hot list, or the one partition the route names), and
+-- claims up to p_partitions of them, sharing a budget of p_batch messages.
+--
+-- A candidate is skipped when its cursor row is locked by a concurrent pop
+-- or ack (SKIP LOCKED), holds a live lease (queen.lease_live), or waits out
+-- the retryDelay of a failed batch (an expiry without a lease id). A group's
+-- first pop of a partition creates its cursor where the group's
+-- subscription starts (named groups only; decided on the group's first pop
+-- of the queue). The batch is walked over queen.log_segments from the
+-- cursor, skipping the gaps retention leaves, and stops before a segment
+-- younger than the queue's delayedProcessing (segment granularity: the
+-- frames of one segment were created within microseconds of each other).
+--
+-- Rows, per candidate in order:
+--   'segment' rows (base_offset, frame_count, body, checksum) of a partition
+--   it is claiming, then its 'claimed' row: the batch is [batch_start,
+--   batch_end) and retry_at is the lease expiry (NULL with auto-ack); or
+--   'busy' (retry_at: when the lease expires or the delay passes; NULL when
+--   the row was locked), which voids the 'segment' rows before it; or
+--   'empty'; or a single 'gone' when the queue is not the tenant's or no
+--   longer exists.
+-- p_lease_id NULL means auto-ack: the cursor moves past the batch at once.
+--
+-- Three statements a candidate, because a statement's start-up and end
+-- cost more than the rows a pop reads: the look (queue settings, partition
+-- and cursor, read through a cursor so that only the candidates tried are
+-- read), the walk over the segments it needs and no more, and the claim,
+-- which locks and moves the cursor in one UPDATE on condition that it is
+-- still as the look saw it.
 CREATE OR REPLACE FUNCTION queen.pop(
     p_tenant     text,
     p_queue_id   uuid,
@@ -85,7 +114,7 @@ BEGIN
             RETURN NEXT;
             CONTINUE;
         END IF;
-        IF v_c.lease_expires_at > now() THEN
+        IF queen.lease_live(v_c.lease_expires_at) THEN
             outcome := 'busy';
             retry_at := v_c.lease_expires_at;
             RETURN NEXT;
@@ -168,7 +197,7 @@ BEGIN
              WHERE c.partition_id = v_c.pid AND c.consumer_group = p_group
                AND c.ctid = (SELECT x.ctid FROM queen.cursors x
                               WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
-               AND c.committed = v_committed AND NOT coalesce(c.lease_expires_at > now(), false);
+               AND c.committed = v_committed AND NOT queen.lease_live(c.lease_expires_at);
             outcome := CASE WHEN FOUND THEN 'empty' ELSE 'busy' END;
             RETURN NEXT;
             CONTINUE;
@@ -180,7 +209,7 @@ BEGIN
              WHERE c.partition_id = v_c.pid AND c.consumer_group = p_group
                AND c.ctid = (SELECT x.ctid FROM queen.cursors x
                               WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
-               AND c.committed = v_committed AND NOT coalesce(c.lease_expires_at > now(), false);
+               AND c.committed = v_committed AND NOT queen.lease_live(c.lease_expires_at);
             retry_at := NULL;
         ELSE
             retry_at := now() + make_interval(secs => v_c.lease_time);
@@ -190,7 +219,7 @@ BEGIN
              WHERE c.partition_id = v_c.pid AND c.consumer_group = p_group
                AND c.ctid = (SELECT x.ctid FROM queen.cursors x
                               WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
-               AND c.committed = v_committed AND NOT coalesce(c.lease_expires_at > now(), false);
+               AND c.committed = v_committed AND NOT queen.lease_live(c.lease_expires_at);
         END IF;
         IF NOT FOUND THEN
             outcome := 'busy'; -- taken or moved since the look: its segments are void

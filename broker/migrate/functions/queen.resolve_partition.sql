@@ -1,4 +1,8 @@
--- TODO header
+-- Resolves (tenant, queue, partition) to ids and the queue options the
+-- broker keeps in memory. With p_create, a missing queue (default options)
+-- or partition is created with the ids the broker made (UUIDv7), and
+-- concurrent creators converge on one row. Returns no row when p_create is
+-- false and either is missing.
 CREATE OR REPLACE FUNCTION queen.resolve_partition(
     p_tenant           text,
     p_queue            text,

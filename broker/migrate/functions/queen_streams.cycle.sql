@@ -1,10 +1,41 @@
--- TODO header
+-- One POST /streams/v1/cycle in one transaction: the state ops, the sink
+-- pushes and the source ack land together or not at all (the seed,
+-- streams-routes.md). The broker calls it with named arguments.
+--
+-- The state ops arrive folded by the broker to their effect: the keys to
+-- upsert with their values and the keys to delete, no key twice. The sink
+-- segments arrive packed, as parallel arrays with one element per segment;
+-- the per-frame transaction ids and the dedup ids are flattened, segment
+-- after segment (p_seg_frames and p_seg_dedups say how many belong to
+-- each). Segments come sorted by partition id: that is the lock order that
+-- keeps two cycles feeding the same sinks from deadlocking.
+--
+-- The answer is rows, whose outcome is:
+--   'committed' (one row): everything applied; base_offsets per segment,
+--     ack_count and lease_released for the ack, and announce when the
+--     released source partition still holds data to deliver (the broker
+--     announces it, and the sink partitions, after the commit);
+--   'duplicates' (a row per sink partition): client transaction ids the
+--     partition already holds (dup_txids, stored as dup_message_ids);
+--     nothing was written, and the broker repacks without them and calls
+--     again;
+--   'gone' (a row per sink partition): deleted behind the broker's cache;
+--     nothing was written, and the broker resolves again.
+-- A refusal (the query or the source partition is not the caller's, the
+-- lease is not the live lease) raises, and rolls back everything.
+--
+-- What the ack does to the cursor:
+--   status ok, p_release: committed jumps to batch_end, the lease and the
+--     retry state are cleared, total_consumed grows by the count;
+--   status ok, not p_release: the gate partial ack, below;
+--   status not ok: the lease is released and the cursor stays, so the
+--     batch redelivers; the count is 0;
+--   no ack (p_ack false): an idle flush, no lease work at all.
 CREATE OR REPLACE FUNCTION queen_streams.cycle(
     p_tenant         text,
     p_query_id       uuid,
     p_partition_id   uuid,
     p_group          text,
-    p_op_error       text,
     p_upsert_keys    text[],
     p_upsert_values  jsonb[],
     p_delete_keys    text[],
@@ -22,50 +53,37 @@ CREATE OR REPLACE FUNCTION queen_streams.cycle(
     p_lease_id       uuid,
     p_ack_ok         boolean,
     p_count          bigint,
-    p_release        boolean,
-    OUT queue_id       uuid,
-    OUT queue_name     text,
-    OUT base_offsets   bigint[],
-    OUT ack_count      bigint,
-    OUT lease_released boolean,
-    OUT announce       boolean
+    p_release        boolean
+) RETURNS TABLE (
+    outcome         text,
+    queue_id        uuid,
+    queue_name      text,
+    base_offsets    bigint[],
+    ack_count       bigint,
+    lease_released  boolean,
+    announce        boolean,
+    partition_id    uuid,
+    dup_txids       text[],
+    dup_message_ids uuid[]
 ) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
 DECLARE
-    v_cursor   queen.cursors%ROWTYPE;
-    v_one      boolean := p_ack AND p_ack_ok AND p_release AND p_count IS NOT NULL;
-    v_query_ok boolean;
-    v_next     bigint;
-    v_push     record;
-    v_t        integer := 0;
-    v_d        integer := 0;
-    v_walk     record;
-    v_dups     jsonb := '[]';
+    v_cursor queen.cursors%ROWTYPE;
+    -- The common ack: a success status, the lease released, a count.
+    v_one    boolean := p_ack AND p_ack_ok AND p_release AND p_count IS NOT NULL;
+    v_next   bigint;
+    v_push   record;
+    v_walk   record;
+    v_refused boolean := false;
 BEGIN
-    -- The advisory lock serialises every cycle on this (query, partition),
-    -- idle flushes included: they take no cursor lock. next_offset read here
-    -- serves the announce below: a push that lands after this read
-    -- announces itself.
-    SELECT EXISTS (SELECT FROM queen_streams.queries q WHERE q.id = p_query_id AND q.tenant = p_tenant),
-           qu.id, qu.name, pa.next_offset
-      INTO v_query_ok, queue_id, queue_name, v_next
-      FROM (SELECT pg_advisory_xact_lock(hashtextextended(p_query_id::text || p_partition_id::text, 0))) AS lock (x)
-      LEFT JOIN queen.partitions pa ON pa.id = p_partition_id
-      -- The queue by its primary key: as a plain join, the generic plan
-      -- read every queue of the tenant through the tenant index.
-      LEFT JOIN LATERAL (SELECT q.id, q.name FROM queen.queues q
-                          WHERE q.id = pa.queue_id AND q.tenant = p_tenant OFFSET 0) AS qu ON true;
-    IF NOT v_query_ok THEN
-        RAISE EXCEPTION 'query not found';
-    END IF;
-    IF queue_id IS NULL THEN
-        RAISE EXCEPTION 'partition not found';
-    END IF;
+    SELECT o.queue_id, o.queue_name, o.next_offset INTO queue_id, queue_name, v_next
+      FROM queen_streams.cycle_owner(p_tenant, p_query_id, p_partition_id) o;
 
-    -- The exactly-once guard. The common ack (v_one) checks the lease in
-    -- the UPDATE that applies it, at the end; every other ack locks the
-    -- cursor row here, since its work reads the row. Either way the row is
-    -- locked from the check to the commit, so no pop can take the lease in
-    -- between, and a refusal rolls back everything the cycle did.
+    -- The exactly-once guard. The common ack checks the lease in the UPDATE
+    -- that applies it, at the end; every other ack locks the cursor row
+    -- here, since its work reads the row. Either way the row is locked from
+    -- the check to the commit, so no pop can take the lease in between, and
+    -- a refusal rolls back everything the cycle did.
     IF p_ack AND p_lease_id IS NULL THEN
         RAISE EXCEPTION 'invalid lease: the ack carries no leaseId';
     END IF;
@@ -73,17 +91,37 @@ BEGIN
         SELECT * INTO v_cursor FROM queen.cursors c
          WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group
            FOR UPDATE;
-        IF NOT FOUND OR v_cursor.lease_id IS DISTINCT FROM p_lease_id
-           OR v_cursor.lease_expires_at <= clock_timestamp() THEN
+        IF NOT FOUND OR NOT queen.lease_held_by(v_cursor.lease_id, v_cursor.lease_expires_at, p_lease_id) THEN
             PERFORM queen_streams.refuse_lease(p_partition_id, p_group, p_lease_id);
         END IF;
     END IF;
 
-    -- The state ops, folded by the broker: no key is in both lists, nor
-    -- twice in one, so ON CONFLICT meets each row at most once.
-    IF p_op_error IS NOT NULL THEN
-        RAISE EXCEPTION '%', p_op_error;
+    -- The sink pushes go first: they write nothing when a sink partition
+    -- is gone or holds some of the client transaction ids, and those rows
+    -- are then the answer.
+    base_offsets := '{}';
+    IF cardinality(p_seg_partitions) > 0 THEN
+        FOR v_push IN
+            SELECT * FROM queen.log_push(
+                p_partitions => p_seg_partitions, p_frames => p_seg_frames, p_bodies => p_seg_bodies,
+                p_checksums => p_seg_checksums, p_txids => p_seg_txids, p_min_at => p_seg_min_at,
+                p_max_at => p_seg_max_at, p_dedups => p_seg_dedups, p_dedup_txids => p_dedup_txids,
+                p_dedup_msg_ids => p_dedup_msg_ids)
+        LOOP
+            IF v_push.outcome = 'stored' THEN
+                base_offsets := base_offsets || v_push.base_offset;
+            ELSE
+                v_refused := true;
+                RETURN QUERY SELECT v_push.outcome, NULL::uuid, NULL::text, NULL::bigint[], NULL::bigint,
+                                    NULL::boolean, NULL::boolean, v_push.partition_id, v_push.dup_txids,
+                                    v_push.dup_message_ids;
+            END IF;
+        END LOOP;
+        IF v_refused THEN
+            RETURN;
+        END IF;
     END IF;
+
     IF cardinality(p_delete_keys) > 0 THEN
         DELETE FROM queen_streams.state s
          WHERE s.query_id = p_query_id AND s.partition_id = p_partition_id AND s.key = ANY (p_delete_keys);
@@ -96,27 +134,6 @@ BEGIN
         DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at;
     END IF;
 
-    base_offsets := '{}';
-    FOR i IN 1 .. coalesce(cardinality(p_seg_partitions), 0) LOOP
-        v_push := queen.log_push_one_v1(
-            p_seg_partitions[i], p_seg_frames[i], p_seg_bodies[i], p_seg_checksums[i],
-            p_seg_txids[v_t + 1 : v_t + p_seg_frames[i]],
-            p_seg_min_at[i], p_seg_max_at[i],
-            coalesce(p_dedup_txids[v_d + 1 : v_d + p_seg_dedups[i]], '{}'),
-            coalesce(p_dedup_msg_ids[v_d + 1 : v_d + p_seg_dedups[i]], '{}'),
-            false);
-        IF v_push.base_offset IS NULL THEN
-            v_dups := v_dups || jsonb_build_object('partition_id', p_seg_partitions[i],
-                'txids', v_push.dup_txids, 'message_ids', v_push.dup_message_ids);
-        END IF;
-        base_offsets := base_offsets || v_push.base_offset;
-        v_t := v_t + p_seg_frames[i];
-        v_d := v_d + p_seg_dedups[i];
-    END LOOP;
-    IF jsonb_array_length(v_dups) > 0 THEN
-        RAISE EXCEPTION 'duplicate transaction ids in sink segments' USING ERRCODE = 'RGD01', DETAIL = v_dups::text;
-    END IF;
-
     lease_released := false;
     announce := false;
     IF NOT p_ack THEN
@@ -127,7 +144,7 @@ BEGIN
                lease_id = NULL, lease_expires_at = NULL, retry_count = 0,
                total_consumed = c.total_consumed + p_count, last_consumed_at = now()
          WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group
-           AND c.lease_id = p_lease_id AND c.lease_expires_at > clock_timestamp()
+           AND queen.lease_held_by(c.lease_id, c.lease_expires_at, p_lease_id)
         RETURNING c.committed INTO v_cursor.committed;
         IF NOT FOUND THEN
             PERFORM queen_streams.refuse_lease(p_partition_id, p_group, p_lease_id);
@@ -154,7 +171,9 @@ BEGIN
         v_cursor.committed := greatest(v_cursor.committed, v_cursor.batch_end);
         lease_released := true;
     ELSE
-        -- The gate partial ack: exactly p_count frames, lease kept.
+        -- The gate partial ack: committed advances by exactly p_count frames
+        -- (the whole batch without a count), walked over the real segments
+        -- so that offsets retention removed are skipped; the lease is kept.
         SELECT * INTO v_walk
           FROM queen_streams.walk_frames(p_partition_id, v_cursor.committed, v_cursor.batch_end,
                                             coalesce(p_count, v_cursor.batch_end - v_cursor.committed));
@@ -165,5 +184,7 @@ BEGIN
          WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group;
     END IF;
     announce := lease_released AND v_next > v_cursor.committed;
+    outcome := 'committed';
+    RETURN NEXT;
 END
 $$;

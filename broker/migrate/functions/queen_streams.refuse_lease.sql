@@ -1,4 +1,6 @@
--- TODO header
+-- Raises the refusal of a cycle's ack whose lease is not the live lease of
+-- the group's cursor on the partition, saying which: none is held, another
+-- worker's is, or it expired.
 CREATE OR REPLACE FUNCTION queen_streams.refuse_lease(p_partition_id uuid, p_group text, p_lease_id uuid)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE

@@ -1,4 +1,11 @@
--- TODO header
+-- Query registration in one round trip: the four outcomes of
+-- POST /streams/v1/queries, with the tenant quota gate on new names.
+--
+-- outcome is 'registered' (fresh tells whether the row is new), 'conflict'
+-- (the name exists with another config_hash and no reset was asked for) or
+-- 'denied' (a new name the tenant may not register; message says why). A
+-- reset deletes the query's state and bumps its reset_generation in the
+-- same transaction.
 CREATE OR REPLACE FUNCTION queen_streams.register(
     p_tenant      text,
     p_name        text,

@@ -1,4 +1,7 @@
--- TODO header
+-- Walks up to p_count frames forward from offset p_from over the real
+-- segments of a partition, never past p_limit, skipping the gaps retention
+-- leaves. Returns the offset just past the last frame walked and how many
+-- frames that was (fewer than p_count when the range runs out).
 CREATE OR REPLACE FUNCTION queen_streams.walk_frames(
     p_partition_id uuid,
     p_from         bigint,

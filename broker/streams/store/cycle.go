@@ -3,13 +3,13 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/regent-mq/regent/broker/pg"
 	"github.com/regent-mq/regent/broker/queue"
 )
 
@@ -40,13 +40,23 @@ type StateOps struct {
 	UpsertKeys   []string
 	UpsertValues []json.RawMessage // UpsertKeys[i]'s value
 	DeleteKeys   []string
-	// Refusal, when set, is the message the procedure raises where it
-	// applies the ops: the first op it must refuse.
+	// Refusal, when set, is why the cycle must fail: the first op that
+	// breaks the rules. See CheckOwner.
 	Refusal string
 }
 
-// CycleResult is what a committed cycle did.
+// CycleResult is what a cycle came to. When Duplicates or Gone is set,
+// nothing was written.
 type CycleResult struct {
+	// Duplicates: sink segments carried client transaction ids already
+	// recorded for their partitions: per partition, those ids and the
+	// message ids they were recorded with. The caller repacks without them
+	// and runs the cycle again.
+	Duplicates Duplicates
+	// Gone: a sink partition was deleted behind the caller's cache.
+	Gone bool
+
+	// The rest describes a committed cycle.
 	QueueID       uuid.UUID // the source partition's queue
 	QueueName     string
 	BaseOffsets   []int64 // per segment, in the order of Cycle.Segments
@@ -56,56 +66,35 @@ type CycleResult struct {
 	Announce bool
 }
 
-// Failure is a cycle the procedure refused: it raised, and the whole
-// transaction rolled back. Message is PostgreSQL's, meant for the client.
+// Committed reports whether the cycle committed.
+func (r *CycleResult) Committed() bool { return r.Duplicates == nil && !r.Gone }
+
+// Failure is a cycle refused by the rules: nothing of it committed.
+// Message is meant for the client.
 type Failure struct{ Message string }
 
 func (f *Failure) Error() string { return f.Message }
 
-// Duplicates is a cycle refused because sink segments carried client
-// transaction ids already recorded for their partitions: for each partition,
-// the duplicate transaction ids and the message ids they were recorded
-// with. Nothing committed; the caller repacks without them and runs the
-// cycle again.
+// Duplicates maps a sink partition to the duplicate transaction ids and the
+// message ids they were recorded with.
 type Duplicates map[uuid.UUID]map[string]uuid.UUID
 
-func (d Duplicates) Error() string {
-	return fmt.Sprintf("duplicate transaction ids in %d sink partitions", len(d))
-}
+const cycleSQL = `SELECT outcome, queue_id, queue_name, base_offsets, ack_count, lease_released, announce,
+		partition_id, dup_txids, dup_message_ids
+	FROM queen_streams.cycle(p_tenant => $1, p_query_id => $2, p_partition_id => $3, p_group => $4,
+		p_upsert_keys => $5, p_upsert_values => $6, p_delete_keys => $7,
+		p_seg_partitions => $8, p_seg_frames => $9, p_seg_bodies => $10, p_seg_checksums => $11,
+		p_seg_txids => $12, p_seg_min_at => $13, p_seg_max_at => $14, p_seg_dedups => $15,
+		p_dedup_txids => $16, p_dedup_msg_ids => $17,
+		p_ack => $18, p_lease_id => $19, p_ack_ok => $20, p_count => $21, p_release => $22)`
 
-const cycleSQL = `SELECT queue_id, queue_name, base_offsets, ack_count, lease_released, announce
-	FROM queen_streams.cycle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`
-
-// RunCycle runs one cycle in one transaction and one round trip. A refusal
-// is a *Failure, or Duplicates; a sink partition deleted behind the cache is
-// queue.ErrPartitionGone. Any other error means the call itself failed, and
-// nothing of it committed unless the connection died after the commit was
-// sent. The caller announces the sink partitions, and the source when
-// CycleResult.Announce says so, once it returns.
-func RunCycle(ctx context.Context, db DB, c Cycle) (CycleResult, error) {
-	n := len(c.Segments)
-	segPartitions := make([][16]byte, n)
-	segFrames := make([]int32, n)
-	segBodies := make([][]byte, n)
-	segChecksums := make([]int64, n)
-	segMin := make([]time.Time, n)
-	segMax := make([]time.Time, n)
-	segDedups := make([]int32, n)
-	var txids, dedupTxIDs []string
-	var dedupMsgIDs [][16]byte
-	for i, g := range c.Segments {
-		segPartitions[i], segFrames[i], segBodies[i], segChecksums[i] = g.Partition.ID, int32(len(g.Frames)), g.Body, int64(g.Checksum)
-		segMin[i], segMax[i], segDedups[i] = g.MinCreatedAt, g.MaxCreatedAt, int32(len(g.DedupTxIDs))
-		txids = append(txids, g.TxIDs...)
-		dedupTxIDs = append(dedupTxIDs, g.DedupTxIDs...)
-		for _, id := range g.DedupMsgIDs {
-			dedupMsgIDs = append(dedupMsgIDs, id)
-		}
-	}
-	var opError *string
-	if c.Ops.Refusal != "" {
-		opError = &c.Ops.Refusal
-	}
+// RunCycle runs one cycle in one transaction and one round trip. A cycle
+// the rules refuse is a *Failure. Any other error means the call itself
+// failed, and nothing of it committed unless the connection died after the
+// commit was sent. The caller announces the sink partitions, and the source
+// when CycleResult.Announce says so, once it returns.
+func RunCycle(ctx context.Context, db pg.DB, c Cycle) (CycleResult, error) {
+	a := queue.Args(c.Segments)
 	var (
 		hasAck, ok, release bool
 		lease               *[16]byte
@@ -118,59 +107,75 @@ func RunCycle(ctx context.Context, db DB, c Cycle) (CycleResult, error) {
 		}
 	}
 
-	var r CycleResult
-	var ackCount *int64
 	// Ids go as [16]byte, which pgx encodes directly; a uuid.UUID would go
 	// through its driver.Valuer as a string, at a cost seen in profiles.
-	err := db.QueryRow(ctx, cycleSQL,
-		c.Tenant, [16]byte(c.QueryID), [16]byte(c.PartitionID), c.Group,
-		opError, c.Ops.UpsertKeys, c.Ops.UpsertValues, c.Ops.DeleteKeys,
-		segPartitions, segFrames, segBodies, segChecksums, txids, segMin, segMax,
-		segDedups, dedupTxIDs, dedupMsgIDs,
+	rows, err := db.Query(ctx, cycleSQL,
+		c.Tenant, pg.ID(c.QueryID), pg.ID(c.PartitionID), c.Group,
+		c.Ops.UpsertKeys, c.Ops.UpsertValues, c.Ops.DeleteKeys,
+		a.Partitions, a.Frames, a.Bodies, a.Checksums, a.TxIDs, a.MinAt, a.MaxAt,
+		a.Dedups, a.DedupTxIDs, a.DedupMsgIDs,
 		hasAck, lease, ok, count, release,
-	).Scan((*[16]byte)(&r.QueueID), &r.QueueName, &r.BaseOffsets, &ackCount, &r.LeaseReleased, &r.Announce)
+	)
 	if err != nil {
 		return CycleResult{}, refusal(err)
 	}
-	if ackCount != nil {
-		r.AckCount = *ackCount
+	var r CycleResult
+	var (
+		outcome  string
+		qid, pid pgtype.UUID
+		qname    pgtype.Text
+		ackCount pgtype.Int8
+		released pgtype.Bool
+		announce pgtype.Bool
+		dupTx    []string
+		dupIDs   []uuid.UUID
+	)
+	_, err = pgx.ForEachRow(rows, []any{&outcome, &qid, &qname, &r.BaseOffsets, &ackCount, &released, &announce,
+		&pid, &dupTx, &dupIDs}, func() error {
+		switch outcome {
+		case "committed":
+			r.QueueID, r.QueueName, r.AckCount = qid.Bytes, qname.String, ackCount.Int64
+			r.LeaseReleased, r.Announce = released.Bool, announce.Bool
+		case "duplicates":
+			if r.Duplicates == nil {
+				r.Duplicates = Duplicates{}
+			}
+			m := make(map[string]uuid.UUID, len(dupTx))
+			for i, t := range dupTx {
+				m[t] = dupIDs[i]
+			}
+			r.Duplicates[pid.Bytes] = m
+		case "gone":
+			r.Gone = true
+		default:
+			return fmt.Errorf("unknown outcome %q", outcome)
+		}
+		return nil
+	})
+	if err != nil {
+		return CycleResult{}, refusal(err)
 	}
 	return r, nil
 }
 
-// refusal turns an error the procedure raised into a *Failure or
-// Duplicates. Errors that say the call could not run (connection loss,
-// shutdown, deadlock, resources) stay as they are: the client may retry.
+// CheckOwner gives the ownership verdicts of a cycle on the tenant's query
+// and partition, as RunCycle would, without running one: a *Failure, or nil
+// when both are the tenant's. A cycle whose state ops the broker refuses
+// calls it, so that those verdicts come first.
+func CheckOwner(ctx context.Context, db pg.DB, tenant string, queryID, partitionID uuid.UUID) error {
+	_, err := db.Exec(ctx, `SELECT FROM queen_streams.cycle_owner(p_tenant => $1, p_query_id => $2, p_partition_id => $3)`,
+		tenant, pg.ID(queryID), pg.ID(partitionID))
+	if err != nil {
+		return refusal(err)
+	}
+	return nil
+}
+
+// refusal turns a refusal the SQL raised into a *Failure; every other
+// error stays as it is (a 500, or a 503 when the database is unreachable).
 func refusal(err error) error {
-	var pg *pgconn.PgError
-	if !errors.As(err, &pg) {
-		return fmt.Errorf("run cycle: %w", err)
+	if msg, ok := pg.Refusal(err); ok {
+		return &Failure{Message: msg}
 	}
-	switch pg.Code {
-	case "RGD01":
-		var segs []struct {
-			PartitionID uuid.UUID   `json:"partition_id"`
-			TxIDs       []string    `json:"txids"`
-			MessageIDs  []uuid.UUID `json:"message_ids"`
-		}
-		if jerr := json.Unmarshal([]byte(pg.Detail), &segs); jerr != nil {
-			return fmt.Errorf("run cycle: read duplicates %q: %w", pg.Detail, jerr)
-		}
-		d := make(Duplicates, len(segs))
-		for _, g := range segs {
-			m := make(map[string]uuid.UUID, len(g.TxIDs))
-			for i, t := range g.TxIDs {
-				m[t] = g.MessageIDs[i]
-			}
-			d[g.PartitionID] = m
-		}
-		return d
-	case "P0002":
-		return fmt.Errorf("run cycle: %w", queue.ErrPartitionGone)
-	}
-	switch pg.Code[:2] {
-	case "08", "40", "53", "54", "55", "57", "58", "F0", "XX":
-		return fmt.Errorf("run cycle: %w", err)
-	}
-	return &Failure{Message: pg.Message}
+	return fmt.Errorf("run cycle: %w", err)
 }

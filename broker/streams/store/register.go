@@ -7,16 +7,9 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-)
 
-// DB is what the store needs from a pool or a connection.
-type DB interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
+	"github.com/regent-mq/regent/broker/pg"
+)
 
 // Registration is one POST /streams/v1/queries.
 type Registration struct {
@@ -49,11 +42,8 @@ type RegisterResult struct {
 }
 
 // Register registers or re-registers a query by name, within its tenant.
-func Register(ctx context.Context, db DB, r Registration) (RegisterResult, error) {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return RegisterResult{}, fmt.Errorf("register query %q: new id: %w", r.Name, err)
-	}
+func Register(ctx context.Context, db pg.DB, r Registration) (RegisterResult, error) {
+	id := pg.NewID()
 	var sink *string
 	if r.Sink != "" {
 		sink = &r.Sink
@@ -61,8 +51,9 @@ func Register(ctx context.Context, db DB, r Registration) (RegisterResult, error
 	var res RegisterResult
 	var qid *uuid.UUID
 	var msg *string
-	err = db.QueryRow(ctx, `SELECT outcome, query_id, fresh, message
-		FROM queen_streams.register($1, $2, $3, $4, $5, $6, $7)`,
+	err := db.QueryRow(ctx, `SELECT outcome, query_id, fresh, message
+		FROM queen_streams.register(p_tenant => $1, p_name => $2, p_source => $3, p_sink => $4,
+			p_config_hash => $5, p_reset => $6, p_new_id => $7)`,
 		r.Tenant, r.Name, r.Source, sink, r.ConfigHash, r.Reset, id,
 	).Scan(&res.Outcome, &qid, &res.Fresh, &msg)
 	if err != nil {

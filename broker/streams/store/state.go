@@ -7,9 +7,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
-	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/queue"
+	"github.com/regent-mq/regent/broker/pg"
 )
 
 // StateFilter selects the state rows of one query and one partition. The
@@ -38,10 +38,10 @@ const stateSQL = `SELECT s.key, s.value, s.updated_at
 	                                  THEN (s.value->'windowEnd')::float8 <= $7 END)
 	ORDER BY s.key`
 
-// State appends the matching rows to dst as a JSON array of {"key",
-// "value", "updated_at"}, ordered by key. Values pass through as the JSON
-// PostgreSQL sends, without being decoded.
-func State(ctx context.Context, db DB, f StateFilter, dst []byte) ([]byte, error) {
+// State calls row for each matching row, ordered by key. value is the
+// row's JSON as PostgreSQL sends it, valid only during the call: the caller
+// writes it out without decoding or keeping it.
+func State(ctx context.Context, db pg.DB, f StateFilter, row func(key string, value []byte, updated time.Time)) error {
 	var keys []string
 	if len(f.Keys) > 0 {
 		keys = f.Keys
@@ -53,36 +53,23 @@ func State(ctx context.Context, db DB, f StateFilter, dst []byte) ([]byte, error
 			hi = &s
 		}
 	}
-	rows, err := db.Query(ctx, stateSQL, [16]byte(f.QueryID), f.Tenant, [16]byte(f.PartitionID), keys, lo, hi, f.RipeAtOrBefore)
+	rows, err := db.Query(ctx, stateSQL, pg.ID(f.QueryID), f.Tenant, pg.ID(f.PartitionID), keys, lo, hi, f.RipeAtOrBefore)
 	if err != nil {
-		return nil, fmt.Errorf("read state of query %s partition %s: %w", f.QueryID, f.PartitionID, err)
+		return fmt.Errorf("read state of query %s partition %s: %w", f.QueryID, f.PartitionID, err)
 	}
-	defer rows.Close()
-	dst = append(dst, '[')
 	var (
 		key     string
 		value   []byte
 		updated time.Time
 	)
-	for n := 0; rows.Next(); n++ {
-		if err := rows.Scan(&key, &value, &updated); err != nil {
-			return nil, fmt.Errorf("read state of query %s partition %s: %w", f.QueryID, f.PartitionID, err)
-		}
-		if n > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, `{"key":`...)
-		dst = httpx.AppendString(dst, key)
-		dst = append(dst, `,"value":`...)
-		dst = append(dst, value...)
-		dst = append(dst, `,"updated_at":"`...)
-		dst = updated.UTC().AppendFormat(dst, queue.TimeFormat)
-		dst = append(dst, `"}`...)
+	_, err = pgx.ForEachRow(rows, []any{&key, &value, &updated}, func() error {
+		row(key, value, updated)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read state of query %s partition %s: %w", f.QueryID, f.PartitionID, err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read state of query %s partition %s: %w", f.QueryID, f.PartitionID, err)
-	}
-	return append(dst, ']'), nil
+	return nil
 }
 
 // successor returns the smallest string greater than every string that

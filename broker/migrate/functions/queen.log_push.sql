@@ -1,0 +1,92 @@
+-- Stores the segments of one request, all or none: /api/v1/push, a
+-- transaction's push and the streams cycle's sink pushes all call it. The
+-- segments come as parallel arrays, one element per segment, one segment
+-- per partition, sorted by partition id (the lock order that keeps
+-- concurrent pushes to the same partitions from deadlocking); the
+-- per-frame transaction ids and the dedup ids are flattened, segment after
+-- segment (p_frames and p_dedups say how many belong to each).
+--
+-- First every partition is locked and checked: when one no longer exists
+-- ('gone': deleted behind the broker's cache) or already holds some of the
+-- client transaction ids ('duplicates', with dup_txids and the message ids
+-- they were stored under), those rows are the answer and nothing is
+-- written; the broker resolves again or repacks without them, and calls
+-- again. Otherwise each segment goes through queen.log_push_one_v1, the
+-- allocator, and the answer is a 'stored' row per segment, in order, with
+-- its base offset and its partition's queue (which the broker announces
+-- once the transaction has committed).
+CREATE OR REPLACE FUNCTION queen.log_push(
+    p_partitions    uuid[],
+    p_frames        integer[],
+    p_bodies        bytea[],
+    p_checksums     bigint[],
+    p_txids         text[],
+    p_min_at        timestamptz[],
+    p_max_at        timestamptz[],
+    p_dedups        integer[],
+    p_dedup_txids   text[],
+    p_dedup_msg_ids uuid[]
+) RETURNS TABLE (
+    partition_id    uuid,
+    outcome         text,
+    base_offset     bigint,
+    queue_id        uuid,
+    dup_txids       text[],
+    dup_message_ids uuid[]
+) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_locked     integer;
+    v_dedup_pids uuid[] := '{}';
+    v_push       record;
+    v_t          integer := 0;
+    v_d          integer := 0;
+BEGIN
+    PERFORM FROM queen.partitions p WHERE p.id = ANY (p_partitions) ORDER BY p.id FOR UPDATE;
+    GET DIAGNOSTICS v_locked = ROW_COUNT;
+    IF v_locked < cardinality(p_partitions) THEN
+        RETURN QUERY SELECT g.pid, 'gone'::text, NULL::bigint, NULL::uuid, NULL::text[], NULL::uuid[]
+                       FROM unnest(p_partitions) AS g (pid)
+                      WHERE NOT EXISTS (SELECT FROM queen.partitions p WHERE p.id = g.pid);
+        RETURN;
+    END IF;
+    IF cardinality(p_dedup_txids) > 0 THEN
+        FOR i IN 1 .. cardinality(p_partitions) LOOP
+            v_dedup_pids := v_dedup_pids || array_fill(p_partitions[i], ARRAY[p_dedups[i]]);
+        END LOOP;
+        RETURN QUERY SELECT d.partition_id, 'duplicates'::text, NULL::bigint, NULL::uuid,
+                            array_agg(d.transaction_id), array_agg(d.message_id)
+                       FROM unnest(v_dedup_pids, p_dedup_txids) AS u (pid, txid)
+                       JOIN queen.push_dedup d ON d.partition_id = u.pid AND d.transaction_id = u.txid
+                      GROUP BY d.partition_id;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+
+    FOR i IN 1 .. cardinality(p_partitions) LOOP
+        v_push := queen.log_push_one_v1(
+            p_partition_id   => p_partitions[i],
+            p_frame_count    => p_frames[i],
+            p_body           => p_bodies[i],
+            p_checksum       => p_checksums[i],
+            p_txids          => p_txids[v_t + 1 : v_t + p_frames[i]],
+            p_min_created_at => p_min_at[i],
+            p_max_created_at => p_max_at[i],
+            p_dedup_txids    => coalesce(p_dedup_txids[v_d + 1 : v_d + p_dedups[i]], '{}'),
+            p_dedup_msg_ids  => coalesce(p_dedup_msg_ids[v_d + 1 : v_d + p_dedups[i]], '{}'));
+        IF v_push.outcome <> 'stored' THEN
+            -- The checks above, under the same locks, rule this out.
+            RAISE EXCEPTION 'segment for partition % was not stored: %', p_partitions[i], v_push.outcome
+                USING ERRCODE = 'internal_error';
+        END IF;
+        partition_id := p_partitions[i];
+        outcome := 'stored';
+        base_offset := v_push.base_offset;
+        queue_id := v_push.queue_id;
+        RETURN NEXT;
+        v_t := v_t + p_frames[i];
+        v_d := v_d + p_dedups[i];
+    END LOOP;
+END
+$$;
