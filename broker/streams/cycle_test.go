@@ -893,3 +893,22 @@ func TestCycleCountsItsPushesAndAcksInThePerQueueMetrics(t *testing.T) {
 		}
 	}
 }
+
+// Only a refusal that Regent's SQL raises (P0001) is a cycle's success:
+// false; any other database error, such as a function that a bad rollout
+// broke, is the broker's fault: a 500 that carries no SQL text.
+func TestCycleADatabaseErrorThatIsNotARefusalIs500WithoutItsText(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if _, err := f.b.Pool.Exec(context.Background(), `CREATE OR REPLACE FUNCTION queen_streams.cycle_owner(
+			p_tenant text, p_query_id uuid, p_partition_id uuid,
+			OUT queue_id uuid, OUT queue_name text, OUT next_offset bigint)
+		LANGUAGE plpgsql AS $$ BEGIN PERFORM 1 / 0; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	r := post(t, f.b, "/streams/v1/cycle", f.body(nil))
+	wantStatus(t, r, 500)
+	if strings.Contains(string(r.Body), "division") || strings.Contains(string(r.Body), "cycle_owner") {
+		t.Fatalf("the 500 leaks the database's text: %s", r.Body)
+	}
+}
