@@ -83,9 +83,7 @@ func main() {
 		results = append(results, res)
 		failed = failed || res.Error != "" || res.Verified != nil && !*res.Verified
 	}
-	if runs > 1 {
-		fmt.Fprintln(os.Stderr, summary(results))
-	}
+	fmt.Fprintln(os.Stderr, summary(results))
 	if failed {
 		os.Exit(1)
 	}
