@@ -38,6 +38,11 @@ sinkbody=$(randomhex "$sinkbytes")
 txids=$("${psql[@]}" -d "$db" -At -c "SELECT array_agg(gen_random_uuid())::text FROM generate_series(1, 100)")
 "${psql[@]}" -d "$db" -v partitions="$partitions" -v segments="$segments" -v body="$body" -v txids="$txids" \
   -f "$root/hack/bench-limit/setup.sql"
+# pgbench checks what push, pop and cycle return; stateget's rows are
+# checked here, once.
+rows=$("${psql[@]}" -d "$db" -At -c "SELECT count(*), count(*) FILTER (WHERE key >= E'tumb:60\x1f' AND key < E'tumb:60\x20')
+  FROM queen_streams.state WHERE query_id = '00000000-0000-0000-0002-000000000001' AND partition_id = '00000000-0000-0000-0002-000000000001'")
+[ "$rows" = "64|32" ] || { echo "bench-limit: the stateget shard has $rows rows (all|prefix), want 64|32" >&2; exit 1; }
 
 # limit SCRIPT CLIENTS MESSAGES: one pgbench run of SCRIPT; MESSAGES is what
 # one of its transactions stands for (a request of 100 messages, or a read).

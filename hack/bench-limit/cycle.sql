@@ -29,4 +29,9 @@ c AS (
      WHERE partition_id = ('00000000-0000-0000-0000-' || lpad(:p::text, 12, '0'))::uuid
        AND consumer_group = 'streams.limit'
     RETURNING 1)
-SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM seg), (SELECT count(*) FROM c);
+SELECT (SELECT count(*) FROM s) AS states, (SELECT count(*) FROM seg) AS segs, (SELECT count(*) FROM c) AS cursors
+\gset
+-- A cycle that did not write what it must fails the run.
+\if :states != 4 or :segs != 1 or :cursors != 1
+SELECT 'a cycle wrote the wrong rows'::int;
+\endif

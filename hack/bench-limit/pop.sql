@@ -12,4 +12,6 @@ WITH c AS (
        AND consumer_group = '__QUEUE_MODE__'
     RETURNING partition_id, (committed + 100 * :segments - 100) % (100 * :segments) AS base)
 SELECT s.body, s.checksum
-  FROM queen.log_segments s JOIN c ON s.partition_id = c.partition_id AND s.base_offset = c.base;
+  FROM queen.log_segments s JOIN c ON s.partition_id = c.partition_id AND s.base_offset = c.base
+-- Exactly one segment, or pgbench fails the run.
+\gset

@@ -13,4 +13,7 @@ WITH a AS (
     RETURNING id, next_offset - 100 AS base)
 INSERT INTO queen.log_segments
     (partition_id, base_offset, frame_count, body, checksum, txids, min_created_at, max_created_at)
-SELECT id, base, 100, :body::bytea, 42, :txids::text[], now(), now() FROM a;
+SELECT id, base, 100, :body::bytea, 42, :txids::text[], now(), now() FROM a
+RETURNING base_offset
+-- Exactly one row, or pgbench fails the run.
+\gset
