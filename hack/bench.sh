@@ -11,10 +11,11 @@
 # C = 1, 4, 16, 64, and without at C=4; push with 10 million rows in the
 # dedup table; popack and cycle at C = 1, 4, 16, 64 (P=16) and at P = 1,000
 # and 10,000 (C=4); stateget. N is chosen for each point to run at least 5 s
-# on this machine, and the whole for about 30 minutes. BENCH_QUICK=1 runs
-# each point once with N/20 (and 200,000 dedup rows): a pass of a few
-# minutes that shows everything works, whose figures mean little. Extra
-# arguments go to every regent-bench call.
+# on a quiet 2-core machine, and the whole for about 20 minutes there (some
+# 50 when six other builds share it). BENCH_QUICK=1 runs each point once
+# with N/20 (and 200,000 dedup rows): a pass of two minutes that shows
+# everything works, whose figures mean little. Extra arguments go to every
+# regent-bench call.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
@@ -52,6 +53,9 @@ brokerpid=$!
 pids+=($brokerpid)
 until curl -sf "http://$addr/health" >/dev/null; do sleep 0.2; done
 
+# 1234567 -> 1,234,567
+commas() { sed ':a; s/\B[0-9]\{3\}\>/,&/; ta' <<<"$1"; }
+
 # point NAME LIMIT C N ARGS...: one point, C clients and N messages (divided
 # for a quick pass), compared at the end with the pgbench LIMIT script at C
 # (- for none). A point that fails is reported, and the others still run.
@@ -69,7 +73,7 @@ point() {
 }
 extra=("$@")
 
-point "push without transactionIds" push 4 300000 -scenario push -txid=false
+point "push without transactionIds" push 4 400000 -scenario push -txid=false
 for c in 1 4 16 64; do
   point "push C=$c" push "$c" $((c == 1 ? 100000 : 200000)) -scenario push
 done
@@ -99,13 +103,13 @@ for i in $(seq 0 15); do
 done
 "${psql[@]}" -c "VACUUM ANALYZE queen.push_dedup"
 echo "# filled and analyzed in $((SECONDS - filled)) s" >&2
-point "push, $dedup dedup rows" push 4 200000 -scenario push -queue bench-dedup -p 16
+point "push, $(commas "$dedup") dedup rows" push 4 200000 -scenario push -queue bench-dedup -p 16
 
 for s in popack cycle; do
   for c in 1 4 16 64; do
-    point "$s C=$c" "${s%ack}" "$c" $((c == 1 ? 100000 : 200000)) -scenario "$s"
+    point "$s C=$c" "${s%ack}" "$c" $((c == 1 ? 150000 : 300000)) -scenario "$s"
   done
-  point "$s P=1000" "${s%ack}" 4 200000 -scenario "$s" -p 1000
+  point "$s P=1000" "${s%ack}" 4 300000 -scenario "$s" -p 1000
   # N = P * B: every partition holds one segment.
   point "$s P=10000" "${s%ack}" 4 1000000 -scenario "$s" -p 10000
 done
@@ -124,8 +128,6 @@ kill "$brokerpid"
 REGENT_BENCH_PG_PORT=$pgport REGENT_BENCH_LIMIT_SECONDS=$limitsecs REGENT_BENCH_SEGMENT_BYTES=$bytes \
   REGENT_BENCH_SINK_SEGMENT_BYTES=$sinkbytes "$root/hack/bench-limit.sh" | tee "$dir/limits.jsonl"
 
-# 1234567 -> 1,234,567
-commas() { sed ':a; s/\B[0-9]\{3\}\>/,&/; ta' <<<"$1"; }
 echo "# Each point as a fraction of its pgbench limit (median msgs/s; reads/s for stateget):" >&2
 while IFS=$'\t' read -r name limit c got; do
   max=$(jq -r --arg l "$limit" --argjson c "$c" 'select(.limit == $l and .clients == $c) | .msgs_per_sec' "$dir/limits.jsonl")

@@ -64,7 +64,9 @@ type Result struct {
 	// included), in MiB.
 	BrokerRSSPeakMB float64 `json:"broker_rss_peak_mb,omitempty"`
 	// CPU of the broker, of PostgreSQL (all its processes) and of the tool,
-	// in the measured window: in seconds, and in milliseconds per request.
+	// in the measured window: in seconds, and in milliseconds per request
+	// counted in Requests (a push; a pop or an ack; a cycle, its pop
+	// included).
 	CPUSeconds      map[string]float64 `json:"cpu_s,omitempty"`
 	CPUMsPerRequest map[string]float64 `json:"cpu_ms_per_request,omitempty"`
 }
