@@ -57,8 +57,8 @@ until curl -sf "http://$addr/health" >/dev/null; do sleep 0.2; done
 commas() { sed ':a; s/\B[0-9]\{3\}\>/,&/; ta' <<<"$1"; }
 
 # point NAME LIMIT C N ARGS...: one point, C clients and N messages (divided
-# for a quick pass), compared at the end with the pgbench LIMIT script at C
-# (- for none). A point that fails is reported, and the others still run.
+# for a quick pass), compared at the end with the pgbench LIMIT script at C.
+# A point that fails is reported, and the others still run.
 failed=()
 point() {
   local name=$1 limit=$2 c=$3 n=$(($4 / div))
@@ -68,8 +68,9 @@ point() {
     -c "$c" -n "$n" "$@" "${extra[@]}" | tee "$dir/last.jsonl"; then
     failed+=("$name")
   fi
-  printf '%s\t%s\t%s\t%s\n' "$name" "$limit" "$c" \
-    "$(jq -s 'map(.msgs_per_sec) | sort | .[length / 2 | floor]' "$dir/last.jsonl")" >>"$dir/points"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$limit" "$c" \
+    "$(jq -s 'map(.msgs_per_sec) | sort | .[length / 2 | floor]' "$dir/last.jsonl")" \
+    "$(jq -s 'map(.broker_rss_peak_mb) | max' "$dir/last.jsonl")" >>"$dir/points"
 }
 extra=("$@")
 
@@ -128,15 +129,15 @@ kill "$brokerpid"
 REGENT_BENCH_PG_PORT=$pgport REGENT_BENCH_LIMIT_SECONDS=$limitsecs REGENT_BENCH_SEGMENT_BYTES=$bytes \
   REGENT_BENCH_SINK_SEGMENT_BYTES=$sinkbytes "$root/hack/bench-limit.sh" | tee "$dir/limits.jsonl"
 
-echo "# Each point as a fraction of its pgbench limit (median msgs/s; reads/s for stateget):" >&2
-while IFS=$'\t' read -r name limit c got; do
+echo "# Each point as a fraction of its pgbench limit (median msgs/s; reads/s for stateget), and the broker's largest RSS:" >&2
+while IFS=$'\t' read -r name limit c got rss; do
   max=$(jq -r --arg l "$limit" --argjson c "$c" 'select(.limit == $l and .clients == $c) | .msgs_per_sec' "$dir/limits.jsonl")
-  if [ -z "$max" ] || [ "$got" = null ]; then
+  if [ -z "$max" ] || [ "$got" = null ] || [ "$rss" = null ]; then
     echo "# $name: no figure" >&2
     continue
   fi
-  printf '# %s: %s msgs/s = %s of the pgbench limit of %s msgs/s\n' "$name" "$(commas "$(printf '%.0f' "$got")")" \
-    "$(awk "BEGIN {printf \"%.2f\", $got / $max}")" "$(commas "$max")" >&2
+  printf '# %s: %s msgs/s = %s of the pgbench limit of %s msgs/s; broker RSS peak %.0f MB\n' "$name" \
+    "$(commas "$(printf '%.0f' "$got")")" "$(awk "BEGIN {printf \"%.2f\", $got / $max}")" "$(commas "$max")" "$rss" >&2
 done <"$dir/points"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "# failed: ${failed[*]}" >&2
