@@ -1,7 +1,11 @@
 // Command regent-bench drives any broker that speaks the Queen queue
 // protocol over HTTP and prints one JSON line per run: throughput, request
 // latency percentiles, errors and, where the scenario checks it, whether
-// every message was seen exactly once.
+// every message was seen exactly once. Given the pids of a broker and a
+// PostgreSQL on this machine, it adds the broker's peak RSS and where the
+// CPU went: broker, PostgreSQL, and the tool itself. Pushed items carry a
+// UUIDv7 transactionId, as those of Queen's JavaScript client do, unless
+// -txid=false.
 //
 //	regent-bench -url http://127.0.0.1:6632 -scenario push   -c 4 -b 100 -p 16 -n 200000
 //	regent-bench -url http://127.0.0.1:6632 -scenario popack -c 4 -b 100 -p 16 -n 100000
