@@ -62,8 +62,8 @@ e2e: deps ## Run the end-to-end test alone: the whole stack as `make run` starts
 	go test -count=1 -v -run . ./test/e2e/
 
 .PHONY: bench
-bench: deps build ## Run the Go benchmarks and regent-bench against a freshly started local broker.
-	go test -run '^$$' -bench . -benchmem ./broker/...
+bench: deps build ## Run the Go benchmarks, regent-bench's sweeps against a fresh local broker and their pgbench limits (~20 min; BENCH_QUICK=1: a short pass).
+	go test -run '^$$' -bench . -benchmem $(if $(BENCH_QUICK),-benchtime=10x) ./broker/...
 	hack/bench.sh
 
 .PHONY: run

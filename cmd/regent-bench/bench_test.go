@@ -1,8 +1,12 @@
 package main
 
 import (
+	"fmt"
+	"net/url"
+	"os"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/test/brokertest"
@@ -12,7 +16,7 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func env(t *testing.T, b *brokertest.Broker, queue string) *Env {
-	e := &Env{URL: b.URL, Token: b.Token, Queue: queue, C: 3, B: 10, P: 4, N: 205, Size: 32}
+	e := &Env{URL: b.URL, Token: b.Token, Queue: queue, C: 3, B: 10, P: 4, N: 205, Size: 32, TxIDs: true}
 	require.NoError(t, e.init())
 	return e
 }
@@ -39,6 +43,109 @@ func TestPushScenarioStoresNMessagesOverPPartitions(t *testing.T) {
 	require.Equal(t, 4, parts)
 }
 
+// popAll pops every message of the queue with auto-ack.
+func popAll(t *testing.T, e *Env) []popMessage {
+	var all []popMessage
+	path := "/api/v1/pop/queue/" + url.PathEscape(e.Queue) + "?batch=1000&autoAck=true&partitions=" + fmt.Sprint(e.P)
+	for range 10 {
+		status, body, err := e.Do(t.Context(), "GET", path, nil, false)
+		require.NoError(t, err)
+		if status == 204 {
+			return all
+		}
+		var a popAnswer
+		require.NoError(t, a.parse(body))
+		for _, m := range a.Messages {
+			all = append(all, popMessage{ID: append([]byte(nil), m.ID...), TransactionID: append([]byte(nil), m.TransactionID...)})
+		}
+	}
+	t.Fatal("the queue did not drain in 10 pops")
+	return nil
+}
+
+func TestPushScenarioGivesEveryItemAUUIDv7TransactionIDOfItsOwn(t *testing.T) {
+	b := brokertest.Start(t)
+	e := env(t, b, "txid-q")
+	res := e.run(t.Context(), "push", scenarios["push"])
+	requireVerified(t, res)
+	require.True(t, *res.TransactionIDs)
+	msgs := popAll(t, e)
+	require.Len(t, msgs, e.N)
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		id, err := uuid.ParseBytes(m.TransactionID)
+		require.NoError(t, err)
+		require.Equal(t, uuid.Version(7), id.Version())
+		require.NotEqual(t, string(m.ID), string(m.TransactionID), "the client's id, not the broker's")
+		require.False(t, seen[id.String()], "transactionId %s twice", id)
+		seen[id.String()] = true
+	}
+}
+
+func TestPushScenarioWithoutTransactionIDsLetsTheBrokerUseTheMessageID(t *testing.T) {
+	b := brokertest.Start(t)
+	e := env(t, b, "no-txid-q")
+	e.TxIDs = false
+	res := e.run(t.Context(), "push", scenarios["push"])
+	requireVerified(t, res)
+	require.False(t, *res.TransactionIDs)
+	msgs := popAll(t, e)
+	require.Len(t, msgs, e.N)
+	for _, m := range msgs {
+		require.Equal(t, string(m.ID), string(m.TransactionID))
+	}
+}
+
+func TestPushTallyCountsTheDuplicatesABrokerAnswers(t *testing.T) {
+	b := brokertest.Start(t)
+	e := env(t, b, "dup-q")
+	body := `{"items":[{"queue":"dup-q","transactionId":"t1","payload":1},{"queue":"dup-q","transactionId":"t1","payload":2},` +
+		`{"queue":"dup-q","transactionId":"t2","payload":3}]}`
+	_, answer, err := e.Do(t.Context(), "POST", "/api/v1/push", []byte(body), false)
+	require.NoError(t, err)
+	var tl tally
+	tl.add(answer)
+	require.Equal(t, int64(2), tl.queued.Load())
+	require.Equal(t, int64(1), tl.duplicate.Load())
+}
+
+func TestPushScenarioReportsCPUAndMemoryOfTheWatchedProcesses(t *testing.T) {
+	b := brokertest.Start(t)
+	e := env(t, b, "watched-q")
+	// The broker runs in this process; PostgreSQL's postmaster is the
+	// parent of the backend serving this query.
+	var backend int
+	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT pg_backend_pid()`).Scan(&backend))
+	st, err := readStat(fmt.Sprint(backend))
+	require.NoError(t, err)
+	e.BrokerPID, e.PostgresPID = os.Getpid(), st.ppid
+	res := e.run(t.Context(), "push", scenarios["push"])
+	requireVerified(t, res)
+	require.Greater(t, res.BrokerRSSPeakMB, 1.0)
+	require.ElementsMatch(t, []string{"broker", "postgres", "tool"}, keys(res.CPUSeconds))
+	require.ElementsMatch(t, []string{"broker", "postgres", "tool"}, keys(res.CPUMsPerRequest))
+	for k, v := range res.CPUSeconds {
+		require.GreaterOrEqual(t, v, 0.0, k)
+		require.InDelta(t, v*1000/float64(res.Requests), res.CPUMsPerRequest[k], 1e-9, k)
+	}
+}
+
+func TestRunsWithoutWatchedProcessesReportOnlyTheToolsCPU(t *testing.T) {
+	b := brokertest.Start(t)
+	res := env(t, b, "unwatched-q").run(t.Context(), "push", scenarios["push"])
+	requireVerified(t, res)
+	require.Zero(t, res.BrokerRSSPeakMB)
+	require.Equal(t, []string{"tool"}, keys(res.CPUSeconds))
+}
+
+func keys(m map[string]float64) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
 func TestPopAckScenarioVerifiesExactlyNDistinct(t *testing.T) {
 	b := brokertest.Start(t)
 	res := env(t, b, "popack-q").run(t.Context(), "popack", scenarios["popack"])
@@ -52,7 +159,7 @@ func TestPopAckScenarioVerifiesExactlyNDistinct(t *testing.T) {
 func TestPopAckScenarioReportsMissingMessages(t *testing.T) {
 	b := brokertest.Start(t)
 	e := env(t, b, "short-q")
-	require.NoError(t, e.fill(t.Context(), false))
+	require.NoError(t, e.prefill(t.Context()))
 	e.N, e.Prefilled = 300, true // more than the queue holds
 	res := e.run(t.Context(), "popack", scenarios["popack"])
 	require.False(t, *res.Verified)
@@ -81,4 +188,13 @@ func TestSummaryGivesTheMedianOfEachFigure(t *testing.T) {
 	require.Equal(t, "# cycle, median of 3 runs: 200 msgs/s, 2 cycles/s, p50 2.500 ms, p99 8.000 ms", summary(runs))
 	require.Equal(t, "# push, median of 1 runs: 5 msgs/s, p50 1.000 ms, p99 2.000 ms",
 		summary([]*Result{{Scenario: "push", MsgsPerSec: 5, P50Ms: 1, P99Ms: 2}}))
+}
+
+func TestSummaryGivesTheMedianCPUPerRequestAndTheLargestRSSPeak(t *testing.T) {
+	run := func(broker, tool, rss float64) *Result {
+		return &Result{Scenario: "push", MsgsPerSec: 5, P50Ms: 1, P99Ms: 2, BrokerRSSPeakMB: rss,
+			CPUMsPerRequest: map[string]float64{"broker": broker, "tool": tool}}
+	}
+	require.Equal(t, "# push, median of 3 runs: 5 msgs/s, p50 1.000 ms, p99 2.000 ms; CPU per request: broker 0.200 ms tool 0.050 ms; broker RSS peak 61.5 MB",
+		summary([]*Result{run(0.3, 0.05, 40), run(0.1, 0.04, 61.5), run(0.2, 0.06, 50)}))
 }

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strconv"
 	"sync/atomic"
-	"time"
 )
 
 func init() { register("cycle", runCycle) }
@@ -23,8 +22,8 @@ const stateOps = 4
 // verifies exactly-once: the sink's counts sum to N.
 func runCycle(ctx context.Context, e *Env, res *Result) error {
 	if !e.Prefilled {
-		if err := e.fill(ctx, false); err != nil {
-			return fmt.Errorf("pre-fill: %w", err)
+		if err := e.prefill(ctx); err != nil {
+			return err
 		}
 	}
 	name, sink := e.Queue+".q", e.Queue+".sink"
@@ -37,7 +36,7 @@ func runCycle(ctx context.Context, e *Env, res *Result) error {
 		"&consumerGroup=" + url.QueryEscape(group)
 
 	var cycles atomic.Int64
-	start := time.Now()
+	m := e.begin()
 	end, _, err := e.consume(ctx, popPath, false, int64(e.N),
 		func(ctx context.Context, c *consumer) (int64, error) {
 			c.out = cycleBody(c.out[:0], queryID, group, sink, &c.pop)
@@ -51,7 +50,7 @@ func runCycle(ctx context.Context, e *Env, res *Result) error {
 			cycles.Add(1)
 			return int64(len(c.pop.Messages)), nil
 		})
-	res.Seconds = end.Sub(start).Seconds()
+	e.measured(res, m, end)
 	res.CyclesPerSec = float64(cycles.Load()) / res.Seconds
 	if err != nil {
 		return err

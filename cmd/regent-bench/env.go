@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Env is what a scenario gets: the parameters, an HTTP client and the
@@ -21,6 +23,11 @@ type Env struct {
 	URL, Token, Queue string
 	C, B, P, N, Size  int
 	Prefilled         bool
+	// TxIDs: every pushed item carries a transactionId of its own, a
+	// UUIDv7, as Queen's stock JavaScript client stamps on every message.
+	TxIDs bool
+	// The processes watched from /proc; 0 is none.
+	BrokerPID, PostgresPID int
 
 	host   string     // of URL, for the Host header
 	prefix string     // URL's path, before every route
@@ -51,6 +58,17 @@ type Result struct {
 	Verified     *bool   `json:"verified,omitempty"`
 	Verification string  `json:"verification,omitempty"`
 	Error        string  `json:"error,omitempty"`
+	// Push's: whether the items carried transactionIds.
+	TransactionIDs *bool `json:"transaction_ids,omitempty"`
+	// The broker's largest resident set, sampled through the run (setup
+	// included), in MiB.
+	BrokerRSSPeakMB float64 `json:"broker_rss_peak_mb,omitempty"`
+	// CPU of the broker, of PostgreSQL (all its processes) and of the tool,
+	// in the measured window: in seconds, and in milliseconds per request
+	// counted in Requests (a push; a pop or an ack; a cycle, its pop
+	// included).
+	CPUSeconds      map[string]float64 `json:"cpu_s,omitempty"`
+	CPUMsPerRequest map[string]float64 `json:"cpu_ms_per_request,omitempty"`
 }
 
 // init checks URL and makes room for the idle connections.
@@ -64,17 +82,32 @@ func (e *Env) init() error {
 	return nil
 }
 
-// run runs scenario s; the scenario measures its own window with Start and
-// Stop, since setup (such as pre-filling a queue) is not part of it.
+// run runs scenario s; the scenario measures its own window with begin and
+// measured, since setup (such as pre-filling a queue) is not part of it.
 func (e *Env) run(ctx context.Context, name string, s scenario) *Result {
 	e.latencies, e.errors, e.lastErr = e.latencies[:0], 0, ""
 	res := &Result{Scenario: name, Queue: e.Queue, Clients: e.C, Batch: e.B, Partitions: e.P, Messages: e.N}
+	var peak <-chan int64
+	stop := make(chan struct{})
+	if e.BrokerPID > 0 {
+		peak = e.watchRSS(stop)
+	}
 	if err := s(ctx, e, res); err != nil {
 		res.Error = err.Error()
+	}
+	close(stop)
+	if peak != nil {
+		res.BrokerRSSPeakMB = float64(<-peak) / (1 << 20)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	res.Requests = len(e.latencies)
+	if res.CPUSeconds != nil && res.Requests > 0 {
+		res.CPUMsPerRequest = map[string]float64{}
+		for k, v := range res.CPUSeconds {
+			res.CPUMsPerRequest[k] = v * 1000 / float64(res.Requests)
+		}
+	}
 	res.Errors, res.LastError = e.errors, e.lastErr
 	if res.Seconds > 0 {
 		res.MsgsPerSec = float64(res.Messages) / res.Seconds
@@ -83,6 +116,40 @@ func (e *Env) run(ctx context.Context, name string, s scenario) *Result {
 	res.P50Ms = percentile(e.latencies, 0.50)
 	res.P99Ms = percentile(e.latencies, 0.99)
 	return res
+}
+
+// mark is the start of a scenario's measured window.
+type mark struct {
+	at  time.Time
+	cpu cpuReading
+}
+
+// begin opens the measured window; setup, such as pre-filling a queue, is
+// done before it.
+func (e *Env) begin() mark {
+	cpu, err := e.readCPU()
+	if err != nil {
+		e.fail(err)
+	}
+	return mark{time.Now(), cpu}
+}
+
+// measured closes the window that began at m and whose work ended at end:
+// the run's seconds, and the CPU each process spent since m.
+func (e *Env) measured(res *Result, m mark, end time.Time) {
+	res.Seconds = end.Sub(m.at).Seconds()
+	cpu, err := e.readCPU()
+	if err != nil {
+		e.fail(err)
+		return
+	}
+	if m.cpu == nil {
+		return
+	}
+	res.CPUSeconds = map[string]float64{}
+	for k, v := range cpu {
+		res.CPUSeconds[k] = (v - m.cpu[k]).Seconds()
+	}
 }
 
 func percentile(sorted []time.Duration, q float64) float64 {
@@ -206,8 +273,8 @@ func (e *Env) fail(err error) {
 }
 
 // pushBody builds a push request of n messages to one partition, numbered
-// from first.
-func (e *Env) pushBody(partition string, first, n int) []byte {
+// from first; with txids each item carries a fresh UUIDv7 transactionId.
+func (e *Env) pushBody(partition string, first, n int, txids bool) []byte {
 	pad := make([]byte, max(0, e.Size-24))
 	for i := range pad {
 		pad[i] = 'x'
@@ -218,7 +285,11 @@ func (e *Env) pushBody(partition string, first, n int) []byte {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `{"queue":%q,"partition":%q,"payload":{"i":%d,"pad":%q}}`, e.Queue, partition, first+i, pad)
+		fmt.Fprintf(&b, `{"queue":%q,"partition":%q,`, e.Queue, partition)
+		if txids {
+			fmt.Fprintf(&b, `"transactionId":"%s",`, uuid.Must(uuid.NewV7()))
+		}
+		fmt.Fprintf(&b, `"payload":{"i":%d,"pad":%q}}`, first+i, pad)
 	}
 	b.WriteString(`]}`)
 	return b.Bytes()

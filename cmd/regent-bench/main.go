@@ -1,7 +1,11 @@
 // Command regent-bench drives any broker that speaks the Queen queue
 // protocol over HTTP and prints one JSON line per run: throughput, request
 // latency percentiles, errors and, where the scenario checks it, whether
-// every message was seen exactly once.
+// every message was seen exactly once. Given the pids of a broker and a
+// PostgreSQL on this machine, it adds the broker's peak RSS and where the
+// CPU went: broker, PostgreSQL, and the tool itself. Pushed items carry a
+// UUIDv7 transactionId, as those of Queen's JavaScript client do, unless
+// -txid=false.
 //
 //	regent-bench -url http://127.0.0.1:6632 -scenario push   -c 4 -b 100 -p 16 -n 200000
 //	regent-bench -url http://127.0.0.1:6632 -scenario popack -c 4 -b 100 -p 16 -n 100000
@@ -44,6 +48,9 @@ func main() {
 	flag.IntVar(&env.N, "n", 200000, "messages")
 	flag.IntVar(&env.Size, "size", 64, "approximate payload size in bytes")
 	flag.StringVar(&env.Queue, "queue", "", "queue name (default: a fresh one per run)")
+	flag.BoolVar(&env.TxIDs, "txid", true, "push: give every item a UUIDv7 transactionId, as Queen's JavaScript client does; -txid=false sends none")
+	flag.IntVar(&env.BrokerPID, "broker-pid", 0, "the broker's process id, when it runs on this machine: report its CPU and peak RSS from /proc")
+	flag.IntVar(&env.PostgresPID, "pg-pid", 0, "PostgreSQL's postmaster pid, when it runs on this machine: report the CPU of all its processes from /proc")
 	flag.BoolVar(&env.Prefilled, "prefilled", false, "popack, cycle: the queue already holds the N messages; do not fill it")
 	flag.IntVar(&runs, "runs", 1, "how many times to run; one JSON line each")
 	flag.DurationVar(&limit, "limit", 10*time.Minute, "give up a run after this long")
@@ -80,16 +87,15 @@ func main() {
 		results = append(results, res)
 		failed = failed || res.Error != "" || res.Verified != nil && !*res.Verified
 	}
-	if runs > 1 {
-		fmt.Fprintln(os.Stderr, summary(results))
-	}
+	fmt.Fprintln(os.Stderr, summary(results))
 	if failed {
 		os.Exit(1)
 	}
 }
 
 // summary is the line that reports a scenario's runs: the median of each
-// figure, since one run on a shared machine says little.
+// figure, since one run on a shared machine says little, and the largest
+// peak RSS.
 func summary(results []*Result) string {
 	median := func(f func(*Result) float64) float64 {
 		v := make([]float64, len(results))
@@ -104,8 +110,25 @@ func summary(results []*Result) string {
 	if results[0].CyclesPerSec > 0 {
 		line += fmt.Sprintf(", %.0f cycles/s", median(func(r *Result) float64 { return r.CyclesPerSec }))
 	}
-	return line + fmt.Sprintf(", p50 %.3f ms, p99 %.3f ms",
+	line += fmt.Sprintf(", p50 %.3f ms, p99 %.3f ms",
 		median(func(r *Result) float64 { return r.P50Ms }), median(func(r *Result) float64 { return r.P99Ms }))
+	if cpu := results[0].CPUMsPerRequest; cpu != nil {
+		line += "; CPU per request:"
+		for _, k := range []string{"broker", "postgres", "tool"} {
+			if _, ok := cpu[k]; ok {
+				line += fmt.Sprintf(" %s %.3f ms", k, median(func(r *Result) float64 { return r.CPUMsPerRequest[k] }))
+			}
+		}
+	}
+	// Memory has a ceiling to stay under, so the worst run is the figure.
+	var rss float64
+	for _, r := range results {
+		rss = max(rss, r.BrokerRSSPeakMB)
+	}
+	if rss > 0 {
+		line += fmt.Sprintf("; broker RSS peak %.1f MB", rss)
+	}
+	return line
 }
 
 func names() []string {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
-	"time"
 )
 
 func init() { register("popack", runPopAck) }
@@ -16,15 +15,15 @@ func init() { register("popack", runPopAck) }
 // that exactly N distinct messages came back, none twice.
 func runPopAck(ctx context.Context, e *Env, res *Result) error {
 	if !e.Prefilled {
-		if err := e.fill(ctx, false); err != nil {
-			return fmt.Errorf("pre-fill: %w", err)
+		if err := e.prefill(ctx); err != nil {
+			return err
 		}
 	}
 	path := "/api/v1/pop/queue/" + url.PathEscape(e.Queue) + "?wait=true&timeout=1000&batch=" + fmt.Sprint(e.B)
 	var mu sync.Mutex
 	seen := make(map[string]int, e.N)
 	dups := 0
-	start := time.Now()
+	m := e.begin()
 	end, distinct, err := e.consume(ctx, path, true, int64(e.N), func(ctx context.Context, c *consumer) (int64, error) {
 		fresh := 0
 		mu.Lock()
@@ -43,7 +42,7 @@ func runPopAck(ctx context.Context, e *Env, res *Result) error {
 		}
 		return int64(fresh), nil
 	})
-	res.Seconds = end.Sub(start).Seconds()
+	e.measured(res, m, end)
 	ok := distinct == int64(e.N) && dups == 0
 	res.Verified = &ok
 	res.Verification = fmt.Sprintf("%d distinct of %d, %d delivered twice", distinct, e.N, dups)

@@ -52,7 +52,7 @@ func runStateGet(ctx context.Context, e *Env, res *Result) error {
 	lat := make([][]time.Duration, len(kinds))
 	var mu sync.Mutex
 	var next, wrong atomic.Int64
-	start := time.Now()
+	m := e.begin()
 	var wg sync.WaitGroup
 	errc := make(chan error, e.C)
 	for range e.C {
@@ -82,7 +82,7 @@ func runStateGet(ctx context.Context, e *Env, res *Result) error {
 		})
 	}
 	wg.Wait()
-	res.Seconds = time.Since(start).Seconds()
+	e.measured(res, m, time.Now())
 	close(errc)
 	ok := wrong.Load() == 0
 	res.Verified = &ok
