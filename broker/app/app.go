@@ -43,13 +43,15 @@ type Broker struct {
 	stopped chan struct{}
 }
 
-// OpenPool connects to PostgreSQL with the configured pool size.
+// OpenPool connects to PostgreSQL with the configured pool size. The pool
+// drops connections the server has closed before a request gets them.
 func OpenPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	pc.MaxConns = int32(cfg.PoolSize)
+	pc.PrepareConn = dropClosed
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
