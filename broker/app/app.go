@@ -13,7 +13,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -162,8 +161,14 @@ func (b *Broker) Close() {
 // Parked long-polls see ctx's cancellation and answer at once.
 func (b *Broker) Serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{
-		Handler:           b.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler: b.handler,
+		// ReadTimeout bounds the reading of a request, its body included;
+		// net/http lifts the deadline once the body is read, so a long-poll
+		// still parks for its whole timeout. For the same reason there is no
+		// WriteTimeout: a long-poll answers up to 10 minutes after it asked.
+		ReadHeaderTimeout: b.cfg.ReadHeaderTimeout,
+		ReadTimeout:       b.cfg.ReadTimeout,
+		IdleTimeout:       b.cfg.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(b.log.Handler(), slog.LevelWarn),
 	}
