@@ -173,7 +173,7 @@ func (b *Broker) Serve(ctx context.Context, l net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(b.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
+	go func() { errc <- srv.Serve(server.JSONProtocolErrors(l)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
