@@ -13,7 +13,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -43,13 +42,15 @@ type Broker struct {
 	stopped chan struct{}
 }
 
-// OpenPool connects to PostgreSQL with the configured pool size.
+// OpenPool connects to PostgreSQL with the configured pool size. The pool
+// drops connections the server has closed before a request gets them.
 func OpenPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	pc.MaxConns = int32(cfg.PoolSize)
+	pc.PrepareConn = dropClosed
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
@@ -160,13 +161,19 @@ func (b *Broker) Close() {
 // Parked long-polls see ctx's cancellation and answer at once.
 func (b *Broker) Serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{
-		Handler:           b.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler: b.handler,
+		// ReadTimeout bounds the reading of a request, its body included;
+		// net/http lifts the deadline once the body is read, so a long-poll
+		// still parks for its whole timeout. For the same reason there is no
+		// WriteTimeout: a long-poll answers up to 10 minutes after it asked.
+		ReadHeaderTimeout: b.cfg.ReadHeaderTimeout,
+		ReadTimeout:       b.cfg.ReadTimeout,
+		IdleTimeout:       b.cfg.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(b.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
+	go func() { errc <- srv.Serve(server.JSONProtocolErrors(l)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)

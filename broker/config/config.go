@@ -38,6 +38,10 @@ type Config struct {
 	ReseedInterval time.Duration
 	RetentionEvery time.Duration
 	ShutdownGrace  time.Duration
+
+	ReadHeaderTimeout time.Duration // to receive a request's headers
+	ReadTimeout       time.Duration // to receive a request's body, after its headers
+	IdleTimeout       time.Duration // a keep-alive connection may wait for its next request
 }
 
 // Flags binds each setting to a flag whose default comes from its
@@ -131,6 +135,9 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.DurationEnv(&c.ReseedInterval, "reseed-interval", "REGENT_RESEED_INTERVAL", 5*time.Second, "how often the hot list is reseeded from the database")
 	f.DurationEnv(&c.RetentionEvery, "retention-interval", "REGENT_RETENTION_INTERVAL", 30*time.Second, "how often retention and dedup sweeps run")
 	f.DurationEnv(&c.ShutdownGrace, "shutdown-grace", "REGENT_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight requests may drain on SIGTERM")
+	f.DurationEnv(&c.ReadHeaderTimeout, "read-header-timeout", "REGENT_READ_HEADER_TIMEOUT", 10*time.Second, "how long a client may take to send a request's headers")
+	f.DurationEnv(&c.ReadTimeout, "read-timeout", "REGENT_READ_TIMEOUT", time.Minute, "how long a client may take to send a request's body; a long-poll's wait is not part of it")
+	f.DurationEnv(&c.IdleTimeout, "idle-timeout", "REGENT_IDLE_TIMEOUT", 2*time.Minute, "how long an idle keep-alive connection is kept open")
 	if err := f.Parse(args); err != nil {
 		return c, err
 	}
@@ -169,6 +176,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxBodyBytes < 1<<20 {
 		errs = append(errs, errors.New("--max-body-bytes must be at least 1 MiB"))
+	}
+	if c.ReadHeaderTimeout <= 0 || c.ReadTimeout <= 0 || c.IdleTimeout <= 0 {
+		errs = append(errs, errors.New("--read-header-timeout, --read-timeout and --idle-timeout must be positive"))
 	}
 	return errors.Join(errs...)
 }

@@ -49,3 +49,24 @@ func TestRejectsBadSettings(t *testing.T) {
 		})
 	}
 }
+
+func TestTimeoutsHaveSaneDefaultsAndEnvironmentFallbacks(t *testing.T) {
+	c, err := Parse("broker", nil, env(map[string]string{"DATABASE_URL": "x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ReadHeaderTimeout != 10*time.Second || c.ReadTimeout != time.Minute || c.IdleTimeout != 2*time.Minute {
+		t.Fatalf("timeouts %v %v %v", c.ReadHeaderTimeout, c.ReadTimeout, c.IdleTimeout)
+	}
+	c, err = Parse("broker", []string{"--idle-timeout=5s"}, env(map[string]string{"DATABASE_URL": "x",
+		"REGENT_READ_HEADER_TIMEOUT": "1s", "REGENT_READ_TIMEOUT": "2s", "REGENT_IDLE_TIMEOUT": "3s"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ReadHeaderTimeout != time.Second || c.ReadTimeout != 2*time.Second || c.IdleTimeout != 5*time.Second {
+		t.Fatalf("timeouts %v %v %v", c.ReadHeaderTimeout, c.ReadTimeout, c.IdleTimeout)
+	}
+	if _, err := Parse("broker", []string{"--read-timeout=0s"}, env(map[string]string{"DATABASE_URL": "x"})); err == nil {
+		t.Fatal("a zero read timeout was accepted")
+	}
+}

@@ -21,11 +21,17 @@ const Channel = "regent_log"
 // (re)connection it calls resync, which reseeds from the database. A queue
 // deletion is passed to deleted as well, for the caller's own caches.
 func Listen(ctx context.Context, connString string, l *List, log *slog.Logger, resync func(context.Context), deleted func(uuid.UUID)) {
-	backoff := 100 * time.Millisecond
+	backoff := minBackoff
 	for ctx.Err() == nil {
-		err := listenOnce(ctx, connString, l, resync, deleted)
+		listened, err := listenOnce(ctx, connString, l, resync, deleted)
 		if ctx.Err() != nil {
 			return
+		}
+		if listened {
+			// A connection that worked says the server is fine: one lost
+			// connection (a restart, a terminated backend) must not cost the
+			// delays that earlier outages built up.
+			backoff = minBackoff
 		}
 		log.Warn("hot list: LISTEN connection lost; reconnecting", "err", err, "in", backoff)
 		select {
@@ -33,24 +39,35 @@ func Listen(ctx context.Context, connString string, l *List, log *slog.Logger, r
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
-func listenOnce(ctx context.Context, connString string, l *List, resync func(context.Context), deleted func(uuid.UUID)) error {
+// The reconnect delay starts short, since every moment without LISTEN is a
+// moment this replica's parked pops sleep through pushes on other replicas,
+// and stays short while PostgreSQL is away: one connection attempt a second
+// costs the server nothing.
+const (
+	minBackoff = 50 * time.Millisecond
+	maxBackoff = time.Second
+)
+
+// listenOnce reports whether its LISTEN took effect before the connection
+// failed.
+func listenOnce(ctx context.Context, connString string, l *List, resync func(context.Context), deleted func(uuid.UUID)) (bool, error) {
 	conn, err := pgx.Connect(ctx, connString)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
-		return err
+		return false, err
 	}
 	go resync(ctx)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		if q := l.apply(n.Payload); q != uuid.Nil {
 			deleted(q)

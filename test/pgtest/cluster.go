@@ -19,10 +19,11 @@ import (
 // Cluster is a PostgreSQL server process started by this package, for the
 // tests' throwaway clusters and for the local stack of `make run`.
 type Cluster struct {
-	DataDir string
-	Port    int
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	DataDir  string
+	Port     int
+	settings []string
+	cmd      *exec.Cmd
+	exited   chan struct{}
 }
 
 // StartCluster starts postgres on 127.0.0.1:port over dataDir, running
@@ -72,7 +73,7 @@ func StartCluster(dataDir string, port int, settings ...string) (*Cluster, error
 	for _, s := range settings {
 		args = append(args, "-c", s)
 	}
-	c := &Cluster{DataDir: dataDir, Port: port, exited: make(chan struct{})}
+	c := &Cluster{DataDir: dataDir, Port: port, settings: settings, exited: make(chan struct{})}
 	started := make(chan error, 1)
 	// Pdeathsig fires when the thread that started the child exits, so the
 	// child is started from a goroutine that keeps its thread for the life of
@@ -135,6 +136,19 @@ func (c *Cluster) Stop() {
 		_ = c.cmd.Process.Kill()
 		<-c.exited
 	}
+}
+
+// Restart stops the server (fast shutdown) and starts it again over the same
+// data directory, port and settings, as an operator restarting PostgreSQL
+// would. c describes the new server process afterwards.
+func (c *Cluster) Restart() error {
+	c.Stop()
+	n, err := StartCluster(c.DataDir, c.Port, c.settings...)
+	if err != nil {
+		return fmt.Errorf("restart postgres: %w", err)
+	}
+	*c = *n
+	return nil
 }
 
 // Exited is closed when the server process has ended.

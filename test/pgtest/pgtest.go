@@ -168,9 +168,7 @@ func (s *server) startCluster() error {
 	if err != nil {
 		return fmt.Errorf("make cluster directory: %w", err)
 	}
-	// Durability is worthless for a database that dies with the test binary.
-	c, err := StartCluster(filepath.Join(dir, "data"), 0,
-		"fsync=off", "synchronous_commit=off", "full_page_writes=off")
+	c, err := StartCluster(filepath.Join(dir, "data"), 0, throwaway...)
 	if err != nil {
 		os.RemoveAll(dir)
 		return err

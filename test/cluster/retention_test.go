@@ -1,0 +1,80 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/cluster"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+// Every replica runs the retention sweep; one sweeps at a time. A backlog
+// that turns old all at once (retention switched on after the pushes) is
+// found by all three replicas within one 100ms interval, so if they did not
+// take turns, their deletes would run side by side. The test watches the
+// database's active statements throughout.
+func TestRetentionRunsOnOneReplicaAtATime(t *testing.T) {
+	t.Parallel()
+	db := pgtest.URL(t)
+	bs := cluster.Start(t, db, 3, "--retention-interval=100ms", noReseed)
+	b := brokertest.At(bs[0].URL)
+	const requests, partitions = 100, 100
+	for i := range requests {
+		items := make([]map[string]any, partitions)
+		for p := range items {
+			items[p] = map[string]any{"queue": "aged", "partition": fmt.Sprint(p), "payload": i}
+		}
+		if r := b.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": items}); r.Status != http.StatusCreated {
+			t.Fatalf("push = %d %s", r.Status, r.Body)
+		}
+	}
+	t.Logf("pushed %d messages on %d partitions", requests*partitions, partitions)
+	pool, err := pgxpool.New(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	time.Sleep(1100 * time.Millisecond) // every message older than the retention below
+	if r := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "aged", "options": map[string]any{"retentionSeconds": 1}}); r.Status != http.StatusOK {
+		t.Fatalf("configure = %d %s", r.Status, r.Body)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var seen, most int
+	for i := 0; ctx.Err() == nil; i++ {
+		var deleting int
+		// Nothing but retention deletes anything in this database meanwhile.
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND pid <> pg_backend_pid() AND state = 'active' AND query ILIKE '%delete%'`).Scan(&deleting); err != nil {
+			t.Fatal(err)
+		}
+		if deleting > 0 {
+			seen++
+		}
+		most = max(most, deleting)
+		if i%100 != 99 {
+			continue
+		}
+		if r := b.Do(t, "GET", "/api/v1/pop/queue/aged?batch=1&partitions=100&autoAck=true", "", nil); r.Status == http.StatusNoContent {
+			break // all gone
+		} else if r.Status != http.StatusOK {
+			t.Fatalf("pop = %d %s", r.Status, r.Body)
+		}
+	}
+	t.Logf("retention deletes seen in %d samples, at most %d at once", seen, most)
+	if ctx.Err() != nil {
+		t.Fatal("retention did not remove the aged messages within 60s")
+	}
+	if seen == 0 {
+		t.Fatal("no retention delete was ever seen running; the test proves nothing")
+	}
+	if most > 1 {
+		t.Fatalf("%d retention deletes ran at once", most)
+	}
+}
