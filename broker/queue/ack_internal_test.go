@@ -114,22 +114,21 @@ func announced(out []AckResult) bool {
 	return yes
 }
 
-// retentionFirst is a Querier that deletes every segment of the store
-// before its first QueryRow: retention landing between the procedure naming
-// a dead letter and the broker reading its frame.
-type retentionFirst struct {
+// retentionAfterFirstCall is a Querier that deletes every segment of the
+// store after its first query: retention landing between queen.ack naming a
+// dead letter's frame and the broker passing its payload.
+type retentionAfterFirstCall struct {
 	*pgxpool.Pool
-	t    *testing.T
-	done bool
+	t     *testing.T
+	calls int
 }
 
-func (r *retentionFirst) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if !r.done {
-		r.done = true
+func (r *retentionAfterFirstCall) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if r.calls++; r.calls == 2 {
 		_, err := r.Exec(ctx, `DELETE FROM queen.log_segments`)
 		require.NoError(r.t, err)
 	}
-	return r.Pool.QueryRow(ctx, sql, args...)
+	return r.Pool.Query(ctx, sql, args...)
 }
 
 func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
@@ -142,7 +141,7 @@ func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 
-	out, err := s.Ack(ctx, &retentionFirst{Pool: s.pool, t: t}, "default", []Ack{{PartitionID: msgs[0].PartitionID,
+	out, err := s.Ack(ctx, &retentionAfterFirstCall{Pool: s.pool, t: t}, "default", []Ack{{PartitionID: msgs[0].PartitionID,
 		TransactionID: msgs[0].TransactionID, Status: "dlq", Group: QueueMode}})
 	require.NoError(t, err)
 	require.Len(t, out, 1)
