@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -206,47 +207,65 @@ func (s *Store) ackEach(ctx context.Context, db Querier, tenant string, acks []A
 			errs[i] = *a.Error
 		}
 	}
-	// Each call after the first is asked only for payloads not asked for
-	// before (those passed are not asked again, and a frame found gone is no
-	// message any more), so n + 1 calls always suffice; under no concurrent
-	// change, two do.
+	// A call asks only for payloads not passed yet, and a frame found gone
+	// is no message for the next one, so each call after the first asks for
+	// items never asked for before: the loop ends, after two calls when
+	// nothing changes meanwhile.
+	args := []any{tenant, pids, groups, txids, statuses, leases, errs}
 	var dl deadLetters
-	for range n + 1 {
-		rows, err := db.Query(ctx, `SELECT `+answerColumns+`, frame_offset, segment_base, segment_frames, segment_body, segment_checksum
-			FROM queen.ack(p_tenant => $1, p_partition_ids => $2, p_groups => $3, p_txids => $4, p_statuses => $5,
-				p_lease_ids => $6, p_errors => $7, p_dlq_items => $8, p_dlq_message_ids => $9, p_dlq_payloads => $10,
-				p_dlq_key_ids => $11, p_dlq_created => $12)`,
-			tenant, pids, groups, txids, statuses, leases, errs, dl.items, pgUUIDs(dl.ids), dl.payloads, dl.keys, dl.created)
+	asked := map[int32]bool{}
+	for {
+		out, frames, err := ackOnce(ctx, db, txids,
+			append(slices.Clip(args), dl.items, pgUUIDs(dl.ids), dl.payloads, dl.keys, dl.created))
 		if err != nil {
-			return nil, fmt.Errorf("ack: %w", err)
+			return nil, err
 		}
-		var out []AckResult
-		var asked []frameRequest
-		for rows.Next() {
-			var q frameRequest
-			r, err := scanAnswer(rows, txids, &q.offset, &q.base, &q.frames, &q.body, &q.checksum)
-			if err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("ack: %w", err)
-			}
-			if q.offset.Valid {
-				q.item = int32(r.Index + 1)
-				asked = append(asked, q)
-			} else {
-				out = append(out, r)
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("ack: %w", err)
-		}
-		if len(asked) == 0 {
+		if len(frames) == 0 {
 			return out, nil
 		}
-		if err := dl.decode(asked, acks); err != nil {
+		for _, q := range frames {
+			if asked[q.item] {
+				return nil, fmt.Errorf("ack: queen.ack asked twice for the payload of item %d (partition %s offset %d)",
+					q.item, acks[q.item-1].PartitionID, q.offset.Int64)
+			}
+			asked[q.item] = true
+		}
+		if err := dl.decode(frames, acks); err != nil {
 			return nil, err
 		}
 	}
-	return nil, fmt.Errorf("ack: queen.ack asked for dead letters' payloads more than %d times", n)
+}
+
+// ackOnce calls queen.ack once: it answers every item, or asks for the
+// payloads of dead letters that args lack.
+func ackOnce(ctx context.Context, db Querier, txids []string, args []any) ([]AckResult, []frameRequest, error) {
+	rows, err := db.Query(ctx, `SELECT `+answerColumns+`, frame_offset, segment_base, segment_frames, segment_body, segment_checksum
+		FROM queen.ack(p_tenant => $1, p_partition_ids => $2, p_groups => $3, p_txids => $4, p_statuses => $5,
+			p_lease_ids => $6, p_errors => $7, p_dlq_items => $8, p_dlq_message_ids => $9, p_dlq_payloads => $10,
+			p_dlq_key_ids => $11, p_dlq_created => $12)`, args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ack: %w", err)
+	}
+	defer rows.Close()
+	var out []AckResult
+	var frames []frameRequest
+	for rows.Next() {
+		var q frameRequest
+		r, err := scanAnswer(rows, txids, &q.offset, &q.base, &q.count, &q.body, &q.checksum)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ack: %w", err)
+		}
+		if q.offset.Valid {
+			q.item = int32(r.Index + 1)
+			frames = append(frames, q)
+		} else {
+			out = append(out, r)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("ack: %w", err)
+	}
+	return out, frames, nil
 }
 
 // frameRequest is queen.ack asking for the payload of a dead letter: the
@@ -256,7 +275,7 @@ type frameRequest struct {
 	item     int32
 	offset   pgtype.Int8
 	base     pgtype.Int8
-	frames   pgtype.Int4
+	count    pgtype.Int4
 	body     []byte
 	checksum pgtype.Int8
 }
@@ -287,7 +306,7 @@ func (dl *deadLetters) decode(asked []frameRequest, acks []Ack) error {
 		frames, ok := segments[key]
 		if !ok {
 			var err error
-			if frames, err = segment.Decode(q.body, uint64(q.checksum.Int64), int(q.frames.Int32)); err != nil {
+			if frames, err = segment.Decode(q.body, uint64(q.checksum.Int64), int(q.count.Int32)); err != nil {
 				return fmt.Errorf("ack: decode the segment of a dead letter (partition %s offset %d): %w", pid, q.offset.Int64, err)
 			}
 			segments[key] = frames
