@@ -2,16 +2,13 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/regent-mq/regent/broker/auth"
@@ -97,20 +94,10 @@ func (a *wireAck) parse(field, group string) (Ack, error) {
 	return out, nil
 }
 
-// deadLetters are the frames the ack procedure asked for, by item (1-based).
-type deadLetters struct {
-	items    []int32
-	ids      []uuid.UUID
-	payloads [][]byte
-	keys     []pgtype.Int8
-	created  []time.Time
-}
-
 // Ack applies acks in order in one procedure call (on db, a pool or a
-// transaction). A dead letter needs its frame decoded here: that rare path
-// costs one more query and one more call per message sent to the dead
-// letters. Once the acks have committed, the caller passes them and their
-// results to AfterAck.
+// transaction); dead letters cost one more, since the database cannot
+// decode the payloads they keep. Once the acks have committed, the caller
+// passes them and their results to AfterAck.
 func (s *Store) Ack(ctx context.Context, db Querier, tenant string, acks []Ack) ([]AckResult, error) {
 	var out []AckResult
 	var err error
@@ -160,67 +147,44 @@ func oneCursorCompleted(acks []Ack) bool {
 	return len(acks) > 0
 }
 
-// ackCursor is the common case in queen.ack_cursor, which moves the
-// cursor and returns what each item's answer is derived from here, by the
-// rules of queen.ack: a message behind the cursor is already
-// acknowledged; otherwise the lease must be held (and match, when given),
-// and the cursor moves just past it; reaching the end of the batch releases
-// the lease. Doing this item by item in PL/pgSQL cost the database twice as
-// much as the rest of the ack.
+// answerColumns are the columns of the answer to one item, as queen.ack and
+// queen.ack_cursor return them.
+const answerColumns = `item, queue_id, success, error, queue_name, partition_name, lease_released, dlq, announce`
+
+// scanAnswer scans the answerColumns of a row, then extra. txids are the
+// acks' transaction ids, by index.
+func scanAnswer(row pgx.CollectableRow, txids []string, extra ...any) (AckResult, error) {
+	var r AckResult
+	var item int
+	var qid pgtype.UUID
+	dest := append([]any{&item, &qid, &r.Success, &r.Error, &r.QueueName, &r.PartitionName, &r.LeaseReleased, &r.DLQ, &r.announce}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return r, err
+	}
+	r.Index, r.TransactionID = item-1, txids[item-1]
+	if qid.Valid {
+		r.queueID = qid.Bytes
+	}
+	return r, nil
+}
+
+// ackCursor is the common case, set-based in queen.ack_cursor.
 func (s *Store) ackCursor(ctx context.Context, db Querier, tenant string, acks []Ack) ([]AckResult, error) {
 	txids := make([]string, len(acks))
 	for i, a := range acks {
 		txids[i] = a.TransactionID
 	}
-	var (
-		qid           uuid.UUID
-		qname, pname  string
-		offsets       []pgtype.Int8
-		committed     int64
-		batchEnd      pgtype.Int8
-		held, leaseOK bool
-		announce      bool
-		lease         [16]byte
-	)
-	if acks[0].LeaseID.Valid {
-		lease = acks[0].LeaseID.Bytes
-	}
-	err := db.QueryRow(ctx, `SELECT queue_id, queue_name, partition_name, offsets, committed, batch_end, lease_held, lease_ok, announce
-		FROM queen.ack_cursor($1, $2, $3, $4, $5)`, tenant, pgUUID(acks[0].PartitionID), acks[0].Group, lease, txids).
-		Scan(&qid, &qname, &pname, &offsets, &committed, &batchEnd, &held, &leaseOK, &announce)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	rows, err := db.Query(ctx, `SELECT `+answerColumns+` FROM queen.ack_cursor(p_tenant => $1, p_partition_id => $2,
+		p_group => $3, p_lease_id => $4, p_txids => $5)`, tenant, pgUUID(acks[0].PartitionID), acks[0].Group, acks[0].LeaseID, txids)
+	if err != nil {
 		return nil, fmt.Errorf("ack: %w", err)
 	}
-	moves := held && leaseOK
-	out := make([]AckResult, len(acks))
-	for i, a := range acks {
-		r := &out[i]
-		r.Index, r.TransactionID = i, a.TransactionID
-		if i >= len(offsets) || !offsets[i].Valid {
-			r.Error = &msgNotFound
-			continue
-		}
-		r.QueueName, r.PartitionName, r.queueID = &qname, &pname, qid
-		switch o := offsets[i].Int64; {
-		case o < committed:
-			r.Success = true
-		case moves:
-			committed = o + 1
-			r.Success = true
-		default:
-			r.Error = &leaseInvalid
-			continue
-		}
-		r.LeaseReleased = !held || committed >= batchEnd.Int64
-		r.announce = announce && r.LeaseReleased
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AckResult, error) { return scanAnswer(row, txids) })
+	if err != nil {
+		return nil, fmt.Errorf("ack: %w", err)
 	}
 	return out, nil
 }
-
-var (
-	msgNotFound  = "Message not found"
-	leaseInvalid = "Invalid or expired lease"
-)
 
 // ackEach runs queen.ack, item by item in the database, for any mix of
 // statuses and cursors.
@@ -243,115 +207,125 @@ func (s *Store) ackEach(ctx context.Context, db Querier, tenant string, acks []A
 			errs[i] = *a.Error
 		}
 	}
+	// A call asks only for payloads not passed yet, and a frame found gone
+	// is no message for the next one, so each call after the first asks for
+	// items never asked for before: the loop ends, after two calls when
+	// nothing changes meanwhile.
+	args := []any{tenant, pids, groups, txids, statuses, leases, errs}
 	var dl deadLetters
-	for gone := ""; ; {
-		var out []AckResult
-		var err error
-		call := func(db Querier) error {
-			out, err = s.ackOnce(ctx, db, tenant, txids, pids, groups, statuses, leases, errs, &dl)
-			return err
+	asked := map[int32]bool{}
+	for {
+		out, frames, err := ackOnce(ctx, db, txids,
+			append(slices.Clip(args), dl.items, pgUUIDs(dl.ids), dl.payloads, dl.keys, dl.created))
+		if err != nil {
+			return nil, err
 		}
-		if tx, ok := db.(pgx.Tx); ok {
-			// In a transaction a failed call aborts it: a savepoint keeps
-			// the dead-letter retry possible.
-			err = pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return call(sp) })
-		} else {
-			err = call(db)
+		if len(frames) == 0 {
+			return out, nil
 		}
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || pgErr.Code != "RG001" {
-			return out, err
+		for _, q := range frames {
+			if asked[q.item] {
+				return nil, fmt.Errorf("ack: queen.ack asked twice for the payload of item %d (partition %s offset %d)",
+					q.item, acks[q.item-1].PartitionID, q.offset.Int64)
+			}
+			asked[q.item] = true
 		}
-		err = s.addDeadLetter(ctx, db, pgErr.Detail, &dl)
-		switch {
-		case errors.Is(err, errFrameGone) && pgErr.Detail != gone:
-			// Retention removed the message after the call named it: the
-			// call again answers that item "Message not found".
-			gone = pgErr.Detail
-		case err != nil:
+		if err := dl.decode(frames, acks); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// errFrameGone is a dead letter whose message no segment holds any more.
-var errFrameGone = errors.New("the message is no longer stored")
-
-func (s *Store) ackOnce(ctx context.Context, db Querier, tenant string, txids []string, pids [][16]byte, groups, statuses []string,
-	leases [][16]byte, errs []string, dl *deadLetters) ([]AckResult, error) {
-	rows, err := db.Query(ctx, `SELECT item, queue_id, success, error, queue_name, partition_name, lease_released, dlq, announce
-		FROM queen.ack($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-		tenant, pids, groups, txids, statuses, leases, errs, dl.items, pgUUIDs(dl.ids), dl.payloads, dl.keys, dl.created)
+// ackOnce calls queen.ack once: it answers every item, or asks for the
+// payloads of dead letters that args lack.
+func ackOnce(ctx context.Context, db Querier, txids []string, args []any) ([]AckResult, []frameRequest, error) {
+	rows, err := db.Query(ctx, `SELECT `+answerColumns+`, frame_offset, segment_base, segment_frames, segment_body, segment_checksum
+		FROM queen.ack(p_tenant => $1, p_partition_ids => $2, p_groups => $3, p_txids => $4, p_statuses => $5,
+			p_lease_ids => $6, p_errors => $7, p_dlq_items => $8, p_dlq_message_ids => $9, p_dlq_payloads => $10,
+			p_dlq_key_ids => $11, p_dlq_created => $12)`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("ack: %w", err)
+		return nil, nil, fmt.Errorf("ack: %w", err)
 	}
-	out := make([]AckResult, len(txids))
+	defer rows.Close()
+	var out []AckResult
+	var frames []frameRequest
 	for rows.Next() {
-		var item int
-		var qid pgtype.UUID
-		var r AckResult
-		var announce bool
-		if err := rows.Scan(&item, &qid, &r.Success, &r.Error, &r.QueueName, &r.PartitionName, &r.LeaseReleased, &r.DLQ, &announce); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("ack: %w", err)
+		var q frameRequest
+		r, err := scanAnswer(rows, txids, &q.offset, &q.base, &q.count, &q.body, &q.checksum)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ack: %w", err)
 		}
-		if announce { // after the item's own answer: its cursor's release left data
-			out[item-1].announce = true
-			continue
+		if q.offset.Valid {
+			q.item = int32(r.Index + 1)
+			frames = append(frames, q)
+		} else {
+			out = append(out, r)
 		}
-		r.Index = item - 1
-		r.TransactionID = txids[r.Index]
-		if qid.Valid {
-			r.queueID = qid.Bytes
-		}
-		out[r.Index] = r
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ack: %w", err)
+		return nil, nil, fmt.Errorf("ack: %w", err)
 	}
-	return out, nil
+	return out, frames, nil
 }
 
-// addDeadLetter decodes the frame named by an RG001 detail
-// ("item:partition_id:offset") and adds it to dl.
-func (s *Store) addDeadLetter(ctx context.Context, db Querier, detail string, dl *deadLetters) error {
-	parts := strings.SplitN(detail, ":", 3)
-	if len(parts) != 3 {
-		return fmt.Errorf("ack: malformed dead letter request %q", detail)
+// frameRequest is queen.ack asking for the payload of a dead letter: the
+// frame at offset, in the segment from base (its body only on the first
+// request of each segment). No base: retention removed the segment.
+type frameRequest struct {
+	item     int32
+	offset   pgtype.Int8
+	base     pgtype.Int8
+	count    pgtype.Int4
+	body     []byte
+	checksum pgtype.Int8
+}
+
+// deadLetters are the payloads of dead letters passed to queen.ack, by item
+// (1-based).
+type deadLetters struct {
+	items    []int32
+	ids      []uuid.UUID
+	payloads [][]byte
+	keys     []pgtype.Int8
+	created  []time.Time
+}
+
+// decode adds the frames asked for, decoding each segment once.
+func (dl *deadLetters) decode(asked []frameRequest, acks []Ack) error {
+	type segmentKey struct {
+		partition uuid.UUID
+		base      int64
 	}
-	item, err1 := strconv.Atoi(parts[0])
-	pid, err2 := uuid.Parse(parts[1])
-	off, err3 := strconv.ParseInt(parts[2], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return fmt.Errorf("ack: malformed dead letter request %q: %w", detail, err)
+	segments := map[segmentKey][]segment.Frame{}
+	for _, q := range asked {
+		if !q.base.Valid {
+			continue // the next call finds no message
+		}
+		pid := acks[q.item-1].PartitionID
+		key := segmentKey{pid, q.base.Int64}
+		frames, ok := segments[key]
+		if !ok {
+			var err error
+			if frames, err = segment.Decode(q.body, uint64(q.checksum.Int64), int(q.count.Int32)); err != nil {
+				return fmt.Errorf("ack: decode the segment of a dead letter (partition %s offset %d): %w", pid, q.offset.Int64, err)
+			}
+			segments[key] = frames
+		}
+		i := q.offset.Int64 - q.base.Int64
+		if i < 0 || i >= int64(len(frames)) {
+			return fmt.Errorf("ack: dead letter (partition %s offset %d) outside its segment", pid, q.offset.Int64)
+		}
+		f := &frames[i]
+		var keyID pgtype.Int8
+		if f.Sealed() {
+			keyID = pgtype.Int8{Int64: int64(f.KeyID), Valid: true}
+		}
+		dl.items = append(dl.items, q.item)
+		dl.ids = append(dl.ids, f.ID)
+		dl.payloads = append(dl.payloads, f.Payload)
+		dl.keys = append(dl.keys, keyID)
+		dl.created = append(dl.created, time.UnixMicro(f.CreatedAt))
 	}
-	var base int64
-	var count int
-	var body []byte
-	var sum int64
-	err := db.QueryRow(ctx, `SELECT base_offset, frame_count, body, checksum FROM queen.log_segments
-		WHERE partition_id = $1 AND base_offset <= $2 ORDER BY base_offset DESC LIMIT 1`, pid, off).
-		Scan(&base, &count, &body, &sum)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && off >= base+int64(count) {
-		return fmt.Errorf("ack: dead letter (partition %s offset %d): %w", pid, off, errFrameGone)
-	}
-	if err != nil {
-		return fmt.Errorf("ack: read the segment of a dead letter: %w", err)
-	}
-	frames, err := segment.Decode(body, uint64(sum), count)
-	if err != nil || off-base >= int64(len(frames)) {
-		return fmt.Errorf("ack: decode the segment of a dead letter (partition %s offset %d): %w", pid, off, err)
-	}
-	f := &frames[off-base]
-	var key pgtype.Int8
-	if f.Sealed() {
-		key = pgtype.Int8{Int64: int64(f.KeyID), Valid: true}
-	}
-	dl.items = append(dl.items, int32(item))
-	dl.ids = append(dl.ids, f.ID)
-	dl.payloads = append(dl.payloads, f.Payload)
-	dl.keys = append(dl.keys, key)
-	dl.created = append(dl.created, time.UnixMicro(f.CreatedAt))
 	return nil
 }
 

@@ -114,22 +114,21 @@ func announced(out []AckResult) bool {
 	return yes
 }
 
-// retentionFirst is a Querier that deletes every segment of the store
-// before its first QueryRow: retention landing between the procedure naming
-// a dead letter and the broker reading its frame.
-type retentionFirst struct {
+// retentionAfterFirstCall is a Querier that deletes every segment of the
+// store after its first query: retention landing between queen.ack naming a
+// dead letter's frame and the broker passing its payload.
+type retentionAfterFirstCall struct {
 	*pgxpool.Pool
-	t    *testing.T
-	done bool
+	t     *testing.T
+	calls int
 }
 
-func (r *retentionFirst) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if !r.done {
-		r.done = true
+func (r *retentionAfterFirstCall) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if r.calls++; r.calls == 2 {
 		_, err := r.Exec(ctx, `DELETE FROM queen.log_segments`)
 		require.NoError(r.t, err)
 	}
-	return r.Pool.QueryRow(ctx, sql, args...)
+	return r.Pool.Query(ctx, sql, args...)
 }
 
 func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
@@ -142,7 +141,7 @@ func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 
-	out, err := s.Ack(ctx, &retentionFirst{Pool: s.pool, t: t}, "default", []Ack{{PartitionID: msgs[0].PartitionID,
+	out, err := s.Ack(ctx, &retentionAfterFirstCall{Pool: s.pool, t: t}, "default", []Ack{{PartitionID: msgs[0].PartitionID,
 		TransactionID: msgs[0].TransactionID, Status: "dlq", Group: QueueMode}})
 	require.NoError(t, err)
 	require.Len(t, out, 1)
@@ -151,4 +150,160 @@ func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
 	var letters int
 	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM queen.dead_letters`).Scan(&letters))
 	require.Zero(t, letters)
+}
+
+// countingQuerier is a Querier that counts the round trips made through it.
+type countingQuerier struct {
+	*pgxpool.Pool
+	calls int
+}
+
+func (c *countingQuerier) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	c.calls++
+	return c.Pool.Query(ctx, sql, args...)
+}
+
+func (c *countingQuerier) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	c.calls++
+	return c.Pool.QueryRow(ctx, sql, args...)
+}
+
+// popAll pushes n messages to queue/partition in segments of per, and pops
+// them all in one batch.
+func popAll(t *testing.T, s *Store, queue, partition string, n, per int) []message {
+	t.Helper()
+	ctx := t.Context()
+	for i := 0; i < n; i += per {
+		var items []Item
+		for j := i; j < min(i+per, n); j++ {
+			items = append(items, Item{Queue: queue, Partition: partition, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, j))})
+		}
+		_, _, err := s.Push(ctx, s.pool, "default", "", items)
+		require.NoError(t, err)
+	}
+	msgs, _, _, _, _, err := s.popOnce(ctx, &popRequest{tenant: "default", queue: queue, partition: partition, group: QueueMode,
+		batch: n, partitions: 1, subStart: "all"})
+	require.NoError(t, err)
+	require.Len(t, msgs, n)
+	return msgs
+}
+
+func TestAnAckWithManyDeadLettersTakesOneMoreCallAtMost(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	// Dead letters over three segments of two partitions, between acks of
+	// other statuses.
+	popped := append(popAll(t, s, "q", "a", 20, 10), popAll(t, s, "q", "b", 5, 5)...)
+	var acks []Ack
+	for i, m := range popped {
+		a := Ack{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: "dlq", Group: QueueMode}
+		if i%7 == 3 {
+			a.Status = "completed"
+		}
+		acks = append(acks, a)
+	}
+	db := &countingQuerier{Pool: s.pool}
+	out, err := s.Ack(ctx, db, "default", acks)
+	require.NoError(t, err)
+	require.Equal(t, 2, db.calls, "one call naming the frames, one passing their payloads")
+	require.Len(t, out, len(acks))
+	want := map[string]string{}
+	for i, r := range out {
+		require.True(t, r.Success, "item %d: %v", i, r.Error)
+		require.Equal(t, acks[i].Status == "dlq", r.DLQ, "item %d", i)
+		if r.DLQ {
+			want[popped[i].ID.String()] = string(popped[i].Data)
+		}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT message_id::text, convert_from(payload, 'UTF8') FROM queen.dead_letters`)
+	require.NoError(t, err)
+	got := map[string]string{}
+	for rows.Next() {
+		var id, payload string
+		require.NoError(t, rows.Scan(&id, &payload))
+		got[id] = payload
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, want, got, "every dead letter keeps its own payload")
+
+	// Without dead letters, one call.
+	popped = popAll(t, s, "q", "c", 3, 3)
+	db.calls = 0
+	_, err = s.Ack(ctx, db, "default", []Ack{{PartitionID: popped[0].PartitionID, TransactionID: popped[0].TransactionID,
+		Status: "retry", Group: QueueMode}})
+	require.NoError(t, err)
+	require.Equal(t, 1, db.calls)
+}
+
+func TestAnAckThatNeedsPayloadsWritesNothingAndSendsEachSegmentOnce(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	popped := popAll(t, s, "q", "a", 6, 3)
+	var before string
+	cursor := `SELECT format('%s %s %s %s', committed, lease_id, retry_count, total_consumed) FROM queen.cursors`
+	require.NoError(t, s.pool.QueryRow(ctx, cursor).Scan(&before))
+
+	n := len(popped)
+	pids, groups, txids, statuses, leases, errs := make([][16]byte, n), make([]string, n), make([]string, n),
+		make([]string, n), make([][16]byte, n), make([]string, n)
+	for i, m := range popped {
+		pids[i], groups[i], txids[i], statuses[i] = m.PartitionID, QueueMode, m.TransactionID, "dlq"
+	}
+	statuses[0] = "completed"
+	rows, err := s.pool.Query(ctx, `SELECT item, success, frame_offset, segment_base, segment_body IS NOT NULL
+		FROM queen.ack(p_tenant => 'default', p_partition_ids => $1, p_groups => $2, p_txids => $3, p_statuses => $4,
+			p_lease_ids => $5, p_errors => $6, p_dlq_items => '{}', p_dlq_message_ids => '{}', p_dlq_payloads => '{}',
+			p_dlq_key_ids => '{}', p_dlq_created => '{}')`, pids, groups, txids, statuses, leases, errs)
+	require.NoError(t, err)
+	var got []string
+	for rows.Next() {
+		var item, offset, base int
+		var success, body bool
+		require.NoError(t, rows.Scan(&item, &success, &offset, &base, &body))
+		require.False(t, success, "no answers, only requests")
+		got = append(got, fmt.Sprintf("%d:%d@%d %v", item, offset, base, body))
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"2:1@0 true", "3:2@0 false", "4:3@3 true", "5:4@3 false", "6:5@3 false"}, got)
+
+	var after string
+	require.NoError(t, s.pool.QueryRow(ctx, cursor).Scan(&after))
+	require.Equal(t, before, after, "the cursor is untouched")
+	var letters int
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM queen.dead_letters`).Scan(&letters))
+	require.Zero(t, letters)
+}
+
+func TestAGeneralAckRefusesAnExpiredLease(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	popped := popAll(t, s, "q", "a", 2, 2)
+	var lease pgtype.UUID
+	require.NoError(t, s.pool.QueryRow(ctx, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 s'
+		RETURNING lease_id`).Scan(&lease))
+	out, err := s.Ack(ctx, s.pool, "default", []Ack{{PartitionID: popped[0].PartitionID, TransactionID: popped[0].TransactionID,
+		Status: "failed", LeaseID: lease, Group: QueueMode}})
+	require.NoError(t, err)
+	require.False(t, out[0].Success)
+	require.Equal(t, "Invalid or expired lease", *out[0].Error)
+}
+
+// A frame that the ack finds but whose segment does not hold it (here a
+// corrupt frame count) would be asked for on every call: the second request
+// is an error, not a loop.
+func TestAnAckAskedTwiceForOnePayloadFails(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	popped := popAll(t, s, "q", "a", 3, 3)
+	_, err := s.pool.Exec(ctx, `UPDATE queen.log_segments SET frame_count = 1`)
+	require.NoError(t, err)
+	db := &countingQuerier{Pool: s.pool}
+	_, err = s.Ack(ctx, db, "default", []Ack{{PartitionID: popped[2].PartitionID, TransactionID: popped[2].TransactionID,
+		Status: "dlq", Group: QueueMode}})
+	require.ErrorContains(t, err, "asked twice for the payload of item 1")
+	require.Equal(t, 2, db.calls)
 }

@@ -1,4 +1,31 @@
--- TODO header
+-- Applies acknowledgements in order, for any mix of statuses and cursors,
+-- and answers each one by item, its 1-based position (queen.ack_cursor is the
+-- common case). The rules, per item:
+--   * a message not in its cursor's last batch is 'Message not found';
+--   * a message behind the cursor is already acknowledged;
+--   * a lease given must be the cursor's live lease (queen.lease_held_by);
+--   * 'completed' needs a held lease, and moves the cursor just past the
+--     message: a batch that a failure released is delivered again whole;
+--   * 'retry' releases the lease, for redelivery at once;
+--   * 'failed' releases the lease and counts a retry, and the batch may be
+--     delivered again after the queue's retryDelay; a batch already released
+--     has failed once, and succeeds; past retryLimit, as always for 'dlq',
+--     the message goes to the dead letters and the cursor moves past it
+--     ('failed' releasing the lease as well);
+--   * reaching the end of the batch releases the lease at once.
+-- announce is set on the last item of each run of items on one cursor that
+-- released its lease with data left to deliver: the broker announces it once
+-- the transaction has committed.
+--
+-- A dead letter keeps its payload, which only the broker can decode from the
+-- compressed segment. When a dead letter's payload is not among p_dlq_* (by
+-- p_dlq_items), the call writes nothing and returns no answers but one row
+-- per such item, with frame_offset and the segment that holds it
+-- (segment_body only on the first row of each segment; the segment columns
+-- are NULL if retention removed it meanwhile, and the next call then finds no
+-- message). The broker decodes them all and calls again with the payloads.
+-- Nothing is written before the end: the cursors change in memory and are
+-- written in one statement, the dead letters in another.
 CREATE OR REPLACE FUNCTION queen.ack(
     p_tenant           text,
     p_partition_ids    uuid[],
@@ -13,162 +40,146 @@ CREATE OR REPLACE FUNCTION queen.ack(
     p_dlq_key_ids      bigint[],
     p_dlq_created      timestamptz[]
 ) RETURNS TABLE (
-    item           integer,
-    queue_id       uuid,
-    success        boolean,
-    error          text,
-    queue_name     text,
-    partition_name text,
-    lease_released boolean,
-    dlq            boolean,
-    announce       boolean
+    item             integer,
+    queue_id         uuid,
+    success          boolean,
+    error            text,
+    queue_name       text,
+    partition_name   text,
+    lease_released   boolean,
+    dlq              boolean,
+    announce         boolean,
+    frame_offset     bigint,
+    segment_base     bigint,
+    segment_frames   integer,
+    segment_body     bytea,
+    segment_checksum bigint
 ) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-    n        integer := cardinality(p_partition_ids);
-    v_offs   bigint[];
-    i        integer;
-    o        bigint;
-    d        integer;
-    c        queen.cursors%ROWTYPE;
-    v_pid    uuid;
-    v_grp    text;
-    v_found  boolean := false;
-    v_dirty  boolean := false;
-    v_wake   boolean := false;
-    v_qid    uuid;
-    v_qname  text;
-    v_pname  text;
-    v_limit  integer;
-    v_delay  integer;
-    v_next   bigint;
+    n         integer := cardinality(p_partition_ids);
+    -- Every cursor named, locked and read once, by key (partition id and
+    -- group); those an item changed are written back at the end.
+    v_cursors queen.cursors[];
+    v_keys    text[];
+    v_dirty   boolean[];
+    k         integer; -- the current run's cursor in v_cursors
+    c         queen.cursors%ROWTYPE;
+    v_pid     uuid;
+    v_grp     text;
+    v_wake    boolean;
+    v_qid     uuid;
+    v_qname   text;
+    v_pname   text;
+    v_limit   integer;
+    v_delay   integer;
+    v_next    bigint;
+    v_offs    bigint[];
+    o         bigint;
+    d         integer;
+    v_ok      boolean;
+    v_error   text;
+    v_dead    boolean;
+    -- The answers, by item.
+    a_qid     uuid[];
+    a_ok      boolean[];
+    a_error   text[];
+    a_qname   text[];
+    a_pname   text[];
+    a_release boolean[];
+    a_dlq     boolean[];
+    a_wake    boolean[] := array_fill(false, ARRAY[n]);
+    -- The dead letters to write: item, index in p_dlq_*, retries.
+    l_items   integer[];
+    l_given   integer[];
+    l_retries integer[];
+    -- The dead letters whose payload is missing: item and offset.
+    m_items   integer[];
+    m_offs    bigint[];
 BEGIN
     p_lease_ids := array_replace(p_lease_ids, '00000000-0000-0000-0000-000000000000', NULL);
-    -- Lock every cursor involved in one fixed order, so that concurrent
-    -- acks over several cursors cannot deadlock.
-    PERFORM 1 FROM queen.cursors c
-     WHERE (c.partition_id, c.consumer_group) IN
-           (SELECT DISTINCT u.p, u.g FROM unnest(p_partition_ids, p_groups) AS u (p, g))
-     ORDER BY c.partition_id, c.consumer_group
-       FOR UPDATE;
+    -- Lock in one fixed order, so that concurrent acks over several cursors
+    -- cannot deadlock.
+    SELECT array_agg(x.c), array_agg((x.c).partition_id || ' ' || (x.c).consumer_group), array_agg(false)
+      INTO v_cursors, v_keys, v_dirty
+      FROM (SELECT c FROM queen.cursors c
+             WHERE (c.partition_id, c.consumer_group) IN (SELECT * FROM unnest(p_partition_ids, p_groups))
+             ORDER BY c.partition_id, c.consumer_group
+               FOR UPDATE) x;
 
-    -- Items of one cursor usually come together: the cursor is read once,
-    -- changed in memory and written back when the next item names another
-    -- one (or, at i = n + 1, at the end).
+    -- Items of one cursor usually come together: a run of them reads the
+    -- cursor's partition and offsets once.
     FOR i IN 1 .. n + 1 LOOP
         IF i > n OR v_pid IS DISTINCT FROM p_partition_ids[i] OR v_grp IS DISTINCT FROM p_groups[i] THEN
-            IF v_dirty THEN
-                UPDATE queen.cursors x
-                   SET committed = c.committed, lease_id = c.lease_id, lease_expires_at = c.lease_expires_at,
-                       retry_count = c.retry_count, total_consumed = c.total_consumed,
-                       last_consumed_at = c.last_consumed_at
-                 WHERE x.partition_id = v_pid AND x.consumer_group = v_grp;
-                IF v_wake AND c.committed < v_next THEN
-                    -- The announce row of the cursor's last item: its
-                    -- answer went out already.
-                    item := i - 1;
-                    queue_id := v_qid;
-                    announce := true;
-                    RETURN NEXT;
-                    announce := false;
-                END IF;
+            IF k IS NOT NULL THEN
+                v_cursors[k] := c;
+                a_wake[i - 1] := v_wake AND c.committed < v_next;
             END IF;
             EXIT WHEN i > n;
             v_pid := p_partition_ids[i];
             v_grp := p_groups[i];
-            v_dirty := false;
             v_wake := false;
             SELECT q.id, q.name, p.name, q.retry_limit, q.retry_delay, p.next_offset
               INTO v_qid, v_qname, v_pname, v_limit, v_delay, v_next
               FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
              WHERE p.id = v_pid AND q.tenant = p_tenant;
-            v_found := FOUND;
-            IF v_found THEN
-                SELECT * INTO c FROM queen.cursors x WHERE x.partition_id = v_pid AND x.consumer_group = v_grp;
-                v_found := FOUND;
-            END IF;
-            -- Entries of items on other cursors are looked up here too,
-            -- and ignored.
+            k := CASE WHEN FOUND THEN array_position(v_keys, v_pid || ' ' || v_grp) END;
+            c := v_cursors[k];
+            -- Offsets of items on other cursors are looked up here too, and
+            -- ignored.
             v_offs := NULL;
-            IF v_found AND c.batch_end IS NOT NULL THEN
+            IF c.batch_end IS NOT NULL THEN
                 v_offs := queen.txid_offsets(v_pid, c.batch_start, c.batch_end, p_txids);
             END IF;
         END IF;
 
-        item := i;
-        queue_id := v_qid;
-        success := false;
-        error := NULL;
-        queue_name := v_qname;
-        partition_name := v_pname;
-        lease_released := false;
-        dlq := false;
-        announce := false;
         o := v_offs[i];
-        IF NOT v_found OR o IS NULL THEN
-            error := 'Message not found';
-            queue_id := NULL;
-            queue_name := NULL;
-            partition_name := NULL;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-        IF o < c.committed THEN -- already acknowledged
-            success := true;
-            lease_released := c.lease_id IS NULL;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-        IF p_lease_ids[i] IS NOT NULL
-           AND (c.lease_id IS DISTINCT FROM p_lease_ids[i] OR c.lease_expires_at <= now()) THEN
-            error := 'Invalid or expired lease';
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-
-        CASE p_statuses[i]
-        WHEN 'completed' THEN
-            IF c.lease_id IS NULL THEN -- released by a failure: the batch redelivers whole
-                error := 'Invalid or expired lease';
-                RETURN NEXT;
-                CONTINUE;
-            END IF;
-            c.total_consumed := c.total_consumed + (o + 1 - c.committed);
-            c.committed := o + 1;
-            c.retry_count := 0;
-            c.last_consumed_at := now();
-        WHEN 'retry' THEN
-            IF c.lease_id IS NOT NULL THEN
-                c.lease_id := NULL;
-                c.lease_expires_at := NULL;
-                v_wake := true;
-            END IF;
-        WHEN 'failed', 'dlq' THEN
-            IF p_statuses[i] = 'failed' AND c.lease_id IS NULL THEN
-                success := true; -- this batch has already failed once
-                lease_released := true;
-                RETURN NEXT;
-                CONTINUE;
-            END IF;
-            IF p_statuses[i] = 'failed' AND c.retry_count < v_limit THEN
+        v_ok := false;
+        v_error := NULL;
+        v_dead := false;
+        IF o IS NULL THEN
+            v_error := 'Message not found';
+        ELSIF o < c.committed THEN
+            v_ok := true; -- already acknowledged
+        ELSIF p_lease_ids[i] IS NOT NULL AND NOT queen.lease_held_by(c.lease_id, c.lease_expires_at, p_lease_ids[i]) THEN
+            v_error := 'Invalid or expired lease';
+        ELSIF c.lease_id IS NULL AND p_statuses[i] = 'completed' THEN
+            v_error := 'Invalid or expired lease';
+        ELSIF c.lease_id IS NULL AND p_statuses[i] = 'failed' THEN
+            v_ok := true;
+        ELSE
+            v_ok := true;
+            v_dirty[k] := true;
+            CASE
+            WHEN p_statuses[i] = 'completed' THEN
+                c.total_consumed := c.total_consumed + (o + 1 - c.committed);
+                c.committed := o + 1;
+                c.retry_count := 0;
+                c.last_consumed_at := now();
+            WHEN p_statuses[i] = 'retry' THEN
+                IF c.lease_id IS NOT NULL THEN
+                    c.lease_id := NULL;
+                    c.lease_expires_at := NULL;
+                    v_wake := true;
+                END IF;
+            WHEN p_statuses[i] = 'failed' AND c.retry_count < v_limit THEN
                 -- Released, but not deliverable again before retryDelay:
                 -- the expiry stays as the time pops wait for.
                 c.retry_count := c.retry_count + 1;
                 c.lease_id := NULL;
                 c.lease_expires_at := now() + make_interval(secs => v_delay / 1000.0);
                 v_wake := true;
-            ELSE
+            ELSE -- a dead letter
                 d := array_position(p_dlq_items, i);
                 IF d IS NULL THEN
-                    RAISE EXCEPTION 'dead letter needs its payload' USING
-                        ERRCODE = 'RG001', DETAIL = format('%s:%s:%s', i, v_pid, o);
+                    m_items := m_items || i;
+                    m_offs := m_offs || o;
+                ELSE
+                    l_items := l_items || i;
+                    l_given := l_given || d;
+                    l_retries := l_retries || c.retry_count;
                 END IF;
-                INSERT INTO queen.dead_letters (message_id, partition_id, consumer_group, transaction_id,
-                                                payload, key_id, error_message, retry_count, created_at)
-                VALUES (p_dlq_message_ids[d], v_pid, v_grp, p_txids[i], p_dlq_payloads[d], p_dlq_key_ids[d],
-                        NULLIF(p_errors[i], ''), c.retry_count, p_dlq_created[d])
-                ON CONFLICT DO NOTHING;
-                dlq := true;
+                v_dead := true;
                 c.total_consumed := c.total_consumed + (o + 1 - c.committed);
                 c.committed := o + 1;
                 c.retry_count := 0;
@@ -178,18 +189,59 @@ BEGIN
                     c.lease_expires_at := NULL;
                     v_wake := true;
                 END IF;
+            END CASE;
+            IF c.lease_id IS NOT NULL AND c.committed >= c.batch_end THEN
+                c.lease_id := NULL; -- the whole batch is done: release at once
+                c.lease_expires_at := NULL;
+                v_wake := true;
             END IF;
-        END CASE;
-        IF c.lease_id IS NOT NULL AND c.committed >= c.batch_end THEN
-            c.lease_id := NULL; -- the whole batch is done: release at once
-            c.lease_expires_at := NULL;
-            v_wake := true;
         END IF;
-        v_dirty := true;
-        success := true;
-        lease_released := c.lease_id IS NULL;
-        RETURN NEXT;
+        a_ok[i] := v_ok;
+        a_error[i] := v_error;
+        a_release[i] := v_ok AND c.lease_id IS NULL;
+        a_dlq[i] := v_dead;
+        IF o IS NOT NULL THEN
+            a_qid[i] := v_qid;
+            a_qname[i] := v_qname;
+            a_pname[i] := v_pname;
+        END IF;
     END LOOP;
+
+    IF m_items IS NOT NULL THEN
+        RETURN QUERY
+        SELECT m.i, NULL::uuid, false, NULL::text, NULL::text, NULL::text, false, false, false,
+               m.o, s.base_offset, s.frame_count,
+               CASE WHEN row_number() OVER (PARTITION BY p_partition_ids[m.i], s.base_offset ORDER BY m.i) = 1
+                    THEN s.body END,
+               s.checksum
+          FROM unnest(m_items, m_offs) AS m (i, o)
+          LEFT JOIN LATERAL (
+              SELECT g.base_offset, g.frame_count, g.body, g.checksum FROM queen.log_segments g
+               WHERE g.partition_id = p_partition_ids[m.i] AND g.base_offset <= m.o
+               ORDER BY g.base_offset DESC LIMIT 1) s ON m.o < s.base_offset + s.frame_count
+         ORDER BY m.i;
+        RETURN;
+    END IF;
+
+    IF true = ANY (v_dirty) THEN
+        UPDATE queen.cursors x
+           SET committed = u.committed, lease_id = u.lease_id, lease_expires_at = u.lease_expires_at,
+               retry_count = u.retry_count, total_consumed = u.total_consumed, last_consumed_at = u.last_consumed_at
+          FROM unnest(v_cursors) WITH ORDINALITY AS u
+         WHERE v_dirty[u.ordinality] AND x.partition_id = u.partition_id AND x.consumer_group = u.consumer_group;
+    END IF;
+    IF l_items IS NOT NULL THEN
+        INSERT INTO queen.dead_letters (message_id, partition_id, consumer_group, transaction_id,
+                                        payload, key_id, error_message, retry_count, created_at)
+        SELECT p_dlq_message_ids[l.d], p_partition_ids[l.i], p_groups[l.i], p_txids[l.i], p_dlq_payloads[l.d],
+               p_dlq_key_ids[l.d], NULLIF(p_errors[l.i], ''), l.r, p_dlq_created[l.d]
+          FROM unnest(l_items, l_given, l_retries) AS l (i, d, r)
+            ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN QUERY
+    SELECT a.i, a_qid[a.i], a_ok[a.i], a_error[a.i], a_qname[a.i], a_pname[a.i], a_release[a.i], a_dlq[a.i],
+           a_wake[a.i], NULL::bigint, NULL::bigint, NULL::integer, NULL::bytea, NULL::bigint
+      FROM generate_series(1, n) AS a (i);
 END
 $$;
 ALTER FUNCTION queen.ack SET plan_cache_mode = force_generic_plan;

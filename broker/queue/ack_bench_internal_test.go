@@ -1,0 +1,66 @@
+package queue
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/regent-mq/regent/broker/hotlist"
+	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+// BenchmarkAck acknowledges popped batches of 10 by each path: the common
+// case (all completed under the lease), the general one (9 completed, then a
+// retry) and 10 dead letters. Only the ack is timed.
+//
+//	go test ./broker/queue -run '^$' -bench BenchmarkAck -benchtime 300x
+func BenchmarkAck(b *testing.B) {
+	for _, path := range []string{"cursor", "each", "deadletters"} {
+		b.Run(path, func(b *testing.B) {
+			s := New(pgtest.New(b), nil, metrics.New(), hotlist.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+			ctx := b.Context()
+			for i := 0; i < 10*b.N+10; i += 10 {
+				items := make([]Item, 10)
+				for j := range items {
+					items[j] = Item{Queue: "q", Payload: json.RawMessage(fmt.Sprint(i + j))}
+				}
+				if _, _, err := s.Push(ctx, s.pool, "default", "", items); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				msgs, _, lease, _, _, err := s.popOnce(ctx, &popRequest{tenant: "default", queue: "q", group: QueueMode,
+					batch: 10, partitions: 1, subStart: "all"})
+				if err != nil || len(msgs) != 10 {
+					b.Fatalf("pop: %d messages, %v", len(msgs), err)
+				}
+				acks := make([]Ack, len(msgs))
+				for j, m := range msgs {
+					acks[j] = Ack{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: "completed", Group: QueueMode,
+						LeaseID: pgtype.UUID{Bytes: lease, Valid: true}}
+					switch {
+					case path == "deadletters":
+						acks[j].Status = "dlq"
+					case path == "each" && j == len(msgs)-1:
+						acks[j].Status = "retry"
+					}
+				}
+				b.StartTimer()
+				out, err := s.Ack(ctx, s.pool, "default", acks)
+				if err != nil || !out[len(out)-1].Success {
+					b.Fatalf("ack: %v %+v", err, out)
+				}
+				b.StopTimer()
+				s.AfterAck(acks, out)
+				b.StartTimer()
+			}
+		})
+	}
+}
