@@ -437,12 +437,10 @@ func (h *harness) writeState(queryID string, keys ...string) {
 	}
 }
 
-// stateKeys lists the query's state keys a worker can see (the reset
-// fence, on the nil partition, is not one of them).
+// stateKeys lists the query's state keys.
 func (h *harness) stateKeys(queryID string) []string {
 	h.t.Helper()
-	rows, err := h.broker.Pool.Query(h.ctx, `SELECT key FROM queen_streams.state
-		WHERE query_id = $1 AND partition_id <> '00000000-0000-0000-0000-000000000000' ORDER BY key`, queryID)
+	rows, err := h.broker.Pool.Query(h.ctx, `SELECT key FROM queen_streams.state WHERE query_id = $1 ORDER BY key`, queryID)
 	if err != nil {
 		h.t.Fatal(err)
 	}

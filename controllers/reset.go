@@ -4,24 +4,31 @@ package controllers
 // exactly once for each new config hash (onConfigChange: Reset) and each new
 // reset-token value, even when the operator dies half-way. The broker's
 // reset cannot be made conditional, so the operator keeps a witness it can
-// read back: a fence row in the query's own state (see celldb), which the
-// broker's reset deletes in the same transaction that rewrites the
-// registration.
+// read back: the query's reset generation (see celldb.ResetGeneration),
+// which the broker raises in the same transaction that deletes the state.
 //
-//  1. Put up the fence.
-//  2. Record status.pendingReset, against the resource version read.
+//  1. Read the reset generation.
+//  2. Record status.pendingReset with that generation, against the resource
+//     version read.
 //  3. Register with reset: true.
 //  4. Record the reset as done (lastResetHash, lastResetToken) and clear
 //     pendingReset.
 //
-// An operator that starts with pendingReset recorded reads the fence: still
-// standing, no reset has committed since step 1, so it carries out step 3;
-// gone, the reset committed and only step 4 is left. Dying between steps 1
-// and 2 leaves a stray fence and no intent, and the next attempt starts
-// over from step 1. A cached copy of the object can lag behind the
-// operator's own last write, which could make it start a reset it has
-// already finished, so steps 1 and 2 and the fence read only run when a
-// read past the cache shows the same resource version.
+// An operator that starts with pendingReset recorded reads the generation
+// again: still the recorded one, no reset has committed since step 1, so it
+// carries out step 3; any other, or no registration at all, and the state
+// the reset was to discard is gone, so only step 4 is left. Dying between
+// steps 1 and 2 leaves nothing behind, and the next attempt starts over
+// from step 1. A cached copy of the object can lag behind the operator's own
+// last write, which could make it start a reset it has already finished, so
+// steps 1 and 2 and the generation read on resuming only run when a read
+// past the cache shows the same resource version.
+//
+// The witness cannot see one case: a registration that someone else deletes
+// after step 1 read generation 0 is created afresh, at 0, by step 3, and an
+// operator that dies before step 4 then resets the new registration once
+// more. The broker would close it by raising the generation of a reset
+// registration that creates the query, too.
 //
 // A config change needs no witness to avoid a second reset (after the
 // reset the broker holds the new hash, so the next registration no longer
@@ -32,6 +39,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +47,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/controllers/celldb"
 	"github.com/regent-mq/regent/controllers/registration"
 )
 
@@ -47,11 +56,8 @@ func (r *StreamQueryReconciler) startReset(ctx context.Context, s *step, pr v1.P
 	if current, err := r.cacheIsCurrent(ctx, s.q); err != nil || !current {
 		return retrySoon, err
 	}
-	placed, err := r.DB.PlaceResetFence(ctx, s.tenant, s.q.QueryName(), why(pr))
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if !placed {
+	g, err := r.DB.ResetGeneration(ctx, s.tenant, s.q.QueryName())
+	if errors.Is(err, celldb.ErrNoQuery) {
 		// Not registered yet, so there is no state to discard: register,
 		// and the token has had its effect.
 		res := r.register(ctx, s, pr.ConfigHash, false)
@@ -60,10 +66,12 @@ func (r *StreamQueryReconciler) startReset(ctx context.Context, s *step, pr v1.P
 		}
 		return r.settle(ctx, s, res)
 	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	pr.Generation = g
 	s.q.Status.PendingReset = &pr
 	if err := r.writeStatus(ctx, s); err != nil {
-		// The fence stays up: harmless without an intent, and taking it
-		// down is unsafe if the write did land after all.
 		return conflictOr(err)
 	}
 	return r.carryOutReset(ctx, s)
@@ -74,11 +82,11 @@ func (r *StreamQueryReconciler) resumeReset(ctx context.Context, s *step) (ctrl.
 	if current, err := r.cacheIsCurrent(ctx, s.q); err != nil || !current {
 		return retrySoon, err
 	}
-	stands, err := r.DB.ResetFenceStands(ctx, s.tenant, s.q.QueryName())
-	if err != nil {
+	g, err := r.DB.ResetGeneration(ctx, s.tenant, s.q.QueryName())
+	if err != nil && !errors.Is(err, celldb.ErrNoQuery) {
 		return ctrl.Result{}, err
 	}
-	if stands {
+	if err == nil && g == s.q.Status.PendingReset.Generation {
 		return r.carryOutReset(ctx, s)
 	}
 	// The reset committed before it could be recorded (or the registration

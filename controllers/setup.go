@@ -20,10 +20,30 @@ import (
 	"github.com/regent-mq/regent/controllers/registration"
 )
 
+// Registrar registers queries on the broker; registration.Client is the
+// real one.
+type Registrar interface {
+	Register(ctx context.Context, tenant string, req registration.Request) registration.Result
+}
+
+// CellDB is the cell database; celldb.DB is the real one. The reconcilers
+// depend on these two interfaces rather than on the clients, so that their
+// rules can be tested against fakes as well as against a real broker.
+type CellDB interface {
+	ApplyQuota(ctx context.Context, q celldb.Quota) (registered int64, err error)
+	CountQueries(ctx context.Context, tenant string) (int64, error)
+	DeleteQuota(ctx context.Context, tenant string) error
+	DeleteQuery(ctx context.Context, tenant, name string) (found bool, err error)
+	// Progress and ResetGeneration return celldb.ErrNoQuery when the
+	// tenant has no query of that name.
+	Progress(ctx context.Context, tenant, name, group, source string) (celldb.Progress, error)
+	ResetGeneration(ctx context.Context, tenant, name string) (int64, error)
+}
+
 // Config is what both reconcilers need.
 type Config struct {
-	Broker *registration.Client
-	DB     *celldb.DB
+	Broker Registrar
+	DB     CellDB
 	// Tenancy says whether the broker runs with tenancy on; off, every query
 	// is on the default tenant whatever its namespace says.
 	Tenancy bool
@@ -40,6 +60,15 @@ const (
 	indexQuotaTenant = "spec.tenant" // TenantQuota
 )
 
+var indexes = []struct {
+	obj   client.Object
+	field string
+	fn    func(client.Object) []string
+}{
+	{&v1.StreamQuery{}, indexQueryName, func(o client.Object) []string { return []string{o.(*v1.StreamQuery).QueryName()} }},
+	{&v1.TenantQuota{}, indexQuotaTenant, func(o client.Object) []string { return []string{o.(*v1.TenantQuota).Spec.Tenant} }},
+}
+
 // Setup registers the field indexes and both reconcilers with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if cfg.ResyncInterval <= 0 {
@@ -49,14 +78,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		cfg.Workers = 1
 	}
 	idx := mgr.GetFieldIndexer()
-	for _, ix := range []struct {
-		obj   client.Object
-		field string
-		fn    func(client.Object) []string
-	}{
-		{&v1.StreamQuery{}, indexQueryName, func(o client.Object) []string { return []string{o.(*v1.StreamQuery).QueryName()} }},
-		{&v1.TenantQuota{}, indexQuotaTenant, func(o client.Object) []string { return []string{o.(*v1.TenantQuota).Spec.Tenant} }},
-	} {
+	for _, ix := range indexes {
 		if err := idx.IndexField(ctx, ix.obj, ix.field, ix.fn); err != nil {
 			return fmt.Errorf("index %s: %w", ix.field, err)
 		}

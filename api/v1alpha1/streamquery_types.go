@@ -95,6 +95,12 @@ type PendingReset struct {
 	// when a config change under onConfigChange: Reset asked for it.
 	// +optional
 	Token string `json:"token,omitempty"`
+	// generation is the query's reset generation read before the reset
+	// was recorded. The broker raises it in the transaction of every reset,
+	// so a generation beyond this one means the reset has committed.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Generation int64 `json:"generation"`
 }
 
 // StreamQueryStatus is what the operator last saw of the registration.

@@ -2,6 +2,11 @@
 // PostgreSQL the brokers share: the quota grants it writes, the
 // registrations it deletes, and the progress it reads. Registration itself
 // goes through the broker (package registration), never through here.
+//
+// Every call goes through a function the schema owns (see
+// broker/migrate/functions/queen_streams.quota_*.sql and query_*.sql), never
+// through the broker's tables, so that a table change cannot break the
+// operator silently.
 package celldb
 
 import (
@@ -27,18 +32,11 @@ type Quota struct {
 	MaxQueries *int32 // nil: no cap
 }
 
-// ApplyQuota writes the grant row, leaving it untouched when it already
-// says the same, and returns how many queries the tenant has registered.
+// ApplyQuota writes the grant, leaving it untouched when it already says
+// the same, and returns how many queries the tenant has registered.
 func (d *DB) ApplyQuota(ctx context.Context, q Quota) (registered int64, err error) {
-	err = d.pool.QueryRow(ctx, `
-WITH up AS (
-    INSERT INTO queen_streams.quota AS g (tenant, enabled, max_queries)
-    VALUES ($1, $2, $3)
-    ON CONFLICT (tenant) DO UPDATE
-       SET enabled = EXCLUDED.enabled, max_queries = EXCLUDED.max_queries, updated_at = now()
-     WHERE (g.enabled, g.max_queries) IS DISTINCT FROM (EXCLUDED.enabled, EXCLUDED.max_queries)
-)
-SELECT count(*) FROM queen_streams.queries WHERE tenant = $1`, q.Tenant, q.Enabled, q.MaxQueries).Scan(&registered)
+	err = d.pool.QueryRow(ctx, `SELECT queen_streams.quota_apply(p_tenant => $1, p_enabled => $2, p_max_queries => $3)`,
+		q.Tenant, q.Enabled, q.MaxQueries).Scan(&registered)
 	if err != nil {
 		return 0, fmt.Errorf("apply quota of tenant %q: %w", q.Tenant, err)
 	}
@@ -48,7 +46,7 @@ SELECT count(*) FROM queen_streams.queries WHERE tenant = $1`, q.Tenant, q.Enabl
 // CountQueries returns how many queries the tenant has registered.
 func (d *DB) CountQueries(ctx context.Context, tenant string) (int64, error) {
 	var n int64
-	if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM queen_streams.queries WHERE tenant = $1`, tenant).Scan(&n); err != nil {
+	if err := d.pool.QueryRow(ctx, `SELECT queen_streams.query_count(p_tenant => $1)`, tenant).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count queries of tenant %q: %w", tenant, err)
 	}
 	return n, nil
@@ -57,7 +55,7 @@ func (d *DB) CountQueries(ctx context.Context, tenant string) (int64, error) {
 // DeleteQuota removes the tenant's grant: the broker then refuses new names
 // for the tenant, and its existing queries keep running.
 func (d *DB) DeleteQuota(ctx context.Context, tenant string) error {
-	if _, err := d.pool.Exec(ctx, `DELETE FROM queen_streams.quota WHERE tenant = $1`, tenant); err != nil {
+	if _, err := d.pool.Exec(ctx, `SELECT queen_streams.quota_delete(p_tenant => $1)`, tenant); err != nil {
 		return fmt.Errorf("delete quota of tenant %q: %w", tenant, err)
 	}
 	return nil
@@ -66,11 +64,11 @@ func (d *DB) DeleteQuota(ctx context.Context, tenant string) error {
 // DeleteQuery removes the registration and, by cascade, its state. It
 // reports whether there was one.
 func (d *DB) DeleteQuery(ctx context.Context, tenant, name string) (bool, error) {
-	tag, err := d.pool.Exec(ctx, `DELETE FROM queen_streams.queries WHERE tenant = $1 AND name = $2`, tenant, name)
-	if err != nil {
+	var found bool
+	if err := d.pool.QueryRow(ctx, `SELECT queen_streams.query_delete(p_tenant => $1, p_name => $2)`, tenant, name).Scan(&found); err != nil {
 		return false, fmt.Errorf("delete query %q of tenant %q: %w", name, tenant, err)
 	}
-	return tag.RowsAffected() > 0, nil
+	return found, nil
 }
 
 // Progress is what a query has done, read from the database.
@@ -94,20 +92,9 @@ var ErrNoQuery = errors.New("no such query")
 func (d *DB) Progress(ctx context.Context, tenant, name, group, source string) (Progress, error) {
 	var p Progress
 	err := d.pool.QueryRow(ctx, `
-SELECT src.lag, st.n, GREATEST(st.last, src.last)
-  FROM queen_streams.queries q
- CROSS JOIN LATERAL (
-        SELECT count(*) AS n, max(s.updated_at) AS last
-          FROM queen_streams.state s
-         WHERE s.query_id = q.id AND s.partition_id <> $5) st
- CROSS JOIN LATERAL (
-        SELECT COALESCE(sum(GREATEST(p.next_offset - COALESCE(c.committed, 0), 0)), 0)::bigint AS lag,
-               max(c.last_consumed_at) AS last
-          FROM queen.queues qu
-          JOIN queen.partitions p ON p.queue_id = qu.id
-          LEFT JOIN queen.cursors c ON c.partition_id = p.id AND c.consumer_group = $3
-         WHERE qu.tenant = $1 AND qu.name = $4) src
- WHERE q.tenant = $1 AND q.name = $2`, tenant, name, group, source, fencePartition).Scan(&p.Lag, &p.StateRows, &p.LastCycle)
+SELECT lag, state_rows, last_cycle
+  FROM queen_streams.query_progress(p_tenant => $1, p_name => $2, p_group => $3, p_source => $4)`,
+		tenant, name, group, source).Scan(&p.Lag, &p.StateRows, &p.LastCycle)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, fmt.Errorf("progress of query %q of tenant %q: %w", name, tenant, ErrNoQuery)
 	}
@@ -115,4 +102,19 @@ SELECT src.lag, st.n, GREATEST(st.last, src.last)
 		return p, fmt.Errorf("progress of query %q of tenant %q: %w", name, tenant, err)
 	}
 	return p, nil
+}
+
+// ResetGeneration returns how many registrations have reset the state of
+// the tenant's query name. While the query exists it only grows, and it
+// grows in the same transaction as the reset, so a value beyond one read
+// earlier proves that a reset has committed since.
+func (d *DB) ResetGeneration(ctx context.Context, tenant, name string) (int64, error) {
+	var g *int64
+	if err := d.pool.QueryRow(ctx, `SELECT queen_streams.query_reset_generation(p_tenant => $1, p_name => $2)`, tenant, name).Scan(&g); err != nil {
+		return 0, fmt.Errorf("read reset generation of query %q of tenant %q: %w", name, tenant, err)
+	}
+	if g == nil {
+		return 0, fmt.Errorf("read reset generation of query %q of tenant %q: %w", name, tenant, ErrNoQuery)
+	}
+	return *g, nil
 }

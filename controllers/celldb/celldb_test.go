@@ -43,55 +43,85 @@ func exec(t *testing.T, b *brokertest.Broker, sql string, args ...any) {
 	}
 }
 
-func TestTheBrokersResetTakesTheFenceDown(t *testing.T) {
-	b, db, _ := setup(t)
-	placed, err := db.PlaceResetFence(ctx, auth.DefaultTenant, "q", "test")
-	if err != nil || !placed {
-		t.Fatalf("place: %v, %v", placed, err)
-	}
-	if stands, err := db.ResetFenceStands(ctx, auth.DefaultTenant, "q"); err != nil || !stands {
-		t.Fatalf("fence stands = %v, %v; want true", stands, err)
-	}
-	register(t, b, "h1", false) // an ordinary re-registration leaves it up
-	if stands, _ := db.ResetFenceStands(ctx, auth.DefaultTenant, "q"); !stands {
-		t.Fatal("a registration without reset took the fence down")
-	}
-	register(t, b, "h2", true)
-	if stands, err := db.ResetFenceStands(ctx, auth.DefaultTenant, "q"); err != nil || stands {
-		t.Fatalf("fence stands = %v, %v after a reset; want false", stands, err)
-	}
-}
-
-func TestPlacingAFenceWithoutARegistrationPlacesNothing(t *testing.T) {
-	_, db, _ := setup(t)
-	placed, err := db.PlaceResetFence(ctx, auth.DefaultTenant, "absent", "test")
-	if err != nil || placed {
-		t.Fatalf("place = %v, %v; want false without error", placed, err)
-	}
-	if stands, err := db.ResetFenceStands(ctx, auth.DefaultTenant, "absent"); err != nil || stands {
-		t.Fatalf("stands = %v, %v", stands, err)
-	}
-}
-
-func TestAFenceIsScopedToItsTenant(t *testing.T) {
-	_, db, _ := setup(t)
-	if placed, _ := db.PlaceResetFence(ctx, "other", "q", "test"); placed {
-		t.Fatal("a fence was placed on another tenant's query of the same name")
-	}
-}
-
-func TestProgressLeavesTheFenceOut(t *testing.T) {
-	b, db, id := setup(t)
-	exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, gen_random_uuid(), 'k', '{}')`, id)
-	if _, err := db.PlaceResetFence(ctx, auth.DefaultTenant, "q", "test"); err != nil {
+func generation(t *testing.T, db *celldb.DB, tenant, name string) int64 {
+	t.Helper()
+	g, err := db.ResetGeneration(ctx, tenant, name)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return g
+}
+
+func TestOnlyAResetRegistrationRaisesTheResetGeneration(t *testing.T) {
+	b, db, _ := setup(t)
+	if g := generation(t, db, auth.DefaultTenant, "q"); g != 0 {
+		t.Fatalf("a new query has reset generation %d, want 0", g)
+	}
+	register(t, b, "h1", false)
+	if g := generation(t, db, auth.DefaultTenant, "q"); g != 0 {
+		t.Fatalf("a registration without reset raised the generation to %d", g)
+	}
+	register(t, b, "h2", true)
+	register(t, b, "h2", true)
+	if g := generation(t, db, auth.DefaultTenant, "q"); g != 2 {
+		t.Fatalf("reset generation %d after two resets, want 2", g)
+	}
+}
+
+func TestResetGenerationOfAnUnknownQueryIsErrNoQuery(t *testing.T) {
+	_, db, _ := setup(t)
+	if _, err := db.ResetGeneration(ctx, auth.DefaultTenant, "absent"); !errors.Is(err, celldb.ErrNoQuery) {
+		t.Fatalf("err = %v, want ErrNoQuery", err)
+	}
+}
+
+func TestResetGenerationIsScopedToItsTenant(t *testing.T) {
+	_, db, _ := setup(t)
+	if _, err := db.ResetGeneration(ctx, "other", "q"); !errors.Is(err, celldb.ErrNoQuery) {
+		t.Fatalf("err = %v for another tenant's query of the same name, want ErrNoQuery", err)
+	}
+}
+
+func TestProgressCountsTheQuerysStateRows(t *testing.T) {
+	b, db, id := setup(t)
+	exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, gen_random_uuid(), 'k', '{}')`, id)
 	p, err := db.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.StateRows != 1 || p.Lag != 0 || p.LastCycle == nil {
 		t.Fatalf("progress %+v, want one state row, no lag, and the row's time", p)
+	}
+}
+
+func TestDeleteQueryReportsWhetherThereWasOne(t *testing.T) {
+	_, db, _ := setup(t)
+	for i, want := range []bool{true, false} {
+		found, err := db.DeleteQuery(ctx, auth.DefaultTenant, "q")
+		if err != nil || found != want {
+			t.Fatalf("delete #%d = %v, %v; want %v", i+1, found, err, want)
+		}
+	}
+	if _, err := db.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src"); !errors.Is(err, celldb.ErrNoQuery) {
+		t.Fatalf("progress after the delete: %v, want ErrNoQuery", err)
+	}
+}
+
+func TestDeleteQuotaRemovesTheGrantAndLeavesTheQueries(t *testing.T) {
+	b, db, _ := setup(t)
+	exec(t, b, `INSERT INTO queen_streams.queries (id, tenant, name, source_queue, config_hash) VALUES (gen_random_uuid(), 'acme', 'a', 's', 'h')`)
+	if _, err := db.ApplyQuota(ctx, celldb.Quota{Tenant: "acme", Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteQuota(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	var grants int
+	if err := b.Pool.QueryRow(ctx, `SELECT count(*) FROM queen_streams.quota WHERE tenant = 'acme'`).Scan(&grants); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.CountQueries(ctx, "acme"); grants != 0 || err != nil || n != 1 {
+		t.Fatalf("%d grants and %d queries (%v) after the delete, want 0 and 1", grants, n, err)
 	}
 }
 
