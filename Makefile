@@ -22,8 +22,9 @@ deps: ## Install what is missing: PostgreSQL (apt), and kube-apiserver, etcd, ku
 	@REGENT_CACHE=$(CACHE) hack/deps.sh
 
 .PHONY: generate
-generate: deps ## Generate deepcopy code for the API types (controller-gen).
+generate: deps ## Generate deepcopy code for the API types (controller-gen) and broker/migrate/schema.sql (pg_dump of a migrated database).
 	$(CONTROLLER_GEN) object paths=./api/...
+	go test -count=1 -run '^TestSchemaSQLIsTheMigratedSchema$$' ./broker/migrate/ -update
 
 .PHONY: manifests
 manifests: deps ## Generate the CRDs (config/crd/bases), the RBAC role (config/rbac) and the chart's copy of the CRDs.
