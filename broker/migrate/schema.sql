@@ -14,156 +14,135 @@ CREATE SCHEMA queen_streams;
 -- Name: ack(text, uuid[], text[], text[], text[], uuid[], text[], integer[], uuid[], bytea[], bigint[], timestamp with time zone[]); Type: FUNCTION; Schema: queen; Owner: -
 --
 
-CREATE FUNCTION queen.ack(p_tenant text, p_partition_ids uuid[], p_groups text[], p_txids text[], p_statuses text[], p_lease_ids uuid[], p_errors text[], p_dlq_items integer[], p_dlq_message_ids uuid[], p_dlq_payloads bytea[], p_dlq_key_ids bigint[], p_dlq_created timestamp with time zone[]) RETURNS TABLE(item integer, queue_id uuid, success boolean, error text, queue_name text, partition_name text, lease_released boolean, dlq boolean, announce boolean)
+CREATE FUNCTION queen.ack(p_tenant text, p_partition_ids uuid[], p_groups text[], p_txids text[], p_statuses text[], p_lease_ids uuid[], p_errors text[], p_dlq_items integer[], p_dlq_message_ids uuid[], p_dlq_payloads bytea[], p_dlq_key_ids bigint[], p_dlq_created timestamp with time zone[]) RETURNS TABLE(item integer, queue_id uuid, success boolean, error text, queue_name text, partition_name text, lease_released boolean, dlq boolean, announce boolean, frame_offset bigint, segment_base bigint, segment_frames integer, segment_body bytea, segment_checksum bigint)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 #variable_conflict use_column
 DECLARE
-    n        integer := cardinality(p_partition_ids);
-    v_offs   bigint[];
-    i        integer;
-    o        bigint;
-    d        integer;
-    c        queen.cursors%ROWTYPE;
-    v_pid    uuid;
-    v_grp    text;
-    v_found  boolean := false;
-    v_dirty  boolean := false;
-    v_wake   boolean := false;
-    v_qid    uuid;
-    v_qname  text;
-    v_pname  text;
-    v_limit  integer;
-    v_delay  integer;
-    v_next   bigint;
+    n         integer := cardinality(p_partition_ids);
+    -- Every cursor named, locked and read once, by key (partition id and
+    -- group); those an item changed are written back at the end.
+    v_cursors queen.cursors[];
+    v_keys    text[];
+    v_dirty   boolean[];
+    k         integer; -- the current run's cursor in v_cursors
+    c         queen.cursors%ROWTYPE;
+    v_pid     uuid;
+    v_grp     text;
+    v_wake    boolean;
+    v_qid     uuid;
+    v_qname   text;
+    v_pname   text;
+    v_limit   integer;
+    v_delay   integer;
+    v_next    bigint;
+    v_offs    bigint[];
+    o         bigint;
+    d         integer;
+    v_ok      boolean;
+    v_error   text;
+    v_dead    boolean;
+    -- The answers, by item.
+    a_qid     uuid[];
+    a_ok      boolean[];
+    a_error   text[];
+    a_qname   text[];
+    a_pname   text[];
+    a_release boolean[];
+    a_dlq     boolean[];
+    a_wake    boolean[] := array_fill(false, ARRAY[n]);
+    -- The dead letters to write: item, index in p_dlq_*, retries.
+    l_items   integer[];
+    l_given   integer[];
+    l_retries integer[];
+    -- The dead letters whose payload is missing: item and offset.
+    m_items   integer[];
+    m_offs    bigint[];
 BEGIN
     p_lease_ids := array_replace(p_lease_ids, '00000000-0000-0000-0000-000000000000', NULL);
-    -- Lock every cursor involved in one fixed order, so that concurrent
-    -- acks over several cursors cannot deadlock.
-    PERFORM 1 FROM queen.cursors c
-     WHERE (c.partition_id, c.consumer_group) IN
-           (SELECT DISTINCT u.p, u.g FROM unnest(p_partition_ids, p_groups) AS u (p, g))
-     ORDER BY c.partition_id, c.consumer_group
-       FOR UPDATE;
+    -- Lock in one fixed order, so that concurrent acks over several cursors
+    -- cannot deadlock.
+    SELECT array_agg(x.c), array_agg((x.c).partition_id || ' ' || (x.c).consumer_group), array_agg(false)
+      INTO v_cursors, v_keys, v_dirty
+      FROM (SELECT c FROM queen.cursors c
+             WHERE (c.partition_id, c.consumer_group) IN (SELECT * FROM unnest(p_partition_ids, p_groups))
+             ORDER BY c.partition_id, c.consumer_group
+               FOR UPDATE) x;
 
-    -- Items of one cursor usually come together: the cursor is read once,
-    -- changed in memory and written back when the next item names another
-    -- one (or, at i = n + 1, at the end).
+    -- Items of one cursor usually come together: a run of them reads the
+    -- cursor's partition and offsets once.
     FOR i IN 1 .. n + 1 LOOP
         IF i > n OR v_pid IS DISTINCT FROM p_partition_ids[i] OR v_grp IS DISTINCT FROM p_groups[i] THEN
-            IF v_dirty THEN
-                UPDATE queen.cursors x
-                   SET committed = c.committed, lease_id = c.lease_id, lease_expires_at = c.lease_expires_at,
-                       retry_count = c.retry_count, total_consumed = c.total_consumed,
-                       last_consumed_at = c.last_consumed_at
-                 WHERE x.partition_id = v_pid AND x.consumer_group = v_grp;
-                IF v_wake AND c.committed < v_next THEN
-                    -- The announce row of the cursor's last item: its
-                    -- answer went out already.
-                    item := i - 1;
-                    queue_id := v_qid;
-                    announce := true;
-                    RETURN NEXT;
-                    announce := false;
-                END IF;
+            IF k IS NOT NULL THEN
+                v_cursors[k] := c;
+                a_wake[i - 1] := v_wake AND c.committed < v_next;
             END IF;
             EXIT WHEN i > n;
             v_pid := p_partition_ids[i];
             v_grp := p_groups[i];
-            v_dirty := false;
             v_wake := false;
             SELECT q.id, q.name, p.name, q.retry_limit, q.retry_delay, p.next_offset
               INTO v_qid, v_qname, v_pname, v_limit, v_delay, v_next
               FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
              WHERE p.id = v_pid AND q.tenant = p_tenant;
-            v_found := FOUND;
-            IF v_found THEN
-                SELECT * INTO c FROM queen.cursors x WHERE x.partition_id = v_pid AND x.consumer_group = v_grp;
-                v_found := FOUND;
-            END IF;
-            -- Entries of items on other cursors are looked up here too,
-            -- and ignored.
+            k := CASE WHEN FOUND THEN array_position(v_keys, v_pid || ' ' || v_grp) END;
+            c := v_cursors[k];
+            -- Offsets of items on other cursors are looked up here too, and
+            -- ignored.
             v_offs := NULL;
-            IF v_found AND c.batch_end IS NOT NULL THEN
+            IF c.batch_end IS NOT NULL THEN
                 v_offs := queen.txid_offsets(v_pid, c.batch_start, c.batch_end, p_txids);
             END IF;
         END IF;
 
-        item := i;
-        queue_id := v_qid;
-        success := false;
-        error := NULL;
-        queue_name := v_qname;
-        partition_name := v_pname;
-        lease_released := false;
-        dlq := false;
-        announce := false;
         o := v_offs[i];
-        IF NOT v_found OR o IS NULL THEN
-            error := 'Message not found';
-            queue_id := NULL;
-            queue_name := NULL;
-            partition_name := NULL;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-        IF o < c.committed THEN -- already acknowledged
-            success := true;
-            lease_released := c.lease_id IS NULL;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-        IF p_lease_ids[i] IS NOT NULL
-           AND (c.lease_id IS DISTINCT FROM p_lease_ids[i] OR c.lease_expires_at <= now()) THEN
-            error := 'Invalid or expired lease';
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-
-        CASE p_statuses[i]
-        WHEN 'completed' THEN
-            IF c.lease_id IS NULL THEN -- released by a failure: the batch redelivers whole
-                error := 'Invalid or expired lease';
-                RETURN NEXT;
-                CONTINUE;
-            END IF;
-            c.total_consumed := c.total_consumed + (o + 1 - c.committed);
-            c.committed := o + 1;
-            c.retry_count := 0;
-            c.last_consumed_at := now();
-        WHEN 'retry' THEN
-            IF c.lease_id IS NOT NULL THEN
-                c.lease_id := NULL;
-                c.lease_expires_at := NULL;
-                v_wake := true;
-            END IF;
-        WHEN 'failed', 'dlq' THEN
-            IF p_statuses[i] = 'failed' AND c.lease_id IS NULL THEN
-                success := true; -- this batch has already failed once
-                lease_released := true;
-                RETURN NEXT;
-                CONTINUE;
-            END IF;
-            IF p_statuses[i] = 'failed' AND c.retry_count < v_limit THEN
+        v_ok := false;
+        v_error := NULL;
+        v_dead := false;
+        IF o IS NULL THEN
+            v_error := 'Message not found';
+        ELSIF o < c.committed THEN
+            v_ok := true; -- already acknowledged
+        ELSIF p_lease_ids[i] IS NOT NULL AND NOT queen.lease_held_by(c.lease_id, c.lease_expires_at, p_lease_ids[i]) THEN
+            v_error := 'Invalid or expired lease';
+        ELSIF c.lease_id IS NULL AND p_statuses[i] = 'completed' THEN
+            v_error := 'Invalid or expired lease';
+        ELSIF c.lease_id IS NULL AND p_statuses[i] = 'failed' THEN
+            v_ok := true;
+        ELSE
+            v_ok := true;
+            v_dirty[k] := true;
+            CASE
+            WHEN p_statuses[i] = 'completed' THEN
+                c.total_consumed := c.total_consumed + (o + 1 - c.committed);
+                c.committed := o + 1;
+                c.retry_count := 0;
+                c.last_consumed_at := now();
+            WHEN p_statuses[i] = 'retry' THEN
+                IF c.lease_id IS NOT NULL THEN
+                    c.lease_id := NULL;
+                    c.lease_expires_at := NULL;
+                    v_wake := true;
+                END IF;
+            WHEN p_statuses[i] = 'failed' AND c.retry_count < v_limit THEN
                 -- Released, but not deliverable again before retryDelay:
                 -- the expiry stays as the time pops wait for.
                 c.retry_count := c.retry_count + 1;
                 c.lease_id := NULL;
                 c.lease_expires_at := now() + make_interval(secs => v_delay / 1000.0);
                 v_wake := true;
-            ELSE
+            ELSE -- a dead letter
                 d := array_position(p_dlq_items, i);
                 IF d IS NULL THEN
-                    RAISE EXCEPTION 'dead letter needs its payload' USING
-                        ERRCODE = 'RG001', DETAIL = format('%s:%s:%s', i, v_pid, o);
+                    m_items := m_items || i;
+                    m_offs := m_offs || o;
+                ELSE
+                    l_items := l_items || i;
+                    l_given := l_given || d;
+                    l_retries := l_retries || c.retry_count;
                 END IF;
-                INSERT INTO queen.dead_letters (message_id, partition_id, consumer_group, transaction_id,
-                                                payload, key_id, error_message, retry_count, created_at)
-                VALUES (p_dlq_message_ids[d], v_pid, v_grp, p_txids[i], p_dlq_payloads[d], p_dlq_key_ids[d],
-                        NULLIF(p_errors[i], ''), c.retry_count, p_dlq_created[d])
-                ON CONFLICT DO NOTHING;
-                dlq := true;
+                v_dead := true;
                 c.total_consumed := c.total_consumed + (o + 1 - c.committed);
                 c.committed := o + 1;
                 c.retry_count := 0;
@@ -173,18 +152,59 @@ BEGIN
                     c.lease_expires_at := NULL;
                     v_wake := true;
                 END IF;
+            END CASE;
+            IF c.lease_id IS NOT NULL AND c.committed >= c.batch_end THEN
+                c.lease_id := NULL; -- the whole batch is done: release at once
+                c.lease_expires_at := NULL;
+                v_wake := true;
             END IF;
-        END CASE;
-        IF c.lease_id IS NOT NULL AND c.committed >= c.batch_end THEN
-            c.lease_id := NULL; -- the whole batch is done: release at once
-            c.lease_expires_at := NULL;
-            v_wake := true;
         END IF;
-        v_dirty := true;
-        success := true;
-        lease_released := c.lease_id IS NULL;
-        RETURN NEXT;
+        a_ok[i] := v_ok;
+        a_error[i] := v_error;
+        a_release[i] := v_ok AND c.lease_id IS NULL;
+        a_dlq[i] := v_dead;
+        IF o IS NOT NULL THEN
+            a_qid[i] := v_qid;
+            a_qname[i] := v_qname;
+            a_pname[i] := v_pname;
+        END IF;
     END LOOP;
+
+    IF m_items IS NOT NULL THEN
+        RETURN QUERY
+        SELECT m.i, NULL::uuid, false, NULL::text, NULL::text, NULL::text, false, false, false,
+               m.o, s.base_offset, s.frame_count,
+               CASE WHEN row_number() OVER (PARTITION BY p_partition_ids[m.i], s.base_offset ORDER BY m.i) = 1
+                    THEN s.body END,
+               s.checksum
+          FROM unnest(m_items, m_offs) AS m (i, o)
+          LEFT JOIN LATERAL (
+              SELECT g.base_offset, g.frame_count, g.body, g.checksum FROM queen.log_segments g
+               WHERE g.partition_id = p_partition_ids[m.i] AND g.base_offset <= m.o
+               ORDER BY g.base_offset DESC LIMIT 1) s ON m.o < s.base_offset + s.frame_count
+         ORDER BY m.i;
+        RETURN;
+    END IF;
+
+    IF true = ANY (v_dirty) THEN
+        UPDATE queen.cursors x
+           SET committed = u.committed, lease_id = u.lease_id, lease_expires_at = u.lease_expires_at,
+               retry_count = u.retry_count, total_consumed = u.total_consumed, last_consumed_at = u.last_consumed_at
+          FROM unnest(v_cursors) WITH ORDINALITY AS u
+         WHERE v_dirty[u.ordinality] AND x.partition_id = u.partition_id AND x.consumer_group = u.consumer_group;
+    END IF;
+    IF l_items IS NOT NULL THEN
+        INSERT INTO queen.dead_letters (message_id, partition_id, consumer_group, transaction_id,
+                                        payload, key_id, error_message, retry_count, created_at)
+        SELECT p_dlq_message_ids[l.d], p_partition_ids[l.i], p_groups[l.i], p_txids[l.i], p_dlq_payloads[l.d],
+               p_dlq_key_ids[l.d], NULLIF(p_errors[l.i], ''), l.r, p_dlq_created[l.d]
+          FROM unnest(l_items, l_given, l_retries) AS l (i, d, r)
+            ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN QUERY
+    SELECT a.i, a_qid[a.i], a_ok[a.i], a_error[a.i], a_qname[a.i], a_pname[a.i], a_release[a.i], a_dlq[a.i],
+           a_wake[a.i], NULL::bigint, NULL::bigint, NULL::integer, NULL::bytea, NULL::bigint
+      FROM generate_series(1, n) AS a (i);
 END
 $$;
 
@@ -192,65 +212,167 @@ $$;
 -- Name: ack_cursor(text, uuid, text, uuid, text[]); Type: FUNCTION; Schema: queen; Owner: -
 --
 
-CREATE FUNCTION queen.ack_cursor(p_tenant text, p_partition_id uuid, p_group text, p_lease_id uuid, p_txids text[]) RETURNS TABLE(queue_id uuid, queue_name text, partition_name text, offsets bigint[], committed bigint, batch_end bigint, lease_held boolean, lease_ok boolean, announce boolean)
+CREATE FUNCTION queen.ack_cursor(p_tenant text, p_partition_id uuid, p_group text, p_lease_id uuid, p_txids text[]) RETURNS TABLE(item integer, queue_id uuid, success boolean, error text, queue_name text, partition_name text, lease_released boolean, dlq boolean, announce boolean)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 #variable_conflict use_column
 DECLARE
-    c       queen.cursors%ROWTYPE;
-    v_next  bigint;
-    v_after bigint;
+    v_qid       uuid;
+    v_qname     text;
+    v_pname     text;
+    v_next      bigint;
+    v_committed bigint;
+    v_start     bigint;
+    v_end       bigint;
+    v_held      boolean;
+    v_moves     boolean; -- the lease is held, and is the one given
+    v_offs      bigint[];
+    v_after     bigint;
 BEGIN
-    SELECT q.id, q.name, p.name, p.next_offset INTO queue_id, queue_name, partition_name, v_next
-      FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-     WHERE p.id = p_partition_id AND q.tenant = p_tenant;
-    IF NOT FOUND THEN
-        RETURN;
+    -- No partition of the tenant, or no cursor: no row, and every item is
+    -- 'Message not found', as without a batch.
+    SELECT q.id, q.name, p.name, p.next_offset, x.committed, x.batch_start, x.batch_end, x.lease_id IS NOT NULL,
+           x.lease_id IS NOT NULL AND (p_lease_id IS NULL OR queen.lease_held_by(x.lease_id, x.lease_expires_at, p_lease_id))
+      INTO v_qid, v_qname, v_pname, v_next, v_committed, v_start, v_end, v_held, v_moves
+      FROM queen.partitions p
+      JOIN queen.queues q ON q.id = p.queue_id
+      JOIN queen.cursors x ON x.partition_id = p.id AND x.consumer_group = p_group
+     WHERE p.id = p_partition_id AND q.tenant = p_tenant
+       FOR UPDATE OF x;
+    IF v_end IS NOT NULL THEN
+        v_offs := queen.txid_offsets(p_partition_id, v_start, v_end, p_txids);
     END IF;
-    SELECT * INTO c FROM queen.cursors x
-     WHERE x.partition_id = p_partition_id AND x.consumer_group = p_group
-       FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN;
+    IF v_moves THEN
+        UPDATE queen.cursors x
+           SET committed = a.after, total_consumed = x.total_consumed + (a.after - x.committed),
+               retry_count = 0, last_consumed_at = now(),
+               lease_id = CASE WHEN a.after >= x.batch_end THEN NULL ELSE x.lease_id END,
+               lease_expires_at = CASE WHEN a.after >= x.batch_end THEN NULL ELSE x.lease_expires_at END
+          FROM (SELECT max(o) + 1 AS after FROM unnest(v_offs) AS o) a
+         WHERE x.partition_id = p_partition_id AND x.consumer_group = p_group AND a.after > x.committed
+        RETURNING a.after INTO v_after;
     END IF;
-    committed := c.committed;
-    batch_end := c.batch_end;
-    lease_held := c.lease_id IS NOT NULL;
-    lease_ok := p_lease_id = '00000000-0000-0000-0000-000000000000'
-                OR COALESCE(p_lease_id = c.lease_id AND c.lease_expires_at > now(), false);
-    announce := false;
-    IF c.batch_end IS NOT NULL THEN
-        offsets := queen.txid_offsets(p_partition_id, c.batch_start, c.batch_end, p_txids);
-    END IF;
-    IF lease_held AND lease_ok THEN
-        SELECT max(o) + 1 INTO v_after FROM unnest(offsets) AS o;
-        IF v_after > c.committed THEN
-            UPDATE queen.cursors x
-               SET committed = v_after, total_consumed = x.total_consumed + (v_after - c.committed),
-                   retry_count = 0, last_consumed_at = now(),
-                   lease_id = CASE WHEN v_after >= c.batch_end THEN NULL ELSE x.lease_id END,
-                   lease_expires_at = CASE WHEN v_after >= c.batch_end THEN NULL ELSE x.lease_expires_at END
-             WHERE x.partition_id = p_partition_id AND x.consumer_group = p_group;
-            announce := v_after >= c.batch_end AND v_after < v_next;
-        END IF;
-    END IF;
-    RETURN NEXT;
+    -- Under the lease every message found succeeds, and the cursor reaches
+    -- just past the furthest one so far; without it only those behind the
+    -- cursor do, and the cursor stays.
+    RETURN QUERY
+    SELECT u.i::integer,
+           CASE WHEN u.o IS NOT NULL THEN v_qid END,
+           u.ok,
+           CASE WHEN u.o IS NULL THEN 'Message not found' WHEN NOT u.ok THEN 'Invalid or expired lease' END,
+           CASE WHEN u.o IS NOT NULL THEN v_qname END,
+           CASE WHEN u.o IS NOT NULL THEN v_pname END,
+           r.released,
+           false,
+           r.released AND coalesce(v_after >= v_end AND v_after < v_next, false)
+      FROM (SELECT t.i, v_offs[t.i] AS o,
+                   v_offs[t.i] IS NOT NULL AND (v_moves OR v_offs[t.i] < v_committed) AS ok,
+                   CASE WHEN v_moves THEN greatest(v_committed, max(v_offs[t.i]) OVER (ORDER BY t.i) + 1)
+                        ELSE v_committed END AS reach
+              FROM unnest(p_txids) WITH ORDINALITY AS t (txid, i)) u
+     CROSS JOIN LATERAL (SELECT u.ok AND (NOT v_held OR u.reach >= v_end) AS released) r
+     ORDER BY u.i;
 END
 $$;
 
 --
--- Name: log_push_one_v1(uuid, integer, bytea, bigint, text[], timestamp with time zone, timestamp with time zone, text[], uuid[], boolean); Type: FUNCTION; Schema: queen; Owner: -
+-- Name: lease_held_by(uuid, timestamp with time zone, uuid); Type: FUNCTION; Schema: queen; Owner: -
 --
 
-CREATE FUNCTION queen.log_push_one_v1(p_partition_id uuid, p_frame_count integer, p_body bytea, p_checksum bigint, p_txids text[], p_min_created_at timestamp with time zone, p_max_created_at timestamp with time zone, p_dedup_txids text[], p_dedup_msg_ids uuid[], p_notify boolean, OUT base_offset bigint, OUT dup_txids text[], OUT dup_message_ids uuid[], OUT queue_id uuid) RETURNS record
+CREATE FUNCTION queen.lease_held_by(p_lease_id uuid, p_expires_at timestamp with time zone, p_given uuid) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT coalesce(p_lease_id = p_given, false) AND queen.lease_live(p_expires_at)
+$$;
+
+--
+-- Name: lease_live(timestamp with time zone); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.lease_live(p_expires_at timestamp with time zone) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT coalesce(p_expires_at > now(), false)
+$$;
+
+--
+-- Name: log_push(uuid[], integer[], bytea[], bigint[], text[], timestamp with time zone[], timestamp with time zone[], integer[], text[], uuid[]); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.log_push(p_partitions uuid[], p_frames integer[], p_bodies bytea[], p_checksums bigint[], p_txids text[], p_min_at timestamp with time zone[], p_max_at timestamp with time zone[], p_dedups integer[], p_dedup_txids text[], p_dedup_msg_ids uuid[]) RETURNS TABLE(partition_id uuid, outcome text, base_offset bigint, queue_id uuid, dup_txids text[], dup_message_ids uuid[])
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_locked     integer;
+    v_dedup_pids uuid[] := '{}';
+    v_push       record;
+    v_t          integer := 0;
+    v_d          integer := 0;
+BEGIN
+    PERFORM FROM queen.partitions p WHERE p.id = ANY (p_partitions) ORDER BY p.id FOR UPDATE;
+    GET DIAGNOSTICS v_locked = ROW_COUNT;
+    IF v_locked < cardinality(p_partitions) THEN
+        RETURN QUERY SELECT g.pid, 'gone'::text, NULL::bigint, NULL::uuid, NULL::text[], NULL::uuid[]
+                       FROM unnest(p_partitions) AS g (pid)
+                      WHERE NOT EXISTS (SELECT FROM queen.partitions p WHERE p.id = g.pid);
+        RETURN;
+    END IF;
+    IF cardinality(p_dedup_txids) > 0 THEN
+        FOR i IN 1 .. cardinality(p_partitions) LOOP
+            v_dedup_pids := v_dedup_pids || array_fill(p_partitions[i], ARRAY[p_dedups[i]]);
+        END LOOP;
+        RETURN QUERY SELECT d.partition_id, 'duplicates'::text, NULL::bigint, NULL::uuid,
+                            array_agg(d.transaction_id), array_agg(d.message_id)
+                       FROM unnest(v_dedup_pids, p_dedup_txids) AS u (pid, txid)
+                       JOIN queen.push_dedup d ON d.partition_id = u.pid AND d.transaction_id = u.txid
+                      GROUP BY d.partition_id;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+
+    FOR i IN 1 .. cardinality(p_partitions) LOOP
+        v_push := queen.log_push_one_v1(
+            p_partition_id   => p_partitions[i],
+            p_frame_count    => p_frames[i],
+            p_body           => p_bodies[i],
+            p_checksum       => p_checksums[i],
+            p_txids          => p_txids[v_t + 1 : v_t + p_frames[i]],
+            p_min_created_at => p_min_at[i],
+            p_max_created_at => p_max_at[i],
+            p_dedup_txids    => coalesce(p_dedup_txids[v_d + 1 : v_d + p_dedups[i]], '{}'),
+            p_dedup_msg_ids  => coalesce(p_dedup_msg_ids[v_d + 1 : v_d + p_dedups[i]], '{}'));
+        IF v_push.outcome <> 'stored' THEN
+            -- The checks above, under the same locks, rule this out.
+            RAISE EXCEPTION 'segment for partition % was not stored: %', p_partitions[i], v_push.outcome
+                USING ERRCODE = 'internal_error';
+        END IF;
+        partition_id := p_partitions[i];
+        outcome := 'stored';
+        base_offset := v_push.base_offset;
+        queue_id := v_push.queue_id;
+        RETURN NEXT;
+        v_t := v_t + p_frames[i];
+        v_d := v_d + p_dedups[i];
+    END LOOP;
+END
+$$;
+
+--
+-- Name: log_push_one_v1(uuid, integer, bytea, bigint, text[], timestamp with time zone, timestamp with time zone, text[], uuid[]); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.log_push_one_v1(p_partition_id uuid, p_frame_count integer, p_body bytea, p_checksum bigint, p_txids text[], p_min_created_at timestamp with time zone, p_max_created_at timestamp with time zone, p_dedup_txids text[], p_dedup_msg_ids uuid[], OUT outcome text, OUT base_offset bigint, OUT dup_txids text[], OUT dup_message_ids uuid[], OUT queue_id uuid) RETURNS record
     LANGUAGE plpgsql
     AS $$
 BEGIN
     IF cardinality(p_dedup_txids) > 0 THEN
         SELECT p.queue_id INTO queue_id FROM queen.partitions p WHERE p.id = p_partition_id FOR UPDATE;
         IF NOT FOUND THEN
-            RAISE EXCEPTION 'partition not found' USING ERRCODE = 'P0002';
+            outcome := 'gone';
+            RETURN;
         END IF;
         SELECT array_agg(d.transaction_id), array_agg(d.message_id)
           INTO dup_txids, dup_message_ids
@@ -258,6 +380,7 @@ BEGIN
          WHERE d.partition_id = p_partition_id
            AND d.transaction_id = ANY (p_dedup_txids);
         IF dup_txids IS NOT NULL THEN
+            outcome := 'duplicates';
             RETURN;
         END IF;
     END IF;
@@ -268,7 +391,8 @@ BEGIN
      WHERE p.id = p_partition_id
     RETURNING p.next_offset - p_frame_count, p.queue_id INTO base_offset, queue_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'partition not found' USING ERRCODE = 'P0002';
+        outcome := 'gone';
+        RETURN;
     END IF;
 
     INSERT INTO queen.log_segments
@@ -280,12 +404,7 @@ BEGIN
         INSERT INTO queen.push_dedup (partition_id, transaction_id, message_id)
         SELECT p_partition_id, t, m FROM unnest(p_dedup_txids, p_dedup_msg_ids) AS u (t, m);
     END IF;
-
-    -- Every replica LISTENs on this channel to keep its hot list and wake
-    -- parked pops; NOTIFY is delivered only if the transaction commits.
-    IF p_notify THEN
-        PERFORM pg_notify('regent_log', queue_id::text || ':' || p_partition_id::text);
-    END IF;
+    outcome := 'stored';
 END
 $$;
 
@@ -362,7 +481,7 @@ BEGIN
             RETURN NEXT;
             CONTINUE;
         END IF;
-        IF v_c.lease_expires_at > now() THEN
+        IF queen.lease_live(v_c.lease_expires_at) THEN
             outcome := 'busy';
             retry_at := v_c.lease_expires_at;
             RETURN NEXT;
@@ -445,7 +564,7 @@ BEGIN
              WHERE c.partition_id = v_c.pid AND c.consumer_group = p_group
                AND c.ctid = (SELECT x.ctid FROM queen.cursors x
                               WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
-               AND c.committed = v_committed AND NOT coalesce(c.lease_expires_at > now(), false);
+               AND c.committed = v_committed AND NOT queen.lease_live(c.lease_expires_at);
             outcome := CASE WHEN FOUND THEN 'empty' ELSE 'busy' END;
             RETURN NEXT;
             CONTINUE;
@@ -457,7 +576,7 @@ BEGIN
              WHERE c.partition_id = v_c.pid AND c.consumer_group = p_group
                AND c.ctid = (SELECT x.ctid FROM queen.cursors x
                               WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
-               AND c.committed = v_committed AND NOT coalesce(c.lease_expires_at > now(), false);
+               AND c.committed = v_committed AND NOT queen.lease_live(c.lease_expires_at);
             retry_at := NULL;
         ELSE
             retry_at := now() + make_interval(secs => v_c.lease_time);
@@ -467,7 +586,7 @@ BEGIN
              WHERE c.partition_id = v_c.pid AND c.consumer_group = p_group
                AND c.ctid = (SELECT x.ctid FROM queen.cursors x
                               WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
-               AND c.committed = v_committed AND NOT coalesce(c.lease_expires_at > now(), false);
+               AND c.committed = v_committed AND NOT queen.lease_live(c.lease_expires_at);
         END IF;
         IF NOT FOUND THEN
             outcome := 'busy'; -- taken or moved since the look: its segments are void
@@ -553,48 +672,30 @@ CREATE FUNCTION queen.txid_offsets(p_partition_id uuid, p_from bigint, p_to bigi
 $$;
 
 --
--- Name: cycle(text, uuid, uuid, text, text, text[], jsonb[], text[], uuid[], integer[], bytea[], bigint[], text[], timestamp with time zone[], timestamp with time zone[], integer[], text[], uuid[], boolean, uuid, boolean, bigint, boolean); Type: FUNCTION; Schema: queen_streams; Owner: -
+-- Name: cycle(text, uuid, uuid, text, text[], jsonb[], text[], uuid[], integer[], bytea[], bigint[], text[], timestamp with time zone[], timestamp with time zone[], integer[], text[], uuid[], boolean, uuid, boolean, bigint, boolean); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 
-CREATE FUNCTION queen_streams.cycle(p_tenant text, p_query_id uuid, p_partition_id uuid, p_group text, p_op_error text, p_upsert_keys text[], p_upsert_values jsonb[], p_delete_keys text[], p_seg_partitions uuid[], p_seg_frames integer[], p_seg_bodies bytea[], p_seg_checksums bigint[], p_seg_txids text[], p_seg_min_at timestamp with time zone[], p_seg_max_at timestamp with time zone[], p_seg_dedups integer[], p_dedup_txids text[], p_dedup_msg_ids uuid[], p_ack boolean, p_lease_id uuid, p_ack_ok boolean, p_count bigint, p_release boolean, OUT queue_id uuid, OUT queue_name text, OUT base_offsets bigint[], OUT ack_count bigint, OUT lease_released boolean, OUT announce boolean) RETURNS record
+CREATE FUNCTION queen_streams.cycle(p_tenant text, p_query_id uuid, p_partition_id uuid, p_group text, p_upsert_keys text[], p_upsert_values jsonb[], p_delete_keys text[], p_seg_partitions uuid[], p_seg_frames integer[], p_seg_bodies bytea[], p_seg_checksums bigint[], p_seg_txids text[], p_seg_min_at timestamp with time zone[], p_seg_max_at timestamp with time zone[], p_seg_dedups integer[], p_dedup_txids text[], p_dedup_msg_ids uuid[], p_ack boolean, p_lease_id uuid, p_ack_ok boolean, p_count bigint, p_release boolean) RETURNS TABLE(outcome text, queue_id uuid, queue_name text, base_offsets bigint[], ack_count bigint, lease_released boolean, announce boolean, partition_id uuid, dup_txids text[], dup_message_ids uuid[])
     LANGUAGE plpgsql
     AS $$
+#variable_conflict use_column
 DECLARE
-    v_cursor   queen.cursors%ROWTYPE;
-    v_one      boolean := p_ack AND p_ack_ok AND p_release AND p_count IS NOT NULL;
-    v_query_ok boolean;
-    v_next     bigint;
-    v_push     record;
-    v_t        integer := 0;
-    v_d        integer := 0;
-    v_walk     record;
-    v_dups     jsonb := '[]';
+    v_cursor queen.cursors%ROWTYPE;
+    -- The common ack: a success status, the lease released, a count.
+    v_one    boolean := p_ack AND p_ack_ok AND p_release AND p_count IS NOT NULL;
+    v_next   bigint;
+    v_push   record;
+    v_walk   record;
+    v_refused boolean := false;
 BEGIN
-    -- The advisory lock serialises every cycle on this (query, partition),
-    -- idle flushes included: they take no cursor lock. next_offset read here
-    -- serves the announce below: a push that lands after this read
-    -- announces itself.
-    SELECT EXISTS (SELECT FROM queen_streams.queries q WHERE q.id = p_query_id AND q.tenant = p_tenant),
-           qu.id, qu.name, pa.next_offset
-      INTO v_query_ok, queue_id, queue_name, v_next
-      FROM (SELECT pg_advisory_xact_lock(hashtextextended(p_query_id::text || p_partition_id::text, 0))) AS lock (x)
-      LEFT JOIN queen.partitions pa ON pa.id = p_partition_id
-      -- The queue by its primary key: as a plain join, the generic plan
-      -- read every queue of the tenant through the tenant index.
-      LEFT JOIN LATERAL (SELECT q.id, q.name FROM queen.queues q
-                          WHERE q.id = pa.queue_id AND q.tenant = p_tenant OFFSET 0) AS qu ON true;
-    IF NOT v_query_ok THEN
-        RAISE EXCEPTION 'query not found';
-    END IF;
-    IF queue_id IS NULL THEN
-        RAISE EXCEPTION 'partition not found';
-    END IF;
+    SELECT o.queue_id, o.queue_name, o.next_offset INTO queue_id, queue_name, v_next
+      FROM queen_streams.cycle_owner(p_tenant, p_query_id, p_partition_id) o;
 
-    -- The exactly-once guard. The common ack (v_one) checks the lease in
-    -- the UPDATE that applies it, at the end; every other ack locks the
-    -- cursor row here, since its work reads the row. Either way the row is
-    -- locked from the check to the commit, so no pop can take the lease in
-    -- between, and a refusal rolls back everything the cycle did.
+    -- The exactly-once guard. The common ack checks the lease in the UPDATE
+    -- that applies it, at the end; every other ack locks the cursor row
+    -- here, since its work reads the row. Either way the row is locked from
+    -- the check to the commit, so no pop can take the lease in between, and
+    -- a refusal rolls back everything the cycle did.
     IF p_ack AND p_lease_id IS NULL THEN
         RAISE EXCEPTION 'invalid lease: the ack carries no leaseId';
     END IF;
@@ -602,17 +703,37 @@ BEGIN
         SELECT * INTO v_cursor FROM queen.cursors c
          WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group
            FOR UPDATE;
-        IF NOT FOUND OR v_cursor.lease_id IS DISTINCT FROM p_lease_id
-           OR v_cursor.lease_expires_at <= clock_timestamp() THEN
+        IF NOT FOUND OR NOT queen.lease_held_by(v_cursor.lease_id, v_cursor.lease_expires_at, p_lease_id) THEN
             PERFORM queen_streams.refuse_lease(p_partition_id, p_group, p_lease_id);
         END IF;
     END IF;
 
-    -- The state ops, folded by the broker: no key is in both lists, nor
-    -- twice in one, so ON CONFLICT meets each row at most once.
-    IF p_op_error IS NOT NULL THEN
-        RAISE EXCEPTION '%', p_op_error;
+    -- The sink pushes go first: they write nothing when a sink partition
+    -- is gone or holds some of the client transaction ids, and those rows
+    -- are then the answer.
+    base_offsets := '{}';
+    IF cardinality(p_seg_partitions) > 0 THEN
+        FOR v_push IN
+            SELECT * FROM queen.log_push(
+                p_partitions => p_seg_partitions, p_frames => p_seg_frames, p_bodies => p_seg_bodies,
+                p_checksums => p_seg_checksums, p_txids => p_seg_txids, p_min_at => p_seg_min_at,
+                p_max_at => p_seg_max_at, p_dedups => p_seg_dedups, p_dedup_txids => p_dedup_txids,
+                p_dedup_msg_ids => p_dedup_msg_ids)
+        LOOP
+            IF v_push.outcome = 'stored' THEN
+                base_offsets := base_offsets || v_push.base_offset;
+            ELSE
+                v_refused := true;
+                RETURN QUERY SELECT v_push.outcome, NULL::uuid, NULL::text, NULL::bigint[], NULL::bigint,
+                                    NULL::boolean, NULL::boolean, v_push.partition_id, v_push.dup_txids,
+                                    v_push.dup_message_ids;
+            END IF;
+        END LOOP;
+        IF v_refused THEN
+            RETURN;
+        END IF;
     END IF;
+
     IF cardinality(p_delete_keys) > 0 THEN
         DELETE FROM queen_streams.state s
          WHERE s.query_id = p_query_id AND s.partition_id = p_partition_id AND s.key = ANY (p_delete_keys);
@@ -625,27 +746,6 @@ BEGIN
         DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at;
     END IF;
 
-    base_offsets := '{}';
-    FOR i IN 1 .. coalesce(cardinality(p_seg_partitions), 0) LOOP
-        v_push := queen.log_push_one_v1(
-            p_seg_partitions[i], p_seg_frames[i], p_seg_bodies[i], p_seg_checksums[i],
-            p_seg_txids[v_t + 1 : v_t + p_seg_frames[i]],
-            p_seg_min_at[i], p_seg_max_at[i],
-            coalesce(p_dedup_txids[v_d + 1 : v_d + p_seg_dedups[i]], '{}'),
-            coalesce(p_dedup_msg_ids[v_d + 1 : v_d + p_seg_dedups[i]], '{}'),
-            false);
-        IF v_push.base_offset IS NULL THEN
-            v_dups := v_dups || jsonb_build_object('partition_id', p_seg_partitions[i],
-                'txids', v_push.dup_txids, 'message_ids', v_push.dup_message_ids);
-        END IF;
-        base_offsets := base_offsets || v_push.base_offset;
-        v_t := v_t + p_seg_frames[i];
-        v_d := v_d + p_seg_dedups[i];
-    END LOOP;
-    IF jsonb_array_length(v_dups) > 0 THEN
-        RAISE EXCEPTION 'duplicate transaction ids in sink segments' USING ERRCODE = 'RGD01', DETAIL = v_dups::text;
-    END IF;
-
     lease_released := false;
     announce := false;
     IF NOT p_ack THEN
@@ -656,7 +756,7 @@ BEGIN
                lease_id = NULL, lease_expires_at = NULL, retry_count = 0,
                total_consumed = c.total_consumed + p_count, last_consumed_at = now()
          WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group
-           AND c.lease_id = p_lease_id AND c.lease_expires_at > clock_timestamp()
+           AND queen.lease_held_by(c.lease_id, c.lease_expires_at, p_lease_id)
         RETURNING c.committed INTO v_cursor.committed;
         IF NOT FOUND THEN
             PERFORM queen_streams.refuse_lease(p_partition_id, p_group, p_lease_id);
@@ -683,7 +783,9 @@ BEGIN
         v_cursor.committed := greatest(v_cursor.committed, v_cursor.batch_end);
         lease_released := true;
     ELSE
-        -- The gate partial ack: exactly p_count frames, lease kept.
+        -- The gate partial ack: committed advances by exactly p_count frames
+        -- (the whole batch without a count), walked over the real segments
+        -- so that offsets retention removed are skipped; the lease is kept.
         SELECT * INTO v_walk
           FROM queen_streams.walk_frames(p_partition_id, v_cursor.committed, v_cursor.batch_end,
                                             coalesce(p_count, v_cursor.batch_end - v_cursor.committed));
@@ -694,6 +796,39 @@ BEGIN
          WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group;
     END IF;
     announce := lease_released AND v_next > v_cursor.committed;
+    outcome := 'committed';
+    RETURN NEXT;
+END
+$$;
+
+--
+-- Name: cycle_owner(text, uuid, uuid); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.cycle_owner(p_tenant text, p_query_id uuid, p_partition_id uuid, OUT queue_id uuid, OUT queue_name text, OUT next_offset bigint) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_query_ok boolean;
+BEGIN
+    -- One statement takes the lock and reads both; next_offset read here
+    -- serves the cycle's announce: a push that lands after this read
+    -- announces itself.
+    SELECT EXISTS (SELECT FROM queen_streams.queries q WHERE q.id = p_query_id AND q.tenant = p_tenant),
+           qu.id, qu.name, pa.next_offset
+      INTO v_query_ok, queue_id, queue_name, next_offset
+      FROM (SELECT pg_advisory_xact_lock(hashtextextended(p_query_id::text || p_partition_id::text, 0))) AS lock (x)
+      LEFT JOIN queen.partitions pa ON pa.id = p_partition_id
+      -- The queue by its primary key: as a plain join, the generic plan
+      -- read every queue of the tenant through the tenant index.
+      LEFT JOIN LATERAL (SELECT q.id, q.name FROM queen.queues q
+                          WHERE q.id = pa.queue_id AND q.tenant = p_tenant OFFSET 0) AS qu ON true;
+    IF NOT v_query_ok THEN
+        RAISE EXCEPTION 'query not found';
+    END IF;
+    IF queue_id IS NULL THEN
+        RAISE EXCEPTION 'partition not found';
+    END IF;
 END
 $$;
 
