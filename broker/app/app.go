@@ -19,6 +19,7 @@ import (
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/hotlist"
+	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/migrate"
 	"github.com/regent-mq/regent/broker/queue"
@@ -60,7 +61,7 @@ func OpenPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
 
 // New opens the pool, applies migrations when configured to, and builds the
 // handler. The broker owns the pool; Close releases it.
-func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, error) {
+func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, error) {
 	authn, err := newAuthenticator(cfg)
 	if err != nil {
 		return nil, err
@@ -70,7 +71,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		return nil, err
 	}
 	if cfg.Migrate {
-		if _, err := migrate.Up(ctx, pool, log); err != nil {
+		if _, err := migrate.Up(ctx, pool, logger); err != nil {
 			pool.Close()
 			return nil, err
 		}
@@ -81,12 +82,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		pool.Close()
 		return nil, err
 	}
-	queues := queue.New(pool, sealer, m, hotlist.New(), log)
+	hot := hotlist.New()
+	logs := log.New(pool, sealer, m, hot, logger)
+	queues := queue.New(pool, logs, m, hot, logger)
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
-	routes = append(routes, streams.New(pool, queues, m, log, cfg.Tenancy).Routes()...)
+	routes = append(routes, streams.New(pool, logs, m, logger, cfg.Tenancy).Routes()...)
 	h := server.New(server.Deps{
-		Pool: pool, Auth: authn, Metrics: m, Log: log, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,
+		Pool: pool, Auth: authn, Metrics: m, Log: logger, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,
 	}, routes)
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	stopped := make(chan struct{})
@@ -94,10 +97,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		defer close(stopped)
 		var wg sync.WaitGroup
 		wg.Go(func() { queues.Run(bg, cfg.ReseedInterval) })
-		wg.Go(func() { retention.New(pool, log, cfg.DedupWindow).Run(bg, cfg.RetentionEvery) })
+		wg.Go(func() { retention.New(pool, logger, cfg.DedupWindow).Run(bg, cfg.RetentionEvery) })
 		wg.Wait()
 	}()
-	return &Broker{cfg: cfg, log: log, pool: pool, handler: h, routes: routes, stop: stop, stopped: stopped}, nil
+	return &Broker{cfg: cfg, log: logger, pool: pool, handler: h, routes: routes, stop: stop, stopped: stopped}, nil
 }
 
 // newSealer loads the payload keys; without a key file it returns nil, and

@@ -13,6 +13,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/pg"
 	"github.com/regent-mq/regent/broker/segment"
 )
 
@@ -40,12 +41,6 @@ type AckResult struct {
 	// announce: the release left data to deliver, and the database left
 	// announcing it to the broker (see AfterAck).
 	announce bool
-}
-
-// Querier runs queries on a pool or in a transaction.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // wireAck is an acknowledgement as a client sends it.
@@ -98,7 +93,7 @@ func (a *wireAck) parse(field, group string) (Ack, error) {
 // transaction); dead letters cost one more, since the database cannot
 // decode the payloads they keep. Once the acks have committed, the caller
 // passes them and their results to AfterAck.
-func (s *Store) Ack(ctx context.Context, db Querier, tenant string, acks []Ack) ([]AckResult, error) {
+func (s *Store) Ack(ctx context.Context, db pg.DB, tenant string, acks []Ack) ([]AckResult, error) {
 	var out []AckResult
 	var err error
 	if oneCursorCompleted(acks) {
@@ -129,7 +124,7 @@ func (s *Store) AfterAck(acks []Ack, out []AckResult) {
 	for i, r := range out {
 		switch {
 		case r.announce:
-			s.Announce(r.queueID, acks[i].PartitionID)
+			s.log.Announce(r.queueID, acks[i].PartitionID)
 		case r.Success && r.LeaseReleased && r.queueID != uuid.Nil:
 			s.hot.Mark(r.queueID, acks[i].PartitionID)
 		}
@@ -169,13 +164,13 @@ func scanAnswer(row pgx.CollectableRow, txids []string, extra ...any) (AckResult
 }
 
 // ackCursor is the common case, set-based in queen.ack_cursor.
-func (s *Store) ackCursor(ctx context.Context, db Querier, tenant string, acks []Ack) ([]AckResult, error) {
+func (s *Store) ackCursor(ctx context.Context, db pg.DB, tenant string, acks []Ack) ([]AckResult, error) {
 	txids := make([]string, len(acks))
 	for i, a := range acks {
 		txids[i] = a.TransactionID
 	}
 	rows, err := db.Query(ctx, `SELECT `+answerColumns+` FROM queen.ack_cursor(p_tenant => $1, p_partition_id => $2,
-		p_group => $3, p_lease_id => $4, p_txids => $5)`, tenant, pgUUID(acks[0].PartitionID), acks[0].Group, acks[0].LeaseID, txids)
+		p_group => $3, p_lease_id => $4, p_txids => $5)`, tenant, pg.ID(acks[0].PartitionID), acks[0].Group, acks[0].LeaseID, txids)
 	if err != nil {
 		return nil, fmt.Errorf("ack: %w", err)
 	}
@@ -188,7 +183,7 @@ func (s *Store) ackCursor(ctx context.Context, db Querier, tenant string, acks [
 
 // ackEach runs queen.ack, item by item in the database, for any mix of
 // statuses and cursors.
-func (s *Store) ackEach(ctx context.Context, db Querier, tenant string, acks []Ack) ([]AckResult, error) {
+func (s *Store) ackEach(ctx context.Context, db pg.DB, tenant string, acks []Ack) ([]AckResult, error) {
 	n := len(acks)
 	pids := make([][16]byte, n)
 	groups := make([]string, n)
@@ -199,7 +194,7 @@ func (s *Store) ackEach(ctx context.Context, db Querier, tenant string, acks []A
 	leases := make([][16]byte, n)
 	errs := make([]string, n)
 	for i, a := range acks {
-		pids[i], groups[i], txids[i], statuses[i] = pgUUID(a.PartitionID), a.Group, a.TransactionID, a.Status
+		pids[i], groups[i], txids[i], statuses[i] = pg.ID(a.PartitionID), a.Group, a.TransactionID, a.Status
 		if a.LeaseID.Valid {
 			leases[i] = a.LeaseID.Bytes
 		}
@@ -216,7 +211,7 @@ func (s *Store) ackEach(ctx context.Context, db Querier, tenant string, acks []A
 	asked := map[int32]bool{}
 	for {
 		out, frames, err := ackOnce(ctx, db, txids,
-			append(slices.Clip(args), dl.items, pgUUIDs(dl.ids), dl.payloads, dl.keys, dl.created))
+			append(slices.Clip(args), dl.items, pg.IDs(dl.ids), dl.payloads, dl.keys, dl.created))
 		if err != nil {
 			return nil, err
 		}
@@ -238,7 +233,7 @@ func (s *Store) ackEach(ctx context.Context, db Querier, tenant string, acks []A
 
 // ackOnce calls queen.ack once: it answers every item, or asks for the
 // payloads of dead letters that args lack.
-func ackOnce(ctx context.Context, db Querier, txids []string, args []any) ([]AckResult, []frameRequest, error) {
+func ackOnce(ctx context.Context, db pg.DB, txids []string, args []any) ([]AckResult, []frameRequest, error) {
 	rows, err := db.Query(ctx, `SELECT `+answerColumns+`, frame_offset, segment_base, segment_frames, segment_body, segment_checksum
 		FROM queen.ack(p_tenant => $1, p_partition_ids => $2, p_groups => $3, p_txids => $4, p_statuses => $5,
 			p_lease_ids => $6, p_errors => $7, p_dlq_items => $8, p_dlq_message_ids => $9, p_dlq_payloads => $10,

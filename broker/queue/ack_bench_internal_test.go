@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/regent-mq/regent/broker/hotlist"
+	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/test/pgtest"
 )
@@ -25,11 +26,11 @@ func BenchmarkAck(b *testing.B) {
 			s := New(pgtest.New(b), nil, metrics.New(), hotlist.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 			ctx := b.Context()
 			for i := 0; i < 10*b.N+10; i += 10 {
-				items := make([]Item, 10)
+				items := make([]log.Item, 10)
 				for j := range items {
-					items[j] = Item{Queue: "q", Payload: json.RawMessage(fmt.Sprint(i + j))}
+					items[j] = log.Item{Queue: "q", Payload: json.RawMessage(fmt.Sprint(i + j))}
 				}
-				if _, _, err := s.Push(ctx, s.pool, "default", "", items); err != nil {
+				if _, _, err := s.log.Push(ctx, s.pool, "default", "", items); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/regent-mq/regent/broker/log"
+	"github.com/regent-mq/regent/broker/pg"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,14 +28,14 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := 0; round < 40; round++ {
 		queue := fmt.Sprintf("q%d", round)
-		items := make([]Item, 12)
+		items := make([]log.Item, 12)
 		for i := range items {
-			items[i] = Item{Queue: queue, Payload: json.RawMessage(fmt.Sprint(i))}
+			items[i] = log.Item{Queue: queue, Payload: json.RawMessage(fmt.Sprint(i))}
 		}
 		// Two segments, so that batches span them.
-		pushed, _, err := s.Push(ctx, s.pool, "default", "", items[:5])
+		pushed, _, err := s.log.Push(ctx, s.pool, "default", "", items[:5])
 		require.NoError(t, err)
-		more, _, err := s.Push(ctx, s.pool, "default", "", items[5:])
+		more, _, err := s.log.Push(ctx, s.pool, "default", "", items[5:])
 		require.NoError(t, err)
 		pushed = append(pushed, more...)
 		pid := pushed[0].Partition.ID
@@ -71,7 +73,7 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 		}
 		require.True(t, oneCursorCompleted(acks))
 
-		run := func(f func(context.Context, Querier, string, []Ack) ([]AckResult, error)) ([]AckResult, string, bool) {
+		run := func(f func(context.Context, pg.DB, string, []Ack) ([]AckResult, error)) ([]AckResult, string, bool) {
 			var out []AckResult
 			var state string
 			var held, released, left bool
@@ -114,7 +116,7 @@ func announced(out []AckResult) bool {
 	return yes
 }
 
-// retentionAfterFirstCall is a Querier that deletes every segment of the
+// retentionAfterFirstCall is a pg.DB that deletes every segment of the
 // store after its first query: retention landing between queen.ack naming a
 // dead letter's frame and the broker passing its payload.
 type retentionAfterFirstCall struct {
@@ -135,7 +137,7 @@ func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
-	_, _, err := s.Push(ctx, s.pool, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
+	_, _, err := s.log.Push(ctx, s.pool, "default", "", []log.Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
 	require.NoError(t, err)
 	msgs, _, _, _, _, err := s.popOnce(ctx, &popRequest{tenant: "default", queue: "q", group: QueueMode, batch: 1, partitions: 1, subStart: "all"})
 	require.NoError(t, err)
@@ -152,7 +154,7 @@ func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
 	require.Zero(t, letters)
 }
 
-// countingQuerier is a Querier that counts the round trips made through it.
+// countingQuerier is a pg.DB that counts the round trips made through it.
 type countingQuerier struct {
 	*pgxpool.Pool
 	calls int
@@ -174,11 +176,11 @@ func popAll(t *testing.T, s *Store, queue, partition string, n, per int) []messa
 	t.Helper()
 	ctx := t.Context()
 	for i := 0; i < n; i += per {
-		var items []Item
+		var items []log.Item
 		for j := i; j < min(i+per, n); j++ {
-			items = append(items, Item{Queue: queue, Partition: partition, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, j))})
+			items = append(items, log.Item{Queue: queue, Partition: partition, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, j))})
 		}
-		_, _, err := s.Push(ctx, s.pool, "default", "", items)
+		_, _, err := s.log.Push(ctx, s.pool, "default", "", items)
 		require.NoError(t, err)
 	}
 	msgs, _, _, _, _, err := s.popOnce(ctx, &popRequest{tenant: "default", queue: queue, partition: partition, group: QueueMode,

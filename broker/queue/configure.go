@@ -10,6 +10,8 @@ import (
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/log"
+	"github.com/regent-mq/regent/broker/pg"
 )
 
 // Options are a queue's options, with the wire names of queue-api.md.
@@ -78,7 +80,7 @@ func (s *Store) handleConfigure(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, httpx.BadRequest("queue is required"))
 		return
 	}
-	if err := checkNames(*body.Queue, DefaultPartition); err != nil {
+	if err := log.CheckNames(*body.Queue, log.DefaultPartition); err != nil {
 		s.fail(w, r, "configure", err)
 		return
 	}
@@ -105,18 +107,18 @@ func (s *Store) handleConfigure(w http.ResponseWriter, r *http.Request) {
 			dead_letter_queue = EXCLUDED.dead_letter_queue, dlq_after_max_retries = EXCLUDED.dlq_after_max_retries,
 			max_wait_time_seconds = EXCLUDED.max_wait_time_seconds, updated_at = now()
 		RETURNING q.id`,
-		newID(), tenant, *body.Queue, body.Namespace, body.Task, o.LeaseTime, o.RetryLimit, o.RetryDelay,
+		pg.NewID(), tenant, *body.Queue, body.Namespace, body.Task, o.LeaseTime, o.RetryLimit, o.RetryDelay,
 		o.MaxSize, o.TTL, o.Priority, o.DelayedProcessing, o.WindowBuffer, o.RetentionSeconds,
 		o.CompletedRetentionSeconds, o.RetentionEnabled, o.EncryptionEnabled, o.DeadLetterQueue,
 		o.DLQAfterMaxRetries, o.MaxWaitTimeSeconds).QueryRow(func(row pgx.Row) error { return row.Scan(&queueID) })
 	b.Queue(`SELECT partition_id FROM queen.resolve_partition(p_tenant => $1, p_queue => $2, p_partition => $3,
 			p_create => true, p_new_queue_id => NULL, p_new_partition_id => $4)`,
-		tenant, *body.Queue, DefaultPartition, newID()).QueryRow(func(row pgx.Row) error { return row.Scan(&partitionID) })
+		tenant, *body.Queue, log.DefaultPartition, pg.NewID()).QueryRow(func(row pgx.Row) error { return row.Scan(&partitionID) })
 	if err := s.pool.SendBatch(r.Context(), b).Close(); err != nil {
 		s.fail(w, r, "configure", err)
 		return
 	}
-	s.Invalidate(tenant, *body.Queue)
+	s.log.Invalidate(tenant, *body.Queue)
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{
 		"configured": true, "queueId": queueID, "partitionId": partitionID, "queue": *body.Queue,
 		"namespace": body.Namespace, "task": body.Task, "options": o,
@@ -147,7 +149,7 @@ func (s *Store) handleDelete(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "delete queue", err)
 		return
 	}
-	s.Invalidate(tenant, name)
+	s.log.Invalidate(tenant, name)
 	for _, id := range deleted {
 		s.hot.Forget(id)
 	}

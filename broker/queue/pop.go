@@ -15,6 +15,8 @@ import (
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/log"
+	"github.com/regent-mq/regent/broker/pg"
 	"github.com/regent-mq/regent/broker/segment"
 )
 
@@ -206,8 +208,8 @@ func (s *Store) handlePop(w http.ResponseWriter, r *http.Request) {
 // that the next mark of the queue closes, and when a deferred partition
 // becomes due.
 func (s *Store) popOnce(ctx context.Context, p *popRequest) (msgs []message, claims []claim, leaseID uuid.UUID, wake <-chan struct{}, due time.Time, err error) {
-	q, err := s.LookupQueue(ctx, p.tenant, p.queue)
-	if errors.Is(err, ErrNotFound) {
+	q, err := s.log.LookupQueue(ctx, p.tenant, p.queue)
+	if errors.Is(err, log.ErrNotFound) {
 		return nil, nil, uuid.Nil, s.hot.Wait(uuid.Nil), time.Time{}, nil
 	}
 	if err != nil {
@@ -220,8 +222,8 @@ func (s *Store) popOnce(ctx context.Context, p *popRequest) (msgs []message, cla
 	var cands []hotlist.Candidate
 	var ids []uuid.UUID
 	if p.partition != "" {
-		part, err := s.LookupPartition(ctx, p.tenant, p.queue, p.partition)
-		if errors.Is(err, ErrNotFound) {
+		part, err := s.log.LookupPartition(ctx, p.tenant, p.queue, p.partition)
+		if errors.Is(err, log.ErrNotFound) {
 			return nil, nil, uuid.Nil, wake, time.Time{}, nil
 		}
 		if err != nil {
@@ -246,7 +248,7 @@ func (s *Store) popOnce(ctx context.Context, p *popRequest) (msgs []message, cla
 
 	var lease pgtype.UUID
 	if !p.autoAck {
-		leaseID = newID()
+		leaseID = pg.NewID()
 		lease = pgtype.UUID{Bytes: leaseID, Valid: true}
 	}
 	// The claim runs to its end even if the client leaves meanwhile: a
@@ -286,12 +288,12 @@ type candidateOutcome struct {
 
 // claim calls queen.pop and returns the claimed partitions with their
 // segments, and the outcome of each candidate it looked at, in order.
-func (s *Store) claim(ctx context.Context, p *popRequest, q *Queue, ids []uuid.UUID, lease pgtype.UUID) ([]claim, []candidateOutcome, error) {
+func (s *Store) claim(ctx context.Context, p *popRequest, q *log.Queue, ids []uuid.UUID, lease pgtype.UUID) ([]claim, []candidateOutcome, error) {
 	rows, err := s.pool.Query(ctx, `SELECT partition_id, partition_name, outcome, retry_at, batch_start, batch_end,
 			base_offset, frame_count, body, checksum
 		FROM queen.pop(p_tenant => $1, p_queue_id => $2, p_candidates => $3, p_group => $4,
 			p_partitions => $5, p_batch => $6, p_lease_id => $7, p_sub_start => $8)`,
-		p.tenant, pgUUID(q.ID), pgUUIDs(ids), p.group, p.partitions, p.batch, lease, p.subStart)
+		p.tenant, pg.ID(q.ID), pg.IDs(ids), p.group, p.partitions, p.batch, lease, p.subStart)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pop %q: %w", p.queue, err)
 	}
@@ -327,7 +329,7 @@ func (s *Store) claim(ctx context.Context, p *popRequest, q *Queue, ids []uuid.U
 		case "empty":
 			outcomes = append(outcomes, candidateOutcome{hotlist.Empty, time.Time{}})
 		case "gone":
-			s.Invalidate(p.tenant, p.queue)
+			s.log.Invalidate(p.tenant, p.queue)
 			s.hot.Forget(q.ID)
 		}
 	}
@@ -339,7 +341,7 @@ func (s *Store) claim(ctx context.Context, p *popRequest, q *Queue, ids []uuid.U
 
 // decode turns the claimed segments into messages: only the frames inside
 // each batch, payloads opened when sealed.
-func (s *Store) decode(q *Queue, claims []claim, p *popRequest, leaseID uuid.UUID) ([]message, error) {
+func (s *Store) decode(q *log.Queue, claims []claim, p *popRequest, leaseID uuid.UUID) ([]message, error) {
 	lease := ""
 	if !p.autoAck {
 		lease = leaseID.String()
@@ -400,11 +402,11 @@ func (s *Store) release(ctx context.Context, leaseID uuid.UUID) {
 		RETURNING p.queue_id, p.id`, leaseID)
 	released, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Queue, Partition uuid.UUID }])
 	if err != nil {
-		s.log.Error("release the lease of an abandoned pop", "lease_id", leaseID, "err", err)
+		s.logger.Error("release the lease of an abandoned pop", "lease_id", leaseID, "err", err)
 		return
 	}
 	// The statement has committed once its rows are read.
 	for _, r := range released {
-		s.Announce(r.Queue, r.Partition)
+		s.log.Announce(r.Queue, r.Partition)
 	}
 }

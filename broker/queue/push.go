@@ -6,100 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/pg"
 )
-
-// Push packs and stores items on db in one call (plus one when the
-// database already holds some of their client transaction ids). On the
-// pool, a partition deleted behind the cache is resolved again and the
-// push retried once; in a transaction the error is returned. The caller runs
-// AfterPush on the segments once they are committed.
-func (s *Store) Push(ctx context.Context, db pg.DB, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
-	for attempt := 0; ; attempt++ {
-		p, err := s.Pack(ctx, tenant, producerSub, items)
-		if err != nil {
-			return nil, nil, err
-		}
-		segs, err := s.store(ctx, db, p)
-		if errors.Is(err, ErrPartitionGone) && attempt == 0 {
-			if _, inTx := db.(pgx.Tx); !inTx {
-				for _, it := range items {
-					s.Invalidate(tenant, it.Queue)
-				}
-				continue
-			}
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		return p.Results(segs), segs, nil
-	}
-}
-
-const logPushSQL = `SELECT partition_id, outcome, base_offset, dup_txids, dup_message_ids FROM queen.log_push(
-	p_partitions => $1, p_frames => $2, p_bodies => $3, p_checksums => $4, p_txids => $5, p_min_at => $6,
-	p_max_at => $7, p_dedups => $8, p_dedup_txids => $9, p_dedup_msg_ids => $10)`
-
-// store stores p's segments, dropping the items whose transaction ids the
-// database already holds, and returns the segments it stored.
-func (s *Store) store(ctx context.Context, db pg.DB, p *Packed) ([]*Segment, error) {
-	segs := slices.Clone(p.Segments)
-	SortSegments(segs)
-	for len(segs) > 0 {
-		a := Args(segs)
-		rows, err := db.Query(ctx, logPushSQL, a.Partitions, a.Frames, a.Bodies, a.Checksums, a.TxIDs,
-			a.MinAt, a.MaxAt, a.Dedups, a.DedupTxIDs, a.DedupMsgIDs)
-		if err != nil {
-			return nil, fmt.Errorf("push: %w", err)
-		}
-		var (
-			pid     uuid.UUID
-			outcome string
-			base    pgtype.Int8
-			txids   []string
-			ids     []uuid.UUID
-			dups    map[uuid.UUID]map[string]uuid.UUID
-			i       int
-		)
-		_, err = pgx.ForEachRow(rows, []any{&pid, &outcome, &base, &txids, &ids}, func() error {
-			switch outcome {
-			case "stored":
-				segs[i].BaseOffset = base.Int64
-				i++
-			case "duplicates":
-				if dups == nil {
-					dups = map[uuid.UUID]map[string]uuid.UUID{}
-				}
-				dups[pid] = make(map[string]uuid.UUID, len(txids))
-				for j, t := range txids {
-					dups[pid][t] = ids[j]
-				}
-			case "gone":
-				return fmt.Errorf("partition %s: %w", pid, ErrPartitionGone)
-			default:
-				return fmt.Errorf("partition %s: unknown outcome %q", pid, outcome)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("push: %w", err)
-		}
-		if dups == nil {
-			return segs, nil
-		}
-		segs = p.Drop(segs, dups)
-	}
-	return nil, nil
-}
 
 // pushItem is an item as a client sends it.
 type pushItem struct {
@@ -112,13 +27,13 @@ type pushItem struct {
 }
 
 // items validates what a client sent and turns it into Items.
-func items(in []pushItem, field string) ([]Item, error) {
-	out := make([]Item, len(in))
+func items(in []pushItem, field string) ([]log.Item, error) {
+	out := make([]log.Item, len(in))
 	for i, it := range in {
 		if it.Queue == nil || *it.Queue == "" {
 			return nil, httpx.BadRequest("%s[%d].queue is required", field, i)
 		}
-		o := Item{Queue: *it.Queue, Payload: it.Payload}
+		o := log.Item{Queue: *it.Queue, Payload: it.Payload}
 		if o.Payload == nil {
 			o.Payload = it.Data
 		}
@@ -143,8 +58,8 @@ func items(in []pushItem, field string) ([]Item, error) {
 // {"index", "transaction_id", "message_id", "partition_id", "trace_id",
 // "queueName", "status"}. It is built by hand, as the pop answer is.
 type pushResults struct {
-	in     []Item
-	pushed []Pushed
+	in     []log.Item
+	pushed []log.Pushed
 }
 
 func (r pushResults) append(b []byte) []byte {
@@ -204,19 +119,19 @@ func (s *Store) handlePush(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := auth.FromContext(r.Context())
-	pushed, segs, err := s.Push(r.Context(), s.pool, id.Tenant, id.Subject, in)
+	pushed, segs, err := s.log.Push(r.Context(), s.pool, id.Tenant, id.Subject, in)
 	if err != nil {
 		s.fail(w, r, "push", err)
 		return
 	}
-	s.AfterPush(segs)
+	s.log.AfterPush(segs)
 	httpx.WriteAppended(w, http.StatusCreated, pushResults{in, pushed}.append)
 }
 
 // fail answers a failed request: client errors with their status, anything
 // else as a 500 whose detail goes to the log only.
 func (s *Store) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
-	var bad *BadName
+	var bad *log.BadName
 	switch {
 	case errors.As(err, &bad):
 		httpx.Fail(w, httpx.BadRequest("%s", bad.Message))
@@ -225,9 +140,9 @@ func (s *Store) fail(w http.ResponseWriter, r *http.Request, what string, err er
 	default:
 		switch {
 		case httpx.Internal(err):
-			s.log.Error(fmt.Sprintf("%s failed", what), "err", err)
+			s.logger.Error(fmt.Sprintf("%s failed", what), "err", err)
 		case pg.Unavailable(err):
-			s.log.Warn(fmt.Sprintf("%s: database unavailable", what), "err", err)
+			s.logger.Warn(fmt.Sprintf("%s: database unavailable", what), "err", err)
 		}
 		httpx.Fail(w, err)
 	}

@@ -1,45 +1,9 @@
 // Package queue is Regent's Queen-compatible partitioned queue: the
 // /api/v1 routes (configure, push, pop, ack, ack/batch, lease extend,
 // transaction, dlq, queue deletion) over the log of packed segments in
-// schema queen.
-//
-// # The push path, shared with the streams cycle
-//
-// Data enters the log only through queen.log_push, one call per request,
-// which stores each segment through the allocator queen.log_push_one_v1. A
-// caller that pushes (the push route, a transaction, the streams cycle's
-// sink emits) goes through these steps, all on *Store:
-//
-//  1. Resolve (or ResolveAll) turns (tenant, queue, partition) into a
-//     *Partition: ids and the queue options the broker needs in memory
-//     (Queue.EncryptionEnabled among them). A queue and partition that do not
-//     exist are created with default options. Answers are cached; Invalidate
-//     drops a tenant's queue (the queue deletion route does it, and so must
-//     any caller whose push failed with ErrPartitionGone, because another
-//     replica deleted the queue behind the cache).
-//  2. Pack frames the items into one *Segment per partition, in order of
-//     first appearance: a UUIDv7 message id unless the item brings one, the
-//     transaction id (the message id when absent), createdAt in microseconds,
-//     producer sub and trace id, the payload sealed when the queue has
-//     encryptionEnabled (a sealing failure logs a warning, counts in
-//     regent_encryption_failures_total and stores plaintext), the encoded
-//     body and checksum, the time range and the txids in frame order. Items
-//     that repeat a client transaction id of an earlier item of the same
-//     partition are not packed; Packed.DupOf names the earlier item.
-//  3. Args lays the segments, sorted by partition id (SortSegments), out as
-//     the arrays queen.log_push (or queen_streams.cycle) takes. The function
-//     stores all of them or, when a partition is gone or already holds some
-//     of the client transaction ids, none: Drop then takes those items out
-//     (Packed.Stored remembers what the database held) and the call runs
-//     again. Results answers every item once the rest is stored.
-//  4. After the commit, AfterPush counts the messages per queue and
-//     announces the partitions (Announce): this replica's hot list at once,
-//     the other replicas by a NOTIFY the broker sends, not the transaction.
-//
-// OwnedPartition is the tenancy gate for routes that take a partition id: a
-// partition that does not exist and another tenant's both answer ErrNotFound.
-//
-// # The consumer side
+// schema queen. Every write into the log goes through broker/log, which
+// also resolves queues and partitions for the routes here; this package is
+// the consumer side and the handlers.
 //
 // A pop takes candidate partitions from this replica's hot list
 // (broker/hotlist) and claims them in one call of queen.pop, which leases
@@ -47,8 +11,8 @@
 // A parked long-poll waits on the hot list's signal for the queue. Acks go
 // through queen.ack_cursor when they are the common case (all
 // 'completed', one cursor, one lease) and queen.ack otherwise, each one
-// call; a dead letter costs a second one, since its payload must be decoded
-// here. After the commit, AfterAck announces the releases that leave data to
+// call; the dead letters of an ack cost one more at most, since their
+// payloads must be decoded here. After the commit, AfterAck announces the releases that leave data to
 // deliver, as pushes are announced. Retention
 // (broker/retention) deletes whole segments; every walk skips the gaps.
 //
@@ -58,16 +22,12 @@
 package queue
 
 import (
-	"errors"
 	"log/slog"
-	"regexp"
-	"sync"
-	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/hotlist"
+	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/seal"
 )
@@ -76,95 +36,18 @@ import (
 // competing consumers.
 const QueueMode = "__QUEUE_MODE__"
 
-// DefaultPartition is the partition of an item or pop that names none.
-const DefaultPartition = "Default"
-
-var (
-	// ErrNotFound is returned for a missing queue or partition, and for one
-	// owned by another tenant: the two are indistinguishable on purpose.
-	ErrNotFound = errors.New("not found")
-	// ErrPartitionGone is returned by a push whose partition was deleted
-	// after it was resolved; Invalidate and resolve again.
-	ErrPartitionGone = errors.New("partition not found")
-)
-
-// queueName is the name rule for queues (queue-api.md, configure).
-var queueName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,255}$`)
-
-// maxPartitionName bounds partition names, which have no other rule.
-const maxPartitionName = 255
-
-// optionsTTL bounds how long a replica trusts cached queue options and ids:
-// configure and delete on another replica reach this one within it.
-const optionsTTL = 5 * time.Second
-
-// Store is the queue's domain and storage. It is safe for concurrent use.
+// Store is the queue's handlers and its consumer-side storage. It is safe
+// for concurrent use.
 type Store struct {
 	pool    *pgxpool.Pool
-	sealer  *seal.Sealer // nil: no key; sealing fails and stores plaintext
+	log     *log.Log
+	sealer  *seal.Sealer
 	metrics *metrics.Metrics
-	log     *slog.Logger
+	logger  *slog.Logger
 	hot     *hotlist.List
-	// announcer marks hot partitions here and tells the other replicas.
-	announcer *hotlist.Announcer
-
-	mu     sync.RWMutex
-	queues map[queueKey]*Queue
-	parts  map[partKey]*Partition
-	byID   map[uuid.UUID]*Partition
 }
 
-type queueKey struct{ tenant, name string }
-
-type partKey struct{ tenant, queue, partition string }
-
-// Queue is a resolved queue and the options the broker reads in memory.
-// Options used by stored procedures (lease time, retry limit, delay) are read
-// there from queen.queues and are always current; these copies may lag by up
-// to optionsTTL.
-type Queue struct {
-	ID                uuid.UUID
-	Tenant            string
-	Name              string
-	LeaseTime         int // seconds
-	RetryLimit        int
-	DelayedProcessing int // seconds
-	EncryptionEnabled bool
-	loaded            time.Time
-}
-
-// Partition is a resolved partition of a queue.
-type Partition struct {
-	ID    uuid.UUID
-	Name  string
-	Queue *Queue
-}
-
-// New returns a Store. sealer may be nil (no encryption key configured).
-func New(pool *pgxpool.Pool, sealer *seal.Sealer, m *metrics.Metrics, hot *hotlist.List, log *slog.Logger) *Store {
-	return &Store{
-		pool: pool, sealer: sealer, metrics: m, hot: hot, log: log,
-		announcer: hotlist.NewAnnouncer(hot, pool, log),
-		queues:    map[queueKey]*Queue{},
-		parts:     map[partKey]*Partition{},
-		byID:      map[uuid.UUID]*Partition{},
-	}
-}
-
-// Announce makes a partition that committed data to deliver visible to the
-// pops of every replica: this one's at once, the others' by NOTIFY within
-// hotlist.Linger (see hotlist.Announcer). Call it after the commit.
-func (s *Store) Announce(queueID, partitionID uuid.UUID) { s.announcer.Announce(queueID, partitionID) }
-
-// pgUUID and pgUUIDs hand ids to pgx as [16]byte, which it encodes in
-// binary; a uuid.UUID goes through its text form (it is a driver.Valuer),
-// which a profile of the ack route found costing a fifth of its CPU.
-func pgUUID(id uuid.UUID) [16]byte { return id }
-
-func pgUUIDs(ids []uuid.UUID) [][16]byte {
-	out := make([][16]byte, len(ids))
-	for i, id := range ids {
-		out[i] = id
-	}
-	return out
+// New returns a Store over the write path l.
+func New(pool *pgxpool.Pool, l *log.Log, m *metrics.Metrics, hot *hotlist.List, logger *slog.Logger) *Store {
+	return &Store{pool: pool, log: l, sealer: l.Sealer(), metrics: m, logger: logger, hot: hot}
 }

@@ -20,9 +20,9 @@ func (s *Store) Run(ctx context.Context, reseedEvery time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
-		hotlist.Listen(ctx, s.pool.Config().ConnConfig.ConnString(), s.hot, s.log, s.reseedAll, s.forgetQueueID)
+		hotlist.Listen(ctx, s.pool.Config().ConnConfig.ConnString(), s.hot, s.logger, s.reseedAll, s.log.ForgetQueueID)
 	})
-	wg.Go(func() { s.announcer.Run(ctx) })
+	wg.Go(func() { s.log.Run(ctx) })
 	t := time.NewTicker(reseedEvery)
 	defer t.Stop()
 	for {
@@ -39,7 +39,7 @@ func (s *Store) reseedAll(ctx context.Context) {
 	for q, groups := range s.hot.Groups() {
 		for _, g := range groups {
 			if err := s.seed(ctx, q, g); err != nil && ctx.Err() == nil {
-				s.log.Warn("hot list reseed failed", "queue_id", q, "group", g, "err", err)
+				s.logger.Warn("hot list reseed failed", "queue_id", q, "group", g, "err", err)
 			}
 		}
 	}

@@ -1,9 +1,7 @@
 package queue
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"strconv"
@@ -15,87 +13,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/hotlist"
+	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/pg"
 	"github.com/regent-mq/regent/broker/segment"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
 func newStore(t *testing.T) *Store {
 	t.Helper()
-	return New(pgtest.New(t), nil, metrics.New(), hotlist.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-}
-
-func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	ctx := context.Background()
-	p, err := s.Pack(ctx, "default", "", []Item{
-		{Queue: "q", Partition: "a", Payload: json.RawMessage(`1`)},
-		{Queue: "q", Partition: "b", Payload: json.RawMessage(`2`)},
-	})
-	require.NoError(t, err)
-	require.Len(t, p.Segments, 2)
-	// One segment's partition disappears: the other must not be stored.
-	_, err = s.pool.Exec(ctx, `DELETE FROM queen.partitions WHERE id = $1`, p.Segments[1].Partition.ID)
-	require.NoError(t, err)
-	_, err = s.store(ctx, s.pool, p)
-	require.ErrorIs(t, err, ErrPartitionGone)
-	var n int
-	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM queen.log_segments`).Scan(&n))
-	require.Zero(t, n, "queen.log_push writes nothing when a partition is gone")
-}
-
-func TestPushRecoversWhenACachedPartitionVanished(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	ctx := context.Background()
-	first, err := s.Resolve(ctx, Target{"default", "q", "Default"})
-	require.NoError(t, err)
-	_, err = s.pool.Exec(ctx, `DELETE FROM queen.queues`)
-	require.NoError(t, err)
-	out, _, err := s.Push(ctx, s.pool, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
-	require.NoError(t, err)
-	require.NotEqual(t, first.ID, out[0].Partition.ID)
-}
-
-func TestResolveCachesAndCreatesOnce(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	ctx := context.Background()
-	a, err := s.Resolve(ctx, Target{"default", "q", "p"})
-	require.NoError(t, err)
-	b, err := s.Resolve(ctx, Target{"default", "q", "p"})
-	require.NoError(t, err)
-	require.Same(t, a, b)
-	c, err := s.Resolve(ctx, Target{"acme", "q", "p"})
-	require.NoError(t, err)
-	require.NotEqual(t, a.Queue.ID, c.Queue.ID, "queue names are per tenant")
-	var bad *BadName
-	_, err = s.Resolve(ctx, Target{"default", "no spaces", "p"})
-	require.ErrorAs(t, err, &bad)
-}
-
-func TestOwnedPartitionIsNotFoundForAnotherTenant(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	ctx := context.Background()
-	p, err := s.Resolve(ctx, Target{"acme", "q", "p"})
-	require.NoError(t, err)
-	got, err := s.OwnedPartition(ctx, "acme", p.ID)
-	require.NoError(t, err)
-	require.Equal(t, p.ID, got.ID)
-	_, err = s.OwnedPartition(ctx, "other", p.ID)
-	require.True(t, errors.Is(err, ErrNotFound))
-	_, err = s.OwnedPartition(ctx, "acme", uuid.New())
-	require.True(t, errors.Is(err, ErrNotFound))
-	// Uncached: a second store reads the database.
-	s2 := New(s.pool, nil, metrics.New(), hotlist.New(), s.log)
-	_, err = s2.OwnedPartition(ctx, "other", p.ID)
-	require.True(t, errors.Is(err, ErrNotFound))
-	got, err = s2.OwnedPartition(ctx, "acme", p.ID)
-	require.NoError(t, err)
-	require.Equal(t, "p", got.Name)
-	require.Equal(t, "q", got.Queue.Name)
+	pool := pgtest.New(t)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, hot := metrics.New(), hotlist.New()
+	return New(pool, log.New(pool, nil, m, hot, logger), m, hot, logger)
 }
 
 // A pop that took a lease but cannot answer (here a segment fails its
@@ -106,10 +36,10 @@ func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testi
 	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
-	items := []Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}}
-	_, segs, err := s.Push(ctx, s.pool, "default", "", items)
+	items := []log.Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}}
+	_, segs, err := s.log.Push(ctx, s.pool, "default", "", items)
 	require.NoError(t, err)
-	s.AfterPush(segs)
+	s.log.AfterPush(segs)
 	p := &popRequest{tenant: "default", queue: "q", group: QueueMode, batch: 2, partitions: 1, subStart: "all"}
 
 	_, err = s.pool.Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum + 1`)
@@ -135,22 +65,22 @@ func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
-	var items []Item
+	var items []log.Item
 	for i, part := range []string{"a", "a", "b", "b"} {
-		items = append(items, Item{Queue: "q", Partition: part, Payload: json.RawMessage(strconv.Itoa(i))})
+		items = append(items, log.Item{Queue: "q", Partition: part, Payload: json.RawMessage(strconv.Itoa(i))})
 	}
-	out, _, err := s.Push(ctx, s.pool, "default", "", items)
+	out, _, err := s.log.Push(ctx, s.pool, "default", "", items)
 	require.NoError(t, err)
 	a, b := out[0].Partition.ID, out[2].Partition.ID
-	q, err := s.LookupQueue(ctx, "default", "q")
+	q, err := s.log.LookupQueue(ctx, "default", "q")
 	require.NoError(t, err)
-	_, err = s.pool.Exec(ctx, `INSERT INTO queen.cursors (partition_id, consumer_group) VALUES ($1, $2)`, pgUUID(a), QueueMode)
+	_, err = s.pool.Exec(ctx, `INSERT INTO queen.cursors (partition_id, consumer_group) VALUES ($1, $2)`, pg.ID(a), QueueMode)
 	require.NoError(t, err)
 
 	tx, err := s.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `SELECT FROM queen.cursors WHERE partition_id = $1 FOR UPDATE`, pgUUID(a))
+	_, err = tx.Exec(ctx, `SELECT FROM queen.cursors WHERE partition_id = $1 FOR UPDATE`, pg.ID(a))
 	require.NoError(t, err)
 
 	p := &popRequest{tenant: "default", queue: "q", group: QueueMode, batch: 10, partitions: 2, subStart: "all"}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/log"
+	"github.com/regent-mq/regent/broker/pg"
 )
 
 // operation is one element of a transaction, as a client sends it.
@@ -19,7 +21,7 @@ type operation struct {
 
 // op is a validated operation: a push or an ack.
 type op struct {
-	push []Item
+	push []log.Item
 	ack  *Ack
 }
 
@@ -45,9 +47,9 @@ func parseOperations(in []operation) ([]op, error) {
 			for j, it := range items {
 				part := it.Partition
 				if part == "" {
-					part = DefaultPartition
+					part = log.DefaultPartition
 				}
-				if err := checkNames(it.Queue, part); err != nil {
+				if err := log.CheckNames(it.Queue, part); err != nil {
 					return nil, httpx.BadRequest("%s.items[%d]: %s", field, j, err.Error())
 				}
 			}
@@ -97,7 +99,7 @@ func (s *Store) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	id := auth.FromContext(r.Context())
 	ctx := r.Context()
 	results := make([]opResult, 0, len(ops))
-	var pushed []*Segment
+	var pushed []*log.Segment
 	var acks []Ack
 	var acked []AckResult
 	var failure string
@@ -117,7 +119,7 @@ func (s *Store) handleTransaction(w http.ResponseWriter, r *http.Request) {
 				}
 				continue
 			}
-			out, segs, err := s.Push(ctx, tx, id.Tenant, id.Subject, o.push)
+			out, segs, err := s.log.Push(ctx, tx, id.Tenant, id.Subject, o.push)
 			if err != nil {
 				return err
 			}
@@ -126,7 +128,7 @@ func (s *Store) handleTransaction(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	})
-	txID := newID()
+	txID := pg.NewID()
 	switch {
 	case err == errRollback:
 		httpx.WriteJSON(w, http.StatusOK, map[string]any{
@@ -134,7 +136,7 @@ func (s *Store) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.fail(w, r, "transaction", err)
 	default:
-		s.AfterPush(pushed)
+		s.log.AfterPush(pushed)
 		s.AfterAck(acks, acked)
 		httpx.WriteJSON(w, http.StatusOK, map[string]any{"transactionId": txID, "success": true, "results": results})
 	}

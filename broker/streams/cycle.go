@@ -11,6 +11,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/queue"
 	"github.com/regent-mq/regent/broker/streams/store"
 )
@@ -167,9 +168,9 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	// done here, counters and the announcements that make the sink emits
 	// and the released source visible to the pops of every replica.
 	k.committed(res.BaseOffsets)
-	s.queues.AfterPush(k.segs)
+	s.logs.AfterPush(k.segs)
 	if res.Announce {
-		s.queues.Announce(res.QueueID, c.PartitionID)
+		s.logs.Announce(res.QueueID, c.PartitionID)
 	}
 	resp := cycleResponse{Success: true, QueryID: c.QueryID, PartitionID: c.PartitionID,
 		QueueName: &res.QueueName, StateOpsApplied: c.Ops.Applied, PushResults: k.results()}
@@ -197,7 +198,7 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *store.
 // run runs the cycle until it commits or is refused. Items the database
 // already holds under their transaction id are dropped and the cycle runs
 // again; a sink partition deleted behind the cache is resolved again once.
-func (s *Service) run(r *http.Request, c *store.Cycle, k *sink, items []queue.Item) (store.CycleResult, *sink, error) {
+func (s *Service) run(r *http.Request, c *store.Cycle, k *sink, items []log.Item) (store.CycleResult, *sink, error) {
 	for resolved := false; ; {
 		c.Segments = k.segs
 		res, err := store.RunCycle(r.Context(), s.db, *c)
@@ -209,14 +210,14 @@ func (s *Service) run(r *http.Request, c *store.Cycle, k *sink, items []queue.It
 		case res.Gone && !resolved:
 			resolved = true
 			for _, it := range items {
-				s.queues.Invalidate(c.Tenant, it.Queue)
+				s.logs.Invalidate(c.Tenant, it.Queue)
 			}
 			id := auth.FromContext(r.Context())
 			if k, err = s.pack(r.Context(), c.Tenant, id.Subject, k.items, items, k.index); err != nil {
 				return res, k, err
 			}
 		case res.Gone:
-			return res, k, fmt.Errorf("run cycle: %w", queue.ErrPartitionGone)
+			return res, k, fmt.Errorf("run cycle: %w", log.ErrPartitionGone)
 		default:
 			return res, k, nil
 		}

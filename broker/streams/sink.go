@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/queue"
+	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/streams/store"
 )
 
@@ -66,20 +66,20 @@ func (r *pushResult) appendJSON(b []byte) []byte {
 type sink struct {
 	items  []pushItem
 	index  []int // packed item j is items[index[j]]
-	packed *queue.Packed
+	packed *log.Packed
 	// segs are the segments still to push, sorted by partition id: the lock
 	// order of the push.
-	segs []*queue.Segment
+	segs []*log.Segment
 }
 
 // sinkItems checks the push items and turns the ones with a queue into
 // queue.Items; an item with an empty queue is skipped, not rejected.
-func sinkItems(in []pushItem) (items []queue.Item, index []int, err error) {
+func sinkItems(in []pushItem) (items []log.Item, index []int, err error) {
 	for i, it := range in {
 		if it.Queue == "" {
 			continue
 		}
-		o := queue.Item{Queue: it.Queue, Partition: it.Partition, Payload: it.Payload, TransactionID: it.TransactionID}
+		o := log.Item{Queue: it.Queue, Partition: it.Partition, Payload: it.Payload, TransactionID: it.TransactionID}
 		if o.Payload == nil {
 			o.Payload = it.Data
 		}
@@ -102,21 +102,21 @@ func sinkItems(in []pushItem) (items []queue.Item, index []int, err error) {
 
 // pack resolves the sink partitions under the tenant (creating what is
 // missing) and packs the items of sinkItems into segments.
-func (s *Service) pack(ctx context.Context, tenant, producerSub string, in []pushItem, items []queue.Item, index []int) (*sink, error) {
+func (s *Service) pack(ctx context.Context, tenant, producerSub string, in []pushItem, items []log.Item, index []int) (*sink, error) {
 	k := &sink{items: in, index: index}
 	if len(items) == 0 {
 		return k, nil
 	}
 	var err error
-	if k.packed, err = s.queues.Pack(ctx, tenant, producerSub, items); err != nil {
-		var bad *queue.BadName
+	if k.packed, err = s.logs.Pack(ctx, tenant, producerSub, items); err != nil {
+		var bad *log.BadName
 		if errors.As(err, &bad) {
 			return nil, httpx.BadRequest("%s", bad.Message)
 		}
 		return nil, err
 	}
 	k.segs = slices.Clone(k.packed.Segments)
-	queue.SortSegments(k.segs)
+	log.SortSegments(k.segs)
 	return k, nil
 }
 

@@ -16,17 +16,17 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
-	"github.com/regent-mq/regent/broker/queue"
 	"github.com/regent-mq/regent/broker/server"
 )
 
 // Service holds what the streams handlers share.
 type Service struct {
 	db *pgxpool.Pool
-	// queues is the queue's push path (resolution, packing, bookkeeping)
-	// and its partition ownership check.
-	queues  *queue.Store
+	// logs is the write path of the sink pushes (resolution, packing,
+	// bookkeeping) and the partition ownership check.
+	logs    *log.Log
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	// With tenancy on, a partition id is checked against the caller's
@@ -35,8 +35,8 @@ type Service struct {
 }
 
 // New returns the streams service.
-func New(db *pgxpool.Pool, queues *queue.Store, m *metrics.Metrics, log *slog.Logger, tenancy bool) *Service {
-	return &Service{db: db, queues: queues, metrics: m, log: log, tenancy: tenancy}
+func New(db *pgxpool.Pool, logs *log.Log, m *metrics.Metrics, logger *slog.Logger, tenancy bool) *Service {
+	return &Service{db: db, logs: logs, metrics: m, log: logger, tenancy: tenancy}
 }
 
 // ownPartition is the tenancy pre-gate of the state read and the cycle: a
@@ -47,9 +47,9 @@ func (s *Service) ownPartition(w http.ResponseWriter, r *http.Request, tenant st
 	if !s.tenancy {
 		return true
 	}
-	_, err := s.queues.OwnedPartition(r.Context(), tenant, id)
+	_, err := s.logs.OwnedPartition(r.Context(), tenant, id)
 	switch {
-	case errors.Is(err, queue.ErrNotFound):
+	case errors.Is(err, log.ErrNotFound):
 		httpx.WriteError(w, http.StatusNotFound, "not found")
 		return false
 	case err != nil:

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/pg"
-	"github.com/regent-mq/regent/broker/queue"
 )
 
 // Ack is a cycle's source ack.
@@ -29,7 +29,7 @@ type Cycle struct {
 	PartitionID uuid.UUID
 	Group       string
 	Ops         StateOps
-	Segments    []*queue.Segment
+	Segments    []*log.Segment
 	Ack         *Ack // nil: an idle-flush cycle
 }
 
@@ -94,7 +94,7 @@ const cycleSQL = `SELECT outcome, queue_id, queue_name, base_offsets, ack_count,
 // commit was sent. The caller announces the sink partitions, and the source
 // when CycleResult.Announce says so, once it returns.
 func RunCycle(ctx context.Context, db pg.DB, c Cycle) (CycleResult, error) {
-	a := queue.Args(c.Segments)
+	a := log.Args(c.Segments)
 	var (
 		hasAck, ok, release bool
 		lease               *[16]byte

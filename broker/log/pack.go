@@ -1,4 +1,4 @@
-package queue
+package log
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/regent-mq/regent/broker/pg"
 	"github.com/regent-mq/regent/broker/segment"
 )
 
@@ -102,7 +103,7 @@ func SortSegments(segs []*Segment) {
 // Pack resolves every item's partition (creating what is missing) and packs
 // the items into one segment per partition, in order of first appearance.
 // producerSub is stamped on every frame.
-func (s *Store) Pack(ctx context.Context, tenant, producerSub string, items []Item) (*Packed, error) {
+func (l *Log) Pack(ctx context.Context, tenant, producerSub string, items []Item) (*Packed, error) {
 	targets := make([]Target, 0, 1)
 	targetOf := make([]int, len(items))
 	seen := make(map[Target]int, 1)
@@ -119,7 +120,7 @@ func (s *Store) Pack(ctx context.Context, tenant, producerSub string, items []It
 		}
 		targetOf[i] = j
 	}
-	parts, err := s.ResolveAll(ctx, targets)
+	parts, err := l.ResolveAll(ctx, targets)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +167,7 @@ func (s *Store) Pack(ctx context.Context, tenant, producerSub string, items []It
 			Payload:       it.Payload,
 		}
 		if f.ID == uuid.Nil {
-			f.ID = newID()
+			f.ID = pg.NewID()
 		}
 		if f.TransactionID == "" {
 			f.TransactionID = f.ID.String()
@@ -178,12 +179,12 @@ func (s *Store) Pack(ctx context.Context, tenant, producerSub string, items []It
 			f.Payload = jsonNull
 		}
 		if parts[j].Queue.EncryptionEnabled {
-			if sealed, key, err := s.sealer.Seal(nil, f.Payload); err == nil {
+			if sealed, key, err := l.sealer.Seal(nil, f.Payload); err == nil {
 				f.Payload, f.KeyID, f.Flags = sealed, key, segment.FlagSealed
 			} else {
-				s.metrics.EncryptionFailures.Inc()
+				l.metrics.EncryptionFailures.Inc()
 				if !sealFailed {
-					s.log.Warn("sealing a payload failed; storing it in plaintext",
+					l.logger.Warn("sealing a payload failed; storing it in plaintext",
 						"queue", parts[j].Queue.Name, "err", err)
 					sealFailed = true
 				}
@@ -296,13 +297,13 @@ func (p *Packed) Results(stored []*Segment) []Pushed {
 
 // AfterPush does the bookkeeping of committed segments: per-queue counters,
 // and the announcement of their partitions.
-func (s *Store) AfterPush(segs []*Segment) {
+func (l *Log) AfterPush(segs []*Segment) {
 	for _, g := range segs {
 		if len(g.Frames) == 0 {
 			continue
 		}
 		q := g.Partition.Queue
-		s.metrics.Pushed.WithLabelValues(q.Tenant, q.Name).Add(float64(len(g.Frames)))
-		s.Announce(q.ID, g.Partition.ID)
+		l.metrics.Pushed.WithLabelValues(q.Tenant, q.Name).Add(float64(len(g.Frames)))
+		l.Announce(q.ID, g.Partition.ID)
 	}
 }

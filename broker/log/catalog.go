@@ -1,4 +1,4 @@
-package queue
+package log
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/regent-mq/regent/broker/pg"
 )
 
 // Target names a partition by tenant, queue and partition name.
@@ -17,8 +19,8 @@ type Target struct {
 
 // Resolve returns the partition, creating the queue and the partition when
 // they do not exist. See ResolveAll.
-func (s *Store) Resolve(ctx context.Context, t Target) (*Partition, error) {
-	ps, err := s.ResolveAll(ctx, []Target{t})
+func (l *Log) Resolve(ctx context.Context, t Target) (*Partition, error) {
+	ps, err := l.ResolveAll(ctx, []Target{t})
 	if err != nil {
 		return nil, err
 	}
@@ -28,24 +30,24 @@ func (s *Store) Resolve(ctx context.Context, t Target) (*Partition, error) {
 // ResolveAll resolves every target, creating what is missing. Cached answers
 // cost nothing; all misses share one round trip. A target whose names break
 // the naming rules is a *BadName error.
-func (s *Store) ResolveAll(ctx context.Context, ts []Target) ([]*Partition, error) {
+func (l *Log) ResolveAll(ctx context.Context, ts []Target) ([]*Partition, error) {
 	out := make([]*Partition, len(ts))
 	var missing []int
 	now := time.Now()
-	s.mu.RLock()
+	l.mu.RLock()
 	for i, t := range ts {
-		if p := s.cachedLocked(t, now); p != nil {
+		if p := l.cachedLocked(t, now); p != nil {
 			out[i] = p
 		} else {
 			missing = append(missing, i)
 		}
 	}
-	s.mu.RUnlock()
+	l.mu.RUnlock()
 	if len(missing) == 0 {
 		return out, nil
 	}
 	for _, i := range missing {
-		if err := checkNames(ts[i].Queue, ts[i].Partition); err != nil {
+		if err := CheckNames(ts[i].Queue, ts[i].Partition); err != nil {
 			return nil, err
 		}
 	}
@@ -56,107 +58,107 @@ func (s *Store) ResolveAll(ctx context.Context, ts []Target) ([]*Partition, erro
 		b.Queue(`SELECT queue_id, partition_id, lease_time, retry_limit, delayed_processing, encryption_enabled
 			FROM queen.resolve_partition(p_tenant => $1, p_queue => $2, p_partition => $3, p_create => true,
 				p_new_queue_id => $4, p_new_partition_id => $5)`,
-			t.Tenant, t.Queue, t.Partition, newID(), newID()).QueryRow(func(row pgx.Row) error {
+			t.Tenant, t.Queue, t.Partition, pg.NewID(), pg.NewID()).QueryRow(func(row pgx.Row) error {
 			q := &Queue{Tenant: t.Tenant, Name: t.Queue, loaded: now}
 			p := &Partition{Name: t.Partition, Queue: q}
 			if err := row.Scan(&q.ID, &p.ID, &q.LeaseTime, &q.RetryLimit, &q.DelayedProcessing, &q.EncryptionEnabled); err != nil {
 				return fmt.Errorf("resolve queue %q partition %q: %w", t.Queue, t.Partition, err)
 			}
-			out[i] = s.remember(p)
+			out[i] = l.remember(p)
 			return nil
 		})
 	}
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := l.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (s *Store) cachedLocked(t Target, now time.Time) *Partition {
-	q := s.queues[queueKey{t.Tenant, t.Queue}]
+func (l *Log) cachedLocked(t Target, now time.Time) *Partition {
+	q := l.queues[queueKey{t.Tenant, t.Queue}]
 	if q == nil || now.Sub(q.loaded) > optionsTTL {
 		return nil
 	}
-	return s.parts[partKey{t.Tenant, t.Queue, t.Partition}]
+	return l.parts[partKey{t.Tenant, t.Queue, t.Partition}]
 }
 
 // remember caches p and returns the cached equivalent. Queue and Partition
 // values are never modified once cached: a refresh of the options replaces
 // the *Queue and every cached partition that points at it.
-func (s *Store) remember(p *Partition) *Partition {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := s.setQueueLocked(p.Queue)
+func (l *Log) remember(p *Partition) *Partition {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.setQueueLocked(p.Queue)
 	k := partKey{q.Tenant, q.Name, p.Name}
-	if cur := s.parts[k]; cur != nil && cur.ID == p.ID && cur.Queue == q {
+	if cur := l.parts[k]; cur != nil && cur.ID == p.ID && cur.Queue == q {
 		return cur
 	}
-	if cur := s.parts[k]; cur != nil {
-		delete(s.byID, cur.ID)
+	if cur := l.parts[k]; cur != nil {
+		delete(l.byID, cur.ID)
 	}
 	p = &Partition{ID: p.ID, Name: p.Name, Queue: q}
-	s.parts[k] = p
-	s.byID[p.ID] = p
+	l.parts[k] = p
+	l.byID[p.ID] = p
 	return p
 }
 
 // rememberQueue caches q alone (a pop or configure resolved it).
-func (s *Store) rememberQueue(q *Queue) *Queue {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.setQueueLocked(q)
+func (l *Log) rememberQueue(q *Queue) *Queue {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.setQueueLocked(q)
 }
 
 // setQueueLocked installs q unless a fresher copy is cached, and returns the
 // copy in force.
-func (s *Store) setQueueLocked(q *Queue) *Queue {
+func (l *Log) setQueueLocked(q *Queue) *Queue {
 	key := queueKey{q.Tenant, q.Name}
-	old := s.queues[key]
+	old := l.queues[key]
 	switch {
 	case old == nil:
 	case old.ID != q.ID:
-		s.dropLocked(old) // deleted and recreated, maybe on another replica
+		l.dropLocked(old) // deleted and recreated, maybe on another replica
 	case !q.loaded.After(old.loaded):
 		return old
 	default:
-		for k, p := range s.parts {
+		for k, p := range l.parts {
 			if p.Queue == old {
 				np := &Partition{ID: p.ID, Name: p.Name, Queue: q}
-				s.parts[k] = np
-				s.byID[p.ID] = np
+				l.parts[k] = np
+				l.byID[p.ID] = np
 			}
 		}
 	}
-	s.queues[key] = q
+	l.queues[key] = q
 	return q
 }
 
-func (s *Store) dropLocked(q *Queue) {
-	delete(s.queues, queueKey{q.Tenant, q.Name})
-	for k, p := range s.parts {
+func (l *Log) dropLocked(q *Queue) {
+	delete(l.queues, queueKey{q.Tenant, q.Name})
+	for k, p := range l.parts {
 		if p.Queue.ID == q.ID {
-			delete(s.parts, k)
-			delete(s.byID, p.ID)
+			delete(l.parts, k)
+			delete(l.byID, p.ID)
 		}
 	}
 }
 
 // Invalidate forgets everything cached about a tenant's queue.
-func (s *Store) Invalidate(tenant, queue string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if q := s.queues[queueKey{tenant, queue}]; q != nil {
-		s.dropLocked(q)
+func (l *Log) Invalidate(tenant, queue string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q := l.queues[queueKey{tenant, queue}]; q != nil {
+		l.dropLocked(q)
 	}
 }
 
-// forgetQueueID forgets a queue deleted on any replica.
-func (s *Store) forgetQueueID(id uuid.UUID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, q := range s.queues {
+// ForgetQueueID forgets a queue deleted on any replica.
+func (l *Log) ForgetQueueID(id uuid.UUID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, q := range l.queues {
 		if q.ID == id {
-			s.dropLocked(q)
+			l.dropLocked(q)
 			return
 		}
 	}
@@ -164,61 +166,61 @@ func (s *Store) forgetQueueID(id uuid.UUID) {
 
 // LookupQueue returns a tenant's queue without creating it: ErrNotFound when
 // it does not exist.
-func (s *Store) LookupQueue(ctx context.Context, tenant, name string) (*Queue, error) {
+func (l *Log) LookupQueue(ctx context.Context, tenant, name string) (*Queue, error) {
 	now := time.Now()
-	s.mu.RLock()
-	q := s.queues[queueKey{tenant, name}]
-	s.mu.RUnlock()
+	l.mu.RLock()
+	q := l.queues[queueKey{tenant, name}]
+	l.mu.RUnlock()
 	if q != nil && now.Sub(q.loaded) <= optionsTTL {
 		return q, nil
 	}
 	q = &Queue{Tenant: tenant, Name: name, loaded: now}
-	err := s.pool.QueryRow(ctx, `SELECT id, lease_time, retry_limit, delayed_processing, encryption_enabled
+	err := l.pool.QueryRow(ctx, `SELECT id, lease_time, retry_limit, delayed_processing, encryption_enabled
 		FROM queen.queues WHERE tenant = $1 AND name = $2`, tenant, name).
 		Scan(&q.ID, &q.LeaseTime, &q.RetryLimit, &q.DelayedProcessing, &q.EncryptionEnabled)
 	if errors.Is(err, pgx.ErrNoRows) {
-		s.Invalidate(tenant, name)
+		l.Invalidate(tenant, name)
 		return nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up queue %q: %w", name, err)
 	}
-	return s.rememberQueue(q), nil
+	return l.rememberQueue(q), nil
 }
 
 // LookupPartition returns a partition of a tenant's queue by name without
 // creating it: ErrNotFound when either does not exist.
-func (s *Store) LookupPartition(ctx context.Context, tenant, queue, partition string) (*Partition, error) {
+func (l *Log) LookupPartition(ctx context.Context, tenant, queue, partition string) (*Partition, error) {
 	t := Target{tenant, queue, partition}
-	s.mu.RLock()
-	p := s.cachedLocked(t, time.Now())
-	s.mu.RUnlock()
+	l.mu.RLock()
+	p := l.cachedLocked(t, time.Now())
+	l.mu.RUnlock()
 	if p != nil {
 		return p, nil
 	}
-	q, err := s.LookupQueue(ctx, tenant, queue)
+	q, err := l.LookupQueue(ctx, tenant, queue)
 	if err != nil {
 		return nil, err
 	}
 	p = &Partition{Name: partition, Queue: q}
-	err = s.pool.QueryRow(ctx, `SELECT id FROM queen.partitions WHERE queue_id = $1 AND name = $2`, q.ID, partition).Scan(&p.ID)
+	err = l.pool.QueryRow(ctx, `SELECT id FROM queen.partitions WHERE queue_id = $1 AND name = $2`, q.ID, partition).Scan(&p.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up partition %q of queue %q: %w", partition, queue, err)
 	}
-	return s.remember(p), nil
+	return l.remember(p), nil
 }
 
 // OwnedPartition returns the partition with id when it belongs to tenant,
 // and ErrNotFound when it does not exist or belongs to another tenant. A
 // cached answer costs no round trip.
-func (s *Store) OwnedPartition(ctx context.Context, tenant string, id uuid.UUID) (*Partition, error) {
+func (l *Log) OwnedPartition(ctx context.Context, tenant string, id uuid.UUID) (*Partition, error) {
 	now := time.Now()
-	s.mu.RLock()
-	p := s.byID[id]
-	s.mu.RUnlock()
+	l.mu.RLock()
+	p := l.byID[id]
+	l.mu.RUnlock()
 	if p != nil && now.Sub(p.Queue.loaded) <= optionsTTL {
 		if p.Queue.Tenant != tenant {
 			return nil, ErrNotFound
@@ -227,7 +229,7 @@ func (s *Store) OwnedPartition(ctx context.Context, tenant string, id uuid.UUID)
 	}
 	q := &Queue{Tenant: tenant, loaded: now}
 	p = &Partition{ID: id, Queue: q}
-	err := s.pool.QueryRow(ctx, `SELECT p.name, q.id, q.name, q.lease_time, q.retry_limit, q.delayed_processing, q.encryption_enabled
+	err := l.pool.QueryRow(ctx, `SELECT p.name, q.id, q.name, q.lease_time, q.retry_limit, q.delayed_processing, q.encryption_enabled
 		FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
 		WHERE p.id = $1 AND q.tenant = $2`, id, tenant).
 		Scan(&p.Name, &q.ID, &q.Name, &q.LeaseTime, &q.RetryLimit, &q.DelayedProcessing, &q.EncryptionEnabled)
@@ -237,7 +239,7 @@ func (s *Store) OwnedPartition(ctx context.Context, tenant string, id uuid.UUID)
 	if err != nil {
 		return nil, fmt.Errorf("look up partition %s: %w", id, err)
 	}
-	return s.remember(p), nil
+	return l.remember(p), nil
 }
 
 // BadName is a queue or partition name that breaks the naming rules.
@@ -245,7 +247,7 @@ type BadName struct{ Message string }
 
 func (e *BadName) Error() string { return e.Message }
 
-func checkNames(queue, partition string) error {
+func CheckNames(queue, partition string) error {
 	if !queueName.MatchString(queue) {
 		return &BadName{fmt.Sprintf("Invalid queue name %q: use 1-255 letters, digits, '_', '.' or '-'", queue)}
 	}
@@ -253,14 +255,4 @@ func checkNames(queue, partition string) error {
 		return &BadName{fmt.Sprintf("Invalid partition name %q: use 1-%d bytes", partition, maxPartitionName)}
 	}
 	return nil
-}
-
-// newID returns a UUIDv7, falling back to a random UUID only if the clock
-// source fails, which the uuid package reports as an error.
-func newID() uuid.UUID {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return uuid.New()
-	}
-	return id
 }
