@@ -95,4 +95,3 @@ func (l *Log) store(ctx context.Context, db pg.DB, p *Packed) ([]*Segment, error
 	}
 	return nil, nil
 }
-
