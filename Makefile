@@ -58,6 +58,10 @@ test: deps lint ## Run every test (PostgreSQL, envtest, chart, e2e); this is wha
 	@echo "The queue and streams suites again, with JWT auth and tenancy on:"
 	REGENT_TEST_MODE=secure go test -count=1 $(GO_TEST_FLAGS) ./broker/queue/... ./broker/streams/...
 
+.PHONY: chaos
+chaos: deps ## Run the fault suites at length (brokers SIGKILLed in turn under the reference worker, ...) and print their figures.
+	REGENT_CHAOS=1 go test -count=1 -timeout 30m -v -run . ./test/cluster/
+
 .PHONY: e2e
 e2e: deps ## Run the end-to-end test alone: the whole stack as `make run` starts it, driven with kubectl and the reference worker.
 	go test -count=1 -v -run . ./test/e2e/

@@ -24,25 +24,28 @@ var chaos = os.Getenv("REGENT_CHAOS") != ""
 
 type windowID struct{ partition, key, start string }
 
-// TestTheReferenceWorkerStaysExactlyOnceWhileReplicasAreKilledInTurn runs
-// three regent-worker processes, one on each of three brokers, over the
-// same query, while the brokers are SIGKILLed and restarted in turn. The
-// sink must hold every window exactly once, counting exactly its events.
-func TestTheReferenceWorkerStaysExactlyOnceWhileReplicasAreKilledInTurn(t *testing.T) {
-	t.Parallel()
-	events, partitions, rounds := 6000, 6, 2
-	if chaos {
-		events, partitions, rounds = 60000, 12, 6
-	}
-	db := pgtest.URL(t)
-	bs := cluster.Start(t, db, 3)
-	first := brokertest.At(bs[0].URL)
-	// A short lease: a pop whose answer a kill swallowed leaves a lease that
-	// hides its partition until it expires.
-	if r := first.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "events", "options": map[string]any{"leaseTime": 2}}); r.Status != http.StatusOK {
+// workerRun is the reference worker's exactly-once check: events of known
+// windows in the source, one regent-worker process on each broker over the
+// same query, and at the end a sink that must hold every window exactly
+// once, counting exactly its events.
+type workerRun struct {
+	t      *testing.T
+	events int
+	want   map[windowID]int64
+	first  *brokertest.Broker
+	pool   *pgxpool.Pool
+	exited chan error
+	cancel context.CancelFunc
+}
+
+func startWorkerRun(t *testing.T, db string, bs []*cluster.Broker, events, partitions int) *workerRun {
+	t.Helper()
+	w := &workerRun{t: t, events: events, want: map[windowID]int64{}, first: brokertest.At(bs[0].URL), exited: make(chan error, len(bs))}
+	// A short lease: a pop whose answer a fault swallowed leaves a lease
+	// that hides its partition until it expires.
+	if r := w.first.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "events", "options": map[string]any{"leaseTime": 2}}); r.Status != http.StatusOK {
 		t.Fatalf("configure = %d %s", r.Status, r.Body)
 	}
-	want := map[windowID]int64{}
 	base := time.Date(2026, 8, 17, 10, 0, 0, 0, time.UTC).UnixMilli()
 	keys := []string{"acme", "globex", "initech", "umbrella", "hooli"}
 	var items []map[string]any
@@ -52,9 +55,9 @@ func TestTheReferenceWorkerStaysExactlyOnceWhileReplicasAreKilledInTurn(t *testi
 		key, partition := keys[(j*7+p)%len(keys)], fmt.Sprintf("p%d", p)
 		items = append(items, map[string]any{"queue": "events", "partition": partition, "payload": map[string]any{"key": key, "ts": ts}})
 		start := ts - ts%60_000
-		want[windowID{partition, key, time.UnixMilli(start).UTC().Format("2006-01-02T15:04:05.000Z")}]++
+		w.want[windowID{partition, key, time.UnixMilli(start).UTC().Format("2006-01-02T15:04:05.000Z")}]++
 		if len(items) == 1000 {
-			if r := first.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": items}); r.Status != http.StatusCreated {
+			if r := w.first.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": items}); r.Status != http.StatusCreated {
 				t.Fatalf("push = %d %s", r.Status, r.Body)
 			}
 			items = nil
@@ -64,21 +67,21 @@ func TestTheReferenceWorkerStaysExactlyOnceWhileReplicasAreKilledInTurn(t *testi
 	worker := cluster.Binary(t, "regent-worker")
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	exited := make(chan error, len(bs))
+	w.cancel = cancel
+	t.Cleanup(cancel)
 	for i, b := range bs {
 		log, err := os.Create(filepath.Join(dir, fmt.Sprintf("worker-%d.log", i)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer log.Close()
+		t.Cleanup(func() { log.Close() })
 		cmd := exec.CommandContext(ctx, worker, "-broker", b.URL, "-query", "chaos.per_minute", "-source", "events",
 			"-sink", "events.per_minute", "-batch", "50", "-workers", "2", "-idle", "4s", "-wait", "500ms")
 		cmd.Stdout, cmd.Stderr = log, log
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		go func() { exited <- cmd.Wait() }()
+		go func() { w.exited <- cmd.Wait() }()
 		t.Cleanup(func() {
 			if t.Failed() {
 				out, _ := os.ReadFile(log.Name())
@@ -86,68 +89,61 @@ func TestTheReferenceWorkerStaysExactlyOnceWhileReplicasAreKilledInTurn(t *testi
 			}
 		})
 	}
-
 	pool, err := pgxpool.New(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
-	consumed := func() int64 {
-		var n int64
-		if err := pool.QueryRow(ctx, `SELECT coalesce(sum(committed), 0) FROM queen.cursors WHERE consumer_group = 'streams.chaos.per_minute'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	// Kill k lands at a random point of the run's k-th slice, reached by
-	// progress rather than by time, and kills the replicas in turn.
-	kills := rounds * len(bs)
-	slice := int64(events / (kills + 1))
-	midRun := 0
-	for k := range kills {
-		target := int64(k+1)*slice + rand.Int64N(slice/2)
-		for deadline := time.Now().Add(60 * time.Second); consumed() < target; time.Sleep(2 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("kill %d: the workers never reached %d events (at %d)", k+1, target, consumed())
-			}
-		}
-		if consumed() < int64(events) {
-			midRun++
-		}
-		b := bs[k%len(bs)]
-		b.Kill()
-		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
-		b.Start()
-	}
-	if midRun < kills-1 {
-		t.Fatalf("only %d of %d kills hit the workers mid-run", midRun, kills)
-	}
+	t.Cleanup(pool.Close)
+	w.pool = pool
+	return w
+}
 
-	// Done when the source is consumed and the idle flushes have closed
-	// every window.
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		var open int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM queen_streams.state WHERE key NOT LIKE '%watermark'`).Scan(&open); err != nil {
-			t.Fatal(err)
+// consumed is how many events the query has committed, or -1 while the
+// database cannot say (a failover).
+func (w *workerRun) consumed() int64 {
+	var n int64
+	if err := w.pool.QueryRow(context.Background(), `SELECT coalesce(sum(committed), 0) FROM queen.cursors
+		WHERE consumer_group = 'streams.chaos.per_minute'`).Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
+
+// waitConsumed waits until the query has committed n events.
+func (w *workerRun) waitConsumed(n int64) {
+	w.t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); w.consumed() < n; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			w.t.Fatalf("the workers never reached %d events (at %d)", n, w.consumed())
 		}
-		if consumed() == int64(events) && open == 0 {
+	}
+}
+
+// finish waits until the source is consumed and the idle flushes have
+// closed every window, stops the workers, and checks the sink.
+func (w *workerRun) finish() (windows int, sum, duplicates int64, wrong int) {
+	t := w.t
+	t.Helper()
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		open := -1
+		_ = w.pool.QueryRow(context.Background(), `SELECT count(*) FROM queen_streams.state WHERE key NOT LIKE '%watermark'`).Scan(&open)
+		if w.consumed() == int64(w.events) && open == 0 {
 			break
 		}
 		select {
-		case err := <-exited:
+		case err := <-w.exited:
 			t.Fatalf("a worker stopped: %v", err)
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not done in time: %d of %d events consumed, %d windows open", consumed(), events, open)
+			t.Fatalf("not done in time: %d of %d events consumed, %d windows open", w.consumed(), w.events, open)
 		}
 	}
-	cancel()
+	w.cancel()
 
 	got := map[windowID]int64{}
-	var sum, duplicates int64
 	for {
-		r := first.Do(t, "GET", "/api/v1/pop/queue/events.per_minute?batch=1000&partitions=100&autoAck=true", "", nil)
+		r := w.first.Do(t, "GET", "/api/v1/pop/queue/events.per_minute?batch=1000&partitions=100&autoAck=true", "", nil)
 		if r.Status == http.StatusNoContent {
 			break
 		}
@@ -177,8 +173,7 @@ func TestTheReferenceWorkerStaysExactlyOnceWhileReplicasAreKilledInTurn(t *testi
 			sum += m.Data.Count
 		}
 	}
-	var wrong int
-	for id, n := range want {
+	for id, n := range w.want {
 		if got[id] != n {
 			wrong++
 			if wrong <= 10 {
@@ -186,9 +181,63 @@ func TestTheReferenceWorkerStaysExactlyOnceWhileReplicasAreKilledInTurn(t *testi
 			}
 		}
 	}
-	t.Logf("figures: %d broker kills (%d mid-run), %d events, %d windows; sink sum %d (lost %d), %d duplicated windows, %d wrong windows",
-		kills, midRun, events, len(want), sum, int64(events)-sum, duplicates, wrong)
-	if sum != int64(events) || len(got) != len(want) {
-		t.Errorf("the sink's %d windows count %d events, want %d windows counting exactly %d", len(got), sum, len(want), events)
+	if sum != int64(w.events) || len(got) != len(w.want) {
+		t.Errorf("the sink's %d windows count %d events, want %d windows counting exactly %d", len(got), sum, len(w.want), w.events)
 	}
+	return len(w.want), sum, duplicates, wrong
+}
+
+// TestTheReferenceWorkerStaysExactlyOnceWhileReplicasAreKilledInTurn runs
+// three regent-worker processes, one on each of three brokers, over the
+// same query, while the brokers are SIGKILLed and restarted in turn.
+func TestTheReferenceWorkerStaysExactlyOnceWhileReplicasAreKilledInTurn(t *testing.T) {
+	t.Parallel()
+	events, partitions, rounds := 6000, 6, 2
+	if chaos {
+		events, partitions, rounds = 60000, 12, 6
+	}
+	db := pgtest.URL(t)
+	bs := cluster.Start(t, db, 3)
+	w := startWorkerRun(t, db, bs, events, partitions)
+	// Kill k lands at a random point of the run's k-th slice, reached by
+	// progress rather than by time, and kills the replicas in turn.
+	kills := rounds * len(bs)
+	slice := int64(events / (kills + 1))
+	midRun := 0
+	for k := range kills {
+		w.waitConsumed(int64(k+1)*slice + rand.Int64N(slice/2))
+		if w.consumed() < int64(events) {
+			midRun++
+		}
+		b := bs[k%len(bs)]
+		b.Kill()
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+		b.Start()
+	}
+	if midRun < kills-1 {
+		t.Fatalf("only %d of %d kills hit the workers mid-run", midRun, kills)
+	}
+	windows, sum, dup, wrong := w.finish()
+	t.Logf("figures: %d broker kills (%d mid-run), %d events, %d windows; sink sum %d (lost %d), %d duplicated windows, %d wrong windows",
+		kills, midRun, events, windows, sum, int64(events)-sum, dup, wrong)
+}
+
+// TestTheReferenceWorkerStaysExactlyOnceThroughAFailOver runs the same
+// workers on three brokers over a primary and its synchronous standby, and
+// fails PostgreSQL over a third of the way through: every committed cycle
+// must survive it, and none may apply twice.
+func TestTheReferenceWorkerStaysExactlyOnceThroughAFailOver(t *testing.T) {
+	t.Parallel()
+	pair := pgtest.StartPair(t)
+	db := pair.URL("postgres")
+	bs := cluster.Start(t, db, 3)
+	w := startWorkerRun(t, db, bs, 6000, 6)
+	w.waitConsumed(2000)
+	at := w.consumed()
+	if err := pair.FailOver(); err != nil {
+		t.Fatal(err)
+	}
+	windows, sum, dup, wrong := w.finish()
+	t.Logf("figures: failover at %d of %d events, %d windows; sink sum %d (lost %d), %d duplicated windows, %d wrong windows",
+		at, w.events, windows, sum, int64(w.events)-sum, dup, wrong)
 }

@@ -1,0 +1,74 @@
+package cluster_test
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/cluster"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+// TestAFailOverLosesNoAcknowledgedPush pushes through three brokers on a
+// primary with a synchronous standby, crashes the primary (immediate
+// shutdown) and promotes the standby. The brokers use a multi-host URL with
+// target_session_attrs=read-write, so they reconnect to the new primary
+// without a restart. Every push answered 201 must be there afterwards, once.
+func TestAFailOverLosesNoAcknowledgedPush(t *testing.T) {
+	t.Parallel()
+	pair := pgtest.StartPair(t)
+	bs := cluster.Start(t, pair.URL("postgres"), 3)
+	load := startPushLoad(bs, "fo")
+
+	var failed, sawDown, sawUp atomic.Bool
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			resp, err := client.Get(bs[0].URL + "/health")
+			if err != nil || !failed.Load() {
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable {
+				sawDown.Store(true)
+			} else if resp.StatusCode == http.StatusOK && sawDown.Load() {
+				sawUp.Store(true)
+			}
+		}
+	})
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+
+	time.Sleep(time.Second)
+	load.mark(true)
+	failed.Store(true)
+	crashed := time.Now()
+	if err := pair.FailOver(); err != nil {
+		load.halt()
+		t.Fatal(err)
+	}
+	promoted := time.Since(crashed)
+	recovered := load.waitFlowing(20, 60*time.Second)
+	load.halt()
+	t.Logf("failover: standby promoted %v after the crash; answers %v; health down %v, then up %v; push p99 from the crash on %v",
+		promoted.Round(time.Millisecond), load.statuses, sawDown.Load(), sawUp.Load(), load.p99().Round(time.Millisecond))
+	if !recovered {
+		t.Fatalf("the brokers did not recover within 60s of the promotion without a restart: 201s since it per broker %v", load.since)
+	}
+	if !sawDown.Load() || !sawUp.Load() {
+		t.Errorf("/health reported the outage %v and the recovery %v, want both", sawDown.Load(), sawUp.Load())
+	}
+	acked, lost, dup := load.verify(t, brokertest.At(bs[0].URL))
+	t.Logf("figures: 1 failover, %d pushes acknowledged, %d lost, %d duplicated", acked, lost, dup)
+}

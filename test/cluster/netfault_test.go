@@ -1,0 +1,94 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/cluster"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+// fault is one toxic between the brokers and PostgreSQL, held for a while.
+type fault struct{ name, toxic string }
+
+var faults = []fault{
+	{"latency", `{"type":"latency","attributes":{"latency":150,"jitter":50}}`},
+	{"bandwidth", `{"type":"bandwidth","attributes":{"rate":32}}`},
+	{"stall", `{"type":"timeout","attributes":{"timeout":0}}`},
+	{"reset", `{"type":"reset_peer","attributes":{"timeout":0}}`},
+}
+
+// TestNetworkFaultsBetweenBrokerAndPostgreSQLLoseNothing puts toxiproxy
+// between two brokers and PostgreSQL and injects, in turn, latency, a
+// bandwidth limit, a stall and connection resets, both ways, under a push
+// load. No acknowledged push may be lost or stored twice, no request may
+// outlive its client's deadline, and after each fault the brokers recover
+// without a restart.
+func TestNetworkFaultsBetweenBrokerAndPostgreSQLLoseNothing(t *testing.T) {
+	t.Parallel()
+	hold, rounds := time.Second, 1
+	if chaos {
+		hold, rounds = 3*time.Second, 5
+	}
+	db, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zerolog.SetGlobalLevel(zerolog.Disabled) // the toxics log through the global logger
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	proxy := toxiproxy.NewProxy(srv, "postgres", "127.0.0.1:0", db.Host)
+	if err := proxy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Stop)
+	db.Host = proxy.Listen
+	bs := cluster.Start(t, db.String(), 2)
+	load := startPushLoad(bs, "net")
+	if !load.waitFlowing(10, 30*time.Second) {
+		load.halt()
+		t.Fatal("no pushes before any fault")
+	}
+	injected := 0
+	for r := range rounds {
+		for _, f := range faults {
+			load.mark(true)
+			for _, stream := range []string{"upstream", "downstream"} {
+				name := fmt.Sprintf("%s-%s-%d", f.name, stream, r)
+				toxic := strings.Replace(f.toxic, "{", fmt.Sprintf(`{"name":%q,"stream":%q,`, name, stream), 1)
+				if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(toxic)); err != nil {
+					load.halt()
+					t.Fatalf("add toxic %s: %v", name, err)
+				}
+				injected++
+			}
+			time.Sleep(hold)
+			proxy.Toxics.ResetToxics(context.Background())
+			load.mark(false)
+			if !load.waitFlowing(10, 30*time.Second) {
+				load.halt()
+				t.Fatalf("after the %s fault the brokers did not recover within 30s: 201s since per broker %v; answers %v",
+					f.name, load.since, load.statuses)
+			}
+		}
+	}
+	load.halt()
+	acked, lost, dup := load.verify(t, brokertest.At(bs[0].URL))
+	requests := 0
+	for _, n := range load.statuses {
+		requests += n
+	}
+	t.Logf("figures: %d faults injected, %d requests (%v), %d acknowledged, %d lost, %d duplicated, p99 during faults %v",
+		injected, requests, load.statuses, acked, lost, dup, load.p99().Round(time.Millisecond))
+	if load.statuses["hung"] > 0 {
+		t.Errorf("%d requests outlived their client's %v deadline", load.statuses["hung"], client.Timeout)
+	}
+}
