@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The common case of an ack has a path of its own (ack_cursor plus the
-// rules in ackCursor); ack handles everything. On the same states and
+// The common case of an ack has a function of its own (queen.ack_cursor,
+// set-based); queen.ack handles everything. On the same states and
 // requests the two must give the same answers and leave the same cursor,
 // and both must ask for an announcement exactly when the ack released the
 // lease with data left to deliver.

@@ -1,7 +1,8 @@
 -- Applies acknowledgements in order, for any mix of statuses and cursors,
 -- and answers each one by item, its 1-based position (queen.ack_cursor is the
 -- common case). The rules, per item:
---   * a message not in its cursor's last batch is 'Message not found';
+--   * a message outside the segments of its cursor's last batch (see
+--     queen.txid_offsets) is 'Message not found';
 --   * a message behind the cursor is already acknowledged;
 --   * a lease given must be the cursor's live lease (queen.lease_held_by);
 --   * 'completed' needs a held lease, and moves the cursor just past the
