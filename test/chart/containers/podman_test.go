@@ -43,15 +43,24 @@ func buildImages() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("podman images: %w", err)
 	}
-	names := strings.Fields(string(out))
+	// The filter matches images, and an image built from the same binaries
+	// as the user's own carries their tags too: those are not this run's.
+	var names []string
+	for _, name := range strings.Fields(string(out)) {
+		if strings.HasPrefix(name, repo+"/") {
+			names = append(names, name)
+		}
+	}
 	if len(names) == 0 {
 		return nil, fmt.Errorf("make images built no image named %s/*", repo)
 	}
 	return names, nil
 }
 
+// removeImages removes this run's names; an image that also carries another
+// name keeps it.
 func removeImages(names []string) {
-	if out, err := exec.Command("podman", append([]string{"rmi", "--force"}, names...)...).CombinedOutput(); err != nil {
+	if out, err := exec.Command("podman", append([]string{"rmi"}, names...)...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "podman rmi: %v\n%s", err, out)
 	}
 }
