@@ -399,6 +399,7 @@ func (c *container) start(t *testing.T, ready string) {
 		if resp, err := http.Get(ready); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				c.refusesWrites(t)
 				return
 			}
 		}
@@ -406,6 +407,20 @@ func (c *container) start(t *testing.T, ready string) {
 			t.Fatalf("container %s was not ready at %s within 60s\n%s", c.name, ready, logs.String())
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// refusesWrites checks that the running container's root filesystem is
+// read-only: a file copied into it is refused.
+func (c *container) refusesWrites(t *testing.T) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "probe")
+	if err := os.WriteFile(file, []byte("written\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("podman", "cp", file, c.name+":/probe").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "read-only file system") {
+		t.Errorf("copying a file into container %s: %v, want a refusal of its read-only root\n%s", c.name, err, out)
 	}
 }
 
