@@ -102,12 +102,11 @@ type container struct {
 
 var containerSeq atomic.Int64
 
-// runFlags are the flags podman needs on this machine, as root. runc (the
-// runtime measured to work here) fails to set the container's rlimits
-// ("setrlimit ... Operation not permitted") unless both are given
-// explicitly: the open files at the test's own hard limit, which it may keep,
-// and the processes of the container's user, which the host allows far more
-// of, well below the host's.
+// runFlags start a podman run with what it needs on this machine, as root.
+// runc, the runtime measured to work here, fails with "setrlimit ...
+// Operation not permitted" unless both rlimits are given explicitly: the open
+// files at the test's own hard limit, and the processes at 1000, below the
+// host's limit (at the host's limit it fails too).
 func runFlags(t *testing.T) []string {
 	t.Helper()
 	var nofile syscall.Rlimit
@@ -354,15 +353,13 @@ func (c *container) cmd(t *testing.T) *exec.Cmd {
 	return exec.Command("podman", append(args, c.args...)...)
 }
 
-// run runs the container to its end, as a Job's pod, and returns its output.
-func (c *container) run(t *testing.T) string {
+// run runs the container to its end, as a Job's pod.
+func (c *container) run(t *testing.T) {
 	t.Helper()
-	out, err := c.cmd(t).CombinedOutput()
-	c.remove(t)
-	if err != nil {
-		t.Fatalf("container %s failed: %v\n%s", c.name, err, out)
+	if out, err := c.cmd(t).CombinedOutput(); err != nil {
+		t.Errorf("container %s failed: %v\n%s", c.name, err, out)
 	}
-	return string(out)
+	c.remove(t)
 }
 
 // start runs the container until the test ends, then stops it with SIGTERM
