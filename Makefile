@@ -18,7 +18,7 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
-deps: ## Install what is missing: PostgreSQL (apt), and kube-apiserver, etcd, kubectl, helm, controller-gen (built into the cache, ~/.cache/regent).
+deps: ## Install what is missing: PostgreSQL, podman, buildah and runc (apt), and kube-apiserver, etcd, kubectl, helm, controller-gen (built into the cache, ~/.cache/regent).
 	@REGENT_CACHE=$(CACHE) hack/deps.sh
 
 .PHONY: generate
@@ -37,15 +37,19 @@ build: ## Build the broker, the operator and the tools into bin/.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
 # Images: the Dockerfile's broker and operator targets, tagged as the chart's default images
-# (<IMAGE_REPO>/regent-broker:<appVersion>). Needs docker, or CONTAINER_TOOL=podman; push them to
-# your registry with IMAGE_REPO=registry.example/regent and `docker push`.
+# (<IMAGE_REPO>/regent-broker:<appVersion>). They hold the binaries of `make build` on scratch, so
+# building them pulls nothing. The engine is the first of podman, buildah and docker found, or
+# CONTAINER_TOOL; push the images to your registry with IMAGE_REPO=registry.example/regent.
 IMAGE_REPO ?= ghcr.io/regent-mq
-CONTAINER_TOOL ?= docker
+CONTAINER_TOOL ?= $(firstword $(foreach t,podman buildah docker,$(if $(shell command -v $(t)),$(t))))
+CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
 
 .PHONY: images
-images: ## Build the broker and operator container images (docker or CONTAINER_TOOL=podman), tagged with the chart's appVersion.
-	$(CONTAINER_TOOL) build --target broker --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO)/regent-broker:$(VERSION) .
-	$(CONTAINER_TOOL) build --target operator --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO)/regent-operator:$(VERSION) .
+images: build ## Build the broker and operator images (podman, buildah or docker), tagged with the chart's appVersion.
+	@if [ -z "$(CONTAINER_TOOL)" ]; then echo "make images needs podman, buildah or docker; make deps installs podman and buildah" >&2; exit 1; fi
+	cp $(CA_BUNDLE) bin/ca-certificates.crt
+	$(CONTAINER_TOOL) build --target broker -t $(IMAGE_REPO)/regent-broker:$(VERSION) .
+	$(CONTAINER_TOOL) build --target operator -t $(IMAGE_REPO)/regent-operator:$(VERSION) .
 
 .PHONY: lint
 lint: ## Check formatting (gofmt) and run go vet.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what `make test` and `make run` need, and only what is missing:
-# PostgreSQL from apt, and kube-apiserver, etcd, kubectl, helm and controller-gen
+# PostgreSQL, podman, buildah and runc from apt, and kube-apiserver, etcd, kubectl, helm and controller-gen
 # built from the Go module proxy into a cache outside the checkout (CI runs in a
 # fresh clone, so the cache is what keeps a warm run from rebuilding the control plane).
 set -euo pipefail
@@ -30,6 +30,20 @@ if ! pg_bindir >/dev/null; then
   apt-get install -y -qq postgresql >/dev/null
   # Debian's package starts a cluster of its own; the tests and `make run` run theirs.
   service postgresql stop >/dev/null 2>&1 || true
+fi
+
+# The image test (test/chart/containers) builds the images with podman (or buildah) and runs
+# them as root through runc, the OCI runtime it names; the CA bundle goes into the images.
+missing=()
+for tool in podman buildah runc; do
+  command -v "$tool" >/dev/null || missing+=("$tool")
+done
+[ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]} with apt"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 if [ ! -x "$k8s_dir/kube-apiserver" ] || [ ! -x "$k8s_dir/etcd" ] || [ ! -x "$k8s_dir/kubectl" ]; then

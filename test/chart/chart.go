@@ -1,8 +1,8 @@
 // Package chart runs the helm binary on charts/regent for tests: it renders
 // the chart with the value sets under testdata/values and decodes what comes
 // out. The tests in this directory check the rendered objects against a real
-// kube-apiserver; test/chart/containers runs the rendered containers' commands
-// as local processes.
+// kube-apiserver; test/chart/containers runs the rendered containers with
+// podman, from the images `make images` builds.
 //
 // Helm is used as a binary, as users run it, rather than through its Go
 // packages, which would add a large dependency to the module.

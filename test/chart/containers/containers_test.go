@@ -1,9 +1,12 @@
-// Package containers_test runs the containers the chart renders as local
-// processes, the way the kubelet would start them: the command of the pod
-// spec, its environment with Secret references resolved, and its Secret
-// volumes written out as files. The database is a real PostgreSQL. No image
-// is built: the binaries come from `go build` of the same commands the
-// Dockerfile builds.
+// Package containers_test runs the containers the chart renders in real
+// containers, the way the kubelet would start them: it builds the images with
+// `make images`, and runs each container with podman, from the image its pod
+// spec names, with its command, its environment with Secret references
+// resolved, its Secret volumes mounted, its limits, and exactly the security
+// context the chart sets (read-only root filesystem, uid 65532, every
+// capability dropped, no privilege escalation). The database is a real
+// PostgreSQL and the cluster a real kube-apiserver, both on the host's
+// loopback, which the containers share.
 package containers_test
 
 import (
@@ -12,14 +15,15 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,35 +43,35 @@ import (
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { os.Exit(run(m)) }
 
-// build compiles ./cmd/<name> for this test, static as the Dockerfile
-// builds it, and returns the binary's path.
-func build(t *testing.T, name string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), name)
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/"+name)
-	cmd.Dir = kubetest.RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
+func run(m *testing.M) int {
+	images, err := buildImages()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
-	return bin
+	defer removeImages(images)
+	return pgtest.Run(m)
 }
 
 // render renders the chart with a value set and then the values given here,
 // which win.
 func render(t *testing.T, set chart.ValueSet, values map[string]any) chart.Objects {
 	t.Helper()
-	buf, err := yaml.Marshal(values)
-	if err != nil {
-		t.Fatal(err)
+	args := set.Args()
+	for _, v := range []map[string]any{imageValues(), values} {
+		buf, err := yaml.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(file, buf, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--values", file)
 	}
-	file := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(file, buf, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return chart.Template(t, append(set.Args(), "--values", file)...)
+	return chart.Template(t, args...)
 }
 
 // secrets are Secret data by Secret name, then key.
@@ -92,101 +96,13 @@ func renderedSecrets(t *testing.T, objs chart.Objects) secrets {
 	return out
 }
 
-// process is a container of a pod spec, made ready to run here.
-type process struct {
-	path string
-	args []string
-	env  []string
-}
-
-// prepare resolves a container as the kubelet would: it writes the files of
-// its Secret volumes under a temporary root, points every path in its
-// environment there, and resolves its Secret references. bins maps an
-// image's command (e.g. /broker) to the binary built here.
-func prepare(t *testing.T, pod corev1.PodSpec, name string, sec secrets, bins map[string]string) process {
-	t.Helper()
-	var c *corev1.Container
-	for i := range pod.Containers {
-		if pod.Containers[i].Name == name {
-			c = &pod.Containers[i]
-		}
-	}
-	if c == nil {
-		t.Fatalf("no container %s", name)
-	}
-	root := t.TempDir()
-	var rewrite []string
-	for _, m := range c.VolumeMounts {
-		dir := filepath.Join(root, m.MountPath)
-		rewrite = append(rewrite, m.MountPath+"/", dir+"/")
-		for _, v := range pod.Volumes {
-			if v.Name != m.Name {
-				continue
-			}
-			if v.Secret == nil {
-				t.Fatalf("volume %s is not a Secret", v.Name)
-			}
-			for _, item := range v.Secret.Items {
-				data, ok := sec[v.Secret.SecretName][item.Key]
-				if !ok {
-					t.Fatalf("volume %s: Secret %s has no key %s", v.Name, v.Secret.SecretName, item.Key)
-				}
-				write(t, filepath.Join(dir, item.Path), data)
-			}
-		}
-	}
-	paths := strings.NewReplacer(rewrite...)
-	var env []string
-	for _, e := range c.Env {
-		value := paths.Replace(e.Value)
-		switch ref := e.ValueFrom; {
-		case ref == nil:
-		case ref.SecretKeyRef != nil:
-			data, ok := sec[ref.SecretKeyRef.Name][ref.SecretKeyRef.Key]
-			if !ok {
-				t.Fatalf("env %s: Secret %s has no key %s", e.Name, ref.SecretKeyRef.Name, ref.SecretKeyRef.Key)
-			}
-			value = string(data)
-		case ref.ResourceFieldRef != nil && ref.ResourceFieldRef.Resource == "limits.memory" && ref.ResourceFieldRef.Divisor.IsZero():
-			limit, ok := c.Resources.Limits[corev1.ResourceMemory]
-			if !ok {
-				t.Fatalf("env %s: the container has no memory limit", e.Name)
-			}
-			value = fmt.Sprint(limit.Value()) // in bytes, as the kubelet gives it
-		default:
-			t.Fatalf("env %s: only secretKeyRef and limits.memory are resolved here", e.Name)
-		}
-		env = append(env, e.Name+"="+value)
-	}
-	bin, ok := bins[c.Command[0]]
-	if !ok {
-		t.Fatalf("container %s runs %s, which this test did not build", name, c.Command[0])
-	}
-	return process{path: bin, args: append(c.Command[1:], c.Args...), env: env}
-}
-
-func write(t *testing.T, path string, data []byte) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o400); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestMigrationJobMigratesAnEmptyDatabase(t *testing.T) {
 	url := pgtest.EmptyURL(t)
 	objs := render(t, chart.Set(t, "defaults"), map[string]any{"database": map[string]any{"url": url}})
 	var job batchv1.Job
 	chart.Into(t, objs.Find(t, "Job", chart.Migrate), &job)
-	p := prepare(t, job.Spec.Template.Spec, "migrate", renderedSecrets(t, objs), map[string]string{"/broker": build(t, "broker")})
-
-	cmd := exec.Command(p.path, p.args...)
-	cmd.Env = p.env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the migration Job's container failed: %v\n%s", err, out)
-	}
+	c := prepare(t, job.Spec.Template.Spec, "migrate", renderedSecrets(t, objs))
+	c.run(t)
 	conn, err := pgx.Connect(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
@@ -208,28 +124,28 @@ type broker struct {
 	secret []byte // the signing secret, as the broker's file holds it; nil with auth off
 }
 
-// deploymentProcess prepares the only container of a rendered Deployment.
-func deploymentProcess(t *testing.T, objs chart.Objects, name string, sec secrets, bins map[string]string) process {
+// deploymentContainer prepares the only container of a rendered Deployment.
+func deploymentContainer(t *testing.T, objs chart.Objects, name string, sec secrets) container {
 	t.Helper()
 	var d appsv1.Deployment
 	chart.Into(t, objs.Find(t, "Deployment", name), &d)
-	return prepare(t, d.Spec.Template.Spec, d.Spec.Template.Spec.Containers[0].Name, sec, bins)
+	return prepare(t, d.Spec.Template.Spec, d.Spec.Template.Spec.Containers[0].Name, sec)
 }
 
 // startBroker runs the broker container of the Deployment rendered from objs
 // until the test ends, and waits until it is healthy.
-func startBroker(t *testing.T, objs chart.Objects, sec secrets, bin string) broker {
+func startBroker(t *testing.T, objs chart.Objects, sec secrets) broker {
 	t.Helper()
-	p := deploymentProcess(t, objs, chart.Broker, sec, map[string]string{"/broker": bin})
+	c := deploymentContainer(t, objs, chart.Broker, sec)
 	addr := freeAddr(t)
 	b := broker{url: "http://" + addr}
-	if file := p.get("REGENT_JWT_SECRET_FILE"); file != "" {
+	if file := c.get("REGENT_JWT_SECRET_FILE"); file != "" {
 		// A final line break is not part of the secret, for the broker as for the operator.
-		b.secret = bytes.TrimRight(readFile(t, file), "\r\n")
+		b.secret = bytes.TrimRight(c.readFile(t, file), "\r\n")
 	}
-	// The pod's own network namespace is not ours: listen on a free loopback port.
-	p.set("REGENT_LISTEN", addr)
-	p.start(t, b.url+"/health")
+	// On the host's network, the pod's port 6632 may be taken: listen on a free one.
+	c.set("REGENT_LISTEN", addr)
+	c.start(t, b.url+"/health")
 	return b
 }
 
@@ -240,77 +156,6 @@ func freeAddr(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("127.0.0.1:%d", port)
-}
-
-// get returns the value of an environment variable of the process.
-func (p *process) get(name string) string {
-	for _, e := range p.env {
-		if v, ok := strings.CutPrefix(e, name+"="); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-// set replaces (or adds) an environment variable of the process.
-func (p *process) set(name, value string) {
-	env := []string{name + "=" + value}
-	for _, e := range p.env {
-		if !strings.HasPrefix(e, name+"=") {
-			env = append(env, e)
-		}
-	}
-	p.env = env
-}
-
-// start runs the process until the test ends, then stops it with SIGTERM as
-// the kubelet does and expects a clean exit. It returns once ready answers 200.
-func (p *process) start(t *testing.T, ready string) {
-	t.Helper()
-	var logs bytes.Buffer
-	cmd := exec.Command(p.path, p.args...)
-	cmd.Env = p.env
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Errorf("stop %s: %v", p.path, err)
-		}
-		if err := <-exited; err != nil {
-			t.Errorf("%s did not stop cleanly on SIGTERM: %v\n%s", p.path, err, logs.String())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			t.Fatalf("%s exited: %v\n%s", p.path, err, logs.String())
-		default:
-		}
-		if resp, err := http.Get(ready); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s was not ready at %s within 30s\n%s", p.path, ready, logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // token is what the operator does with the mounted signing secret: a
@@ -354,7 +199,6 @@ func (b broker) pushSealed(t *testing.T) string {
 }
 
 func TestBrokerContainerServesFromItsDeploymentSpec(t *testing.T) {
-	bin := build(t, "broker")
 	for _, set := range chart.ValueSets() {
 		t.Run(set.Name, func(t *testing.T) {
 			// Without the hook, the broker itself must migrate an empty database.
@@ -372,7 +216,7 @@ func TestBrokerContainerServesFromItsDeploymentSpec(t *testing.T) {
 			for name, data := range renderedSecrets(t, objs) {
 				sec[name] = data
 			}
-			b := startBroker(t, objs, sec, bin)
+			b := startBroker(t, objs, sec)
 			if b.secret != nil {
 				if r := brokertest.At(b.url).Do(t, "POST", "/api/v1/push", "", map[string]any{"items": []any{}}); r.Status != http.StatusUnauthorized {
 					t.Errorf("a push without a token: %d %s, want 401", r.Status, r.Body)
@@ -402,7 +246,11 @@ func TestOperatorContainerRegistersAStreamQueryWithTheBrokerContainer(t *testing
 			t.Errorf("stop control plane: %v", err)
 		}
 	})
-	kubeconfig, err := env.Kubeconfig(t.TempDir())
+	kubeconfigFile, err := env.Kubeconfig(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := os.ReadFile(kubeconfigFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +258,6 @@ func TestOperatorContainerRegistersAStreamQueryWithTheBrokerContainer(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	bins := map[string]string{"/broker": build(t, "broker"), "/operator": build(t, "operator")}
 
 	for set, tenant := range map[string]string{"defaults": "default", "tenancy-auth": "acme"} {
 		t.Run(set, func(t *testing.T) {
@@ -418,14 +265,15 @@ func TestOperatorContainerRegistersAStreamQueryWithTheBrokerContainer(t *testing
 			url := pgtest.URL(t)
 			objs := render(t, chart.Set(t, set), map[string]any{"database": map[string]any{"url": url}})
 			sec := renderedSecrets(t, objs)
-			b := startBroker(t, objs, sec, bins["/broker"])
+			b := startBroker(t, objs, sec)
 
-			op := deploymentProcess(t, objs, chart.Operator, sec, bins)
+			op := deploymentContainer(t, objs, chart.Operator, sec)
 			op.set("REGENT_BROKER_URL", b.url)
 			op.set("REGENT_METRICS_ADDR", freeAddr(t))
 			probes := freeAddr(t)
 			op.set("REGENT_PROBE_ADDR", probes)
-			op.set("KUBECONFIG", kubeconfig)
+			op.mount(t, "/kube", map[string][]byte{"config": kubeconfig}, 0o440)
+			op.set("KUBECONFIG", "/kube/config")
 			// Outside a pod, controller-runtime cannot tell which namespace to hold its
 			// Lease in; one operator needs no election.
 			op.set("REGENT_LEADER_ELECT", "false")
@@ -534,23 +382,8 @@ var flagEnv = regexp.MustCompile(`\(env ([A-Z0-9_]+)\)`)
 // A misspelt variable would be ignored without a word, leaving the setting
 // at its default: every variable the chart sets must be one the binary reads.
 func TestEveryVariableTheChartSetsIsOneTheBinaryReads(t *testing.T) {
-	known := map[string]map[string]bool{}
-	for _, name := range []string{"broker", "operator"} {
-		if _, err := os.Stat(filepath.Join(kubetest.RepoRoot(), "cmd", name)); err != nil {
-			t.Logf("cmd/%s is not there yet: its variables are not checked", name)
-			continue
-		}
-		out, _ := exec.Command(build(t, name), "-h").CombinedOutput()
-		known["/"+name] = map[string]bool{}
-		for _, m := range flagEnv.FindAllStringSubmatch(string(out), -1) {
-			known["/"+name][m[1]] = true
-		}
-		if len(known["/"+name]) == 0 {
-			t.Fatalf("%s -h lists no environment variables:\n%s", name, out)
-		}
-	}
 	for _, set := range chart.ValueSets() {
-		objs := chart.Template(t, set.Args()...)
+		objs := render(t, set, nil)
 		var pods []corev1.PodSpec
 		for _, obj := range objs.Kind("Deployment") {
 			var d appsv1.Deployment
@@ -564,9 +397,9 @@ func TestEveryVariableTheChartSetsIsOneTheBinaryReads(t *testing.T) {
 		}
 		for _, pod := range pods {
 			for _, c := range pod.Containers {
-				reads, ok := known[c.Command[0]]
-				if !ok {
-					continue
+				reads := map[string]bool{}
+				for _, m := range flagEnv.FindAllStringSubmatch(usageRun(t, c.Image).output, -1) {
+					reads[m[1]] = true
 				}
 				for _, e := range c.Env {
 					// Variables of the Go runtime come from extraEnv and are the user's.
@@ -574,10 +407,69 @@ func TestEveryVariableTheChartSetsIsOneTheBinaryReads(t *testing.T) {
 						continue
 					}
 					if !reads[e.Name] {
-						t.Errorf("%s: container %s sets %s, which %s does not read", set.Name, c.Name, e.Name, c.Command[0])
+						t.Errorf("%s: container %s sets %s, which %s does not read", set.Name, c.Name, e.Name, c.Image)
 					}
 				}
 			}
+		}
+	}
+}
+
+// The images are the chart's contract as much as its templates: each holds
+// only its binary, where the pod spec calls it, the CA bundle and the entry of
+// the user the pod runs as, and runs as that user when no pod spec says so.
+func TestImagesHoldOnlyTheBinaryTheCABundleAndTheChartsUser(t *testing.T) {
+	objs := render(t, chart.Set(t, "defaults"), nil)
+	var values struct {
+		PodSecurityContext corev1.PodSecurityContext `json:"podSecurityContext"`
+	}
+	buf, err := os.ReadFile(filepath.Join(chart.Dir(), "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(buf, &values); err != nil {
+		t.Fatal(err)
+	}
+	user := fmt.Sprintf("%d:%d", *values.PodSecurityContext.RunAsUser, *values.PodSecurityContext.RunAsGroup)
+	for _, name := range []string{chart.Broker, chart.Operator} {
+		var d appsv1.Deployment
+		chart.Into(t, objs.Find(t, "Deployment", name), &d)
+		c := d.Spec.Template.Spec.Containers[0]
+		var inspect []struct {
+			Size   int64
+			Config struct {
+				User       string
+				Entrypoint []string
+			}
+		}
+		if err := json.Unmarshal([]byte(podman(t, "image", "inspect", c.Image)), &inspect); err != nil || len(inspect) != 1 {
+			t.Fatalf("podman image inspect %s: %v", c.Image, err)
+		}
+		t.Logf("%s: %.1f MiB", c.Image, float64(inspect[0].Size)/(1<<20))
+		if got := inspect[0].Config.User; got != user {
+			t.Errorf("%s runs as %q, want %q, the chart's user", c.Image, got, user)
+		}
+		if got := inspect[0].Config.Entrypoint; !reflect.DeepEqual(got, c.Command[:1]) {
+			t.Errorf("%s has the entrypoint %q; the chart calls %q", c.Image, got, c.Command[0])
+		}
+
+		files := imageFiles(t, c.Image)
+		var names []string
+		for name := range files {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		want := []string{"etc/group", "etc/passwd", "etc/ssl/certs/ca-certificates.crt", strings.TrimPrefix(c.Command[0], "/")}
+		sort.Strings(want)
+		if !reflect.DeepEqual(names, want) {
+			t.Errorf("%s holds the files %q, want %q", c.Image, names, want)
+		}
+		// Go's os/user, and tools that print a process's user, look the uid up here.
+		if uid, gid, _ := strings.Cut(user, ":"); !regexp.MustCompile(`(?m)^\w+:x:` + uid + `:` + gid + `:`).Match(files["etc/passwd"]) {
+			t.Errorf("%s has no /etc/passwd entry for %s:\n%s", c.Image, user, files["etc/passwd"])
+		}
+		if !bytes.Contains(files["etc/ssl/certs/ca-certificates.crt"], []byte("BEGIN CERTIFICATE")) {
+			t.Errorf("%s has no certificate in its CA bundle", c.Image)
 		}
 	}
 }
