@@ -248,11 +248,19 @@ type BadName struct{ Message string }
 func (e *BadName) Error() string { return e.Message }
 
 func CheckNames(queue, partition string) error {
-	if !queueName.MatchString(queue) {
-		return &BadName{fmt.Sprintf("Invalid queue name %q: use 1-255 letters, digits, '_', '.' or '-'", queue)}
+	if err := CheckQueueName(queue); err != nil {
+		return err
 	}
 	if partition == "" || len(partition) > maxPartitionName {
 		return &BadName{fmt.Sprintf("Invalid partition name %q: use 1-%d bytes", partition, maxPartitionName)}
+	}
+	return nil
+}
+
+// CheckQueueName applies the queue-name rule of queue-api.md.
+func CheckQueueName(queue string) error {
+	if !queueName.MatchString(queue) {
+		return &BadName{fmt.Sprintf("Invalid queue name %q: use 1-255 letters, digits, '_', '.' or '-'", queue)}
 	}
 	return nil
 }

@@ -67,6 +67,19 @@ func (a *wireAck) parse(field, group string) (Ack, error) {
 		return out, httpx.NotUUID(field+"partitionId", *a.PartitionID)
 	}
 	out = Ack{PartitionID: pid, TransactionID: *a.TransactionID, Status: "completed", Group: group, Error: a.Error}
+	if err := httpx.CheckText(field+"transactionId", out.TransactionID); err != nil {
+		return out, err
+	}
+	if a.ConsumerGroup != nil {
+		if err := httpx.CheckText(field+"consumerGroup", *a.ConsumerGroup); err != nil {
+			return out, err
+		}
+	}
+	if a.Error != nil {
+		if err := httpx.CheckText(field+"error", *a.Error); err != nil {
+			return out, err
+		}
+	}
 	if a.Status != nil {
 		switch *a.Status {
 		case "completed", "success":

@@ -106,3 +106,72 @@ func TestTransactionRefusesBadInput(t *testing.T) {
 		`{"operations": [{"type": "push", "items": [{"queue": "ok"}]}, {"type": "ack", "transactionId": "x"}]}`,
 	)
 }
+
+// Issue 15, defect 1: PostgreSQL text holds neither NUL nor invalid UTF-8,
+// so a request string that does is a 400 naming the field, never a 500.
+func TestStringsWithNULOrInvalidUTF8AreRefusedWithTheirField(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	pid := "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f"
+	for _, c := range []struct {
+		method, path, body, field string
+	}{
+		{"POST", "/api/v1/push", `{"items":[{"queue":"q1","payload":1,"transactionId":"a\u0000b"}]}`, "items[0].transactionId"},
+		{"POST", "/api/v1/push", `{"items":[{"queue":"q1","payload":1,"partition":"p\u0000"}]}`, "items[0].partition"},
+		{"POST", "/api/v1/configure", `{"queue":"q1","namespace":"n\u0000"}`, "namespace"},
+		{"POST", "/api/v1/configure", `{"queue":"q1","task":"t\u0000"}`, "task"},
+		{"POST", "/api/v1/ack", `{"transactionId":"t\u0000","partitionId":"` + pid + `"}`, "transactionId"},
+		{"POST", "/api/v1/ack", `{"transactionId":"t","partitionId":"` + pid + `","consumerGroup":"g\u0000"}`, "consumerGroup"},
+		{"POST", "/api/v1/ack", `{"transactionId":"t","partitionId":"` + pid + `","status":"failed","error":"e\u0000"}`, "error"},
+		{"POST", "/api/v1/ack/batch", `{"acknowledgments":[{"transactionId":"t\u0000","partitionId":"` + pid + `"}]}`, "acknowledgments[0].transactionId"},
+		{"POST", "/api/v1/transaction", `{"operations":[{"type":"push","items":[{"queue":"q","transactionId":"\u0000"}]}]}`, "operations[0].items[0].transactionId"},
+		{"DELETE", "/api/v1/resources/queues/%00", ``, "queue"},
+		{"DELETE", "/api/v1/resources/queues/%FF", ``, "queue"},
+		{"GET", "/api/v1/dlq?consumerGroup=%00", ``, "consumerGroup"},
+		{"GET", "/api/v1/dlq?queue=%FF", ``, "queue"},
+	} {
+		var body any
+		if c.body != "" {
+			body = c.body
+		}
+		r := b.Do(t, c.method, c.path, b.Token, body)
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s %s %s: %s", c.method, c.path, c.body, r.Body)
+		require.Contains(t, r.Map(t)["error"], c.field, "%s %s %s", c.method, c.path, c.body)
+	}
+	require.Zero(t, count(t, b, `SELECT count(*) FROM queen.log_segments`))
+}
+
+// Issue 15, defect 2: every integer option is a 32-bit integer.
+func TestConfigureIntegerOptionsOutsideTheir32BitRangeAre400(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	for _, o := range []string{"leaseTime", "retryLimit", "retryDelay", "maxSize", "ttl", "priority", "delayedProcessing",
+		"windowBuffer", "retentionSeconds", "completedRetentionSeconds", "maxWaitTimeSeconds"} {
+		for _, v := range []string{"2147483648", "-9223372036854775808"} {
+			r := b.Do(t, "POST", "/api/v1/configure", b.Token, `{"queue":"q1","options":{"`+o+`":`+v+`}}`)
+			require.Equal(t, http.StatusBadRequest, r.Status, "%s = %s: %s", o, v, r.Body)
+			require.Contains(t, r.Map(t)["error"], o)
+		}
+	}
+	r := b.Do(t, "POST", "/api/v1/configure", b.Token, `{"queue":"q1","options":{"priority":-2147483648,"ttl":2147483647}}`)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+}
+
+// Issue 15, defect 9: a transaction that rolls back kept nothing, so none of
+// its operations may answer as if it had been kept.
+func TestARolledBackTransactionReportsNoOperationAsDone(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	r := b.Do(t, "POST", "/api/v1/transaction", b.Token, map[string]any{"operations": []any{
+		map[string]any{"type": "push", "items": []any{map[string]any{"queue": "q", "payload": 1}}},
+		map[string]any{"type": "ack", "transactionId": "nope", "partitionId": "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f"},
+	}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	m := r.Map(t)
+	require.Equal(t, false, m["success"])
+	push := m["results"].([]any)[0].(map[string]any)
+	require.Equal(t, false, push["success"], "the rolled-back push: %v", push)
+	require.Contains(t, push["error"], "rolled back")
+	require.NotContains(t, string(r.Body), `"queued"`)
+	require.Zero(t, count(t, b, `SELECT count(*) FROM queen.log_segments`))
+}

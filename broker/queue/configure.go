@@ -2,6 +2,7 @@ package queue
 
 import (
 	"errors"
+	"math"
 	"net/http"
 
 	"github.com/google/uuid"
@@ -36,10 +37,14 @@ type Options struct {
 // DefaultOptions are the options of a queue that sets none.
 var DefaultOptions = Options{LeaseTime: 300, RetryLimit: 3, RetryDelay: 1000, TTL: 3600}
 
-// check refuses values no queue can have.
+// check refuses values no queue can have. Every integer option is stored
+// as a 32-bit integer.
 func (o *Options) check() error {
-	if o.LeaseTime < 1 {
-		return httpx.BadRequest("options.leaseTime must be at least 1 second")
+	if o.LeaseTime < 1 || o.LeaseTime > math.MaxInt32 {
+		return httpx.BadRequest("options.leaseTime must be from 1 to %d seconds", math.MaxInt32)
+	}
+	if o.Priority < math.MinInt32 || o.Priority > math.MaxInt32 {
+		return httpx.BadRequest("options.priority must be from %d to %d", math.MinInt32, math.MaxInt32)
 	}
 	for _, f := range []struct {
 		name string
@@ -50,8 +55,8 @@ func (o *Options) check() error {
 		{"retentionSeconds", o.RetentionSeconds}, {"completedRetentionSeconds", o.CompletedRetentionSeconds},
 		{"maxWaitTimeSeconds", o.MaxWaitTimeSeconds},
 	} {
-		if f.v < 0 {
-			return httpx.BadRequest("options.%s must not be negative", f.name)
+		if f.v < 0 || f.v > math.MaxInt32 {
+			return httpx.BadRequest("options.%s must be from 0 to %d", f.name, math.MaxInt32)
 		}
 	}
 	return nil
@@ -83,6 +88,19 @@ func (s *Store) handleConfigure(w http.ResponseWriter, r *http.Request) {
 	if err := log.CheckNames(*body.Queue, log.DefaultPartition); err != nil {
 		s.fail(w, r, "configure", err)
 		return
+	}
+	if body.Namespace != nil && *body.Namespace != "" || body.Task != nil && *body.Task != "" {
+		var ns, task string
+		if body.Namespace != nil {
+			ns = *body.Namespace
+		}
+		if body.Task != nil {
+			task = *body.Task
+		}
+		if err := httpx.CheckTexts("namespace", ns, "task", task); err != nil {
+			httpx.Fail(w, err)
+			return
+		}
 	}
 	if err := body.Options.check(); err != nil {
 		httpx.Fail(w, err)
@@ -130,6 +148,10 @@ func (s *Store) handleConfigure(w http.ResponseWriter, r *http.Request) {
 // Every replica forgets it through the NOTIFY.
 func (s *Store) handleDelete(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
+	if err := httpx.CheckText("queue", name); err != nil {
+		httpx.Fail(w, err)
+		return
+	}
 	tenant := auth.FromContext(r.Context()).Tenant
 	var deleted []uuid.UUID
 	b := &pgx.Batch{}

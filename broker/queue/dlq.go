@@ -43,6 +43,10 @@ func (s *Store) handleDLQ(w http.ResponseWriter, r *http.Request) {
 	}
 	tenant := auth.FromContext(r.Context()).Tenant
 	queue, group := q.Get("queue"), q.Get("consumerGroup")
+	if err := httpx.CheckTexts("queue", queue, "consumerGroup", group); err != nil {
+		httpx.Fail(w, err)
+		return
+	}
 	const where = ` FROM queen.dead_letters d
 		JOIN queen.partitions p ON p.id = d.partition_id
 		JOIN queen.queues q ON q.id = p.queue_id

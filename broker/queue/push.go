@@ -43,6 +43,10 @@ func items(in []pushItem, field string) ([]log.Item, error) {
 		if it.TransactionID != nil {
 			o.TransactionID = *it.TransactionID
 		}
+		if err := httpx.CheckTexts(fmt.Sprintf("%s[%d].partition", field, i), o.Partition,
+			fmt.Sprintf("%s[%d].transactionId", field, i), o.TransactionID); err != nil {
+			return nil, err
+		}
 		if it.TraceID != nil && *it.TraceID != "" {
 			if _, err := uuid.Parse(*it.TraceID); err != nil {
 				return nil, httpx.NotUUID(fmt.Sprintf("%s[%d].traceId", field, i), *it.TraceID)

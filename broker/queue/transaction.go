@@ -131,6 +131,12 @@ func (s *Store) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	txID := pg.NewID()
 	switch {
 	case err == errRollback:
+		// Nothing of the operations before the failing one was kept: none
+		// of them may answer as if it had been.
+		undone := "rolled back: " + failure
+		for j := range results[:len(results)-1] {
+			results[j] = opResult{Index: results[j].Index, Type: results[j].Type, Error: &undone}
+		}
 		httpx.WriteJSON(w, http.StatusOK, map[string]any{
 			"transactionId": txID, "success": false, "error": failure, "results": results})
 	case err != nil:

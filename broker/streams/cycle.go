@@ -234,6 +234,9 @@ func cycleFrom(req *cycleRequest) (store.Cycle, error) {
 	if c.PartitionID, err = parseID("partition_id", req.PartitionID); err != nil {
 		return c, err
 	}
+	if err := httpx.CheckText("consumer_group", req.ConsumerGroup); err != nil {
+		return c, err
+	}
 	c.Group = req.ConsumerGroup
 	if c.Group == "" {
 		c.Group = queue.QueueMode

@@ -9,6 +9,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/pg"
 	"github.com/regent-mq/regent/broker/streams/store"
 )
@@ -59,6 +60,10 @@ func (s *Service) register(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, http.StatusBadRequest, "source_queue is required")
 		return
 	}
+	if err := checkRegistration(&req); err != nil {
+		httpx.Fail(w, err)
+		return
+	}
 	res, err := store.Register(r.Context(), s.db, store.Registration{
 		Tenant:     auth.FromContext(r.Context()).Tenant,
 		Name:       req.Name,
@@ -95,4 +100,22 @@ func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Warn("streams request: database unavailable", "path", r.URL.Path, "err", err)
 	}
 	httpx.Fail(w, err)
+}
+
+// checkRegistration refuses names that can never be stored or never name a
+// queue: the queue names follow the queue-name rule, the others the text
+// rule.
+func checkRegistration(req *registerRequest) error {
+	if err := httpx.CheckTexts("name", req.Name, "config_hash", req.ConfigHash); err != nil {
+		return err
+	}
+	for _, q := range []struct{ field, name string }{{"source_queue", req.SourceQueue}, {"sink_queue", req.SinkQueue}} {
+		if q.name == "" {
+			continue // only the sink may be empty, and the source was required above
+		}
+		if err := log.CheckQueueName(q.name); err != nil {
+			return httpx.BadRequest("%s: %s", q.field, err.Error())
+		}
+	}
+	return nil
 }

@@ -263,3 +263,20 @@ func sourcePartition(t testing.TB, b *brokertest.Broker, queue string) string {
 	t.Helper()
 	return partitionAs(t, b, "", queue)
 }
+
+// Issue 15, defect 8: a query's source and sink queues follow the queue-name
+// rule, so a registration can never name a queue that cannot exist.
+func TestRegistrationRefusesQueueNamesThatCanNeverExist(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	for _, body := range []map[string]any{
+		{"name": "n", "source_queue": "ünïcode", "config_hash": "h"},
+		{"name": "n", "source_queue": strings.Repeat("q", 300), "config_hash": "h"},
+		{"name": "n", "source_queue": "src", "sink_queue": "has space", "config_hash": "h"},
+		{"name": "n\u0000", "source_queue": "src", "config_hash": "h"},
+		{"name": "n", "source_queue": "src", "config_hash": "h\u0000"},
+	} {
+		r := post(t, b, "/streams/v1/queries", body)
+		wantStatus(t, r, 400)
+	}
+}

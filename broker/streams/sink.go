@@ -80,6 +80,10 @@ func sinkItems(in []pushItem) (items []log.Item, index []int, err error) {
 			continue
 		}
 		o := log.Item{Queue: it.Queue, Partition: it.Partition, Payload: it.Payload, TransactionID: it.TransactionID}
+		if err := httpx.CheckTexts(fmt.Sprintf("push_items[%d].partition", i), o.Partition,
+			fmt.Sprintf("push_items[%d].transactionId", i), o.TransactionID); err != nil {
+			return nil, nil, err
+		}
 		if o.Payload == nil {
 			o.Payload = it.Data
 		}
