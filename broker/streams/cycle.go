@@ -121,7 +121,10 @@ func ackOK(status *string) bool {
 	return false
 }
 
-// cycle is POST /streams/v1/cycle.
+// cycle is POST /streams/v1/cycle: one call of queen_streams.cycle, whose
+// file (broker/migrate/functions/queen_streams.cycle.sql) holds the rules of
+// the cycle, what its ack does to the cursor and the gate partial ack among
+// them.
 func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	var req cycleRequest
 	if err := httpx.ReadJSON(r, &req); err != nil {
