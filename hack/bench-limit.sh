@@ -70,3 +70,7 @@ for script in push pop cycle; do
   done
 done
 limit stateget 4 1
+# Regent's own push SQL with a transactionId on every item, beside push's limit.
+for c in 4 16; do
+  limit log_push "$c" 100
+done

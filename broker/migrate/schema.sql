@@ -58,10 +58,10 @@ CREATE FUNCTION queen.log_push(p_partitions uuid[], p_frames integer[], p_bodies
 $$;
 
 --
--- Name: log_push_one_v1(uuid, integer, bytea, bigint, text[], timestamp with time zone, timestamp with time zone, text[], uuid[]); Type: FUNCTION; Schema: queen; Owner: -
+-- Name: log_push_one_v1(uuid, integer, bytea, bigint, text[], timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: queen; Owner: -
 --
 
-CREATE FUNCTION queen.log_push_one_v1(p_partition_id uuid, p_frame_count integer, p_body bytea, p_checksum bigint, p_txids text[], p_min_created_at timestamp with time zone, p_max_created_at timestamp with time zone, p_dedup_txids text[], p_dedup_msg_ids uuid[], OUT outcome text, OUT base_offset bigint, OUT dup_txids text[], OUT dup_message_ids uuid[], OUT queue_id uuid) RETURNS record
+CREATE FUNCTION queen.log_push_one_v1(p_partition_id uuid, p_frame_count integer, p_body bytea, p_checksum bigint, p_txids text[], p_min_created_at timestamp with time zone, p_max_created_at timestamp with time zone, OUT base_offset bigint, OUT queue_id uuid) RETURNS record
     LANGUAGE plpgsql
     AS $$ -- the body of functions/queen.log_push_one_v1.sql
 $$;

@@ -129,6 +129,24 @@ func TestDedupRowsAreSweptAfterTheWindow(t *testing.T) {
 	require.Equal(t, "queued", out[0]["status"], "outside the window the id is new again")
 }
 
+// An unsummarized BRIN range matches every search: a sweep that left the
+// rows pushed since the last vacuum unsummarized would read them all again
+// at its next turn.
+func TestTheDedupSweepSummarizesTheRowsPushedSinceItsLastTurn(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	// Some 300 pages: the index's first block range of 128 pages is
+	// summarized from its creation on, the next ones are not.
+	_, err := b.Pool.Exec(t.Context(), `INSERT INTO queen.push_dedup (partition_id, transaction_id, message_id)
+		SELECT gen_random_uuid(), 't' || g, gen_random_uuid() FROM generate_series(1, 30000) g`)
+	require.NoError(t, err)
+	_, err = sweeper(b, time.Hour).Sweep(t.Context())
+	require.NoError(t, err)
+	var left int
+	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT brin_summarize_new_values('queen.push_dedup_created_brin')`).Scan(&left))
+	require.Zero(t, left, "block ranges the sweep left unsummarized")
+}
+
 func TestOneSweeperAtATime(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
