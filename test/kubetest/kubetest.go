@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -66,6 +67,10 @@ func Start(extraCRDDirs ...string) (*Environment, error) {
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     dirs,
 		ErrorIfCRDPathMissing: true,
+		// make test starts several control planes beside PostgreSQL
+		// clusters and image builds on two cores: the default 20 s is
+		// not always enough for kube-apiserver to become ready.
+		ControlPlaneStartTimeout: 2 * time.Minute,
 	}
 	cfg, err := env.Start()
 	if err != nil {
