@@ -78,9 +78,13 @@ func (s *Store) handleConfigure(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, httpx.BadRequest("queue is required"))
 		return
 	}
-	if err := checkNames(*body.Queue, DefaultPartition); err != nil {
-		s.fail(w, r, "configure", err)
-		return
+	// Queen accepts the empty name on configure, and its load test relies
+	// on it (queue-admin-api.md §9); everywhere else the name rule holds.
+	if *body.Queue != "" {
+		if err := checkNames(*body.Queue, DefaultPartition); err != nil {
+			s.fail(w, r, "configure", err)
+			return
+		}
 	}
 	if err := body.Options.check(); err != nil {
 		httpx.Fail(w, err)
