@@ -16,8 +16,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regent-mq/regent/broker/admin"
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/flags"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/migrate"
@@ -85,6 +87,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
 	routes = append(routes, streams.New(pool, queues, m, log, cfg.Tenancy).Routes()...)
+	switches := flags.New(pool, log)
+	routes = append(routes, admin.New(pool, switches, queues, log).Routes()...)
 	h := server.New(server.Deps{
 		Pool: pool, Auth: authn, Metrics: m, Log: log, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,
 	}, routes)
@@ -95,6 +99,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		var wg sync.WaitGroup
 		wg.Go(func() { queues.Run(bg, cfg.ReseedInterval) })
 		wg.Go(func() { retention.New(pool, log, cfg.DedupWindow).Run(bg, cfg.RetentionEvery) })
+		wg.Go(func() { switches.Run(bg) })
 		wg.Wait()
 	}()
 	return &Broker{cfg: cfg, log: log, pool: pool, handler: h, routes: routes, stop: stop, stopped: stopped}, nil
