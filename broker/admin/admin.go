@@ -88,7 +88,13 @@ func readBody(r *http.Request, fields *map[string]json.RawMessage) error {
 		*fields = map[string]json.RawMessage{}
 		return nil
 	}
-	return httpx.DecodeJSON(b, fields)
+	if err := httpx.DecodeJSON(b, fields); err != nil {
+		if json.Valid(b) {
+			return httpx.BadRequest("Request body must be a JSON object")
+		}
+		return err
+	}
+	return nil
 }
 
 // present reports whether the field is there and not null: null means absent.
