@@ -55,8 +55,8 @@ lint: ## Check formatting (gofmt) and run go vet.
 .PHONY: test
 test: deps lint ## Run every test (PostgreSQL, envtest, chart, e2e); this is what CI runs.
 	go test -count=1 $(GO_TEST_FLAGS) ./...
-	@echo "The queue and streams suites again, with JWT auth and tenancy on:"
-	REGENT_TEST_MODE=secure go test -count=1 $(GO_TEST_FLAGS) ./broker/queue/... ./broker/streams/...
+	@echo "The queue, streams and admin suites again, with JWT auth and tenancy on:"
+	REGENT_TEST_MODE=secure go test -count=1 $(GO_TEST_FLAGS) ./broker/queue/... ./broker/streams/... ./broker/admin/...
 
 .PHONY: e2e
 e2e: deps ## Run the end-to-end test alone: the whole stack as `make run` starts it, driven with kubectl and the reference worker.
