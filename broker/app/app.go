@@ -52,6 +52,9 @@ func OpenPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	pc.MaxConns = int32(cfg.PoolSize)
+	// Every statement the broker runs is short; JIT compilation only ever
+	// adds to it (seconds, for the admin reads over 10,000 cursors).
+	pc.ConnConfig.RuntimeParams["jit"] = "off"
 	pc.PrepareConn = dropClosed
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {

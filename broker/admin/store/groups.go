@@ -35,17 +35,17 @@ type Store struct{ db pg.DB }
 // New returns a Store on db.
 func New(db pg.DB) *Store { return &Store{db: db} }
 
-// oldestSQL is the creation time of the oldest message a cursor c of
-// partition p has not consumed, or NULL: the segment holding committed, or
-// the first after it when retention removed that one. Both lookups are
-// range scans of the segments' primary key.
-const oldestSQL = `CASE WHEN c.committed < p.next_offset THEN (
-	SELECT s.min_created_at FROM queen.log_segments s
-	 WHERE s.partition_id = c.partition_id
+// oldestJoin joins o.oldest, the creation time of the oldest message that
+// cursor c of partition p has not consumed, or NULL: the segment holding
+// committed, or the first after it when retention removed that one. Both
+// lookups are range scans of the segments' primary key, once per cursor.
+const oldestJoin = `LEFT JOIN LATERAL (
+	SELECT s.min_created_at AS oldest FROM queen.log_segments s
+	 WHERE c.committed < p.next_offset AND s.partition_id = c.partition_id
 	   AND s.base_offset >= coalesce((SELECT max(s2.base_offset) FROM queen.log_segments s2
 	                                   WHERE s2.partition_id = c.partition_id AND s2.base_offset <= c.committed), 0)
 	   AND s.base_offset + s.frame_count > c.committed
-	 ORDER BY s.base_offset LIMIT 1) END`
+	 ORDER BY s.base_offset LIMIT 1) o ON true`
 
 // Group is one (group, queue) pair of the group list.
 type Group struct {
@@ -70,7 +70,7 @@ func (s *Store) Groups(ctx context.Context, tenant string) ([]Group, error) {
 		  FROM queen.cursors c
 		  JOIN queen.partitions p ON p.id = c.partition_id
 		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
-		  CROSS JOIN LATERAL (SELECT `+oldestSQL+` AS oldest) o
+		  `+oldestJoin+`
 		  LEFT JOIN LATERAL (SELECT coalesce(x.mode, CASE WHEN x.starts_after = x.created_at THEN 'new' ELSE 'timestamp' END) AS mode,
 		                            x.starts_after, x.created_at
 		                       FROM queen.subscriptions x
@@ -124,7 +124,7 @@ func (s *Store) Lagging(ctx context.Context, tenant string, minLag time.Duration
 		  FROM queen.cursors c
 		  JOIN queen.partitions p ON p.id = c.partition_id
 		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
-		  CROSS JOIN LATERAL (SELECT `+oldestSQL+` AS oldest) o
+		  `+oldestJoin+`
 		 WHERE o.oldest < now() - make_interval(secs => $2)
 		 ORDER BY o.oldest, c.consumer_group, q.name, p.name`, tenant, minLag.Seconds())
 	if err != nil {
@@ -144,7 +144,7 @@ func (s *Store) Cursors(ctx context.Context, tenant, group string) ([]Cursor, er
 		  FROM queen.cursors c
 		  JOIN queen.partitions p ON p.id = c.partition_id
 		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
-		  CROSS JOIN LATERAL (SELECT `+oldestSQL+` AS oldest) o
+		  `+oldestJoin+`
 		 WHERE c.consumer_group = $2
 		 ORDER BY q.name, p.name`, tenant, group)
 	if err != nil {
