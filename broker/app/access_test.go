@@ -1,17 +1,12 @@
 package app_test
 
 import (
-	"context"
-	"log/slog"
 	"net/http"
 	"sort"
 	"testing"
 
-	"github.com/regent-mq/regent/broker/app"
 	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/brokertest"
-	"github.com/regent-mq/regent/test/pgtest"
 )
 
 // levels are the access levels of the routes the broker registers, from
@@ -19,19 +14,7 @@ import (
 var levels = apiRoutes()
 
 func TestEveryRouteHasTheLevelTheContractGives(t *testing.T) {
-	cfg, err := config.Parse("broker", []string{"--database-url=" + pgtest.URL(t)}, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := app.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	got := map[string]auth.Level{}
-	for _, r := range b.Routes() {
-		got[r.Method+" "+r.Path] = r.Level
-	}
+	got := registeredRoutes(t)
 	want := map[string]auth.Level{}
 	for _, l := range levels {
 		want[l.method+" "+l.path] = l.level
