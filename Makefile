@@ -59,8 +59,8 @@ lint: ## Check formatting (gofmt) and run go vet.
 .PHONY: test
 test: deps lint ## Run every test (PostgreSQL, envtest, chart, e2e); this is what CI runs.
 	go test -count=1 $(GO_TEST_FLAGS) ./...
-	@echo "The queue and streams suites again, with JWT auth and tenancy on:"
-	REGENT_TEST_MODE=secure go test -count=1 $(GO_TEST_FLAGS) ./broker/queue/... ./broker/streams/...
+	@echo "The queue, streams and admin suites again, with JWT auth and tenancy on:"
+	REGENT_TEST_MODE=secure go test -count=1 $(GO_TEST_FLAGS) ./broker/queue/... ./broker/streams/... ./broker/admin/...
 
 .PHONY: chaos
 chaos: deps ## Run the fault suites at length (brokers SIGKILLed in turn under the reference worker, ...) and print their figures.

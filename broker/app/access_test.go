@@ -1,54 +1,20 @@
 package app_test
 
 import (
-	"context"
-	"log/slog"
 	"net/http"
 	"sort"
 	"testing"
 
-	"github.com/regent-mq/regent/broker/app"
 	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/brokertest"
-	"github.com/regent-mq/regent/test/pgtest"
 )
 
-// The access level of every route, as queue-api.md (section Auth) and the
-// seed's route table give them.
-var levels = []struct {
-	method, path, probe string
-	level               auth.Level
-}{
-	{"GET", "/api/v1/dlq", "/api/v1/dlq", auth.ReadOnly},
-	{"POST", "/streams/v1/state/get", "/streams/v1/state/get", auth.ReadOnly},
-	{"POST", "/api/v1/configure", "/api/v1/configure", auth.ReadWrite},
-	{"POST", "/api/v1/push", "/api/v1/push", auth.ReadWrite},
-	{"GET", "/api/v1/pop/queue/{queue}", "/api/v1/pop/queue/q", auth.ReadWrite},
-	{"GET", "/api/v1/pop/queue/{queue}/partition/{partition}", "/api/v1/pop/queue/q/partition/p", auth.ReadWrite},
-	{"POST", "/api/v1/ack", "/api/v1/ack", auth.ReadWrite},
-	{"POST", "/api/v1/ack/batch", "/api/v1/ack/batch", auth.ReadWrite},
-	{"POST", "/api/v1/lease/{leaseId}/extend", "/api/v1/lease/0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f/extend", auth.ReadWrite},
-	{"POST", "/api/v1/transaction", "/api/v1/transaction", auth.ReadWrite},
-	{"POST", "/streams/v1/queries", "/streams/v1/queries", auth.ReadWrite},
-	{"POST", "/streams/v1/cycle", "/streams/v1/cycle", auth.ReadWrite},
-	{"DELETE", "/api/v1/resources/queues/{queue}", "/api/v1/resources/queues/q", auth.Admin},
-}
+// levels are the access levels of the routes the broker registers, from
+// the table of queue-admin-api.md (routetable_test.go).
+var levels = apiRoutes()
 
 func TestEveryRouteHasTheLevelTheContractGives(t *testing.T) {
-	cfg, err := config.Parse("broker", []string{"--database-url=" + pgtest.URL(t)}, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := app.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	got := map[string]auth.Level{}
-	for _, r := range b.Routes() {
-		got[r.Method+" "+r.Path] = r.Level
-	}
+	got := registeredRoutes(t)
 	want := map[string]auth.Level{}
 	for _, l := range levels {
 		want[l.method+" "+l.path] = l.level

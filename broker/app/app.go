@@ -16,8 +16,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regent-mq/regent/broker/admin"
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/flags"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
@@ -51,6 +53,9 @@ func OpenPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	pc.MaxConns = int32(cfg.PoolSize)
+	// Every statement the broker runs is short; JIT compilation only ever
+	// adds to it (seconds, for the admin reads over 10,000 cursors).
+	pc.ConnConfig.RuntimeParams["jit"] = "off"
 	pc.PrepareConn = dropClosed
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -88,6 +93,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
 	routes = append(routes, streams.New(pool, logs, m, logger, cfg.Tenancy).Routes()...)
+	switches := flags.New(pool, logger)
+	routes = append(routes, admin.New(pool, switches, logs, logger).Routes()...)
 	h := server.New(server.Deps{
 		Pool: pool, Auth: authn, Metrics: m, Log: logger, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,
 	}, routes)
@@ -98,6 +105,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		var wg sync.WaitGroup
 		wg.Go(func() { queues.Run(bg, cfg.ReseedInterval) })
 		wg.Go(func() { retention.New(pool, logger, cfg.DedupWindow).Run(bg, cfg.RetentionEvery) })
+		wg.Go(func() { switches.Run(bg) })
 		wg.Wait()
 	}()
 	return &Broker{cfg: cfg, log: logger, pool: pool, handler: h, routes: routes, stop: stop, stopped: stopped}, nil

@@ -48,15 +48,24 @@ func NotUUID(field, value string) *Error {
 // ReadJSON decodes the request body into v. The body size is bounded by the
 // server's MaxBytesReader; exceeding it is a 413.
 func ReadJSON(r *http.Request, v any) error {
+	body, err := ReadBody(r)
+	if err != nil {
+		return err
+	}
+	return DecodeJSON(body, v)
+}
+
+// ReadBody reads the request body, with ReadJSON's errors.
+func ReadBody(r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return Errorf(http.StatusRequestEntityTooLarge, "Request body larger than %d bytes", tooBig.Limit)
+			return nil, Errorf(http.StatusRequestEntityTooLarge, "Request body larger than %d bytes", tooBig.Limit)
 		}
-		return BadRequest("Could not read request body: %v", err)
+		return nil, BadRequest("Could not read request body: %v", err)
 	}
-	return DecodeJSON(body, v)
+	return body, nil
 }
 
 // DecodeJSON decodes body into v with the conventions of ReadJSON.

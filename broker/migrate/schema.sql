@@ -306,7 +306,18 @@ CREATE TABLE queen.subscriptions (
     queue_id uuid NOT NULL,
     consumer_group text NOT NULL,
     starts_after timestamp with time zone NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    mode text
+);
+
+--
+-- Name: system_flags; Type: TABLE; Schema: queen; Owner: -
+--
+
+CREATE TABLE queen.system_flags (
+    name text NOT NULL,
+    enabled boolean NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 --
@@ -411,6 +422,13 @@ ALTER TABLE ONLY queen.queues
 
 ALTER TABLE ONLY queen.subscriptions
     ADD CONSTRAINT subscriptions_pkey PRIMARY KEY (queue_id, consumer_group);
+
+--
+-- Name: system_flags system_flags_pkey; Type: CONSTRAINT; Schema: queen; Owner: -
+--
+
+ALTER TABLE ONLY queen.system_flags
+    ADD CONSTRAINT system_flags_pkey PRIMARY KEY (name);
 
 --
 -- Name: queries queries_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -

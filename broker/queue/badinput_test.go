@@ -64,7 +64,7 @@ func TestPopRefusesBadParameters(t *testing.T) {
 	b := brokertest.Start(t)
 	push(t, b, msgs("q", "Default", 0, 1)...)
 	for _, q := range []string{"batch=-1", "batch=0", "batch=x", "partitions=0", "timeout=-5", "wait=maybe",
-		"autoAck=yes", "subscriptionMode=old", "subscriptionFrom=yesterday"} {
+		"autoAck=yes"} {
 		requireRefused(t, b, "GET", "/api/v1/pop/queue/q?"+q, nil)
 	}
 	require.Equal(t, 0, count(t, b, `SELECT count(*) FROM queen.cursors`))

@@ -41,13 +41,22 @@ func TestConfigureUpdatesAndResetsOptionsNotGiven(t *testing.T) {
 	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.queues WHERE name = 'q' AND lease_time = 5 AND retry_limit = 3`))
 }
 
+func TestConfigureAcceptsTheEmptyQueueName(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	resp := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": ""})
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	require.Equal(t, true, resp.Map(t)["configured"])
+	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
+		WHERE q.name = '' AND p.name = 'Default'`))
+}
+
 func TestConfigureRejectsBadQueueNameAndOptions(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	for _, body := range []any{
 		map[string]any{},
 		map[string]any{"queue": "has space"},
-		map[string]any{"queue": ""},
 		map[string]any{"queue": 5},
 		map[string]any{"queue": "q", "options": map[string]any{"leaseTime": "long"}},
 		map[string]any{"queue": "q", "options": map[string]any{"leaseTime": 0}},

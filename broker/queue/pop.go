@@ -75,23 +75,22 @@ func parsePop(r *http.Request) (*popRequest, error) {
 	if p.autoAck, err = boolParam(q.Get("autoAck"), "autoAck"); err != nil {
 		return nil, err
 	}
-	switch m := q.Get("subscriptionMode"); m {
-	case "", "all":
-	case "new", "new-only":
+	// Queen recognises only "new" (Regent also its documented alias
+	// "new-only"); every other mode means all, and an unparsable
+	// subscriptionFrom is ignored and means all, even with mode new
+	// (queue-admin-api.md §9). Neither is ever a 400.
+	if m := q.Get("subscriptionMode"); m == "new" || m == "new-only" {
 		p.subStart = "now"
-	default:
-		return nil, httpx.BadRequest("subscriptionMode must be all, new or new-only, not %q", m)
 	}
 	switch from := q.Get("subscriptionFrom"); from {
 	case "":
 	case "now":
 		p.subStart = "now"
 	default:
-		t, err := time.Parse(time.RFC3339Nano, from)
-		if err != nil {
-			return nil, httpx.BadRequest("subscriptionFrom must be \"now\" or an RFC 3339 time, not %q", from)
+		p.subStart = "all"
+		if t, err := time.Parse(time.RFC3339Nano, from); err == nil {
+			p.subStart = t.UTC().Format(time.RFC3339Nano)
 		}
-		p.subStart = t.UTC().Format(time.RFC3339Nano)
 	}
 	return p, nil
 }

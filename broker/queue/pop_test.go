@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"fmt"
 	"net/http"
 	"regexp"
 	"testing"
@@ -254,6 +255,18 @@ func TestSubscriptionAllStartsAtTheBeginning(t *testing.T) {
 	b := brokertest.Start(t)
 	push(t, b, msgs("q", "Default", 0, 2)...)
 	require.Equal(t, []int{0, 1}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=10&consumerGroup=g&subscriptionMode=all")))
+}
+
+func TestAnySubscriptionModeButNewMeansAll(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	push(t, b, msgs("q", "Default", 0, 2)...)
+	for i, q := range []string{"subscriptionMode=from_beginning", "subscriptionMode=", "subscriptionMode=old",
+		"subscriptionMode=ALL", "subscriptionMode=new&subscriptionFrom=yesterday", "subscriptionFrom=yesterday"} {
+		got := pop(t, b, fmt.Sprintf("/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g%d&%s", i, q))
+		require.NotNil(t, got, q)
+		require.Equal(t, []int{0, 1}, ns(got), q)
+	}
 }
 
 func TestSubscriptionNewStartsAtTheGroupsFirstPopForEveryPartition(t *testing.T) {

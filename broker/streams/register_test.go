@@ -95,6 +95,11 @@ func TestRegisterDifferentHashWithoutResetIs409NamingTheQuery(t *testing.T) {
 		if m["success"] != false || !strings.Contains(fmt.Sprint(m["error"]), "orders.per_minute") {
 			t.Fatalf("409 body %s, want success false and an error naming the query", r.Body)
 		}
+		const want = "config_hash mismatch: operator chain changed for queryId 'orders.per_minute'. " +
+			"Pass reset:true to wipe existing state, or use a new queryId."
+		if e := fmt.Sprint(m["error"]); !strings.HasPrefix(e, want) {
+			t.Fatalf("409 error %q, want it to start with the phrase the SDKs match: %q", e, want)
+		}
 		if m["query_id"] != first.QueryID {
 			t.Fatalf("409 names query_id %v, want %s", m["query_id"], first.QueryID)
 		}

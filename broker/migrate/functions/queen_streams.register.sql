@@ -86,8 +86,11 @@ BEGIN
 
     IF v_hash <> p_config_hash AND NOT p_reset THEN
         outcome := 'conflict';
-        message := format('query %L is registered with a different config_hash; '
-                          're-register with "reset": true to discard its state', p_name);
+        -- The SDKs match the opening phrase (queue-admin-api.md §9); the
+        -- operator reports the rest.
+        message := format('config_hash mismatch: operator chain changed for queryId ''%s''. '
+                          'Pass reset:true to wipe existing state, or use a new queryId. '
+                          '(The query is registered with a different config_hash.)', p_name);
         RETURN;
     END IF;
     IF p_reset THEN

@@ -1,0 +1,167 @@
+// Package admin serves the admin API routes of queue-admin-api.md that are
+// not the data path: the consumer groups (§1), stats refresh, the system
+// switches and shared state (§7), and the migration routes Regent does not
+// implement. Storage is in admin/store and broker/flags.
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/regent-mq/regent/broker/admin/store"
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/flags"
+	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/server"
+)
+
+// Announcer makes a partition visible to the pops of every replica at once;
+// the write path is one (log.Log.Announce).
+type Announcer interface {
+	Announce(queueID, partitionID uuid.UUID)
+}
+
+// API is the admin routes' handlers.
+type API struct {
+	store    *store.Store
+	flags    *flags.Flags
+	announce Announcer
+	log      *slog.Logger
+}
+
+// New returns the admin API on db. Seeks announce the partitions they move
+// through announce, so that pops find rewound partitions at once.
+func New(db pg.DB, fl *flags.Flags, announce Announcer, log *slog.Logger) *API {
+	return &API{store: store.New(db), flags: fl, announce: announce, log: log}
+}
+
+// Routes are the admin routes and their access levels (§10).
+func (a *API) Routes() []server.Route {
+	const cg = "/api/v1/consumer-groups"
+	routes := []server.Route{
+		{Method: "GET", Path: cg, Level: auth.ReadOnly, Handler: a.handleGroups},
+		{Method: "GET", Path: cg + "/lagging", Level: auth.ReadOnly, Handler: a.handleLagging},
+		{Method: "GET", Path: cg + "/{group}", Level: auth.ReadOnly, Handler: a.handleGroup},
+		{Method: "DELETE", Path: cg + "/{group}", Level: auth.Admin, Handler: a.handleDeleteGroup},
+		{Method: "DELETE", Path: cg + "/{group}/queues/{queue}", Level: auth.Admin, Handler: a.handleDeleteGroupQueue},
+		{Method: "POST", Path: cg + "/{group}/queues/{queue}/seek", Level: auth.ReadWrite, Handler: a.handleSeek},
+		{Method: "POST", Path: cg + "/{group}/queues/{queue}/partitions/{partition}/seek", Level: auth.ReadWrite, Handler: a.handlePartitionSeek},
+		{Method: "POST", Path: cg + "/{group}/subscription", Level: auth.ReadWrite, Handler: a.handleSubscription},
+		{Method: "POST", Path: "/api/v1/stats/refresh", Level: auth.Admin, Handler: handleStatsRefresh},
+		{Method: "GET", Path: "/api/v1/system/maintenance", Level: auth.Admin, Handler: a.handleMaintenance},
+		{Method: "POST", Path: "/api/v1/system/maintenance", Level: auth.Admin, Handler: a.handleSetMaintenance},
+		{Method: "GET", Path: "/api/v1/system/maintenance/pop", Level: auth.Admin, Handler: a.handlePopMaintenance},
+		{Method: "POST", Path: "/api/v1/system/maintenance/pop", Level: auth.Admin, Handler: a.handleSetPopMaintenance},
+		{Method: "GET", Path: "/api/v1/system/shared-state", Level: auth.Admin, Handler: a.handleSharedState},
+	}
+	for _, m := range []string{"POST /test-connection", "POST /start", "POST /validate", "POST /reset", "GET /status"} {
+		method, path, _ := strings.Cut(m, " ")
+		routes = append(routes, server.Route{Method: method, Path: "/api/v1/migration" + path, Level: auth.Admin, Handler: handleMigration})
+	}
+	return routes
+}
+
+// fail writes err, logging it when it is the broker's own fault.
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if httpx.Internal(err) {
+		a.log.Error("admin route failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	httpx.Fail(w, err)
+}
+
+// readBody decodes a JSON object body into fields; an empty body is an
+// empty object, so that each route says what it misses.
+func readBody(r *http.Request, fields *map[string]json.RawMessage) error {
+	b, err := httpx.ReadBody(r)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		*fields = map[string]json.RawMessage{}
+		return nil
+	}
+	if err := httpx.DecodeJSON(b, fields); err != nil {
+		if json.Valid(b) {
+			return httpx.BadRequest("Request body must be a JSON object")
+		}
+		return err
+	}
+	return nil
+}
+
+// present reports whether the field is there and not null: null means absent.
+func present(fields map[string]json.RawMessage, name string) bool {
+	v, ok := fields[name]
+	return ok && string(v) != "null"
+}
+
+// timeField parses fields[name] as an RFC 3339 string.
+func timeField(fields map[string]json.RawMessage, name string) (time.Time, error) {
+	var s string
+	if err := json.Unmarshal(fields[name], &s); err != nil {
+		return time.Time{}, httpx.BadRequest("%s must be an RFC 3339 time string", name)
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, httpx.BadRequest("%s must be an RFC 3339 time, not %q", name, truncate(s))
+	}
+	return t, nil
+}
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// boolQuery reads a boolean query parameter: true for "true" or "1", false
+// for any other value, def when absent.
+func boolQuery(r *http.Request, name string, def bool) bool {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def
+	}
+	return v == "true" || v == "1"
+}
+
+// instant formats a time as Queen writes instants: UTC, milliseconds.
+func instant(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := t.UTC().Format("2006-01-02T15:04:05.000Z")
+	return &s
+}
+
+// ageSeconds is how many whole seconds ago t was, 0 for none.
+func ageSeconds(t *time.Time, now time.Time) int64 {
+	if t == nil {
+		return 0
+	}
+	return max(int64(now.Sub(*t)/time.Second), 0)
+}
+
+func tenant(r *http.Request) string { return auth.FromContext(r.Context()).Tenant }
+
+// minLagSeconds is the lagging route's threshold, the one integer parameter
+// whose bad value is a 400 rather than the default (queue-admin-api.md §1).
+func minLagSeconds(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("minLagSeconds")
+	if v == "" {
+		return 3600, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, httpx.BadRequest("minLagSeconds must be a non-negative integer, not %q", truncate(v))
+	}
+	return n, nil
+}

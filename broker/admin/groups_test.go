@@ -1,0 +1,364 @@
+package admin_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestConsumerGroupsListIsABareArrayOfGroupQueuePairsSortedByGroupThenQueue(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	push(t, b, "q1", "a", 0, 3)
+	push(t, b, "q1", "b", 10, 2)
+	push(t, b, "q2", "Default", 20, 1)
+	pop(t, b, "/api/v1/pop/queue/q1/partition/a?batch=1&autoAck=true&consumerGroup=g")
+	pop(t, b, "/api/v1/pop/queue/q1/partition/b?batch=5&autoAck=true&consumerGroup=g")
+	pop(t, b, "/api/v1/pop/queue/q2?batch=5&autoAck=true&consumerGroup=f&subscriptionMode=new")
+	pop(t, b, "/api/v1/pop/queue/q2?batch=5&consumerGroup=d")
+
+	got := array(t, call(t, b, http.StatusOK, "GET", "/api/v1/consumer-groups", nil))
+	require.Len(t, got, 3)
+	d, f, g := got[0], got[1], got[2]
+	require.Equal(t, "d", d["name"])
+	require.Equal(t, "Dead", d["state"], "its one cursor holds a leased batch and has consumed nothing")
+	require.EqualValues(t, 1, d["partitionsWithLag"])
+	require.Equal(t, "f", f["name"])
+	require.Equal(t, "q2", f["queueName"])
+	require.Equal(t, "new", f["subscriptionMode"], "mode new keeps a record")
+	require.NotNil(t, f["subscriptionTimestamp"])
+	require.EqualValues(t, 0, f["partitionsWithLag"], "new starts after the messages already there")
+	require.Equal(t, "Stable", f["state"], "the pop that found nothing fixed the cursor")
+
+	require.Equal(t, "g", g["name"])
+	require.Equal(t, "q1", g["queueName"])
+	require.Equal(t, []any{"q1"}, g["topics"])
+	require.EqualValues(t, 2, g["members"])
+	require.EqualValues(t, 1, g["partitionsWithLag"])
+	require.EqualValues(t, 2, g["lagMessages"])
+	require.Nil(t, g["totalLag"])
+	require.Equal(t, "Stable", g["state"])
+	require.Nil(t, g["subscriptionMode"], "mode all keeps no record")
+	require.Nil(t, g["subscriptionTimestamp"])
+	require.Nil(t, g["subscriptionCreatedAt"])
+	require.Equal(t, g["maxTimeLag"], g["lagSeconds"])
+}
+
+func TestConsumerGroupsLaggingListsCursorsOlderThanMinLagSeconds(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	push(t, b, "q", "a", 0, 3)
+	push(t, b, "q", "b", 0, 1)
+	p, _ := pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=1&consumerGroup=g")
+	pop(t, b, "/api/v1/pop/queue/q/partition/b?batch=1&autoAck=true&consumerGroup=g")
+	time.Sleep(1100 * time.Millisecond)
+
+	got := array(t, call(t, b, http.StatusOK, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=0", nil))
+	require.Len(t, got, 1, "a cursor with nothing unconsumed never appears")
+	c := got[0]
+	require.Equal(t, "g", c["consumer_group"])
+	require.Equal(t, "q", c["queue_name"])
+	require.Equal(t, "a", c["partition_name"])
+	require.Equal(t, p.PartitionID, c["partition_id"])
+	require.Equal(t, p.LeaseID, c["worker_id"], "the lease the cursor holds")
+	require.EqualValues(t, 3, c["offset_lag"], "a leased batch is not consumed yet")
+	require.GreaterOrEqual(t, c["time_lag_seconds"], 1.0)
+	require.NotNil(t, c["oldest_unconsumed_at"])
+	require.Contains(t, c, "lag_hours")
+	require.Contains(t, c, "last_consumed_at")
+
+	require.Empty(t, array(t, call(t, b, http.StatusOK, "GET", "/api/v1/consumer-groups/lagging", nil)),
+		"the default is an hour")
+	require.Empty(t, array(t, call(t, b, http.StatusOK, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=3600", nil)))
+	for _, bad := range []string{"x", "1.5", "-1"} {
+		r := call(t, b, http.StatusBadRequest, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds="+bad, nil)
+		require.NotEmpty(t, r.Map(t)["error"])
+	}
+}
+
+func TestConsumerGroupDescribeIsKeyedByQueueAndAnUnknownGroupIsEmpty(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	push(t, b, "q", "b", 0, 2)
+	push(t, b, "q", "a", 0, 1)
+	pop(t, b, "/api/v1/pop/queue/q/partition/b?batch=1&autoAck=true&consumerGroup=g")
+	pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=1&consumerGroup=g")
+
+	var got map[string]struct {
+		Partitions []map[string]any `json:"partitions"`
+	}
+	call(t, b, http.StatusOK, "GET", "/api/v1/consumer-groups/g", nil).JSON(t, &got)
+	require.Len(t, got, 1)
+	ps := got["q"].Partitions
+	require.Len(t, ps, 2)
+	require.Equal(t, "a", ps[0]["partition"], "sorted by name")
+	require.Equal(t, true, ps[0]["leaseActive"])
+	require.NotNil(t, ps[0]["workerId"])
+	require.EqualValues(t, 1, ps[0]["offsetLag"])
+	require.Equal(t, "b", ps[1]["partition"])
+	require.EqualValues(t, 1, ps[1]["totalConsumed"])
+	require.EqualValues(t, 1, ps[1]["offsetLag"])
+	require.Equal(t, false, ps[1]["leaseActive"])
+	require.Nil(t, ps[1]["workerId"])
+	require.NotNil(t, ps[1]["lastConsumedAt"])
+
+	r := call(t, b, http.StatusOK, "GET", "/api/v1/consumer-groups/nobody", nil)
+	require.JSONEq(t, `{}`, string(r.Body))
+}
+
+func TestDeleteConsumerGroupDropsItsCursorsLeasesAndSubscriptions(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	push(t, b, "q", "Default", 0, 2)
+	push(t, b, "r", "Default", 0, 1)
+	p, _ := pop(t, b, "/api/v1/pop/queue/q?batch=1&consumerGroup=g&subscriptionFrom=1970-01-01T00:00:00Z")
+	pop(t, b, "/api/v1/pop/queue/r?batch=1&consumerGroup=g&subscriptionMode=new")
+
+	r := call(t, b, http.StatusOK, "DELETE", "/api/v1/consumer-groups/g", nil)
+	require.JSONEq(t, `{"success": true, "consumerGroup": "g", "deletedPartitions": 2, "metadataDeleted": true}`, string(r.Body))
+	var acks []map[string]any
+	call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
+		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "consumerGroup": "g"}).JSON(t, &acks)
+	require.Equal(t, false, acks[0]["success"], "the lease went with the cursor")
+	require.Equal(t, 0, count(t, b, `SELECT count(*) FROM queen.cursors`))
+	// The records went too: mode all now redelivers everything retained.
+	_, ns := pop(t, b, "/api/v1/pop/queue/r?batch=5&consumerGroup=g")
+	require.Equal(t, []int{0}, ns)
+
+	r = call(t, b, http.StatusOK, "DELETE", "/api/v1/consumer-groups/nobody?deleteMetadata=false", nil)
+	require.JSONEq(t, `{"success": true, "consumerGroup": "nobody", "deletedPartitions": 0, "metadataDeleted": false}`, string(r.Body))
+}
+
+func TestDeleteConsumerGroupWithoutMetadataKeepsWhereItsSubscriptionStarts(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	push(t, b, "q", "Default", 0, 2)
+	pop(t, b, "/api/v1/pop/queue/q?batch=5&consumerGroup=g&subscriptionMode=new")
+	push(t, b, "q", "Default", 2, 1)
+	r := call(t, b, http.StatusOK, "DELETE", "/api/v1/consumer-groups/g/queues/q?deleteMetadata=false", nil)
+	require.JSONEq(t, `{"success": true, "consumerGroup": "g", "queueName": "q", "deletedPartitions": 1,
+		"metadataDeleted": false}`, string(r.Body))
+	_, ns := pop(t, b, "/api/v1/pop/queue/q?batch=5&consumerGroup=g")
+	require.Equal(t, []int{2}, ns, "the new cursor starts after the old subscription time")
+}
+
+func TestDeleteConsumerGroupOnOneQueueLeavesItsOtherQueues(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	push(t, b, "q", "Default", 0, 1)
+	push(t, b, "r", "Default", 0, 1)
+	pop(t, b, "/api/v1/pop/queue/q?autoAck=true&consumerGroup=g")
+	pop(t, b, "/api/v1/pop/queue/r?autoAck=true&consumerGroup=g")
+	r := call(t, b, http.StatusOK, "DELETE", "/api/v1/consumer-groups/g/queues/q", nil)
+	require.EqualValues(t, 1, r.Map(t)["deletedPartitions"])
+	got := array(t, call(t, b, http.StatusOK, "GET", "/api/v1/consumer-groups", nil))
+	require.Len(t, got, 1)
+	require.Equal(t, "r", got[0]["queueName"])
+}
+
+func TestSeekToEndSkipsEverythingPendingAndVoidsTheLease(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	push(t, b, "q", "a", 0, 3)
+	push(t, b, "q", "empty", 0, 1)
+	pop(t, b, "/api/v1/pop/queue/q/partition/empty?autoAck=true&consumerGroup=g")
+	p, _ := pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=1&consumerGroup=g")
+	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.cursors SET retry_count = 2 WHERE partition_id = $1`, p.PartitionID)
+	require.NoError(t, err)
+	// Retention took every message of "empty": its cursor is left alone.
+	_, err = b.Pool.Exec(t.Context(), `DELETE FROM queen.log_segments s USING queen.partitions p
+		WHERE s.partition_id = p.id AND p.name = 'empty'`)
+	require.NoError(t, err)
+
+	r := call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"toEnd": true, "timestamp": "garbage is ignored"})
+	require.JSONEq(t, `{"success": true, "consumerGroup": "g", "queueName": "q", "seekToEnd": true,
+		"targetTimestamp": null, "partitionsUpdated": 1}`, string(r.Body))
+	require.Equal(t, 0, count(t, b, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`))
+	// An ack of the old batch, now behind the cursor, changes nothing.
+	call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
+		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "consumerGroup": "g", "status": "failed"})
+	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.cursors WHERE partition_id = $1 AND committed = 3
+		AND lease_expires_at IS NULL`, p.PartitionID))
+	var retries int
+	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT retry_count FROM queen.cursors WHERE partition_id = $1`, p.PartitionID).Scan(&retries))
+	require.Zero(t, retries, "the retry count belonged to the batch the seek left behind")
+	push(t, b, "q", "a", 3, 1)
+	_, ns := pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=5&consumerGroup=g")
+	require.Equal(t, []int{3}, ns)
+}
+
+func TestSeekToATimeResumesWithTheFirstMessageAfterItAndIsPoppedAtOnce(t *testing.T) {
+	t.Parallel()
+	b := start(t) // the hot list is never reseeded: only the seek's announcement brings the pop back
+	push(t, b, "q", "Default", 0, 2)
+	time.Sleep(5 * time.Millisecond)
+	at := time.Now().UTC()
+	time.Sleep(5 * time.Millisecond)
+	push(t, b, "q", "Default", 2, 2)
+	pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
+	pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true")
+	_, ns := pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
+	require.Empty(t, ns)
+
+	r := call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": at.Format(time.RFC3339Nano)})
+	m := r.Map(t)
+	require.Equal(t, false, m["seekToEnd"])
+	require.Equal(t, at.Format("2006-01-02T15:04:05.000Z"), m["targetTimestamp"])
+	require.EqualValues(t, 1, m["partitionsUpdated"])
+	_, ns = pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
+	require.Equal(t, []int{2, 3}, ns)
+
+	// Before every message: the cursor is unmoved again, and a group in
+	// mode all restarts at the beginning. So does plain queue mode.
+	call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
+	_, ns = pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
+	require.Equal(t, []int{0, 1, 2, 3}, ns)
+	call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/__QUEUE_MODE__/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
+	_, ns = pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true")
+	require.Equal(t, []int{0, 1, 2, 3}, ns)
+}
+
+func TestSeekBackVoidsTheLeaseOfTheBatchItLeftBehind(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	push(t, b, "q", "Default", 0, 1)
+	pop(t, b, "/api/v1/pop/queue/q?autoAck=true&consumerGroup=g")
+	push(t, b, "q", "Default", 1, 1)
+	p, _ := pop(t, b, "/api/v1/pop/queue/q?consumerGroup=g")
+	call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
+	var acks []map[string]any
+	call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
+		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "consumerGroup": "g"}).JSON(t, &acks)
+	require.Equal(t, "Invalid or expired lease", acks[0]["error"])
+	_, ns := pop(t, b, "/api/v1/pop/queue/q?batch=5&autoAck=true&consumerGroup=g")
+	require.Equal(t, []int{0, 1}, ns)
+}
+
+func TestSeekBeforeEverythingGoesBackOnlyToTheSubscriptionTime(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	push(t, b, "q", "Default", 0, 2)
+	pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g&subscriptionMode=new")
+	push(t, b, "q", "Default", 2, 2)
+	pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
+	call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
+	_, ns := pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
+	require.Equal(t, []int{2, 3}, ns)
+}
+
+func TestSeekMovesOnlyTheCursorsTheGroupHas(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	push(t, b, "q", "a", 0, 1)
+	push(t, b, "q", "b", 0, 1)
+	pop(t, b, "/api/v1/pop/queue/q/partition/a?autoAck=true&consumerGroup=g")
+	r := call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"toEnd": true})
+	require.EqualValues(t, 1, r.Map(t)["partitionsUpdated"])
+	_, ns := pop(t, b, "/api/v1/pop/queue/q/partition/b?consumerGroup=g&autoAck=true")
+	require.Equal(t, []int{0}, ns, "no cursor on b: the group starts there by its subscription")
+	r = call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/nowhere/seek", map[string]any{"toEnd": true})
+	require.EqualValues(t, 0, r.Map(t)["partitionsUpdated"])
+}
+
+func TestSeekRefusesABodyWithNeitherUsableForm(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	for body, want := range map[string]string{
+		``:                                   "Must specify either 'toEnd': true or 'timestamp'",
+		`{}`:                                 "Must specify either 'toEnd': true or 'timestamp'",
+		`{"toEnd": false}`:                   "Must specify either 'toEnd': true or 'timestamp'",
+		`{"toEnd": null, "timestamp": null}`: "Must specify either 'toEnd': true or 'timestamp'",
+		`{"toEnd": "yes"}`:                   "toEnd must be a boolean",
+		`{"timestamp": 5}`:                   "timestamp must be an RFC 3339 time string",
+		`{"timestamp": "yesterday"}`:         `timestamp must be an RFC 3339 time, not "yesterday"`,
+		`[1]`:                                "",
+		`{not json`:                          "",
+	} {
+		r := call(t, b, http.StatusBadRequest, "POST", "/api/v1/consumer-groups/g/queues/q/seek", body)
+		if want != "" {
+			require.Equal(t, want, r.Map(t)["error"], body)
+		}
+		require.NotEmpty(t, r.Map(t)["error"], body)
+	}
+}
+
+func TestPartitionSeekMovesOnePartitionToItsEndAndTakesNoBody(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	push(t, b, "q", "a", 0, 3)
+	push(t, b, "q", "b", 0, 1)
+	pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=1&autoAck=true&consumerGroup=g")
+	pop(t, b, "/api/v1/pop/queue/q/partition/b?batch=1&autoAck=true&consumerGroup=g")
+	var newest time.Time
+	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT max(s.max_created_at) FROM queen.log_segments s
+		JOIN queen.partitions p ON p.id = s.partition_id WHERE p.name = 'a'`).Scan(&newest))
+
+	r := call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/partitions/a/seek", nil)
+	require.JSONEq(t, `{"success": true, "consumerGroup": "g", "queueName": "q", "partitionName": "a", "updated": true,
+		"cursorMovedTo": "`+newest.UTC().Format("2006-01-02T15:04:05.000Z")+`"}`, string(r.Body))
+	push(t, b, "q", "a", 3, 1)
+	_, ns := pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=5&autoAck=true&consumerGroup=g")
+	require.Equal(t, []int{3}, ns)
+
+	r = call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/other/queues/q/partitions/a/seek", "{}")
+	require.Equal(t, false, r.Map(t)["updated"], "a missing cursor is not created")
+	require.Nil(t, r.Map(t)["cursorMovedTo"])
+	require.Equal(t, 0, count(t, b, `SELECT count(*) FROM queen.cursors WHERE consumer_group = 'other'`))
+}
+
+func TestPartitionSeekOfAnUnknownQueueOrPartitionIs404(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	push(t, b, "q", "a", 0, 1)
+	for _, path := range []string{"/api/v1/consumer-groups/g/queues/q/partitions/zz/seek", "/api/v1/consumer-groups/g/queues/zz/partitions/a/seek"} {
+		r := call(t, b, http.StatusNotFound, "POST", path, nil)
+		require.JSONEq(t, `{"success": false, "error": "Partition not found"}`, string(r.Body))
+	}
+}
+
+func TestSubscriptionRouteMovesTheStartOfPartitionsTheGroupHasNotReached(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	push(t, b, "q", "a", 0, 1)
+	pop(t, b, "/api/v1/pop/queue/q/partition/a?autoAck=true&consumerGroup=g&subscriptionMode=new")
+	pop(t, b, "/api/v1/pop/queue/q/partition/a?autoAck=true&consumerGroup=all")
+	push(t, b, "q", "b", 10, 2)
+
+	r := call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/subscription", map[string]any{"subscriptionTimestamp": "1970-01-01T00:00:00Z"})
+	require.JSONEq(t, `{"success": true, "consumerGroup": "g", "newTimestamp": "1970-01-01T00:00:00Z", "rowsUpdated": 1}`, string(r.Body))
+	_, ns := pop(t, b, "/api/v1/pop/queue/q/partition/b?batch=5&autoAck=true&consumerGroup=g")
+	require.Equal(t, []int{10, 11}, ns, "b was not reached yet: it starts after the new time")
+	_, ns = pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=5&autoAck=true&consumerGroup=g")
+	require.Empty(t, ns, "a's cursor has moved and keeps its place")
+	got := array(t, call(t, b, http.StatusOK, "GET", "/api/v1/consumer-groups", nil))
+	require.Equal(t, "g", got[1]["name"])
+	require.Equal(t, "new", got[1]["subscriptionMode"], "the mode is kept")
+	require.Equal(t, "1970-01-01T00:00:00.000Z", got[1]["subscriptionTimestamp"])
+
+	r = call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/all/subscription", map[string]any{"subscriptionTimestamp": "2026-01-01T00:00:00Z"})
+	require.EqualValues(t, 0, r.Map(t)["rowsUpdated"], "mode all has no record, and none is created")
+}
+
+func TestSubscriptionRouteRefusesAMissingOrBadTimestamp(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	for body, want := range map[string]string{
+		``:                                "Missing subscriptionTimestamp in request body",
+		`{}`:                              "Missing subscriptionTimestamp in request body",
+		`{"subscriptionTimestamp": null}`: "Missing subscriptionTimestamp in request body",
+		`{"subscriptionTimestamp": 1}`:    "subscriptionTimestamp must be an RFC 3339 time string",
+		`{"subscriptionTimestamp": "x"}`:  `subscriptionTimestamp must be an RFC 3339 time, not "x"`,
+	} {
+		r := call(t, b, http.StatusBadRequest, "POST", "/api/v1/consumer-groups/g/subscription", body)
+		require.Equal(t, want, r.Map(t)["error"], body)
+	}
+}
+
+func TestStatsRefreshTakesAnEmptyBody(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	r := call(t, b, http.StatusOK, "POST", "/api/v1/stats/refresh", nil)
+	require.JSONEq(t, `{"success": true}`, string(r.Body))
+}

@@ -1,0 +1,293 @@
+// Package store is the storage of the admin API's consumer-group routes
+// (queue-admin-api.md §1) over queen.cursors and queen.subscriptions. Every
+// statement is limited to one tenant's queues, so another tenant's group or
+// queue reads exactly like a missing one.
+//
+// How Regent's model answers Queen's terms. A group's cursor on a partition
+// is a queen.cursors row, created by the group's first pop of the partition
+// at the start its subscription gives; a partition the group has not
+// reached has no row, and is Queen's "unmoved" cursor: where it starts is
+// decided only when the group first pops it, from the queue's subscription
+// row as it is then. (A seek to before every message fixes the cursor where
+// the subscription starts at the time of the seek, rather than leaving it
+// unresolved as Queen does.) The subscription row is Queen's record; a start of
+// '-infinity' is mode all, for which Queen keeps no record, so it is
+// reported and updated as none. The oldest unconsumed message of a cursor
+// is read at segment granularity (the first segment past committed, its
+// min_created_at), as the pop's subscription start is.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/regent-mq/regent/broker/pg"
+)
+
+// Store runs the consumer-group statements on a pool.
+type Store struct{ db pg.DB }
+
+// New returns a Store on db.
+func New(db pg.DB) *Store { return &Store{db: db} }
+
+// oldestJoin joins o.oldest, the creation time of the oldest message that
+// cursor c of partition p has not consumed, or NULL: the segment holding
+// committed, or the first after it when retention removed that one. Both
+// lookups are range scans of the segments' primary key, once per cursor.
+const oldestJoin = `LEFT JOIN LATERAL (
+	SELECT s.min_created_at AS oldest FROM queen.log_segments s
+	 WHERE c.committed < p.next_offset AND s.partition_id = c.partition_id
+	   AND s.base_offset >= coalesce((SELECT max(s2.base_offset) FROM queen.log_segments s2
+	                                   WHERE s2.partition_id = c.partition_id AND s2.base_offset <= c.committed), 0)
+	   AND s.base_offset + s.frame_count > c.committed
+	 ORDER BY s.base_offset LIMIT 1) o ON true`
+
+// Group is one (group, queue) pair of the group list.
+type Group struct {
+	Name, Queue          string
+	Members, WithLag     int
+	LagMessages          int64
+	Oldest               *time.Time // oldest unconsumed message over the pair's cursors
+	Moved                bool       // any cursor moved by an ack, an auto-ack, a seek or a pop
+	SubMode              *string
+	SubStart, SubCreated *time.Time
+}
+
+// Groups lists the tenant's (group, queue) pairs that hold a cursor, sorted
+// by group, then queue. One statement: a scan of the tenant's cursors, each
+// with two index probes into its partition's segments.
+func (s *Store) Groups(ctx context.Context, tenant string) ([]Group, error) {
+	rows, err := s.db.Query(ctx, `SELECT c.consumer_group, q.name, count(*)::int,
+			count(*) FILTER (WHERE o.oldest IS NOT NULL)::int,
+			coalesce(sum(greatest(p.next_offset - c.committed, 0)), 0)::bigint,
+			min(o.oldest), bool_or(c.last_consumed_at IS NOT NULL OR c.batch_end IS NULL),
+			sub.mode, sub.starts_after, sub.created_at
+		  FROM queen.cursors c
+		  JOIN queen.partitions p ON p.id = c.partition_id
+		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
+		  `+oldestJoin+`
+		  LEFT JOIN LATERAL (SELECT coalesce(x.mode, CASE WHEN x.starts_after = x.created_at THEN 'new' ELSE 'timestamp' END) AS mode,
+		                            x.starts_after, x.created_at
+		                       FROM queen.subscriptions x
+		                      WHERE x.queue_id = q.id AND x.consumer_group = c.consumer_group
+		                        AND x.starts_after > '-infinity') sub ON true
+		 GROUP BY c.consumer_group, q.name, sub.mode, sub.starts_after, sub.created_at
+		 ORDER BY c.consumer_group, q.name`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("list consumer groups: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Group, error) {
+		var g Group
+		err := r.Scan(&g.Name, &g.Queue, &g.Members, &g.WithLag, &g.LagMessages, &g.Oldest, &g.Moved,
+			&g.SubMode, &g.SubStart, &g.SubCreated)
+		return g, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list consumer groups: %w", err)
+	}
+	return out, nil
+}
+
+// Cursor is one cursor of a group on a partition, with its lag.
+type Cursor struct {
+	Group, Queue, Partition string
+	PartitionID             uuid.UUID
+	LeaseID                 *uuid.UUID
+	LeaseActive             bool
+	OffsetLag               int64
+	Oldest                  *time.Time
+	LastConsumedAt          *time.Time
+	TotalConsumed           int64
+}
+
+const cursorColumns = `c.consumer_group, q.name, p.name, p.id, c.lease_id,
+	c.lease_id IS NOT NULL AND queen.lease_live(c.lease_expires_at),
+	CASE WHEN o.oldest IS NULL THEN 0 ELSE greatest(p.next_offset - c.committed, 0) END,
+	o.oldest, c.last_consumed_at, c.total_consumed`
+
+func scanCursor(r pgx.CollectableRow) (Cursor, error) {
+	var c Cursor
+	err := r.Scan(&c.Group, &c.Queue, &c.Partition, &c.PartitionID, &c.LeaseID, &c.LeaseActive,
+		&c.OffsetLag, &c.Oldest, &c.LastConsumedAt, &c.TotalConsumed)
+	return c, err
+}
+
+// Lagging lists the tenant's cursors whose oldest unconsumed message is
+// strictly older than minLag, the most lagging first.
+func (s *Store) Lagging(ctx context.Context, tenant string, minLag time.Duration) ([]Cursor, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+cursorColumns+`
+		  FROM queen.cursors c
+		  JOIN queen.partitions p ON p.id = c.partition_id
+		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
+		  `+oldestJoin+`
+		 WHERE o.oldest < now() - make_interval(secs => $2)
+		 ORDER BY o.oldest, c.consumer_group, q.name, p.name`, tenant, minLag.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("list lagging cursors: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanCursor)
+	if err != nil {
+		return nil, fmt.Errorf("list lagging cursors: %w", err)
+	}
+	return out, nil
+}
+
+// Cursors lists one group's cursors on the tenant's queues, by queue, then
+// partition.
+func (s *Store) Cursors(ctx context.Context, tenant, group string) ([]Cursor, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+cursorColumns+`
+		  FROM queen.cursors c
+		  JOIN queen.partitions p ON p.id = c.partition_id
+		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
+		  `+oldestJoin+`
+		 WHERE c.consumer_group = $2
+		 ORDER BY q.name, p.name`, tenant, group)
+	if err != nil {
+		return nil, fmt.Errorf("describe consumer group: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanCursor)
+	if err != nil {
+		return nil, fmt.Errorf("describe consumer group: %w", err)
+	}
+	return out, nil
+}
+
+// Delete deletes the group's cursors, with their leases and retry counts, on
+// the tenant's queues (on the one queue when queue is not nil), and its
+// subscriptions too when metadata is set. It returns the cursors deleted:
+// the group starts over on their partitions, which the pops must look at
+// again.
+func (s *Store) Delete(ctx context.Context, tenant, group string, queue *string, metadata bool) ([]Moved, error) {
+	rows, err := s.db.Query(ctx, `WITH c AS (
+			DELETE FROM queen.cursors c USING queen.partitions p, queen.queues q
+			 WHERE c.partition_id = p.id AND p.queue_id = q.id AND q.tenant = $1 AND c.consumer_group = $2
+			   AND ($3::text IS NULL OR q.name = $3)
+			RETURNING q.id, p.id
+		), s AS (
+			DELETE FROM queen.subscriptions s USING queen.queues q
+			 WHERE $4 AND s.queue_id = q.id AND q.tenant = $1 AND s.consumer_group = $2
+			   AND ($3::text IS NULL OR q.name = $3)
+			RETURNING 1
+		)
+		SELECT * FROM c`, tenant, group, queue, metadata)
+	return collectMoved(rows, err, "delete consumer group %q", group)
+}
+
+// Moved is a cursor a seek moved: the pops must look at its partition again.
+type Moved struct{ Queue, Partition uuid.UUID }
+
+// released is what every seek does to the cursors it moves: the lease goes,
+// and with it the retry count, which counted a batch that is no longer the
+// one at the cursor. The batch bounds stay, so that an ack of a message of
+// the old batch is still recognised: behind the cursor it reads as already
+// acknowledged, ahead of it the missing lease refuses it.
+const released = `lease_id = NULL, lease_expires_at = NULL, retry_count = 0`
+
+// SeekToEnd moves the group's cursors on the tenant's queue just past each
+// partition's newest message; a partition without messages is left alone.
+func (s *Store) SeekToEnd(ctx context.Context, tenant, group, queue string) ([]Moved, error) {
+	rows, err := s.db.Query(ctx, `UPDATE queen.cursors c SET committed = p.next_offset, `+released+`
+		  FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+		 WHERE c.partition_id = p.id AND q.tenant = $1 AND q.name = $2 AND c.consumer_group = $3
+		   AND EXISTS (SELECT FROM queen.log_segments s WHERE s.partition_id = p.id)
+		RETURNING q.id, p.id`, tenant, queue, group)
+	return collectMoved(rows, err, "seek %q to the end", group)
+}
+
+// SeekTo moves the group's cursors on the tenant's queue just after the
+// last message created at or before t, at segment granularity as the
+// subscription start is. A cursor with no message that old starts over
+// where the group's subscription starts (the beginning without one), as on
+// the group's first pop; its row stays, so that an ack of the batch it left
+// is refused for its lease rather than not found.
+func (s *Store) SeekTo(ctx context.Context, tenant, group, queue string, t time.Time) ([]Moved, error) {
+	rows, err := s.db.Query(ctx, `WITH t AS (
+			SELECT c.partition_id, q.id AS queue_id,
+			       coalesce((SELECT s.base_offset + s.frame_count FROM queen.log_segments s
+			                  WHERE s.partition_id = c.partition_id AND s.max_created_at <= $4
+			                  ORDER BY s.base_offset DESC LIMIT 1),
+			                (SELECT s.base_offset + s.frame_count FROM queen.log_segments s, queen.subscriptions x
+			                  WHERE s.partition_id = c.partition_id AND x.queue_id = q.id AND x.consumer_group = $3
+			                    AND s.max_created_at <= x.starts_after
+			                  ORDER BY s.base_offset DESC LIMIT 1),
+			                0) AS at
+			  FROM queen.cursors c
+			  JOIN queen.partitions p ON p.id = c.partition_id
+			  JOIN queen.queues q ON q.id = p.queue_id
+			 WHERE q.tenant = $1 AND q.name = $2 AND c.consumer_group = $3
+			   FOR UPDATE OF c
+		)
+		UPDATE queen.cursors c SET committed = t.at, `+released+`
+		  FROM t WHERE c.partition_id = t.partition_id AND c.consumer_group = $3
+		RETURNING t.queue_id, c.partition_id`, tenant, queue, group, t)
+	return collectMoved(rows, err, "seek %q to a time", group)
+}
+
+func collectMoved(rows pgx.Rows, err error, format string, args ...any) ([]Moved, error) {
+	if err == nil {
+		var out []Moved
+		out, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Moved])
+		if err == nil {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// ErrNoPartition is the partition seek's answer for a queue or partition
+// that does not exist, or is another tenant's.
+var ErrNoPartition = errors.New("partition not found")
+
+// SeekPartitionToEnd moves the group's cursor on one partition of the
+// tenant's queue past its newest message. It reports whether a cursor moved
+// and, if so, the creation time of that message (at segment granularity).
+func (s *Store) SeekPartitionToEnd(ctx context.Context, tenant, group, queue, partition string) (*Moved, *time.Time, error) {
+	var m Moved
+	var at *time.Time
+	var updated bool
+	err := s.db.QueryRow(ctx, `WITH p AS (
+			SELECT p.id, p.queue_id, p.next_offset,
+			       (SELECT s.max_created_at FROM queen.log_segments s
+			         WHERE s.partition_id = p.id ORDER BY s.base_offset DESC LIMIT 1) AS newest
+			  FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+			 WHERE q.tenant = $1 AND q.name = $2 AND p.name = $3
+		), u AS (
+			UPDATE queen.cursors c SET committed = p.next_offset, `+released+`
+			  FROM p WHERE c.partition_id = p.id AND c.consumer_group = $4 AND p.newest IS NOT NULL
+			RETURNING 1
+		)
+		SELECT p.queue_id, p.id, EXISTS (SELECT FROM u), p.newest FROM p`, tenant, queue, partition, group).
+		Scan(&m.Queue, &m.Partition, &updated, &at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, ErrNoPartition
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("seek %q on partition %q to the end: %w", group, partition, err)
+	}
+	if !updated {
+		return nil, nil, nil
+	}
+	return &m, at, nil
+}
+
+// SetSubscriptionStart moves the start of every subscription the group has
+// on the tenant's queues to just after t, keeping each one's mode; mode all
+// has no record and is left alone. Only partitions the group has not reached
+// yet notice. It returns the subscriptions changed.
+func (s *Store) SetSubscriptionStart(ctx context.Context, tenant, group string, t time.Time) (int, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE queen.subscriptions s
+		   SET mode = coalesce(s.mode, CASE WHEN s.starts_after = s.created_at THEN 'new' ELSE 'timestamp' END),
+		       starts_after = $3
+		  FROM queen.queues q
+		 WHERE q.id = s.queue_id AND q.tenant = $1 AND s.consumer_group = $2 AND s.starts_after > '-infinity'`,
+		tenant, group, t)
+	if err != nil {
+		return 0, fmt.Errorf("move the subscriptions of %q: %w", group, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
