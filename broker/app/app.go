@@ -89,11 +89,11 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	}
 	hot := hotlist.New()
 	logs := log.New(pool, sealer, m, hot, logger)
-	queues := queue.New(pool, logs, m, hot, logger)
+	switches := flags.New(pool, logger)
+	queues := queue.New(pool, logs, m, hot, logger, switches.PopMaintenance)
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
 	routes = append(routes, streams.New(pool, logs, m, logger, cfg.Tenancy).Routes()...)
-	switches := flags.New(pool, logger)
 	routes = append(routes, admin.New(pool, switches, logs, logger).Routes()...)
 	h := server.New(server.Deps{
 		Pool: pool, Auth: authn, Metrics: m, Log: logger, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,

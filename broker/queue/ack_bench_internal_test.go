@@ -3,16 +3,11 @@ package queue
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/metrics"
-	"github.com/regent-mq/regent/test/pgtest"
 )
 
 // BenchmarkAck acknowledges popped batches of 10 by each path: the common
@@ -23,7 +18,7 @@ import (
 func BenchmarkAck(b *testing.B) {
 	for _, path := range []string{"cursor", "each", "deadletters"} {
 		b.Run(path, func(b *testing.B) {
-			s := New(pgtest.New(b), nil, metrics.New(), hotlist.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+			s := newStore(b)
 			ctx := b.Context()
 			for i := 0; i < 10*b.N+10; i += 10 {
 				items := make([]log.Item, 10)

@@ -175,3 +175,29 @@ func TestARolledBackTransactionReportsNoOperationAsDone(t *testing.T) {
 	require.NotContains(t, string(r.Body), `"queued"`)
 	require.Zero(t, count(t, b, `SELECT count(*) FROM queen.log_segments`))
 }
+
+// Issue 15, defect 1, the pop's half: its path segments and group are text.
+func TestAPopWithNULOrInvalidUTF8InItsNamesIs400(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	for path, field := range map[string]string{
+		"/api/v1/pop/queue/%FF":                   "queue",
+		"/api/v1/pop/queue/q/partition/%00":       "partition",
+		"/api/v1/pop/queue/q?consumerGroup=a%00b": "consumerGroup",
+	} {
+		r := b.Do(t, "GET", path, b.Token, nil)
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", path, r.Body)
+		require.Contains(t, r.Map(t)["error"], field, path)
+	}
+}
+
+// Issue 15, defect 3: a subscriptionFrom PostgreSQL cannot hold is ignored,
+// like any unparsable one (queue-admin-api.md §9), never a 500.
+func TestASubscriptionFromOutsidePostgreSQLsRangeMeansAll(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	r := b.Do(t, "POST", "/api/v1/push", b.Token, `{"items":[{"queue":"q","payload":1}]}`)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	r = b.Do(t, "GET", "/api/v1/pop/queue/q?consumerGroup=g&subscriptionFrom=0000-01-01T00:00:00Z&autoAck=true", b.Token, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+}

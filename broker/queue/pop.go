@@ -57,6 +57,9 @@ func parsePop(r *http.Request) (*popRequest, error) {
 	if p.group == "" {
 		p.group = QueueMode
 	}
+	if err := httpx.CheckTexts("queue", p.queue, "partition", p.partition, "consumerGroup", p.group); err != nil {
+		return nil, err
+	}
 	var err error
 	if p.batch, err = intParam(q.Get("batch"), "batch", 1, 1, maxBatch); err != nil {
 		return nil, err
@@ -88,7 +91,9 @@ func parsePop(r *http.Request) (*popRequest, error) {
 		p.subStart = "now"
 	default:
 		p.subStart = "all"
-		if t, err := time.Parse(time.RFC3339Nano, from); err == nil {
+		// A time PostgreSQL cannot hold (it has no year 0) is as
+		// unparsable as any other.
+		if t, err := time.Parse(time.RFC3339Nano, from); err == nil && t.UTC().Year() >= 1 {
 			p.subStart = t.UTC().Format(time.RFC3339Nano)
 		}
 	}
@@ -167,6 +172,12 @@ func (s *Store) handlePop(w http.ResponseWriter, r *http.Request) {
 	if p.wait {
 		deadline = time.Now().Add(p.timeout)
 	}
+	if !s.holdWhilePaused(ctx, deadline) {
+		if ctx.Err() == nil {
+			w.WriteHeader(http.StatusNoContent)
+		}
+		return
+	}
 	for {
 		if ctx.Err() != nil {
 			return // the client went away: claim nothing
@@ -201,6 +212,30 @@ func (s *Store) handlePop(w http.ResponseWriter, r *http.Request) {
 		}
 		timer.Stop()
 	}
+}
+
+// pausePoll is how often a long-poll held by pop maintenance looks at the
+// switch, which reaches every replica within a second anyway.
+const pausePoll = 100 * time.Millisecond
+
+// holdWhilePaused keeps a pop from delivering while pop maintenance is on:
+// without a deadline (no wait) it reports false at once; a long-poll is
+// held until the switch goes off (true: pop as usual) or its deadline
+// passes (false), so that a client sees an idle queue, not a poll storm.
+func (s *Store) holdWhilePaused(ctx context.Context, deadline time.Time) bool {
+	for s.popPaused() {
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			return false
+		}
+		t := time.NewTimer(min(left, pausePoll))
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return true
 }
 
 // popOnce makes one attempt. With nothing to deliver it returns the channel

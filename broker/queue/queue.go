@@ -45,9 +45,13 @@ type Store struct {
 	metrics *metrics.Metrics
 	logger  *slog.Logger
 	hot     *hotlist.List
+	// popPaused reports pop maintenance (queue-admin-api.md §7): while it
+	// holds, pops deliver nothing and take no lease.
+	popPaused func() bool
 }
 
-// New returns a Store over the write path l.
-func New(pool *pgxpool.Pool, l *log.Log, m *metrics.Metrics, hot *hotlist.List, logger *slog.Logger) *Store {
-	return &Store{pool: pool, log: l, sealer: l.Sealer(), metrics: m, logger: logger, hot: hot}
+// New returns a Store over the write path l; popPaused reports pop
+// maintenance.
+func New(pool *pgxpool.Pool, l *log.Log, m *metrics.Metrics, hot *hotlist.List, logger *slog.Logger, popPaused func() bool) *Store {
+	return &Store{pool: pool, log: l, sealer: l.Sealer(), metrics: m, logger: logger, hot: hot, popPaused: popPaused}
 }

@@ -20,12 +20,12 @@ import (
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func newStore(t *testing.T) *Store {
+func newStore(t testing.TB) *Store {
 	t.Helper()
 	pool := pgtest.New(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, hot := metrics.New(), hotlist.New()
-	return New(pool, log.New(pool, nil, m, hot, logger), m, hot, logger)
+	return New(pool, log.New(pool, nil, m, hot, logger), m, hot, logger, func() bool { return false })
 }
 
 // A pop that took a lease but cannot answer (here a segment fails its
