@@ -84,7 +84,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	}
 	hot := hotlist.New()
 	logs := log.New(pool, sealer, m, hot, logger)
-	queues := queue.New(pool, logs, m, hot, logger)
+	queues := queue.New(pool, logs, m, hot, logger, cfg.MaxPopBytes)
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
 	routes = append(routes, streams.New(pool, logs, m, logger, cfg.Tenancy).Routes()...)

@@ -409,10 +409,10 @@ END
 $$;
 
 --
--- Name: pop(text, uuid, uuid[], text, integer, integer, uuid, text); Type: FUNCTION; Schema: queen; Owner: -
+-- Name: pop(text, uuid, uuid[], text, integer, integer, uuid, text, bigint); Type: FUNCTION; Schema: queen; Owner: -
 --
 
-CREATE FUNCTION queen.pop(p_tenant text, p_queue_id uuid, p_candidates uuid[], p_group text, p_partitions integer, p_batch integer, p_lease_id uuid, p_sub_start text) RETURNS TABLE(partition_id uuid, partition_name text, outcome text, retry_at timestamp with time zone, batch_start bigint, batch_end bigint, base_offset bigint, frame_count integer, body bytea, checksum bigint)
+CREATE FUNCTION queen.pop(p_tenant text, p_queue_id uuid, p_candidates uuid[], p_group text, p_partitions integer, p_batch integer, p_lease_id uuid, p_sub_start text, p_max_bytes bigint) RETURNS TABLE(partition_id uuid, partition_name text, outcome text, retry_at timestamp with time zone, batch_start bigint, batch_end bigint, base_offset bigint, frame_count integer, body bytea, checksum bigint)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
@@ -433,7 +433,8 @@ DECLARE
          ORDER BY c.ord;
     -- The segments from the one holding offset p_at, at most p_rows of them.
     v_segs CURSOR (p_pid uuid, p_at bigint, p_rows integer) FOR
-        SELECT s.base_offset, s.frame_count, s.max_created_at, s.body, s.checksum FROM queen.log_segments s
+        SELECT s.base_offset, s.frame_count, s.max_created_at, octet_length(s.body) AS size, s.body, s.checksum
+          FROM queen.log_segments s
          WHERE s.partition_id = p_pid
            AND s.base_offset >= COALESCE((SELECT max(s2.base_offset) FROM queen.log_segments s2
                                            WHERE s2.partition_id = p_pid AND s2.base_offset <= p_at), 0)
@@ -451,6 +452,9 @@ DECLARE
     v_n          integer;
     v_claimed    integer := 0;
     v_budget     integer := p_batch;
+    v_bytes      bigint := 0; -- of the segments claimed so far
+    v_seg_bytes  bigint;      -- of the segments of this candidate
+    v_full       boolean := false;
     v_ignored    text;
 BEGIN
     IF p_lease_id IS NOT NULL THEN
@@ -458,7 +462,7 @@ BEGIN
     END IF;
     OPEN v_looks;
     LOOP
-        EXIT WHEN v_claimed >= p_partitions OR v_budget <= 0;
+        EXIT WHEN v_claimed >= p_partitions OR v_budget <= 0 OR v_full;
         FETCH v_looks INTO v_c;
         EXIT WHEN NOT FOUND;
         IF NOT v_any THEN
@@ -520,6 +524,7 @@ BEGIN
         v_from := v_committed;
         v_end := NULL;
         v_got := 0;
+        v_seg_bytes := 0;
         outcome := 'segment';
         OPEN v_segs(v_c.pid, v_committed, v_budget + 1);
         LOOP
@@ -530,6 +535,11 @@ BEGIN
                 retry_at := v_seg.max_created_at + make_interval(secs => v_c.delayed_processing);
                 EXIT;
             END IF;
+            IF v_bytes + v_seg_bytes > 0 AND v_bytes + v_seg_bytes + v_seg.size > p_max_bytes THEN
+                v_full := true;
+                EXIT;
+            END IF;
+            v_seg_bytes := v_seg_bytes + v_seg.size;
             IF v_end IS NULL THEN
                 v_from := greatest(v_from, v_seg.base_offset); -- skip a retention gap
                 v_end := v_from;
@@ -550,6 +560,9 @@ BEGIN
         body := NULL;
         checksum := NULL;
 
+        IF v_end IS NULL AND v_full THEN
+            EXIT; -- the budget is spent: this candidate is left as it was
+        END IF;
         IF v_end IS NULL AND retry_at IS NOT NULL THEN
             outcome := 'busy';
             RETURN NEXT;
@@ -591,6 +604,7 @@ BEGIN
         IF NOT FOUND THEN
             outcome := 'busy'; -- taken or moved since the look: its segments are void
             retry_at := NULL;
+            v_full := false; -- nor do its segments count
             RETURN NEXT;
             CONTINUE;
         END IF;
@@ -601,6 +615,7 @@ BEGIN
         RETURN NEXT;
         v_claimed := v_claimed + 1;
         v_budget := v_budget - v_got;
+        v_bytes := v_bytes + v_seg_bytes;
     END LOOP;
     CLOSE v_looks;
     IF NOT v_any AND NOT EXISTS (SELECT FROM queen.queues q WHERE q.id = p_queue_id AND q.tenant = p_tenant) THEN

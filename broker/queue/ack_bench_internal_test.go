@@ -23,7 +23,7 @@ import (
 func BenchmarkAck(b *testing.B) {
 	for _, path := range []string{"cursor", "each", "deadletters"} {
 		b.Run(path, func(b *testing.B) {
-			s := New(pgtest.New(b), nil, metrics.New(), hotlist.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+			s := New(pgtest.New(b), nil, metrics.New(), hotlist.New(), slog.New(slog.NewTextHandler(io.Discard, nil)), 64<<20)
 			ctx := b.Context()
 			for i := 0; i < 10*b.N+10; i += 10 {
 				items := make([]log.Item, 10)

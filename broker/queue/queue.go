@@ -45,9 +45,12 @@ type Store struct {
 	metrics *metrics.Metrics
 	logger  *slog.Logger
 	hot     *hotlist.List
+	// maxPopBytes caps the stored bytes of one pop's answer (queen.pop).
+	maxPopBytes int64
 }
 
-// New returns a Store over the write path l.
-func New(pool *pgxpool.Pool, l *log.Log, m *metrics.Metrics, hot *hotlist.List, logger *slog.Logger) *Store {
-	return &Store{pool: pool, log: l, sealer: l.Sealer(), metrics: m, logger: logger, hot: hot}
+// New returns a Store over the write path l whose pops deliver at most
+// maxPopBytes of stored segments (always at least one).
+func New(pool *pgxpool.Pool, l *log.Log, m *metrics.Metrics, hot *hotlist.List, logger *slog.Logger, maxPopBytes int64) *Store {
+	return &Store{pool: pool, log: l, sealer: l.Sealer(), metrics: m, logger: logger, hot: hot, maxPopBytes: maxPopBytes}
 }
