@@ -125,7 +125,14 @@ func WriteAppended(w http.ResponseWriter, status int, appendTo func([]byte) []by
 	WriteStreamed(w, status, func(_ *Stream, b []byte) []byte { return appendTo(b) })
 }
 
-var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+// bufPool holds answer buffers, each with the Stream that writes it, so that
+// an answer costs no allocation once the pool is warm.
+var bufPool = sync.Pool{New: func() any { return new(pooledBuf) }}
+
+type pooledBuf struct {
+	b []byte
+	s Stream
+}
 
 // Stream is WriteAppended for answers that may be large: the pooled buffer
 // goes to the client whenever it passes maxPooledBuf, and a large piece is
@@ -140,17 +147,17 @@ type Stream struct {
 
 // WriteStreamed writes the JSON body that appendTo appends, through s.
 func WriteStreamed(w http.ResponseWriter, status int, appendTo func(s *Stream, b []byte) []byte) {
-	bp := bufPool.Get().(*[]byte)
-	s := &Stream{w: w, status: status}
-	b := appendTo(s, (*bp)[:0])
-	if s.sent {
+	pb := bufPool.Get().(*pooledBuf)
+	pb.s = Stream{w: w, status: status}
+	b := appendTo(&pb.s, pb.b[:0])
+	if pb.s.sent {
 		_, _ = w.Write(b)
 	} else {
 		WriteBody(w, status, b)
 	}
 	if cap(b) <= maxPooledBuf {
-		*bp = b[:0]
-		bufPool.Put(bp)
+		pb.b, pb.s = b[:0], Stream{}
+		bufPool.Put(pb)
 	}
 }
 
