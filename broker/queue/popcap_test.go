@@ -181,3 +181,25 @@ func TestPoppingAHundredMebibytesStaysUnderTheRSSBound(t *testing.T) {
 	require.Greater(t, len(sizes), 1, "the default cap cuts 100 MiB into several pops")
 	require.Less(t, peak-base, int64(rssBound), "RSS growth over the bound")
 }
+
+func TestAPopWhoseByteCapIsSpentLeavesTheNextPartitionUnclaimed(t *testing.T) {
+	t.Parallel()
+	db := pgtest.URL(t)
+	a := brokertest.StartOn(t, db)
+	for i, part := range []string{"p1", "p2"} {
+		item := bigItem("q", i, 100<<10)
+		item["partition"] = part
+		push(t, a, item)
+	}
+	var one int64
+	require.NoError(t, a.Pool.QueryRow(t.Context(), `SELECT max(octet_length(body)) FROM queen.log_segments`).Scan(&one))
+	b := brokertest.StartOn(t, db, maxPopBytes(one))
+
+	first := pop(t, b, "/api/v1/pop/queue/q?batch=10&partitions=2")
+	require.Equal(t, 1, first.PartitionsClaimed)
+	require.Len(t, first.Messages, 1)
+	second := pop(t, b, "/api/v1/pop/queue/q?batch=10&partitions=2")
+	require.NotNil(t, second, "the partition the cap left out is not leased")
+	require.Equal(t, 1, second.PartitionsClaimed)
+	require.NotEqual(t, first.Partition, second.Partition)
+}
