@@ -90,7 +90,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	hot := hotlist.New()
 	logs := log.New(pool, sealer, m, hot, logger)
 	switches := flags.New(pool, logger)
-	queues := queue.New(pool, logs, m, hot, logger, switches.PopMaintenance)
+	queues := queue.New(pool, logs, m, hot, logger, queue.Settings{MaxPopBytes: cfg.MaxPopBytes, PopPaused: switches.PopMaintenance})
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
 	routes = append(routes, streams.New(pool, logs, m, logger, cfg.Tenancy).Routes()...)

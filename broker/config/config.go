@@ -21,6 +21,7 @@ type Config struct {
 	LogFormat    string
 	Migrate      bool
 	MaxBodyBytes int64
+	MaxPopBytes  int64 // stored bytes one pop answer may carry, beyond its first segment
 
 	Auth          string // off | jwt
 	JWTSecret     string
@@ -121,6 +122,7 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.StrEnv(&c.LogFormat, "log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json")
 	f.BoolEnv(&c.Migrate, "migrate", "REGENT_MIGRATE", true, "apply schema migrations at start")
 	f.Int64Env(&c.MaxBodyBytes, "max-body-bytes", "REGENT_MAX_BODY_BYTES", 16<<20, "largest accepted request body; larger is 413")
+	f.Int64Env(&c.MaxPopBytes, "max-pop-bytes", "REGENT_MAX_POP_BYTES", 64<<20, "stored (compressed) bytes one pop may deliver; a pop always delivers at least one message")
 	f.StrEnv(&c.Auth, "auth", "REGENT_AUTH", "off", "authentication: off or jwt")
 	f.StrEnv(&c.JWTSecret, "jwt-secret", "REGENT_JWT_SECRET", "", "HS256 shared secret")
 	f.StrEnv(&c.JWTSecretFile, "jwt-secret-file", "REGENT_JWT_SECRET_FILE", "", "file holding the HS256 shared secret")
@@ -176,6 +178,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxBodyBytes < 1<<20 {
 		errs = append(errs, errors.New("--max-body-bytes must be at least 1 MiB"))
+	}
+	if c.MaxPopBytes < 1 {
+		errs = append(errs, errors.New("--max-pop-bytes must be positive"))
 	}
 	if c.ReadHeaderTimeout <= 0 || c.ReadTimeout <= 0 || c.IdleTimeout <= 0 {
 		errs = append(errs, errors.New("--read-header-timeout, --read-timeout and --idle-timeout must be positive"))

@@ -13,8 +13,24 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listen != ":6632" || c.PoolSize != 20 || !c.Migrate || c.Auth != "off" || c.Tenancy || c.MaxBodyBytes != 16<<20 {
+	if c.Listen != ":6632" || c.PoolSize != 20 || !c.Migrate || c.Auth != "off" || c.Tenancy || c.MaxBodyBytes != 16<<20 ||
+		c.MaxPopBytes != 64<<20 {
 		t.Fatalf("unexpected defaults: %+v", c)
+	}
+}
+
+func TestMaxPopBytesComesFromItsFlagOrEnvironmentAndMustBePositive(t *testing.T) {
+	c, err := Parse("broker", nil, env(map[string]string{"DATABASE_URL": "postgres://x", "REGENT_MAX_POP_BYTES": "1048576"}))
+	if err != nil || c.MaxPopBytes != 1<<20 {
+		t.Fatalf("REGENT_MAX_POP_BYTES: %d, %v", c.MaxPopBytes, err)
+	}
+	c, err = Parse("broker", []string{"--max-pop-bytes=2048"}, env(map[string]string{"DATABASE_URL": "postgres://x", "REGENT_MAX_POP_BYTES": "1048576"}))
+	if err != nil || c.MaxPopBytes != 2048 {
+		t.Fatalf("--max-pop-bytes over the environment: %d, %v", c.MaxPopBytes, err)
+	}
+	_, err = Parse("broker", []string{"--max-pop-bytes=0"}, env(map[string]string{"DATABASE_URL": "postgres://x"}))
+	if err == nil || !strings.Contains(err.Error(), "--max-pop-bytes must be positive") {
+		t.Fatalf("--max-pop-bytes=0: %v", err)
 	}
 }
 

@@ -131,16 +131,74 @@ func WriteBody(w http.ResponseWriter, status int, body []byte) {
 // WriteAppended writes the JSON body that appendTo appends to a pooled
 // buffer: the answers of the hot paths, built by hand.
 func WriteAppended(w http.ResponseWriter, status int, appendTo func([]byte) []byte) {
-	bp := bufPool.Get().(*[]byte)
-	b := appendTo((*bp)[:0])
-	WriteBody(w, status, b)
+	WriteStreamed(w, status, func(_ *Stream, b []byte) []byte { return appendTo(b) })
+}
+
+// bufPool holds answer buffers, each with the Stream that writes it, so that
+// an answer costs no allocation once the pool is warm.
+var bufPool = sync.Pool{New: func() any { return new(pooledBuf) }}
+
+type pooledBuf struct {
+	b []byte
+	s Stream
+}
+
+// Stream is WriteAppended for answers that may be large: the pooled buffer
+// goes to the client whenever it passes maxPooledBuf, and a large piece is
+// written straight from where it lies, so an answer of any size never needs
+// a buffer of its own size. An answer that fits in the buffer is written
+// whole, with its Content-Length, as WriteAppended does.
+type Stream struct {
+	w      http.ResponseWriter
+	status int
+	sent   bool
+}
+
+// WriteStreamed writes the JSON body that appendTo appends, through s.
+func WriteStreamed(w http.ResponseWriter, status int, appendTo func(s *Stream, b []byte) []byte) {
+	pb := bufPool.Get().(*pooledBuf)
+	pb.s = Stream{w: w, status: status}
+	b := appendTo(&pb.s, pb.b[:0])
+	if pb.s.sent {
+		_, _ = w.Write(b)
+	} else {
+		WriteBody(w, status, b)
+	}
 	if cap(b) <= maxPooledBuf {
-		*bp = b
-		bufPool.Put(bp)
+		pb.b, pb.s = b[:0], Stream{}
+		bufPool.Put(pb)
 	}
 }
 
-var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+// Flush sends b once it has passed maxPooledBuf/2 and returns it emptied;
+// call it between pieces.
+func (s *Stream) Flush(b []byte) []byte {
+	if len(b) < maxPooledBuf/2 {
+		return b
+	}
+	return s.send(b)
+}
+
+// AppendLarge appends p to b, or, when p would outgrow the buffer, sends b
+// and then p itself.
+func (s *Stream) AppendLarge(b, p []byte) []byte {
+	if len(b)+len(p) <= maxPooledBuf/2 {
+		return append(b, p...)
+	}
+	b = s.send(b)
+	_, _ = s.w.Write(p)
+	return b
+}
+
+func (s *Stream) send(b []byte) []byte {
+	if !s.sent {
+		s.sent = true
+		s.w.Header()["Content-Type"] = contentTypeJSON
+		s.w.WriteHeader(s.status)
+	}
+	_, _ = s.w.Write(b)
+	return b[:0]
+}
 
 // maxPooledBuf keeps one huge answer from pinning its buffer.
 const maxPooledBuf = 1 << 20

@@ -1,6 +1,7 @@
 package httpx
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -63,5 +64,60 @@ func TestNotUUIDNamesTheFieldAndQuotesTheValueCutShort(t *testing.T) {
 	long := strings.Repeat("x", 1000)
 	if got, want := NotUUID("f", long).Message, `f must be a UUID, got "`+long[:40]+`…"`; got != want {
 		t.Errorf("NotUUID of a long value = %s, want %s", got, want)
+	}
+}
+
+// streamedAnswer writes a JSON array of n strings of size bytes each.
+func streamedAnswer(n, size int) http.HandlerFunc {
+	piece := []byte(`"` + strings.Repeat("x", size) + `"`)
+	return func(w http.ResponseWriter, r *http.Request) {
+		WriteStreamed(w, http.StatusOK, func(s *Stream, b []byte) []byte {
+			b = append(b, '[')
+			for i := range n {
+				if i > 0 {
+					b = append(s.Flush(b), ',')
+				}
+				b = s.AppendLarge(b, piece)
+			}
+			return append(b, ']')
+		})
+	}
+}
+
+func TestAStreamedAnswerLargerThanThePooledBufferArrivesWholeInPieces(t *testing.T) {
+	for name, tc := range map[string]struct {
+		n, size int
+		length  bool // sent whole, with a Content-Length
+	}{
+		"small":        {3, 10, true},
+		"many pieces":  {20000, 100, false},
+		"large pieces": {5, 3 * maxPooledBuf, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(streamedAnswer(tc.n, tc.size))
+			defer srv.Close()
+			resp, err := http.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			if err := json.Unmarshal(body, &got); err != nil {
+				t.Fatalf("answer of %d bytes is not JSON: %v", len(body), err)
+			}
+			if len(got) != tc.n || len(got[tc.n-1]) != tc.size {
+				t.Fatalf("got %d strings, the last of %d bytes", len(got), len(got[len(got)-1]))
+			}
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("status %d, Content-Type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+			}
+			if (resp.ContentLength == int64(len(body))) != tc.length {
+				t.Fatalf("Content-Length %d for %d bytes: want it set %v", resp.ContentLength, len(body), tc.length)
+			}
+		})
 	}
 }

@@ -67,10 +67,10 @@ CREATE FUNCTION queen.log_push_one_v1(p_partition_id uuid, p_frame_count integer
 $$;
 
 --
--- Name: pop(text, uuid, uuid[], text, integer, integer, uuid, text); Type: FUNCTION; Schema: queen; Owner: -
+-- Name: pop(text, uuid, uuid[], text, integer, integer, uuid, text, bigint); Type: FUNCTION; Schema: queen; Owner: -
 --
 
-CREATE FUNCTION queen.pop(p_tenant text, p_queue_id uuid, p_candidates uuid[], p_group text, p_partitions integer, p_batch integer, p_lease_id uuid, p_sub_start text) RETURNS TABLE(partition_id uuid, partition_name text, outcome text, retry_at timestamp with time zone, batch_start bigint, batch_end bigint, base_offset bigint, frame_count integer, body bytea, checksum bigint)
+CREATE FUNCTION queen.pop(p_tenant text, p_queue_id uuid, p_candidates uuid[], p_group text, p_partitions integer, p_batch integer, p_lease_id uuid, p_sub_start text, p_max_bytes bigint) RETURNS TABLE(partition_id uuid, partition_name text, outcome text, retry_at timestamp with time zone, batch_start bigint, batch_end bigint, base_offset bigint, frame_count integer, body bytea, checksum bigint)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$ -- the body of functions/queen.pop.sql

@@ -223,7 +223,7 @@ const pausePoll = 100 * time.Millisecond
 // held until the switch goes off (true: pop as usual) or its deadline
 // passes (false), so that a client sees an idle queue, not a poll storm.
 func (s *Store) holdWhilePaused(ctx context.Context, deadline time.Time) bool {
-	for s.popPaused() {
+	for s.settings.PopPaused() {
 		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
 			return false
@@ -326,8 +326,8 @@ func (s *Store) claim(ctx context.Context, p *popRequest, q *log.Queue, ids []uu
 	rows, err := s.pool.Query(ctx, `SELECT partition_id, partition_name, outcome, retry_at, batch_start, batch_end,
 			base_offset, frame_count, body, checksum
 		FROM queen.pop(p_tenant => $1, p_queue_id => $2, p_candidates => $3, p_group => $4,
-			p_partitions => $5, p_batch => $6, p_lease_id => $7, p_sub_start => $8)`,
-		p.tenant, pg.ID(q.ID), pg.IDs(ids), p.group, p.partitions, p.batch, lease, p.subStart)
+			p_partitions => $5, p_batch => $6, p_lease_id => $7, p_sub_start => $8, p_max_bytes => $9)`,
+		p.tenant, pg.ID(q.ID), pg.IDs(ids), p.group, p.partitions, p.batch, lease, p.subStart, s.settings.MaxPopBytes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pop %q: %w", p.queue, err)
 	}
@@ -386,11 +386,15 @@ func (s *Store) decode(q *log.Queue, claims []claim, p *popRequest, leaseID uuid
 	}
 	msgs := make([]message, 0, n)
 	for _, c := range claims {
-		for _, sg := range c.segments {
+		for j := range c.segments {
+			sg := &c.segments[j]
 			frames, err := segment.Decode(sg.body, uint64(sg.checksum), sg.count)
 			if err != nil {
 				return nil, fmt.Errorf("queue %q partition %s segment %d: %w", q.Name, c.id, sg.base, err)
 			}
+			// The frames hold their own copy: the stored body can go now,
+			// not with the answer.
+			sg.body = nil
 			for i := range frames {
 				off := sg.base + int64(i)
 				if off < c.batchStart || off >= c.batchEnd {

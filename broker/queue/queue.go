@@ -39,19 +39,27 @@ const QueueMode = "__QUEUE_MODE__"
 // Store is the queue's handlers and its consumer-side storage. It is safe
 // for concurrent use.
 type Store struct {
-	pool    *pgxpool.Pool
-	log     *log.Log
-	sealer  *seal.Sealer
-	metrics *metrics.Metrics
-	logger  *slog.Logger
-	hot     *hotlist.List
-	// popPaused reports pop maintenance (queue-admin-api.md §7): while it
-	// holds, pops deliver nothing and take no lease.
-	popPaused func() bool
+	pool     *pgxpool.Pool
+	log      *log.Log
+	sealer   *seal.Sealer
+	metrics  *metrics.Metrics
+	logger   *slog.Logger
+	hot      *hotlist.List
+	settings Settings
 }
 
-// New returns a Store over the write path l; popPaused reports pop
-// maintenance.
-func New(pool *pgxpool.Pool, l *log.Log, m *metrics.Metrics, hot *hotlist.List, logger *slog.Logger, popPaused func() bool) *Store {
-	return &Store{pool: pool, log: l, sealer: l.Sealer(), metrics: m, logger: logger, hot: hot, popPaused: popPaused}
+// Settings are what the broker's configuration and its switches decide for
+// the queue.
+type Settings struct {
+	// MaxPopBytes caps the stored bytes of one pop's answer (queen.pop); a
+	// pop always delivers at least one message.
+	MaxPopBytes int64
+	// PopPaused reports pop maintenance (queue-admin-api.md §7): while it
+	// holds, pops deliver nothing and take no lease.
+	PopPaused func() bool
+}
+
+// New returns a Store over the write path l.
+func New(pool *pgxpool.Pool, l *log.Log, m *metrics.Metrics, hot *hotlist.List, logger *slog.Logger, settings Settings) *Store {
+	return &Store{pool: pool, log: l, sealer: l.Sealer(), metrics: m, logger: logger, hot: hot, settings: settings}
 }

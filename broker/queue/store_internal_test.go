@@ -25,7 +25,7 @@ func newStore(t testing.TB) *Store {
 	pool := pgtest.New(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, hot := metrics.New(), hotlist.New()
-	return New(pool, log.New(pool, nil, m, hot, logger), m, hot, logger, func() bool { return false })
+	return New(pool, log.New(pool, nil, m, hot, logger), m, hot, logger, Settings{MaxPopBytes: 64 << 20, PopPaused: func() bool { return false }})
 }
 
 // A pop that took a lease but cannot answer (here a segment fails its

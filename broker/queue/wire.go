@@ -15,10 +15,14 @@ import (
 // pushed.
 
 func (s *Store) writePop(w http.ResponseWriter, p *popRequest, msgs []message, claims []claim, lease string) {
-	httpx.WriteAppended(w, http.StatusOK, func(b []byte) []byte { return appendPop(b, p, msgs, claims, lease) })
+	httpx.WriteStreamed(w, http.StatusOK, func(st *httpx.Stream, b []byte) []byte {
+		return appendPop(st, b, p, msgs, claims, lease)
+	})
 }
 
-func appendPop(b []byte, p *popRequest, msgs []message, claims []claim, lease string) []byte {
+// appendPop appends the answer through st, which sends it on in pieces
+// when it is large (a pop may carry up to --max-pop-bytes).
+func appendPop(st *httpx.Stream, b []byte, p *popRequest, msgs []message, claims []claim, lease string) []byte {
 	b = append(b, `{"success":true,"queue":`...)
 	b = httpx.AppendString(b, p.queue)
 	b = append(b, `,"partition":`...)
@@ -44,7 +48,7 @@ func appendPop(b []byte, p *popRequest, msgs []message, claims []claim, lease st
 	for i := range msgs {
 		m := &msgs[i]
 		if i > 0 {
-			b = append(b, ',')
+			b = append(st.Flush(b), ',')
 		}
 		b = append(b, `{"id":`...)
 		b = httpx.AppendUUID(b, m.ID)
@@ -53,7 +57,7 @@ func appendPop(b []byte, p *popRequest, msgs []message, claims []claim, lease st
 		b = append(b, `,"traceId":`...)
 		b = httpx.AppendOptionalString(b, m.TraceID)
 		b = append(b, `,"data":`...)
-		b = append(b, m.Data...)
+		b = st.AppendLarge(b, m.Data)
 		b = append(b, `,"producerSub":`...)
 		b = httpx.AppendOptionalString(b, m.ProducerSub)
 		b = append(b, `,"createdAt":`...)

@@ -1,6 +1,7 @@
 -- Pops for one consumer group: tries the candidate partitions in order
 -- (from the broker's hot list, or the one partition the route names), and
--- claims up to p_partitions of them, sharing a budget of p_batch messages.
+-- claims up to p_partitions of them, sharing a budget of p_batch messages
+-- and of p_max_bytes segment bytes.
 --
 -- A candidate is skipped when its cursor row is locked by a concurrent pop
 -- or ack (SKIP LOCKED), holds a live lease (queen.lease_live), or waits out
@@ -11,6 +12,14 @@
 -- cursor, skipping the gaps retention leaves, and stops before a segment
 -- younger than the queue's delayedProcessing (segment granularity: the
 -- frames of one segment were created within microseconds of each other).
+--
+-- The byte budget counts the stored (compressed) bodies, the bytes that
+-- this call reads and the broker holds, and whole segments: a segment is
+-- taken only if it fits, except the first of the call, so that a pop always
+-- delivers something. The batch ends where the walk stopped, so the lease
+-- (or the auto-acked cursor) covers exactly what is delivered and the rest
+-- stays free for the next pop. Cutting inside a segment would need its
+-- frames' sizes, which only decoding it tells.
 --
 -- Rows, per candidate in order:
 --   'segment' rows (base_offset, frame_count, body, checksum) of a partition
@@ -36,7 +45,8 @@ CREATE OR REPLACE FUNCTION queen.pop(
     p_partitions integer,
     p_batch      integer,
     p_lease_id   uuid,
-    p_sub_start  text -- 'all', 'now' or an RFC 3339 time
+    p_sub_start  text, -- 'all', 'now' or an RFC 3339 time
+    p_max_bytes  bigint
 ) RETURNS TABLE (
     partition_id   uuid,
     partition_name text,
@@ -66,7 +76,8 @@ DECLARE
          ORDER BY c.ord;
     -- The segments from the one holding offset p_at, at most p_rows of them.
     v_segs CURSOR (p_pid uuid, p_at bigint, p_rows integer) FOR
-        SELECT s.base_offset, s.frame_count, s.max_created_at, s.body, s.checksum FROM queen.log_segments s
+        SELECT s.base_offset, s.frame_count, s.max_created_at, octet_length(s.body) AS size, s.body, s.checksum
+          FROM queen.log_segments s
          WHERE s.partition_id = p_pid
            AND s.base_offset >= COALESCE((SELECT max(s2.base_offset) FROM queen.log_segments s2
                                            WHERE s2.partition_id = p_pid AND s2.base_offset <= p_at), 0)
@@ -84,6 +95,9 @@ DECLARE
     v_n          integer;
     v_claimed    integer := 0;
     v_budget     integer := p_batch;
+    v_bytes      bigint := 0; -- of the segments claimed so far
+    v_seg_bytes  bigint;      -- of the segments of this candidate
+    v_full       boolean := false;
     v_ignored    text;
 BEGIN
     IF p_lease_id IS NOT NULL THEN
@@ -91,7 +105,7 @@ BEGIN
     END IF;
     OPEN v_looks;
     LOOP
-        EXIT WHEN v_claimed >= p_partitions OR v_budget <= 0;
+        EXIT WHEN v_claimed >= p_partitions OR v_budget <= 0 OR v_full;
         FETCH v_looks INTO v_c;
         EXIT WHEN NOT FOUND;
         IF NOT v_any THEN
@@ -153,6 +167,7 @@ BEGIN
         v_from := v_committed;
         v_end := NULL;
         v_got := 0;
+        v_seg_bytes := 0;
         outcome := 'segment';
         OPEN v_segs(v_c.pid, v_committed, v_budget + 1);
         LOOP
@@ -163,6 +178,11 @@ BEGIN
                 retry_at := v_seg.max_created_at + make_interval(secs => v_c.delayed_processing);
                 EXIT;
             END IF;
+            IF v_bytes + v_seg_bytes > 0 AND v_bytes + v_seg_bytes + v_seg.size > p_max_bytes THEN
+                v_full := true;
+                EXIT;
+            END IF;
+            v_seg_bytes := v_seg_bytes + v_seg.size;
             IF v_end IS NULL THEN
                 v_from := greatest(v_from, v_seg.base_offset); -- skip a retention gap
                 v_end := v_from;
@@ -183,6 +203,9 @@ BEGIN
         body := NULL;
         checksum := NULL;
 
+        IF v_end IS NULL AND v_full THEN
+            EXIT; -- the budget is spent: this candidate is left as it was
+        END IF;
         IF v_end IS NULL AND retry_at IS NOT NULL THEN
             outcome := 'busy';
             RETURN NEXT;
@@ -224,6 +247,7 @@ BEGIN
         IF NOT FOUND THEN
             outcome := 'busy'; -- taken or moved since the look: its segments are void
             retry_at := NULL;
+            v_full := false; -- nor do its segments count
             RETURN NEXT;
             CONTINUE;
         END IF;
@@ -234,6 +258,7 @@ BEGIN
         RETURN NEXT;
         v_claimed := v_claimed + 1;
         v_budget := v_budget - v_got;
+        v_bytes := v_bytes + v_seg_bytes;
     END LOOP;
     CLOSE v_looks;
     IF NOT v_any AND NOT EXISTS (SELECT FROM queen.queues q WHERE q.id = p_queue_id AND q.tenant = p_tenant) THEN
