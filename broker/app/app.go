@@ -20,6 +20,7 @@ import (
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/hotlist"
+	"github.com/regent-mq/regent/broker/lag"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/migrate"
 	"github.com/regent-mq/regent/broker/queue"
@@ -75,6 +76,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		}
 	}
 	m := metrics.New()
+	m.WatchPool(pool)
+	groups := lag.New(pool, m, log)
 	sealer, err := newSealer(cfg)
 	if err != nil {
 		pool.Close()
@@ -94,6 +97,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		var wg sync.WaitGroup
 		wg.Go(func() { queues.Run(bg, cfg.ReseedInterval) })
 		wg.Go(func() { retention.New(pool, log, cfg.DedupWindow).Run(bg, cfg.RetentionEvery) })
+		wg.Go(func() { groups.Run(bg, cfg.LagEvery) })
 		wg.Wait()
 	}()
 	return &Broker{cfg: cfg, log: log, pool: pool, handler: h, routes: routes, stop: stop, stopped: stopped}, nil

@@ -37,6 +37,7 @@ type Config struct {
 	DedupWindow    time.Duration
 	ReseedInterval time.Duration
 	RetentionEvery time.Duration
+	LagEvery       time.Duration
 	ShutdownGrace  time.Duration
 }
 
@@ -130,6 +131,7 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.DurationEnv(&c.DedupWindow, "dedup-window", "REGENT_DEDUP_WINDOW", time.Hour, "how long a client transactionId is remembered per partition")
 	f.DurationEnv(&c.ReseedInterval, "reseed-interval", "REGENT_RESEED_INTERVAL", 5*time.Second, "how often the hot list is reseeded from the database")
 	f.DurationEnv(&c.RetentionEvery, "retention-interval", "REGENT_RETENTION_INTERVAL", 30*time.Second, "how often retention and dedup sweeps run")
+	f.DurationEnv(&c.LagEvery, "lag-interval", "REGENT_LAG_INTERVAL", 15*time.Second, "how often the consumer group lag metrics are recomputed")
 	f.DurationEnv(&c.ShutdownGrace, "shutdown-grace", "REGENT_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight requests may drain on SIGTERM")
 	if err := f.Parse(args); err != nil {
 		return c, err
@@ -166,6 +168,9 @@ func (c Config) validate() error {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat))
+	}
+	if c.LagEvery <= 0 {
+		errs = append(errs, errors.New("--lag-interval must be positive"))
 	}
 	if c.MaxBodyBytes < 1<<20 {
 		errs = append(errs, errors.New("--max-body-bytes must be at least 1 MiB"))

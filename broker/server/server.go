@@ -62,10 +62,12 @@ func health(d Deps) http.Handler {
 		defer cancel()
 		if err := d.Pool.Ping(ctx); err != nil {
 			d.Log.Warn("health check: database unreachable", "err", err)
+			d.Metrics.DatabaseUp.Set(0)
 			httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{
 				"status": "unhealthy", "database": "disconnected", "version": d.Version})
 			return
 		}
+		d.Metrics.DatabaseUp.Set(1)
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{
 			"status": "healthy", "database": "connected", "version": d.Version})
 	})

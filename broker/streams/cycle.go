@@ -10,6 +10,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/queue"
 	"github.com/regent-mq/regent/broker/streams/store"
 )
@@ -150,13 +151,16 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	var refused *store.Failure
 	switch {
 	case errors.As(err, &refused):
+		s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleRefused).Inc()
 		(&cycleResponse{QueryID: c.QueryID, PartitionID: c.PartitionID,
 			Error: refused.Message, PushResults: []pushResult{}}).write(w)
 		return
 	case err != nil:
+		s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleFailed).Inc()
 		s.fail(w, r, err)
 		return
 	}
+	s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleCommitted).Inc()
 
 	// The cycle committed: the bookkeeping of the push and ack routes is
 	// done here, counters and the announcements that make the sink emits
