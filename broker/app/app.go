@@ -20,7 +20,7 @@ import (
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/hotlist"
-	"github.com/regent-mq/regent/broker/lag"
+	"github.com/regent-mq/regent/broker/backlog"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/migrate"
 	"github.com/regent-mq/regent/broker/queue"
@@ -77,7 +77,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 	}
 	m := metrics.New()
 	m.WatchPool(pool)
-	groups := lag.New(pool, m, log)
+	groups := backlog.New(pool, m, log)
 	sealer, err := newSealer(cfg)
 	if err != nil {
 		pool.Close()

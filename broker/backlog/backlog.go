@@ -1,13 +1,14 @@
-// Package lag measures how far each consumer group is behind on each queue
-// and exports it as regent_consumer_group_lag and
+// Package backlog measures what waits in the database: how far each consumer
+// group is behind on each queue (regent_consumer_group_lag and
 // regent_consumer_group_oldest_unconsumed_age_seconds, the metrics workers
-// are scaled and paged on.
+// are scaled and paged on) and the dead letters of each queue
+// (regent_dead_letters).
 //
-// One query refreshes every group in the background; scrapes are served from
+// Two queries refresh everything in the background; scrapes are served from
 // the last result, so a scrape never touches the database, and however often
-// Prometheus (or several of them) scrape, the database sees one query per
+// Prometheus (or several of them) scrape, the database sees two queries per
 // interval per broker replica.
-package lag
+package backlog
 
 import (
 	"context"
@@ -16,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -61,6 +63,17 @@ SELECT q.tenant, q.name, c.consumer_group,
        ) s ON c.committed < p.next_offset
  GROUP BY q.tenant, q.name, c.consumer_group`
 
+// deadLettersSQL counts the dead letters of each queue. Cost: one pass over
+// queen.dead_letters, an index-only scan of its primary key where the
+// visibility map allows. Dead letters are the exceptions a team inspects and
+// clears, so the table stays small next to the log.
+const deadLettersSQL = `
+SELECT q.tenant, q.name, count(*)
+  FROM queen.dead_letters d
+  JOIN queen.partitions p ON p.id = d.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id
+ GROUP BY q.tenant, q.name`
+
 // Group is one consumer group's position on one queue.
 type Group struct {
 	Tenant, Queue, Group string
@@ -68,25 +81,44 @@ type Group struct {
 	OldestAgeSeconds     float64 // age of the oldest unconsumed message; 0 when caught up
 }
 
-// Read runs the query once.
-func Read(ctx context.Context, pool *pgxpool.Pool) ([]Group, error) {
-	rows, err := pool.Query(ctx, groupsSQL)
+// DeadLetters is the number of dead letters of one queue.
+type DeadLetters struct {
+	Tenant, Queue string
+	Count         int64
+}
+
+// Snapshot is one refresh.
+type Snapshot struct {
+	Groups      []Group
+	DeadLetters []DeadLetters
+}
+
+// Read runs both queries once.
+func Read(ctx context.Context, pool *pgxpool.Pool) (Snapshot, error) {
+	var s Snapshot
+	var err error
+	s.Groups, err = query(ctx, pool, groupsSQL, "consumer group lag", func(r pgx.CollectableRow) (g Group, err error) {
+		return g, r.Scan(&g.Tenant, &g.Queue, &g.Group, &g.Lag, &g.OldestAgeSeconds)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("read consumer group lag: %w", err)
+		return s, err
 	}
-	defer rows.Close()
-	var gs []Group
-	for rows.Next() {
-		var g Group
-		if err := rows.Scan(&g.Tenant, &g.Queue, &g.Group, &g.Lag, &g.OldestAgeSeconds); err != nil {
-			return nil, fmt.Errorf("scan consumer group lag: %w", err)
-		}
-		gs = append(gs, g)
+	s.DeadLetters, err = query(ctx, pool, deadLettersSQL, "dead letters", func(r pgx.CollectableRow) (d DeadLetters, err error) {
+		return d, r.Scan(&d.Tenant, &d.Queue, &d.Count)
+	})
+	return s, err
+}
+
+func query[T any](ctx context.Context, pool *pgxpool.Pool, sql, what string, scan pgx.RowToFunc[T]) ([]T, error) {
+	rows, err := pool.Query(ctx, sql)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read consumer group lag: %w", err)
+	out, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
-	return gs, nil
+	return out, nil
 }
 
 var (
@@ -97,6 +129,9 @@ var (
 	ageDesc = prometheus.NewDesc("regent_consumer_group_oldest_unconsumed_age_seconds",
 		"Age of the oldest message the group has not consumed on the queue; 0 when it is caught up.",
 		labels, nil)
+	deadDesc = prometheus.NewDesc("regent_dead_letters",
+		"Dead letters the queue holds now, over its consumer groups.",
+		[]string{"tenant", "queue"}, nil)
 )
 
 // Collector keeps the last refresh and serves it to scrapes. A group whose
@@ -106,8 +141,8 @@ type Collector struct {
 	m    *metrics.Metrics
 	log  *slog.Logger
 
-	mu     sync.Mutex
-	groups []Group
+	mu   sync.Mutex
+	last Snapshot
 }
 
 // New registers the collector on m's registry; Run keeps it fresh.
@@ -133,19 +168,19 @@ func (c *Collector) Run(ctx context.Context, every time.Duration) {
 	}
 }
 
-// Refresh reads the groups once and reports whether it could.
+// Refresh reads the backlog once and reports whether it could.
 func (c *Collector) Refresh(ctx context.Context) bool {
-	gs, err := Read(ctx, c.pool)
+	s, err := Read(ctx, c.pool)
 	if err != nil {
 		if ctx.Err() == nil {
-			c.log.Warn("lag refresh failed", "err", err)
+			c.log.Warn("backlog refresh failed", "err", err)
 			c.m.DatabaseUp.Set(0)
 		}
 		return false
 	}
 	c.m.DatabaseUp.Set(1)
 	c.mu.Lock()
-	c.groups = gs
+	c.last = s
 	c.mu.Unlock()
 	return true
 }
@@ -153,13 +188,17 @@ func (c *Collector) Refresh(ctx context.Context) bool {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- lagDesc
 	ch <- ageDesc
+	ch <- deadDesc
 }
 
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, g := range c.groups {
+	for _, g := range c.last.Groups {
 		ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(g.Lag), g.Tenant, g.Queue, g.Group)
 		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, g.OldestAgeSeconds, g.Tenant, g.Queue, g.Group)
+	}
+	for _, d := range c.last.DeadLetters {
+		ch <- prometheus.MustNewConstMetric(deadDesc, prometheus.GaugeValue, float64(d.Count), d.Tenant, d.Queue)
 	}
 }

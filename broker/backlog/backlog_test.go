@@ -1,4 +1,4 @@
-package lag_test
+package backlog_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/regent-mq/regent/broker/config"
-	"github.com/regent-mq/regent/broker/lag"
+	"github.com/regent-mq/regent/broker/backlog"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -46,14 +46,14 @@ func consume(t *testing.T, b *brokertest.Broker, queue, partition, group string,
 	}
 }
 
-func read(t *testing.T, pool *pgxpool.Pool) map[string]lag.Group {
+func read(t *testing.T, pool *pgxpool.Pool) map[string]backlog.Group {
 	t.Helper()
-	gs, err := lag.Read(t.Context(), pool)
+	s, err := backlog.Read(t.Context(), pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]lag.Group{}
-	for _, g := range gs {
+	out := map[string]backlog.Group{}
+	for _, g := range s.Groups {
 		out[g.Queue+"/"+g.Group] = g
 	}
 	return out
@@ -135,7 +135,7 @@ func TestScrapesServeTheLastRefreshAndAGoneQueueDisappears(t *testing.T) {
 	push(t, b, "q", "p", 4)
 	consume(t, b, "q", "p", "g", 1)
 	m := metrics.New()
-	c := lag.New(b.Pool, m, quiet)
+	c := backlog.New(b.Pool, m, quiet)
 	if !c.Refresh(t.Context()) {
 		t.Fatal("refresh failed")
 	}
@@ -165,7 +165,7 @@ func TestDatabaseUpIsZeroWhenTheRefreshFails(t *testing.T) {
 	defer pool.Close()
 	m := metrics.New()
 	m.DatabaseUp.Set(1)
-	if lag.New(pool, m, quiet).Refresh(t.Context()) {
+	if backlog.New(pool, m, quiet).Refresh(t.Context()) {
 		t.Fatal("a refresh against no database succeeded")
 	}
 	if v := testutil.ToFloat64(m.DatabaseUp); v != 0 {
@@ -209,4 +209,32 @@ func scrape(t *testing.T, m *metrics.Metrics) string {
 		}
 	}
 	return b.String()
+}
+
+func TestDeadLettersAreCountedPerQueue(t *testing.T) {
+	b := brokertest.Start(t)
+	push(t, b, "q", "p", 3)
+	r := b.Do(t, "GET", "/api/v1/pop/queue/q/partition/p?consumerGroup=g&batch=3", "", nil)
+	var p struct {
+		Messages []struct {
+			TransactionID string `json:"transactionId"`
+			PartitionID   string `json:"partitionId"`
+		} `json:"messages"`
+	}
+	r.JSON(t, &p)
+	for _, m := range p.Messages[:2] {
+		a := b.Do(t, "POST", "/api/v1/ack", "", map[string]any{
+			"transactionId": m.TransactionID, "partitionId": m.PartitionID, "status": "dlq", "consumerGroup": "g"})
+		if a.Status != http.StatusOK {
+			t.Fatalf("ack dlq: %d %s", a.Status, a.Body)
+		}
+	}
+	s, err := backlog.Read(t.Context(), b.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []backlog.DeadLetters{{Tenant: b.Tenant, Queue: "q", Count: 2}}
+	if len(s.DeadLetters) != 1 || s.DeadLetters[0] != want[0] {
+		t.Fatalf("dead letters %+v, want %+v", s.DeadLetters, want)
+	}
 }
