@@ -18,9 +18,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/backlog"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/hotlist"
-	"github.com/regent-mq/regent/broker/backlog"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/migrate"
 	"github.com/regent-mq/regent/broker/queue"

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/backlog"
+	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
