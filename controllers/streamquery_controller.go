@@ -155,6 +155,9 @@ func (r *StreamQueryReconciler) inNamespace(ctx context.Context, o client.Object
 func (r *StreamQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var q v1.StreamQuery
 	if err := r.Get(ctx, req.NamespacedName, &q); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetQuery(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	tenant, err := r.tenantOf(ctx, q.Namespace)
@@ -258,6 +261,7 @@ func (r *StreamQueryReconciler) settle(ctx context.Context, s *step, res registr
 	if err := r.writeStatus(ctx, s); err != nil {
 		return conflictOr(err)
 	}
+	observeQuery(q)
 	switch {
 	case res.Outcome == registration.Unavailable:
 		return ctrl.Result{}, fmt.Errorf("register query %q of tenant %q: broker unavailable: %s", q.QueryName(), s.tenant, res.Message)
@@ -331,6 +335,7 @@ func conflictOr(err error) (ctrl.Result, error) {
 // holder does anything, and a younger duplicate never holds it, so a
 // registration is deleted only by the StreamQuery that owns it.
 func (r *StreamQueryReconciler) finalize(ctx context.Context, q *v1.StreamQuery, tenant string, elder *v1.StreamQuery) (ctrl.Result, error) {
+	forgetQuery(client.ObjectKeyFromObject(q))
 	if !controllerutil.ContainsFinalizer(q, queryFinalizer) {
 		return ctrl.Result{}, nil
 	}
@@ -366,5 +371,6 @@ func (r *StreamQueryReconciler) duplicate(ctx context.Context, q *v1.StreamQuery
 	if err := r.writeStatus(ctx, s); err != nil {
 		return conflictOr(err)
 	}
+	observeQuery(q)
 	return ctrl.Result{RequeueAfter: r.resync()}, nil
 }

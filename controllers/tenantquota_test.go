@@ -161,13 +161,13 @@ func TestMetricsCountRegistrationsAndQuotas(t *testing.T) {
 	if v := metricValue(t, "regent_operator_registrations_total", "result", "registered"); v < registered+1 {
 		t.Fatalf("registered registrations %v, want at least %v", v, registered+1)
 	}
-	if v := metricValue(t, "regent_tenant_quota_max", "tenant", "metrics-tenant"); v != 7 {
-		t.Fatalf("regent_tenant_quota_max = %v, want 7", v)
+	if v := metricValue(t, "regent_tenantquota_max_queries", "tenant", "metrics-tenant"); v != 7 {
+		t.Fatalf("regent_tenantquota_max_queries = %v, want 7", v)
 	}
 	deadline := time.Now().Add(wait)
-	for metricValue(t, "regent_tenant_quota_used", "tenant", "metrics-tenant") != 1 {
+	for metricValue(t, "regent_tenantquota_registered_queries", "tenant", "metrics-tenant") != 1 {
 		if time.Now().After(deadline) {
-			t.Fatal("regent_tenant_quota_used never counted the registered query")
+			t.Fatal("regent_tenantquota_registered_queries never counted the registered query")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/admin"
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/backlog"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/flags"
 	"github.com/regent-mq/regent/broker/hotlist"
@@ -82,6 +83,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		}
 	}
 	m := metrics.New()
+	m.WatchPool(pool)
+	groups := backlog.New(pool, m, logger)
 	sealer, err := newSealer(cfg)
 	if err != nil {
 		pool.Close()
@@ -106,6 +109,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		wg.Go(func() { queues.Run(bg, cfg.ReseedInterval) })
 		wg.Go(func() { retention.New(pool, logger, cfg.DedupWindow).Run(bg, cfg.RetentionEvery) })
 		wg.Go(func() { switches.Run(bg) })
+		wg.Go(func() { groups.Run(bg, cfg.LagEvery) })
 		wg.Wait()
 	}()
 	return &Broker{cfg: cfg, log: logger, pool: pool, handler: h, routes: routes, stop: stop, stopped: stopped}, nil

@@ -38,6 +38,7 @@ type Config struct {
 	DedupWindow    time.Duration
 	ReseedInterval time.Duration
 	RetentionEvery time.Duration
+	LagEvery       time.Duration
 	ShutdownGrace  time.Duration
 
 	ReadHeaderTimeout time.Duration // to receive a request's headers
@@ -136,6 +137,7 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.DurationEnv(&c.DedupWindow, "dedup-window", "REGENT_DEDUP_WINDOW", time.Hour, "how long a client transactionId is remembered per partition")
 	f.DurationEnv(&c.ReseedInterval, "reseed-interval", "REGENT_RESEED_INTERVAL", 5*time.Second, "how often the hot list is reseeded from the database")
 	f.DurationEnv(&c.RetentionEvery, "retention-interval", "REGENT_RETENTION_INTERVAL", 30*time.Second, "how often retention and dedup sweeps run")
+	f.DurationEnv(&c.LagEvery, "lag-interval", "REGENT_LAG_INTERVAL", 15*time.Second, "how often the consumer group lag metrics are recomputed")
 	f.DurationEnv(&c.ShutdownGrace, "shutdown-grace", "REGENT_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight requests may drain on SIGTERM")
 	f.DurationEnv(&c.ReadHeaderTimeout, "read-header-timeout", "REGENT_READ_HEADER_TIMEOUT", 10*time.Second, "how long a client may take to send a request's headers")
 	f.DurationEnv(&c.ReadTimeout, "read-timeout", "REGENT_READ_TIMEOUT", time.Minute, "how long a client may take to send a request's body; a long-poll's wait is not part of it")
@@ -175,6 +177,9 @@ func (c Config) validate() error {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat))
+	}
+	if c.LagEvery <= 0 {
+		errs = append(errs, errors.New("--lag-interval must be positive"))
 	}
 	if c.MaxBodyBytes < 1<<20 {
 		errs = append(errs, errors.New("--max-body-bytes must be at least 1 MiB"))

@@ -20,7 +20,21 @@ type Metrics struct {
 	Acked  *prometheus.CounterVec // tenant, queue
 
 	EncryptionFailures prometheus.Counter
+
+	PopsParked   prometheus.Gauge       // long-polls waiting for messages
+	StreamCycles *prometheus.CounterVec // tenant, result: committed, refused or failed
+	// DatabaseUp is 1 while PostgreSQL answers: the health check and the lag
+	// refresh set it, whichever ran last.
+	DatabaseUp prometheus.Gauge
 }
+
+// Results of a streams cycle, the values of regent_stream_cycles_total's
+// result label.
+const (
+	CycleCommitted = "committed" // applied: state, sink pushes and source ack
+	CycleRefused   = "refused"   // answered success=false, nothing applied
+	CycleFailed    = "failed"    // Regent's own error, answered 5xx
+)
 
 // New registers the Go and process collectors and the broker's own metrics.
 func New() *Metrics {
@@ -47,11 +61,24 @@ func New() *Metrics {
 			Name: "regent_encryption_failures_total",
 			Help: "Payloads stored in plaintext because sealing them failed.",
 		}),
+		PopsParked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "regent_pops_parked",
+			Help: "Long-poll pops waiting for a message (wait=true and nothing to deliver yet).",
+		}),
+		StreamCycles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regent_stream_cycles_total",
+			Help: "Streams cycles that reached the database, by result: committed, refused or failed.",
+		}, []string{"tenant", "result"}),
+		DatabaseUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "regent_database_up",
+			Help: "1 when the last health check or lag refresh reached PostgreSQL, 0 when it failed.",
+		}),
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.RequestDuration, m.Pushed, m.Popped, m.Acked, m.EncryptionFailures,
+		m.PopsParked, m.StreamCycles, m.DatabaseUp,
 	)
 	return m
 }

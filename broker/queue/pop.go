@@ -205,11 +205,13 @@ func (s *Store) handlePop(w http.ResponseWriter, r *http.Request) {
 			until = due
 		}
 		timer := time.NewTimer(until.Sub(now))
+		s.metrics.PopsParked.Inc()
 		select {
 		case <-ctx.Done():
 		case <-wake:
 		case <-timer.C:
 		}
+		s.metrics.PopsParked.Dec()
 		timer.Stop()
 	}
 }

@@ -63,10 +63,12 @@ func health(d Deps) http.Handler {
 		if err := d.Pool.Ping(ctx); err != nil {
 			d.Log.Warn("health check: database unreachable", "err", err)
 			w.Header().Set("Retry-After", httpx.RetryAfter)
+			d.Metrics.DatabaseUp.Set(0)
 			httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{
 				"status": "unhealthy", "database": "disconnected", "version": d.Version})
 			return
 		}
+		d.Metrics.DatabaseUp.Set(1)
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{
 			"status": "healthy", "database": "connected", "version": d.Version})
 	})

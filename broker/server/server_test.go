@@ -54,6 +54,9 @@ func TestHealthIsUnhealthyWhenPostgresIsGone(t *testing.T) {
 	if r.Status != http.StatusServiceUnavailable || r.Map(t)["status"] != "unhealthy" {
 		t.Fatalf("health = %d %s", r.Status, r.Body)
 	}
+	if m := b.Do(t, "GET", "/metrics", "", nil); !strings.Contains(string(m.Body), "\nregent_database_up 0\n") {
+		t.Fatalf("the failed health check left regent_database_up at:\n%s", m.Body)
+	}
 }
 
 func TestMetricsAreServedOnBothPaths(t *testing.T) {

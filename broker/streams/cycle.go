@@ -12,6 +12,7 @@ import (
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
+	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/queue"
 	"github.com/regent-mq/regent/broker/streams/store"
 )
@@ -166,6 +167,7 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 		s.refuseOrFail(w, r, &c, err)
 		return
 	}
+	s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleCommitted).Inc()
 
 	// The cycle committed: the bookkeeping of the push and ack routes is
 	// done here, counters and the announcements that make the sink emits
@@ -191,10 +193,12 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *store.Cycle, err error) {
 	var refused *store.Failure
 	if errors.As(err, &refused) {
+		s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleRefused).Inc()
 		(&cycleResponse{QueryID: c.QueryID, PartitionID: c.PartitionID,
 			Error: refused.Message, PushResults: []pushResult{}}).write(w)
 		return
 	}
+	s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleFailed).Inc()
 	s.fail(w, r, err)
 }
 

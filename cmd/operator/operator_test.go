@@ -272,7 +272,7 @@ func TestTheSamplesBecomeReadyUnderTheOperatorBinary(t *testing.T) {
 	}
 
 	metrics := body(t, p.metrics+"/metrics")
-	for _, want := range []string{`regent_operator_registrations_total{result="registered"}`, `regent_tenant_quota_max{tenant="acme"} 10`, `regent_tenant_quota_used{tenant="acme"}`} {
+	for _, want := range []string{`regent_operator_registrations_total{result="registered"}`, `regent_tenantquota_max_queries{tenant="acme"} 10`, `regent_tenantquota_registered_queries{tenant="acme"}`} {
 		if !strings.Contains(metrics, want) {
 			t.Fatalf("/metrics lacks %s", want)
 		}

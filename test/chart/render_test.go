@@ -53,6 +53,11 @@ func TestEachValueSetRendersExactlyItsObjects(t *testing.T) {
 			"Service/regent-operator-metrics",
 			"ServiceMonitor/regent-broker", "ServiceMonitor/regent-operator",
 		}),
+		"observability": concat(common, generated, hook, []string{
+			"Service/regent-operator-metrics", "ServiceMonitor/regent-broker", "ServiceMonitor/regent-operator",
+			"ConfigMap/regent-dashboard-broker", "ConfigMap/regent-dashboard-streams", "ConfigMap/regent-dashboard-tenants",
+			"PrometheusRule/regent",
+		}),
 	}
 	for _, set := range chart.ValueSets() {
 		t.Run(set.Name, func(t *testing.T) {

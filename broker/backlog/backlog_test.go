@@ -1,0 +1,240 @@
+package backlog_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/regent-mq/regent/broker/backlog"
+	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// push sends n messages to queue/partition in one request: one segment.
+func push(t *testing.T, b *brokertest.Broker, queue, partition string, n int) {
+	t.Helper()
+	items := make([]map[string]any, n)
+	for i := range items {
+		items[i] = map[string]any{"queue": queue, "partition": partition, "payload": map[string]any{"n": i}}
+	}
+	if r := b.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": items}); r.Status != http.StatusCreated {
+		t.Fatalf("push: %d %s", r.Status, r.Body)
+	}
+}
+
+// consume pops and auto-acks n messages of the partition for the group.
+func consume(t *testing.T, b *brokertest.Broker, queue, partition, group string, n int) {
+	t.Helper()
+	path := fmt.Sprintf("/api/v1/pop/queue/%s/partition/%s?consumerGroup=%s&batch=%d&autoAck=true", queue, partition, group, n)
+	if r := b.Do(t, "GET", path, "", nil); r.Status != http.StatusOK {
+		t.Fatalf("pop %s: %d %s", path, r.Status, r.Body)
+	}
+}
+
+func read(t *testing.T, pool *pgxpool.Pool) map[string]backlog.Group {
+	t.Helper()
+	s, err := backlog.Read(t.Context(), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]backlog.Group{}
+	for _, g := range s.Groups {
+		out[g.Queue+"/"+g.Group] = g
+	}
+	return out
+}
+
+// ageOf backdates the segment at the offset to be age old.
+func ageOf(t *testing.T, b *brokertest.Broker, queue, partition string, base int, age time.Duration) {
+	t.Helper()
+	tag, err := b.Pool.Exec(t.Context(), `
+UPDATE queen.log_segments s SET min_created_at = now() - $4::interval, max_created_at = now() - $4::interval
+  FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+ WHERE s.partition_id = p.id AND q.name = $1 AND p.name = $2 AND s.base_offset = $3`,
+		queue, partition, base, age.String())
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("backdate segment %s/%s@%d: %v (%d rows)", queue, partition, base, err, tag.RowsAffected())
+	}
+}
+
+func near(got, want float64) bool { return math.Abs(got-want) < 60 }
+
+func TestLagIsEachPartitionsNextOffsetMinusTheGroupsCommittedSummed(t *testing.T) {
+	b := brokertest.Start(t)
+	push(t, b, "orders", "a", 5)
+	push(t, b, "orders", "b", 3)
+	consume(t, b, "orders", "a", "billing", 2)
+	consume(t, b, "orders", "b", "billing", 3)
+	consume(t, b, "orders", "a", "audit", 1)
+
+	gs := read(t, b.Pool)
+	if g := gs["orders/billing"]; g.Lag != 3 || g.Tenant != b.Tenant {
+		t.Errorf("billing: %+v, want lag 3 ((5-2) + (3-3)) of tenant %q", g, b.Tenant)
+	}
+	// audit has a cursor on a only: partitions it never popped are not its lag yet.
+	if g := gs["orders/audit"]; g.Lag != 4 {
+		t.Errorf("audit: %+v, want lag 4", g)
+	}
+	if len(gs) != 2 {
+		t.Errorf("groups %v, want billing and audit", gs)
+	}
+}
+
+func TestOldestUnconsumedAgeIsTheAgeOfTheSegmentAtTheCursor(t *testing.T) {
+	b := brokertest.Start(t)
+	push(t, b, "q", "p", 2) // offsets 0-1
+	push(t, b, "q", "p", 2) // offsets 2-3
+	ageOf(t, b, "q", "p", 0, 2*time.Hour)
+	ageOf(t, b, "q", "p", 2, time.Hour)
+
+	consume(t, b, "q", "p", "g", 1)
+	if g := read(t, b.Pool)["q/g"]; g.Lag != 3 || !near(g.OldestAgeSeconds, 7200) {
+		t.Errorf("inside the first segment: %+v, want lag 3 and age about 7200 s", g)
+	}
+	consume(t, b, "q", "p", "g", 1)
+	if g := read(t, b.Pool)["q/g"]; g.Lag != 2 || !near(g.OldestAgeSeconds, 3600) {
+		t.Errorf("at the second segment: %+v, want lag 2 and age about 3600 s", g)
+	}
+	consume(t, b, "q", "p", "g", 2)
+	if g := read(t, b.Pool)["q/g"]; g.Lag != 0 || g.OldestAgeSeconds != 0 {
+		t.Errorf("caught up: %+v, want lag 0 and age 0", g)
+	}
+}
+
+func TestOldestUnconsumedAgeSkipsASegmentThatRetentionRemoved(t *testing.T) {
+	b := brokertest.Start(t)
+	push(t, b, "q", "p", 2)
+	push(t, b, "q", "p", 2)
+	ageOf(t, b, "q", "p", 2, time.Hour)
+	consume(t, b, "q", "p", "g", 1)
+	if _, err := b.Pool.Exec(t.Context(), `DELETE FROM queen.log_segments WHERE base_offset = 0`); err != nil {
+		t.Fatal(err)
+	}
+	if g := read(t, b.Pool)["q/g"]; g.Lag != 3 || !near(g.OldestAgeSeconds, 3600) {
+		t.Errorf("%+v, want lag 3 (offsets count, deleted or not) and the next segment's age, about 3600 s", g)
+	}
+}
+
+func TestScrapesServeTheLastRefreshAndAGoneQueueDisappears(t *testing.T) {
+	b := brokertest.Start(t)
+	push(t, b, "q", "p", 4)
+	consume(t, b, "q", "p", "g", 1)
+	m := metrics.New()
+	c := backlog.New(b.Pool, m, quiet)
+	if !c.Refresh(t.Context()) {
+		t.Fatal("refresh failed")
+	}
+	want := fmt.Sprintf(`regent_consumer_group_lag{group="g",queue="q",tenant=%q} 3`, b.Tenant)
+	if s := scrape(t, m); !strings.Contains(s, want) {
+		t.Fatalf("scrape lacks %s:\n%s", want, s)
+	}
+	push(t, b, "q", "p", 4)
+	if s := scrape(t, m); !strings.Contains(s, want) {
+		t.Fatalf("a scrape between refreshes changed the lag, so it read the database:\n%s", s)
+	}
+	if _, err := b.Pool.Exec(t.Context(), `DELETE FROM queen.queues WHERE name = 'q'`); err != nil {
+		t.Fatal(err)
+	}
+	c.Refresh(t.Context())
+	if n := testutil.CollectAndCount(c); n != 0 {
+		t.Fatalf("%d series left after the queue was deleted", n)
+	}
+}
+
+func TestDatabaseUpIsZeroWhenTheRefreshFails(t *testing.T) {
+	// A port nobody listens on: pgxpool connects lazily, so the refresh fails.
+	pool, err := pgxpool.New(context.Background(), "postgres://regent@127.0.0.1:1/none?connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	m := metrics.New()
+	m.DatabaseUp.Set(1)
+	if backlog.New(pool, m, quiet).Refresh(t.Context()) {
+		t.Fatal("a refresh against no database succeeded")
+	}
+	if v := testutil.ToFloat64(m.DatabaseUp); v != 0 {
+		t.Fatalf("regent_database_up = %v, want 0", v)
+	}
+}
+
+func TestTheBrokerRefreshesTheLagInTheBackground(t *testing.T) {
+	b := brokertest.Start(t, func(c *config.Config) { c.LagEvery = 20 * time.Millisecond })
+	push(t, b, "q", "p", 3)
+	consume(t, b, "q", "p", "g", 1)
+	want := fmt.Sprintf(`regent_consumer_group_lag{group="g",queue="q",tenant=%q} 2`, b.Tenant)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := b.Do(t, "GET", "/metrics", "", nil)
+		if strings.Contains(string(r.Body), want) && strings.Contains(string(r.Body), "regent_database_up 1") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics never showed %s and regent_database_up 1:\n%s", want, r.Body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// scrape serves m's registry as the broker does and reads it.
+func scrape(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		for _, s := range mf.GetMetric() {
+			var ls []string
+			for _, l := range s.GetLabel() {
+				ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			fmt.Fprintf(&b, "%s{%s} %v\n", mf.GetName(), strings.Join(ls, ","), s.GetGauge().GetValue())
+		}
+	}
+	return b.String()
+}
+
+func TestDeadLettersAreCountedPerQueue(t *testing.T) {
+	b := brokertest.Start(t)
+	push(t, b, "q", "p", 3)
+	r := b.Do(t, "GET", "/api/v1/pop/queue/q/partition/p?consumerGroup=g&batch=3", "", nil)
+	var p struct {
+		Messages []struct {
+			TransactionID string `json:"transactionId"`
+			PartitionID   string `json:"partitionId"`
+		} `json:"messages"`
+	}
+	r.JSON(t, &p)
+	for _, m := range p.Messages[:2] {
+		a := b.Do(t, "POST", "/api/v1/ack", "", map[string]any{
+			"transactionId": m.TransactionID, "partitionId": m.PartitionID, "status": "dlq", "consumerGroup": "g"})
+		if a.Status != http.StatusOK {
+			t.Fatalf("ack dlq: %d %s", a.Status, a.Body)
+		}
+	}
+	s, err := backlog.Read(t.Context(), b.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []backlog.DeadLetters{{Tenant: b.Tenant, Queue: "q", Count: 2}}
+	if len(s.DeadLetters) != 1 || s.DeadLetters[0] != want[0] {
+		t.Fatalf("dead letters %+v, want %+v", s.DeadLetters, want)
+	}
+}
