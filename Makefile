@@ -61,6 +61,20 @@ test: deps lint ## Run every test (PostgreSQL, envtest, chart, e2e); this is wha
 	go test -count=1 $(GO_TEST_FLAGS) ./...
 	@echo "The queue and streams suites again, with JWT auth and tenancy on:"
 	REGENT_TEST_MODE=secure go test -count=1 $(GO_TEST_FLAGS) ./broker/queue/... ./broker/streams/...
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
+
+# Every route's fuzz target (test/fuzz), one after the other: go test fuzzes one target at a time.
+# One worker each: the machine is shared, and each worker process starts its own PostgreSQL.
+FUZZ_PKG := ./test/fuzz/
+FUZZTIME ?= 60s
+FUZZTIME_TEST ?= 3s
+
+.PHONY: fuzz
+fuzz: deps ## Fuzz every route's decoder for FUZZTIME each (60s; make test runs 3s each). A crasher lands in test/fuzz/testdata.
+	@for t in $$(go test -list '^Fuzz' $(FUZZ_PKG) | grep '^Fuzz'); do \
+		echo "fuzz $$t for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel 1 $(FUZZ_PKG) || exit 1; \
+	done
 
 .PHONY: chaos
 chaos: deps ## Run the fault suites at length (brokers SIGKILLed in turn under the reference worker, ...) and print their figures.
