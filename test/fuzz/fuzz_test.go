@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,11 @@ type broker struct {
 // pops, acks and cycles get past "nothing to do".
 func start(f *testing.F) *broker {
 	b := brokertest.Start(f)
+	// Fuzzing runs the inputs in worker processes, which inherit the
+	// environment: pointing them at this cluster spares each an initdb.
+	if os.Getenv("REGENT_TEST_DATABASE_URL") == "" {
+		f.Setenv("REGENT_TEST_DATABASE_URL", b.DatabaseURL)
+	}
 	items := `{"items":[{"queue":"q1","payload":{"n":1}},{"queue":"q1","partition":"p1","payload":"x"},` +
 		`{"queue":"q1","partition":"p1","payload":null,"transactionId":"t1"}]}`
 	if r := b.Do(f, "POST", "/api/v1/push", "", items); r.Status != http.StatusCreated {
