@@ -71,10 +71,12 @@ FUZZTIME_TEST ?= 3s
 
 .PHONY: fuzz
 fuzz: deps ## Fuzz every route's decoder for FUZZTIME each (60s; make test runs 3s each). A crasher lands in test/fuzz/testdata.
-	@for t in $$(go test -list '^Fuzz' $(FUZZ_PKG) | grep '^Fuzz'); do \
+	go test -c -fuzz=. -o bin/fuzz.test $(FUZZ_PKG)
+	@cd $(FUZZ_PKG) && failed=; for t in $$($(CURDIR)/bin/fuzz.test -test.list '^Fuzz' | grep '^Fuzz'); do \
 		echo "fuzz $$t for $(FUZZTIME)"; \
-		go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel 1 $(FUZZ_PKG) || exit 1; \
-	done
+		$(CURDIR)/bin/fuzz.test -test.run '^$$' -test.fuzz "^$$t\$$" -test.fuzztime $(FUZZTIME) -test.parallel 1 \
+			-test.fuzzcachedir $$(go env GOCACHE)/fuzz/github.com/regent-mq/regent/test/fuzz || failed="$$failed $$t"; \
+	done; if [ -n "$$failed" ]; then echo "fuzz targets that failed:$$failed" >&2; exit 1; fi
 
 .PHONY: chaos
 chaos: deps ## Run the fault suites at length (brokers SIGKILLed in turn under the reference worker, ...) and print their figures.
