@@ -61,6 +61,22 @@ test: deps lint ## Run every test (PostgreSQL, envtest, chart, e2e); this is wha
 	go test -count=1 $(GO_TEST_FLAGS) ./...
 	@echo "The queue, streams and admin suites again, with JWT auth and tenancy on:"
 	REGENT_TEST_MODE=secure go test -count=1 $(GO_TEST_FLAGS) ./broker/queue/... ./broker/streams/... ./broker/admin/...
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
+
+# Every route's fuzz target (test/fuzz), one after the other: go test fuzzes one target at a time.
+# One worker each: the machine is shared, and each worker process starts its own PostgreSQL.
+FUZZ_PKG := ./test/fuzz/
+FUZZTIME ?= 60s
+FUZZTIME_TEST ?= 3s
+
+.PHONY: fuzz
+fuzz: deps ## Fuzz every route's decoder for FUZZTIME each (60s; make test runs 3s each). A crasher lands in test/fuzz/testdata.
+	go test -c -fuzz=. -o bin/fuzz.test $(FUZZ_PKG)
+	@cd $(FUZZ_PKG) && failed=; for t in $$($(CURDIR)/bin/fuzz.test -test.list '^Fuzz' | grep '^Fuzz'); do \
+		echo "fuzz $$t for $(FUZZTIME)"; \
+		$(CURDIR)/bin/fuzz.test -test.run '^$$' -test.fuzz "^$$t\$$" -test.fuzztime $(FUZZTIME) -test.parallel 1 \
+			-test.fuzzcachedir $$(go env GOCACHE)/fuzz/github.com/regent-mq/regent/test/fuzz || failed="$$failed $$t"; \
+	done; if [ -n "$$failed" ]; then echo "fuzz targets that failed:$$failed" >&2; exit 1; fi
 
 .PHONY: chaos
 chaos: deps ## Run the fault suites at length (brokers SIGKILLed in turn under the reference worker, ...) and print their figures.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/regent-mq/regent/broker/httpx"
@@ -109,13 +110,36 @@ func stateOp(i int, e []byte) (key string, value json.RawMessage, refusal string
 	if !utf8.Valid(rawKey) {
 		return "", nil, fmt.Sprintf("state_ops[%d]: key is not valid UTF-8", i)
 	}
+	// Keys are text and values jsonb: PostgreSQL stores a NUL in neither.
+	if strings.IndexByte(key, 0) >= 0 {
+		return "", nil, fmt.Sprintf("state_ops[%d]: key must not contain NUL characters", i)
+	}
 	if !upsert {
 		return key, nil, ""
 	}
 	if value == nil {
 		return "", nil, fmt.Sprintf("state_ops[%d]: upsert needs a value", i)
 	}
+	if escapesNUL(value) {
+		return "", nil, fmt.Sprintf("state_ops[%d]: value must not contain \\u0000", i)
+	}
 	return key, value, ""
+}
+
+// escapesNUL reports whether the JSON text v holds the escape \u0000, which
+// jsonb refuses. Backslashes occur only inside strings, each starting an
+// escape, so the walk needs no string tracking.
+func escapesNUL(v []byte) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] != '\\' {
+			continue
+		}
+		if bytes.HasPrefix(v[i+1:], []byte("u0000")) {
+			return true
+		}
+		i++ // the escaped character, which may be a backslash
+	}
+	return false
 }
 
 // The ops are read by walking the JSON text, which decoding the request has

@@ -90,3 +90,24 @@ func BenchmarkFoldStateOps4(b *testing.B) {
 		}
 	}
 }
+
+// PostgreSQL stores a NUL neither in a text key nor in a jsonb value: the
+// fold refuses both instead of failing the cycle's transaction with a 500.
+// An escaped backslash before "u0000" is no NUL.
+func TestFoldStateOpsRefusesNULInKeysAndValues(t *testing.T) {
+	for raw, want := range map[string]string{
+		`[{"type": "delete", "key": "a\u0000b"}]`:                                                       `state_ops[0]: key must not contain NUL characters`,
+		`[{"type": "upsert", "key": "k", "value": "\u0000"}]`:                                           `state_ops[0]: value must not contain \u0000`,
+		`[{"type": "upsert", "key": "k", "value": {"a": ["x\\\u0000"]}}]`:                               `state_ops[0]: value must not contain \u0000`,
+		`[{"type": "upsert", "key": "k", "value": 1}, {"type": "upsert", "key": "\u0000", "value": 1}]`: `state_ops[1]: key must not contain NUL characters`,
+	} {
+		f, err := foldStateOps(json.RawMessage(raw))
+		if err != nil || f.Refusal != want {
+			t.Errorf("state_ops %s: refusal %q (err %v), want %q", raw, f.Refusal, err, want)
+		}
+	}
+	f, err := foldStateOps(json.RawMessage(`[{"type": "upsert", "key": "k", "value": "\\u0000"}]`))
+	if err != nil || f.Refusal != "" || len(f.UpsertKeys) != 1 {
+		t.Fatalf("an escaped backslash before u0000 was refused: %+v %v", f, err)
+	}
+}
