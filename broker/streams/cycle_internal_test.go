@@ -2,9 +2,13 @@ package streams
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/regent-mq/regent/broker/queue"
 )
 
 func TestCycleAnswerIsWrittenAsEncodingJSONWritesIt(t *testing.T) {
@@ -53,6 +57,47 @@ func BenchmarkCycleAnswer(b *testing.B) {
 		buf := make([]byte, 0, 1024)
 		for b.Loop() {
 			buf = r.appendJSON(buf[:0])
+		}
+	})
+}
+
+// The measurement that keeps the state read's hand-written rows: 64 rows
+// through encoding/json (values as json.RawMessage, which it validates and
+// compacts again) and through appendStateRow.
+//
+//	go test ./broker/streams -run '^$' -bench BenchmarkStateAnswer -benchmem
+func BenchmarkStateAnswer(b *testing.B) {
+	type row struct {
+		Key       string          `json:"key"`
+		Value     json.RawMessage `json:"value"`
+		UpdatedAt string          `json:"updated_at"`
+	}
+	at := time.Date(2026, 12, 1, 10, 1, 2, 123456000, time.UTC)
+	rows := make([]row, 64)
+	for i := range rows {
+		rows[i] = row{Key: fmt.Sprintf("tumb:60\u001f2026-08-17T10:%02d:00.000Z\u001facme", i),
+			Value: json.RawMessage(`{"acc": 41, "windowEnd": 1755424920000}`), UpdatedAt: at.Format(queue.TimeFormat)}
+	}
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(rows); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		buf := make([]byte, 0, 16<<10)
+		for b.Loop() {
+			buf = append(buf[:0], '[')
+			for i := range rows {
+				if i > 0 {
+					buf = append(buf, ',')
+				}
+				buf = appendStateRow(buf, rows[i].Key, rows[i].Value, at)
+			}
+			buf = append(buf, ']')
 		}
 	})
 }
