@@ -122,7 +122,7 @@ func TestDeleteConsumerGroupDropsItsCursorsLeasesAndSubscriptions(t *testing.T) 
 	call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "consumerGroup": "g"}).JSON(t, &acks)
 	require.Equal(t, false, acks[0]["success"], "the lease went with the cursor")
-	require.Equal(t, 0, count(t, b, `SELECT count(*) FROM queen.cursors`))
+	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors`))
 	// The records went too: mode all now redelivers everything retained.
 	_, ns := pop(t, b, "/api/v1/pop/queue/r?batch=5&consumerGroup=g")
 	require.Equal(t, []int{0}, ns)
@@ -175,11 +175,11 @@ func TestSeekToEndSkipsEverythingPendingAndVoidsTheLease(t *testing.T) {
 	r := call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"toEnd": true, "timestamp": "garbage is ignored"})
 	require.JSONEq(t, `{"success": true, "consumerGroup": "g", "queueName": "q", "seekToEnd": true,
 		"targetTimestamp": null, "partitionsUpdated": 1}`, string(r.Body))
-	require.Equal(t, 0, count(t, b, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`))
+	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`))
 	// An ack of the old batch, now behind the cursor, changes nothing.
 	call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "consumerGroup": "g", "status": "failed"})
-	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.cursors WHERE partition_id = $1 AND committed = 3
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE partition_id = $1 AND committed = 3
 		AND lease_expires_at IS NULL`, p.PartitionID))
 	var retries int
 	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT retry_count FROM queen.cursors WHERE partition_id = $1`, p.PartitionID).Scan(&retries))
@@ -305,7 +305,7 @@ func TestPartitionSeekMovesOnePartitionToItsEndAndTakesNoBody(t *testing.T) {
 	r = call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/other/queues/q/partitions/a/seek", "{}")
 	require.Equal(t, false, r.Map(t)["updated"], "a missing cursor is not created")
 	require.Nil(t, r.Map(t)["cursorMovedTo"])
-	require.Equal(t, 0, count(t, b, `SELECT count(*) FROM queen.cursors WHERE consumer_group = 'other'`))
+	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE consumer_group = 'other'`))
 }
 
 func TestPartitionSeekOfAnUnknownQueueOrPartitionIs404(t *testing.T) {

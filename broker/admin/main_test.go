@@ -78,12 +78,3 @@ func array(t *testing.T, r brokertest.Response) []map[string]any {
 	r.JSON(t, &out)
 	return out
 }
-
-func count(t *testing.T, b *brokertest.Broker, query string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := b.Pool.QueryRow(t.Context(), query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
-}

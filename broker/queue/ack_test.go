@@ -40,7 +40,7 @@ func TestFullBatchAckReleasesTheLeaseAtOnce(t *testing.T) {
 	p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
 	r := ackLast(t, b, p, "")
 	require.Equal(t, true, r["leaseReleased"])
-	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NULL AND committed = 2`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NULL AND committed = 2`))
 	require.Equal(t, []int{2, 3}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=2")))
 }
 
@@ -62,7 +62,7 @@ func TestAckBatchAnswersInRequestOrderInOneCall(t *testing.T) {
 	}
 	require.Equal(t, true, out[2]["leaseReleased"])
 	require.Equal(t, "Message not found", out[3]["error"])
-	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.cursors WHERE consumer_group = 'g' AND committed = 3 AND total_consumed = 3`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE consumer_group = 'g' AND committed = 3 AND total_consumed = 3`))
 }
 
 func TestCumulativeAckNeverMovesTheCursorBackwards(t *testing.T) {
@@ -74,7 +74,7 @@ func TestCumulativeAckNeverMovesTheCursorBackwards(t *testing.T) {
 	require.Equal(t, true, r["success"])
 	r = ack(t, b, map[string]any{"transactionId": p.Messages[1].TransactionID, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
 	require.Equal(t, true, r["success"], "an ack behind the cursor is already done")
-	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.cursors WHERE committed = 4`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE committed = 4`))
 }
 
 func TestWrongOrExpiredLeaseIsRefusedPerItem(t *testing.T) {
@@ -94,7 +94,7 @@ func TestWrongOrExpiredLeaseIsRefusedPerItem(t *testing.T) {
 	r := ack(t, b, map[string]any{"transactionId": p.Messages[1].TransactionID, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
 	require.Equal(t, false, r["success"])
 	require.Equal(t, "Invalid or expired lease", r["error"])
-	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.cursors WHERE committed = 1`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE committed = 1`))
 }
 
 func TestAfterLeaseExpiryEverythingAfterTheCursorIsRedeliveredInOrder(t *testing.T) {
@@ -169,7 +169,7 @@ func TestFailedRedeliversTheBatchAndAfterRetryLimitGoesToTheDLQ(t *testing.T) {
 		require.Equal(t, true, out[0]["leaseReleased"])
 		require.Equal(t, false, out[0]["dlq"])
 		require.Equal(t, true, out[1]["success"])
-		require.Equal(t, round+1, count(t, b, `SELECT retry_count FROM queen.cursors`), "once per leased batch")
+		require.Equal(t, round+1, b.Count(t, `SELECT retry_count FROM queen.cursors`), "once per leased batch")
 	}
 	p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
 	r := ack(t, b, map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID,
@@ -208,7 +208,7 @@ func TestAckStatusDLQAndRetry(t *testing.T) {
 	r = ack(t, b, map[string]any{"transactionId": p.Messages[1].TransactionID, "partitionId": p.PartitionID, "status": "retry"})
 	require.Equal(t, true, r["leaseReleased"])
 	require.Equal(t, []int{1, 2}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=3")))
-	require.Equal(t, 0, count(t, b, `SELECT retry_count FROM queen.cursors`), "retry does not count")
+	require.Equal(t, 0, b.Count(t, `SELECT retry_count FROM queen.cursors`), "retry does not count")
 }
 
 func TestDLQFiltersAndPaginates(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 // queues.
 func requireRefused(t *testing.T, b *brokertest.Broker, method, path string, bodies ...any) {
 	t.Helper()
-	before := count(t, b, `SELECT (SELECT count(*) FROM queen.log_segments) + (SELECT count(*) FROM queen.queues)
+	before := b.Count(t, `SELECT (SELECT count(*) FROM queen.log_segments) + (SELECT count(*) FROM queen.queues)
 		+ (SELECT coalesce(sum(committed), 0) FROM queen.cursors) + (SELECT count(*) FROM queen.dead_letters)`)
 	for _, body := range bodies {
 		resp := b.Do(t, method, path, "", body)
@@ -23,7 +23,7 @@ func requireRefused(t *testing.T, b *brokertest.Broker, method, path string, bod
 		require.Less(t, resp.Status, 500, "%s %v: %s", path, body, resp.Body)
 		require.NotEmpty(t, resp.Map(t)["error"], "%s %v", path, body)
 	}
-	after := count(t, b, `SELECT (SELECT count(*) FROM queen.log_segments) + (SELECT count(*) FROM queen.queues)
+	after := b.Count(t, `SELECT (SELECT count(*) FROM queen.log_segments) + (SELECT count(*) FROM queen.queues)
 		+ (SELECT coalesce(sum(committed), 0) FROM queen.cursors) + (SELECT count(*) FROM queen.dead_letters)`)
 	require.Equal(t, before, after, "a refused request wrote something")
 }
@@ -47,7 +47,7 @@ func TestPushOf20MiBIs413AndWritesNothing(t *testing.T) {
 	resp := b.Do(t, "POST", "/api/v1/push", "", big)
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.Status)
 	require.NotEmpty(t, resp.Map(t)["error"])
-	require.Zero(t, count(t, b, `SELECT count(*) FROM queen.queues`))
+	require.Zero(t, b.Count(t, `SELECT count(*) FROM queen.queues`))
 }
 
 func TestPushOf1MiBPayloadIsAccepted(t *testing.T) {
@@ -67,7 +67,7 @@ func TestPopRefusesBadParameters(t *testing.T) {
 		"autoAck=yes"} {
 		requireRefused(t, b, "GET", "/api/v1/pop/queue/q?"+q, nil)
 	}
-	require.Equal(t, 0, count(t, b, `SELECT count(*) FROM queen.cursors`))
+	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors`))
 }
 
 func TestAckRefusesBadInput(t *testing.T) {
@@ -138,7 +138,7 @@ func TestStringsWithNULOrInvalidUTF8AreRefusedWithTheirField(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, r.Status, "%s %s %s: %s", c.method, c.path, c.body, r.Body)
 		require.Contains(t, r.Map(t)["error"], c.field, "%s %s %s", c.method, c.path, c.body)
 	}
-	require.Zero(t, count(t, b, `SELECT count(*) FROM queen.log_segments`))
+	require.Zero(t, b.Count(t, `SELECT count(*) FROM queen.log_segments`))
 }
 
 // Issue 15, defect 2: every integer option is a 32-bit integer.
@@ -173,7 +173,7 @@ func TestARolledBackTransactionReportsNoOperationAsDone(t *testing.T) {
 	require.Equal(t, false, push["success"], "the rolled-back push: %v", push)
 	require.Contains(t, push["error"], "rolled back")
 	require.NotContains(t, string(r.Body), `"queued"`)
-	require.Zero(t, count(t, b, `SELECT count(*) FROM queen.log_segments`))
+	require.Zero(t, b.Count(t, `SELECT count(*) FROM queen.log_segments`))
 }
 
 // Issue 15, defect 1, the pop's half: its path segments and group are text.

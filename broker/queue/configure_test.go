@@ -28,7 +28,7 @@ func TestConfigureAnswersEveryOptionWithDefaults(t *testing.T) {
 		"completedRetentionSeconds": 0.0, "retentionEnabled": false, "encryptionEnabled": true,
 		"deadLetterQueue": false, "dlqAfterMaxRetries": false, "maxWaitTimeSeconds": 0.0,
 	}, m["options"])
-	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.partitions WHERE name = 'Default' AND id = $1`, m["partitionId"]))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.partitions WHERE name = 'Default' AND id = $1`, m["partitionId"]))
 }
 
 func TestConfigureUpdatesAndResetsOptionsNotGiven(t *testing.T) {
@@ -38,7 +38,7 @@ func TestConfigureUpdatesAndResetsOptionsNotGiven(t *testing.T) {
 	second := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"leaseTime": 5}}).Map(t)
 	require.Equal(t, first["queueId"], second["queueId"])
 	require.Equal(t, first["partitionId"], second["partitionId"])
-	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.queues WHERE name = 'q' AND lease_time = 5 AND retry_limit = 3`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.queues WHERE name = 'q' AND lease_time = 5 AND retry_limit = 3`))
 }
 
 func TestConfigureAcceptsTheEmptyQueueName(t *testing.T) {
@@ -47,7 +47,7 @@ func TestConfigureAcceptsTheEmptyQueueName(t *testing.T) {
 	resp := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": ""})
 	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
 	require.Equal(t, true, resp.Map(t)["configured"])
-	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
 		WHERE q.name = '' AND p.name = 'Default'`))
 }
 
@@ -67,7 +67,7 @@ func TestConfigureRejectsBadQueueNameAndOptions(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, resp.Status, "%v: %s", body, resp.Body)
 		require.NotEmpty(t, resp.Map(t)["error"])
 	}
-	require.Equal(t, 0, count(t, b, `SELECT count(*) FROM queen.queues`))
+	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.queues`))
 }
 
 func TestDeleteQueueCascadesAndAnswersWhenAbsent(t *testing.T) {
@@ -84,7 +84,7 @@ func TestDeleteQueueCascadesAndAnswersWhenAbsent(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.Status)
 	require.Equal(t, map[string]any{"deleted": true, "queue": "gone", "existed": true}, resp.Map(t))
 	for _, table := range []string{"queues", "partitions", "log_segments", "cursors", "push_dedup", "dead_letters"} {
-		require.Zero(t, count(t, b, `SELECT count(*) FROM queen.`+table), table)
+		require.Zero(t, b.Count(t, `SELECT count(*) FROM queen.`+table), table)
 	}
 	resp = b.Do(t, "DELETE", "/api/v1/resources/queues/gone", "", nil)
 	require.Equal(t, map[string]any{"deleted": true, "queue": "gone", "existed": false}, resp.Map(t))
@@ -106,5 +106,5 @@ func TestDeleteQueueOnOneReplicaIsSeenByAnother(t *testing.T) {
 	out := push(t, b, map[string]any{"queue": "shared", "payload": 2})
 	require.Equal(t, "queued", out[0]["status"])
 	require.NotEqual(t, first[0]["partition_id"], out[0]["partition_id"])
-	require.Equal(t, 1, count(t, a, `SELECT count(*) FROM queen.log_segments`))
+	require.Equal(t, 1, a.Count(t, `SELECT count(*) FROM queen.log_segments`))
 }

@@ -100,6 +100,6 @@ func TestLongPollWhoseClientLeftClaimsNothing(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // the server sees the connection close
 	push(t, b, msgs("q", "Default", 0, 1)...)
 	time.Sleep(50 * time.Millisecond)
-	require.Equal(t, 0, count(t, b, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`))
+	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`))
 	require.Equal(t, []int{0}, ns(pop(t, b, "/api/v1/pop/queue/q")))
 }

@@ -32,13 +32,4 @@ func msgs(queue, partition string, from, n int) []map[string]any {
 	return out
 }
 
-func count(t *testing.T, b *brokertest.Broker, query string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := b.Pool.QueryRow(t.Context(), query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
-}
-
 var _ = fmt.Sprint

@@ -232,7 +232,7 @@ func TestAutoAckMovesTheCursorInTheSameTransaction(t *testing.T) {
 	p := pop(t, b, "/api/v1/pop/queue/q?batch=2&autoAck=true")
 	require.Equal(t, "", p.LeaseID)
 	require.Equal(t, "", p.Messages[0].LeaseID)
-	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.cursors WHERE committed = 2 AND lease_id IS NULL AND total_consumed = 2`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE committed = 2 AND lease_id IS NULL AND total_consumed = 2`))
 	require.Equal(t, []int{2}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=2&autoAck=1")))
 	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?autoAck=true"))
 }
@@ -331,7 +331,7 @@ func TestPopSkipsRetentionGaps(t *testing.T) {
 	_, err = b.Pool.Exec(t.Context(), `DELETE FROM queen.log_segments WHERE base_offset = 6`)
 	require.NoError(t, err)
 	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q"))
-	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.cursors WHERE committed = 7`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE committed = 7`))
 }
 
 func TestPopOnOneReplicaSeesPushesOnAnother(t *testing.T) {

@@ -81,7 +81,7 @@ func TestAPopCutShortByTheByteCapLeasesOnlyWhatItDelivered(t *testing.T) {
 
 	p := pop(t, b, "/api/v1/pop/queue/q?batch=10")
 	require.Equal(t, []int{0, 1}, ns(p))
-	require.Equal(t, 2, count(t, b, `SELECT batch_end::int FROM queen.cursors`), "the lease ends where the answer ends")
+	require.Equal(t, 2, b.Count(t, `SELECT batch_end::int FROM queen.cursors`), "the lease ends where the answer ends")
 	ackLast(t, b, p, "__QUEUE_MODE__")
 	require.Equal(t, []int{2, 3}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=10")),
 		"the rest is free at once, not after the lease")
@@ -92,7 +92,7 @@ func TestAnAutoAckedPopCutShortByTheByteCapCommitsOnlyWhatItDelivered(t *testing
 	b := cutAfterTwo(t)
 
 	require.Equal(t, []int{0, 1}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true")))
-	require.Equal(t, 2, count(t, b, `SELECT committed::int FROM queen.cursors`))
+	require.Equal(t, 2, b.Count(t, `SELECT committed::int FROM queen.cursors`))
 	require.Equal(t, []int{2, 3}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true")))
 	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true"))
 }

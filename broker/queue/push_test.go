@@ -25,7 +25,7 @@ func TestPushReturns201WithTopLevelArrayInItemOrder(t *testing.T) {
 	require.Equal(t, out[1]["message_id"], out[1]["transaction_id"], "transactionId defaults to the message id")
 	require.Equal(t, "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f", out[1]["trace_id"])
 	require.NotEqual(t, out[0]["partition_id"], out[1]["partition_id"])
-	require.Equal(t, 2, count(t, b, "SELECT count(*) FROM queen.log_segments"))
+	require.Equal(t, 2, b.Count(t, "SELECT count(*) FROM queen.log_segments"))
 }
 
 func TestPushEmptyItemsIs201EmptyArray(t *testing.T) {
@@ -64,7 +64,7 @@ func TestPushDuplicateTransactionIDInSamePartition(t *testing.T) {
 	require.Equal(t, "queued", out[1]["status"])
 	require.Equal(t, "duplicate", out[2]["status"], "a repeat inside one request is a duplicate too")
 	require.Equal(t, out[1]["message_id"], out[2]["message_id"])
-	require.Equal(t, 2, count(t, b, "SELECT coalesce(sum(frame_count), 0)::int FROM queen.log_segments"))
+	require.Equal(t, 2, b.Count(t, "SELECT coalesce(sum(frame_count), 0)::int FROM queen.log_segments"))
 }
 
 func TestPushSameTransactionIDInAnotherPartitionIsNotDuplicate(t *testing.T) {

@@ -38,7 +38,7 @@ func TestTenantsHaveSeparateQueuesOfTheSameName(t *testing.T) {
 	resp.JSON(t, &p)
 	require.Equal(t, "sub-acme", *p.Messages[0].ProducerSub, "the token's sub is stamped")
 	b.Do(t, "POST", "/api/v1/push", o, map[string]any{"items": msgs("q", "Default", 5, 1)})
-	require.Equal(t, 2, count(t, b, `SELECT count(*) FROM queen.queues WHERE name = 'q'`))
+	require.Equal(t, 2, b.Count(t, `SELECT count(*) FROM queen.queues WHERE name = 'q'`))
 	resp = b.Do(t, "GET", "/api/v1/pop/queue/q", o, nil)
 	resp.JSON(t, &p)
 	require.Equal(t, []int{5}, ns(&p))
@@ -65,7 +65,7 @@ func TestAckAndLeaseNeverReachAnotherTenantsPartition(t *testing.T) {
 	resp := b.Do(t, "POST", "/api/v1/transaction", o, map[string]any{"operations": []any{map[string]any{
 		"type": "ack", "transactionId": p.Messages[1].TransactionID, "partitionId": p.PartitionID}}})
 	require.Equal(t, false, resp.Map(t)["success"])
-	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.cursors WHERE committed = 0 AND lease_id IS NOT NULL`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE committed = 0 AND lease_id IS NOT NULL`))
 	resp = b.Do(t, "GET", "/api/v1/dlq", o, nil)
 	require.EqualValues(t, 0, resp.Map(t)["total"])
 }

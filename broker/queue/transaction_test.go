@@ -28,7 +28,7 @@ func TestTransactionRunsAllOperationsInOrder(t *testing.T) {
 	require.Equal(t, "ack", res[1].(map[string]any)["type"])
 	require.Equal(t, true, res[1].(map[string]any)["success"])
 	require.Equal(t, []int{10, 11}, ns(pop(t, b, "/api/v1/pop/queue/out?batch=5")))
-	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.cursors c JOIN queen.partitions p ON p.id = c.partition_id
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors c JOIN queen.partitions p ON p.id = c.partition_id
 		JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'in' AND c.committed = 2 AND c.lease_id IS NULL`))
 }
 
@@ -37,7 +37,7 @@ func TestTransactionWithAFailingOperationChangesNothing(t *testing.T) {
 	b := brokertest.Start(t)
 	push(t, b, msgs("in", "Default", 0, 2)...)
 	p := pop(t, b, "/api/v1/pop/queue/in?batch=2")
-	segments := count(t, b, `SELECT count(*) FROM queen.log_segments`)
+	segments := b.Count(t, `SELECT count(*) FROM queen.log_segments`)
 	resp := b.Do(t, "POST", "/api/v1/transaction", "", map[string]any{"operations": []any{
 		map[string]any{"type": "ack", "transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID, "leaseId": p.LeaseID},
 		map[string]any{"type": "push", "items": []any{map[string]any{"queue": "in", "payload": 1, "transactionId": "t-new"}}},
@@ -47,9 +47,9 @@ func TestTransactionWithAFailingOperationChangesNothing(t *testing.T) {
 	m := resp.Map(t)
 	require.Equal(t, false, m["success"])
 	require.Contains(t, m["error"], "Message not found")
-	require.Equal(t, segments, count(t, b, `SELECT count(*) FROM queen.log_segments`))
-	require.Equal(t, 0, count(t, b, `SELECT count(*) FROM queen.push_dedup`))
-	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.cursors WHERE committed = 0 AND lease_id IS NOT NULL`))
+	require.Equal(t, segments, b.Count(t, `SELECT count(*) FROM queen.log_segments`))
+	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.push_dedup`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE committed = 0 AND lease_id IS NOT NULL`))
 	// The rolled-back transaction id is free again.
 	out := push(t, b, map[string]any{"queue": "in", "payload": 1, "transactionId": "t-new"})
 	require.Equal(t, "queued", out[0]["status"])
@@ -65,5 +65,5 @@ func TestTransactionDeadLetterInsideTheTransaction(t *testing.T) {
 		map[string]any{"type": "push", "items": msgs("out", "Default", 0, 1)},
 	}})
 	require.Equal(t, true, resp.Map(t)["success"], string(resp.Body))
-	require.Equal(t, 1, count(t, b, `SELECT count(*) FROM queen.dead_letters`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.dead_letters`))
 }

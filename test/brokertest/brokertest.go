@@ -207,3 +207,14 @@ func (b *Broker) Do(t testing.TB, method, path, token string, body any) Response
 	}
 	return Response{Status: resp.StatusCode, Header: resp.Header, Body: out}
 }
+
+// Count runs a query that returns one number on the broker's database, for
+// tests that check what a request wrote.
+func (b *Broker) Count(t testing.TB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := b.Pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
