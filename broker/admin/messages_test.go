@@ -275,3 +275,102 @@ func TestStatusQueueMessagesIsABareArrayNewestFirstWithQueueModeStatuses(t *test
 	require.Equal(t, []string{"b"}, txids(array(t, call(t, b, http.StatusOK, "GET", "/api/v1/status/queues/q/messages?limit=1&offset=1", nil))))
 	require.JSONEq(t, `[]`, string(call(t, b, http.StatusOK, "GET", "/api/v1/status/queues/nope/messages", nil).Body))
 }
+
+func deleteMessage(t *testing.T, b *brokertest.Broker, pid, tx string) map[string]any {
+	t.Helper()
+	return call(t, b, http.StatusOK, "DELETE", "/api/v1/messages/"+pid+"/"+tx, nil).Map(t)
+}
+
+func TestADeletedMessageIsGoneFromLookupsListingsAndPops(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	pushTx(t, b, "q", "p", "a", "b", "c")
+	pid := partitionID(t, b, "q", "p")
+	require.Equal(t, map[string]any{"success": true, "partitionId": pid, "transactionId": "b",
+		"message": "Message deleted successfully"}, deleteMessage(t, b, pid, "b"))
+
+	call(t, b, http.StatusNotFound, "GET", "/api/v1/messages/"+pid+"/b", nil)
+	call(t, b, http.StatusOK, "GET", "/api/v1/messages/"+pid+"/c", nil)
+	require.Equal(t, []string{"c", "a"}, txids(list(t, b, "").Messages))
+	_, ns := pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true")
+	require.Equal(t, []int{0, 2}, ns)
+	_, ns = pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=late")
+	require.Equal(t, []int{0, 2}, ns, "no group ever gets it")
+	for _, f := range b.Frames(t, b.Tenant, "q") {
+		if f.Deleted() {
+			require.Empty(t, f.Payload, "the payload is gone from storage, not only hidden")
+		}
+	}
+}
+
+func TestDeletingAMessageRemovesItsDeadLettersAndFreesItsTransactionId(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	pushTx(t, b, "q", "p", "x")
+	p, _ := pop(t, b, "/api/v1/pop/queue/q?batch=1")
+	call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "x", "partitionId": p.PartitionID,
+		"leaseId": p.LeaseID, "status": "dlq"})
+	require.EqualValues(t, 1, call(t, b, http.StatusOK, "GET", "/api/v1/dlq", nil).Map(t)["total"])
+
+	require.Equal(t, true, deleteMessage(t, b, p.PartitionID, "x")["success"])
+	require.EqualValues(t, 0, call(t, b, http.StatusOK, "GET", "/api/v1/dlq", nil).Map(t)["total"], "CLI dlq drain")
+	r := call(t, b, http.StatusCreated, "POST", "/api/v1/push", map[string]any{"items": []any{
+		map[string]any{"queue": "q", "partition": "p", "transactionId": "x", "payload": map[string]any{"n": 9}}}})
+	require.Contains(t, string(r.Body), `"status":"queued"`, "not a duplicate of the deleted one")
+	m := call(t, b, http.StatusOK, "GET", "/api/v1/messages/"+p.PartitionID+"/x", nil).Map(t)
+	require.Equal(t, map[string]any{"n": 9.0}, m["payload"])
+}
+
+func TestDeletingAMissingMessageAnswers200WithSuccessFalse(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	pushTx(t, b, "q", "p", "x")
+	pid := partitionID(t, b, "q", "p")
+	deleteMessage(t, b, pid, "x")
+	for _, c := range [][2]string{{pid, "x"}, {pid, "never"}, {"not-a-uuid", "x"}, {"0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f", "x"}} {
+		require.Equal(t, map[string]any{"success": false, "partitionId": c[0], "transactionId": c[1], "message": "Message not found"},
+			deleteMessage(t, b, c[0], c[1]))
+	}
+}
+
+func TestAckingADeletedMessageOfALeasedBatchIsMessageNotFoundAndTheCursorStays(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	pushTx(t, b, "q", "p", "a", "b", "c")
+	p, ns := pop(t, b, "/api/v1/pop/queue/q?batch=3")
+	require.Equal(t, []int{0, 1, 2}, ns)
+	deleteMessage(t, b, p.PartitionID, "a")
+	acks := array(t, call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "a",
+		"partitionId": p.PartitionID, "leaseId": p.LeaseID}))
+	require.Equal(t, false, acks[0]["success"])
+	require.Equal(t, "Message not found", acks[0]["error"])
+	require.Equal(t, 0, b.Count(t, `SELECT committed FROM queen.cursors`))
+	for _, tx := range []string{"b", "c"} {
+		call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": tx, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
+	}
+	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`), "acking the rest released the batch")
+}
+
+func TestABatchEndsAtItsLastMessageThatWasNotDeleted(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	pushTx(t, b, "q", "p", "a", "b", "c")
+	pid := partitionID(t, b, "q", "p")
+	deleteMessage(t, b, pid, "c")
+	p, ns := pop(t, b, "/api/v1/pop/queue/q?batch=10")
+	require.Equal(t, []int{0, 1}, ns)
+	for _, tx := range []string{"a", "b"} {
+		call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": tx, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
+	}
+	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`),
+		"acking what was delivered releases the lease")
+
+	// A batch of nothing but deleted messages is passed over at once.
+	pushTx(t, b, "q", "p", "d")
+	deleteMessage(t, b, pid, "d")
+	_, ns = pop(t, b, "/api/v1/pop/queue/q/partition/p?batch=10")
+	require.Empty(t, ns)
+	pushTx(t, b, "q", "p", "e")
+	_, ns = pop(t, b, "/api/v1/pop/queue/q/partition/p?batch=10")
+	require.Equal(t, []int{0}, ns, "e, pushed after, is delivered")
+}
