@@ -13,12 +13,10 @@ import (
 
 // BenchmarkReadRoutes10kPartitions reads the consumer-group, resources,
 // status and messages routes over one queue of 10,000 partitions, each with
-// a one-message segment of two hours ago, and two groups with a cursor on
+// a one-message segment of about two hours ago, and two groups with a cursor on
 // every partition: one caught up, one with the message to go.
 func BenchmarkReadRoutes10kPartitions(b *testing.B) {
 	br := brokertest.Start(b)
-	created := time.Now().Add(-2 * time.Hour)
-	body, sum := segment.Encode(nil, []segment.Frame{{ID: uuid.New(), TransactionID: "t", CreatedAt: created.UnixMicro(), Payload: []byte("1")}})
 	if _, err := br.Pool.Exec(b.Context(), `INSERT INTO queen.queues (id, tenant, name) VALUES (gen_random_uuid(), $1, 'q')`, br.Tenant); err != nil {
 		b.Fatal(err)
 	}
@@ -26,8 +24,20 @@ func BenchmarkReadRoutes10kPartitions(b *testing.B) {
 		SELECT gen_random_uuid(), q.id, 'p-' || i, 1 FROM queen.queues q, generate_series(1, 10000) i`); err != nil {
 		b.Fatal(err)
 	}
+	// Partition p-i's message was pushed i milliseconds before the newest.
+	newest := time.Now().Add(-2 * time.Hour)
+	var bodies [][]byte
+	var sums []int64
+	var times []time.Time
+	for i := range 10000 {
+		at := newest.Add(-time.Duration(i) * time.Millisecond)
+		body, sum := segment.Encode(nil, []segment.Frame{{ID: uuid.New(), TransactionID: "t", CreatedAt: at.UnixMicro(), Payload: []byte("1")}})
+		bodies, sums, times = append(bodies, body), append(sums, int64(sum)), append(times, at)
+	}
 	if _, err := br.Pool.Exec(b.Context(), `INSERT INTO queen.log_segments (partition_id, base_offset, frame_count, body, checksum, txids, min_created_at, max_created_at)
-		SELECT id, 0, 1, $1, $2, ARRAY['t'], $3, $3 FROM queen.partitions`, body, int64(sum), created); err != nil {
+		SELECT p.id, 0, 1, s.body, s.checksum, ARRAY['t'], s.at, s.at
+		  FROM queen.partitions p JOIN unnest($1::bytea[], $2::bigint[], $3::timestamptz[]) WITH ORDINALITY AS s (body, checksum, at, i)
+		    ON p.name = 'p-' || s.i`, bodies, sums, times); err != nil {
 		b.Fatal(err)
 	}
 	_, err := br.Pool.Exec(b.Context(), `INSERT INTO queen.cursors (partition_id, consumer_group, committed, last_consumed_at)
@@ -36,7 +46,7 @@ func BenchmarkReadRoutes10kPartitions(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	window := "from=" + created.Add(-time.Hour).UTC().Format(time.RFC3339)
+	window := "from=" + newest.Add(-time.Hour).UTC().Format(time.RFC3339)
 	for _, path := range []string{"/api/v1/consumer-groups", "/api/v1/consumer-groups/lagging?minLagSeconds=3600",
 		"/api/v1/consumer-groups/behind",
 		"/api/v1/resources/overview", "/api/v1/resources/queues", "/api/v1/resources/queues/q", "/api/v1/resources/namespaces",

@@ -17,6 +17,9 @@ import (
 
 const queueMode = "__QUEUE_MODE__"
 
+// endOfTime is later than any message.
+var endOfTime = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // Bounds of a listing's work. A listing reads segments newest first in
 // chunks and stops once it holds offset+limit messages newer than the next
 // segment, so a dashboard's page costs the newest few segments of its
@@ -24,9 +27,11 @@ const queueMode = "__QUEUE_MODE__"
 // maxListSegments segments: past them the page holds what they held.
 const (
 	listChunk       = 32
+	maxChunk        = 128
 	maxListSegments = 4096
 	maxListLimit    = 1000
 	maxListOffset   = 10000
+	maxSlice        = 100 * 365 * 24 * time.Hour
 )
 
 // item is a listed message: its frame, offset and segment.
@@ -83,12 +88,28 @@ func statusOf(off int64, cursors []store.CursorState, dead bool) status {
 
 // list reads the tenant's messages in w, newest first (createdAt, then id),
 // keeping those keep accepts, until it holds want of them or the window
-// runs out (see maxListSegments).
+// runs out (see maxListSegments). It reads the window backwards in slices
+// of segments' newest frames, a minute first and each next one twice as
+// long, so that a call sorts only the segments of its slice however long
+// the window is.
 func (a *API) list(ctx context.Context, tenant string, w store.Where, want int, keep func(*item) bool) ([]item, error) {
 	var out []item
 	var after *store.SegmentKey
+	width := time.Minute
+	// Nothing is newer than now but what a replica's clock skew makes so:
+	// the first slice reaches to the end of time.
+	hi, lo := endOfTime, time.Now().Add(-width)
+	if w.To.Before(lo) {
+		lo = w.To.Add(-width)
+	}
 	for read := 0; read < maxListSegments; {
-		segs, err := a.store.Segments(ctx, tenant, w, after, listChunk)
+		if lo.Before(w.From) {
+			lo = w.From
+		}
+		// Enough segments for the page when each holds a message to keep,
+		// within bounds: a segment may hold many.
+		n := min(max(want-len(out), listChunk), maxChunk)
+		segs, err := a.store.Segments(ctx, tenant, w, lo, hi, after, n)
 		if err != nil {
 			return nil, err
 		}
@@ -138,15 +159,23 @@ func (a *API) list(ctx context.Context, tenant string, w store.Where, want int, 
 			}
 			return bytes.Compare(y.frame.ID[:], x.frame.ID[:])
 		})
-		if len(segs) < listChunk {
-			break
-		}
-		last := segs[len(segs)-1].Key()
-		after = &last
 		// Every later segment holds only frames no newer than its own
-		// newest, which is at most this one's.
+		// newest, which is at most bound.
+		var bound time.Time
+		if len(segs) < n { // the slice is read: on to the next
+			if !lo.After(w.From) {
+				break
+			}
+			bound, hi, after = lo, lo, nil
+			width = min(2*width, maxSlice)
+			lo = hi.Add(-width)
+		} else {
+			// A later segment of the slice may tie with this one.
+			last := segs[len(segs)-1].Key()
+			bound, after = last.MaxCreatedAt.Add(time.Microsecond), &last
+		}
 		newer := 0
-		for newer < len(out) && out[newer].frame.CreatedAt > last.MaxCreatedAt.UnixMicro() {
+		for newer < len(out) && out[newer].frame.CreatedAt >= bound.UnixMicro() {
 			newer++
 		}
 		if newer >= want {
@@ -216,7 +245,7 @@ func (a *API) handleQueueMessages(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, []any{})
 		return
 	}
-	where := store.Where{Queue: &queue, From: time.Time{}, To: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
+	where := store.Where{Queue: &queue, From: time.Unix(0, 0), To: endOfTime}
 	items, err := a.listPage(r, where, 50, func(*item) bool { return true })
 	if err != nil {
 		a.fail(w, r, err)

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/segment"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -373,4 +375,26 @@ func TestABatchEndsAtItsLastMessageThatWasNotDeleted(t *testing.T) {
 	pushTx(t, b, "q", "p", "e")
 	_, ns = pop(t, b, "/api/v1/pop/queue/q/partition/p?batch=10")
 	require.Equal(t, []int{0}, ns, "e, pushed after, is delivered")
+}
+
+func TestMessagesListingReachesBackThroughOlderSegments(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	pushTx(t, b, "q", "p", "now")
+	pid := partitionID(t, b, "q", "p")
+	for i, age := range []time.Duration{10 * time.Minute, 3 * time.Hour, 48 * time.Hour} {
+		at := time.Now().Add(-age)
+		body, sum := segment.Encode(nil, []segment.Frame{{ID: uuid.New(), TransactionID: age.String(), CreatedAt: at.UnixMicro(), Payload: []byte("1")}})
+		_, err := b.Pool.Exec(t.Context(), `INSERT INTO queen.log_segments (partition_id, base_offset, frame_count, body, checksum, txids, min_created_at, max_created_at)
+			VALUES ($1, $2, 1, $3, $4, ARRAY[$5], $6, $6)`, pid, i+1, body, int64(sum), age.String(), at)
+		require.NoError(t, err)
+		_, err = b.Pool.Exec(t.Context(), `UPDATE queen.partitions SET next_offset = $2 WHERE id = $1`, pid, i+2)
+		require.NoError(t, err)
+	}
+	from := "from=" + url.QueryEscape(time.Now().Add(-72*time.Hour).Format(time.RFC3339))
+	require.Equal(t, []string{"now", "10m0s", "3h0m0s", "48h0m0s"}, txids(list(t, b, from).Messages))
+	require.Equal(t, []string{"10m0s", "3h0m0s"}, txids(list(t, b, from+"&limit=2&offset=1").Messages))
+	require.Equal(t, []string{"now", "10m0s"}, txids(list(t, b, "").Messages), "the last hour")
+	require.Equal(t, []string{"now", "10m0s", "3h0m0s", "48h0m0s"},
+		txids(array(t, call(t, b, http.StatusOK, "GET", "/api/v1/status/queues/q/messages", nil))))
 }

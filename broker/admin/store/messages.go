@@ -48,13 +48,15 @@ func (g *Segment) Key() SegmentKey {
 	return SegmentKey{MaxCreatedAt: g.MaxCreatedAt, PartitionID: g.PartitionID, Base: g.Base}
 }
 
-// Segments returns up to n of the tenant's segments that overlap the window,
-// newest (by max_created_at) first, after the key when not nil. A frame of a
-// later segment is never newer than the segments before it, so a listing
-// stops reading once it holds enough frames newer than the next segment.
-// The window goes to log_segments_time_brin, a queue or a partition to
+// Segments returns up to n of the tenant's segments that overlap the window
+// and whose newest frame is in the slice [lo, hi), newest (by
+// max_created_at) first, after the key when not nil. A frame of a later
+// segment is never newer than the segments before it, so a listing stops
+// reading once it holds enough frames newer than the next segment. The
+// slice goes to log_segments_time_brin, so that a call reads the segments of
+// its slice and sorts only those; a queue or a partition goes to
 // queues_tenant_name_key and the partitions' and segments' primary keys.
-func (s *Store) Segments(ctx context.Context, tenant string, w Where, after *SegmentKey, n int) ([]Segment, error) {
+func (s *Store) Segments(ctx context.Context, tenant string, w Where, lo, hi time.Time, after *SegmentKey, n int) ([]Segment, error) {
 	var k SegmentKey
 	if after != nil {
 		k = *after
@@ -66,10 +68,10 @@ func (s *Store) Segments(ctx context.Context, tenant string, w Where, after *Seg
 		  JOIN queen.queues q ON q.id = p.queue_id
 		 WHERE q.tenant = $1 AND ($2::text IS NULL OR q.name = $2) AND ($3::text IS NULL OR p.name = $3)
 		   AND ($4::text IS NULL OR coalesce(q.namespace, '') = $4) AND ($5::text IS NULL OR coalesce(q.task, '') = $5)
-		   AND s.max_created_at >= $6 AND s.min_created_at < $7
-		   AND ($8::boolean OR (s.max_created_at, s.partition_id, s.base_offset) < ($9, $10, $11))
+		   AND s.max_created_at >= $6 AND s.max_created_at < $7 AND s.min_created_at < $8
+		   AND ($9::boolean OR (s.max_created_at, s.partition_id, s.base_offset) < ($10, $11, $12))
 		 ORDER BY s.max_created_at DESC, s.partition_id DESC, s.base_offset DESC
-		 LIMIT $12`, tenant, w.Queue, w.Partition, w.Namespace, w.Task, w.From, w.To,
+		 LIMIT $13`, tenant, w.Queue, w.Partition, w.Namespace, w.Task, lo, hi, w.To,
 		after == nil, k.MaxCreatedAt, k.PartitionID, k.Base, n)
 	if err != nil {
 		return nil, fmt.Errorf("read segments: %w", err)
