@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/regent-mq/regent/broker/admin/store"
 	"github.com/regent-mq/regent/broker/httpx"
 )
@@ -91,10 +93,34 @@ func queueHead(q *store.Queue) map[string]any {
 	return map[string]any{"id": q.ID, "name": q.Name, "namespace": q.Namespace, "task": q.Task, "createdAt": instant(&q.CreatedAt)}
 }
 
-// six are the six counters of §3; pending includes processing.
-func six(c store.Counts) map[string]int64 {
-	return map[string]int64{"total": c.Total, "pending": c.Pending, "processing": c.Processing,
-		"completed": c.Completed(), "failed": 0, "deadLetter": c.DeadLetter}
+// sixCounts are the six counters of §3; pending includes processing.
+type sixCounts struct {
+	Total      int64 `json:"total"`
+	Pending    int64 `json:"pending"`
+	Processing int64 `json:"processing"`
+	Completed  int64 `json:"completed"`
+	Failed     int64 `json:"failed"`
+	DeadLetter int64 `json:"deadLetter"`
+}
+
+func six(c store.Counts) sixCounts {
+	return sixCounts{Total: c.Total, Pending: c.Pending, Processing: c.Processing, Completed: c.Completed(), DeadLetter: c.DeadLetter}
+}
+
+// partitionEntry is a partition of the queue detail routes. Their queues
+// may have 10,000 partitions: structs, not maps, keep the answer cheap.
+type partitionEntry struct {
+	ID            uuid.UUID `json:"id"`
+	Name          string    `json:"name"`
+	CreatedAt     *string   `json:"createdAt"`
+	Stats         sixCounts `json:"stats"`
+	OldestMessage *string   `json:"oldestMessage"`
+	NewestMessage *string   `json:"newestMessage"`
+}
+
+func newPartitionEntry(p *store.Partition) partitionEntry {
+	return partitionEntry{ID: p.ID, Name: p.Name, CreatedAt: instant(&p.CreatedAt), Stats: six(p.Counts),
+		OldestMessage: instant(p.OldestPending), NewestMessage: instant(p.Newest)}
 }
 
 // queueDetail reads the queue the path names; nil, after writing the 404,
@@ -126,10 +152,9 @@ func (a *API) handleResourceQueue(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ps := make([]map[string]any, 0, len(parts))
-	for _, p := range parts {
-		ps = append(ps, map[string]any{"id": p.ID, "name": p.Name, "createdAt": instant(&p.CreatedAt),
-			"stats": six(p.Counts), "oldestMessage": instant(p.OldestPending), "newestMessage": instant(p.Newest)})
+	ps := make([]partitionEntry, 0, len(parts))
+	for i := range parts {
+		ps = append(ps, newPartitionEntry(&parts[i]))
 	}
 	m := queueHead(q)
 	m["partitions"], m["totals"] = ps, six(q.Counts)

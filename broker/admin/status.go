@@ -145,23 +145,31 @@ func (a *API) handleStatusQueue(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ps := make([]map[string]any, 0, len(parts))
-	for _, p := range parts {
-		counts := six(p.Counts)
-		ps = append(ps, map[string]any{"id": p.ID, "name": p.Name, "createdAt": instant(&p.CreatedAt),
-			"messages": counts, "stats": counts,
-			// Regent counts messages, not batches.
-			"cursor":       map[string]int64{"totalConsumed": p.Consumed, "batchesConsumed": 0},
-			"lastActivity": instant(p.LastActivity), "oldestMessage": instant(p.OldestPending), "newestMessage": instant(p.Newest)})
+	type cursor struct {
+		TotalConsumed   int64 `json:"totalConsumed"`
+		BatchesConsumed int64 `json:"batchesConsumed"` // Regent counts messages, not batches
+	}
+	type entry struct {
+		partitionEntry
+		Messages     sixCounts `json:"messages"`
+		Cursor       cursor    `json:"cursor"`
+		LastActivity *string   `json:"lastActivity"`
+	}
+	ps := make([]entry, 0, len(parts))
+	for i := range parts {
+		p := &parts[i]
+		e := entry{partitionEntry: newPartitionEntry(p), Cursor: cursor{TotalConsumed: p.Consumed}, LastActivity: instant(p.LastActivity)}
+		e.Messages = e.Stats
+		ps = append(ps, e)
 	}
 	head := queueHead(q)
 	head["priority"] = q.Priority
 	head["config"] = map[string]any{"leaseTime": q.LeaseTime, "retryLimit": q.RetryLimit, "retryDelay": q.RetryDelay,
 		"ttl": q.TTL, "maxQueueSize": q.MaxSize, "deadLetterQueue": q.DeadLetterQueue}
-	totals := map[string]any{"messages": six(q.Counts)}
-	for k, v := range six(q.Counts) {
-		totals[k] = v
-	}
+	totals := struct {
+		sixCounts
+		Messages sixCounts `json:"messages"`
+	}{six(q.Counts), six(q.Counts)}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"queue": head, "partitions": ps, "totals": totals})
 }
 
