@@ -209,3 +209,25 @@ func FuzzHealth(f *testing.F) {
 	br := start(f)
 	f.Fuzz(func(t *testing.T, query string) { br.check(t, "GET", "/health", query, "") })
 }
+
+func FuzzMessages(f *testing.F) {
+	br := start(f)
+	f.Add("from=2026-05-06T12:00:00Z&to=2026-05-06T13:00:00.5%2B02:00&limit=5&offset=1&status=pending&queue=q1&ns=q1&task=")
+	f.Fuzz(func(t *testing.T, query string) { br.check(t, "GET", "/api/v1/messages", query, "") })
+}
+
+func FuzzMessage(f *testing.F) {
+	br := start(f)
+	f.Add("0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f", "t1")
+	f.Fuzz(func(t *testing.T, partition, tx string) {
+		path := "/api/v1/messages/" + url.PathEscape(partition) + "/" + url.PathEscape(tx)
+		br.check(t, "GET", path, "", "")
+		br.check(t, "DELETE", path, "", "")
+	})
+}
+
+func FuzzStatus(f *testing.F) {
+	br := start(f)
+	f.Add("from=2026-05-06T12:00:00Z&to=2026-05-16T12:00:00Z&queue=q1&namespace=x&task=y")
+	f.Fuzz(func(t *testing.T, query string) { br.check(t, "GET", "/api/v1/status", query, "") })
+}
