@@ -27,7 +27,7 @@ import (
 // dead_letters_pkey, counted from the index) and, through the queue,
 // queues_tenant_name_key or a scan of the tenant's queues.
 const partitionCounts = `
-	SELECT q.id AS queue_id, p.id AS partition_id, p.next_offset AS given,
+	SELECT q.id AS queue_id, p.id AS partition_id, p.name, p.created_at, p.next_offset AS given,
 	       p.next_offset - f.first AS total,
 	       coalesce(c.pending, p.next_offset - f.first) AS pending,
 	       coalesce(c.waiting, p.next_offset - f.first) AS waiting,
@@ -38,7 +38,8 @@ const partitionCounts = `
 	  JOIN queen.partitions p ON p.queue_id = q.id
 	 CROSS JOIN LATERAL (SELECT coalesce((SELECT s.base_offset FROM queen.log_segments s
 	                                       WHERE s.partition_id = p.id ORDER BY s.base_offset LIMIT 1),
-	                                     p.next_offset) AS first) f
+	                                     p.next_offset) AS first
+	                      OFFSET 0) f -- probed once, not once per use
 	 CROSS JOIN LATERAL (
 	       SELECT max(l.pending) AS pending, max(l.pending - l.processing) AS waiting,
 	              max(l.processing) AS processing, sum(x.total_consumed) AS consumed,
@@ -133,56 +134,55 @@ type Partition struct {
 }
 
 // QueueDetail returns one queue of the tenant and its partitions sorted by
-// name, or nil when the tenant has no such queue. One statement:
-// partitionCounts for the queue, plus two probes of log_segments_pkey per
-// partition for the oldest pending and the newest message (segment
-// granularity: a segment's min_created_at and max_created_at).
+// name, or nil when the tenant has no such queue. Two statements in one
+// round trip: the queue by queues_tenant_name_key, and partitionCounts for
+// it plus two probes of log_segments_pkey per partition for the oldest
+// pending and the newest message (segment granularity: a segment's
+// min_created_at and max_created_at).
 func (s *Store) QueueDetail(ctx context.Context, tenant, name string) (*Queue, []Partition, error) {
 	var q *Queue
 	var parts []Partition
-	rows, err := s.db.Query(ctx, `SELECT `+queueColumns+`, p.id, p.name, p.created_at,
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+queueColumns+` FROM queen.queues q WHERE q.tenant = $1 AND q.name = $2`, tenant, name).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				q = &Queue{}
+				if err := rows.Scan(queueFields(q)...); err != nil {
+					return err
+				}
+			}
+			return rows.Err()
+		})
+	b.Queue(`SELECT pc.partition_id, pc.name, pc.created_at,
 			pc.total, pc.pending, pc.waiting, pc.processing, pc.dead_letter, pc.consumed, pc.last_activity,
 			CASE WHEN pc.pending > 0 THEN (SELECT s.min_created_at FROM queen.log_segments s
-			      WHERE s.partition_id = p.id AND s.base_offset + s.frame_count > coalesce(pc.behind, pc.first)
+			      WHERE s.partition_id = pc.partition_id AND s.base_offset + s.frame_count > coalesce(pc.behind, pc.first)
 			      ORDER BY s.base_offset LIMIT 1) END,
-			(SELECT s.max_created_at FROM queen.log_segments s WHERE s.partition_id = p.id
+			(SELECT s.max_created_at FROM queen.log_segments s WHERE s.partition_id = pc.partition_id
 			  ORDER BY s.base_offset DESC LIMIT 1)
-		  FROM queen.queues q
-		  LEFT JOIN queen.partitions p ON p.queue_id = q.id
-		  LEFT JOIN (`+partitionCounts+`) pc ON pc.partition_id = p.id
-		 WHERE q.tenant = $1 AND q.name = $2
-		 ORDER BY p.name`, tenant, name)
-	if err != nil {
+		  FROM (`+partitionCounts+`) pc
+		 ORDER BY pc.name`, tenant, name).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var p Partition
+			c := &p.Counts
+			if err := rows.Scan(&p.ID, &p.Name, &p.CreatedAt, &c.Total, &c.Pending, &c.Waiting, &c.Processing,
+				&c.DeadLetter, &p.Consumed, &p.LastActivity, &p.OldestPending, &p.Newest); err != nil {
+				return err
+			}
+			parts = append(parts, p)
+		}
+		return rows.Err()
+	})
+	if err := s.db.SendBatch(ctx, b).Close(); err != nil {
 		return nil, nil, fmt.Errorf("describe queue %q: %w", name, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var head Queue
-		var id *uuid.UUID
-		var pname *string
-		var created *time.Time
-		var c struct{ total, pending, waiting, processing, dead, consumed *int64 }
-		var p Partition
-		if err := rows.Scan(queueFields(&head, &id, &pname, &created, &c.total, &c.pending, &c.waiting,
-			&c.processing, &c.dead, &c.consumed, &p.LastActivity, &p.OldestPending, &p.Newest)...); err != nil {
-			return nil, nil, fmt.Errorf("describe queue %q: %w", name, err)
-		}
-		if q == nil {
-			q = &head
-		}
-		if id == nil {
-			continue // a queue without partitions
-		}
-		p.ID, p.Name, p.CreatedAt = *id, *pname, *created
-		p.Counts = Counts{Total: *c.total, Pending: *c.pending, Waiting: *c.waiting, Processing: *c.processing, DeadLetter: *c.dead}
-		p.Consumed = *c.consumed
+	if q == nil {
+		return nil, nil, nil
+	}
+	for _, p := range parts {
 		q.Partitions++
 		q.Consumed += p.Consumed
 		q.Counts.Add(p.Counts)
-		parts = append(parts, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("describe queue %q: %w", name, err)
 	}
 	return q, parts, nil
 }
