@@ -287,11 +287,14 @@ func mode(hasQueueMode bool, groups int) map[string]any {
 // lookup finds the message a path names, decoded; nil when the tenant has
 // none: a partition id that is not a UUID names nothing.
 func (a *API) lookup(r *http.Request) (*store.Found, []segment.Frame, error) {
+	// A path segment is never empty, so it never names a deleted frame,
+	// whose transaction id is "".
+	tx := r.PathValue("transactionId")
 	pid, err := uuid.Parse(r.PathValue("partitionId"))
-	if err != nil || !isText(r.PathValue("transactionId")) {
+	if err != nil || !isText(tx) {
 		return nil, nil, nil
 	}
-	f, err := a.store.FindMessage(r.Context(), tenant(r), pid, r.PathValue("transactionId"))
+	f, err := a.store.FindMessage(r.Context(), tenant(r), pid, tx)
 	if err != nil || f == nil {
 		return nil, nil, err
 	}

@@ -398,3 +398,15 @@ func TestMessagesListingReachesBackThroughOlderSegments(t *testing.T) {
 	require.Equal(t, []string{"now", "10m0s", "3h0m0s", "48h0m0s"},
 		txids(array(t, call(t, b, http.StatusOK, "GET", "/api/v1/status/queues/q/messages", nil))))
 }
+
+func TestMessagesToIsRoundedUpToTheEndOfItsMinute(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	pushTx(t, b, "q", "p", "x")
+	at, err := time.Parse(time.RFC3339Nano, list(t, b, "").Messages[0]["createdAt"].(string))
+	require.NoError(t, err)
+	to := url.QueryEscape(at.Truncate(time.Minute).Format(time.RFC3339))
+	require.Equal(t, []string{"x"}, txids(list(t, b, "to="+to).Messages), "to=%s", to)
+	before := url.QueryEscape(at.Truncate(time.Minute).Add(-time.Second).Format(time.RFC3339))
+	require.Empty(t, list(t, b, "to="+before).Messages, "the end of the minute before is excluded")
+}
