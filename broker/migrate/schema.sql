@@ -49,21 +49,21 @@ CREATE FUNCTION queen.lease_live(p_expires_at timestamp with time zone) RETURNS 
 $$;
 
 --
--- Name: log_push(uuid[], integer[], bytea[], bigint[], text[], timestamp with time zone[], timestamp with time zone[], integer[], text[], uuid[]); Type: FUNCTION; Schema: queen; Owner: -
+-- Name: log_push_one_v1(uuid[], integer[], bytea[], bigint[], text[], timestamp with time zone[], timestamp with time zone[], integer[], text[], uuid[]); Type: FUNCTION; Schema: queen; Owner: -
 --
 
-CREATE FUNCTION queen.log_push(p_partitions uuid[], p_frames integer[], p_bodies bytea[], p_checksums bigint[], p_txids text[], p_min_at timestamp with time zone[], p_max_at timestamp with time zone[], p_dedups integer[], p_dedup_txids text[], p_dedup_msg_ids uuid[]) RETURNS TABLE(partition_id uuid, outcome text, base_offset bigint, queue_id uuid, dup_txids text[], dup_message_ids uuid[])
+CREATE FUNCTION queen.log_push_one_v1(p_partitions uuid[], p_frames integer[], p_bodies bytea[], p_checksums bigint[], p_txids text[], p_min_at timestamp with time zone[], p_max_at timestamp with time zone[], p_dedups integer[], p_dedup_txids text[], p_dedup_msg_ids uuid[]) RETURNS TABLE(partition_id uuid, outcome text, base_offset bigint, queue_id uuid, dup_txids text[], dup_message_ids uuid[])
     LANGUAGE plpgsql
-    AS $$ -- the body of functions/queen.log_push.sql
+    AS $$ -- the body of functions/queen.log_push_one_v1.sql
 $$;
 
 --
--- Name: log_push_one_v1(uuid, integer, bytea, bigint, text[], timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: queen; Owner: -
+-- Name: log_push_undo(uuid[], integer[]); Type: FUNCTION; Schema: queen; Owner: -
 --
 
-CREATE FUNCTION queen.log_push_one_v1(p_partition_id uuid, p_frame_count integer, p_body bytea, p_checksum bigint, p_txids text[], p_min_created_at timestamp with time zone, p_max_created_at timestamp with time zone, OUT base_offset bigint, OUT queue_id uuid) RETURNS record
+CREATE FUNCTION queen.log_push_undo(p_partitions uuid[], p_frames integer[]) RETURNS void
     LANGUAGE plpgsql
-    AS $$ -- the body of functions/queen.log_push_one_v1.sql
+    AS $$ -- the body of functions/queen.log_push_undo.sql
 $$;
 
 --
