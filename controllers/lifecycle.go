@@ -31,8 +31,8 @@ import (
 	"github.com/regent-mq/regent/controllers/celldb"
 )
 
-// group is the consumer group the query's workers pop its source as.
-func group(q *v1.StreamQuery) string { return "streams." + q.QueryName() }
+// consumerGroup is the consumer group the query's workers pop its source as.
+func consumerGroup(q *v1.StreamQuery) string { return "streams." + q.QueryName() }
 
 // lifecycle applies spec.suspend and the rewind-to annotation to the
 // registered query.
@@ -45,14 +45,14 @@ func (r *StreamQueryReconciler) lifecycle(ctx context.Context, s *step) error {
 
 func (r *StreamQueryReconciler) suspend(ctx context.Context, s *step) error {
 	q := s.q
-	found, err := r.DB.Suspend(ctx, s.tenant, q.QueryName(), group(q), q.Spec.Suspend)
+	found, err := r.DB.Suspend(ctx, s.tenant, q.QueryName(), consumerGroup(q), q.Spec.Suspend)
 	if err != nil || !found {
 		return err // not found: deleted behind the operator's back; the next resync registers it again
 	}
 	status, reason, msg := metav1.ConditionFalse, v1.ReasonRunning, "the query's workers pop and cycle as usual"
 	if q.Spec.Suspend {
 		status, reason, msg = metav1.ConditionTrue, v1.ReasonSuspended,
-			fmt.Sprintf("spec.suspend: the broker answers consumer group %s with nothing and refuses the query's cycles; the cursors stay where they are", group(q))
+			fmt.Sprintf("spec.suspend: the broker answers consumer group %s with nothing and refuses the query's cycles; the cursors stay where they are", consumerGroup(q))
 	}
 	before := conditionStatus(q.Status.Conditions, v1.ConditionSuspended)
 	meta.SetStatusCondition(&q.Status.Conditions, metav1.Condition{
@@ -80,7 +80,7 @@ func (r *StreamQueryReconciler) rewind(ctx context.Context, s *step) error {
 			"%s annotation %q is not an RFC 3339 time (such as 2026-08-17T10:00:00Z): nothing was rewound", v1.RewindToAnnotation, token))
 		return nil
 	}
-	rw, err := r.DB.Rewind(ctx, s.tenant, q.QueryName(), group(q), token, to)
+	rw, err := r.DB.Rewind(ctx, s.tenant, q.QueryName(), consumerGroup(q), token, to)
 	switch {
 	case errors.Is(err, celldb.ErrNoQuery):
 		return nil // deleted behind the operator's back; the next resync registers it again
@@ -89,7 +89,7 @@ func (r *StreamQueryReconciler) rewind(ctx context.Context, s *step) error {
 	}
 	st.LastRewind = &v1.Rewind{To: token, Time: metav1.NewTime(rw.At.Truncate(time.Second)), Partitions: rw.Partitions}
 	msg := fmt.Sprintf("rewound query %q of tenant %q to %s: deleted its state and moved consumer group %s on %d source partitions to the first message at or after that time (%s annotation)",
-		q.QueryName(), s.tenant, to.Format(time.RFC3339Nano), group(q), rw.Partitions, v1.RewindToAnnotation)
+		q.QueryName(), s.tenant, to.Format(time.RFC3339Nano), consumerGroup(q), rw.Partitions, v1.RewindToAnnotation)
 	if rw.Already {
 		msg += "; an earlier attempt had already done it"
 	}

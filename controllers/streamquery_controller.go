@@ -283,7 +283,7 @@ func (r *StreamQueryReconciler) notReady(q *v1.StreamQuery, reason, msg string) 
 // database, and the Fresh condition from them.
 func (r *StreamQueryReconciler) readProgress(ctx context.Context, s *step) error {
 	name := s.q.QueryName()
-	p, err := r.DB.Progress(ctx, s.tenant, name, "streams."+name, s.q.Spec.SourceQueue)
+	p, err := r.DB.Progress(ctx, s.tenant, name, consumerGroup(s.q), s.q.Spec.SourceQueue)
 	switch {
 	case errors.Is(err, celldb.ErrNoQuery):
 		// Deleted behind the operator's back since it registered: the

@@ -103,3 +103,36 @@ func TestSuspendingAnUnknownQueryFindsNothing(t *testing.T) {
 		t.Fatalf("query_suspend of an unknown query = %v, %v; want false", found, err)
 	}
 }
+
+func TestRegisteringASuspendedQueryAgainLeavesItSuspended(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.suspend(t, true)
+	if r := register(t, f.b, "q", "src", "out", "h", false); r.QueryID != f.query {
+		t.Fatalf("re-registration answered query %s, want %s", r.QueryID, f.query)
+	}
+	if !scalar[bool](t, f.b, `SELECT suspended FROM queen_streams.queries WHERE id = $1`, f.query) {
+		t.Fatal("a re-registration resumed the suspended query")
+	}
+}
+
+func TestARewindRefusesTheCycleOfABatchLeasedBeforeIt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	push(t, f.b, "src", 0, 5)
+	p := pop(t, f.b, "src", 5, "consumerGroup=streams.q")
+	if outcome := scalar[string](t, f.b, `SELECT outcome FROM queen_streams.query_rewind(p_tenant => $1, p_name => 'q',
+		p_group => 'streams.q', p_token => 'r1', p_to => '-infinity')`, f.b.Tenant); outcome != "rewound" {
+		t.Fatalf("rewind outcome %q, want rewound", outcome)
+	}
+	// The worker folded the batch from the state it read before the rewind.
+	refused(t, f.b, f.body(map[string]any{"consumer_group": "streams.q",
+		"state_ops": []map[string]any{{"type": "upsert", "key": "k", "value": map[string]any{"n": 5}}},
+		"ack":       ack(p.LeaseID, "completed", 5)}), "invalid lease")
+	if s := f.state(t); len(s) != 0 {
+		t.Fatalf("state %v written from before the rewind", s)
+	}
+	if got := pop(t, f.b, "src", 10, "consumerGroup=streams.q").ns(); fmt.Sprint(got) != "[0 1 2 3 4]" {
+		t.Fatalf("the pop after the rewind got %v, want the whole batch again", got)
+	}
+}
