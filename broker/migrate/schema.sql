@@ -67,6 +67,15 @@ CREATE FUNCTION queen.log_push_undo(p_partitions uuid[], p_frames integer[]) RET
 $$;
 
 --
+-- Name: oldest_unconsumed(uuid, bigint, bigint); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.oldest_unconsumed(p_partition_id uuid, p_committed bigint, p_next_offset bigint) RETURNS TABLE(oldest timestamp with time zone)
+    LANGUAGE sql STABLE
+    AS $$ -- the body of functions/queen.oldest_unconsumed.sql
+$$;
+
+--
 -- Name: pop(text, uuid, uuid[], text, integer, integer, uuid, text, bigint); Type: FUNCTION; Schema: queen; Owner: -
 --
 
@@ -83,6 +92,15 @@ $$;
 CREATE FUNCTION queen.resolve_partition(p_tenant text, p_queue text, p_partition text, p_create boolean, p_new_queue_id uuid, p_new_partition_id uuid, OUT queue_id uuid, OUT partition_id uuid, OUT lease_time integer, OUT retry_limit integer, OUT delayed_processing integer, OUT encryption_enabled boolean) RETURNS SETOF record
     LANGUAGE plpgsql
     AS $$ -- the body of functions/queen.resolve_partition.sql
+$$;
+
+--
+-- Name: seek_to(text, text, text, timestamp with time zone); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.seek_to(p_tenant text, p_queue text, p_group text, p_at timestamp with time zone) RETURNS TABLE(queue_id uuid, partition_id uuid)
+    LANGUAGE sql
+    AS $$ -- the body of functions/queen.seek_to.sql
 $$;
 
 --
@@ -140,12 +158,39 @@ CREATE FUNCTION queen_streams.query_progress(p_tenant text, p_name text, p_group
 $$;
 
 --
+-- Name: query_progress_v2(text, text, text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.query_progress_v2(p_tenant text, p_name text, p_group text, p_source text) RETURNS TABLE(lag bigint, oldest timestamp with time zone, state_rows bigint, last_cycle timestamp with time zone, reset_generation bigint)
+    LANGUAGE sql STABLE
+    AS $$ -- the body of functions/queen_streams.query_progress_v2.sql
+$$;
+
+--
 -- Name: query_reset_generation(text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 
 CREATE FUNCTION queen_streams.query_reset_generation(p_tenant text, p_name text) RETURNS bigint
     LANGUAGE sql STABLE
     AS $$ -- the body of functions/queen_streams.query_reset_generation.sql
+$$;
+
+--
+-- Name: query_rewind(text, text, text, text, timestamp with time zone); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.query_rewind(p_tenant text, p_name text, p_group text, p_token text, p_to timestamp with time zone, OUT outcome text, OUT rewound_at timestamp with time zone, OUT partitions integer, OUT state_rows bigint) RETURNS record
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.query_rewind.sql
+$$;
+
+--
+-- Name: query_suspend(text, text, text, boolean); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.query_suspend(p_tenant text, p_name text, p_group text, p_suspended boolean) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.query_suspend.sql
 $$;
 
 --
@@ -333,7 +378,12 @@ CREATE TABLE queen_streams.queries (
     config_hash text NOT NULL,
     reset_generation bigint DEFAULT 0 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    suspended boolean DEFAULT false NOT NULL,
+    rewind_token text,
+    rewound_at timestamp with time zone,
+    rewind_to timestamp with time zone,
+    rewind_partitions integer
 );
 
 --

@@ -21,6 +21,13 @@
 -- stays free for the next pop. Cutting inside a segment would need its
 -- frames' sizes, which only decoding it tells.
 --
+-- The group of a suspended streaming query (streams.<name>, whose
+-- queen_streams.queries row says suspended) looks at no candidate: the
+-- answer is no rows, as for a pop that found nothing, no lease is taken and
+-- the broker settles no candidate, so that the hot list is as it was when
+-- the query resumes. The check is a probe of the queries' unique index in
+-- the look's statement, once per call.
+--
 -- Rows, per candidate in order:
 --   'segment' rows (base_offset, frame_count, body, checksum) of a partition
 --   it is claiming, then its 'claimed' row: the batch is [batch_start,
@@ -73,6 +80,9 @@ DECLARE
           LEFT JOIN queen.partitions p ON p.id = c.pid AND p.queue_id = q.id
           LEFT JOIN queen.cursors cu ON cu.partition_id = p.id AND cu.consumer_group = p_group
          WHERE q.id = p_queue_id AND q.tenant = p_tenant
+           AND NOT EXISTS (SELECT FROM queen_streams.queries sq
+                            WHERE starts_with(p_group, 'streams.') AND sq.tenant = p_tenant
+                              AND sq.name = substr(p_group, 9) AND sq.suspended)
          ORDER BY c.ord;
     -- The segments from the one holding offset p_at, at most p_rows of them.
     v_segs CURSOR (p_pid uuid, p_at bigint, p_rows integer) FOR
