@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -107,7 +108,12 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		defer close(stopped)
 		var wg sync.WaitGroup
 		wg.Go(func() { queues.Run(bg, cfg.ReseedInterval) })
-		wg.Go(func() { retention.New(pool, logger, cfg.DedupWindow).Run(bg, cfg.RetentionEvery) })
+		wg.Go(func() {
+			retention.New(pool, logger, retention.Settings{
+				DedupWindow: cfg.DedupWindow, RetentionChunk: cfg.RetentionBatch, EvictionChunk: cfg.EvictionBatch,
+				CleanupAfter: time.Duration(cfg.PartitionCleanupDays) * 24 * time.Hour,
+			}).Run(bg, cfg.RetentionEvery, cfg.EvictionEvery)
+		})
 		wg.Go(func() { switches.Run(bg) })
 		wg.Go(func() { groups.Run(bg, cfg.LagEvery) })
 		wg.Wait()
