@@ -96,7 +96,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	logs := log.New(pool, sealer, m, hot, logger)
 	switches := flags.New(pool, logger)
 	consumers := qstore.New(pool, logs, m, hot, logger, cfg.MaxPopBytes)
-	queues := queue.New(consumers, logs, pool, m, logger, switches.PopMaintenance)
+	queues := queue.New(consumers, logs, pool, m, logger, switches.PopMaintenance, cfg.DefaultSubscriptionMode)
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
 	routes = append(routes, streams.New(pool, logs, m, logger, cfg.Tenancy).Routes()...)
