@@ -204,18 +204,19 @@ func (s *Store) SeekToEnd(ctx context.Context, tenant, group, queue string) ([]M
 // subscription start is. A cursor with no message that old starts over
 // where the group's subscription starts (the beginning without one), as on
 // the group's first pop; its row stays, so that an ack of the batch it left
-// is refused for its lease rather than not found.
+// is refused for its lease rather than not found. No cursor goes below its
+// partition's floor: what is below was deleted by retention or eviction.
 func (s *Store) SeekTo(ctx context.Context, tenant, group, queue string, t time.Time) ([]Moved, error) {
 	rows, err := s.db.Query(ctx, `WITH t AS (
 			SELECT c.partition_id, q.id AS queue_id,
-			       coalesce((SELECT s.base_offset + s.frame_count FROM queen.log_segments s
+			       greatest(coalesce((SELECT s.base_offset + s.frame_count FROM queen.log_segments s
 			                  WHERE s.partition_id = c.partition_id AND s.max_created_at <= $4
 			                  ORDER BY s.base_offset DESC LIMIT 1),
 			                (SELECT s.base_offset + s.frame_count FROM queen.log_segments s, queen.subscriptions x
 			                  WHERE s.partition_id = c.partition_id AND x.queue_id = q.id AND x.consumer_group = $3
 			                    AND s.max_created_at <= x.starts_after
 			                  ORDER BY s.base_offset DESC LIMIT 1),
-			                0) AS at
+			                0), p.floor_offset) AS at
 			  FROM queen.cursors c
 			  JOIN queen.partitions p ON p.id = c.partition_id
 			  JOIN queen.queues q ON q.id = p.queue_id
