@@ -158,7 +158,9 @@ func (s *Sweeper) Evict(ctx context.Context) (Stats, error) {
 }
 
 // locked runs sweep on a connection holding the sweeps' lock, or marks st
-// skipped when another replica holds it.
+// skipped when another replica holds it. It first summarizes the block
+// ranges of the log's time index added since, which queen.raise_floors
+// needs (see the dedup sweep's comment for why).
 func (s *Sweeper) locked(ctx context.Context, st *Stats, sweep func(*pgxpool.Conn) error) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -178,6 +180,9 @@ func (s *Sweeper) locked(ctx context.Context, st *Stats, sweep func(*pgxpool.Con
 		// connection unless released with a fresh one.
 		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockKey)
 	}()
+	if _, err := conn.Exec(ctx, `SELECT brin_summarize_new_values('queen.log_segments_time_brin')`); err != nil {
+		return fmt.Errorf("retention: summarize the log's time index: %w", err)
+	}
 	return sweep(conn)
 }
 
@@ -208,10 +213,13 @@ func (s *Sweeper) floors(ctx context.Context, conn *pgxpool.Conn, q policy, cons
 	}
 	*offsets += n
 	// Also after no floor rose: a sweep cut short may have left segments.
+	// Per partition, so that each probe is a range of the primary key.
 	n, err := drain(ctx, conn, chunk, `DELETE FROM queen.log_segments WHERE ctid IN (
-		SELECT s.ctid FROM queen.partitions p JOIN queen.log_segments s ON s.partition_id = p.id
-		 WHERE p.queue_id = $1 AND s.base_offset < p.floor_offset
-		   AND s.base_offset + s.frame_count <= p.floor_offset
+		SELECT s.ctid FROM queen.partitions p
+		 CROSS JOIN LATERAL (SELECT x.ctid FROM queen.log_segments x
+		                      WHERE x.partition_id = p.id AND x.base_offset < p.floor_offset
+		                        AND x.base_offset + x.frame_count <= p.floor_offset) s
+		 WHERE p.queue_id = $1 AND p.floor_offset > 0
 		 LIMIT $2)`, q.id)
 	*segments += n
 	if err != nil {

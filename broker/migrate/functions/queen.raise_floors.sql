@@ -3,7 +3,10 @@
 -- floor is the base offset of the partition's first segment whose newest
 -- message is not older than p_seconds, or the partition's end when none is
 -- (segment granularity: a segment's frames were created within microseconds
--- of each other).
+-- of each other). Finding it reads, in offset order, the segments that are
+-- about to go and one more; with p_consumed, none past the lowest cursor.
+-- The caller summarizes the BRIN index first (brin_summarize_new_values),
+-- since a block range not yet summarized matches every search.
 --
 -- With p_consumed (completedRetentionSeconds) the floor stops at the lowest
 -- committed cursor, so that only what every cursor consumed goes, and a
@@ -39,9 +42,16 @@ BEGIN
              CROSS JOIN LATERAL (SELECT COALESCE((
                       SELECT s.base_offset FROM queen.log_segments s
                        WHERE s.partition_id = p.id
+                         AND s.base_offset + s.frame_count > p.floor_offset
+                         AND s.base_offset < CASE WHEN p_consumed THEN low.committed ELSE p.next_offset END
                          AND s.max_created_at >= now() - make_interval(secs => p_seconds)
                        ORDER BY s.base_offset LIMIT 1), p.next_offset) AS at) young
              WHERE p.queue_id = p_queue_id
+               -- Only partitions holding a segment past the limit can
+               -- change: the BRIN index on max_created_at finds them
+               -- without a probe per partition.
+               AND p.id IN (SELECT s.partition_id FROM queen.log_segments s
+                             WHERE s.max_created_at < now() - make_interval(secs => p_seconds))
                AND (NOT p_consumed OR (low.committed IS NOT NULL AND NOT EXISTS (
                         SELECT FROM queen.subscriptions sub
                          WHERE sub.queue_id = p.queue_id AND NOT EXISTS (
