@@ -114,7 +114,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 			retention.New(pool, logger, retention.Settings{
 				DedupWindow: cfg.DedupWindow, RetentionChunk: cfg.RetentionBatch, EvictionChunk: cfg.EvictionBatch,
 				CleanupAfter: time.Duration(cfg.PartitionCleanupDays) * 24 * time.Hour,
-			}).Run(bg, cfg.RetentionEvery, cfg.EvictionEvery)
+			}, logs.Announce).Run(bg, cfg.RetentionEvery, cfg.EvictionEvery)
 		})
 		wg.Go(func() { switches.Run(bg) })
 		wg.Go(func() { groups.Run(bg, cfg.LagEvery) })

@@ -50,9 +50,10 @@ type Settings struct {
 
 // Sweeper sweeps periodically. It is safe for concurrent use.
 type Sweeper struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
-	set  Settings
+	pool     *pgxpool.Pool
+	log      *slog.Logger
+	set      Settings
+	announce func(queue, partition uuid.UUID)
 }
 
 // Stats is what one sweep removed. Aged, Consumed and Evicted count
@@ -65,9 +66,11 @@ type Stats struct {
 	Skipped                 bool  // another replica held the lock
 }
 
-// New returns a Sweeper.
-func New(pool *pgxpool.Pool, log *slog.Logger, set Settings) *Sweeper {
-	return &Sweeper{pool: pool, log: log, set: set}
+// New returns a Sweeper. announce tells the hot lists that a partition
+// whose lease a sweep ended may have messages to deliver (broker/log's
+// Announce).
+func New(pool *pgxpool.Pool, log *slog.Logger, set Settings, announce func(queue, partition uuid.UUID)) *Sweeper {
+	return &Sweeper{pool: pool, log: log, set: set, announce: announce}
 }
 
 // Run runs retention every retain and eviction every evict until ctx ends.
@@ -206,12 +209,16 @@ func policies(ctx context.Context, conn *pgxpool.Conn, sql string) ([]policy, er
 // offsets and the segments dropped to segments.
 func (s *Sweeper) floors(ctx context.Context, conn *pgxpool.Conn, q policy, consumed bool, chunk int, offsets, segments *int64) error {
 	var raised, n int64
-	if err := conn.QueryRow(ctx, `SELECT partitions, offsets
+	var released []uuid.UUID
+	if err := conn.QueryRow(ctx, `SELECT partitions, offsets, released
 		FROM queen.raise_floors(p_queue_id => $1, p_seconds => $2, p_consumed => $3)`,
-		q.id, q.seconds, consumed).Scan(&raised, &n); err != nil {
+		q.id, q.seconds, consumed).Scan(&raised, &n, &released); err != nil {
 		return fmt.Errorf("raise floors: %w", err)
 	}
 	*offsets += n
+	for _, p := range released {
+		s.announce(q.id, p)
+	}
 	// Also after no floor rose: a sweep cut short may have left segments.
 	// Per partition, so that each probe is a range of the primary key.
 	n, err := drain(ctx, conn, chunk, `DELETE FROM queen.log_segments WHERE ctid IN (

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/retention"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -40,8 +42,18 @@ func segments(t *testing.T, b *brokertest.Broker) int {
 }
 
 func sweeper(b *brokertest.Broker, window time.Duration) *retention.Sweeper {
-	return retention.New(b.Pool, slog.New(slog.NewTextHandler(io.Discard, nil)), retention.Settings{
-		DedupWindow: window, RetentionChunk: 1000, EvictionChunk: 1000, CleanupAfter: 30 * 24 * time.Hour})
+	return sweeperWith(b, retention.Settings{DedupWindow: window, RetentionChunk: 1000, EvictionChunk: 1000,
+		CleanupAfter: 30 * 24 * time.Hour})
+}
+
+// sweeperWith announces through the broker's own channel, as its
+// replicas' sweepers do.
+func sweeperWith(b *brokertest.Broker, set retention.Settings) *retention.Sweeper {
+	return retention.New(b.Pool, slog.New(slog.NewTextHandler(io.Discard, nil)), set, func(q, p uuid.UUID) {
+		if _, err := b.Pool.Exec(context.Background(), `SELECT pg_notify($1, $2)`, hotlist.Channel, q.String()+":"+p.String()); err != nil {
+			panic(err)
+		}
+	})
 }
 
 func TestSegmentsPastRetentionSecondsAreDeletedWhole(t *testing.T) {

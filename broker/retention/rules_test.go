@@ -3,8 +3,6 @@ package retention_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"testing"
 	"time"
@@ -157,8 +155,7 @@ func TestRetentionDeletesInChunksUntilDone(t *testing.T) {
 		pushN(t, b, "q", 1)
 	}
 	age(t, b, "q", 100, time.Hour)
-	sw := retention.New(b.Pool, slog.New(slog.NewTextHandler(io.Discard, nil)), retention.Settings{
-		DedupWindow: time.Hour, RetentionChunk: 2, EvictionChunk: 2, CleanupAfter: time.Hour})
+	sw := sweeperWith(b, retention.Settings{DedupWindow: time.Hour, RetentionChunk: 2, EvictionChunk: 2, CleanupAfter: time.Hour})
 	st, err := sw.Sweep(t.Context())
 	require.NoError(t, err)
 	require.EqualValues(t, 7, st.Segments, "four statements of at most 2 rows")
@@ -275,4 +272,27 @@ func TestIdlePartitionCleanupDeletesAtMostAThousandPerSweep(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1000, sweep(t, b).Partitions)
 	require.EqualValues(t, 5, sweep(t, b).Partitions)
+}
+
+func TestEvictingALeasedBatchLetsItsGroupReadWhatFollowsAtOnce(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	configure(t, b, "q", map[string]any{"maxWaitTimeSeconds": 60, "leaseTime": 300})
+	pushN(t, b, "q", 2) // offsets 0-1, to be evicted under a lease
+	pushN(t, b, "q", 1) // offset 2, young
+	resp := do(t, b, "GET", "/api/v1/pop/queue/q?batch=2&consumerGroup=g", nil)
+	require.Len(t, resp.Map(t)["messages"], 2)
+	require.Equal(t, http.StatusNoContent, b.Do(t, "GET", "/api/v1/pop/queue/q?consumerGroup=g", "", nil).Status,
+		"leased for 300 s")
+	age(t, b, "q", 2, time.Hour)
+
+	parked := make(chan brokertest.Response, 1)
+	go func() {
+		parked <- b.Do(t, "GET", "/api/v1/pop/queue/q?batch=10&consumerGroup=g&wait=true&timeout=8000", "", nil)
+	}()
+	time.Sleep(100 * time.Millisecond) // let it park
+	require.EqualValues(t, 2, evict(t, b).Evicted)
+	r := <-parked
+	require.Equal(t, http.StatusOK, r.Status, "the parked pop is woken by the eviction, not the lease's end")
+	require.Len(t, r.Map(t)["messages"], 1)
 }

@@ -19,13 +19,15 @@
 -- retryDelay of a failed batch) ends too: nothing of it is left to deliver,
 -- and acking it answers 'Message not found' (queen.txid_offsets). The
 -- segments now wholly below a floor are left for the caller to drop in
--- chunks. Returns how many floors rose and by how many offsets in all.
+-- chunks. Returns how many floors rose, by how many offsets in all, and the
+-- partitions where a lease or a retryDelay ended, which the caller
+-- announces: what follows the floor is deliverable at once.
 --
 -- The partitions, then the cursors, are locked in key order before they are
 -- written, the order pushes and acks lock them in, so that a sweep cannot
 -- deadlock with them.
 CREATE OR REPLACE FUNCTION queen.raise_floors(p_queue_id uuid, p_seconds integer, p_consumed boolean)
-RETURNS TABLE (partitions bigint, offsets bigint) LANGUAGE plpgsql AS $$
+RETURNS TABLE (partitions bigint, offsets bigint, released uuid[]) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     v_ids    uuid[];
@@ -58,6 +60,7 @@ BEGIN
                                SELECT FROM queen.cursors c
                                 WHERE c.partition_id = p.id AND c.consumer_group = sub.consumer_group))))) t
      WHERE t.floor > t.was;
+    released := '{}';
     IF v_ids IS NULL THEN
         partitions := 0;
         offsets := 0;
@@ -69,10 +72,12 @@ BEGIN
     UPDATE queen.partitions p SET floor_offset = greatest(p.floor_offset, u.floor)
       FROM unnest(v_ids, v_floors) AS u (id, floor)
      WHERE p.id = u.id;
-    PERFORM FROM queen.cursors c
-      JOIN unnest(v_ids, v_floors) AS u (id, floor) ON c.partition_id = u.id
-     WHERE c.committed < u.floor
-     ORDER BY c.partition_id, c.consumer_group FOR UPDATE OF c;
+    SELECT COALESCE(array_agg(DISTINCT l.partition_id) FILTER (WHERE l.ends), '{}') INTO released
+      FROM (SELECT c.partition_id, c.lease_expires_at IS NOT NULL AND c.batch_end <= u.floor AS ends
+              FROM queen.cursors c
+              JOIN unnest(v_ids, v_floors) AS u (id, floor) ON c.partition_id = u.id
+             WHERE c.committed < u.floor
+             ORDER BY c.partition_id, c.consumer_group FOR UPDATE OF c) l;
     UPDATE queen.cursors c
        SET committed = u.floor,
            lease_id = CASE WHEN c.batch_end <= u.floor THEN NULL ELSE c.lease_id END,
