@@ -80,7 +80,7 @@ $$;
 -- Name: raise_floors(uuid, integer, boolean); Type: FUNCTION; Schema: queen; Owner: -
 --
 
-CREATE FUNCTION queen.raise_floors(p_queue_id uuid, p_seconds integer, p_consumed boolean) RETURNS TABLE(partitions bigint, offsets bigint, released uuid[])
+CREATE FUNCTION queen.raise_floors(p_queue_id uuid, p_seconds integer, p_consumed boolean) RETURNS TABLE(partition_id uuid, removed bigint, released boolean)
     LANGUAGE plpgsql
     AS $$ -- the body of functions/queen.raise_floors.sql
 $$;

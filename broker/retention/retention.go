@@ -208,27 +208,39 @@ func policies(ctx context.Context, conn *pgxpool.Conn, sql string) ([]policy, er
 // segments wholly below them in chunks, adding the offsets that went to
 // offsets and the segments dropped to segments.
 func (s *Sweeper) floors(ctx context.Context, conn *pgxpool.Conn, q policy, consumed bool, chunk int, offsets, segments *int64) error {
-	var raised, n int64
-	var released []uuid.UUID
-	if err := conn.QueryRow(ctx, `SELECT partitions, offsets, released
-		FROM queen.raise_floors(p_queue_id => $1, p_seconds => $2, p_consumed => $3)`,
-		q.id, q.seconds, consumed).Scan(&raised, &n, &released); err != nil {
+	rows, err := conn.Query(ctx, `SELECT partition_id, removed, released
+		FROM queen.raise_floors(p_queue_id => $1, p_seconds => $2, p_consumed => $3)`, q.id, q.seconds, consumed)
+	if err != nil {
 		return fmt.Errorf("raise floors: %w", err)
 	}
-	*offsets += n
+	var released []uuid.UUID
+	var pid uuid.UUID
+	var n int64
+	var ended bool
+	_, err = pgx.ForEachRow(rows, []any{&pid, &n, &ended}, func() error {
+		*offsets += n
+		if ended {
+			released = append(released, pid)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("raise floors: %w", err)
+	}
+	// Once committed: the call ran in a transaction of its own.
 	for _, p := range released {
 		s.announce(q.id, p)
 	}
 	// Also after no floor rose: a sweep cut short may have left segments.
 	// Per partition, so that each probe is a range of the primary key.
-	n, err := drain(ctx, conn, chunk, `DELETE FROM queen.log_segments WHERE ctid IN (
+	dropped, err := drain(ctx, conn, chunk, `DELETE FROM queen.log_segments WHERE ctid IN (
 		SELECT s.ctid FROM queen.partitions p
 		 CROSS JOIN LATERAL (SELECT x.ctid FROM queen.log_segments x
 		                      WHERE x.partition_id = p.id AND x.base_offset < p.floor_offset
 		                        AND x.base_offset + x.frame_count <= p.floor_offset) s
 		 WHERE p.queue_id = $1 AND p.floor_offset > 0
 		 LIMIT $2)`, q.id)
-	*segments += n
+	*segments += dropped
 	if err != nil {
 		return fmt.Errorf("drop segments below the floors: %w", err)
 	}

@@ -19,20 +19,22 @@
 -- retryDelay of a failed batch) ends too: nothing of it is left to deliver,
 -- and acking it answers 'Message not found' (queen.txid_offsets). The
 -- segments now wholly below a floor are left for the caller to drop in
--- chunks. Returns how many floors rose, by how many offsets in all, and the
--- partitions where a lease or a retryDelay ended, which the caller
--- announces: what follows the floor is deliverable at once.
+-- chunks. Returns a row per partition whose floor rose: by how many
+-- offsets (the messages removed, for the caller to count and record), and
+-- whether a lease or a retryDelay ended there, which the caller announces:
+-- what follows the floor is deliverable at once.
 --
 -- The partitions, then the cursors, are locked in key order before they are
 -- written, the order pushes and acks lock them in, so that a sweep cannot
 -- deadlock with them.
 CREATE OR REPLACE FUNCTION queen.raise_floors(p_queue_id uuid, p_seconds integer, p_consumed boolean)
-RETURNS TABLE (partitions bigint, offsets bigint, released uuid[]) LANGUAGE plpgsql AS $$
+RETURNS TABLE (partition_id uuid, removed bigint, released boolean) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-    v_ids    uuid[];
-    v_floors bigint[];
-    v_was    bigint[];
+    v_ids      uuid[];
+    v_floors   bigint[];
+    v_was      bigint[];
+    v_released uuid[];
 BEGIN
     SELECT array_agg(t.id ORDER BY t.id), array_agg(t.floor ORDER BY t.id), array_agg(t.was ORDER BY t.id)
       INTO v_ids, v_floors, v_was
@@ -60,11 +62,7 @@ BEGIN
                                SELECT FROM queen.cursors c
                                 WHERE c.partition_id = p.id AND c.consumer_group = sub.consumer_group))))) t
      WHERE t.floor > t.was;
-    released := '{}';
     IF v_ids IS NULL THEN
-        partitions := 0;
-        offsets := 0;
-        RETURN NEXT;
         RETURN;
     END IF;
     PERFORM FROM queen.partitions p WHERE p.id = ANY (v_ids) ORDER BY p.id FOR UPDATE;
@@ -72,7 +70,7 @@ BEGIN
     UPDATE queen.partitions p SET floor_offset = greatest(p.floor_offset, u.floor)
       FROM unnest(v_ids, v_floors) AS u (id, floor)
      WHERE p.id = u.id;
-    SELECT COALESCE(array_agg(DISTINCT l.partition_id) FILTER (WHERE l.ends), '{}') INTO released
+    SELECT COALESCE(array_agg(DISTINCT l.partition_id) FILTER (WHERE l.ends), '{}') INTO v_released
       FROM (SELECT c.partition_id, c.lease_expires_at IS NOT NULL AND c.batch_end <= u.floor AS ends
               FROM queen.cursors c
               JOIN unnest(v_ids, v_floors) AS u (id, floor) ON c.partition_id = u.id
@@ -85,8 +83,6 @@ BEGIN
            retry_count = CASE WHEN c.batch_end <= u.floor THEN 0 ELSE c.retry_count END
       FROM unnest(v_ids, v_floors) AS u (id, floor)
      WHERE c.partition_id = u.id AND c.committed < u.floor;
-    partitions := cardinality(v_ids);
-    SELECT sum(f - w)::bigint INTO offsets FROM unnest(v_floors, v_was) AS x (f, w);
-    RETURN NEXT;
+    RETURN QUERY SELECT x.id, x.f - x.w, x.id = ANY (v_released) FROM unnest(v_ids, v_floors, v_was) AS x (id, f, w);
 END
 $$;
