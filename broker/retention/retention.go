@@ -15,7 +15,11 @@
 // The log is made of immutable segments, so a rule raises its partition's
 // floor (queen.raise_floors): offsets below it are gone for pops, acks and
 // lookups, and the segments wholly below it are dropped in chunks. Offsets
-// then have gaps; pops and acks walk over them.
+// then have gaps; pops and acks walk over them. A floor is a prefix, so
+// eviction, which Queen applies from the lowest cursor on, also takes what
+// every cursor had consumed below that: no cursor notices, but a group that
+// subscribes afterwards does not get those messages, where Queen would keep
+// them until retention.
 //
 // Every replica runs a Sweeper; retention and eviction share one
 // PostgreSQL advisory lock, so one sweep of either runs at a time across the
