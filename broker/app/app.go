@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -95,7 +96,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	logs := log.New(pool, sealer, m, hot, logger)
 	switches := flags.New(pool, logger)
 	consumers := qstore.New(pool, logs, m, hot, logger, cfg.MaxPopBytes)
-	queues := queue.New(consumers, logs, pool, m, logger, switches.PopMaintenance)
+	queues := queue.New(consumers, logs, pool, m, logger, switches.PopMaintenance, cfg.DefaultSubscriptionMode)
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
 	routes = append(routes, streams.New(pool, logs, m, logger, cfg.Tenancy).Routes()...)
@@ -109,7 +110,12 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		defer close(stopped)
 		var wg sync.WaitGroup
 		wg.Go(func() { consumers.Run(bg, cfg.ReseedInterval) })
-		wg.Go(func() { retention.New(pool, logger, cfg.DedupWindow).Run(bg, cfg.RetentionEvery) })
+		wg.Go(func() {
+			retention.New(pool, logger, retention.Settings{
+				DedupWindow: cfg.DedupWindow, RetentionChunk: cfg.RetentionBatch, EvictionChunk: cfg.EvictionBatch,
+				CleanupAfter: time.Duration(cfg.PartitionCleanupDays) * 24 * time.Hour,
+			}, logs.Announce).Run(bg, cfg.RetentionEvery, cfg.EvictionEvery)
+		})
 		wg.Go(func() { switches.Run(bg) })
 		wg.Go(func() { groups.Run(bg, cfg.LagEvery) })
 		wg.Wait()

@@ -86,6 +86,15 @@ CREATE FUNCTION queen.pop(p_tenant text, p_queue_id uuid, p_candidates uuid[], p
 $$;
 
 --
+-- Name: raise_floors(uuid, integer, boolean); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.raise_floors(p_queue_id uuid, p_seconds integer, p_consumed boolean) RETURNS TABLE(partition_id uuid, removed bigint, released boolean)
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen.raise_floors.sql
+$$;
+
+--
 -- Name: resolve_partition(text, text, text, boolean, uuid, uuid); Type: FUNCTION; Schema: queen; Owner: -
 --
 
@@ -300,7 +309,8 @@ CREATE TABLE queen.partitions (
     name text NOT NULL,
     next_offset bigint DEFAULT 0 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    last_push_at timestamp with time zone
+    last_push_at timestamp with time zone,
+    floor_offset bigint DEFAULT 0 NOT NULL
 );
 
 --

@@ -4,7 +4,9 @@
 -- where the group's subscription starts (the beginning without one), as on
 -- the group's first pop; its row stays, so that an ack of the batch it left
 -- is refused for its lease rather than not found. A partition the group has
--- not reached has no cursor and is left alone: its first pop starts it.
+-- not reached has no cursor and is left alone: its first pop starts it. No
+-- cursor goes below its partition's floor: what is below was deleted by
+-- retention or eviction.
 --
 -- Every moved cursor loses its lease, and with it the retry count, which
 -- counted a batch that is no longer the one at the cursor. The batch bounds
@@ -17,14 +19,14 @@ CREATE OR REPLACE FUNCTION queen.seek_to(p_tenant text, p_queue text, p_group te
 RETURNS TABLE (queue_id uuid, partition_id uuid) LANGUAGE sql AS $$
     WITH t AS (
         SELECT c.partition_id, q.id AS queue_id,
-               coalesce((SELECT s.base_offset + s.frame_count FROM queen.log_segments s
+               greatest(coalesce((SELECT s.base_offset + s.frame_count FROM queen.log_segments s
                           WHERE s.partition_id = c.partition_id AND s.max_created_at <= p_at
                           ORDER BY s.base_offset DESC LIMIT 1),
                         (SELECT s.base_offset + s.frame_count FROM queen.log_segments s, queen.subscriptions x
                           WHERE s.partition_id = c.partition_id AND x.queue_id = q.id AND x.consumer_group = p_group
                             AND s.max_created_at <= x.starts_after
                           ORDER BY s.base_offset DESC LIMIT 1),
-                        0) AS at
+                        0), p.floor_offset) AS at
           FROM queen.cursors c
           JOIN queen.partitions p ON p.id = c.partition_id
           JOIN queen.queues q ON q.id = p.queue_id
