@@ -101,6 +101,9 @@ var contract = []struct {
 	{"GET", "/api/v1/migration/status", "/api/v1/migration/status", auth.Admin, notImplemented},
 	{"GET", "", "/internal/api/peers", auth.None, unserved},
 	{"POST", "", "/internal/api/sync", auth.None, unserved},
+	// Regent's own, beyond the page's table: the console's listing of the
+	// stream queries.
+	{"GET", "/streams/v1/queries", "/streams/v1/queries", auth.ReadOnly, served},
 }
 
 // apiRoutes are the contract's rows that the broker registers as API
