@@ -27,6 +27,7 @@ import (
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/migrate"
 	"github.com/regent-mq/regent/broker/queue"
+	qstore "github.com/regent-mq/regent/broker/queue/store"
 	"github.com/regent-mq/regent/broker/retention"
 	"github.com/regent-mq/regent/broker/seal"
 	"github.com/regent-mq/regent/broker/server"
@@ -94,7 +95,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	hot := hotlist.New()
 	logs := log.New(pool, sealer, m, hot, logger)
 	switches := flags.New(pool, logger)
-	queues := queue.New(pool, logs, m, hot, logger, queue.Settings{MaxPopBytes: cfg.MaxPopBytes, PopPaused: switches.PopMaintenance})
+	consumers := qstore.New(pool, logs, m, hot, logger, cfg.MaxPopBytes)
+	queues := queue.New(consumers, logs, pool, m, logger, switches.PopMaintenance)
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
 	routes = append(routes, streams.New(pool, logs, m, logger, cfg.Tenancy).Routes()...)
@@ -108,7 +110,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	go func() {
 		defer close(stopped)
 		var wg sync.WaitGroup
-		wg.Go(func() { queues.Run(bg, cfg.ReseedInterval) })
+		wg.Go(func() { consumers.Run(bg, cfg.ReseedInterval) })
 		wg.Go(func() { retention.New(pool, logger, cfg.DedupWindow).Run(bg, cfg.RetentionEvery) })
 		wg.Go(func() { switches.Run(bg) })
 		wg.Go(func() { groups.Run(bg, cfg.LagEvery) })

@@ -6,6 +6,9 @@ import (
 	"github.com/google/uuid"
 )
 
+// TimeFormat is the wire format of timestamps: RFC 3339, UTC, microseconds.
+const TimeFormat = "2006-01-02T15:04:05.000000Z"
+
 // The answers on the hot paths (pops, pushes, state reads) are built by
 // hand into reused buffers; these write their JSON strings exactly as
 // encoding/json would.

@@ -101,7 +101,7 @@ func (r pushResults) append(b []byte) []byte {
 func (r pushResults) MarshalJSON() ([]byte, error) { return r.append(nil), nil }
 
 // handlePush is POST /api/v1/push.
-func (s *Store) handlePush(w http.ResponseWriter, r *http.Request) {
+func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Items *[]pushItem `json:"items"`
 	}
@@ -134,7 +134,7 @@ func (s *Store) handlePush(w http.ResponseWriter, r *http.Request) {
 
 // fail answers a failed request: client errors with their status, anything
 // else as a 500 whose detail goes to the log only.
-func (s *Store) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
+func (s *Handler) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
 	var bad *log.BadName
 	switch {
 	case errors.As(err, &bad):

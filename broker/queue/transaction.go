@@ -10,6 +10,7 @@ import (
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/queue/store"
 )
 
 // operation is one element of a transaction, as a client sends it.
@@ -22,7 +23,7 @@ type operation struct {
 // op is a validated operation: a push or an ack.
 type op struct {
 	push []log.Item
-	ack  *Ack
+	ack  *store.Ack
 }
 
 func parseOperations(in []operation) ([]op, error) {
@@ -55,7 +56,7 @@ func parseOperations(in []operation) ([]op, error) {
 			}
 			out[i].push = items
 		case "ack":
-			a, err := o.wireAck.parse(field+".", QueueMode)
+			a, err := o.wireAck.parse(field+".", store.QueueMode)
 			if err != nil {
 				return nil, err
 			}
@@ -74,12 +75,12 @@ type opResult struct {
 	Success bool         `json:"success"`
 	Error   *string      `json:"error,omitempty"`
 	Results *pushResults `json:"results,omitempty"`
-	*AckResult
+	*store.AckResult
 }
 
 // handleTransaction is POST /api/v1/transaction: every operation in one
 // database transaction, in order; the first that fails rolls back all.
-func (s *Store) handleTransaction(w http.ResponseWriter, r *http.Request) {
+func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Operations *[]operation `json:"operations"`
 	}
@@ -100,13 +101,13 @@ func (s *Store) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	results := make([]opResult, 0, len(ops))
 	var pushed []*log.Segment
-	var acks []Ack
-	var acked []AckResult
+	var acks []store.Ack
+	var acked []store.AckResult
 	var failure string
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
 		for i, o := range ops {
 			if o.ack != nil {
-				out, err := s.Ack(ctx, tx, id.Tenant, []Ack{*o.ack})
+				out, err := s.store.Ack(ctx, tx, id.Tenant, []store.Ack{*o.ack})
 				if err != nil {
 					return err
 				}
@@ -143,7 +144,7 @@ func (s *Store) handleTransaction(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "transaction", err)
 	default:
 		s.log.AfterPush(pushed)
-		s.AfterAck(acks, acked)
+		s.store.AfterAck(acks, acked)
 		httpx.WriteJSON(w, http.StatusOK, map[string]any{"transactionId": txID, "success": true, "results": results})
 	}
 }

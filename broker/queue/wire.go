@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/queue/store"
 )
 
 // The pop and push answers are the bodies the broker writes on its hot
@@ -14,25 +15,25 @@ import (
 // same few fields, and re-validating payloads that were validated when
 // pushed.
 
-func (s *Store) writePop(w http.ResponseWriter, p *popRequest, msgs []message, claims []claim, lease string) {
+func writePop(w http.ResponseWriter, queue, group string, msgs []store.Message, claims []store.Claim, lease string) {
 	httpx.WriteStreamed(w, http.StatusOK, func(st *httpx.Stream, b []byte) []byte {
-		return appendPop(st, b, p, msgs, claims, lease)
+		return appendPop(st, b, queue, group, msgs, claims, lease)
 	})
 }
 
 // appendPop appends the answer through st, which sends it on in pieces
 // when it is large (a pop may carry up to --max-pop-bytes).
-func appendPop(st *httpx.Stream, b []byte, p *popRequest, msgs []message, claims []claim, lease string) []byte {
+func appendPop(st *httpx.Stream, b []byte, queue, group string, msgs []store.Message, claims []store.Claim, lease string) []byte {
 	b = append(b, `{"success":true,"queue":`...)
-	b = httpx.AppendString(b, p.queue)
+	b = httpx.AppendString(b, queue)
 	b = append(b, `,"partition":`...)
-	b = httpx.AppendString(b, claims[0].name)
+	b = httpx.AppendString(b, claims[0].Name)
 	b = append(b, `,"partitionId":`...)
-	b = httpx.AppendUUID(b, claims[0].id)
+	b = httpx.AppendUUID(b, claims[0].ID)
 	b = append(b, `,"leaseId":`...)
 	b = httpx.AppendString(b, lease)
 	b = append(b, `,"consumerGroup":`...)
-	b = httpx.AppendString(b, p.group)
+	b = httpx.AppendString(b, group)
 	b = append(b, `,"partitionsClaimed":`...)
 	b = strconv.AppendInt(b, int64(len(claims)), 10)
 	b = append(b, `,"messages":[`...)
@@ -42,7 +43,7 @@ func appendPop(st *httpx.Stream, b []byte, p *popRequest, msgs []message, claims
 	var createdBuf [40]byte
 	var created []byte
 	// So do the messages of a claim their last four fields.
-	var tailOf *message
+	var tailOf *store.Message
 	var tailBuf [256]byte
 	tail := tailBuf[:0]
 	for i := range msgs {
@@ -84,9 +85,9 @@ func appendPop(st *httpx.Stream, b []byte, p *popRequest, msgs []message, claims
 	return append(b, "]}"...)
 }
 
-// appendTime appends µs since the epoch as a JSON string in TimeFormat.
+// appendTime appends µs since the epoch as a JSON string in httpx.TimeFormat.
 func appendTime(b []byte, us int64) []byte {
 	b = append(b, '"')
-	b = time.UnixMicro(us).UTC().AppendFormat(b, TimeFormat)
+	b = time.UnixMicro(us).UTC().AppendFormat(b, httpx.TimeFormat)
 	return append(b, '"')
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
-	"github.com/regent-mq/regent/broker/queue"
+	qstore "github.com/regent-mq/regent/broker/queue/store"
 	"github.com/regent-mq/regent/broker/streams/store"
 )
 
@@ -246,7 +246,7 @@ func cycleFrom(req *cycleRequest) (store.Cycle, error) {
 	}
 	c.Group = req.ConsumerGroup
 	if c.Group == "" {
-		c.Group = queue.QueueMode
+		c.Group = qstore.QueueMode
 	}
 	if c.Ops, err = foldStateOps(req.StateOps); err != nil {
 		return c, err

@@ -3,12 +3,11 @@ package streams
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/regent-mq/regent/broker/httpx"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/regent-mq/regent/broker/queue"
 )
 
 func TestCycleAnswerIsWrittenAsEncodingJSONWritesIt(t *testing.T) {
@@ -76,7 +75,7 @@ func BenchmarkStateAnswer(b *testing.B) {
 	rows := make([]row, 64)
 	for i := range rows {
 		rows[i] = row{Key: fmt.Sprintf("tumb:60\u001f2026-08-17T10:%02d:00.000Z\u001facme", i),
-			Value: json.RawMessage(`{"acc": 41, "windowEnd": 1755424920000}`), UpdatedAt: at.Format(queue.TimeFormat)}
+			Value: json.RawMessage(`{"acc": 41, "windowEnd": 1755424920000}`), UpdatedAt: at.Format(httpx.TimeFormat)}
 	}
 	b.Run("encoding-json", func(b *testing.B) {
 		b.ReportAllocs()

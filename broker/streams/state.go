@@ -9,7 +9,6 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/queue"
 	"github.com/regent-mq/regent/broker/streams/store"
 )
 
@@ -96,6 +95,6 @@ func appendStateRow(b []byte, key string, value []byte, updated time.Time) []byt
 	b = append(b, `,"value":`...)
 	b = append(b, value...)
 	b = append(b, `,"updated_at":"`...)
-	b = updated.UTC().AppendFormat(b, queue.TimeFormat)
+	b = updated.UTC().AppendFormat(b, httpx.TimeFormat)
 	return append(b, `"}`...)
 }

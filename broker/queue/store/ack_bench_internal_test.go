@@ -1,4 +1,4 @@
-package queue
+package store
 
 import (
 	"encoding/json"
@@ -32,8 +32,9 @@ func BenchmarkAck(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				msgs, _, lease, _, _, err := s.popOnce(ctx, &popRequest{tenant: "default", queue: "q", group: QueueMode,
-					batch: 10, partitions: 1, subStart: "all"})
+				got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: "q", Group: QueueMode,
+					Batch: 10, Partitions: 1, SubStart: "all"})
+				msgs, lease := got.Messages, got.LeaseID
 				if err != nil || len(msgs) != 10 {
 					b.Fatalf("pop: %d messages, %v", len(msgs), err)
 				}

@@ -1,8 +1,9 @@
-package queue
+package store
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -40,8 +41,9 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 		pushed = append(pushed, more...)
 		pid := pushed[0].Partition.ID
 
-		msgs, _, leaseID, _, _, err := s.popOnce(ctx, &popRequest{tenant: "default", queue: queue, group: QueueMode,
-			batch: 2 + rng.IntN(10), partitions: 1, subStart: "all"})
+		got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: queue, Group: QueueMode,
+			Batch: 2 + rng.IntN(10), Partitions: 1, SubStart: "all"})
+		msgs, leaseID := got.Messages, got.LeaseID
 		require.NoError(t, err)
 		require.NotEmpty(t, msgs)
 		switch rng.IntN(4) { // the state the ack meets
@@ -91,9 +93,9 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 					pid, len(items)).Scan(&state, &released, &left); err != nil {
 					return err
 				}
-				return errRollback
+				return errUndo
 			})
-			require.ErrorIs(t, err, errRollback, "round %d", round)
+			require.ErrorIs(t, err, errUndo, "round %d", round)
 			return out, state, held && released && left
 		}
 		wantOut, wantState, wantAnnounce := run(s.ackEach)
@@ -139,7 +141,8 @@ func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
 	ctx := t.Context()
 	_, _, err := s.log.Push(ctx, s.pool, "default", "", []log.Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
 	require.NoError(t, err)
-	msgs, _, _, _, _, err := s.popOnce(ctx, &popRequest{tenant: "default", queue: "q", group: QueueMode, batch: 1, partitions: 1, subStart: "all"})
+	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: "q", Group: QueueMode, Batch: 1, Partitions: 1, SubStart: "all"})
+	msgs := got.Messages
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 
@@ -172,7 +175,7 @@ func (c *countingQuerier) QueryRow(ctx context.Context, sql string, args ...any)
 
 // popAll pushes n messages to queue/partition in segments of per, and pops
 // them all in one batch.
-func popAll(t *testing.T, s *Store, queue, partition string, n, per int) []message {
+func popAll(t *testing.T, s *Store, queue, partition string, n, per int) []Message {
 	t.Helper()
 	ctx := t.Context()
 	for i := 0; i < n; i += per {
@@ -183,8 +186,9 @@ func popAll(t *testing.T, s *Store, queue, partition string, n, per int) []messa
 		_, _, err := s.log.Push(ctx, s.pool, "default", "", items)
 		require.NoError(t, err)
 	}
-	msgs, _, _, _, _, err := s.popOnce(ctx, &popRequest{tenant: "default", queue: queue, partition: partition, group: QueueMode,
-		batch: n, partitions: 1, subStart: "all"})
+	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: queue, Partition: partition, Group: QueueMode,
+		Batch: n, Partitions: 1, SubStart: "all"})
+	msgs := got.Messages
 	require.NoError(t, err)
 	require.Len(t, msgs, n)
 	return msgs
@@ -309,3 +313,6 @@ func TestAnAckAskedTwiceForOnePayloadFails(t *testing.T) {
 	require.ErrorContains(t, err, "asked twice for the payload of item 1")
 	require.Equal(t, 2, db.calls)
 }
+
+// errUndo rolls back a transaction that only looked.
+var errUndo = errors.New("undo")

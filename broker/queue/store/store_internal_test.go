@@ -1,4 +1,4 @@
-package queue
+package store
 
 import (
 	"encoding/json"
@@ -25,7 +25,7 @@ func newStore(t testing.TB) *Store {
 	pool := pgtest.New(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, hot := metrics.New(), hotlist.New()
-	return New(pool, log.New(pool, nil, m, hot, logger), m, hot, logger, Settings{MaxPopBytes: 64 << 20, PopPaused: func() bool { return false }})
+	return New(pool, log.New(pool, nil, m, hot, logger), m, hot, logger, 64<<20)
 }
 
 // A pop that took a lease but cannot answer (here a segment fails its
@@ -40,11 +40,11 @@ func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testi
 	_, segs, err := s.log.Push(ctx, s.pool, "default", "", items)
 	require.NoError(t, err)
 	s.log.AfterPush(segs)
-	p := &popRequest{tenant: "default", queue: "q", group: QueueMode, batch: 2, partitions: 1, subStart: "all"}
+	p := &PopRequest{Tenant: "default", Queue: "q", Group: QueueMode, Batch: 2, Partitions: 1, SubStart: "all"}
 
 	_, err = s.pool.Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum + 1`)
 	require.NoError(t, err)
-	_, _, _, _, _, err = s.popOnce(ctx, p)
+	_, err = s.Pop(ctx, p)
 	require.ErrorIs(t, err, segment.ErrCorrupt)
 	var leased int
 	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`).Scan(&leased))
@@ -52,7 +52,8 @@ func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testi
 
 	_, err = s.pool.Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum - 1`)
 	require.NoError(t, err)
-	msgs, _, _, _, _, err := s.popOnce(ctx, p)
+	got, err := s.Pop(ctx, p)
+	msgs := got.Messages
 	require.NoError(t, err)
 	require.Len(t, msgs, 2, "the partition was not offered again")
 }
@@ -83,13 +84,13 @@ func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
 	_, err = tx.Exec(ctx, `SELECT FROM queen.cursors WHERE partition_id = $1 FOR UPDATE`, pg.ID(a))
 	require.NoError(t, err)
 
-	p := &popRequest{tenant: "default", queue: "q", group: QueueMode, batch: 10, partitions: 2, subStart: "all"}
+	p := &PopRequest{Tenant: "default", Queue: "q", Group: QueueMode, Batch: 10, Partitions: 2, SubStart: "all"}
 	claims, outcomes, err := s.claim(ctx, p, q, []uuid.UUID{a, b}, pgtype.UUID{Bytes: uuid.New(), Valid: true})
 	require.NoError(t, err)
 	require.Equal(t, []candidateOutcome{{hotlist.Busy, time.Time{}}, {hotlist.Claimed, outcomes[1].retryAt}}, outcomes)
 	require.Len(t, claims, 1)
-	require.Equal(t, b, claims[0].id)
-	msgs, err := s.decode(q, claims, p, uuid.New())
+	require.Equal(t, b, claims[0].ID)
+	msgs, _, err := s.decode(q, claims, p, uuid.New())
 	require.NoError(t, err)
 	var got []string
 	for _, m := range msgs {

@@ -1,0 +1,44 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Extension is what a lease extension did.
+type Extension struct {
+	Held      bool      // the tenant holds the lease on some (partition, group)
+	ExpiresAt time.Time // zero when every hold had already expired
+}
+
+// ExtendLease gives every (partition, group) of tenant holding the live
+// lease leaseID expires = max(expires, now + seconds).
+func (s *Store) ExtendLease(ctx context.Context, tenant string, leaseID uuid.UUID, seconds int) (Extension, error) {
+	var held int
+	var expires pgtype.Timestamptz
+	err := s.pool.QueryRow(ctx, `WITH owned AS (
+			SELECT c.partition_id, c.consumer_group, c.lease_expires_at
+			  FROM queen.cursors c
+			  JOIN queen.partitions p ON p.id = c.partition_id
+			  JOIN queen.queues q ON q.id = p.queue_id
+			 WHERE c.lease_id = $2 AND q.tenant = $1
+			   FOR UPDATE OF c
+		), extended AS (
+			UPDATE queen.cursors c
+			   SET lease_expires_at = greatest(c.lease_expires_at, now() + make_interval(secs => $3))
+			  FROM owned o
+			 WHERE c.partition_id = o.partition_id AND c.consumer_group = o.consumer_group
+			   AND queen.lease_live(o.lease_expires_at)
+			RETURNING c.lease_expires_at
+		)
+		SELECT (SELECT count(*) FROM owned), (SELECT max(lease_expires_at) FROM extended)`,
+		tenant, leaseID, seconds).Scan(&held, &expires)
+	if err != nil {
+		return Extension{}, fmt.Errorf("extend lease %s: %w", leaseID, err)
+	}
+	return Extension{Held: held > 0, ExpiresAt: expires.Time}, nil
+}
