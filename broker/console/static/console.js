@@ -211,7 +211,7 @@ const pages = {
           ["State", groupState],
           ["Partitions behind", (g) => fmt.num(g.partitionsWithLag), "num"],
           ["Messages", (g) => fmt.num(g.lagMessages), "num"],
-          ["Oldest unconsumed", (g) => fmt.secs(g.maxTimeLag), "num"],
+          ["Oldest unconsumed", (g) => (g.partitionsWithLag ? fmt.secs(g.maxTimeLag) : "—"), "num"],
         ], gs, all.length ? "Every group is caught up." : "No consumer groups yet.");
       }, { wide: true }),
       panel("Stream queries", async (count) => {
@@ -257,7 +257,7 @@ const pages = {
           ["State", (r) => groupState(r.group)],
           ["Partition", (r) => r.p.partition],
           ["Lag (messages)", (r) => fmt.num(r.p.offsetLag), "num"],
-          ["Oldest unconsumed", (r) => fmt.secs(r.p.timeLagSeconds), "num"],
+          ["Oldest unconsumed", (r) => (r.p.offsetLag ? fmt.secs(r.p.timeLagSeconds) : "—"), "num"],
           ["Lease", (r) => (r.p.leaseActive ? pill("leased", "warn") : pill("free", "idle"))],
           ["Consumed", (r) => fmt.num(r.p.totalConsumed), "num"],
           ["Last consumed", (r) => fmt.time(r.p.lastConsumedAt)],
@@ -332,7 +332,7 @@ const pages = {
     const offset = Math.max(0, parseInt(params.get("offset") || "0", 10) || 0), limit = 50;
     const form = filters([["queue", "Queue", f.queue], ["status", "Status", f.status,
       ["", "pending", "processing", "completed", "dead_letter"]], ["from", "From", f.from], ["to", "To", f.to]], "#/messages");
-    const detail = el("div", { id: "message-detail" });
+    const detail = el("div", { id: "message-detail", class: "span-all" });
     return [el("h1", {}, "Messages"), form, el("div", { class: "grid" },
       panel("Messages", async () => {
         const q = new URLSearchParams({ from: f.from, to: f.to, limit, offset });
@@ -343,7 +343,7 @@ const pages = {
           ["Created", (m) => fmt.time(m.createdAt)],
           ["Queue", (m) => link("#/queue/" + enc(m.queue), m.queue)],
           ["Partition", (m) => m.partition],
-          ["Transaction", (m) => el("button", { type: "button", class: "link", onclick: () => showMessage(detail, m) }, m.transactionId)],
+          ["Transaction", (m) => el("button", { type: "button", class: "link", "data-tx": m.transactionId, onclick: () => showMessage(detail, m) }, m.transactionId)],
           ["Status", (m) => pill(m.status, { completed: "ok", pending: "idle", processing: "warn", dead_letter: "bad" }[m.status] || "idle")],
           ["Groups done", (m) => m.busStatus ? m.busStatus.consumedBy + " of " + m.busStatus.totalGroups : "—", "num"],
         ], a.messages, "No message in this window."), pager(params, "#/messages", offset, limit, a.messages.length));
@@ -374,7 +374,7 @@ function showMessage(detail, m) {
       el("dt", {}, "Trace"), el("dd", { class: "mono" }, d.traceId || "—"),
       el("dt", {}, "Retries"), el("dd", {}, fmt.num(d.retryCount)),
       el("dt", {}, "Error"), el("dd", {}, d.errorMessage || "—")),
-      el("h2", {}, "Payload"), el("pre", {}, JSON.stringify(d.payload, null, 2)));
+      el("h3", {}, "Payload"), el("pre", {}, JSON.stringify(d.payload, null, 2)));
   }, { wide: true }));
 }
 
