@@ -34,7 +34,7 @@ func Routes() []server.Route {
 		if name == "" {
 			name = "index.html"
 		}
-		if _, err := fs.Stat(files, name); err != nil || strings.HasSuffix(name, "/") {
+		if _, err := fs.Stat(files, name); err != nil {
 			httpx.WriteError(w, http.StatusNotFound, "Not found")
 			return
 		}
