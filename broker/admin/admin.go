@@ -1,7 +1,8 @@
 // Package admin serves the admin API routes of queue-admin-api.md that are
-// not the data path: the consumer groups (§1), stats refresh, the system
-// switches and shared state (§7), and the migration routes Regent does not
-// implement. Storage is in admin/store and broker/flags.
+// not the data path: the consumer groups (§1), stats refresh, the messages
+// (§2), resources (§3) and status (§4) reads, the system switches and shared
+// state (§7), and the migration routes Regent does not implement. Storage is
+// in admin/store and broker/flags.
 package admin
 
 import (
@@ -20,27 +21,30 @@ import (
 	"github.com/regent-mq/regent/broker/flags"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/seal"
 	"github.com/regent-mq/regent/broker/server"
 )
 
-// Announcer makes a partition visible to the pops of every replica at once;
-// the write path is one (log.Log.Announce).
-type Announcer interface {
+// Log is what the admin routes need of the write path (log.Log): seeks
+// announce the partitions they move, so that the pops of every replica find
+// them at once, and the message routes open sealed payloads.
+type Log interface {
 	Announce(queueID, partitionID uuid.UUID)
+	Sealer() *seal.Sealer
 }
 
 // API is the admin routes' handlers.
 type API struct {
-	store    *store.Store
-	flags    *flags.Flags
-	announce Announcer
-	log      *slog.Logger
+	db     pg.DB
+	store  *store.Store
+	flags  *flags.Flags
+	log    Log
+	logger *slog.Logger
 }
 
-// New returns the admin API on db. Seeks announce the partitions they move
-// through announce, so that pops find rewound partitions at once.
-func New(db pg.DB, fl *flags.Flags, announce Announcer, log *slog.Logger) *API {
-	return &API{store: store.New(db), flags: fl, announce: announce, log: log}
+// New returns the admin API on db, over the write path l.
+func New(db pg.DB, fl *flags.Flags, l Log, logger *slog.Logger) *API {
+	return &API{db: db, store: store.New(db), flags: fl, log: l, logger: logger}
 }
 
 // Routes are the admin routes and their access levels (§10).
@@ -56,6 +60,19 @@ func (a *API) Routes() []server.Route {
 		{Method: "POST", Path: cg + "/{group}/queues/{queue}/partitions/{partition}/seek", Level: auth.ReadWrite, Handler: a.handlePartitionSeek},
 		{Method: "POST", Path: cg + "/{group}/subscription", Level: auth.ReadWrite, Handler: a.handleSubscription},
 		{Method: "POST", Path: "/api/v1/stats/refresh", Level: auth.Admin, Handler: handleStatsRefresh},
+		{Method: "GET", Path: "/api/v1/messages", Level: auth.ReadOnly, Handler: a.handleMessages},
+		{Method: "GET", Path: "/api/v1/messages/{partitionId}/{transactionId}", Level: auth.ReadOnly, Handler: a.handleMessage},
+		{Method: "DELETE", Path: "/api/v1/messages/{partitionId}/{transactionId}", Level: auth.ReadWrite, Handler: a.handleDeleteMessage},
+		{Method: "GET", Path: "/api/v1/resources/overview", Level: auth.ReadOnly, Handler: a.handleOverview},
+		{Method: "GET", Path: "/api/v1/resources/queues", Level: auth.ReadOnly, Handler: a.handleResourceQueues},
+		{Method: "GET", Path: "/api/v1/resources/queues/{queue}", Level: auth.ReadOnly, Handler: a.handleResourceQueue},
+		{Method: "GET", Path: "/api/v1/resources/namespaces", Level: auth.ReadOnly, Handler: a.handleNamespaces},
+		{Method: "GET", Path: "/api/v1/resources/tasks", Level: auth.ReadOnly, Handler: a.handleTasks},
+		{Method: "GET", Path: "/api/v1/status", Level: auth.ReadOnly, Handler: a.handleStatus},
+		{Method: "GET", Path: "/api/v1/status/queues", Level: auth.ReadOnly, Handler: a.handleStatusQueues},
+		{Method: "GET", Path: "/api/v1/status/queues/{queue}", Level: auth.ReadOnly, Handler: a.handleStatusQueue},
+		{Method: "GET", Path: "/api/v1/status/queues/{queue}/messages", Level: auth.ReadOnly, Handler: a.handleQueueMessages},
+		{Method: "GET", Path: "/api/v1/status/buffers", Level: auth.ReadOnly, Handler: a.handleBuffers},
 		{Method: "GET", Path: "/api/v1/system/maintenance", Level: auth.Admin, Handler: a.handleMaintenance},
 		{Method: "POST", Path: "/api/v1/system/maintenance", Level: auth.Admin, Handler: a.handleSetMaintenance},
 		{Method: "GET", Path: "/api/v1/system/maintenance/pop", Level: auth.Admin, Handler: a.handlePopMaintenance},
@@ -72,7 +89,7 @@ func (a *API) Routes() []server.Route {
 // fail writes err, logging it when it is the broker's own fault.
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if httpx.Internal(err) {
-		a.log.Error("admin route failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		a.logger.Error("admin route failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	httpx.Fail(w, err)
 }
@@ -164,4 +181,66 @@ func minLagSeconds(r *http.Request) (int, error) {
 		return 0, httpx.BadRequest("minLagSeconds must be a non-negative integer, not %q", truncate(v))
 	}
 	return n, nil
+}
+
+// intQuery reads an integer query parameter; one that does not parse, or is
+// negative, is def, never a 400 (queue-admin-api.md, conventions).
+func intQuery(r *http.Request, name string, def int) int {
+	n, err := strconv.Atoi(r.URL.Query().Get(name))
+	if err != nil || n < 0 {
+		return def
+	}
+	return n
+}
+
+// rangeQuery reads the from and to parameters, by default the last hour.
+func rangeQuery(r *http.Request) (from, to time.Time, err error) {
+	now := time.Now()
+	if from, err = timeQuery(r, "from", now.Add(-time.Hour)); err != nil {
+		return from, to, err
+	}
+	to, err = timeQuery(r, "to", now)
+	return from, to, err
+}
+
+// timeQuery reads an RFC 3339 query parameter, def when absent.
+func timeQuery(r *http.Request, name string, def time.Time) (time.Time, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, httpx.BadRequest("%s must be an RFC 3339 time, not %q", name, truncate(v))
+	}
+	return t, nil
+}
+
+// textQueries reads optional text query parameters, nil for each one absent
+// or empty.
+func textQueries(r *http.Request, names ...string) ([]*string, error) {
+	out := make([]*string, len(names))
+	for i, name := range names {
+		v := r.URL.Query().Get(name)
+		if v == "" {
+			continue
+		}
+		if err := httpx.CheckText(name, v); err != nil {
+			return nil, err
+		}
+		out[i] = &v
+	}
+	return out, nil
+}
+
+// isText reports whether a path value can name anything stored: one that
+// PostgreSQL text cannot hold names nothing.
+func isText(v string) bool { return httpx.CheckText("", v) == nil }
+
+// optional is s, or nil when empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -1,6 +1,8 @@
 package admin_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -66,4 +68,56 @@ func TestTenantBProbingTenantAsGroupsAndQueuesReadsExactlyLikeMissing(t *testing
 	b.Do(t, "POST", "/api/v1/ack", a, map[string]any{"transactionId": p.Messages[0].TransactionID,
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "consumerGroup": "g"}).JSON(t, &acks)
 	require.Equal(t, true, acks[0]["success"], "A's lease survived B's seeks and deletions: %v", acks)
+}
+
+func TestTenantBReadingMessagesResourcesAndStatusSeesNothingOfTenantA(t *testing.T) {
+	t.Parallel()
+	b := start(t, brokertest.WithJWT(true))
+	a, other := brokertest.Mint(t, "acme", auth.Admin), brokertest.Mint(t, "other", auth.Admin)
+	const window = "from=2000-01-01T00:00:00Z&to=2100-01-01T00:00:00Z"
+	paths := []string{
+		"/api/v1/messages?" + window, "/api/v1/messages?queue=q&" + window, "/api/v1/messages?ns=q&" + window,
+		"/api/v1/resources/overview", "/api/v1/resources/queues", "/api/v1/resources/queues/q",
+		"/api/v1/resources/namespaces", "/api/v1/resources/tasks",
+		"/api/v1/status?" + window, "/api/v1/status?queue=q&" + window, "/api/v1/status/queues", "/api/v1/status/queues/q",
+		"/api/v1/status/queues/q/messages",
+	}
+	// The fields that change from one call to the next whoever calls.
+	steady := func(r brokertest.Response) string {
+		var m map[string]any
+		if json.Unmarshal(r.Body, &m) != nil {
+			return fmt.Sprint(r.Status, string(r.Body))
+		}
+		delete(m, "timestamp")
+		delete(m, "workers")
+		out, err := json.Marshal(m)
+		require.NoError(t, err)
+		return fmt.Sprint(r.Status, string(out))
+	}
+	probe := func(token string) []string {
+		var out []string
+		for _, p := range paths {
+			out = append(out, steady(b.Do(t, "GET", p, token, nil)))
+		}
+		return out
+	}
+	missing := probe(other)
+
+	seed := func(method, path string, body any, want int) {
+		t.Helper()
+		r := b.Do(t, method, path, a, body)
+		require.Equal(t, want, r.Status, "%s %s: %s", method, path, r.Body)
+	}
+	seed("POST", "/api/v1/configure", map[string]any{"queue": "q", "namespace": "q", "task": "q"}, http.StatusOK)
+	seed("POST", "/api/v1/push", map[string]any{"items": []any{
+		map[string]any{"queue": "q", "partition": "p", "transactionId": "t1", "payload": 1},
+		map[string]any{"queue": "q", "partition": "p", "transactionId": "t2", "payload": 2}}}, http.StatusCreated)
+	seed("GET", "/api/v1/pop/queue/q?batch=1", nil, http.StatusOK)
+
+	own := probe(a)
+	foreign := probe(other)
+	for i, p := range paths {
+		require.Equal(t, missing[i], foreign[i], "%s: B sees something of A's", p)
+		require.NotEqual(t, missing[i], own[i], "%s: A's own call must see its data, or this test proves nothing", p)
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/backlog"
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/console"
 	"github.com/regent-mq/regent/broker/flags"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/log"
@@ -101,6 +102,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	routes = append(routes, queues.Routes()...)
 	routes = append(routes, streams.New(pool, logs, m, logger, cfg.Tenancy).Routes()...)
 	routes = append(routes, admin.New(pool, switches, logs, logger).Routes()...)
+	routes = append(routes, console.Routes()...)
 	h := server.New(server.Deps{
 		Pool: pool, Auth: authn, Metrics: m, Log: logger, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,
 	}, routes)

@@ -71,7 +71,8 @@ func snapshot(t *testing.T, b *brokertest.Broker) string {
 		(SELECT string_agg(concat_ws(',', p.name, p.next_offset), ';' ORDER BY p.name) FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant = 'A'),
 		(SELECT string_agg(concat_ws(',', c.consumer_group, c.committed, c.batch_end, c.lease_id, c.lease_expires_at, c.retry_count), ';' ORDER BY c.consumer_group)
 		   FROM queen.cursors c JOIN queen.partitions p ON p.id = c.partition_id JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant = 'A'),
-		(SELECT count(*) FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant = 'A'),
+		(SELECT string_agg(concat_ws(',', p.name, s.base_offset, s.checksum, array_to_string(s.txids, ':')), ';' ORDER BY p.name, s.base_offset)
+		   FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant = 'A'),
 		(SELECT count(*) FROM queen.dead_letters d JOIN queen.partitions p ON p.id = d.partition_id JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant = 'A'),
 		(SELECT string_agg(concat_ws(',', name, source_queue, sink_queue, config_hash), ';') FROM queen_streams.queries WHERE tenant = 'A'),
 		(SELECT string_agg(concat_ws(',', s.key, s.value::text), ';' ORDER BY s.key) FROM queen_streams.state s JOIN queen_streams.queries q ON q.id = s.query_id WHERE q.tenant = 'A'))`).Scan(&s)
@@ -127,6 +128,16 @@ func TestTenantBCannotReadModifyAckLeasePopOrDetectTenantAsObjects(t *testing.T)
 				return map[string]any{"operations": []any{map[string]any{"type": "ack", "transactionId": a.txID, "partitionId": id}}}
 			}, a.partitionID, "transactionId"},
 		{"dead letters of A's queue", "GET", func(id string) string { return "/api/v1/dlq?queue=" + id }, nil, queueName, ""},
+		{"A's message", "GET", func(id string) string { return "/api/v1/messages/" + id + "/" + a.txID }, nil, a.partitionID, ""},
+		{"delete A's message", "DELETE", func(id string) string { return "/api/v1/messages/" + id + "/" + a.txID }, nil, a.partitionID, ""},
+		{"messages of A's queue", "GET", func(id string) string { return "/api/v1/messages?queue=" + id }, nil, queueName, ""},
+		{"messages of A's namespace", "GET", func(id string) string { return "/api/v1/messages?ns=" + id }, nil, queueName, ""},
+		{"A's queue's messages", "GET", func(id string) string { return "/api/v1/status/queues/" + id + "/messages" }, nil, queueName, ""},
+		{"A's queue's resources", "GET", func(id string) string { return "/api/v1/resources/queues/" + id }, nil, queueName, ""},
+		{"A's queue's status", "GET", func(id string) string { return "/api/v1/status/queues/" + id }, nil, queueName, ""},
+		{"status of A's queue", "GET", func(id string) string {
+			return "/api/v1/status?from=2000-01-01T00:00:00Z&to=2000-01-01T01:00:00Z&queue=" + id
+		}, nil, queueName, "workers"},
 		{"state of A's partition", "POST", func(string) string { return "/streams/v1/state/get" },
 			func(id string) any { return map[string]any{"query_id": a.queryID, "partition_id": id} }, a.partitionID, ""},
 		{"state of A's query", "POST", func(string) string { return "/streams/v1/state/get" },

@@ -35,8 +35,14 @@ import (
 // Flags is a bit set describing a frame.
 type Flags uint32
 
-// FlagSealed means Payload is AES-GCM ciphertext sealed with key KeyID.
-const FlagSealed Flags = 1 << 0
+const (
+	// FlagSealed means Payload is AES-GCM ciphertext sealed with key KeyID.
+	FlagSealed Flags = 1 << 0
+	// FlagDeleted means the message was deleted (DELETE /api/v1/messages):
+	// its frame keeps its place, so that offsets hold, and only its ID and
+	// CreatedAt. Nothing delivers, lists or finds it.
+	FlagDeleted Flags = 1 << 1
+)
 
 // Frame is one message of a segment.
 type Frame struct {
@@ -52,6 +58,9 @@ type Frame struct {
 
 // Sealed reports whether the payload is encrypted.
 func (f *Frame) Sealed() bool { return f.Flags&FlagSealed != 0 }
+
+// Deleted reports whether the message was deleted.
+func (f *Frame) Deleted() bool { return f.Flags&FlagDeleted != 0 }
 
 // MaxSegmentSize is the largest uncompressed segment Decode accepts. It is a
 // guard against hostile or corrupt bodies claiming huge sizes; writers must

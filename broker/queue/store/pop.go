@@ -142,7 +142,10 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 		s.release(context.WithoutCancel(ctx), leaseID)
 		return Popped{}, ctx.Err()
 	}
-	msgs, err := s.decode(q, claims, p, leaseID)
+	msgs, ends, err := s.decode(q, claims, p, leaseID)
+	if err == nil {
+		claims, err = s.trimDeleted(context.WithoutCancel(ctx), p, q, leaseID, claims, ends)
+	}
 	if err != nil {
 		if !p.AutoAck {
 			s.release(context.WithoutCancel(ctx), leaseID)
@@ -212,8 +215,10 @@ func (s *Store) claim(ctx context.Context, p *PopRequest, q *log.Queue, ids []uu
 }
 
 // decode turns the claimed segments into messages: only the frames inside
-// each batch, payloads opened when sealed.
-func (s *Store) decode(q *log.Queue, claims []Claim, p *PopRequest, leaseID uuid.UUID) ([]Message, error) {
+// each batch, payloads opened when sealed, and never a frame that DELETE
+// /api/v1/messages marked deleted. ends are where each claim's delivered
+// messages end: its batch start when it delivered none.
+func (s *Store) decode(q *log.Queue, claims []Claim, p *PopRequest, leaseID uuid.UUID) (msgs []Message, ends []int64, err error) {
 	lease := ""
 	if !p.AutoAck {
 		lease = leaseID.String()
@@ -222,26 +227,29 @@ func (s *Store) decode(q *log.Queue, claims []Claim, p *PopRequest, leaseID uuid
 	for _, c := range claims {
 		n += int(c.batchEnd - c.batchStart)
 	}
-	msgs := make([]Message, 0, n)
-	for _, c := range claims {
+	msgs = make([]Message, 0, n)
+	ends = make([]int64, len(claims))
+	for k, c := range claims {
+		ends[k] = c.batchStart
 		for j := range c.segments {
 			sg := &c.segments[j]
 			frames, err := segment.Decode(sg.body, uint64(sg.checksum), sg.count)
 			if err != nil {
-				return nil, fmt.Errorf("queue %q partition %s segment %d: %w", q.Name, c.ID, sg.base, err)
+				return nil, nil, fmt.Errorf("queue %q partition %s segment %d: %w", q.Name, c.ID, sg.base, err)
 			}
 			// The frames hold their own copy: the stored body can go now,
 			// not with the answer.
 			sg.body = nil
 			for i := range frames {
 				off := sg.base + int64(i)
-				if off < c.batchStart || off >= c.batchEnd {
+				f := &frames[i]
+				if off < c.batchStart || off >= c.batchEnd || f.Deleted() {
 					continue
 				}
-				f := &frames[i]
+				ends[k] = off + 1
 				payload, err := s.open(f)
 				if err != nil {
-					return nil, fmt.Errorf("queue %q partition %s offset %d: %w", q.Name, c.ID, off, err)
+					return nil, nil, fmt.Errorf("queue %q partition %s offset %d: %w", q.Name, c.ID, off, err)
 				}
 				m := Message{
 					ID: f.ID, TransactionID: f.TransactionID, Data: payload,
@@ -258,7 +266,49 @@ func (s *Store) decode(q *log.Queue, claims []Claim, p *PopRequest, leaseID uuid
 			}
 		}
 	}
-	return msgs, nil
+	return msgs, ends, nil
+}
+
+// trimDeleted ends each leased batch whose last frames were deleted at its
+// last delivered message, so that acking what was delivered releases the
+// lease, and consumes at once a batch that delivered nothing (auto-ack has
+// moved past them already). It returns the claims that delivered something.
+func (s *Store) trimDeleted(ctx context.Context, p *PopRequest, q *log.Queue, leaseID uuid.UUID, claims []Claim, ends []int64) ([]Claim, error) {
+	var ids []uuid.UUID
+	var at []int64
+	kept := claims[:0:0]
+	for i, c := range claims {
+		if ends[i] < c.batchEnd {
+			ids, at = append(ids, c.ID), append(at, ends[i])
+		}
+		if ends[i] > c.batchStart {
+			kept = append(kept, c)
+		}
+	}
+	if len(ids) == 0 || p.AutoAck {
+		return kept, nil
+	}
+	rows, err := s.pool.Query(ctx, `UPDATE queen.cursors c
+		   SET batch_end = CASE WHEN t.e > c.batch_start THEN t.e ELSE c.batch_end END,
+		       committed = CASE WHEN t.e > c.batch_start THEN c.committed ELSE c.batch_end END,
+		       lease_id = CASE WHEN t.e > c.batch_start THEN c.lease_id END,
+		       lease_expires_at = CASE WHEN t.e > c.batch_start THEN c.lease_expires_at END
+		  FROM unnest($2::uuid[], $3::bigint[]) AS t (pid, e)
+		 WHERE c.partition_id = t.pid AND c.consumer_group = $1 AND c.lease_id = $4
+		RETURNING c.partition_id, c.lease_id IS NULL`, p.Group, pg.IDs(ids), at, leaseID)
+	released, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
+		Partition uuid.UUID
+		Released  bool
+	}])
+	if err != nil {
+		return nil, fmt.Errorf("queue %q: end batches at their deleted messages: %w", q.Name, err)
+	}
+	for _, r := range released {
+		if r.Released {
+			s.log.Announce(q.ID, r.Partition)
+		}
+	}
+	return kept, nil
 }
 
 // open returns a frame's plaintext payload.

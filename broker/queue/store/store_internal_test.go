@@ -90,7 +90,7 @@ func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
 	require.Equal(t, []candidateOutcome{{hotlist.Busy, time.Time{}}, {hotlist.Claimed, outcomes[1].retryAt}}, outcomes)
 	require.Len(t, claims, 1)
 	require.Equal(t, b, claims[0].ID)
-	msgs, err := s.decode(q, claims, p, uuid.New())
+	msgs, _, err := s.decode(q, claims, p, uuid.New())
 	require.NoError(t, err)
 	var got []string
 	for _, m := range msgs {

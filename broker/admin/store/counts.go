@@ -1,0 +1,269 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// How the resources and status routes count (queue-admin-api.md §3), from
+// Regent's model and never from the log's contents: a partition's offsets
+// are never reused, so next_offset is every message it was ever given, and
+// its first stored offset (the lowest segment base; retention removes the
+// oldest segments) tells how many are still stored. A cursor's pending is
+// what lies between its committed offset and the partition's end, and its
+// processing is the unacked rest of a live leased batch. Each counter of a
+// partition is its maximum over the partition's cursors (the group furthest
+// behind); a partition with no cursor counts as one queue-mode group at the
+// beginning.
+//
+// partitionCounts is the one statement all of them build on: the tenant's
+// partitions (of one queue when $2 is not NULL), each with four index
+// probes: the first segment (log_segments_pkey, its lowest key), the
+// cursors (cursors_pkey, by partition_id), the dead letters (the prefix of
+// dead_letters_pkey, counted from the index) and, through the queue,
+// queues_tenant_name_key or a scan of the tenant's queues.
+const partitionCounts = `
+	SELECT q.id AS queue_id, p.id AS partition_id, p.next_offset AS given,
+	       p.next_offset - f.first AS total,
+	       coalesce(c.pending, p.next_offset - f.first) AS pending,
+	       coalesce(c.waiting, p.next_offset - f.first) AS waiting,
+	       coalesce(c.processing, 0) AS processing,
+	       coalesce(c.consumed, 0) AS consumed, c.last_activity, c.behind,
+	       d.n AS dead_letter, f.first
+	  FROM queen.queues q
+	  JOIN queen.partitions p ON p.queue_id = q.id
+	 CROSS JOIN LATERAL (SELECT coalesce((SELECT s.base_offset FROM queen.log_segments s
+	                                       WHERE s.partition_id = p.id ORDER BY s.base_offset LIMIT 1),
+	                                     p.next_offset) AS first) f
+	 CROSS JOIN LATERAL (
+	       SELECT max(l.pending) AS pending, max(l.pending - l.processing) AS waiting,
+	              max(l.processing) AS processing, sum(x.total_consumed) AS consumed,
+	              max(x.last_consumed_at) AS last_activity, min(greatest(x.committed, f.first)) AS behind
+	         FROM queen.cursors x
+	        CROSS JOIN LATERAL (
+	              SELECT greatest(p.next_offset - greatest(x.committed, f.first), 0) AS pending,
+	                     CASE WHEN x.lease_id IS NOT NULL AND queen.lease_live(x.lease_expires_at)
+	                          THEN least(greatest(x.batch_end - greatest(x.committed, f.first), 0),
+	                                     greatest(p.next_offset - greatest(x.committed, f.first), 0))
+	                          ELSE 0 END AS processing) l
+	        WHERE x.partition_id = p.id) c
+	 CROSS JOIN LATERAL (SELECT count(*) AS n FROM queen.dead_letters d WHERE d.partition_id = p.id) d
+	 WHERE q.tenant = $1 AND ($2::text IS NULL OR q.name = $2)`
+
+// Counts are the counters of §3 over some partitions. Pending includes
+// processing; Waiting is pending without it.
+type Counts struct {
+	Total, Pending, Waiting, Processing, DeadLetter int64
+}
+
+// Completed is what is stored and neither pending nor dead-lettered.
+func (c Counts) Completed() int64 { return max(c.Total-c.Pending-c.DeadLetter, 0) }
+
+// Add sums o into c.
+func (c *Counts) Add(o Counts) {
+	c.Total += o.Total
+	c.Pending += o.Pending
+	c.Waiting += o.Waiting
+	c.Processing += o.Processing
+	c.DeadLetter += o.DeadLetter
+}
+
+// Queue is a queue of the tenant with its settings and summed counts.
+type Queue struct {
+	ID                         uuid.UUID
+	Name, Namespace, Task      string
+	CreatedAt                  time.Time
+	LeaseTime, RetryLimit      int
+	RetryDelay, TTL, Priority  int
+	MaxSize                    int
+	DeadLetterQueue, Encrypted bool
+	Partitions                 int
+	Consumed                   int64
+	Counts                     Counts
+}
+
+const queueColumns = `q.id, q.name, coalesce(q.namespace, ''), coalesce(q.task, ''), q.created_at,
+	q.lease_time, q.retry_limit, q.retry_delay, q.ttl, q.priority, q.max_size, q.dead_letter_queue,
+	q.encryption_enabled`
+
+// Queues lists the tenant's queues, newest first, with the counts of their
+// partitions summed: partitionCounts once, grouped by queue.
+func (s *Store) Queues(ctx context.Context, tenant string) ([]Queue, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+queueColumns+`, count(pc.partition_id)::int,
+			coalesce(sum(pc.consumed), 0)::bigint, coalesce(sum(pc.total), 0)::bigint, coalesce(sum(pc.pending), 0)::bigint,
+			coalesce(sum(pc.waiting), 0)::bigint, coalesce(sum(pc.processing), 0)::bigint, coalesce(sum(pc.dead_letter), 0)::bigint
+		  FROM queen.queues q
+		  LEFT JOIN (`+partitionCounts+`) pc ON pc.queue_id = q.id
+		 WHERE q.tenant = $1
+		 GROUP BY q.id
+		 ORDER BY q.created_at DESC, q.name`, tenant, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Queue, error) {
+		var q Queue
+		err := r.Scan(queueFields(&q, &q.Partitions, &q.Consumed, &q.Counts.Total, &q.Counts.Pending,
+			&q.Counts.Waiting, &q.Counts.Processing, &q.Counts.DeadLetter)...)
+		return q, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	return out, nil
+}
+
+func queueFields(q *Queue, more ...any) []any {
+	return append([]any{&q.ID, &q.Name, &q.Namespace, &q.Task, &q.CreatedAt, &q.LeaseTime, &q.RetryLimit,
+		&q.RetryDelay, &q.TTL, &q.Priority, &q.MaxSize, &q.DeadLetterQueue, &q.Encrypted}, more...)
+}
+
+// Partition is one partition of a queue with its counts.
+type Partition struct {
+	ID                    uuid.UUID
+	Name                  string
+	CreatedAt             time.Time
+	Counts                Counts
+	Consumed              int64
+	LastActivity          *time.Time
+	OldestPending, Newest *time.Time
+}
+
+// QueueDetail returns one queue of the tenant and its partitions sorted by
+// name, or nil when the tenant has no such queue. One statement:
+// partitionCounts for the queue, plus two probes of log_segments_pkey per
+// partition for the oldest pending and the newest message (segment
+// granularity: a segment's min_created_at and max_created_at).
+func (s *Store) QueueDetail(ctx context.Context, tenant, name string) (*Queue, []Partition, error) {
+	var q *Queue
+	var parts []Partition
+	rows, err := s.db.Query(ctx, `SELECT `+queueColumns+`, p.id, p.name, p.created_at,
+			pc.total, pc.pending, pc.waiting, pc.processing, pc.dead_letter, pc.consumed, pc.last_activity,
+			CASE WHEN pc.pending > 0 THEN (SELECT s.min_created_at FROM queen.log_segments s
+			      WHERE s.partition_id = p.id AND s.base_offset + s.frame_count > coalesce(pc.behind, pc.first)
+			      ORDER BY s.base_offset LIMIT 1) END,
+			(SELECT s.max_created_at FROM queen.log_segments s WHERE s.partition_id = p.id
+			  ORDER BY s.base_offset DESC LIMIT 1)
+		  FROM queen.queues q
+		  LEFT JOIN queen.partitions p ON p.queue_id = q.id
+		  LEFT JOIN (`+partitionCounts+`) pc ON pc.partition_id = p.id
+		 WHERE q.tenant = $1 AND q.name = $2
+		 ORDER BY p.name`, tenant, name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("describe queue %q: %w", name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var head Queue
+		var id *uuid.UUID
+		var pname *string
+		var created *time.Time
+		var c struct{ total, pending, waiting, processing, dead, consumed *int64 }
+		var p Partition
+		if err := rows.Scan(queueFields(&head, &id, &pname, &created, &c.total, &c.pending, &c.waiting,
+			&c.processing, &c.dead, &c.consumed, &p.LastActivity, &p.OldestPending, &p.Newest)...); err != nil {
+			return nil, nil, fmt.Errorf("describe queue %q: %w", name, err)
+		}
+		if q == nil {
+			q = &head
+		}
+		if id == nil {
+			continue // a queue without partitions
+		}
+		p.ID, p.Name, p.CreatedAt = *id, *pname, *created
+		p.Counts = Counts{Total: *c.total, Pending: *c.pending, Waiting: *c.waiting, Processing: *c.processing, DeadLetter: *c.dead}
+		p.Consumed = *c.consumed
+		q.Partitions++
+		q.Consumed += p.Consumed
+		q.Counts.Add(p.Counts)
+		parts = append(parts, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("describe queue %q: %w", name, err)
+	}
+	return q, parts, nil
+}
+
+// Overview is the tenant-wide figures of GET /api/v1/resources/overview.
+type Overview struct {
+	Queues, Partitions, Namespaces, Tasks int
+	// Given is every message ever pushed: the sum of the partitions' ends.
+	Given  int64
+	Counts Counts
+	// Over the partitions' pending counts.
+	PendingAvg, PendingMedian float64
+	PendingMin, PendingMax    int64
+}
+
+// Overview sums partitionCounts over the tenant: one statement.
+func (s *Store) Overview(ctx context.Context, tenant string) (Overview, error) {
+	var o Overview
+	err := s.db.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM queen.queues q WHERE q.tenant = $1)::int,
+			count(*)::int,
+			(SELECT count(DISTINCT q.namespace) FILTER (WHERE q.namespace <> '') FROM queen.queues q WHERE q.tenant = $1)::int,
+			(SELECT count(DISTINCT q.task) FILTER (WHERE q.task <> '') FROM queen.queues q WHERE q.tenant = $1)::int,
+			coalesce(sum(pc.given), 0)::bigint, coalesce(sum(pc.total), 0)::bigint, coalesce(sum(pc.pending), 0)::bigint,
+			coalesce(sum(pc.waiting), 0)::bigint, coalesce(sum(pc.processing), 0)::bigint, coalesce(sum(pc.dead_letter), 0)::bigint,
+			coalesce(avg(pc.pending), 0)::float8, coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY pc.pending), 0)::float8,
+			coalesce(min(pc.pending), 0)::bigint, coalesce(max(pc.pending), 0)::bigint
+		  FROM (`+partitionCounts+`) pc`, tenant, nil).Scan(&o.Queues, &o.Partitions, &o.Namespaces, &o.Tasks,
+		&o.Given, &o.Counts.Total, &o.Counts.Pending, &o.Counts.Waiting, &o.Counts.Processing, &o.Counts.DeadLetter,
+		&o.PendingAvg, &o.PendingMedian, &o.PendingMin, &o.PendingMax)
+	if err != nil {
+		return o, fmt.Errorf("overview: %w", err)
+	}
+	return o, nil
+}
+
+// Leases are the figures of the tenant's live leases and dead letters on
+// GET /api/v1/status.
+type Leases struct {
+	Active, Partitions          int
+	BatchSize, Acked            int64
+	DeadLetters, DeadPartitions int64
+	TopErrors                   []ErrorCount
+}
+
+// ErrorCount is a dead-letter error message and how many entries carry it.
+type ErrorCount struct {
+	Error string `json:"error"`
+	Count int64  `json:"count"`
+}
+
+// Leases reads the tenant's live leases and dead letters: a scan of the
+// tenant's cursors that hold a lease (cursors_lease_idx), and of its dead
+// letters, in one round trip.
+func (s *Store) Leases(ctx context.Context, tenant string) (Leases, error) {
+	var l Leases
+	b := &pgx.Batch{}
+	b.Queue(`SELECT count(DISTINCT x.lease_id)::int, count(DISTINCT x.partition_id)::int,
+			coalesce(sum(x.batch_end - x.batch_start), 0)::bigint, coalesce(sum(greatest(x.committed - x.batch_start, 0)), 0)::bigint
+		  FROM queen.cursors x
+		  JOIN queen.partitions p ON p.id = x.partition_id
+		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
+		 WHERE x.lease_id IS NOT NULL AND queen.lease_live(x.lease_expires_at)`, tenant).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&l.Active, &l.Partitions, &l.BatchSize, &l.Acked) })
+	b.Queue(`SELECT count(*), count(DISTINCT d.partition_id) FROM queen.dead_letters d
+		  JOIN queen.partitions p ON p.id = d.partition_id
+		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1`, tenant).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&l.DeadLetters, &l.DeadPartitions) })
+	b.Queue(`SELECT coalesce(d.error_message, ''), count(*) FROM queen.dead_letters d
+		  JOIN queen.partitions p ON p.id = d.partition_id
+		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
+		 GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 5`, tenant).Query(func(rows pgx.Rows) error {
+		var err error
+		l.TopErrors, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ErrorCount])
+		return err
+	})
+	if err := s.db.SendBatch(ctx, b).Close(); err != nil {
+		return l, fmt.Errorf("read leases and dead letters: %w", err)
+	}
+	if l.TopErrors == nil {
+		l.TopErrors = []ErrorCount{}
+	}
+	return l, nil
+}

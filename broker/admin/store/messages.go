@@ -1,0 +1,237 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/regent-mq/regent/broker/pg"
+)
+
+// Messages live in segments, so the message routes (queue-admin-api.md §2)
+// read segments, newest first, and decode only those they list; a message's
+// status is computed from its partition's cursors and dead letters.
+
+// Where narrows the segments a listing reads: the tenant's, of the named
+// queue, partition, namespace and task when not nil, overlapping the window
+// [From, To).
+type Where struct {
+	Queue, Partition, Namespace, Task *string
+	From, To                          time.Time
+}
+
+// Segment is a stored segment with the names of its partition and queue.
+type Segment struct {
+	PartitionID      uuid.UUID
+	Queue, Partition string
+	Namespace, Task  string
+	Priority         int
+	Base             int64
+	Frames           int
+	Body             []byte
+	Checksum         int64
+	MaxCreatedAt     time.Time
+}
+
+// SegmentKey is where a listing stopped, the last segment it read.
+type SegmentKey struct {
+	MaxCreatedAt time.Time
+	PartitionID  uuid.UUID
+	Base         int64
+}
+
+// Key is the key of segment g.
+func (g *Segment) Key() SegmentKey {
+	return SegmentKey{MaxCreatedAt: g.MaxCreatedAt, PartitionID: g.PartitionID, Base: g.Base}
+}
+
+// Segments returns up to n of the tenant's segments that overlap the window,
+// newest (by max_created_at) first, after the key when not nil. A frame of a
+// later segment is never newer than the segments before it, so a listing
+// stops reading once it holds enough frames newer than the next segment.
+// The window goes to log_segments_time_brin, a queue or a partition to
+// queues_tenant_name_key and the partitions' and segments' primary keys.
+func (s *Store) Segments(ctx context.Context, tenant string, w Where, after *SegmentKey, n int) ([]Segment, error) {
+	var k SegmentKey
+	if after != nil {
+		k = *after
+	}
+	rows, err := s.db.Query(ctx, `SELECT s.partition_id, q.name, p.name, coalesce(q.namespace, ''), coalesce(q.task, ''),
+			q.priority, s.base_offset, s.frame_count, s.body, s.checksum, s.max_created_at
+		  FROM queen.log_segments s
+		  JOIN queen.partitions p ON p.id = s.partition_id
+		  JOIN queen.queues q ON q.id = p.queue_id
+		 WHERE q.tenant = $1 AND ($2::text IS NULL OR q.name = $2) AND ($3::text IS NULL OR p.name = $3)
+		   AND ($4::text IS NULL OR coalesce(q.namespace, '') = $4) AND ($5::text IS NULL OR coalesce(q.task, '') = $5)
+		   AND s.max_created_at >= $6 AND s.min_created_at < $7
+		   AND ($8::boolean OR (s.max_created_at, s.partition_id, s.base_offset) < ($9, $10, $11))
+		 ORDER BY s.max_created_at DESC, s.partition_id DESC, s.base_offset DESC
+		 LIMIT $12`, tenant, w.Queue, w.Partition, w.Namespace, w.Task, w.From, w.To,
+		after == nil, k.MaxCreatedAt, k.PartitionID, k.Base, n)
+	if err != nil {
+		return nil, fmt.Errorf("read segments: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Segment, error) {
+		var g Segment
+		err := r.Scan(&g.PartitionID, &g.Queue, &g.Partition, &g.Namespace, &g.Task, &g.Priority,
+			&g.Base, &g.Frames, &g.Body, &g.Checksum, &g.MaxCreatedAt)
+		return g, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read segments: %w", err)
+	}
+	return out, nil
+}
+
+// CursorState is what a message's status needs of one cursor.
+type CursorState struct {
+	Group                string
+	Committed            int64
+	BatchStart, BatchEnd *int64
+	LeaseLive            bool
+	LeaseExpiresAt       *time.Time
+}
+
+// CursorsOf returns the cursors of the partitions by partition: one scan of
+// cursors_pkey per partition.
+func (s *Store) CursorsOf(ctx context.Context, partitions []uuid.UUID) (map[uuid.UUID][]CursorState, error) {
+	rows, err := s.db.Query(ctx, `SELECT x.partition_id, x.consumer_group, x.committed, x.batch_start, x.batch_end,
+			x.lease_id IS NOT NULL AND queen.lease_live(x.lease_expires_at), x.lease_expires_at
+		  FROM queen.cursors x WHERE x.partition_id = ANY($1) ORDER BY x.partition_id, x.consumer_group`, pg.IDs(partitions))
+	if err != nil {
+		return nil, fmt.Errorf("read cursors: %w", err)
+	}
+	defer rows.Close()
+	out := map[uuid.UUID][]CursorState{}
+	for rows.Next() {
+		var pid uuid.UUID
+		var c CursorState
+		if err := rows.Scan(&pid, &c.Group, &c.Committed, &c.BatchStart, &c.BatchEnd, &c.LeaseLive, &c.LeaseExpiresAt); err != nil {
+			return nil, fmt.Errorf("read cursors: %w", err)
+		}
+		out[pid] = append(out[pid], c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read cursors: %w", err)
+	}
+	return out, nil
+}
+
+// DeadLetter is a message's dead-letter entry (the latest, when several
+// groups dead-lettered it).
+type DeadLetter struct {
+	ErrorMessage *string
+	RetryCount   int
+}
+
+// DeadLettered returns the dead-letter entries of the messages, by message
+// id: a probe of dead_letters_pkey's partition prefix per partition.
+func (s *Store) DeadLettered(ctx context.Context, partitions, messages []uuid.UUID) (map[uuid.UUID]DeadLetter, error) {
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (d.message_id) d.message_id, d.error_message, d.retry_count
+		  FROM queen.dead_letters d WHERE d.partition_id = ANY($1) AND d.message_id = ANY($2)
+		 ORDER BY d.message_id, d.failed_at DESC`, pg.IDs(partitions), pg.IDs(messages))
+	if err != nil {
+		return nil, fmt.Errorf("read dead letters: %w", err)
+	}
+	defer rows.Close()
+	out := map[uuid.UUID]DeadLetter{}
+	for rows.Next() {
+		var id uuid.UUID
+		var d DeadLetter
+		if err := rows.Scan(&id, &d.ErrorMessage, &d.RetryCount); err != nil {
+			return nil, fmt.Errorf("read dead letters: %w", err)
+		}
+		out[id] = d
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read dead letters: %w", err)
+	}
+	return out, nil
+}
+
+// Modes are the queue-mode cursor and the named groups over the tenant's
+// partitions (of one queue when queue is not nil): one scan of their
+// cursors.
+func (s *Store) Modes(ctx context.Context, tenant string, queue *string) (hasQueueMode bool, groups int, err error) {
+	err = s.db.QueryRow(ctx, `SELECT coalesce(bool_or(x.consumer_group = '__QUEUE_MODE__'), false),
+			count(DISTINCT x.consumer_group) FILTER (WHERE x.consumer_group <> '__QUEUE_MODE__')::int
+		  FROM queen.cursors x
+		  JOIN queen.partitions p ON p.id = x.partition_id
+		  JOIN queen.queues q ON q.id = p.queue_id
+		 WHERE q.tenant = $1 AND ($2::text IS NULL OR q.name = $2)`, tenant, queue).Scan(&hasQueueMode, &groups)
+	if err != nil {
+		return false, 0, fmt.Errorf("read consumption modes: %w", err)
+	}
+	return hasQueueMode, groups, nil
+}
+
+// Found is a message's segment, with its queue's settings.
+type Found struct {
+	Segment
+	Encrypted                              bool
+	LeaseTime, RetryLimit, RetryDelay, TTL int
+	// Index is the message's frame in the segment.
+	Index int
+}
+
+// FindMessage returns the newest message of the tenant's partition with the
+// transaction id, or nil. Segments keep their frames' transaction ids beside
+// the compressed body, so this reads the partition's segments backwards on
+// log_segments_pkey, without decoding, and stops at the first that holds
+// it: a recent message costs a probe or two, an old one a scan of that one
+// partition's segment rows (never of its bodies, nor of another partition).
+func (s *Store) FindMessage(ctx context.Context, tenant string, partition uuid.UUID, txid string) (*Found, error) {
+	var f Found
+	err := s.db.QueryRow(ctx, `SELECT s.partition_id, q.name, p.name, coalesce(q.namespace, ''), coalesce(q.task, ''),
+			q.priority, s.base_offset, s.frame_count, s.body, s.checksum, s.max_created_at,
+			q.encryption_enabled, q.lease_time, q.retry_limit, q.retry_delay, q.ttl,
+			(SELECT max(t.n) FROM unnest(s.txids) WITH ORDINALITY AS t (txid, n) WHERE t.txid = $3)::int - 1
+		  FROM queen.partitions p
+		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
+		  JOIN LATERAL (SELECT * FROM queen.log_segments s WHERE s.partition_id = p.id AND $3 = ANY(s.txids)
+		                 ORDER BY s.base_offset DESC LIMIT 1) s ON true
+		 WHERE p.id = $2`, tenant, partition, txid).Scan(&f.PartitionID, &f.Queue, &f.Partition, &f.Namespace,
+		&f.Task, &f.Priority, &f.Base, &f.Frames, &f.Body, &f.Checksum, &f.MaxCreatedAt,
+		&f.Encrypted, &f.LeaseTime, &f.RetryLimit, &f.RetryDelay, &f.TTL, &f.Index)
+	if err == pgx.ErrNoRows {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find message %q: %w", txid, err)
+	}
+	return &f, nil
+}
+
+// Rewrite is a segment whose body a deletion re-encoded.
+type Rewrite struct {
+	Body      []byte
+	Checksum  int64
+	MessageID uuid.UUID
+}
+
+// DeleteMessage replaces the segment that FindMessage found with its
+// rewrite, in which the message's frame is emptied and marked deleted, and
+// clears its transaction id from the segment's list, removes its dead
+// letters and frees the id for a later push (queen.push_dedup). One
+// statement, on condition that the segment is still as it was read: false
+// when a concurrent deletion or retention changed it first.
+func (s *Store) DeleteMessage(ctx context.Context, f *Found, txid string, r Rewrite) (bool, error) {
+	var done bool
+	err := s.db.QueryRow(ctx, `WITH seg AS (
+			UPDATE queen.log_segments s
+			   SET body = $4, checksum = $5, txids[$6 + 1] = ''
+			 WHERE s.partition_id = $1 AND s.base_offset = $2 AND s.checksum = $3 AND s.txids[$6 + 1] = $7
+			RETURNING 1),
+		dl AS (DELETE FROM queen.dead_letters d
+		        WHERE d.partition_id = $1 AND d.message_id = $8 AND EXISTS (SELECT FROM seg)),
+		dd AS (DELETE FROM queen.push_dedup x
+		        WHERE x.partition_id = $1 AND x.transaction_id = $7 AND x.message_id = $8 AND EXISTS (SELECT FROM seg))
+		SELECT EXISTS (SELECT FROM seg)`, f.PartitionID, f.Base, f.Checksum, r.Body, r.Checksum, f.Index, txid, r.MessageID).Scan(&done)
+	if err != nil {
+		return false, fmt.Errorf("delete message %q: %w", txid, err)
+	}
+	return done, nil
+}
