@@ -78,6 +78,12 @@ fuzz: deps ## Fuzz every route's decoder for FUZZTIME each (60s; make test runs 
 			-test.fuzzcachedir $$(go env GOCACHE)/fuzz/github.com/regent-mq/regent/test/fuzz || failed="$$failed $$t"; \
 	done; if [ -n "$$failed" ]; then echo "fuzz targets that failed:$$failed" >&2; exit 1; fi
 
+.PHONY: console-shots
+console-shots: deps ## Run the console's browser tests (Chromium) and write their screenshots to bin/console/.
+	@mkdir -p bin/console
+	REGENT_CONSOLE_SHOTS=$(CURDIR)/bin/console go test -count=1 ./broker/console/
+	@ls bin/console/*.png
+
 .PHONY: chaos
 chaos: deps ## Run the fault suites at length (brokers SIGKILLed in turn under the reference worker, ...) and print their figures.
 	REGENT_CHAOS=1 go test -count=1 -timeout 30m -v -run . ./test/cluster/

@@ -189,6 +189,18 @@ func (c *fakeCell) ResetGeneration(_ context.Context, tenant, name string) (int6
 	return q.generation, c.dbErr
 }
 
+func (c *fakeCell) Suspend(_ context.Context, tenant, name, _ string, _ bool) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queries[tenant+"/"+name] != nil, c.dbErr
+}
+
+// Rewind is not part of the fake's rules: the rewind's fence is in its
+// SQL, tested on PostgreSQL (celldb) and through the envtest suite.
+func (c *fakeCell) Rewind(context.Context, string, string, string, string, time.Time) (celldb.Rewind, error) {
+	return celldb.Rewind{}, errors.New("the fake cell does not rewind")
+}
+
 var errDied = errors.New("the operator died: nothing it sends lands any more")
 
 // world is an API server (the fake client), a cell, and operators that

@@ -125,6 +125,9 @@ type operatorOpts struct {
 	resync    time.Duration // default: a minute, longer than any test waits
 	tenancy   *bool         // default: on
 	noSecret  bool          // send no tokens (broker with auth off)
+	// db, when set, stands between the operator and the real cell
+	// database, to stop a call part-way.
+	db func(controllers.CellDB) controllers.CellDB
 }
 
 // startOperator runs an operator until the test ends or stop is called.
@@ -156,10 +159,14 @@ func (h *harness) startOperator(o operatorOpts) *operator {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	var db controllers.CellDB = celldb.New(pool)
+	if o.db != nil {
+		db = o.db(db)
+	}
 	ctx, cancel := context.WithCancel(h.ctx)
 	if err := controllers.Setup(ctx, mgr, controllers.Config{
 		Broker:         registration.New(o.brokerURL, secret, nil),
-		DB:             celldb.New(pool),
+		DB:             db,
 		Tenancy:        tenancy,
 		ResyncInterval: o.resync,
 		Workers:        4,

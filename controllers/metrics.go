@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -44,6 +45,14 @@ var (
 		Name: "regent_streamquery_lag",
 		Help: "Messages of the StreamQuery's source queue its query has not consumed yet, as of the last resync (status.lag).",
 	}, queryLabels)
+	queryLagSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "regent_streamquery_lag_seconds",
+		Help: "Age of the oldest source message the StreamQuery's query has not consumed, 0 when none, as of the last resync (status.lagSeconds).",
+	}, queryLabels)
+	queryFresh = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "regent_streamquery_fresh",
+		Help: "1 while the StreamQuery's Fresh condition is True, 0 while it is False; absent without spec.freshness.",
+	}, queryLabels)
 	queryStateRows = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "regent_streamquery_state_rows",
 		Help: "State rows the StreamQuery's query holds, as of the last resync (status.stateRows).",
@@ -54,7 +63,7 @@ var (
 // serves on its metrics endpoint; registering once per process is what lets
 // several managers (tests) share them.
 func init() {
-	metrics.Registry.MustRegister(registrations, quotaUsed, quotaMax, queryReady, queryLag, queryStateRows)
+	metrics.Registry.MustRegister(registrations, quotaUsed, quotaMax, queryReady, queryLag, queryLagSeconds, queryStateRows, queryFresh)
 }
 
 // queryTenants remembers the tenant label each StreamQuery's series carry,
@@ -77,12 +86,19 @@ func observeQuery(q *v1.StreamQuery) {
 	for _, g := range []struct {
 		vec *prometheus.GaugeVec
 		v   *int64
-	}{{queryLag, q.Status.Lag}, {queryStateRows, q.Status.StateRows}} {
+	}{{queryLag, q.Status.Lag}, {queryLagSeconds, q.Status.LagSeconds}, {queryStateRows, q.Status.StateRows}} {
 		if g.v == nil {
 			g.vec.Delete(l) // a duplicate, or not registered yet: no figure to show
 		} else {
 			g.vec.With(l).Set(float64(*g.v))
 		}
+	}
+	if c := meta.FindStatusCondition(q.Status.Conditions, v1.ConditionFresh); c == nil {
+		queryFresh.Delete(l)
+	} else if c.Status == metav1.ConditionTrue {
+		queryFresh.With(l).Set(1)
+	} else {
+		queryFresh.With(l).Set(0)
 	}
 }
 
@@ -94,7 +110,7 @@ func forgetQuery(key types.NamespacedName) {
 
 func deleteQuerySeries(key types.NamespacedName) {
 	l := prometheus.Labels{"namespace": key.Namespace, "name": key.Name}
-	for _, vec := range []*prometheus.GaugeVec{queryReady, queryLag, queryStateRows} {
+	for _, vec := range []*prometheus.GaugeVec{queryReady, queryLag, queryLagSeconds, queryStateRows, queryFresh} {
 		vec.DeletePartialMatch(l)
 	}
 }

@@ -38,6 +38,10 @@ type CellDB interface {
 	// tenant has no query of that name.
 	Progress(ctx context.Context, tenant, name, group, source string) (celldb.Progress, error)
 	ResetGeneration(ctx context.Context, tenant, name string) (int64, error)
+	// Suspend reports whether the query exists; Rewind returns
+	// celldb.ErrNoQuery when it does not.
+	Suspend(ctx context.Context, tenant, name, group string, suspended bool) (found bool, err error)
+	Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (celldb.Rewind, error)
 }
 
 // Config is what both reconcilers need.

@@ -250,7 +250,9 @@ func (r *StreamQueryReconciler) settle(ctx context.Context, s *step, res registr
 		if setReady(&st.Conditions, q.Generation, true, v1.ReasonRegistered, msg) {
 			r.event(q, corev1.EventTypeNormal, v1.ReasonRegistered, "Register", msg)
 		}
-		progressErr = r.readProgress(ctx, s)
+		if progressErr = r.lifecycle(ctx, s); progressErr == nil {
+			progressErr = r.readProgress(ctx, s)
+		}
 	case registration.Conflict:
 		r.notReady(q, v1.ReasonConfigConflict, res.Message)
 	case registration.Denied:
@@ -277,10 +279,11 @@ func (r *StreamQueryReconciler) notReady(q *v1.StreamQuery, reason, msg string) 
 	}
 }
 
-// readProgress fills lag, stateRows and lastCycleTime from the database.
+// readProgress fills lag, lagSeconds, stateRows and lastCycleTime from the
+// database, and the Fresh condition from them.
 func (r *StreamQueryReconciler) readProgress(ctx context.Context, s *step) error {
 	name := s.q.QueryName()
-	p, err := r.DB.Progress(ctx, s.tenant, name, "streams."+name, s.q.Spec.SourceQueue)
+	p, err := r.DB.Progress(ctx, s.tenant, name, consumerGroup(s.q), s.q.Spec.SourceQueue)
 	switch {
 	case errors.Is(err, celldb.ErrNoQuery):
 		// Deleted behind the operator's back since it registered: the
@@ -290,7 +293,12 @@ func (r *StreamQueryReconciler) readProgress(ctx context.Context, s *step) error
 		return err
 	}
 	st := &s.q.Status
-	st.Lag, st.StateRows = &p.Lag, &p.StateRows
+	age := int64(0)
+	if p.Oldest != nil {
+		age = max(int64(time.Since(*p.Oldest)/time.Second), 0)
+	}
+	st.Lag, st.LagSeconds, st.StateRows = &p.Lag, &age, &p.StateRows
+	r.fresh(s)
 	st.LastCycleTime = nil
 	if p.LastCycle != nil {
 		t := metav1.NewTime(p.LastCycle.Truncate(time.Second))
@@ -365,7 +373,9 @@ func (r *StreamQueryReconciler) duplicate(ctx context.Context, q *v1.StreamQuery
 	s := &step{q: q, tenant: tenant, before: *q.Status.DeepCopy()}
 	st := &q.Status
 	st.Tenant, st.ObservedGeneration = tenant, q.Generation
-	st.QueryID, st.RegisteredHash, st.Lag, st.StateRows, st.LastCycleTime = "", "", nil, nil, nil
+	st.QueryID, st.RegisteredHash, st.Lag, st.LagSeconds, st.StateRows, st.LastCycleTime = "", "", nil, nil, nil, nil
+	meta.RemoveStatusCondition(&st.Conditions, v1.ConditionSuspended)
+	meta.RemoveStatusCondition(&st.Conditions, v1.ConditionFresh)
 	r.notReady(q, v1.ReasonDuplicateName, fmt.Sprintf("StreamQuery %s/%s, created earlier, already declares query %q for tenant %q; this one is ignored",
 		elder.Namespace, elder.Name, q.QueryName(), tenant))
 	if err := r.writeStatus(ctx, s); err != nil {

@@ -34,8 +34,9 @@ fi
 
 # The image test (test/chart/containers) builds the images with podman (or buildah) and runs
 # them as root through runc, the OCI runtime it names; the CA bundle goes into the images.
+# The console's browser tests (broker/console) drive Debian's chromium.
 missing=()
-for tool in podman buildah runc; do
+for tool in podman buildah runc chromium; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
 [ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)

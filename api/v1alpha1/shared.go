@@ -9,6 +9,12 @@ const (
 	// query's state: each new value resets once.
 	ResetTokenAnnotation = "streams.regent.dev/reset-token"
 
+	// RewindToAnnotation on a StreamQuery asks for a one-shot rewind to an
+	// RFC 3339 time: the query's state is deleted and its consumer group
+	// moved back to the first message created at or after that time, once
+	// for each new value.
+	RewindToAnnotation = "streams.regent.dev/rewind-to"
+
 	// DefaultTenant is the tenant of everything when tenancy is off. It is
 	// not subject to quotas.
 	DefaultTenant = "default"

@@ -39,6 +39,21 @@ const (
 	ReasonBrokerUnavailable = "BrokerUnavailable"
 )
 
+// The StreamQuery's lifecycle conditions and their reasons.
+const (
+	// ConditionSuspended is True while spec.suspend holds the query's
+	// workers idle.
+	ConditionSuspended = "Suspended"
+	ReasonSuspended    = "Suspended"
+	ReasonRunning      = "Running"
+
+	// ConditionFresh is False while the query's lag exceeds a bound of
+	// spec.freshness.
+	ConditionFresh        = "Fresh"
+	ReasonWithinObjective = "WithinObjective"
+	ReasonLagExceeded     = "LagExceeded"
+)
+
 // StreamQuerySpec is the streaming query to register on the broker.
 type StreamQuerySpec struct {
 	// queryName is the query's name on the broker, unique per tenant; a
@@ -83,6 +98,47 @@ type StreamQuerySpec struct {
 	// +optional
 	// +kubebuilder:default=Retain
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// suspend, when true, idles the query's workers: the broker answers the
+	// pops of the query's consumer group as an empty queue, taking no
+	// lease, and refuses its cycles with "query suspended". Setting it back
+	// to false resumes exactly where the cursors stand. It is not part of
+	// the registration, so it never conflicts with the config hash.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// freshness is the objective the Fresh condition reports on.
+	// +optional
+	Freshness *Freshness `json:"freshness,omitempty"`
+}
+
+// Freshness is how far behind its source a query may fall. The query is
+// Fresh while neither bound is exceeded; an absent bound does not count.
+// +kubebuilder:validation:XValidation:rule="has(self.maxLag) || has(self.maxLagSeconds)",message="freshness needs maxLag, maxLagSeconds or both"
+type Freshness struct {
+	// maxLag is the most source messages the query's consumer group may
+	// have left unconsumed (status.lag).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxLag *int64 `json:"maxLag,omitempty"`
+
+	// maxLagSeconds is the oldest an unconsumed source message may be, in
+	// seconds (status.lagSeconds).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxLagSeconds *int64 `json:"maxLagSeconds,omitempty"`
+}
+
+// Rewind is a rewind the operator carried out for the rewind-to
+// annotation.
+type Rewind struct {
+	// to is the annotation value the rewind honoured.
+	To string `json:"to"`
+	// time is when the rewind committed.
+	Time metav1.Time `json:"time"`
+	// partitions is how many source partitions' cursors of the query's
+	// consumer group it moved.
+	Partitions int32 `json:"partitions"`
 }
 
 // PendingReset is a reset the operator has committed to and may already
@@ -146,13 +202,26 @@ type StreamQueryStatus struct {
 	// +optional
 	StateRows *int64 `json:"stateRows,omitempty"`
 
+	// lagSeconds is the age, in seconds, of the oldest source message the
+	// query's consumer group has not consumed (at segment granularity);
+	// 0 when there is none.
+	// +optional
+	LagSeconds *int64 `json:"lagSeconds,omitempty"`
+
+	// lastRewind is the last rewind carried out for the
+	// streams.regent.dev/rewind-to annotation; a new annotation value
+	// rewinds once.
+	// +optional
+	LastRewind *Rewind `json:"lastRewind,omitempty"`
+
 	// lastCycleTime is when a cycle of the query last wrote state or acked
 	// the source, whichever is later.
 	// +optional
 	LastCycleTime *metav1.Time `json:"lastCycleTime,omitempty"`
 
 	// conditions holds Ready, whose reason is Registered, ConfigConflict,
-	// QuotaDenied, DuplicateName or BrokerUnavailable.
+	// QuotaDenied, DuplicateName or BrokerUnavailable; Suspended, once the
+	// query is registered; and Fresh, when spec.freshness is set.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -170,6 +239,8 @@ type StreamQueryStatus struct {
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.spec.sourceQueue`
 // +kubebuilder:printcolumn:name="Sink",type=string,JSONPath=`.spec.sinkQueue`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Suspended",type=string,JSONPath=`.status.conditions[?(@.type=="Suspended")].status`
+// +kubebuilder:printcolumn:name="Fresh",type=string,JSONPath=`.status.conditions[?(@.type=="Fresh")].status`
 // +kubebuilder:printcolumn:name="Lag",type=integer,JSONPath=`.status.lag`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1

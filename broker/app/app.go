@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/backlog"
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/console"
 	"github.com/regent-mq/regent/broker/flags"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/log"
@@ -95,11 +97,12 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	logs := log.New(pool, sealer, m, hot, logger)
 	switches := flags.New(pool, logger)
 	consumers := qstore.New(pool, logs, m, hot, logger, cfg.MaxPopBytes)
-	queues := queue.New(consumers, logs, pool, m, logger, switches.PopMaintenance)
+	queues := queue.New(consumers, logs, pool, m, logger, switches.PopMaintenance, cfg.DefaultSubscriptionMode)
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
 	routes = append(routes, streams.New(pool, logs, m, logger, cfg.Tenancy).Routes()...)
 	routes = append(routes, admin.New(pool, switches, logs, logger).Routes()...)
+	routes = append(routes, console.Routes()...)
 	h := server.New(server.Deps{
 		Pool: pool, Auth: authn, Metrics: m, Log: logger, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,
 	}, routes)
@@ -109,7 +112,12 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		defer close(stopped)
 		var wg sync.WaitGroup
 		wg.Go(func() { consumers.Run(bg, cfg.ReseedInterval) })
-		wg.Go(func() { retention.New(pool, logger, cfg.DedupWindow).Run(bg, cfg.RetentionEvery) })
+		wg.Go(func() {
+			retention.New(pool, logger, retention.Settings{
+				DedupWindow: cfg.DedupWindow, RetentionChunk: cfg.RetentionBatch, EvictionChunk: cfg.EvictionBatch,
+				CleanupAfter: time.Duration(cfg.PartitionCleanupDays) * 24 * time.Hour,
+			}, logs.Announce).Run(bg, cfg.RetentionEvery, cfg.EvictionEvery)
+		})
 		wg.Go(func() { switches.Run(bg) })
 		wg.Go(func() { groups.Run(bg, cfg.LagEvery) })
 		wg.Wait()

@@ -101,6 +101,11 @@ var contract = []struct {
 	{"GET", "/api/v1/migration/status", "/api/v1/migration/status", auth.Admin, notImplemented},
 	{"GET", "", "/internal/api/peers", auth.None, unserved},
 	{"POST", "", "/internal/api/sync", auth.None, unserved},
+	// Regent's own, beyond the page's table: the console, public like
+	// Queen's dashboard (its data routes do the checking), and its listing
+	// of the stream queries.
+	{"GET", "/console/", "/console/", auth.None, served},
+	{"GET", "/streams/v1/queries", "/streams/v1/queries", auth.ReadOnly, served},
 }
 
 // apiRoutes are the contract's rows that the broker registers as API

@@ -38,8 +38,14 @@ type Config struct {
 	DedupWindow    time.Duration
 	ReseedInterval time.Duration
 	RetentionEvery time.Duration
+	RetentionBatch int
+	EvictionEvery  time.Duration
+	EvictionBatch  int
 	LagEvery       time.Duration
-	ShutdownGrace  time.Duration
+
+	PartitionCleanupDays    int
+	DefaultSubscriptionMode string // of a pop without subscriptionMode
+	ShutdownGrace           time.Duration
 
 	ReadHeaderTimeout time.Duration // to receive a request's headers
 	ReadTimeout       time.Duration // to receive a request's body, after its headers
@@ -68,47 +74,76 @@ func (f *Flags) Parse(args []string) error {
 	return f.FlagSet.Parse(args)
 }
 
-func (f *Flags) env(name, def string) string {
-	if v := f.getenv(name); v != "" {
-		return v
+// env returns the value of the first of names that is set, with that name,
+// or def. The first name is Regent's; the others are aliases, Queen's names
+// for the same setting, so that a Queen deployment's settings carry over.
+func (f *Flags) env(def string, names []string) (string, string) {
+	for _, n := range names {
+		if v := f.getenv(n); v != "" {
+			return v, n
+		}
 	}
-	return def
+	return def, names[0]
 }
 
-func (f *Flags) StrEnv(p *string, name, env, def, usage string) {
-	f.FlagSet.StringVar(p, name, f.env(env, def), usage+" (env "+env+")")
+func envUsage(usage string, names []string) string {
+	if len(names) == 1 {
+		return usage + " (env " + names[0] + ")"
+	}
+	return usage + " (env " + names[0] + ", or " + strings.Join(names[1:], ", ") + ")"
 }
 
-func (f *Flags) IntEnv(p *int, name, env string, def int, usage string) {
-	v, err := strconv.Atoi(f.env(env, strconv.Itoa(def)))
+// The *Env methods bind a flag to env and its aliases, in that order.
+
+func (f *Flags) StrEnv(p *string, name, env, def, usage string, aliases ...string) {
+	names := append([]string{env}, aliases...)
+	v, _ := f.env(def, names)
+	f.FlagSet.StringVar(p, name, v, envUsage(usage, names))
+}
+
+func (f *Flags) IntEnv(p *int, name, env string, def int, usage string, aliases ...string) {
+	names := append([]string{env}, aliases...)
+	s, from := f.env(strconv.Itoa(def), names)
+	v, err := strconv.Atoi(s)
 	if err != nil {
-		f.errs = append(f.errs, fmt.Errorf("%s: %w", env, err))
+		f.errs = append(f.errs, fmt.Errorf("%s: %w", from, err))
 	}
-	f.FlagSet.IntVar(p, name, v, usage+" (env "+env+")")
+	f.FlagSet.IntVar(p, name, v, envUsage(usage, names))
 }
 
-func (f *Flags) Int64Env(p *int64, name, env string, def int64, usage string) {
-	v, err := strconv.ParseInt(f.env(env, strconv.FormatInt(def, 10)), 10, 64)
+func (f *Flags) Int64Env(p *int64, name, env string, def int64, usage string, aliases ...string) {
+	names := append([]string{env}, aliases...)
+	s, from := f.env(strconv.FormatInt(def, 10), names)
+	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		f.errs = append(f.errs, fmt.Errorf("%s: %w", env, err))
+		f.errs = append(f.errs, fmt.Errorf("%s: %w", from, err))
 	}
-	f.FlagSet.Int64Var(p, name, v, usage+" (env "+env+")")
+	f.FlagSet.Int64Var(p, name, v, envUsage(usage, names))
 }
 
-func (f *Flags) BoolEnv(p *bool, name, env string, def bool, usage string) {
-	v, err := strconv.ParseBool(f.env(env, strconv.FormatBool(def)))
+func (f *Flags) BoolEnv(p *bool, name, env string, def bool, usage string, aliases ...string) {
+	names := append([]string{env}, aliases...)
+	s, from := f.env(strconv.FormatBool(def), names)
+	v, err := strconv.ParseBool(s)
 	if err != nil {
-		f.errs = append(f.errs, fmt.Errorf("%s: %w", env, err))
+		f.errs = append(f.errs, fmt.Errorf("%s: %w", from, err))
 	}
-	f.FlagSet.BoolVar(p, name, v, usage+" (env "+env+")")
+	f.FlagSet.BoolVar(p, name, v, envUsage(usage, names))
 }
 
-func (f *Flags) DurationEnv(p *time.Duration, name, env string, def time.Duration, usage string) {
-	v, err := time.ParseDuration(f.env(env, def.String()))
-	if err != nil {
-		f.errs = append(f.errs, fmt.Errorf("%s: %w", env, err))
+// DurationEnv takes a Go duration ("90s"), or a bare number of
+// milliseconds, the unit of Queen's variables (RETENTION_INTERVAL=2000).
+func (f *Flags) DurationEnv(p *time.Duration, name, env string, def time.Duration, usage string, aliases ...string) {
+	names := append([]string{env}, aliases...)
+	s, from := f.env(def.String(), names)
+	v, err := time.ParseDuration(s)
+	if ms, merr := strconv.ParseInt(s, 10, 64); merr == nil {
+		v, err = time.Duration(ms)*time.Millisecond, nil
 	}
-	f.FlagSet.DurationVar(p, name, v, usage+" (env "+env+")")
+	if err != nil {
+		f.errs = append(f.errs, fmt.Errorf("%s: %w", from, err))
+	}
+	f.FlagSet.DurationVar(p, name, v, envUsage(usage, names))
 }
 
 // Parse reads args (without the program name), falling back to getenv.
@@ -136,8 +171,13 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.StrEnv(&old, "encryption-old-key-files", "REGENT_ENCRYPTION_OLD_KEY_FILES", "", "comma-separated files of retired keys, still accepted for reads")
 	f.DurationEnv(&c.DedupWindow, "dedup-window", "REGENT_DEDUP_WINDOW", time.Hour, "how long a client transactionId is remembered per partition")
 	f.DurationEnv(&c.ReseedInterval, "reseed-interval", "REGENT_RESEED_INTERVAL", 5*time.Second, "how often the hot list is reseeded from the database")
-	f.DurationEnv(&c.RetentionEvery, "retention-interval", "REGENT_RETENTION_INTERVAL", 30*time.Second, "how often retention and dedup sweeps run")
-	f.DurationEnv(&c.LagEvery, "lag-interval", "REGENT_LAG_INTERVAL", 15*time.Second, "how often the consumer group lag metrics are recomputed")
+	f.DurationEnv(&c.RetentionEvery, "retention-interval", "REGENT_RETENTION_INTERVAL", 5*time.Minute, "how often the retention sweep runs (with the dedup and idle partition sweeps)", "RETENTION_INTERVAL")
+	f.IntEnv(&c.RetentionBatch, "retention-batch-size", "REGENT_RETENTION_BATCH_SIZE", 1000, "rows one retention statement deletes", "RETENTION_BATCH_SIZE")
+	f.DurationEnv(&c.EvictionEvery, "eviction-interval", "REGENT_EVICTION_INTERVAL", time.Minute, "how often the maxWaitTimeSeconds eviction sweep runs", "EVICTION_INTERVAL")
+	f.IntEnv(&c.EvictionBatch, "eviction-batch-size", "REGENT_EVICTION_BATCH_SIZE", 1000, "rows one eviction statement deletes", "EVICTION_BATCH_SIZE")
+	f.IntEnv(&c.PartitionCleanupDays, "partition-cleanup-days", "REGENT_PARTITION_CLEANUP_DAYS", 30, "days after which an empty partition without cursor activity is deleted", "PARTITION_CLEANUP_DAYS")
+	f.StrEnv(&c.DefaultSubscriptionMode, "default-subscription-mode", "REGENT_DEFAULT_SUBSCRIPTION_MODE", "", "subscriptionMode of a pop that sends none: new (or new-only) starts a new group at its first pop, anything else means all", "DEFAULT_SUBSCRIPTION_MODE")
+	f.DurationEnv(&c.LagEvery, "lag-interval", "REGENT_LAG_INTERVAL", 10*time.Second, "how often the consumer group lag metrics are recomputed", "STATS_INTERVAL_MS")
 	f.DurationEnv(&c.ShutdownGrace, "shutdown-grace", "REGENT_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight requests may drain on SIGTERM")
 	f.DurationEnv(&c.ReadHeaderTimeout, "read-header-timeout", "REGENT_READ_HEADER_TIMEOUT", 10*time.Second, "how long a client may take to send a request's headers")
 	f.DurationEnv(&c.ReadTimeout, "read-timeout", "REGENT_READ_TIMEOUT", time.Minute, "how long a client may take to send a request's body; a long-poll's wait is not part of it")
@@ -178,8 +218,11 @@ func (c Config) validate() error {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat))
 	}
-	if c.LagEvery <= 0 {
-		errs = append(errs, errors.New("--lag-interval must be positive"))
+	if c.LagEvery <= 0 || c.RetentionEvery <= 0 || c.EvictionEvery <= 0 {
+		errs = append(errs, errors.New("--lag-interval, --retention-interval and --eviction-interval must be positive"))
+	}
+	if c.RetentionBatch < 1 || c.EvictionBatch < 1 || c.PartitionCleanupDays < 1 {
+		errs = append(errs, errors.New("--retention-batch-size, --eviction-batch-size and --partition-cleanup-days must be at least 1"))
 	}
 	if c.MaxBodyBytes < 1<<20 {
 		errs = append(errs, errors.New("--max-body-bytes must be at least 1 MiB"))

@@ -86,3 +86,47 @@ func TestTimeoutsHaveSaneDefaultsAndEnvironmentFallbacks(t *testing.T) {
 		t.Fatal("a zero read timeout was accepted")
 	}
 }
+
+func TestQueenVariableNamesAreAliasesWithQueensDefaults(t *testing.T) {
+	c, err := Parse("broker", nil, env(map[string]string{"DATABASE_URL": "x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RetentionEvery != 5*time.Minute || c.RetentionBatch != 1000 || c.EvictionEvery != time.Minute ||
+		c.EvictionBatch != 1000 || c.PartitionCleanupDays != 30 || c.DefaultSubscriptionMode != "" || c.LagEvery != 10*time.Second {
+		t.Fatalf("defaults: %+v", c)
+	}
+	c, err = Parse("broker", nil, env(map[string]string{"DATABASE_URL": "x",
+		"RETENTION_INTERVAL": "2000", "RETENTION_BATCH_SIZE": "10", "EVICTION_INTERVAL": "500", "EVICTION_BATCH_SIZE": "20",
+		"PARTITION_CLEANUP_DAYS": "7", "DEFAULT_SUBSCRIPTION_MODE": "new", "STATS_INTERVAL_MS": "1500"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RetentionEvery != 2*time.Second || c.RetentionBatch != 10 || c.EvictionEvery != 500*time.Millisecond ||
+		c.EvictionBatch != 20 || c.PartitionCleanupDays != 7 || c.DefaultSubscriptionMode != "new" || c.LagEvery != 1500*time.Millisecond {
+		t.Fatalf("Queen's variables: %+v", c)
+	}
+}
+
+func TestRegentsVariableWinsOverQueensAndAFlagOverBoth(t *testing.T) {
+	e := env(map[string]string{"DATABASE_URL": "x", "REGENT_EVICTION_INTERVAL": "3s", "EVICTION_INTERVAL": "2000"})
+	c, err := Parse("broker", nil, e)
+	if err != nil || c.EvictionEvery != 3*time.Second {
+		t.Fatalf("REGENT_EVICTION_INTERVAL over EVICTION_INTERVAL: %v, %v", c.EvictionEvery, err)
+	}
+	c, err = Parse("broker", []string{"--eviction-interval=4s"}, e)
+	if err != nil || c.EvictionEvery != 4*time.Second {
+		t.Fatalf("--eviction-interval over both: %v, %v", c.EvictionEvery, err)
+	}
+}
+
+func TestABadAliasValueIsReportedUnderItsName(t *testing.T) {
+	_, err := Parse("broker", nil, env(map[string]string{"DATABASE_URL": "x", "RETENTION_BATCH_SIZE": "lots"}))
+	if err == nil || !strings.Contains(err.Error(), "RETENTION_BATCH_SIZE") {
+		t.Fatalf("err = %v", err)
+	}
+	_, err = Parse("broker", nil, env(map[string]string{"DATABASE_URL": "x", "EVICTION_BATCH_SIZE": "0"}))
+	if err == nil || !strings.Contains(err.Error(), "--eviction-batch-size") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"sync"
+
+	gojson "github.com/goccy/go-json"
 
 	"github.com/regent-mq/regent/broker/pg"
 )
@@ -69,10 +72,22 @@ func ReadBody(r *http.Request) ([]byte, error) {
 }
 
 // DecodeJSON decodes body into v with the conventions of ReadJSON.
+//
+// It decodes with github.com/goccy/go-json, which took a third of
+// encoding/json's time on a stock 100-item push body (BenchmarkDecodePush),
+// where encoding/json's decoding was 29 % of the broker's push CPU. A body
+// it refuses is decoded again with encoding/json, whose verdict and errors
+// are the contract's: go-json only makes the accepted bodies faster, and a
+// fuzz target (test/fuzz FuzzDecodeJSONAgreesWithEncodingJSON) holds the
+// two to the same values on the bodies go-json accepts.
 func DecodeJSON(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return BadRequest("Empty request body")
 	}
+	if gojson.Unmarshal(body, v) == nil {
+		return nil
+	}
+	reflect.ValueOf(v).Elem().SetZero()
 	if err := json.Unmarshal(body, v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {

@@ -5,9 +5,9 @@
 // in: ids and the options the broker reads in memory, and the tenancy gate
 // on partition ids.
 //
-// Data enters the log only through queen.log_push, one call per request,
-// which stores each segment through the allocator queen.log_push_one_v1. A
-// caller that pushes (the push route, a transaction, the streams cycle's
+// Data enters the log only through the allocator queen.log_push_one_v1,
+// one call per request, which stores every segment of it. A caller that
+// pushes (the push route, a transaction, the streams cycle's
 // sink emits) goes through these steps, all on *Log:
 //
 //  1. Resolve (or ResolveAll) turns (tenant, queue, partition) into a
@@ -27,7 +27,7 @@
 //     that repeat a client transaction id of an earlier item of the same
 //     partition are not packed; Packed.DupOf names the earlier item.
 //  3. Args lays the segments, sorted by partition id (SortSegments), out as
-//     the arrays queen.log_push (or queen_streams.cycle) takes. The function
+//     the arrays queen.log_push_one_v1 (or queen_streams.cycle) takes. The function
 //     stores all of them or, when a partition is gone or already holds some
 //     of the client transaction ids, none: Drop then takes those items out
 //     (Packed.Stored remembers what the database held) and the call runs

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -40,7 +41,14 @@ func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {
 	require.ErrorIs(t, err, ErrPartitionGone)
 	var n int
 	require.NoError(t, l.pool.QueryRow(ctx, `SELECT count(*) FROM queen.log_segments`).Scan(&n))
-	require.Zero(t, n, "queen.log_push writes nothing when a partition is gone")
+	require.Zero(t, n, "queen.log_push_one_v1 writes nothing when a partition is gone")
+	// Whichever partition it moved before it met the gone one, it moved back.
+	var offset int64
+	var lastPush *time.Time
+	require.NoError(t, l.pool.QueryRow(ctx, `SELECT next_offset, last_push_at FROM queen.partitions WHERE id = $1`,
+		p.Segments[0].Partition.ID).Scan(&offset, &lastPush))
+	require.Zero(t, offset)
+	require.Nil(t, lastPush)
 }
 
 func TestPushRecoversWhenACachedPartitionVanished(t *testing.T) {

@@ -26,7 +26,7 @@ type Item struct {
 }
 
 // Segment is the frames of one push request for one partition, packed for
-// queen.log_push.
+// queen.log_push_one_v1.
 type Segment struct {
 	Partition                  *Partition
 	Items                      []int // index in the request of each frame's item
@@ -57,7 +57,7 @@ type Packed struct {
 	Stored map[int]Pushed
 }
 
-// SegmentArgs are segments as the parallel arrays that queen.log_push and
+// SegmentArgs are segments as the parallel arrays that queen.log_push_one_v1 and
 // queen_streams.cycle take: one element per segment, and the per-frame
 // transaction ids and the dedup ids flattened segment after segment.
 type SegmentArgs struct {
@@ -95,7 +95,7 @@ func Args(segs []*Segment) SegmentArgs {
 }
 
 // SortSegments sorts segs by partition id, PostgreSQL's uuid order: the
-// order queen.log_push locks their partitions in.
+// order queen.log_push_one_v1 locks their partitions in.
 func SortSegments(segs []*Segment) {
 	slices.SortFunc(segs, func(a, b *Segment) int { return bytes.Compare(a.Partition.ID[:], b.Partition.ID[:]) })
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-// queen.log_push records a request's client transaction ids before it
+// queen.log_push_one_v1 records a request's client transaction ids before it
 // writes its segments; when some were recorded before, the rows it just
 // recorded for the others must go too, in every partition of the request.
 func TestLogPushWritesNothingWhenAnyPartitionHoldsADuplicate(t *testing.T) {
@@ -38,7 +38,7 @@ func TestLogPushWritesNothingWhenAnyPartitionHoldsADuplicate(t *testing.T) {
 		for i := range bodies {
 			bodies[i] = []byte("segment")
 		}
-		rows, err := pool.Query(ctx, `SELECT outcome, dup_txids, dup_message_ids FROM queen.log_push(
+		rows, err := pool.Query(ctx, `SELECT outcome, dup_txids, dup_message_ids FROM queen.log_push_one_v1(
 			p_partitions => $1, p_frames => $2, p_bodies => $3, p_checksums => $4, p_txids => $5,
 			p_min_at => array_fill(now(), ARRAY[cardinality($1::uuid[])]), p_max_at => array_fill(now(), ARRAY[cardinality($1::uuid[])]),
 			p_dedups => $6, p_dedup_txids => $5, p_dedup_msg_ids => $7)`,

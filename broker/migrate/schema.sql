@@ -49,21 +49,30 @@ CREATE FUNCTION queen.lease_live(p_expires_at timestamp with time zone) RETURNS 
 $$;
 
 --
--- Name: log_push(uuid[], integer[], bytea[], bigint[], text[], timestamp with time zone[], timestamp with time zone[], integer[], text[], uuid[]); Type: FUNCTION; Schema: queen; Owner: -
+-- Name: log_push_one_v1(uuid[], integer[], bytea[], bigint[], text[], timestamp with time zone[], timestamp with time zone[], integer[], text[], uuid[]); Type: FUNCTION; Schema: queen; Owner: -
 --
 
-CREATE FUNCTION queen.log_push(p_partitions uuid[], p_frames integer[], p_bodies bytea[], p_checksums bigint[], p_txids text[], p_min_at timestamp with time zone[], p_max_at timestamp with time zone[], p_dedups integer[], p_dedup_txids text[], p_dedup_msg_ids uuid[]) RETURNS TABLE(partition_id uuid, outcome text, base_offset bigint, queue_id uuid, dup_txids text[], dup_message_ids uuid[])
+CREATE FUNCTION queen.log_push_one_v1(p_partitions uuid[], p_frames integer[], p_bodies bytea[], p_checksums bigint[], p_txids text[], p_min_at timestamp with time zone[], p_max_at timestamp with time zone[], p_dedups integer[], p_dedup_txids text[], p_dedup_msg_ids uuid[]) RETURNS TABLE(partition_id uuid, outcome text, base_offset bigint, queue_id uuid, dup_txids text[], dup_message_ids uuid[])
     LANGUAGE plpgsql
-    AS $$ -- the body of functions/queen.log_push.sql
+    AS $$ -- the body of functions/queen.log_push_one_v1.sql
 $$;
 
 --
--- Name: log_push_one_v1(uuid, integer, bytea, bigint, text[], timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: queen; Owner: -
+-- Name: log_push_undo(uuid[], integer[]); Type: FUNCTION; Schema: queen; Owner: -
 --
 
-CREATE FUNCTION queen.log_push_one_v1(p_partition_id uuid, p_frame_count integer, p_body bytea, p_checksum bigint, p_txids text[], p_min_created_at timestamp with time zone, p_max_created_at timestamp with time zone, OUT base_offset bigint, OUT queue_id uuid) RETURNS record
+CREATE FUNCTION queen.log_push_undo(p_partitions uuid[], p_frames integer[]) RETURNS void
     LANGUAGE plpgsql
-    AS $$ -- the body of functions/queen.log_push_one_v1.sql
+    AS $$ -- the body of functions/queen.log_push_undo.sql
+$$;
+
+--
+-- Name: oldest_unconsumed(uuid, bigint, bigint); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.oldest_unconsumed(p_partition_id uuid, p_committed bigint, p_next_offset bigint) RETURNS TABLE(oldest timestamp with time zone)
+    LANGUAGE sql STABLE
+    AS $$ -- the body of functions/queen.oldest_unconsumed.sql
 $$;
 
 --
@@ -77,12 +86,30 @@ CREATE FUNCTION queen.pop(p_tenant text, p_queue_id uuid, p_candidates uuid[], p
 $$;
 
 --
+-- Name: raise_floors(uuid, integer, boolean); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.raise_floors(p_queue_id uuid, p_seconds integer, p_consumed boolean) RETURNS TABLE(partition_id uuid, removed bigint, released boolean)
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen.raise_floors.sql
+$$;
+
+--
 -- Name: resolve_partition(text, text, text, boolean, uuid, uuid); Type: FUNCTION; Schema: queen; Owner: -
 --
 
 CREATE FUNCTION queen.resolve_partition(p_tenant text, p_queue text, p_partition text, p_create boolean, p_new_queue_id uuid, p_new_partition_id uuid, OUT queue_id uuid, OUT partition_id uuid, OUT lease_time integer, OUT retry_limit integer, OUT delayed_processing integer, OUT encryption_enabled boolean) RETURNS SETOF record
     LANGUAGE plpgsql
     AS $$ -- the body of functions/queen.resolve_partition.sql
+$$;
+
+--
+-- Name: seek_to(text, text, text, timestamp with time zone); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.seek_to(p_tenant text, p_queue text, p_group text, p_at timestamp with time zone) RETURNS TABLE(queue_id uuid, partition_id uuid)
+    LANGUAGE sql
+    AS $$ -- the body of functions/queen.seek_to.sql
 $$;
 
 --
@@ -140,12 +167,39 @@ CREATE FUNCTION queen_streams.query_progress(p_tenant text, p_name text, p_group
 $$;
 
 --
+-- Name: query_progress_v2(text, text, text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.query_progress_v2(p_tenant text, p_name text, p_group text, p_source text) RETURNS TABLE(lag bigint, oldest timestamp with time zone, state_rows bigint, last_cycle timestamp with time zone, reset_generation bigint)
+    LANGUAGE sql STABLE
+    AS $$ -- the body of functions/queen_streams.query_progress_v2.sql
+$$;
+
+--
 -- Name: query_reset_generation(text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 
 CREATE FUNCTION queen_streams.query_reset_generation(p_tenant text, p_name text) RETURNS bigint
     LANGUAGE sql STABLE
     AS $$ -- the body of functions/queen_streams.query_reset_generation.sql
+$$;
+
+--
+-- Name: query_rewind(text, text, text, text, timestamp with time zone); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.query_rewind(p_tenant text, p_name text, p_group text, p_token text, p_to timestamp with time zone, OUT outcome text, OUT rewound_at timestamp with time zone, OUT partitions integer, OUT state_rows bigint) RETURNS record
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.query_rewind.sql
+$$;
+
+--
+-- Name: query_suspend(text, text, text, boolean); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.query_suspend(p_tenant text, p_name text, p_group text, p_suspended boolean) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.query_suspend.sql
 $$;
 
 --
@@ -255,7 +309,8 @@ CREATE TABLE queen.partitions (
     name text NOT NULL,
     next_offset bigint DEFAULT 0 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    last_push_at timestamp with time zone
+    last_push_at timestamp with time zone,
+    floor_offset bigint DEFAULT 0 NOT NULL
 );
 
 --
@@ -333,7 +388,12 @@ CREATE TABLE queen_streams.queries (
     config_hash text NOT NULL,
     reset_generation bigint DEFAULT 0 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    suspended boolean DEFAULT false NOT NULL,
+    rewind_token text,
+    rewound_at timestamp with time zone,
+    rewind_to timestamp with time zone,
+    rewind_partitions integer
 );
 
 --

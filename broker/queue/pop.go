@@ -26,7 +26,7 @@ type popRequest struct {
 	timeout time.Duration
 }
 
-func parsePop(r *http.Request) (*popRequest, error) {
+func parsePop(r *http.Request, defaultMode string) (*popRequest, error) {
 	q := r.URL.Query()
 	p := &popRequest{PopRequest: store.PopRequest{
 		Tenant:    auth.FromContext(r.Context()).Tenant,
@@ -63,7 +63,11 @@ func parsePop(r *http.Request) (*popRequest, error) {
 	// "new-only"); every other mode means all, and an unparsable
 	// subscriptionFrom is ignored and means all, even with mode new
 	// (queue-admin-api.md §9). Neither is ever a 400.
-	if m := q.Get("subscriptionMode"); m == "new" || m == "new-only" {
+	m := defaultMode
+	if q.Has("subscriptionMode") {
+		m = q.Get("subscriptionMode")
+	}
+	if m == "new" || m == "new-only" {
 		p.SubStart = "now"
 	}
 	switch from := q.Get("subscriptionFrom"); from {
@@ -110,7 +114,7 @@ func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
 
 // handlePop is GET /api/v1/pop/queue/{queue}[/partition/{partition}].
 func (s *Handler) handlePop(w http.ResponseWriter, r *http.Request) {
-	p, err := parsePop(r)
+	p, err := parsePop(r, s.defaultMode)
 	if err != nil {
 		httpx.Fail(w, err)
 		return

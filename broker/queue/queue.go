@@ -31,9 +31,12 @@ type Handler struct {
 	// popPaused reports pop maintenance (queue-admin-api.md §7): while it
 	// holds, pops deliver nothing and take no lease.
 	popPaused func() bool
+	// defaultMode is the subscriptionMode of a pop that sends none
+	// (DEFAULT_SUBSCRIPTION_MODE).
+	defaultMode string
 }
 
 // New returns the handlers over st and the write path l.
-func New(st *store.Store, l *log.Log, pool *pgxpool.Pool, m *metrics.Metrics, logger *slog.Logger, popPaused func() bool) *Handler {
-	return &Handler{store: st, log: l, pool: pool, metrics: m, logger: logger, popPaused: popPaused}
+func New(st *store.Store, l *log.Log, pool *pgxpool.Pool, m *metrics.Metrics, logger *slog.Logger, popPaused func() bool, defaultMode string) *Handler {
+	return &Handler{store: st, log: l, pool: pool, metrics: m, logger: logger, popPaused: popPaused, defaultMode: defaultMode}
 }

@@ -1,11 +1,29 @@
-// Package retention removes what the queue no longer needs: whole log
-// segments past a queue's retentionSeconds, segments every consumer group has
-// consumed when the queue has retentionEnabled (after
-// completedRetentionSeconds), and push dedup rows older than the dedup
-// window. Offsets then have gaps; pops and acks walk over them.
+// Package retention removes what the queue no longer keeps, as Queen's
+// cleanup does (queue-admin-api.md §8):
 //
-// Every replica runs a Sweeper, and a PostgreSQL advisory lock lets one sweep
-// at a time: the others skip their turn.
+//   - retention, for queues with retentionEnabled (the master switch):
+//     messages older than retentionSeconds, consumed or not, and messages
+//     older than completedRetentionSeconds that every cursor on their
+//     partition has consumed;
+//   - eviction, for queues with maxWaitTimeSeconds, whatever
+//     retentionEnabled says: messages older than that, for every group,
+//     without a dead letter, leased ones included;
+//   - always: push dedup rows older than the dedup window, and partitions
+//     that hold no messages and saw no push or cursor activity for the
+//     cleanup age, with their cursors.
+//
+// The log is made of immutable segments, so a rule raises its partition's
+// floor (queen.raise_floors): offsets below it are gone for pops, acks and
+// lookups, and the segments wholly below it are dropped in chunks. Offsets
+// then have gaps; pops and acks walk over them. A floor is a prefix, so
+// eviction, which Queen applies from the lowest cursor on, also takes what
+// every cursor had consumed below that: no cursor notices, but a group that
+// subscribes afterwards does not get those messages, where Queen would keep
+// them until retention.
+//
+// Every replica runs a Sweeper; retention and eviction share one
+// PostgreSQL advisory lock, so one sweep of either runs at a time across the
+// cluster and the others skip their turn.
 package retention
 
 import (
@@ -19,125 +37,221 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// lockKey is the advisory lock of the sweep ("retain" in ASCII).
+// lockKey is the advisory lock of both sweeps ("retain" in ASCII).
 const lockKey int64 = 0x72657461696e
 
-// chunk bounds the rows one statement deletes, so that a large backlog is
-// removed in short transactions.
-const chunk = 5000
+// cleanupCap bounds the idle partitions one sweep deletes, as Queen's does.
+const cleanupCap = 1000
+
+// Settings are the sweeps' knobs (queue-admin-api.md §8 gives Queen's
+// defaults).
+type Settings struct {
+	DedupWindow    time.Duration // how long a client transactionId is remembered
+	RetentionChunk int           // rows one retention statement deletes (RETENTION_BATCH_SIZE)
+	EvictionChunk  int           // rows one eviction statement deletes (EVICTION_BATCH_SIZE)
+	CleanupAfter   time.Duration // idle age of an empty partition that goes (PARTITION_CLEANUP_DAYS)
+}
 
 // Sweeper sweeps periodically. It is safe for concurrent use.
 type Sweeper struct {
-	pool        *pgxpool.Pool
-	log         *slog.Logger
-	dedupWindow time.Duration
+	pool     *pgxpool.Pool
+	log      *slog.Logger
+	set      Settings
+	announce func(queue, partition uuid.UUID)
 }
 
-// Stats is what one sweep removed.
+// Stats is what one sweep removed. Aged, Consumed and Evicted count
+// offsets (messages) that went below a floor; Segments the rows dropped.
 type Stats struct {
-	Aged, Consumed, Dedup int64
-	Skipped               bool // another replica held the lock
+	Aged, Consumed, Evicted int64
+	Segments                int64
+	Dedup                   int64
+	Partitions              int64 // idle empty partitions deleted
+	Skipped                 bool  // another replica held the lock
 }
 
-// New returns a Sweeper.
-func New(pool *pgxpool.Pool, log *slog.Logger, dedupWindow time.Duration) *Sweeper {
-	return &Sweeper{pool: pool, log: log, dedupWindow: dedupWindow}
+// New returns a Sweeper. announce tells the hot lists that a partition
+// whose lease a sweep ended may have messages to deliver (broker/log's
+// Announce).
+func New(pool *pgxpool.Pool, log *slog.Logger, set Settings, announce func(queue, partition uuid.UUID)) *Sweeper {
+	return &Sweeper{pool: pool, log: log, set: set, announce: announce}
 }
 
-// Run sweeps every interval until ctx ends.
-func (s *Sweeper) Run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
+// Run runs retention every retain and eviction every evict until ctx ends.
+func (s *Sweeper) Run(ctx context.Context, retain, evict time.Duration) {
+	rt := time.NewTicker(retain)
+	defer rt.Stop()
+	et := time.NewTicker(evict)
+	defer et.Stop()
 	for {
+		var st Stats
+		var err error
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			st, err := s.Sweep(ctx)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				s.log.Warn("retention sweep failed", "err", err)
-			case st.Aged+st.Consumed+st.Dedup > 0:
-				s.log.Debug("retention sweep", "aged_segments", st.Aged, "consumed_segments", st.Consumed, "dedup_rows", st.Dedup)
-			}
+		case <-rt.C:
+			st, err = s.Sweep(ctx)
+		case <-et.C:
+			st, err = s.Evict(ctx)
+		}
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("retention sweep failed", "err", err)
+		case st.Evicted > 0:
+			// Recorded: an evicted message was never delivered.
+			s.log.Info("eviction sweep", "evicted_messages", st.Evicted, "segments", st.Segments)
+		case st.Aged+st.Consumed+st.Dedup+st.Partitions > 0:
+			s.log.Debug("retention sweep", "aged_messages", st.Aged, "consumed_messages", st.Consumed,
+				"segments", st.Segments, "dedup_rows", st.Dedup, "idle_partitions", st.Partitions)
 		}
 	}
 }
 
-// Sweep runs one sweep now, unless another replica is sweeping.
+// policy is a queue's age limit for one rule.
+type policy struct {
+	id      uuid.UUID
+	seconds int
+}
+
+// Sweep runs one retention sweep now, unless another replica is sweeping.
 func (s *Sweeper) Sweep(ctx context.Context) (Stats, error) {
 	var st Stats
+	err := s.locked(ctx, &st, func(conn *pgxpool.Conn) error {
+		aged, err := policies(ctx, conn, `SELECT id, retention_seconds FROM queen.queues
+			WHERE retention_enabled AND retention_seconds > 0`)
+		if err != nil {
+			return err
+		}
+		for _, q := range aged {
+			if err := s.floors(ctx, conn, q, false, s.set.RetentionChunk, &st.Aged, &st.Segments); err != nil {
+				return fmt.Errorf("retention: retentionSeconds of queue %s: %w", q.id, err)
+			}
+		}
+		consumed, err := policies(ctx, conn, `SELECT id, completed_retention_seconds FROM queen.queues
+			WHERE retention_enabled AND completed_retention_seconds > 0`)
+		if err != nil {
+			return err
+		}
+		for _, q := range consumed {
+			if err := s.floors(ctx, conn, q, true, s.set.RetentionChunk, &st.Consumed, &st.Segments); err != nil {
+				return fmt.Errorf("retention: completedRetentionSeconds of queue %s: %w", q.id, err)
+			}
+		}
+		if err := s.dedup(ctx, conn, &st); err != nil {
+			return err
+		}
+		return s.idlePartitions(ctx, conn, &st)
+	})
+	return st, err
+}
+
+// Evict runs one eviction sweep now, unless another replica is sweeping.
+func (s *Sweeper) Evict(ctx context.Context) (Stats, error) {
+	var st Stats
+	err := s.locked(ctx, &st, func(conn *pgxpool.Conn) error {
+		queues, err := policies(ctx, conn, `SELECT id, max_wait_time_seconds FROM queen.queues
+			WHERE max_wait_time_seconds > 0`)
+		if err != nil {
+			return err
+		}
+		for _, q := range queues {
+			if err := s.floors(ctx, conn, q, false, s.set.EvictionChunk, &st.Evicted, &st.Segments); err != nil {
+				return fmt.Errorf("eviction: maxWaitTimeSeconds of queue %s: %w", q.id, err)
+			}
+		}
+		return nil
+	})
+	return st, err
+}
+
+// locked runs sweep on a connection holding the sweeps' lock, or marks st
+// skipped when another replica holds it. It first summarizes the block
+// ranges of the log's time index added since, which queen.raise_floors
+// needs (see the dedup sweep's comment for why).
+func (s *Sweeper) locked(ctx context.Context, st *Stats, sweep func(*pgxpool.Conn) error) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return st, fmt.Errorf("retention: acquire connection: %w", err)
+		return fmt.Errorf("retention: acquire connection: %w", err)
 	}
 	defer conn.Release()
 	var locked bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, lockKey).Scan(&locked); err != nil {
-		return st, fmt.Errorf("retention: take lock: %w", err)
+		return fmt.Errorf("retention: take lock: %w", err)
 	}
 	if !locked {
 		st.Skipped = true
-		return st, nil
+		return nil
 	}
 	defer func() {
 		// A session lock outlives a cancelled context on a pooled
 		// connection unless released with a fresh one.
 		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockKey)
 	}()
+	if _, err := conn.Exec(ctx, `SELECT brin_summarize_new_values('queen.log_segments_time_brin')`); err != nil {
+		return fmt.Errorf("retention: summarize the log's time index: %w", err)
+	}
+	return sweep(conn)
+}
 
-	rows, err := conn.Query(ctx, `SELECT id, retention_seconds, retention_enabled, completed_retention_seconds
-		FROM queen.queues WHERE retention_seconds > 0 OR retention_enabled`)
+func policies(ctx context.Context, conn *pgxpool.Conn, sql string) ([]policy, error) {
+	rows, err := conn.Query(ctx, sql)
 	if err != nil {
-		return st, fmt.Errorf("retention: list queues: %w", err)
+		return nil, fmt.Errorf("retention: list queues: %w", err)
 	}
-	type policy struct {
-		id            uuid.UUID
-		maxAge        int
-		consumed      bool
-		consumedAfter int
-	}
-	queues, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (policy, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (policy, error) {
 		var p policy
-		return p, r.Scan(&p.id, &p.maxAge, &p.consumed, &p.consumedAfter)
+		return p, r.Scan(&p.id, &p.seconds)
 	})
 	if err != nil {
-		return st, fmt.Errorf("retention: list queues: %w", err)
+		return nil, fmt.Errorf("retention: list queues: %w", err)
 	}
-	for _, q := range queues {
-		if q.maxAge > 0 {
-			n, err := drain(ctx, conn, `DELETE FROM queen.log_segments WHERE ctid IN (
-				SELECT s.ctid FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id
-				 WHERE p.queue_id = $1 AND s.max_created_at < now() - make_interval(secs => $2) LIMIT $3)`,
-				q.id, q.maxAge)
-			st.Aged += n
-			if err != nil {
-				return st, fmt.Errorf("retention: aged segments of queue %s: %w", q.id, err)
-			}
-		}
-		if q.consumed {
-			// A group subscribed to the queue that has no cursor on a
-			// partition yet may still start at its beginning: keep it.
-			n, err := drain(ctx, conn, `WITH low AS (
-					SELECT p.id, min(c.committed) AS committed
-					  FROM queen.partitions p JOIN queen.cursors c ON c.partition_id = p.id
-					 WHERE p.queue_id = $1
-					   AND NOT EXISTS (SELECT 1 FROM queen.subscriptions sub
-					                    WHERE sub.queue_id = p.queue_id AND NOT EXISTS (
-					                          SELECT 1 FROM queen.cursors c2
-					                           WHERE c2.partition_id = p.id AND c2.consumer_group = sub.consumer_group))
-					 GROUP BY p.id)
-				DELETE FROM queen.log_segments WHERE ctid IN (
-					SELECT s.ctid FROM queen.log_segments s JOIN low ON low.id = s.partition_id
-					 WHERE s.base_offset + s.frame_count <= low.committed
-					   AND s.max_created_at < now() - make_interval(secs => $2) LIMIT $3)`,
-				q.id, q.consumedAfter)
-			st.Consumed += n
-			if err != nil {
-				return st, fmt.Errorf("retention: consumed segments of queue %s: %w", q.id, err)
-			}
-		}
+	return out, nil
+}
+
+// floors raises the floors of q's partitions for its limit and drops the
+// segments wholly below them in chunks, adding the offsets that went to
+// offsets and the segments dropped to segments.
+func (s *Sweeper) floors(ctx context.Context, conn *pgxpool.Conn, q policy, consumed bool, chunk int, offsets, segments *int64) error {
+	rows, err := conn.Query(ctx, `SELECT partition_id, removed, released
+		FROM queen.raise_floors(p_queue_id => $1, p_seconds => $2, p_consumed => $3)`, q.id, q.seconds, consumed)
+	if err != nil {
+		return fmt.Errorf("raise floors: %w", err)
 	}
+	var released []uuid.UUID
+	var pid uuid.UUID
+	var n int64
+	var ended bool
+	_, err = pgx.ForEachRow(rows, []any{&pid, &n, &ended}, func() error {
+		*offsets += n
+		if ended {
+			released = append(released, pid)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("raise floors: %w", err)
+	}
+	// Once committed: the call ran in a transaction of its own.
+	for _, p := range released {
+		s.announce(q.id, p)
+	}
+	// Also after no floor rose: a sweep cut short may have left segments.
+	// Per partition, so that each probe is a range of the primary key.
+	dropped, err := drain(ctx, conn, chunk, `DELETE FROM queen.log_segments WHERE ctid IN (
+		SELECT s.ctid FROM queen.partitions p
+		 CROSS JOIN LATERAL (SELECT x.ctid FROM queen.log_segments x
+		                      WHERE x.partition_id = p.id AND x.base_offset < p.floor_offset
+		                        AND x.base_offset + x.frame_count <= p.floor_offset) s
+		 WHERE p.queue_id = $1 AND p.floor_offset > 0
+		 LIMIT $2)`, q.id)
+	*segments += dropped
+	if err != nil {
+		return fmt.Errorf("drop segments below the floors: %w", err)
+	}
+	return nil
+}
+
+func (s *Sweeper) dedup(ctx context.Context, conn *pgxpool.Conn, st *Stats) error {
 	// The BRIN index finds the expired rows by block range, but a range no
 	// vacuum has summarized yet matches every search, so each sweep would
 	// read every row pushed since the last vacuum: on a table growing by
@@ -145,21 +259,45 @@ func (s *Sweeper) Sweep(ctx context.Context) (Stats, error) {
 	// Summarizing first reads those blocks once, and the sweep then reads
 	// only the ranges that hold expired rows.
 	if _, err := conn.Exec(ctx, `SELECT brin_summarize_new_values('queen.push_dedup_created_brin')`); err != nil {
-		return st, fmt.Errorf("retention: summarize dedup rows: %w", err)
+		return fmt.Errorf("retention: summarize dedup rows: %w", err)
 	}
-	n, err := drain(ctx, conn, `DELETE FROM queen.push_dedup WHERE ctid IN (
+	n, err := drain(ctx, conn, s.set.RetentionChunk, `DELETE FROM queen.push_dedup WHERE ctid IN (
 		SELECT ctid FROM queen.push_dedup WHERE created_at < now() - make_interval(secs => $1) LIMIT $2)`,
-		s.dedupWindow.Seconds())
+		s.set.DedupWindow.Seconds())
 	st.Dedup = n
 	if err != nil {
-		return st, fmt.Errorf("retention: dedup rows: %w", err)
+		return fmt.Errorf("retention: dedup rows: %w", err)
 	}
-	return st, nil
+	return nil
+}
+
+// idlePartitions deletes, with their cursors, partitions that hold no
+// segment and no dead letter (whose message Queen keeps too), and that neither a push nor a consumer touched for the cleanup
+// age. The age is checked again on the row deleted, so that a push that
+// lands meanwhile keeps its partition; a push that comes after finds the
+// partition gone and the broker resolves it anew.
+func (s *Sweeper) idlePartitions(ctx context.Context, conn *pgxpool.Conn, st *Stats) error {
+	tag, err := conn.Exec(ctx, `DELETE FROM queen.partitions p
+		 WHERE p.id IN (
+		       SELECT x.id FROM queen.partitions x
+		        WHERE COALESCE(x.last_push_at, x.created_at) < now() - make_interval(secs => $1)
+		          AND NOT EXISTS (SELECT FROM queen.log_segments s WHERE s.partition_id = x.id)
+		          AND NOT EXISTS (SELECT FROM queen.dead_letters d WHERE d.partition_id = x.id)
+		          AND NOT EXISTS (SELECT FROM queen.cursors c WHERE c.partition_id = x.id
+		                             AND c.last_consumed_at >= now() - make_interval(secs => $1))
+		        LIMIT $2)
+		   AND COALESCE(p.last_push_at, p.created_at) < now() - make_interval(secs => $1)`,
+		s.set.CleanupAfter.Seconds(), cleanupCap)
+	st.Partitions = tag.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("retention: idle partitions: %w", err)
+	}
+	return nil
 }
 
 // drain runs a chunked DELETE (its last parameter is the chunk size) until
 // it deletes less than a chunk, and returns how many rows went.
-func drain(ctx context.Context, conn *pgxpool.Conn, sql string, args ...any) (int64, error) {
+func drain(ctx context.Context, conn *pgxpool.Conn, chunk int, sql string, args ...any) (int64, error) {
 	var total int64
 	args = append(args, chunk)
 	for {
@@ -168,7 +306,7 @@ func drain(ctx context.Context, conn *pgxpool.Conn, sql string, args ...any) (in
 			return total, err
 		}
 		total += tag.RowsAffected()
-		if tag.RowsAffected() < chunk {
+		if tag.RowsAffected() < int64(chunk) {
 			return total, nil
 		}
 	}

@@ -1,13 +1,16 @@
 package retention_test
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/retention"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -39,13 +42,25 @@ func segments(t *testing.T, b *brokertest.Broker) int {
 }
 
 func sweeper(b *brokertest.Broker, window time.Duration) *retention.Sweeper {
-	return retention.New(b.Pool, slog.New(slog.NewTextHandler(io.Discard, nil)), window)
+	return sweeperWith(b, retention.Settings{DedupWindow: window, RetentionChunk: 1000, EvictionChunk: 1000,
+		CleanupAfter: 30 * 24 * time.Hour})
+}
+
+// sweeperWith announces through the broker's own channel, as its
+// replicas' sweepers do.
+func sweeperWith(b *brokertest.Broker, set retention.Settings) *retention.Sweeper {
+	return retention.New(b.Pool, slog.New(slog.NewTextHandler(io.Discard, nil)), set, func(q, p uuid.UUID) {
+		if _, err := b.Pool.Exec(context.Background(), `SELECT pg_notify($1, $2)`, hotlist.Channel, q.String()+":"+p.String()); err != nil {
+			panic(err)
+		}
+	})
 }
 
 func TestSegmentsPastRetentionSecondsAreDeletedWhole(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	do(t, b, "POST", "/api/v1/configure", map[string]any{"queue": "short", "options": map[string]any{"retentionSeconds": 60}})
+	do(t, b, "POST", "/api/v1/configure", map[string]any{"queue": "short", "options": map[string]any{
+		"retentionEnabled": true, "retentionSeconds": 60}})
 	pushN(t, b, "short", 3)
 	pushN(t, b, "short", 2)
 	pushN(t, b, "keep", 2)
@@ -54,7 +69,8 @@ func TestSegmentsPastRetentionSecondsAreDeletedWhole(t *testing.T) {
 	require.NoError(t, err)
 	st, err := sweeper(b, time.Hour).Sweep(t.Context())
 	require.NoError(t, err)
-	require.EqualValues(t, 1, st.Aged, "only the old segment of the queue with retention")
+	require.EqualValues(t, 3, st.Aged, "only the old segment's messages, of the queue with retention")
+	require.EqualValues(t, 1, st.Segments)
 	require.Equal(t, 2, segments(t, b))
 	// The gap is walked over.
 	resp := do(t, b, "GET", "/api/v1/pop/queue/short?batch=10", nil)
@@ -64,14 +80,17 @@ func TestSegmentsPastRetentionSecondsAreDeletedWhole(t *testing.T) {
 func TestConsumedSegmentsGoOnlyWhenEveryGroupConsumedThem(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	do(t, b, "POST", "/api/v1/configure", map[string]any{"queue": "q", "options": map[string]any{"retentionEnabled": true}})
+	do(t, b, "POST", "/api/v1/configure", map[string]any{"queue": "q", "options": map[string]any{
+		"retentionEnabled": true, "completedRetentionSeconds": 1}})
 	pushN(t, b, "q", 2)
 	pushN(t, b, "q", 2)
 	sw := sweeper(b, time.Hour)
 	sweep := func() int64 {
+		_, err := b.Pool.Exec(t.Context(), `UPDATE queen.log_segments SET max_created_at = now() - interval '1 minute'`)
+		require.NoError(t, err)
 		st, err := sw.Sweep(t.Context())
 		require.NoError(t, err)
-		return st.Consumed
+		return st.Segments
 	}
 	popAck := func(group string) {
 		resp := do(t, b, "GET", "/api/v1/pop/queue/q/partition/Default?batch=2&consumerGroup="+group, nil)
@@ -109,6 +128,7 @@ func TestCompletedRetentionSecondsDelaysTheDeletion(t *testing.T) {
 	st, err = sweeper(b, time.Hour).Sweep(t.Context())
 	require.NoError(t, err)
 	require.EqualValues(t, 1, st.Consumed)
+	require.EqualValues(t, 1, st.Segments)
 }
 
 func TestDedupRowsAreSweptAfterTheWindow(t *testing.T) {
@@ -147,20 +167,23 @@ func TestTheDedupSweepSummarizesTheRowsPushedSinceItsLastTurn(t *testing.T) {
 	require.Zero(t, left, "block ranges the sweep left unsummarized")
 }
 
-func TestOneSweeperAtATime(t *testing.T) {
+func TestRetentionAndEvictionRunOneAtATimeOnOneLock(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	conn, err := b.Pool.Acquire(t.Context())
 	require.NoError(t, err)
 	defer conn.Release()
-	_, err = conn.Exec(t.Context(), `SELECT pg_advisory_lock($1)`, int64(0x72657461696e))
-	require.NoError(t, err)
-	st, err := sweeper(b, time.Hour).Sweep(t.Context())
-	require.NoError(t, err)
-	require.True(t, st.Skipped)
-	_, err = conn.Exec(t.Context(), `SELECT pg_advisory_unlock($1)`, int64(0x72657461696e))
-	require.NoError(t, err)
-	st, err = sweeper(b, time.Hour).Sweep(t.Context())
-	require.NoError(t, err)
-	require.False(t, st.Skipped)
+	sw := sweeper(b, time.Hour)
+	for name, run := range map[string]func(context.Context) (retention.Stats, error){"retention": sw.Sweep, "eviction": sw.Evict} {
+		_, err = conn.Exec(t.Context(), `SELECT pg_advisory_lock($1)`, int64(0x72657461696e))
+		require.NoError(t, err)
+		st, err := run(t.Context())
+		require.NoError(t, err)
+		require.True(t, st.Skipped, "%s while another replica sweeps", name)
+		_, err = conn.Exec(t.Context(), `SELECT pg_advisory_unlock($1)`, int64(0x72657461696e))
+		require.NoError(t, err)
+		st, err = run(t.Context())
+		require.NoError(t, err)
+		require.False(t, st.Skipped, name)
+	}
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/regent-mq/regent/broker/metrics"
 )
 
-// Route is one API endpoint and the access level it needs.
+// Route is one endpoint and the access level it needs; auth.None is public.
 type Route struct {
 	Method  string
 	Path    string // net/http pattern path, e.g. /api/v1/pop/queue/{queue}
@@ -48,7 +48,13 @@ func New(d Deps, routes []Route) http.Handler {
 	handle("GET /metrics", prom)
 	handle("GET /metrics/prometheus", prom)
 	for _, r := range routes {
-		handle(r.Method+" "+r.Path, d.Auth.Require(r.Level, r.Handler))
+		var h http.Handler = r.Handler
+		// A public route (the console's static files) is served with auth
+		// on too; the data routes it calls do the checking.
+		if r.Level != auth.None {
+			h = d.Auth.Require(r.Level, h)
+		}
+		handle(r.Method+" "+r.Path, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, http.StatusNotFound, "Not found")

@@ -1,6 +1,7 @@
 // Package streams serves the three /streams/v1 routes: query registration,
-// the state read and the cycle. The handlers here decode and check requests
-// and apply the route rules; broker/streams/store talks to PostgreSQL.
+// the state read and the cycle, and Regent's listing of the registered
+// queries. The handlers here decode and check requests and apply the route
+// rules; broker/streams/store talks to PostgreSQL.
 //
 // Every route is tenant-scoped, and the tenant comes only from the request's
 // identity (auth.FromContext), never from the body.
@@ -59,9 +60,11 @@ func (s *Service) ownPartition(w http.ResponseWriter, r *http.Request, tenant st
 	return true
 }
 
-// Routes are the three streams routes with their access levels.
+// Routes are the three streams routes with their access levels, and
+// Regent's read-only listing of the registered queries (the console's).
 func (s *Service) Routes() []server.Route {
 	return []server.Route{
+		{Method: http.MethodGet, Path: "/streams/v1/queries", Level: auth.ReadOnly, Handler: s.list},
 		{Method: http.MethodPost, Path: "/streams/v1/queries", Level: auth.ReadWrite, Handler: s.register},
 		{Method: http.MethodPost, Path: "/streams/v1/state/get", Level: auth.ReadOnly, Handler: s.stateGet},
 		{Method: http.MethodPost, Path: "/streams/v1/cycle", Level: auth.ReadWrite, Handler: s.cycle},

@@ -59,7 +59,10 @@ func run() error {
 		fmt.Println("regent: stopped")
 	}()
 	fmt.Printf(`
-Regent is running. Logs are in %[1]s/logs/. In another shell, from this directory:
+Regent is running. Logs are in %[1]s/logs/.
+The console: %[4]s/console/ (sign in with the token in %[3]s)
+
+In another shell, from this directory:
 
   export KUBECONFIG=%[2]s
   export TOKEN=$(cat %[3]s)

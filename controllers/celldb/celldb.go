@@ -77,6 +77,9 @@ type Progress struct {
 	// query's consumer group: next_offset minus committed, per partition.
 	// Offsets removed by retention still count, so it can overstate.
 	Lag int64
+	// Oldest is the creation time of the oldest of those messages, at
+	// segment granularity; nil when there is none.
+	Oldest *time.Time
 	// StateRows counts the query's state rows.
 	StateRows int64
 	// LastCycle is the later of the newest state write and the group's
@@ -92,9 +95,9 @@ var ErrNoQuery = errors.New("no such query")
 func (d *DB) Progress(ctx context.Context, tenant, name, group, source string) (Progress, error) {
 	var p Progress
 	err := d.pool.QueryRow(ctx, `
-SELECT lag, state_rows, last_cycle
-  FROM queen_streams.query_progress(p_tenant => $1, p_name => $2, p_group => $3, p_source => $4)`,
-		tenant, name, group, source).Scan(&p.Lag, &p.StateRows, &p.LastCycle)
+SELECT lag, oldest, state_rows, last_cycle
+  FROM queen_streams.query_progress_v2(p_tenant => $1, p_name => $2, p_group => $3, p_source => $4)`,
+		tenant, name, group, source).Scan(&p.Lag, &p.Oldest, &p.StateRows, &p.LastCycle)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, fmt.Errorf("progress of query %q of tenant %q: %w", name, tenant, ErrNoQuery)
 	}
@@ -117,4 +120,60 @@ func (d *DB) ResetGeneration(ctx context.Context, tenant, name string) (int64, e
 		return 0, fmt.Errorf("read reset generation of query %q of tenant %q: %w", name, tenant, ErrNoQuery)
 	}
 	return *g, nil
+}
+
+// Suspend sets whether the tenant's query name is suspended: while it is,
+// the broker answers the pops of its consumer group, group, with nothing
+// and refuses its cycles. It reports whether the query exists.
+func (d *DB) Suspend(ctx context.Context, tenant, name, group string, suspended bool) (bool, error) {
+	var found bool
+	err := d.pool.QueryRow(ctx, `SELECT queen_streams.query_suspend(p_tenant => $1, p_name => $2, p_group => $3, p_suspended => $4)`,
+		tenant, name, group, suspended).Scan(&found)
+	if err != nil {
+		return false, fmt.Errorf("set suspended of query %q of tenant %q to %t: %w", name, tenant, suspended, err)
+	}
+	return found, nil
+}
+
+// Rewind is what a rewind did.
+type Rewind struct {
+	// Already says that the rewind of this token had committed before:
+	// nothing changed now, and StateRows is unknown (0).
+	Already    bool
+	At         time.Time // when the rewind committed
+	Partitions int32     // cursors moved
+	StateRows  int64     // state rows deleted
+}
+
+// Rewind deletes the state of the tenant's query name and moves its
+// consumer group, group, to the first message created at or after to, in
+// one transaction, once per token (queen_streams.query_rewind).
+func (d *DB) Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (Rewind, error) {
+	var (
+		rw      Rewind
+		outcome string
+		at      *time.Time
+		parts   *int32
+		rows    *int64
+	)
+	err := d.pool.QueryRow(ctx, `SELECT outcome, rewound_at, partitions, state_rows
+  FROM queen_streams.query_rewind(p_tenant => $1, p_name => $2, p_group => $3, p_token => $4, p_to => $5)`,
+		tenant, name, group, token, to).Scan(&outcome, &at, &parts, &rows)
+	if err == nil && outcome == "missing" {
+		err = ErrNoQuery
+	}
+	if err != nil {
+		return rw, fmt.Errorf("rewind query %q of tenant %q to %s: %w", name, tenant, to.Format(time.RFC3339Nano), err)
+	}
+	rw.Already = outcome == "already"
+	if at != nil {
+		rw.At = *at
+	}
+	if parts != nil {
+		rw.Partitions = *parts
+	}
+	if rows != nil {
+		rw.StateRows = *rows
+	}
+	return rw, nil
 }

@@ -1,5 +1,5 @@
 -- Not a limit: the SQL of one push request of B=100 as the broker makes it,
--- one call of queen.log_push, every item with a fresh client transactionId
+-- one call of queen.log_push_one_v1, every item with a fresh client transactionId
 -- (UUIDv7 text, as Queen's JavaScript client stamps on every message), so
 -- that the cost of dedup shows beside push.sql's least SQL.
 -- Client k works on partition k (mod :partitions), as in push.sql.
@@ -11,9 +11,9 @@ WITH ids AS (
            LATERAL (SELECT lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') AS h,
                            md5(random()::text || g) AS r) x)
 SELECT count(*) FILTER (WHERE l.outcome = 'stored') AS stored
-  FROM ids, queen.log_push(ARRAY[('00000000-0000-0000-0000-' || lpad(:p::text, 12, '0'))::uuid], ARRAY[100],
-                           ARRAY[:body::bytea], ARRAY[42::bigint], ids.t, ARRAY[now()], ARRAY[now()],
-                           ARRAY[100], ids.t, ids.m) l
+  FROM ids, queen.log_push_one_v1(ARRAY[('00000000-0000-0000-0000-' || lpad(:p::text, 12, '0'))::uuid], ARRAY[100],
+                                  ARRAY[:body::bytea], ARRAY[42::bigint], ids.t, ARRAY[now()], ARRAY[now()],
+                                  ARRAY[100], ids.t, ids.m) l
 \gset
 -- A push that was not stored fails the run.
 \if :stored != 1

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +42,12 @@ type Broker struct {
 	Tenant string
 	// Subject is the sub claim of Token; empty without one.
 	Subject string
+	stop    func()
 }
+
+// Stop stops the broker before the test ends, as a crash would for its
+// clients: its port stops answering. Its database stays.
+func (b *Broker) Stop() { b.stop() }
 
 // Secret is the HS256 secret of brokers in secure mode, and of tests that
 // turn auth on themselves with WithJWT.
@@ -119,15 +125,21 @@ func StartOn(t testing.TB, dbURL string, opts ...Option) *Broker {
 	if err != nil {
 		t.Fatalf("brokertest: open pool: %v", err)
 	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("brokertest: serve: %v", err)
+			}
+			b.Close()
+		})
+	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("brokertest: serve: %v", err)
-		}
-		b.Close()
+		stop()
 		pool.Close()
 	})
-	br := &Broker{URL: "http://" + l.Addr().String(), DatabaseURL: dbURL, Pool: pool, Config: cfg, Tenant: auth.DefaultTenant}
+	br := &Broker{URL: "http://" + l.Addr().String(), DatabaseURL: dbURL, Pool: pool, Config: cfg, Tenant: auth.DefaultTenant, stop: stop}
 	if Secure() {
 		br.Token, br.Tenant, br.Subject = Mint(t, SecureTenant, auth.Admin), SecureTenant, "test-"+SecureTenant
 	}

@@ -112,7 +112,7 @@ func TestTheAlertsTheIssueAsksForAreThere(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"RegentBrokerDown", "RegentDatabaseUnreachable", "RegentStreamQueryNotReady",
-		"RegentStreamQueryLagging", "RegentDeadLettersGrowing", "RegentEncryptionFailures", "RegentBroker5xxRatio"} {
+		"RegentStreamQueryLagging", "RegentStreamQueryNotFresh", "RegentDeadLettersGrowing", "RegentEncryptionFailures", "RegentBroker5xxRatio"} {
 		if !got[want] {
 			t.Errorf("no alert %s", want)
 		}

@@ -277,6 +277,22 @@ func TestGeneratedEncryptionKeyIsKeptOnUninstall(t *testing.T) {
 	}
 }
 
+// A KEDA or HPA trigger on regent_consumer_group_lag reads it no fresher
+// than the broker recomputes it: the chart must be able to set that period.
+func TestBrokerLagIntervalIsAValue(t *testing.T) {
+	for args, want := range map[string]string{"": "10s", "broker.lagInterval=2s": "2s"} {
+		var set []string
+		if args != "" {
+			set = []string{"--set", args}
+		}
+		broker := deployment(t, chart.Template(t, set...), chart.Broker)
+		if got := env(container(t, broker, "broker"))["REGENT_LAG_INTERVAL"].Value; got != want {
+			t.Errorf("with %q, the broker's REGENT_LAG_INTERVAL is %q, want %q", args, got, want)
+		}
+	}
+	refused(t, []string{"broker.lagInterval=15"}, schemaRefusal, "/broker/lagInterval")
+}
+
 func TestAutoscaledBrokerLeavesReplicasToTheHPA(t *testing.T) {
 	broker := deployment(t, chart.Template(t, chart.Set(t, "scaling").Args()...), chart.Broker)
 	if broker.Spec.Replicas != nil {

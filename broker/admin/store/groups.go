@@ -36,16 +36,9 @@ type Store struct{ db pg.DB }
 func New(db pg.DB) *Store { return &Store{db: db} }
 
 // oldestJoin joins o.oldest, the creation time of the oldest message that
-// cursor c of partition p has not consumed, or NULL: the segment holding
-// committed, or the first after it when retention removed that one. Both
-// lookups are range scans of the segments' primary key, once per cursor.
-const oldestJoin = `LEFT JOIN LATERAL (
-	SELECT s.min_created_at AS oldest FROM queen.log_segments s
-	 WHERE c.committed < p.next_offset AND s.partition_id = c.partition_id
-	   AND s.base_offset >= coalesce((SELECT max(s2.base_offset) FROM queen.log_segments s2
-	                                   WHERE s2.partition_id = c.partition_id AND s2.base_offset <= c.committed), 0)
-	   AND s.base_offset + s.frame_count > c.committed
-	 ORDER BY s.base_offset LIMIT 1) o ON true`
+// cursor c of partition p has not consumed, or NULL.
+const oldestJoin = `LEFT JOIN LATERAL queen.oldest_unconsumed(p_partition_id => c.partition_id, p_committed => c.committed,
+	p_next_offset => p.next_offset) o ON true`
 
 // Group is one (group, queue) pair of the group list.
 type Group struct {
@@ -200,31 +193,10 @@ func (s *Store) SeekToEnd(ctx context.Context, tenant, group, queue string) ([]M
 }
 
 // SeekTo moves the group's cursors on the tenant's queue just after the
-// last message created at or before t, at segment granularity as the
-// subscription start is. A cursor with no message that old starts over
-// where the group's subscription starts (the beginning without one), as on
-// the group's first pop; its row stays, so that an ack of the batch it left
-// is refused for its lease rather than not found.
+// last message created at or before t; queen.seek_to says how.
 func (s *Store) SeekTo(ctx context.Context, tenant, group, queue string, t time.Time) ([]Moved, error) {
-	rows, err := s.db.Query(ctx, `WITH t AS (
-			SELECT c.partition_id, q.id AS queue_id,
-			       coalesce((SELECT s.base_offset + s.frame_count FROM queen.log_segments s
-			                  WHERE s.partition_id = c.partition_id AND s.max_created_at <= $4
-			                  ORDER BY s.base_offset DESC LIMIT 1),
-			                (SELECT s.base_offset + s.frame_count FROM queen.log_segments s, queen.subscriptions x
-			                  WHERE s.partition_id = c.partition_id AND x.queue_id = q.id AND x.consumer_group = $3
-			                    AND s.max_created_at <= x.starts_after
-			                  ORDER BY s.base_offset DESC LIMIT 1),
-			                0) AS at
-			  FROM queen.cursors c
-			  JOIN queen.partitions p ON p.id = c.partition_id
-			  JOIN queen.queues q ON q.id = p.queue_id
-			 WHERE q.tenant = $1 AND q.name = $2 AND c.consumer_group = $3
-			   FOR UPDATE OF c
-		)
-		UPDATE queen.cursors c SET committed = t.at, `+released+`
-		  FROM t WHERE c.partition_id = t.partition_id AND c.consumer_group = $3
-		RETURNING t.queue_id, c.partition_id`, tenant, queue, group, t)
+	rows, err := s.db.Query(ctx, `SELECT queue_id, partition_id
+		  FROM queen.seek_to(p_tenant => $1, p_queue => $2, p_group => $3, p_at => $4)`, tenant, queue, group, t)
 	return collectMoved(rows, err, "seek %q to a time", group)
 }
 

@@ -1,29 +1,125 @@
--- The allocator: the only statement that moves a partition's next_offset
--- and stores a segment, already packed by the broker, at the base offset it
--- assigns. queen.log_push calls it for every segment of a request, once it
--- holds the partition's lock and has recorded the segment's client
--- transaction ids; every write into the log (the push route, a
--- transaction's pushes, the streams cycle's sink pushes) goes through it.
+-- The allocator, and the one way into the log: /api/v1/push, a
+-- transaction's push and the streams cycle's sink pushes all call it, once
+-- per request, and it alone moves partitions' next_offset and stores
+-- segments (already packed by the broker). The segments come as parallel
+-- arrays, one element per segment, one segment per partition, sorted by
+-- partition id (the lock order that keeps concurrent pushes to the same
+-- partitions from deadlocking); the per-frame transaction ids and the dedup
+-- ids are flattened, segment after segment (p_frames and p_dedups say how
+-- many belong to each). p_dedup_txids are the client-supplied transaction
+-- ids among the frames (ids the broker made are unique by construction and
+-- are not recorded), distinct within each partition.
+--
+-- First each partition is locked by moving its next_offset past its
+-- segment, which gives the segment its base offset. When a partition no
+-- longer exists ('gone': deleted behind the broker's cache) or already
+-- holds some of the client transaction ids ('duplicates', with dup_txids
+-- and the message ids they were stored under), the moves are taken back
+-- (the locks are still held: nobody allocated since), those rows are the
+-- answer and nothing is written; the broker resolves again or repacks
+-- without them, and calls again. Otherwise the segments are stored, and the
+-- answer is a 'stored' row per segment, in order, with its base offset and
+-- its partition's queue (which the broker announces once the transaction
+-- has committed). A one-partition request, the common one, costs three
+-- statements: the move, the dedup insert and the segment insert.
 CREATE OR REPLACE FUNCTION queen.log_push_one_v1(
-    p_partition_id   uuid,
-    p_frame_count    integer,
-    p_body           bytea,
-    p_checksum       bigint,
-    p_txids          text[],
-    p_min_created_at timestamptz,
-    p_max_created_at timestamptz,
-    OUT base_offset  bigint,
-    OUT queue_id     uuid
+    p_partitions    uuid[],
+    p_frames        integer[],
+    p_bodies        bytea[],
+    p_checksums     bigint[],
+    p_txids         text[],
+    p_min_at        timestamptz[],
+    p_max_at        timestamptz[],
+    p_dedups        integer[],
+    p_dedup_txids   text[],
+    p_dedup_msg_ids uuid[]
+) RETURNS TABLE (
+    partition_id    uuid,
+    outcome         text,
+    base_offset     bigint,
+    queue_id        uuid,
+    dup_txids       text[],
+    dup_message_ids uuid[]
 ) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_bases      bigint[] := '{}';
+    v_queues     uuid[] := '{}';
+    v_base       bigint;
+    v_queue      uuid;
+    v_dedup_pids uuid[] := '{}';
+    v_new_pids   uuid[];
+    v_new_txids  text[];
+    v_t          integer := 0;
 BEGIN
-    UPDATE queen.partitions p
-       SET next_offset = p.next_offset + p_frame_count,
-           last_push_at = p_max_created_at
-     WHERE p.id = p_partition_id
-    RETURNING p.next_offset - p_frame_count, p.queue_id INTO base_offset, queue_id;
-    INSERT INTO queen.log_segments
-        (partition_id, base_offset, frame_count, body, checksum, txids, min_created_at, max_created_at)
-    VALUES
-        (p_partition_id, base_offset, p_frame_count, p_body, p_checksum, p_txids, p_min_created_at, p_max_created_at);
+    FOR i IN 1 .. cardinality(p_partitions) LOOP
+        UPDATE queen.partitions p
+           SET next_offset = p.next_offset + p_frames[i],
+               last_push_at = p_max_at[i]
+         WHERE p.id = p_partitions[i]
+        RETURNING p.next_offset - p_frames[i], p.queue_id INTO v_base, v_queue;
+        IF NOT FOUND THEN
+            PERFORM queen.log_push_undo(p_partitions => p_partitions[1 : i - 1], p_frames => p_frames[1 : i - 1]);
+            RETURN QUERY SELECT g.pid, 'gone'::text, NULL::bigint, NULL::uuid, NULL::text[], NULL::uuid[]
+                           FROM unnest(p_partitions) AS g (pid)
+                          WHERE NOT EXISTS (SELECT FROM queen.partitions p WHERE p.id = g.pid);
+            RETURN;
+        END IF;
+        v_bases[i] := v_base;
+        v_queues[i] := v_queue;
+    END LOOP;
+    IF cardinality(p_dedup_txids) > 0 THEN
+        FOR i IN 1 .. cardinality(p_partitions) LOOP
+            v_dedup_pids := v_dedup_pids || array_fill(p_partitions[i], ARRAY[p_dedups[i]]);
+        END LOOP;
+        -- Recording the ids is the check: the primary key's arbiter probes
+        -- the index once per id, whatever the planner thinks of the table,
+        -- where a SELECT joining the ids to it was planned from statistics
+        -- that a table growing by thousands of rows a second never has.
+        WITH new AS (
+            INSERT INTO queen.push_dedup (partition_id, transaction_id, message_id)
+            SELECT * FROM unnest(v_dedup_pids, p_dedup_txids, p_dedup_msg_ids)
+            ON CONFLICT (partition_id, transaction_id) DO NOTHING
+            RETURNING partition_id, transaction_id)
+        SELECT array_agg(new.partition_id), array_agg(new.transaction_id) INTO v_new_pids, v_new_txids FROM new;
+        IF coalesce(cardinality(v_new_txids), 0) < cardinality(p_dedup_txids) THEN
+            -- Some were recorded before. Take back the rows just recorded
+            -- (no other transaction sees them yet, and the partitions' locks
+            -- keep others from waiting on them) and the moves, so that
+            -- nothing is written, and answer the others. A retry is rare; a
+            -- subtransaction on every push to make this a rollback would
+            -- not be.
+            DELETE FROM queen.push_dedup d
+             USING unnest(v_new_pids, v_new_txids) AS n (pid, txid)
+             WHERE d.partition_id = n.pid AND d.transaction_id = n.txid;
+            PERFORM queen.log_push_undo(p_partitions => p_partitions, p_frames => p_frames);
+            RETURN QUERY SELECT d.partition_id, 'duplicates'::text, NULL::bigint, NULL::uuid,
+                                array_agg(d.transaction_id), array_agg(d.message_id)
+                           FROM unnest(v_dedup_pids, p_dedup_txids) AS u (pid, txid)
+                           JOIN queen.push_dedup d ON d.partition_id = u.pid AND d.transaction_id = u.txid
+                          GROUP BY d.partition_id;
+            IF NOT FOUND THEN
+                -- Only an id repeated within a partition of the request,
+                -- which the broker never sends, conflicts with none left.
+                RAISE EXCEPTION 'a client transaction id is repeated within a partition of the request'
+                    USING ERRCODE = 'internal_error';
+            END IF;
+            RETURN;
+        END IF;
+    END IF;
+
+    FOR i IN 1 .. cardinality(p_partitions) LOOP
+        INSERT INTO queen.log_segments
+            (partition_id, base_offset, frame_count, body, checksum, txids, min_created_at, max_created_at)
+        VALUES
+            (p_partitions[i], v_bases[i], p_frames[i], p_bodies[i], p_checksums[i],
+             p_txids[v_t + 1 : v_t + p_frames[i]], p_min_at[i], p_max_at[i]);
+        partition_id := p_partitions[i];
+        outcome := 'stored';
+        base_offset := v_bases[i];
+        queue_id := v_queues[i];
+        RETURN NEXT;
+        v_t := v_t + p_frames[i];
+    END LOOP;
 END
 $$;

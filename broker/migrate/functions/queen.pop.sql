@@ -5,11 +5,15 @@
 --
 -- A candidate is skipped when its cursor row is locked by a concurrent pop
 -- or ack (SKIP LOCKED), holds a live lease (queen.lease_live), or waits out
--- the retryDelay of a failed batch (an expiry without a lease id). A group's
+-- the retryDelay of a failed batch (an expiry without a lease id), or is
+-- held by the queue's windowBuffer: its newest message is younger than that,
+-- whatever the cursor (retry_at: when the window ends). A group's
 -- first pop of a partition creates its cursor where the group's
 -- subscription starts (named groups only; decided on the group's first pop
 -- of the queue). The batch is walked over queen.log_segments from the
--- cursor, skipping the gaps retention leaves, and stops before a segment
+-- cursor, or from the partition's floor when that is higher (below it,
+-- retention or eviction deleted the messages), skipping the gaps retention
+-- leaves, and stops before a segment
 -- younger than the queue's delayedProcessing (segment granularity: the
 -- frames of one segment were created within microseconds of each other).
 --
@@ -20,6 +24,13 @@
 -- (or the auto-acked cursor) covers exactly what is delivered and the rest
 -- stays free for the next pop. Cutting inside a segment would need its
 -- frames' sizes, which only decoding it tells.
+--
+-- The group of a suspended streaming query (streams.<name>, whose
+-- queen_streams.queries row says suspended) looks at no candidate: the
+-- answer is no rows, as for a pop that found nothing, no lease is taken and
+-- the broker settles no candidate, so that the hot list is as it was when
+-- the query resumes. The check is a probe of the queries' unique index in
+-- the look's statement, once per call.
 --
 -- Rows, per candidate in order:
 --   'segment' rows (base_offset, frame_count, body, checksum) of a partition
@@ -66,13 +77,16 @@ DECLARE
     -- it takes until it commits, and an ack of a leased partition would
     -- wait for a pop that merely found it leased.
     v_looks CURSOR FOR
-        SELECT c.pid, q.lease_time, q.delayed_processing, p.name, p.next_offset,
-               cu.partition_id IS NOT NULL AS has_cursor, cu.lease_expires_at, cu.committed
+        SELECT c.pid, q.lease_time, q.delayed_processing, q.window_buffer, p.name, p.next_offset,
+               p.floor_offset, p.last_push_at, cu.partition_id IS NOT NULL AS has_cursor, cu.lease_expires_at, cu.committed
           FROM queen.queues q
          CROSS JOIN unnest(p_candidates) WITH ORDINALITY AS c (pid, ord)
           LEFT JOIN queen.partitions p ON p.id = c.pid AND p.queue_id = q.id
           LEFT JOIN queen.cursors cu ON cu.partition_id = p.id AND cu.consumer_group = p_group
          WHERE q.id = p_queue_id AND q.tenant = p_tenant
+           AND NOT EXISTS (SELECT FROM queen_streams.queries sq
+                            WHERE starts_with(p_group, 'streams.') AND sq.tenant = p_tenant
+                              AND sq.name = substr(p_group, 9) AND sq.suspended)
          ORDER BY c.ord;
     -- The segments from the one holding offset p_at, at most p_rows of them.
     v_segs CURSOR (p_pid uuid, p_at bigint, p_rows integer) FOR
@@ -163,13 +177,19 @@ BEGIN
             RETURN NEXT;
             CONTINUE;
         END IF;
+        IF v_c.window_buffer > 0 AND v_c.last_push_at > now() - make_interval(secs => v_c.window_buffer) THEN
+            outcome := 'busy';
+            retry_at := v_c.last_push_at + make_interval(secs => v_c.window_buffer);
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
 
-        v_from := v_committed;
+        v_from := greatest(v_committed, v_c.floor_offset);
         v_end := NULL;
         v_got := 0;
         v_seg_bytes := 0;
         outcome := 'segment';
-        OPEN v_segs(v_c.pid, v_committed, v_budget + 1);
+        OPEN v_segs(v_c.pid, v_from, v_budget + 1);
         LOOP
             FETCH v_segs INTO v_seg;
             EXIT WHEN NOT FOUND;

@@ -1,9 +1,10 @@
 -- The offset of each of p_txids (NULL for none), in their order, among the
 -- frames before p_to of the segments that hold a partition's batch
 -- [p_from, p_to): frames before p_from in its first segment count too, and
--- answer as already acknowledged. Segments keep their frames' transaction
--- ids outside the compressed body for this. A transaction id found twice is
--- its first frame.
+-- answer as already acknowledged. Frames below the partition's floor are
+-- deleted (by retention or eviction) and are not found. Segments keep their
+-- frames' transaction ids outside the compressed body for this. A
+-- transaction id found twice is its first frame.
 CREATE OR REPLACE FUNCTION queen.txid_offsets(p_partition_id uuid, p_from bigint, p_to bigint, p_txids text[])
 RETURNS bigint[] LANGUAGE sql STABLE AS $$
     SELECT array_agg(f.off ORDER BY u.i)
@@ -18,5 +19,6 @@ RETURNS bigint[] LANGUAGE sql STABLE AS $$
                                            p_from)
              AND s.base_offset < p_to
              AND s.base_offset + t.n - 1 < p_to
+             AND s.base_offset + t.n - 1 >= (SELECT p.floor_offset FROM queen.partitions p WHERE p.id = p_partition_id)
            GROUP BY t.txid) f ON f.txid = u.t
 $$;

@@ -102,7 +102,7 @@ BEGIN
     base_offsets := '{}';
     IF cardinality(p_seg_partitions) > 0 THEN
         FOR v_push IN
-            SELECT * FROM queen.log_push(
+            SELECT * FROM queen.log_push_one_v1(
                 p_partitions => p_seg_partitions, p_frames => p_seg_frames, p_bodies => p_seg_bodies,
                 p_checksums => p_seg_checksums, p_txids => p_seg_txids, p_min_at => p_seg_min_at,
                 p_max_at => p_seg_max_at, p_dedups => p_seg_dedups, p_dedup_txids => p_dedup_txids,

@@ -1,7 +1,9 @@
 -- The ownership verdicts of a cycle, and its serialisation: raises 'query
 -- not found' when p_query_id is not the tenant's query, and 'partition not
 -- found' when p_partition_id is not a partition of one of the tenant's
--- queues (a missing one reads the same), and otherwise returns the source
+-- queues (a missing one reads the same), 'query suspended' when the
+-- query's StreamQuery suspends it (queen_streams.queries.suspended), and
+-- otherwise returns the source
 -- partition's queue and next_offset. The advisory lock it takes serialises
 -- every cycle on this (query, partition), idle flushes included (they take
 -- no cursor lock), until the caller's transaction ends. The broker calls it
@@ -16,25 +18,28 @@ CREATE OR REPLACE FUNCTION queen_streams.cycle_owner(
     OUT next_offset bigint
 ) LANGUAGE plpgsql AS $$
 DECLARE
-    v_query_ok boolean;
+    v_suspended boolean; -- NULL: not the tenant's query
 BEGIN
     -- One statement takes the lock and reads both; next_offset read here
     -- serves the cycle's announce: a push that lands after this read
     -- announces itself.
-    SELECT EXISTS (SELECT FROM queen_streams.queries q WHERE q.id = p_query_id AND q.tenant = p_tenant),
+    SELECT (SELECT q.suspended FROM queen_streams.queries q WHERE q.id = p_query_id AND q.tenant = p_tenant),
            qu.id, qu.name, pa.next_offset
-      INTO v_query_ok, queue_id, queue_name, next_offset
+      INTO v_suspended, queue_id, queue_name, next_offset
       FROM (SELECT pg_advisory_xact_lock(hashtextextended(p_query_id::text || p_partition_id::text, 0))) AS lock (x)
       LEFT JOIN queen.partitions pa ON pa.id = p_partition_id
       -- The queue by its primary key: as a plain join, the generic plan
       -- read every queue of the tenant through the tenant index.
       LEFT JOIN LATERAL (SELECT q.id, q.name FROM queen.queues q
                           WHERE q.id = pa.queue_id AND q.tenant = p_tenant OFFSET 0) AS qu ON true;
-    IF NOT v_query_ok THEN
+    IF v_suspended IS NULL THEN
         RAISE EXCEPTION 'query not found';
     END IF;
     IF queue_id IS NULL THEN
         RAISE EXCEPTION 'partition not found';
+    END IF;
+    IF v_suspended THEN
+        RAISE EXCEPTION 'query suspended';
     END IF;
 END
 $$;

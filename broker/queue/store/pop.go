@@ -129,6 +129,11 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 		for i, o := range outcomes {
 			s.hot.Settle(q.ID, p.Group, cands[i], o.outcome, o.retryAt)
 		}
+	} else if len(outcomes) == 1 && outcomes[0].outcome == hotlist.Busy {
+		// The named partition is deferred (a lease, a retryDelay,
+		// delayedProcessing or windowBuffer): a long-poll wakes when it is
+		// due, since no push may come to wake it.
+		idle.Due = outcomes[0].retryAt
 	}
 	if len(claims) == 0 {
 		return idle, nil

@@ -24,6 +24,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,7 +54,51 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer removeImages(images)
-	return pgtest.Run(m)
+	code := pgtest.Run(m)
+	if plane.env != nil {
+		if err := plane.env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop control plane:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// plane is the package's control plane, started by the first test that
+// needs one: a kube-apiserver takes seconds to start and hundreds of MiB.
+var plane struct {
+	once       sync.Once
+	err        error
+	env        *kubetest.Environment
+	kubeconfig []byte
+	k8s        client.Client
+}
+
+func controlPlane(t *testing.T) {
+	t.Helper()
+	plane.once.Do(func() {
+		if plane.env, plane.err = kubetest.Start(); plane.err != nil {
+			return
+		}
+		dir, err := os.MkdirTemp("", "regent-containers-")
+		if err != nil {
+			plane.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		file, err := plane.env.Kubeconfig(dir)
+		if err != nil {
+			plane.err = err
+			return
+		}
+		if plane.kubeconfig, plane.err = os.ReadFile(file); plane.err != nil {
+			return
+		}
+		plane.k8s, plane.err = client.New(plane.env.Config, client.Options{})
+	})
+	if plane.err != nil {
+		t.Fatal(plane.err)
+	}
 }
 
 // render renders the chart with a value set and then the values given here,
@@ -133,10 +179,15 @@ func deploymentContainer(t *testing.T, objs chart.Objects, name string, sec secr
 }
 
 // startBroker runs the broker container of the Deployment rendered from objs
-// until the test ends, and waits until it is healthy.
-func startBroker(t *testing.T, objs chart.Objects, sec secrets) broker {
+// until the test ends, and waits until it is healthy. env is extra
+// environment ("NAME=value") that wins over the pod spec's.
+func startBroker(t *testing.T, objs chart.Objects, sec secrets, env ...string) broker {
 	t.Helper()
 	c := deploymentContainer(t, objs, chart.Broker, sec)
+	for _, e := range env {
+		name, value, _ := strings.Cut(e, "=")
+		c.set(name, value)
+	}
 	addr := freeAddr(t)
 	b := broker{url: "http://" + addr}
 	if file := c.get("REGENT_JWT_SECRET_FILE"); file != "" {
@@ -233,85 +284,89 @@ func TestBrokerContainerServesFromItsDeploymentSpec(t *testing.T) {
 	}
 }
 
+// stack is the broker and operator containers of one value set, running
+// against the control plane, with a StreamQuery they registered.
+type stack struct {
+	broker  broker
+	metrics string // the operator's metrics endpoint
+	dbURL   string
+	query   string // the StreamQuery's name, which is its query name
+	queryID string
+}
+
+var stacks atomic.Int64
+
+// startStack runs the broker and the operator containers as the value set
+// renders them, in a namespace of the tenant, and waits for a StreamQuery
+// there to be Ready. brokerEnv is extra environment for the broker.
+func startStack(t *testing.T, set, tenant string, brokerEnv ...string) stack {
+	t.Helper()
+	controlPlane(t)
+	ctx := context.Background()
+	st := stack{dbURL: pgtest.URL(t)}
+	objs := render(t, chart.Set(t, set), map[string]any{"database": map[string]any{"url": st.dbURL}})
+	sec := renderedSecrets(t, objs)
+	st.broker = startBroker(t, objs, sec, brokerEnv...)
+
+	op := deploymentContainer(t, objs, chart.Operator, sec)
+	op.set("REGENT_BROKER_URL", st.broker.url)
+	metrics := freeAddr(t)
+	st.metrics = "http://" + metrics + "/metrics"
+	op.set("REGENT_METRICS_ADDR", metrics)
+	probes := freeAddr(t)
+	op.set("REGENT_PROBE_ADDR", probes)
+	op.mount(t, "/kube", map[string][]byte{"config": plane.kubeconfig}, 0o440)
+	op.set("KUBECONFIG", "/kube/config")
+	// Outside a pod, controller-runtime cannot tell which namespace to hold its
+	// Lease in; one operator needs no election.
+	op.set("REGENT_LEADER_ELECT", "false")
+	op.start(t, "http://"+probes+"/readyz")
+
+	// The control plane outlives each test, and with tenancy off an earlier
+	// test's StreamQuery of the same name would be on the same tenant: names
+	// of their own keep the tests apart in any order.
+	suffix := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), ""))
+	suffix = fmt.Sprintf("%s-%d", suffix[max(0, len(suffix)-30):], stacks.Add(1))
+	ns := "chart-" + suffix
+	if err := plane.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: ns, Labels: map[string]string{"streams.regent.dev/tenant": tenant},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if tenant != "default" {
+		quota := object("TenantQuota", "", "quota-"+suffix, map[string]any{"tenant": tenant, "maxQueries": 5})
+		if err := plane.k8s.Create(ctx, quota); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.query = "page-views-" + suffix
+	sq := object("StreamQuery", ns, st.query, map[string]any{"sourceQueue": "page-views", "configHash": "v1"})
+	if err := plane.k8s.Create(ctx, sq); err != nil {
+		t.Fatal(err)
+	}
+	st.queryID = waitReady(t, plane.k8s, sq)
+	return st
+}
+
 // The chart's whole point: the operator, configured as its Deployment says,
 // registers a StreamQuery on the broker configured as its Deployment says,
 // with tokens signed by the secret both of them mount.
 func TestOperatorContainerRegistersAStreamQueryWithTheBrokerContainer(t *testing.T) {
-	env, err := kubetest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop control plane: %v", err)
-		}
-	})
-	kubeconfigFile, err := env.Kubeconfig(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := os.ReadFile(kubeconfigFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k8s, err := client.New(env.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	for set, tenant := range map[string]string{"defaults": "default", "tenancy-auth": "acme"} {
 		t.Run(set, func(t *testing.T) {
+			st := startStack(t, set, tenant)
 			ctx := context.Background()
-			url := pgtest.URL(t)
-			objs := render(t, chart.Set(t, set), map[string]any{"database": map[string]any{"url": url}})
-			sec := renderedSecrets(t, objs)
-			b := startBroker(t, objs, sec)
-
-			op := deploymentContainer(t, objs, chart.Operator, sec)
-			op.set("REGENT_BROKER_URL", b.url)
-			op.set("REGENT_METRICS_ADDR", freeAddr(t))
-			probes := freeAddr(t)
-			op.set("REGENT_PROBE_ADDR", probes)
-			op.mount(t, "/kube", map[string][]byte{"config": kubeconfig}, 0o440)
-			op.set("KUBECONFIG", "/kube/config")
-			// Outside a pod, controller-runtime cannot tell which namespace to hold its
-			// Lease in; one operator needs no election.
-			op.set("REGENT_LEADER_ELECT", "false")
-			op.start(t, "http://"+probes+"/readyz")
-
-			ns := "chart-" + strings.ReplaceAll(set, "-", "")
-			if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-				Name: ns, Labels: map[string]string{"streams.regent.dev/tenant": tenant},
-			}}); err != nil {
-				t.Fatal(err)
-			}
-			if tenant != "default" {
-				quota := object("TenantQuota", "", "quota-"+tenant, map[string]any{"tenant": tenant, "maxQueries": 5})
-				if err := k8s.Create(ctx, quota); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// The control plane outlives each subtest, and with tenancy off an
-			// earlier subtest's StreamQuery of the same name would be on the
-			// same tenant: a name of its own keeps the subtests apart in any order.
-			query := "page-views-" + strings.ReplaceAll(set, "-", "")
-			sq := object("StreamQuery", ns, query, map[string]any{"sourceQueue": "page-views", "configHash": "v1"})
-			if err := k8s.Create(ctx, sq); err != nil {
-				t.Fatal(err)
-			}
-			id := waitReady(t, k8s, sq)
-
-			conn, err := pgx.Connect(ctx, url)
+			conn, err := pgx.Connect(ctx, st.dbURL)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer conn.Close(ctx)
 			var gotTenant, gotName string
-			if err := conn.QueryRow(ctx, `SELECT tenant, name FROM queen_streams.queries WHERE id = $1`, id).Scan(&gotTenant, &gotName); err != nil {
-				t.Fatalf("registration %s in the database: %v", id, err)
+			if err := conn.QueryRow(ctx, `SELECT tenant, name FROM queen_streams.queries WHERE id = $1`, st.queryID).Scan(&gotTenant, &gotName); err != nil {
+				t.Fatalf("registration %s in the database: %v", st.queryID, err)
 			}
-			if gotTenant != tenant || gotName != query {
-				t.Fatalf("registered as %s/%s, want %s/%s", gotTenant, gotName, tenant, query)
+			if gotTenant != tenant || gotName != st.query {
+				t.Fatalf("registered as %s/%s, want %s/%s", gotTenant, gotName, tenant, st.query)
 			}
 		})
 	}

@@ -1,0 +1,290 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/test/brokertest"
+)
+
+// Windows of the seeded query's state, in epoch ms: 12:00 and 12:01 UTC.
+var (
+	minute0 = time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
+	minute1 = minute0.Add(time.Minute)
+)
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// seed gives tenant data for every page, its names starting with p (with
+// auth on, through an admin token of the tenant):
+//   - queue p-orders with 4 messages; group p-billing has consumed one and
+//     holds a lease on the next; group p-audit dead-lettered one;
+//   - stream query p-views over p-page-views, sinking to p-views-minutely,
+//     whose one cycle wrote three windows: eu:12:00, eu:12:01 and us:12:00.
+func seed(t *testing.T, b *brokertest.Broker, tenant, p string) {
+	t.Helper()
+	token := ""
+	if b.Config.Auth == "jwt" {
+		token = brokertest.Mint(t, tenant, auth.Admin)
+	}
+	do := func(method, path string, body any, status int) brokertest.Response {
+		t.Helper()
+		r := b.Do(t, method, path, token, body)
+		if r.Status != status {
+			t.Fatalf("%s %s: %d %s", method, path, r.Status, r.Body)
+		}
+		return r
+	}
+	push := func(queue string, n int) {
+		var items []any
+		for i := range n {
+			items = append(items, map[string]any{"queue": queue, "transactionId": fmt.Sprintf("%s-tx-%d", queue, i),
+				"payload": map[string]any{"n": i, "customer": p + "-customer"}})
+		}
+		do("POST", "/api/v1/push", map[string]any{"items": items}, http.StatusCreated)
+	}
+	type popped struct {
+		LeaseID  string `json:"leaseId"`
+		Messages []struct {
+			TransactionID string `json:"transactionId"`
+			PartitionID   string `json:"partitionId"`
+		} `json:"messages"`
+	}
+	pop := func(queue, group string) popped {
+		var out popped
+		do("GET", "/api/v1/pop/queue/"+queue+"?batch=1&consumerGroup="+group, nil, http.StatusOK).JSON(t, &out)
+		return out
+	}
+	ack := func(m popped, group, status string) {
+		do("POST", "/api/v1/ack", map[string]any{"transactionId": m.Messages[0].TransactionID, "partitionId": m.Messages[0].PartitionID,
+			"status": status, "consumerGroup": group, "error": "the order has no customer"}, http.StatusOK)
+	}
+
+	orders := p + "-orders"
+	push(orders, 4)
+	ack(pop(orders, p+"-billing"), p+"-billing", "completed")
+	pop(orders, p+"-billing")
+	ack(pop(orders, p+"-audit"), p+"-audit", "dlq")
+
+	if tenant != auth.DefaultTenant {
+		if _, err := b.Pool.Exec(context.Background(),
+			`INSERT INTO queen_streams.quota (tenant, enabled) VALUES ($1, true) ON CONFLICT (tenant) DO NOTHING`, tenant); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var q struct {
+		QueryID string `json:"query_id"`
+	}
+	do("POST", "/streams/v1/queries", map[string]any{"name": p + "-views", "source_queue": p + "-page-views",
+		"sink_queue": p + "-views-minutely", "config_hash": "v1"}, http.StatusOK).JSON(t, &q)
+	push(p+"-page-views", 2)
+	group := "streams." + p + "-views"
+	m := pop(p+"-page-views", group)
+	window := func(key string, start time.Time, count int) map[string]any {
+		return map[string]any{"type": "upsert", "key": key, "value": map[string]any{
+			"windowStart": ms(start), "windowEnd": ms(start.Add(time.Minute)), "count": count}}
+	}
+	var c struct {
+		Success bool   `json:"success"`
+		Error   string `json:"error"`
+	}
+	do("POST", "/streams/v1/cycle", map[string]any{"query_id": q.QueryID, "partition_id": m.Messages[0].PartitionID,
+		"consumer_group": group,
+		"state_ops":      []any{window("eu:12:00", minute0, 7), window("eu:12:01", minute1, 3), window("us:12:00", minute0, 5)},
+		"ack":            map[string]any{"leaseId": m.LeaseID, "status": "completed", "count": 1}}, http.StatusOK).JSON(t, &c)
+	if !c.Success {
+		t.Fatalf("cycle refused: %s", c.Error)
+	}
+}
+
+// shopAt starts a broker with auth off, seeds the default tenant's shop
+// and opens the console's page at the fragment.
+func shopAt(t *testing.T, fragment string) (*brokertest.Broker, tab) {
+	t.Helper()
+	b := brokertest.Start(t)
+	seed(t, b, auth.DefaultTenant, "shop")
+	tab := newTab(t)
+	tab.open(b.URL + "/console/" + fragment)
+	return b, tab
+}
+
+func TestOverviewShowsQueuesGroupsBehindAndStreamQueries(t *testing.T) {
+	t.Parallel()
+	b, tab := shopAt(t, "")
+
+	mustContain(t, "the broker panel", tab.panel("Broker"), "healthy", "connected")
+	groups := tab.panel("Consumer groups behind")
+	mustContain(t, "the groups behind", groups, "shop-billing", "shop-orders", "shop-audit")
+	queries := tab.panel("Stream queries")
+	mustContain(t, "the stream queries", queries, "shop-views", "shop-page-views", "shop-views-minutely", "behind 1")
+	// shop-orders: one partition, 4 messages.
+	mustContain(t, "the queues", tab.panel("Queues"), "shop-orders\t1\t4\t", "shop-page-views")
+	mustContain(t, "the throughput", tab.panel("Throughput (last 5 min)"), "messages in", "messages out", "dead letters")
+	tab.shot("overview")
+
+	tab.phone()
+	tab.open(b.URL + "/console/")
+	tab.panel("Stream queries")
+	tab.shot("overview-phone")
+}
+
+func TestQueuePageShowsGroupsWithLagAndLeaseAndItsDeadLetters(t *testing.T) {
+	t.Parallel()
+	_, tab := shopAt(t, "#/queue/shop-orders")
+
+	groups := tab.panel("Consumer groups")
+	// billing: 1 of 4 consumed, the next one leased; audit dead-lettered one.
+	mustContain(t, "the queue's groups", groups, "shop-billing", "Default", "3", "leased", "shop-audit")
+	dlq := tab.panel("Dead letters")
+	mustContain(t, "the queue's dead letters", dlq, "shop-orders-tx-0", "shop-audit", "the order has no customer", "shop-customer")
+	// 4 messages, 3 of them after the cursors of both groups.
+	mustContain(t, "the partitions", tab.panel("Partitions"), "Default\t4\t3\t")
+	tab.shot("queue")
+}
+
+func TestStreamQueryPageShowsProgressAndTheStateBrowserFilters(t *testing.T) {
+	t.Parallel()
+	_, tab := shopAt(t, "#/query/shop-views")
+
+	mustContain(t, "the query panel", tab.panel("Query"), "shop-page-views", "shop-views-minutely", "v1")
+	mustContain(t, "the progress panel", tab.panel("Progress"), "state rows", "3")
+	mustContain(t, "the source partitions", tab.panel("Source partitions"), "Default")
+	tab.panel("State")
+	all := tab.waitText("#state-rows", "3 rows")
+	// Each window's value and bounds, as the state read answered them.
+	mustContain(t, "the state rows", all, "eu:12:00", "eu:12:01", "us:12:00", `"count": 7`,
+		"2026-05-06T12:00:00Z → 2026-05-06T12:01:00Z")
+	tab.shot("query-state")
+
+	// Key prefix.
+	tab.do(chromedp.SendKeys(chromedp.CSS("#state-prefix"), "eu:"), chromedp.Click(chromedp.CSS("#state-read")))
+	eu := tab.waitText("#state-rows", "2 rows")
+	mustContain(t, "the eu: rows", eu, "eu:12:00", "eu:12:01")
+	mustNotContain(t, "the eu: rows", eu, "us:12:00")
+
+	// Ripeness, ANDed with the prefix: windows ending by 12:01:30 are eu:12:00 only.
+	tab.set("#state-ripe", minute1.Add(30*time.Second).Format("2006-01-02T15:04:05"))
+	tab.do(chromedp.Click(chromedp.CSS("#state-read")))
+	ripe := tab.waitText("#state-rows", "1 row")
+	mustContain(t, "the ripe eu: rows", ripe, "eu:12:00")
+	mustNotContain(t, "the ripe eu: rows", ripe, "eu:12:01", "us:12:00")
+	tab.shot("query-state-filtered")
+
+	// "Ripe now" with no prefix: every window of 2026-05-06 is due.
+	tab.set("#state-prefix", "")
+	tab.do(chromedp.Click(chromedp.CSS("#state-ripe-now")), chromedp.Click(chromedp.CSS("#state-read")))
+	tab.waitText("#state-rows", "3 rows")
+}
+
+func TestDeadLetterBrowserListsAndFiltersByQueue(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	seed(t, b, auth.DefaultTenant, "shop")
+	seed(t, b, auth.DefaultTenant, "mill")
+	tab := newTab(t)
+	tab.open(b.URL + "/console/#/dlq")
+	all := tab.panel("Dead letters")
+	mustContain(t, "every dead letter", all, "shop-orders", "mill-orders", "the order has no customer")
+
+	tab.do(chromedp.SendKeys(chromedp.CSS(`form.filters input[name="queue"]`), "mill-orders"),
+		chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)))
+	tab.waitText(`section[data-panel="Dead letters"] .count`, "1")
+	mill := tab.panel("Dead letters")
+	mustContain(t, "mill's dead letters", mill, "mill-orders-tx-0")
+	mustNotContain(t, "mill's dead letters", mill, "shop-orders")
+	tab.shot("dead-letters")
+}
+
+func TestMessageBrowseListsTheWindowsMessages(t *testing.T) {
+	t.Parallel()
+	_, tab := shopAt(t, "#/messages")
+	mustContain(t, "the messages", tab.panel("Messages"), "shop-orders-tx-3", "shop-orders-tx-0", "dead_letter", "shop-page-views-tx-1")
+	tab.do(chromedp.Click(chromedp.CSS(`#main button.link[data-tx="shop-orders-tx-0"]`)))
+	mustContain(t, "the dead-lettered message", tab.panel("Message shop-orders-tx-0"),
+		"dead_letter", "the order has no customer", `"customer": "shop-customer"`)
+	tab.shot("messages")
+}
+
+// With auth on, the console asks for a token, refuses one the broker
+// refuses, and keeps a good one in the tab's session storage only.
+func TestLoginWithATokenThenSignOut(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, brokertest.WithJWT(false))
+	token := brokertest.Mint(t, auth.DefaultTenant, auth.ReadOnly)
+	seed(t, b, auth.DefaultTenant, "shop")
+	tab := newTab(t)
+	tab.open(b.URL + "/console/")
+	tab.do(chromedp.WaitVisible(chromedp.CSS("#login")))
+	tab.shot("login")
+
+	tab.do(chromedp.SendKeys(chromedp.CSS("#token"), "not-a-token"), chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
+	tab.waitText("#login-error", "The broker refused the token")
+
+	tab.set("#token", "Bearer "+token)
+	tab.do(chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
+	mustContain(t, "the signed-in overview", tab.panel("Stream queries"), "shop-views")
+	mustContain(t, "the header", tab.waitText("#identity", "test-default"), "tenant default")
+	stored := run(tab, chromedp.Evaluate[string](`sessionStorage.getItem("regent.token")`))
+	cookies := run(tab, chromedp.Evaluate[string](`document.cookie`))
+	url := run(tab, chromedp.Location())
+	if stored != token {
+		t.Errorf("session storage holds %q, want the token without its Bearer prefix", stored)
+	}
+	if cookies != "" || strings.Contains(url, token) {
+		t.Errorf("the token leaked: cookies %q, URL %q", cookies, url)
+	}
+	tab.shot("signed-in")
+
+	tab.do(chromedp.Click(chromedp.CSS("#signout")), chromedp.WaitVisible(chromedp.CSS("#login")))
+	gone := run(tab, chromedp.Evaluate[bool](`sessionStorage.getItem("regent.token") === null`))
+	if !gone {
+		t.Errorf("the token stays in session storage after signing out")
+	}
+}
+
+// With tenancy on, a tenant's token shows that tenant's data, and another
+// tenant's query is not there even by its name.
+func TestATenantSeesOnlyItsOwnData(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, brokertest.WithJWT(true))
+	seed(t, b, "acme", "acme")
+	seed(t, b, "globex", "globex")
+	tab := newTab(t)
+	tab.open(b.URL + "/console/")
+	tab.do(chromedp.SendKeys(chromedp.CSS("#token"), brokertest.Mint(t, "acme", auth.ReadOnly)),
+		chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
+
+	for panel, want := range map[string]string{"Consumer groups behind": "acme-billing", "Stream queries": "acme-views"} {
+		text := tab.panel(panel)
+		mustContain(t, panel, text, want)
+		mustNotContain(t, panel, text, "globex")
+	}
+	tab.shot("tenant-overview")
+
+	tab.open(b.URL + "/console/#/dlq")
+	dlq := tab.panel("Dead letters")
+	mustContain(t, "acme's dead letters", dlq, "acme-orders")
+	mustNotContain(t, "acme's dead letters", dlq, "globex")
+
+	tab.open(b.URL + "/console/#/query/globex-views")
+	mustContain(t, "globex's query seen by acme", tab.panel("Query"), "No stream query named globex-views")
+}
+
+// A console left open while its broker goes away says so, rather than
+// showing the last data as if it were current.
+func TestAnErrorIsShownWhenTheBrokerIsDown(t *testing.T) {
+	t.Parallel()
+	b, tab := shopAt(t, "")
+	tab.panel("Stream queries")
+	b.Stop()
+	tab.do(chromedp.Click(chromedp.CSS("#refresh")))
+	tab.waitText("#banner", "The broker at "+strings.TrimPrefix(b.URL, "http://")+" cannot be reached.")
+	tab.shot("broker-down")
+}

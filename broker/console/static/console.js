@@ -1,0 +1,484 @@
+// Regent's console. It reads only through the broker's JSON routes, with
+// the token the user pasted (kept in sessionStorage, never in a cookie or a
+// URL), and builds the page with DOM nodes, never with HTML strings, so a
+// queue name or a payload is always shown as text.
+"use strict";
+
+const TOKEN = "regent.token";
+const main = document.getElementById("main");
+const banner = document.getElementById("banner");
+
+// --- talking to the broker -------------------------------------------------
+
+class Unavailable extends Error {} // the broker does not serve the route (yet)
+class Denied extends Error {}      // 401: no token, or one the broker refuses
+class Down extends Error {}        // no answer at all
+class Failed extends Error {}      // any other non-2xx answer
+
+async function api(path, body) {
+  const headers = {};
+  const token = sessionStorage.getItem(TOKEN);
+  if (token) headers.Authorization = "Bearer " + token;
+  const init = { headers, cache: "no-store" };
+  if (body !== undefined) {
+    init.method = "POST";
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let resp;
+  try {
+    resp = await fetch(path, init);
+  } catch (e) {
+    throw new Down("The broker at " + location.host + " cannot be reached.");
+  }
+  let data = null;
+  try { data = await resp.json(); } catch (e) { /* an empty or non-JSON body */ }
+  const message = data && data.error ? data.error : "HTTP " + resp.status;
+  if (resp.status === 401) throw new Denied(message);
+  if (resp.status === 404 && data && data.error === "Not found") {
+    throw new Unavailable("Not available: this broker does not serve " + path.split("?")[0] + ".");
+  }
+  if (!resp.ok) throw new Failed("The broker answered " + resp.status + ": " + message);
+  return data;
+}
+
+// --- building the page -----------------------------------------------------
+
+function el(tag, attrs, ...children) {
+  const n = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) n.addEventListener(k.slice(2), v);
+    else n.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    n.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return n;
+}
+
+const fmt = {
+  num: (v) => (v === null || v === undefined ? "—" : Number(v).toLocaleString("en")),
+  // Local time, written year first so that no reader mistakes the day.
+  time: (v) => (v ? new Date(v).toLocaleString("sv-SE") : "—"),
+  secs: (v) => {
+    if (v === null || v === undefined) return "—";
+    if (v < 120) return v + " s";
+    if (v < 7200) return Math.round(v / 60) + " min";
+    return (v / 3600).toFixed(1) + " h";
+  },
+  rate: (v) => (v === null || v === undefined ? "—" : Number(v).toFixed(2) + "/s"),
+};
+
+function link(href, text) { return el("a", { href }, text); }
+const enc = encodeURIComponent;
+
+// table draws rows under headers; a column is [header, cell(row), "num"?].
+function table(cols, rows, empty) {
+  if (!rows.length) return el("p", { class: "muted" }, empty || "Nothing to show.");
+  return el("div", { class: "table-wrap" }, el("table", {},
+    el("thead", {}, el("tr", {}, cols.map(([h, , cls]) => el("th", { class: cls }, h)))),
+    el("tbody", {}, rows.map((r) => el("tr", {}, cols.map(([, cell, cls]) => el("td", { class: cls }, cell(r))))))));
+}
+
+function pill(text, kind) { return el("span", { class: "pill " + kind }, text); }
+
+function stat(k, v, small) {
+  return el("div", { class: "stat" + (small ? " small" : "") }, el("div", { class: "v" }, v), el("div", { class: "k" }, k));
+}
+
+// panel is a card that fills itself from load(), and shows instead what
+// went wrong: a route the broker does not serve, or an error answer.
+function panel(title, load, opts) {
+  const body = el("div", {}, el("p", { class: "muted" }, "Loading…"));
+  const count = el("span", { class: "count" });
+  const p = el("section", { class: "panel" + (opts && opts.wide ? " wide" : ""), "data-panel": title },
+    el("h2", {}, el("span", {}, title), count), body);
+  // data-state says the panel is done, for a reader and for the tests.
+  load((n) => { count.textContent = n; }).then(
+    (node) => { body.replaceChildren(node); p.dataset.state = "ready"; },
+    (e) => {
+      if (e instanceof Denied) { failPage(e); return; }
+      if (e instanceof Down) failPage(e);
+      const cls = e instanceof Unavailable ? "unavailable" : "error";
+      body.replaceChildren(el("p", { class: cls }, e.message));
+      p.dataset.state = cls;
+    });
+  return p;
+}
+
+// --- who is signed in ------------------------------------------------------
+
+function claims(token) {
+  try {
+    const b64 = token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    return JSON.parse(decodeURIComponent(escape(atob(b64))));
+  } catch (e) { return {}; }
+}
+
+function showWho() {
+  const who = document.getElementById("who");
+  const token = sessionStorage.getItem(TOKEN);
+  if (!token) { who.replaceChildren(); return; }
+  const c = claims(token);
+  who.replaceChildren(
+    el("span", { id: "identity" }, [c.sub, c.tenant && "tenant " + c.tenant].filter(Boolean).join(" · ") || "signed in"),
+    el("button", { type: "button", class: "secondary", id: "signout", onclick: () => {
+      sessionStorage.removeItem(TOKEN); showWho(); route();
+    } }, "Sign out"));
+}
+
+function login(message) {
+  // Every panel of a page learns of the refusal; the first one signs out.
+  if (!message && document.getElementById("login")) return;
+  const area = el("textarea", { id: "token", placeholder: "eyJhbGciOi…", autocomplete: "off", spellcheck: "false" });
+  main.replaceChildren(el("section", { class: "panel login" },
+    el("h1", {}, "Sign in"),
+    el("p", {}, "This broker checks tokens. Paste a JWT with at least the read-only role; it is kept in this tab's session storage only."),
+    message && el("p", { class: "error", id: "login-error" }, message),
+    el("form", { id: "login", onsubmit: (ev) => {
+      ev.preventDefault();
+      const t = area.value.trim().replace(/^Bearer\s+/i, "");
+      if (!t) return;
+      sessionStorage.setItem(TOKEN, t);
+      showWho();
+      route();
+    } }, area, el("button", { type: "submit" }, "Sign in"))));
+}
+
+// failPage replaces the page when nothing on it can load: the broker is
+// gone, or it refuses the token.
+function failPage(e) {
+  if (e instanceof Denied) {
+    const had = sessionStorage.getItem(TOKEN);
+    sessionStorage.removeItem(TOKEN);
+    showWho();
+    login(had ? "The broker refused the token: " + e.message : null);
+    return;
+  }
+  showBanner(e.message + " Last tried at " + new Date().toLocaleTimeString("en-GB", { hour12: false }) + ".");
+}
+
+function showBanner(text) { banner.textContent = text; banner.hidden = false; }
+
+// --- pages -----------------------------------------------------------------
+
+function groupsBehind(gs) { return gs.filter((g) => g.partitionsWithLag > 0 || g.maxTimeLag >= 60); }
+
+function groupState(g) {
+  return pill(g.state, g.state === "Lagging" ? "bad" : g.partitionsWithLag > 0 ? "warn" : g.state === "Dead" ? "idle" : "ok");
+}
+
+function queryState(q) {
+  if (!q.lastCycle) return pill("no cycle yet", "idle");
+  return q.lag > 0 ? pill("behind " + fmt.num(q.lag), "warn") : pill("caught up", "ok");
+}
+
+const pages = {
+  overview() {
+    return [el("h1", {}, "Overview"), el("div", { class: "grid" },
+      panel("Broker", async () => {
+        const h = await api("/health");
+        return el("div", { class: "stats" }, stat("status", h.status), stat("database", h.database), stat("version", h.version));
+      }),
+      panel("Throughput (last 5 min)", async () => {
+        const o = await api("/api/v1/resources/overview");
+        return el("div", { class: "stats" },
+          stat("messages in", fmt.rate(o.throughput.ingestedPerSecond)),
+          stat("messages out", fmt.rate(o.throughput.processedPerSecond)),
+          stat("pending", fmt.num(o.messages.pending)),
+          stat("dead letters", fmt.num(o.messages.deadLetter)));
+      }),
+      panel("Queues", async (count) => {
+        const qs = (await api("/api/v1/resources/queues")).queues.filter((q) => q.name !== "");
+        count(qs.length);
+        return table([
+          ["Queue", (q) => link("#/queue/" + enc(q.name), q.name)],
+          ["Partitions", (q) => fmt.num(q.partitions), "num"],
+          ["Messages", (q) => fmt.num(q.messages.total), "num"],
+          ["Pending", (q) => fmt.num(q.messages.pending), "num"],
+          ["In flight", (q) => fmt.num(q.messages.processing), "num"],
+        ], qs, "No queues yet.");
+      }, { wide: true }),
+      panel("Consumer groups behind", async (count) => {
+        const all = await api("/api/v1/consumer-groups");
+        const gs = groupsBehind(all);
+        count(gs.length + " of " + all.length);
+        return table([
+          ["Group", (g) => g.name],
+          ["Queue", (g) => link("#/queue/" + enc(g.queueName), g.queueName)],
+          ["State", groupState],
+          ["Partitions behind", (g) => fmt.num(g.partitionsWithLag), "num"],
+          ["Messages", (g) => fmt.num(g.lagMessages), "num"],
+          ["Oldest unconsumed", (g) => (g.partitionsWithLag ? fmt.secs(g.maxTimeLag) : "—"), "num"],
+        ], gs, all.length ? "Every group is caught up." : "No consumer groups yet.");
+      }, { wide: true }),
+      panel("Stream queries", async (count) => {
+        const qs = (await api("/streams/v1/queries")).queries;
+        count(qs.length);
+        return table([
+          ["Query", (q) => link("#/query/" + enc(q.name), q.name)],
+          ["Source", (q) => q.sourceQueue],
+          ["Sink", (q) => q.sinkQueue || "—"],
+          ["State", queryState],
+          ["Lag", (q) => fmt.num(q.lag), "num"],
+          ["State rows", (q) => fmt.num(q.stateRows), "num"],
+          ["Last cycle", (q) => fmt.time(q.lastCycle)],
+        ], qs, "No stream queries registered.");
+      }, { wide: true }))];
+  },
+
+  queue(name) {
+    return [el("h1", {}, name, el("span", { class: "sub" }, "queue")), el("div", { class: "grid" },
+      panel("Partitions", async (count) => {
+        const q = await api("/api/v1/resources/queues/" + enc(name));
+        count(q.partitions.length);
+        return table([
+          ["Partition", (p) => p.name],
+          ["Messages", (p) => fmt.num(p.stats.total), "num"],
+          ["Pending", (p) => fmt.num(p.stats.pending), "num"],
+          ["In flight", (p) => fmt.num(p.stats.processing), "num"],
+          ["Dead letters", (p) => fmt.num(p.stats.deadLetter), "num"],
+          ["Oldest pending", (p) => fmt.time(p.oldestMessage)],
+          ["Newest", (p) => fmt.time(p.newestMessage)],
+        ], q.partitions, "No partitions.");
+      }, { wide: true }),
+      panel("Consumer groups", async (count) => {
+        const gs = (await api("/api/v1/consumer-groups")).filter((g) => g.queueName === name);
+        count(gs.length);
+        const rows = [];
+        for (const g of gs) {
+          const d = await api("/api/v1/consumer-groups/" + enc(g.name));
+          for (const p of (d[name] || { partitions: [] }).partitions) rows.push({ group: g, p });
+        }
+        return table([
+          ["Group", (r) => r.group.name],
+          ["State", (r) => groupState(r.group)],
+          ["Partition", (r) => r.p.partition],
+          ["Lag (messages)", (r) => fmt.num(r.p.offsetLag), "num"],
+          ["Oldest unconsumed", (r) => (r.p.offsetLag ? fmt.secs(r.p.timeLagSeconds) : "—"), "num"],
+          ["Lease", (r) => (r.p.leaseActive ? pill("leased", "warn") : pill("free", "idle"))],
+          ["Consumed", (r) => fmt.num(r.p.totalConsumed), "num"],
+          ["Last consumed", (r) => fmt.time(r.p.lastConsumedAt)],
+        ], rows, "No consumer group has read this queue.");
+      }, { wide: true }),
+      panel("Dead letters", async (count) => {
+        const d = await api("/api/v1/dlq?limit=20&queue=" + enc(name));
+        count(d.total);
+        return el("div", {}, dlqTable(d.messages), d.total > d.messages.length &&
+          el("p", {}, link("#/dlq?queue=" + enc(name), "All " + d.total + " dead letters of " + name)));
+      }, { wide: true }))];
+  },
+
+  query(name) {
+    const h = el("h1", {}, name, el("span", { class: "sub" }, "stream query"));
+    const grid = el("div", { class: "grid" });
+    const load = api("/streams/v1/queries").then((a) => {
+      const q = a.queries.find((x) => x.name === name);
+      if (!q) throw new Failed("No stream query named " + name + " is registered for this tenant.");
+      return q;
+    });
+    grid.append(
+      panel("Query", async () => {
+        const q = await load;
+        return el("dl", { class: "kv" },
+          el("dt", {}, "Id"), el("dd", { class: "mono" }, q.id),
+          el("dt", {}, "Source"), el("dd", {}, link("#/queue/" + enc(q.sourceQueue), q.sourceQueue)),
+          el("dt", {}, "Sink"), el("dd", {}, q.sinkQueue ? link("#/queue/" + enc(q.sinkQueue), q.sinkQueue) : "—"),
+          el("dt", {}, "Config hash"), el("dd", { class: "mono" }, q.configHash),
+          el("dt", {}, "Resets"), el("dd", {}, fmt.num(q.resetGeneration)),
+          el("dt", {}, "Registered"), el("dd", {}, fmt.time(q.createdAt)));
+      }),
+      panel("Progress", async () => {
+        const q = await load;
+        return el("div", { class: "stats" }, stat("lag", fmt.num(q.lag)), stat("state rows", fmt.num(q.stateRows)),
+          stat("last cycle", fmt.time(q.lastCycle), true), stat("state", queryState(q), true));
+      }),
+      panel("Source partitions", async (count) => {
+        const q = await load;
+        count(q.partitions.length);
+        return table([
+          ["Partition", (p) => p.name],
+          ["Lag", (p) => fmt.num(p.lag), "num"],
+          ["State rows", (p) => fmt.num(p.stateRows), "num"],
+        ], q.partitions, "The source queue has no partition yet.");
+      }, { wide: true }),
+      panel("State", async () => stateBrowser(await load), { wide: true }));
+    return [h, grid];
+  },
+
+  dlq(params) {
+    const queue = params.get("queue") || "", group = params.get("consumerGroup") || "";
+    const offset = Math.max(0, parseInt(params.get("offset") || "0", 10) || 0), limit = 50;
+    const form = filters([["queue", "Queue", queue], ["consumerGroup", "Consumer group", group]], "#/dlq");
+    return [el("h1", {}, "Dead letters"), form, el("div", { class: "grid" },
+      panel("Dead letters", async (count) => {
+        const q = new URLSearchParams({ limit, offset });
+        if (queue) q.set("queue", queue);
+        if (group) q.set("consumerGroup", group);
+        const d = await api("/api/v1/dlq?" + q);
+        count(d.total);
+        return el("div", {}, dlqTable(d.messages, true), pager(params, "#/dlq", offset, limit, d.messages.length, d.total));
+      }, { wide: true }))];
+  },
+
+  messages(params) {
+    const now = new Date(), hourAgo = new Date(now - 3600e3);
+    const f = {
+      queue: params.get("queue") || "", status: params.get("status") || "",
+      from: params.get("from") || hourAgo.toISOString(), to: params.get("to") || now.toISOString(),
+    };
+    const offset = Math.max(0, parseInt(params.get("offset") || "0", 10) || 0), limit = 50;
+    const form = filters([["queue", "Queue", f.queue], ["status", "Status", f.status,
+      ["", "pending", "processing", "completed", "dead_letter"]], ["from", "From", f.from], ["to", "To", f.to]], "#/messages");
+    const detail = el("div", { id: "message-detail", class: "span-all" });
+    return [el("h1", {}, "Messages"), form, el("div", { class: "grid" },
+      panel("Messages", async () => {
+        const q = new URLSearchParams({ from: f.from, to: f.to, limit, offset });
+        if (f.queue) q.set("queue", f.queue);
+        if (f.status) q.set("status", f.status);
+        const a = await api("/api/v1/messages?" + q);
+        return el("div", {}, table([
+          ["Created", (m) => fmt.time(m.createdAt)],
+          ["Queue", (m) => link("#/queue/" + enc(m.queue), m.queue)],
+          ["Partition", (m) => m.partition],
+          ["Transaction", (m) => el("button", { type: "button", class: "link", "data-tx": m.transactionId, onclick: () => showMessage(detail, m) }, m.transactionId)],
+          ["Status", (m) => pill(m.status, { completed: "ok", pending: "idle", processing: "warn", dead_letter: "bad" }[m.status] || "idle")],
+          ["Groups done", (m) => m.busStatus ? m.busStatus.consumedBy + " of " + m.busStatus.totalGroups : "—", "num"],
+        ], a.messages, "No message in this window."), pager(params, "#/messages", offset, limit, a.messages.length));
+      }, { wide: true }), detail)];
+  },
+};
+
+function dlqTable(ms, withQueue) {
+  return table([
+    ["Failed", (m) => fmt.time(m.failedAt)],
+    withQueue && ["Queue", (m) => link("#/queue/" + enc(m.queue), m.queue)],
+    ["Partition", (m) => m.partition],
+    ["Group", (m) => m.consumerGroup],
+    ["Transaction", (m) => el("span", { class: "mono" }, m.transactionId)],
+    ["Retries", (m) => fmt.num(m.retryCount), "num"],
+    ["Error", (m) => m.errorMessage || "—"],
+    ["Payload", (m) => el("pre", {}, JSON.stringify(m.data))],
+  ].filter(Boolean), ms, "No dead letters.");
+}
+
+function showMessage(detail, m) {
+  detail.replaceChildren(panel("Message " + m.transactionId, async () => {
+    const d = await api("/api/v1/messages/" + enc(m.partitionId) + "/" + enc(m.transactionId));
+    return el("div", {}, el("dl", { class: "kv" },
+      el("dt", {}, "Queue"), el("dd", {}, d.queue + " / " + d.partition),
+      el("dt", {}, "Status"), el("dd", {}, d.status),
+      el("dt", {}, "Created"), el("dd", {}, fmt.time(d.createdAt)),
+      el("dt", {}, "Trace"), el("dd", { class: "mono" }, d.traceId || "—"),
+      el("dt", {}, "Retries"), el("dd", {}, fmt.num(d.retryCount)),
+      el("dt", {}, "Error"), el("dd", {}, d.errorMessage || "—")),
+      el("h3", {}, "Payload"), el("pre", {}, JSON.stringify(d.payload, null, 2)));
+  }, { wide: true }));
+}
+
+// filters is a form whose fields become the page's query string.
+function filters(fields, base) {
+  const inputs = fields.map(([name, label, value, options]) => el("label", {}, label, options
+    ? el("select", { name }, options.map((o) => el("option", { value: o, selected: o === value }, o || "any")))
+    : el("input", { name, value, autocomplete: "off" })));
+  return el("form", { class: "filters", onsubmit: (ev) => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    for (const [k, v] of new FormData(ev.target)) if (v) q.set(k, v);
+    location.hash = base + "?" + q;
+  } }, inputs, el("button", { type: "submit" }, "Apply"));
+}
+
+function pager(params, base, offset, limit, shown, total) {
+  const to = (o) => { const q = new URLSearchParams(params); q.set("offset", o); return base + "?" + q; };
+  const more = total === undefined ? shown === limit : offset + shown < total;
+  if (!offset && !more) return null;
+  return el("div", { class: "pager" },
+    offset > 0 && link(to(Math.max(0, offset - limit)), "← Newer"),
+    el("span", { class: "muted" }, (offset + 1) + "–" + (offset + shown) + (total !== undefined ? " of " + total : "")),
+    more && link(to(offset + limit), "Older →"));
+}
+
+// stateBrowser reads a query's state shards through POST
+// /streams/v1/state/get, with the route's own key-prefix and ripeness
+// filters, and shows each row's value (a window's accumulator).
+function stateBrowser(q) {
+  if (!q.partitions.length) return el("p", { class: "muted" }, "The source queue has no partition, so there is no state.");
+  const part = el("select", { name: "partition", id: "state-partition" },
+    q.partitions.map((p) => el("option", { value: p.id }, p.name + " (" + p.stateRows + " rows)")));
+  const prefix = el("input", { name: "key_prefix", id: "state-prefix", placeholder: "any key", autocomplete: "off" });
+  const ripe = el("input", { name: "ripe", id: "state-ripe", type: "datetime-local", step: "1" });
+  const out = el("div", { id: "state-rows" });
+  const read = async () => {
+    const body = { query_id: q.id, partition_id: part.value };
+    if (prefix.value) body.key_prefix = prefix.value;
+    if (ripe.value) body.ripe_at_or_before = new Date(ripe.value).getTime();
+    out.replaceChildren(el("p", { class: "muted" }, "Reading…"));
+    try {
+      const a = await api("/streams/v1/state/get", body);
+      out.replaceChildren(el("p", { class: "muted", id: "state-count" }, a.rows.length + (a.rows.length === 1 ? " row" : " rows")),
+        table([
+          ["Key", (r) => el("span", { class: "mono" }, r.key)],
+          ["Window", (r) => windowOf(r.value)],
+          ["Value", (r) => el("pre", {}, JSON.stringify(r.value, null, 1))],
+          ["Updated", (r) => fmt.time(r.updated_at)],
+        ], a.rows, "No state row matches."));
+    } catch (e) {
+      if (e instanceof Down || e instanceof Denied) failPage(e);
+      else out.replaceChildren(el("p", { class: "error" }, e.message));
+    }
+  };
+  const form = el("form", { class: "filters", id: "state-form", onsubmit: (ev) => { ev.preventDefault(); read(); } },
+    el("label", {}, "Partition", part), el("label", {}, "Key prefix", prefix),
+    el("label", {}, "Ripe at or before (your time)", ripe),
+    el("button", { type: "button", class: "secondary", id: "state-ripe-now", onclick: () => {
+      const d = new Date(Date.now() - new Date().getTimezoneOffset() * 60e3);
+      ripe.value = d.toISOString().slice(0, 19);
+    } }, "Ripe now"),
+    el("button", { type: "submit", id: "state-read" }, "Read state"));
+  read();
+  return el("div", {}, form, out);
+}
+
+// windowOf shows a row's window when its value carries the epoch-ms bounds
+// the ripeness filter reads.
+function windowOf(v) {
+  const num = (x) => typeof x === "number";
+  if (!v || !num(v.windowEnd)) return "—";
+  const end = new Date(v.windowEnd).toISOString().replace(".000Z", "Z");
+  return num(v.windowStart) ? new Date(v.windowStart).toISOString().replace(".000Z", "Z") + " → " + end : "ends " + end;
+}
+
+// --- routing ---------------------------------------------------------------
+
+function route() {
+  banner.hidden = true;
+  const [path, query] = location.hash.replace(/^#/, "").split("?");
+  const params = new URLSearchParams(query || "");
+  const parts = (path || "/").split("/").filter(Boolean).map(decodeURIComponent);
+  let page = "overview", nodes;
+  if (parts[0] === "queue" && parts[1] !== undefined) { page = "queue"; nodes = pages.queue(parts[1]); }
+  else if (parts[0] === "query" && parts[1] !== undefined) { page = "query"; nodes = pages.query(parts[1]); }
+  else if (parts[0] === "dlq") { page = "dlq"; nodes = pages.dlq(params); }
+  else if (parts[0] === "messages") { page = "messages"; nodes = pages.messages(params); }
+  else nodes = pages.overview();
+  for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.dataset.page === page);
+  main.replaceChildren(...nodes);
+}
+
+async function start() {
+  showWho();
+  try {
+    const h = await api("/health");
+    document.getElementById("version").textContent = "Regent " + h.version;
+  } catch (e) {
+    if (e instanceof Down) { showBanner(e.message); return; }
+  }
+  route();
+}
+
+window.addEventListener("hashchange", route);
+document.getElementById("refresh").addEventListener("click", route);
+start();

@@ -1,0 +1,164 @@
+package queue_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/test/brokertest"
+)
+
+// The queue options of queue-admin-api.md §8 that the pop and push paths
+// enforce, or must not: one test each. Retention and eviction are
+// broker/retention's.
+
+func configureQueue(t *testing.T, b *brokertest.Broker, queue string, options map[string]any) map[string]any {
+	t.Helper()
+	resp := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": queue, "options": options})
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	return resp.Map(t)["options"].(map[string]any)
+}
+
+// quiet makes partition's newest message of queue look pushed ago, as far
+// as windowBuffer is concerned.
+func quiet(t *testing.T, b *brokertest.Broker, queue, partition string, ago time.Duration) {
+	t.Helper()
+	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.partitions p SET last_push_at = now() - $3::interval
+		  FROM queen.queues q WHERE q.id = p.queue_id AND q.name = $1 AND p.name = $2`, queue, partition, ago)
+	require.NoError(t, err)
+}
+
+func TestWindowBufferHoldsAPartitionWhileItsNewestMessageIsYounger(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	configureQueue(t, b, "q", map[string]any{"windowBuffer": 60})
+	push(t, b, msgs("q", "held", 0, 2)...)
+	push(t, b, msgs("q", "quiet", 10, 1)...)
+	quiet(t, b, "q", "quiet", 2*time.Minute)
+
+	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q/partition/held?batch=10"), "the partition route answers 204")
+	p := pop(t, b, "/api/v1/pop/queue/q?batch=10&partitions=10")
+	require.Equal(t, []int{10}, ns(p), "the queue-wide pop claims only the quiet partition")
+	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?batch=10&partitions=10"))
+	require.Zero(t, b.Count(t, `SELECT count(*) FROM queen.cursors c JOIN queen.partitions p ON p.id = c.partition_id
+		WHERE p.name = 'held' AND c.lease_id IS NOT NULL`), "a held partition takes no lease")
+
+	quiet(t, b, "q", "held", 2*time.Minute)
+	push(t, b, msgs("q", "held", 2, 1)...)
+	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q/partition/held?batch=10"), "a new push holds it again")
+	quiet(t, b, "q", "held", 2*time.Minute)
+	require.Equal(t, []int{0, 1, 2}, ns(pop(t, b, "/api/v1/pop/queue/q/partition/held?batch=10")),
+		"once quiet, everything after the cursor is delivered")
+}
+
+func TestAParkedLongPollWakesWhenAHeldPartitionsWindowEnds(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	configureQueue(t, b, "q", map[string]any{"windowBuffer": 1})
+	push(t, b, msgs("q", "Default", 0, 2)...)
+	for _, path := range []string{"/api/v1/pop/queue/q", "/api/v1/pop/queue/q/partition/Default"} {
+		quiet(t, b, "q", "Default", -500*time.Millisecond) // newest message 0.5 s in the future: 1.5 s to wait
+		start := time.Now()
+		p := pop(t, b, path+"?batch=10&autoAck=true&consumerGroup="+time.Now().Format("150405.000000")+"&wait=true&timeout=8000")
+		took := time.Since(start)
+		require.Equal(t, []int{0, 1}, ns(p), path)
+		require.GreaterOrEqual(t, took, time.Second, path)
+		require.Less(t, took, 5*time.Second, "%s: woken by the window's end, not the timeout", path)
+	}
+}
+
+func TestWindowBufferAndDelayedProcessingMustBothPass(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	configureQueue(t, b, "q", map[string]any{"windowBuffer": 60, "delayedProcessing": 60})
+	push(t, b, msgs("q", "Default", 0, 1)...)
+	quiet(t, b, "q", "Default", 2*time.Minute)
+	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q/partition/Default"), "the window passed, the delay did not")
+	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.log_segments SET max_created_at = now() - interval '2 minutes'`)
+	require.NoError(t, err)
+	quiet(t, b, "q", "Default", 0)
+	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q/partition/Default"), "the delay passed, the window did not")
+	quiet(t, b, "q", "Default", 2*time.Minute)
+	require.Equal(t, []int{0}, ns(pop(t, b, "/api/v1/pop/queue/q/partition/Default")))
+}
+
+func TestTTLIsStoredAndEchoedAndExpiresNothing(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	require.Equal(t, 1.0, configureQueue(t, b, "q", map[string]any{"ttl": 1})["ttl"])
+	push(t, b, msgs("q", "Default", 0, 1)...)
+	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.log_segments SET min_created_at = now() - interval '1 day',
+		max_created_at = now() - interval '1 day'`)
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, ns(pop(t, b, "/api/v1/pop/queue/q")), "a day past its ttl, the message is delivered")
+}
+
+func TestMaxSizeIsStoredAndEchoedAndNotEnforcedOnPush(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	require.Equal(t, 2.0, configureQueue(t, b, "q", map[string]any{"maxSize": 2})["maxSize"])
+	out := push(t, b, msgs("q", "Default", 0, 5)...)
+	for _, o := range out {
+		require.Equal(t, "queued", o["status"])
+	}
+	resp := b.Do(t, "POST", "/api/v1/transaction", "", map[string]any{"operations": []any{
+		map[string]any{"type": "push", "items": msgs("q", "Default", 5, 2)}}})
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	require.Equal(t, seq(0, 7), ns(pop(t, b, "/api/v1/pop/queue/q?batch=10")))
+}
+
+func TestPriorityIsStoredAndEchoedAndNoPopReadsIt(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	require.Equal(t, 9.0, configureQueue(t, b, "q", map[string]any{"priority": 9})["priority"])
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.queues WHERE name = 'q' AND priority = 9`))
+	push(t, b, msgs("q", "Default", 0, 3)...)
+	require.Equal(t, seq(0, 3), ns(pop(t, b, "/api/v1/pop/queue/q?batch=10")), "delivered as without it")
+}
+
+func TestDeadLetteringHappensWhateverDeadLetterQueueAndDlqAfterMaxRetriesSay(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	o := configureQueue(t, b, "q", map[string]any{"retryLimit": 0, "deadLetterQueue": false, "dlqAfterMaxRetries": false})
+	require.Equal(t, false, o["deadLetterQueue"])
+	require.Equal(t, false, o["dlqAfterMaxRetries"])
+	o = configureQueue(t, b, "echo", map[string]any{"deadLetterQueue": true, "dlqAfterMaxRetries": true})
+	require.Equal(t, true, o["deadLetterQueue"])
+	require.Equal(t, true, o["dlqAfterMaxRetries"])
+
+	push(t, b, msgs("q", "Default", 0, 1)...)
+	p := pop(t, b, "/api/v1/pop/queue/q")
+	m := p.Messages[0]
+	ack(t, b, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": p.LeaseID,
+		"status": "failed"})
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.dead_letters`), "both flags false, and still a dead letter")
+}
+
+func TestDeletingAQueueDeletesItsSubscriptionRecords(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	push(t, b, msgs("q", "Default", 0, 1)...)
+	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?consumerGroup=g&subscriptionMode=new"))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.subscriptions WHERE consumer_group = 'g'`))
+	resp := b.Do(t, "DELETE", "/api/v1/resources/queues/q", "", nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	require.Zero(t, b.Count(t, `SELECT count(*) FROM queen.subscriptions`))
+
+	// The name reused: the group starts afresh, from the beginning.
+	push(t, b, msgs("q", "Default", 1, 2)...)
+	require.Equal(t, []int{1, 2}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=10&consumerGroup=g")))
+}
+
+func TestDefaultSubscriptionModeAppliesToAPopThatSendsNone(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, func(c *config.Config) { c.DefaultSubscriptionMode = "new" })
+	push(t, b, msgs("q", "Default", 0, 2)...)
+	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?consumerGroup=g"), "g starts at its first pop")
+	require.Equal(t, []int{0, 1}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=10&consumerGroup=h&subscriptionMode=all")),
+		"a mode sent wins")
+	push(t, b, msgs("q", "Default", 2, 1)...)
+	require.Equal(t, []int{2}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=10&consumerGroup=g")))
+}

@@ -1,0 +1,105 @@
+package streams_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/regent-mq/regent/test/brokertest"
+)
+
+type listed struct {
+	Queries []struct {
+		ID              string  `json:"id"`
+		Name            string  `json:"name"`
+		SourceQueue     string  `json:"sourceQueue"`
+		SinkQueue       *string `json:"sinkQueue"`
+		ConfigHash      string  `json:"configHash"`
+		ResetGeneration int64   `json:"resetGeneration"`
+		Lag             int64   `json:"lag"`
+		StateRows       int64   `json:"stateRows"`
+		LastCycle       *string `json:"lastCycle"`
+		Partitions      []struct {
+			ID        string `json:"id"`
+			Name      string `json:"name"`
+			Lag       int64  `json:"lag"`
+			StateRows int64  `json:"stateRows"`
+		} `json:"partitions"`
+	} `json:"queries"`
+}
+
+func list(t testing.TB, b *brokertest.Broker, token string) listed {
+	t.Helper()
+	r := b.Do(t, "GET", "/streams/v1/queries", token, nil)
+	wantStatus(t, r, 200)
+	var l listed
+	r.JSON(t, &l)
+	if l.Queries == nil {
+		t.Fatalf("answer %s has no queries array", r.Body)
+	}
+	return l
+}
+
+func TestQueryListingIsAnEmptyArrayWithoutQueries(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	if r := b.Do(t, "GET", "/streams/v1/queries", "", nil); string(r.Body) != `{"queries":[]}` {
+		t.Fatalf("GET /streams/v1/queries = %d %s, want {\"queries\":[]}", r.Status, r.Body)
+	}
+}
+
+// The listing says what the operator's StreamQuery status says (lag, state
+// rows, last cycle), per source partition too, so that the console's
+// state browser can address each shard.
+func TestQueryListingShowsEachQuerysProgressAndSourcePartitions(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	sink := register(t, b, "with-sink", "src", "out", "h1", false)
+	register(t, b, "idle", "other", "", "h2", false)
+	pid := sourcePartition(t, b, "src")
+	var items []any
+	for i := range 3 {
+		items = append(items, map[string]any{"queue": "src", "payload": map[string]any{"n": i}})
+	}
+	wantStatus(t, b.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": items}), 201)
+	p := pop(t, b, "src", 2, "consumerGroup=streams.with-sink")
+	committed(t, b, map[string]any{"query_id": sink.QueryID, "partition_id": pid,
+		"state_ops":      []any{map[string]any{"type": "upsert", "key": "w1", "value": map[string]any{"windowEnd": 1000, "sum": 3}}},
+		"consumer_group": "streams.with-sink",
+		"ack":            map[string]any{"leaseId": p.LeaseID, "status": "completed", "count": 2}})
+
+	l := list(t, b, "")
+	if len(l.Queries) != 2 || l.Queries[0].Name != "idle" || l.Queries[1].Name != "with-sink" {
+		t.Fatalf("queries %+v, want idle and with-sink, by name", l.Queries)
+	}
+	idle, q := l.Queries[0], l.Queries[1]
+	if idle.SinkQueue != nil || idle.LastCycle != nil || idle.StateRows != 0 || len(idle.Partitions) != 0 {
+		t.Errorf("the idle query on a queue that does not exist: %+v", idle)
+	}
+	if q.ID != sink.QueryID || q.SourceQueue != "src" || q.SinkQueue == nil || *q.SinkQueue != "out" || q.ConfigHash != "h1" {
+		t.Errorf("with-sink listed as %+v", q)
+	}
+	if q.Lag != 1 || q.StateRows != 1 || q.LastCycle == nil {
+		t.Errorf("with-sink after a cycle over 2 of 3 messages: lag %d, state rows %d, last cycle %v; want 1, 1, a time",
+			q.Lag, q.StateRows, q.LastCycle)
+	}
+	if len(q.Partitions) != 1 || q.Partitions[0].ID != pid || q.Partitions[0].Name != "Default" ||
+		q.Partitions[0].Lag != 1 || q.Partitions[0].StateRows != 1 {
+		t.Errorf("with-sink's partitions %+v, want Default (%s) with lag 1 and 1 state row", q.Partitions, pid)
+	}
+}
+
+// With tenancy on, each tenant lists its own queries only, even under the
+// same name.
+func TestQueryListingShowsOnlyTheCallersTenant(t *testing.T) {
+	t.Parallel()
+	ts := twoTenants(t)
+	grant(t, ts.b, "red", nil)
+	red := queryAs(t, ts.b, ts.red)
+	blue := queryAs(t, ts.b, ts.blue)
+	for token, want := range map[string]string{ts.red: red, ts.blue: blue} {
+		l := list(t, ts.b, token)
+		if got := fmt.Sprint(len(l.Queries)); got != "1" || l.Queries[0].ID != want {
+			t.Errorf("listing %+v, want only query %s", l.Queries, want)
+		}
+	}
+}

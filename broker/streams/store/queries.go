@@ -1,0 +1,90 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/regent-mq/regent/broker/pg"
+)
+
+// Query is a registered stream query and what it has done, for the
+// console: the StreamQuery status the operator writes, read from the same
+// function, plus the source partitions the state browser addresses.
+type Query struct {
+	ID              string           `json:"id"`
+	Name            string           `json:"name"`
+	SourceQueue     string           `json:"sourceQueue"`
+	SinkQueue       *string          `json:"sinkQueue"`
+	ConfigHash      string           `json:"configHash"`
+	ResetGeneration int64            `json:"resetGeneration"`
+	CreatedAt       time.Time        `json:"createdAt"`
+	UpdatedAt       time.Time        `json:"updatedAt"`
+	Lag             int64            `json:"lag"`
+	StateRows       int64            `json:"stateRows"`
+	LastCycle       *time.Time       `json:"lastCycle"`
+	Partitions      []QueryPartition `json:"partitions"`
+}
+
+// QueryPartition is a partition of a query's source queue: its lag behind
+// the query's group and its state shard's size.
+type QueryPartition struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Lag       int64  `json:"lag"`
+	StateRows int64  `json:"stateRows"`
+}
+
+// The query's workers pop its source as the group streams.<name>, the
+// group the operator reads the same progress for (controllers/celldb).
+const queriesSQL = `SELECT q.id::text, q.name, q.source_queue, q.sink_queue, q.config_hash, q.reset_generation,
+       q.created_at, q.updated_at, p.lag, p.state_rows, p.last_cycle,
+       COALESCE((SELECT json_agg(json_build_object(
+                        'id', pa.id, 'name', pa.name,
+                        'lag', GREATEST(pa.next_offset - COALESCE(c.committed, 0), 0),
+                        'stateRows', (SELECT count(*) FROM queen_streams.state s
+                                       WHERE s.query_id = q.id AND s.partition_id = pa.id))
+                        ORDER BY pa.name)
+                   FROM queen.queues qu
+                   JOIN queen.partitions pa ON pa.queue_id = qu.id
+                   LEFT JOIN queen.cursors c ON c.partition_id = pa.id AND c.consumer_group = 'streams.' || q.name
+                  WHERE qu.tenant = q.tenant AND qu.name = q.source_queue), '[]')
+  FROM queen_streams.queries q
+ CROSS JOIN LATERAL queen_streams.query_progress(
+        p_tenant => q.tenant, p_name => q.name, p_group => 'streams.' || q.name, p_source => q.source_queue) p
+ WHERE q.tenant = $1
+ ORDER BY q.name`
+
+// Queries lists the tenant's stream queries by name.
+func Queries(ctx context.Context, db pg.DB, tenant string) ([]Query, error) {
+	rows, err := db.Query(ctx, queriesSQL, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("list stream queries of tenant %q: %w", tenant, err)
+	}
+	out := []Query{}
+	var (
+		q     Query
+		parts []byte
+	)
+	_, err = pgx.ForEachRow(rows, []any{&q.ID, &q.Name, &q.SourceQueue, &q.SinkQueue, &q.ConfigHash, &q.ResetGeneration,
+		&q.CreatedAt, &q.UpdatedAt, &q.Lag, &q.StateRows, &q.LastCycle, &parts}, func() error {
+		q.Partitions = nil
+		q.CreatedAt, q.UpdatedAt = q.CreatedAt.UTC(), q.UpdatedAt.UTC()
+		if q.LastCycle != nil {
+			t := q.LastCycle.UTC()
+			q.LastCycle = &t
+		}
+		if err := json.Unmarshal(parts, &q.Partitions); err != nil {
+			return fmt.Errorf("decode partitions of query %q: %w", q.Name, err)
+		}
+		out = append(out, q)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list stream queries of tenant %q: %w", tenant, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,138 @@
+package streams_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// suspend sets the fixture's query "q" suspended or not, as the operator
+// does for spec.suspend.
+func (f fixture) suspend(t testing.TB, suspended bool) {
+	t.Helper()
+	if !scalar[bool](t, f.b, `SELECT queen_streams.query_suspend(p_tenant => $1, p_name => 'q', p_group => 'streams.q', p_suspended => $2)`,
+		f.b.Tenant, suspended) {
+		t.Fatal("query_suspend found no query q")
+	}
+}
+
+func (f fixture) leased(t testing.TB, group string) bool {
+	t.Helper()
+	return scalar[bool](t, f.b, `SELECT EXISTS (SELECT FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2 AND lease_id IS NOT NULL)`,
+		f.partition, group)
+}
+
+func TestASuspendedQueryPopsNothingAndTakesNoLease(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	push(t, f.b, "src", 0, 5)
+	f.suspend(t, true)
+
+	if p := pop(t, f.b, "src", 10, "consumerGroup=streams.q"); p != nil {
+		t.Fatalf("the suspended query's group popped %v", p.ns())
+	}
+	r := f.b.Do(t, "GET", "/api/v1/pop/queue/src?batch=10&consumerGroup=streams.q", "", nil)
+	wantStatus(t, r, 204)
+	if f.leased(t, "streams.q") {
+		t.Fatal("a pop of the suspended query's group took a lease")
+	}
+	// Other groups of the source are not the query's.
+	if p := pop(t, f.b, "src", 10, "consumerGroup=other"); p == nil || len(p.Messages) != 5 {
+		t.Fatalf("group other popped %v, want the 5 messages", p)
+	}
+
+	// Resuming wakes a pop parked meanwhile, and it starts where the
+	// cursor stood: at the first message.
+	parked := parkedPop(f.b, "src", "consumerGroup=streams.q&batch=10")
+	time.Sleep(200 * time.Millisecond) // let it park; it must not answer before the resume
+	f.suspend(t, false)
+	select {
+	case p := <-parked:
+		if p == nil || fmt.Sprint(p.ns()) != "[0 1 2 3 4]" {
+			t.Fatalf("the parked pop answered %v after the resume, want [0 1 2 3 4]", p)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the parked pop was not woken by the resume")
+	}
+}
+
+func TestASuspendedQueryCyclesAreRefusedWithQuerySuspended(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	push(t, f.b, "src", 0, 5)
+	p := pop(t, f.b, "src", 3, "consumerGroup=streams.q")
+	f.suspend(t, true)
+
+	body := f.body(map[string]any{"consumer_group": "streams.q",
+		"state_ops":  []map[string]any{{"type": "upsert", "key": "k", "value": map[string]any{"n": 3}}},
+		"push_items": []map[string]any{{"queue": "out", "payload": map[string]any{"n": 3}}},
+		"ack":        ack(p.LeaseID, "completed", 3)})
+	refused(t, f.b, body, "query suspended")
+	refused(t, f.b, f.body(map[string]any{"consumer_group": "streams.q",
+		"state_ops": []map[string]any{{"type": "upsert", "key": "idle", "value": 1}}}), "query suspended")
+	if s := f.state(t); len(s) != 0 {
+		t.Fatalf("state %v written by a refused cycle", s)
+	}
+	if c := f.cursor(t, "streams.q"); c.Committed != 0 || c.LeaseID != p.LeaseID {
+		t.Fatalf("cursor %+v moved under a suspended query", c)
+	}
+	if n := sinkMessages(t, f.b, "out"); n != 0 {
+		t.Fatalf("%d sink messages stored by a refused cycle", n)
+	}
+
+	// Resumed, the same cycle commits: the lease and the cursor are as the
+	// suspension found them.
+	f.suspend(t, false)
+	committed(t, f.b, body)
+	if c := f.cursor(t, "streams.q"); c.Committed != 3 || c.Leased {
+		t.Fatalf("cursor %+v after the resumed cycle, want committed 3, no lease", c)
+	}
+	if got := pop(t, f.b, "src", 10, "consumerGroup=streams.q").ns(); fmt.Sprint(got) != "[3 4]" {
+		t.Fatalf("next pop %v, want [3 4]", got)
+	}
+}
+
+func TestSuspendingAnUnknownQueryFindsNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var found bool
+	if err := f.b.Pool.QueryRow(context.Background(),
+		`SELECT queen_streams.query_suspend(p_tenant => $1, p_name => 'absent', p_group => 'streams.absent', p_suspended => true)`,
+		f.b.Tenant).Scan(&found); err != nil || found {
+		t.Fatalf("query_suspend of an unknown query = %v, %v; want false", found, err)
+	}
+}
+
+func TestRegisteringASuspendedQueryAgainLeavesItSuspended(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.suspend(t, true)
+	if r := register(t, f.b, "q", "src", "out", "h", false); r.QueryID != f.query {
+		t.Fatalf("re-registration answered query %s, want %s", r.QueryID, f.query)
+	}
+	if !scalar[bool](t, f.b, `SELECT suspended FROM queen_streams.queries WHERE id = $1`, f.query) {
+		t.Fatal("a re-registration resumed the suspended query")
+	}
+}
+
+func TestARewindRefusesTheCycleOfABatchLeasedBeforeIt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	push(t, f.b, "src", 0, 5)
+	p := pop(t, f.b, "src", 5, "consumerGroup=streams.q")
+	if outcome := scalar[string](t, f.b, `SELECT outcome FROM queen_streams.query_rewind(p_tenant => $1, p_name => 'q',
+		p_group => 'streams.q', p_token => 'r1', p_to => '-infinity')`, f.b.Tenant); outcome != "rewound" {
+		t.Fatalf("rewind outcome %q, want rewound", outcome)
+	}
+	// The worker folded the batch from the state it read before the rewind.
+	refused(t, f.b, f.body(map[string]any{"consumer_group": "streams.q",
+		"state_ops": []map[string]any{{"type": "upsert", "key": "k", "value": map[string]any{"n": 5}}},
+		"ack":       ack(p.LeaseID, "completed", 5)}), "invalid lease")
+	if s := f.state(t); len(s) != 0 {
+		t.Fatalf("state %v written from before the rewind", s)
+	}
+	if got := pop(t, f.b, "src", 10, "consumerGroup=streams.q").ns(); fmt.Sprint(got) != "[0 1 2 3 4]" {
+		t.Fatalf("the pop after the rewind got %v, want the whole batch again", got)
+	}
+}
