@@ -20,6 +20,7 @@ import (
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/backlog"
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/flags"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/log"
@@ -110,6 +111,9 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		wg.Go(func() { retention.New(pool, logger, cfg.DedupWindow).Run(bg, cfg.RetentionEvery) })
 		wg.Go(func() { switches.Run(bg) })
 		wg.Go(func() { groups.Run(bg, cfg.LagEvery) })
+		wg.Go(func() {
+			m.Ops.Run(bg, pool, counters.Settings{Replica: cfg.Replica, FlushEvery: cfg.AnalyticsFlush, Retention: cfg.MetricsRetention}, logger)
+		})
 		wg.Wait()
 	}()
 	return &Broker{cfg: cfg, log: logger, pool: pool, handler: h, routes: routes, stop: stop, stopped: stopped}, nil

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,10 @@ type Config struct {
 	RetentionEvery time.Duration
 	LagEvery       time.Duration
 	ShutdownGrace  time.Duration
+
+	Replica          string        // this replica's name in the analytics: its pod name
+	AnalyticsFlush   time.Duration // how often the operation counters reach the database
+	MetricsRetention time.Duration // how long the analytics keep their minutes
 
 	ReadHeaderTimeout time.Duration // to receive a request's headers
 	ReadTimeout       time.Duration // to receive a request's body, after its headers
@@ -138,6 +143,10 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.DurationEnv(&c.ReseedInterval, "reseed-interval", "REGENT_RESEED_INTERVAL", 5*time.Second, "how often the hot list is reseeded from the database")
 	f.DurationEnv(&c.RetentionEvery, "retention-interval", "REGENT_RETENTION_INTERVAL", 30*time.Second, "how often retention and dedup sweeps run")
 	f.DurationEnv(&c.LagEvery, "lag-interval", "REGENT_LAG_INTERVAL", 15*time.Second, "how often the consumer group lag metrics are recomputed")
+	host, _ := os.Hostname()
+	f.StrEnv(&c.Replica, "replica", "REGENT_REPLICA", host, "this replica's name in the analytics routes (the pod name)")
+	f.DurationEnv(&c.AnalyticsFlush, "analytics-flush-interval", "REGENT_ANALYTICS_FLUSH_INTERVAL", 5*time.Second, "how often the per-minute operation counters are written to the database")
+	f.DurationEnv(&c.MetricsRetention, "metrics-retention", "REGENT_METRICS_RETENTION", 90*24*time.Hour, "how long the analytics keep their per-minute counters and samples")
 	f.DurationEnv(&c.ShutdownGrace, "shutdown-grace", "REGENT_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight requests may drain on SIGTERM")
 	f.DurationEnv(&c.ReadHeaderTimeout, "read-header-timeout", "REGENT_READ_HEADER_TIMEOUT", 10*time.Second, "how long a client may take to send a request's headers")
 	f.DurationEnv(&c.ReadTimeout, "read-timeout", "REGENT_READ_TIMEOUT", time.Minute, "how long a client may take to send a request's body; a long-poll's wait is not part of it")
@@ -177,6 +186,9 @@ func (c Config) validate() error {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat))
+	}
+	if c.AnalyticsFlush <= 0 || c.MetricsRetention <= 0 {
+		errs = append(errs, errors.New("--analytics-flush-interval and --metrics-retention must be positive"))
 	}
 	if c.LagEvery <= 0 {
 		errs = append(errs, errors.New("--lag-interval must be positive"))

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
@@ -174,6 +175,7 @@ func (s *Store) handlePop(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.holdWhilePaused(ctx, deadline) {
 		if ctx.Err() == nil {
+			s.metrics.Ops.Add(p.tenant, p.queue, counters.PopEmpty, 1)
 			w.WriteHeader(http.StatusNoContent)
 		}
 		return
@@ -197,6 +199,7 @@ func (s *Store) handlePop(w http.ResponseWriter, r *http.Request) {
 		}
 		now := time.Now()
 		if !p.wait || !now.Before(deadline) {
+			s.metrics.Ops.Add(p.tenant, p.queue, counters.PopEmpty, 1)
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
@@ -206,12 +209,14 @@ func (s *Store) handlePop(w http.ResponseWriter, r *http.Request) {
 		}
 		timer := time.NewTimer(until.Sub(now))
 		s.metrics.PopsParked.Inc()
+		s.metrics.Ops.Park(p.tenant, p.queue, 1)
 		select {
 		case <-ctx.Done():
 		case <-wake:
 		case <-timer.C:
 		}
 		s.metrics.PopsParked.Dec()
+		s.metrics.Ops.Park(p.tenant, p.queue, -1)
 		timer.Stop()
 	}
 }
@@ -314,6 +319,13 @@ func (s *Store) popOnce(ctx context.Context, p *popRequest) (msgs []message, cla
 		return nil, nil, uuid.Nil, nil, time.Time{}, err
 	}
 	s.metrics.Popped.WithLabelValues(q.Tenant, q.Name).Add(float64(len(msgs)))
+	var lagSum, lagMax int64
+	nowUS := time.Now().UnixMicro()
+	for _, m := range msgs {
+		lag := max(nowUS-m.CreatedAt, 0) / 1000
+		lagSum, lagMax = lagSum+lag, max(lagMax, lag)
+	}
+	s.metrics.Ops.Popped(q.Tenant, q.Name, int64(len(msgs)), lagSum, lagMax)
 	return msgs, claims, leaseID, wake, due, nil
 }
 
