@@ -99,6 +99,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	routes = append(routes, queues.Routes()...)
 	routes = append(routes, streams.New(pool, logs, m, logger, cfg.Tenancy).Routes()...)
 	routes = append(routes, admin.New(pool, switches, logs, logger).Routes()...)
+	analytics := admin.NewAnalytics(pool, cfg.Replica, sealer, logger)
+	routes = append(routes, analytics.Routes()...)
 	h := server.New(server.Deps{
 		Pool: pool, Auth: authn, Metrics: m, Log: logger, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,
 	}, routes)
@@ -111,6 +113,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		wg.Go(func() { retention.New(pool, logger, cfg.DedupWindow).Run(bg, cfg.RetentionEvery) })
 		wg.Go(func() { switches.Run(bg) })
 		wg.Go(func() { groups.Run(bg, cfg.LagEvery) })
+		wg.Go(func() { analytics.RunTraceSweep(bg, cfg.RetentionEvery, cfg.MetricsRetention) })
 		wg.Go(func() {
 			m.Ops.Run(bg, pool, counters.Settings{Replica: cfg.Replica, FlushEvery: cfg.AnalyticsFlush, Retention: cfg.MetricsRetention}, logger)
 		})

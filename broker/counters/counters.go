@@ -29,11 +29,11 @@ const (
 	LagSum // ms
 	LagCount
 	ParkedSum // long-polls parked, sampled once a second
-	fields
+	Fields    // the number of fields
 )
 
-// columns are the queen.queue_minutes columns of the fields, in order.
-var columns = [fields]string{"push_requests", "push_messages", "pop_requests", "pop_messages", "pop_empty",
+// Columns are the queen.queue_minutes columns of the fields, in order.
+var Columns = [Fields]string{"push_requests", "push_messages", "pop_requests", "pop_messages", "pop_empty",
 	"ack_requests", "ack_success", "ack_failed", "dead_lettered", "transactions", "lag_sum_ms", "lag_count", "parked_sum"}
 
 type queueKey struct{ tenant, queue string }
@@ -44,7 +44,7 @@ type key struct {
 }
 
 type bucket struct {
-	n      [fields]int64
+	n      [Fields]int64
 	lagMax int64
 }
 

@@ -72,7 +72,7 @@ func (c *Counters) Run(ctx context.Context, pool *pgxpool.Pool, s Settings, log 
 // one statement for every queue and minute counted since the last flush.
 var upsert = func() string {
 	var cols, params, sets strings.Builder
-	for i, name := range append(columns[:], "lag_max_ms") {
+	for i, name := range append(Columns[:], "lag_max_ms") {
 		fmt.Fprintf(&cols, ", %s", name)
 		fmt.Fprintf(&params, ", $%d::bigint[]", i+5)
 		set := "queue_minutes." + name + " + EXCLUDED." + name
@@ -106,17 +106,17 @@ func (c *Counters) Flush(ctx context.Context, db pg.DB, replica string) error {
 	})
 	tenants, queues := make([]string, len(keys)), make([]string, len(keys))
 	minutes := make([]int64, len(keys))
-	counts := make([][]int64, fields+1)
+	counts := make([][]int64, Fields+1)
 	for f := range counts {
 		counts[f] = make([]int64, len(keys))
 	}
 	for i, k := range keys {
 		tenants[i], minutes[i], queues[i] = k.tenant, k.minute, k.queue
 		b := taken[k]
-		for f := range fields {
+		for f := range Fields {
 			counts[f][i] = b.n[f]
 		}
-		counts[fields][i] = b.lagMax
+		counts[Fields][i] = b.lagMax
 	}
 	args := []any{tenants, minutes, queues, replica}
 	for _, col := range counts {
@@ -129,10 +129,11 @@ func (c *Counters) Flush(ctx context.Context, db pg.DB, replica string) error {
 	return nil
 }
 
-// Sweep deletes the minutes and samples older than retention.
+// Sweep deletes the minutes, samples and retention events older than
+// retention.
 func Sweep(ctx context.Context, db pg.DB, retention time.Duration) error {
-	for _, table := range []string{"queen.queue_minutes", "queen.replica_samples"} {
-		if _, err := db.Exec(ctx, `DELETE FROM `+table+` WHERE minute < now() - make_interval(secs => $1)`,
+	for _, table := range []string{"queen.queue_minutes WHERE minute", "queen.replica_samples WHERE minute", "queen.retention_events WHERE at"} {
+		if _, err := db.Exec(ctx, `DELETE FROM `+table+` < now() - make_interval(secs => $1)`,
 			retention.Seconds()); err != nil {
 			return fmt.Errorf("delete old rows of %s: %w", table, err)
 		}

@@ -51,6 +51,19 @@ CREATE TABLE queen.replica_samples (
     PRIMARY KEY (minute, replica)
 );
 
+-- What each retention sweep removed, one row per partition, kind and
+-- sweep (retention): 'retention' (retentionSeconds), 'completed_retention'
+-- (retentionEnabled) or 'eviction' (maxWaitTimeSeconds).
+CREATE TABLE queen.retention_events (
+    tenant       text NOT NULL,
+    at           timestamptz NOT NULL DEFAULT now(),
+    queue        text NOT NULL,
+    partition_id uuid NOT NULL,
+    kind         text NOT NULL CHECK (kind IN ('retention', 'completed_retention', 'eviction')),
+    messages     bigint NOT NULL
+);
+CREATE INDEX retention_events_tenant_at_idx ON queen.retention_events (tenant, at);
+
 -- Traces (§6): annotations a consumer attaches to a message. They belong to
 -- the message's partition, and go with it: with the queue (the foreign key),
 -- and with the segment that held the message (the sweep compares offsets).
