@@ -2,6 +2,7 @@ package counters
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -137,4 +138,22 @@ func BenchmarkPoppedParallel(b *testing.B) {
 			c.Popped("default", "orders", 10, 100, 20)
 		}
 	})
+}
+
+func TestRunFlushesWhatIsLeftWhenItStops(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	c := New()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx, pool, Settings{Replica: "r1", FlushEvery: time.Hour, Retention: time.Hour}, slog.New(slog.DiscardHandler))
+	}()
+	c.Add("default", "q", PushMessages, 4)
+	cancel()
+	<-done
+	var n int64
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT coalesce(sum(push_messages), 0) FROM queen.queue_minutes`).Scan(&n))
+	require.EqualValues(t, 4, n)
 }
