@@ -106,9 +106,9 @@ func (s *Sweeper) Sweep(ctx context.Context) (Stats, error) {
 	}
 	for _, q := range queues {
 		if q.maxAge > 0 {
-			n, err := drain(ctx, conn, `DELETE FROM queen.log_segments WHERE ctid IN (
+			n, err := drain(ctx, conn, recorded("retention", "", `DELETE FROM queen.log_segments WHERE ctid IN (
 				SELECT s.ctid FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id
-				 WHERE p.queue_id = $1 AND s.max_created_at < now() - make_interval(secs => $2) LIMIT $3)`,
+				 WHERE p.queue_id = $1 AND s.max_created_at < now() - make_interval(secs => $2) LIMIT $3)`),
 				q.id, q.maxAge)
 			st.Aged += n
 			if err != nil {
@@ -118,7 +118,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Stats, error) {
 		if q.consumed {
 			// A group subscribed to the queue that has no cursor on a
 			// partition yet may still start at its beginning: keep it.
-			n, err := drain(ctx, conn, `WITH low AS (
+			n, err := drain(ctx, conn, recorded("completed_retention", `low AS (
 					SELECT p.id, min(c.committed) AS committed
 					  FROM queen.partitions p JOIN queen.cursors c ON c.partition_id = p.id
 					 WHERE p.queue_id = $1
@@ -126,11 +126,10 @@ func (s *Sweeper) Sweep(ctx context.Context) (Stats, error) {
 					                    WHERE sub.queue_id = p.queue_id AND NOT EXISTS (
 					                          SELECT 1 FROM queen.cursors c2
 					                           WHERE c2.partition_id = p.id AND c2.consumer_group = sub.consumer_group))
-					 GROUP BY p.id)
-				DELETE FROM queen.log_segments WHERE ctid IN (
+					 GROUP BY p.id)`, `DELETE FROM queen.log_segments WHERE ctid IN (
 					SELECT s.ctid FROM queen.log_segments s JOIN low ON low.id = s.partition_id
 					 WHERE s.base_offset + s.frame_count <= low.committed
-					   AND s.max_created_at < now() - make_interval(secs => $2) LIMIT $3)`,
+					   AND s.max_created_at < now() - make_interval(secs => $2) LIMIT $3)`),
 				q.id, q.consumedAfter)
 			st.Consumed += n
 			if err != nil {
@@ -147,8 +146,9 @@ func (s *Sweeper) Sweep(ctx context.Context) (Stats, error) {
 	if _, err := conn.Exec(ctx, `SELECT brin_summarize_new_values('queen.push_dedup_created_brin')`); err != nil {
 		return st, fmt.Errorf("retention: summarize dedup rows: %w", err)
 	}
-	n, err := drain(ctx, conn, `DELETE FROM queen.push_dedup WHERE ctid IN (
-		SELECT ctid FROM queen.push_dedup WHERE created_at < now() - make_interval(secs => $1) LIMIT $2)`,
+	n, err := drain(ctx, conn, `WITH d AS (DELETE FROM queen.push_dedup WHERE ctid IN (
+		SELECT ctid FROM queen.push_dedup WHERE created_at < now() - make_interval(secs => $1) LIMIT $2) RETURNING 1)
+		SELECT count(*) FROM d`,
 		s.dedupWindow.Seconds())
 	st.Dedup = n
 	if err != nil {
@@ -157,18 +157,35 @@ func (s *Sweeper) Sweep(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
-// drain runs a chunked DELETE (its last parameter is the chunk size) until
-// it deletes less than a chunk, and returns how many rows went.
+// recorded turns a DELETE of segments, after the common table expressions
+// it reads (if any), into one that also records what it removed in
+// queen.retention_events, one row per partition, for the analytics
+// (queue-admin-api.md §5), and answers how many segments went.
+func recorded(kind, with, deleteSegments string) string {
+	if with != "" {
+		with += ", "
+	}
+	return `WITH ` + with + `d AS (` + deleteSegments + ` RETURNING partition_id, frame_count),
+		e AS (INSERT INTO queen.retention_events (tenant, queue, partition_id, kind, messages)
+		      SELECT q.tenant, q.name, d.partition_id, '` + kind + `', sum(d.frame_count)
+		        FROM d JOIN queen.partitions p ON p.id = d.partition_id JOIN queen.queues q ON q.id = p.queue_id
+		       GROUP BY 1, 2, 3)
+		SELECT count(*) FROM d`
+}
+
+// drain runs a chunked DELETE that answers how many rows it deleted (its
+// last parameter is the chunk size) until it deletes less than a chunk,
+// and returns how many rows went.
 func drain(ctx context.Context, conn *pgxpool.Conn, sql string, args ...any) (int64, error) {
 	var total int64
 	args = append(args, chunk)
 	for {
-		tag, err := conn.Exec(ctx, sql, args...)
-		if err != nil {
+		var n int64
+		if err := conn.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
 			return total, err
 		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < chunk {
+		total += n
+		if n < chunk {
 			return total, nil
 		}
 	}

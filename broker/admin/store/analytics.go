@@ -21,9 +21,9 @@ type Window struct {
 }
 
 // bucketSQL is the start of the bucket of column, aligned to multiples of
-// the width (seconds, $2) counted from the Unix epoch.
+// the width ($2) counted from the Unix epoch.
 func bucketSQL(column string) string {
-	return `to_timestamp(floor(extract(epoch FROM ` + column + `) / $2) * $2)`
+	return `date_bin($2::interval, ` + column + `, '1970-01-01T00:00:00Z')`
 }
 
 // Minutes is one (bucket, queue, replica) of the counters, summed over the
@@ -48,7 +48,7 @@ func (s *Store) Minutes(ctx context.Context, tenant string, w Window) ([]Minutes
 		  FROM queen.queue_minutes
 		 WHERE tenant = $1 AND minute >= date_trunc('minute', $3::timestamptz) AND minute <= $4
 		   AND ($5::text = '' OR queue = $5) AND ($6::text = '' OR replica = $6)
-		 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, tenant, w.Width.Seconds(), w.From, w.To, w.Queue, w.Replica)
+		 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, tenant, w.Width, w.From, w.To, w.Queue, w.Replica)
 	if err != nil {
 		return nil, fmt.Errorf("read queue minutes: %w", err)
 	}
@@ -107,7 +107,7 @@ func (s *Store) PartitionsCreated(ctx context.Context, tenant string, w Window, 
 	rows, err := s.db.Query(ctx, `SELECT q.name, `+bucketSQL("greatest(p.created_at, $3)")+`, count(*)
 		  FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
 		 WHERE q.tenant = $1 AND q.name = ANY($4) AND p.created_at <= $5
-		 GROUP BY 1, 2`, tenant, w.Width.Seconds(), w.From, queues, w.To)
+		 GROUP BY 1, 2`, tenant, w.Width, w.From, queues, w.To)
 	if err != nil {
 		return nil, fmt.Errorf("count partitions created: %w", err)
 	}
@@ -140,7 +140,7 @@ func (s *Store) Stored(ctx context.Context, tenant string, w Window, namespace, 
 		  JOIN queen.queues q ON q.id = p.queue_id
 		 WHERE q.tenant = $1 AND s.max_created_at >= $3 AND s.min_created_at < $4
 		   AND ($5::text = '' OR q.name = $5) AND ($6::text = '' OR q.namespace = $6) AND ($7::text = '' OR q.task = $7)
-		 GROUP BY 1`, tenant, w.Width.Seconds(), w.From, w.To, w.Queue, namespace, task)
+		 GROUP BY 1`, tenant, w.Width, w.From, w.To, w.Queue, namespace, task)
 	if err != nil {
 		return nil, fmt.Errorf("count stored messages: %w", err)
 	}
@@ -171,7 +171,7 @@ func (s *Store) Retention(ctx context.Context, tenant string, w Window) ([]Reten
 			count(*)
 		  FROM queen.retention_events
 		 WHERE tenant = $1 AND at >= $3 AND at <= $4 AND ($5::text = '' OR queue = $5)
-		 GROUP BY 1 ORDER BY 1`, tenant, w.Width.Seconds(), w.From, w.To, w.Queue)
+		 GROUP BY 1 ORDER BY 1`, tenant, w.Width, w.From, w.To, w.Queue)
 	if err != nil {
 		return nil, fmt.Errorf("read retention events: %w", err)
 	}
