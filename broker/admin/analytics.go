@@ -2,6 +2,7 @@ package admin
 
 import (
 	"cmp"
+	"context"
 	"math"
 	"net/http"
 	"slices"
@@ -116,13 +117,32 @@ func bucketWidth(span time.Duration) time.Duration {
 }
 
 // window reads the analytics sub-routes' common parameters: from and to
-// (the last hour), and queue.
+// (the last hour), queue and hostname (the replica).
 func window(r *http.Request) (store.Window, error) {
 	from, to, err := timeRange(r, time.Hour)
 	if err != nil {
 		return store.Window{}, err
 	}
-	return store.Window{From: from, To: to, Width: bucketWidth(to.Sub(from)), Queue: r.URL.Query().Get("queue")}, nil
+	q := r.URL.Query()
+	return store.Window{From: from, To: to, Width: bucketWidth(to.Sub(from)), Queue: q.Get("queue"), Replica: q.Get("hostname")}, nil
+}
+
+// windowed reads a request's window and what load finds in it for the
+// caller's tenant; false when it has answered an error instead.
+func windowed[T any](a *Analytics, w http.ResponseWriter, r *http.Request,
+	load func(ctx context.Context, tenant string, win store.Window) (T, error)) (store.Window, T, bool) {
+	var none T
+	win, err := window(r)
+	if err != nil {
+		httpx.Fail(w, err)
+		return win, none, false
+	}
+	v, err := load(r.Context(), tenant(r), win)
+	if err != nil {
+		a.fail(w, r, err)
+		return win, none, false
+	}
+	return win, v, true
 }
 
 func timeRangeJSON(w store.Window) map[string]string {
@@ -176,14 +196,8 @@ type bucketQueue struct {
 // queue_minutes (tenant, minute) and the partitions of the queues seen,
 // counted by creation bucket through partitions (queue_id, name).
 func (a *Analytics) handleQueueOps(w http.ResponseWriter, r *http.Request) {
-	win, err := window(r)
-	if err != nil {
-		httpx.Fail(w, err)
-		return
-	}
-	rows, err := a.store.Minutes(r.Context(), tenant(r), win)
-	if err != nil {
-		a.fail(w, r, err)
+	win, rows, ok := windowed(a, w, r, a.store.Minutes)
+	if !ok {
 		return
 	}
 	keys, sums := rollup(rows, func(m store.Minutes) bucketQueue { return bucketQueue{m.Bucket, m.Queue} })
@@ -243,14 +257,8 @@ func nonNil[T any](s []T) []T {
 // raw per-minute pop lag, newest first. Cost: one range scan of
 // queue_minutes (tenant, minute), at most 10,000 rows.
 func (a *Analytics) handleQueueLag(w http.ResponseWriter, r *http.Request) {
-	win, err := window(r)
-	if err != nil {
-		httpx.Fail(w, err)
-		return
-	}
-	rows, err := a.store.LagMinutes(r.Context(), tenant(r), win)
-	if err != nil {
-		a.fail(w, r, err)
+	_, rows, ok := windowed(a, w, r, a.store.LagMinutes)
+	if !ok {
 		return
 	}
 	out := make([]map[string]any, 0, len(rows))
@@ -270,14 +278,8 @@ type bucketQueueReplica struct {
 // long-polls parked on the tenant's queues by bucket, queue and replica.
 // Cost: one range scan of queue_minutes (tenant, minute).
 func (a *Analytics) handleParkedReplicas(w http.ResponseWriter, r *http.Request) {
-	win, err := window(r)
-	if err != nil {
-		httpx.Fail(w, err)
-		return
-	}
-	rows, err := a.store.Minutes(r.Context(), tenant(r), win)
-	if err != nil {
-		a.fail(w, r, err)
+	win, rows, ok := windowed(a, w, r, a.store.Minutes)
+	if !ok {
 		return
 	}
 	series := []map[string]any{}
@@ -304,14 +306,8 @@ func (a *Analytics) handleParkedReplicas(w http.ResponseWriter, r *http.Request)
 // sweeps removed from the tenant's queues, by bucket. Cost: one range scan
 // of retention_events (tenant, at).
 func (a *Analytics) handleRetention(w http.ResponseWriter, r *http.Request) {
-	win, err := window(r)
-	if err != nil {
-		httpx.Fail(w, err)
-		return
-	}
-	buckets, err := a.store.Retention(r.Context(), tenant(r), win)
-	if err != nil {
-		a.fail(w, r, err)
+	win, buckets, ok := windowed(a, w, r, a.store.Retention)
+	if !ok {
 		return
 	}
 	var total store.RetentionBucket
@@ -337,15 +333,8 @@ func (a *Analytics) handleRetention(w http.ResponseWriter, r *http.Request) {
 // statements, a range scan of queue_minutes (tenant, minute) and one of
 // replica_samples (minute) over the last 5 minutes.
 func (a *Analytics) handleWorkerMetrics(w http.ResponseWriter, r *http.Request) {
-	win, err := window(r)
-	if err != nil {
-		httpx.Fail(w, err)
-		return
-	}
-	win.Queue, win.Replica = "", r.URL.Query().Get("hostname")
-	rows, err := a.store.Minutes(r.Context(), tenant(r), win)
-	if err != nil {
-		a.fail(w, r, err)
+	win, rows, ok := windowed(a, w, r, a.store.Minutes)
+	if !ok {
 		return
 	}
 	now := time.Now()

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"time"
@@ -15,15 +16,11 @@ import (
 // (§5). Cost: one range scan of replica_samples (minute, replica), one row
 // per replica and minute.
 func (a *Analytics) handleSystemMetrics(w http.ResponseWriter, r *http.Request) {
-	win, err := window(r)
-	if err != nil {
-		httpx.Fail(w, err)
-		return
-	}
-	win.Queue, win.Replica = "", r.URL.Query().Get("hostname")
-	samples, err := a.store.Samples(r.Context(), win)
-	if err != nil {
-		a.fail(w, r, err)
+	// The samples are the cluster's, not a tenant's.
+	win, samples, ok := windowed(a, w, r, func(ctx context.Context, _ string, win store.Window) ([]store.Sample, error) {
+		return a.store.Samples(ctx, win)
+	})
+	if !ok {
 		return
 	}
 	replicas := []map[string]any{}

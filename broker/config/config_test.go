@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +85,27 @@ func TestTimeoutsHaveSaneDefaultsAndEnvironmentFallbacks(t *testing.T) {
 	}
 	if _, err := Parse("broker", []string{"--read-timeout=0s"}, env(map[string]string{"DATABASE_URL": "x"})); err == nil {
 		t.Fatal("a zero read timeout was accepted")
+	}
+}
+
+func TestTheAnalyticsSettingsHaveDefaultsAndEnvironmentFallbacks(t *testing.T) {
+	c, err := Parse("broker", []string{"--database-url=postgres://x"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if c.Replica != host || c.AnalyticsFlush != 5*time.Second || c.MetricsRetention != 90*24*time.Hour {
+		t.Fatalf("defaults: %q %s %s", c.Replica, c.AnalyticsFlush, c.MetricsRetention)
+	}
+	c, err = Parse("broker", []string{"--database-url=postgres://x"}, env(map[string]string{
+		"REGENT_REPLICA": "pod-1", "REGENT_ANALYTICS_FLUSH_INTERVAL": "1s", "REGENT_METRICS_RETENTION": "24h"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Replica != "pod-1" || c.AnalyticsFlush != time.Second || c.MetricsRetention != 24*time.Hour {
+		t.Fatalf("from the environment: %q %s %s", c.Replica, c.AnalyticsFlush, c.MetricsRetention)
+	}
+	if _, err := Parse("broker", []string{"--database-url=postgres://x", "--analytics-flush-interval=0s"}, func(string) string { return "" }); err == nil {
+		t.Fatal("a flush interval of 0 is accepted")
 	}
 }
