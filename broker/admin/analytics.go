@@ -124,6 +124,9 @@ func window(r *http.Request) (store.Window, error) {
 		return store.Window{}, err
 	}
 	q := r.URL.Query()
+	if err := httpx.CheckTexts("queue", q.Get("queue"), "hostname", q.Get("hostname")); err != nil {
+		return store.Window{}, err
+	}
 	return store.Window{From: from, To: to, Width: bucketWidth(to.Sub(from)), Queue: q.Get("queue"), Replica: q.Get("hostname")}, nil
 }
 
@@ -430,6 +433,10 @@ func (a *Analytics) handleStatusAnalytics(w http.ResponseWriter, r *http.Request
 		return
 	}
 	q := r.URL.Query()
+	if err := httpx.CheckTexts("queue", q.Get("queue"), "namespace", q.Get("namespace"), "task", q.Get("task")); err != nil {
+		httpx.Fail(w, err)
+		return
+	}
 	win := store.Window{From: from, To: to, Width: width, Queue: q.Get("queue")}
 	stored, err := a.store.Stored(r.Context(), tenant(r), win, q.Get("namespace"), q.Get("task"))
 	if err != nil {

@@ -239,7 +239,7 @@ func TestEveryAnalyticsRouteRefusesABadTimeWithA400(t *testing.T) {
 		"/api/v1/analytics/queue-parked-replicas", "/api/v1/analytics/retention", "/api/v1/analytics/system-metrics",
 		"/api/v1/analytics/worker-metrics"}
 	for _, route := range routes {
-		for _, q := range []string{"from=yesterday", "to=2026-13-01T00:00:00Z", "from=2026-05-06T12:00:00Z&to=2026-05-06T11:00:00Z"} {
+		for _, q := range []string{"queue=%E2", "queue=a%00", "from=yesterday", "to=2026-13-01T00:00:00Z", "from=2026-05-06T12:00:00Z&to=2026-05-06T11:00:00Z"} {
 			r := call(t, b, http.StatusBadRequest, "GET", route+"?"+q, nil)
 			require.NotEmpty(t, r.Map(t)["error"], "%s?%s", route, q)
 		}
@@ -248,6 +248,8 @@ func TestEveryAnalyticsRouteRefusesABadTimeWithA400(t *testing.T) {
 	}
 	r := call(t, b, http.StatusBadRequest, "GET", "/api/v1/status/analytics?interval=minute&from=2020-01-01T00:00:00Z&to=2026-01-01T00:00:00Z", nil)
 	require.Contains(t, r.Map(t)["error"], "span more than")
+	call(t, b, http.StatusBadRequest, "GET", "/api/v1/analytics/worker-metrics?hostname=%E2", nil)
+	call(t, b, http.StatusBadRequest, "GET", "/api/v1/status/analytics?namespace=a%00", nil)
 	call(t, b, http.StatusNotFound, "GET", "/api/v1/analytics", nil)
 }
 

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -61,6 +62,9 @@ func (a *Analytics) parseTrace(r *http.Request) (store.NewTrace, error) {
 			return t, httpx.BadRequest("%s must be a string", name)
 		}
 	}
+	if err := httpx.CheckTexts("transactionId", t.TransactionID, "consumerGroup", t.ConsumerGroup, "eventType", t.EventType); err != nil {
+		return t, err
+	}
 	id, err := uuid.Parse(partition)
 	if err != nil {
 		return t, httpx.NotUUID("partitionId", partition)
@@ -70,6 +74,9 @@ func (a *Analytics) parseTrace(r *http.Request) (store.NewTrace, error) {
 		return t, httpx.BadRequest("data is required")
 	}
 	t.Data = fields["data"]
+	if nulEscape(t.Data) {
+		return t, httpx.BadRequest("data must not contain \\u0000: PostgreSQL's jsonb cannot hold it")
+	}
 	if present(fields, "traceNames") {
 		var one string
 		if json.Unmarshal(fields["traceNames"], &one) == nil {
@@ -84,11 +91,34 @@ func (a *Analytics) parseTrace(r *http.Request) (store.NewTrace, error) {
 		return t, httpx.BadRequest("traceNames holds %d names; at most %d are allowed", len(t.Names), maxTraceNames)
 	}
 	for _, n := range t.Names {
+		if err := httpx.CheckText("traceNames", n); err != nil {
+			return t, err
+		}
 		if len(n) > maxTraceNameLen {
 			return t, httpx.BadRequest("a trace name is at most %d bytes: %q", maxTraceNameLen, truncate(n))
 		}
 	}
 	return t, nil
+}
+
+// nulEscape reports whether JSON text holds the escape \u0000 (a backslash
+// that is not itself escaped, then u0000).
+func nulEscape(j []byte) bool {
+	for i := bytes.Index(j, []byte(`\u0000`)); i >= 0; {
+		slashes := 0
+		for k := i - 1; k >= 0 && j[k] == '\\'; k-- {
+			slashes++
+		}
+		if slashes%2 == 0 {
+			return true
+		}
+		next := bytes.Index(j[i+1:], []byte(`\u0000`))
+		if next < 0 {
+			return false
+		}
+		i += 1 + next
+	}
+	return false
 }
 
 // handleMessageTraces is GET /api/v1/traces/{partitionId}/{transactionId}:
@@ -98,6 +128,10 @@ func (a *Analytics) handleMessageTraces(w http.ResponseWriter, r *http.Request) 
 	partition, err := uuid.Parse(r.PathValue("partitionId"))
 	if err != nil {
 		httpx.Fail(w, httpx.NotUUID("partitionId", r.PathValue("partitionId")))
+		return
+	}
+	if err := httpx.CheckText("transactionId", r.PathValue("transactionId")); err != nil {
+		httpx.Fail(w, err)
 		return
 	}
 	traces, err := a.store.MessageTraces(r.Context(), tenant(r), partition, r.PathValue("transactionId"))
@@ -128,6 +162,10 @@ func (a *Analytics) handleTracesByName(w http.ResponseWriter, r *http.Request) {
 	name, err := url.QueryUnescape(raw)
 	if err != nil {
 		httpx.Fail(w, httpx.BadRequest("traceName is not percent-encoded: %q", truncate(raw)))
+		return
+	}
+	if err := httpx.CheckText("traceName", name); err != nil {
+		httpx.Fail(w, err)
 		return
 	}
 	limit, offset := intQuery(r, "limit", 100, 1000), intQuery(r, "offset", 0, 1<<30)

@@ -69,15 +69,18 @@ func TestATraceNeedsItsMessageIdsAndDataAndAnUnknownMessageIs404(t *testing.T) {
 	b := start(t)
 	pid := pushed(t, b, "orders", "Default", "inv-1")
 	for body, want := range map[string]string{
-		`{"partitionId": "` + pid + `", "data": {}}`:                                              "transactionId and partitionId are required",
-		`{"transactionId": "inv-1", "data": {}}`:                                                  "transactionId and partitionId are required",
-		`{"transactionId": "inv-1", "partitionId": null, "data": {}}`:                             "transactionId and partitionId are required",
-		`{"transactionId": "inv-1", "partitionId": "` + pid + `"}`:                                "data is required",
-		`{"transactionId": "inv-1", "partitionId": "` + pid + `", "data": null}`:                  "data is required",
-		`{"transactionId": 5, "partitionId": "` + pid + `", "data": {}}`:                          "transactionId must be a string",
-		`{"transactionId": "inv-1", "partitionId": "nope", "data": {}}`:                           "partitionId",
-		`{"transactionId": "inv-1", "partitionId": "` + pid + `", "data": {}, "traceNames": [1]}`: "traceNames must be",
-		`{"transactionId": "inv-1", "partitionId": "` + pid + `", "data": {}, "eventType": 3}`:    "eventType must be a string",
+		`{"partitionId": "` + pid + `", "data": {}}`:                                                   "transactionId and partitionId are required",
+		`{"transactionId": "inv-1", "data": {}}`:                                                       "transactionId and partitionId are required",
+		`{"transactionId": "inv-1", "partitionId": null, "data": {}}`:                                  "transactionId and partitionId are required",
+		`{"transactionId": "inv-1", "partitionId": "` + pid + `"}`:                                     "data is required",
+		`{"transactionId": "inv-1", "partitionId": "` + pid + `", "data": null}`:                       "data is required",
+		`{"transactionId": 5, "partitionId": "` + pid + `", "data": {}}`:                               "transactionId must be a string",
+		`{"transactionId": "inv-1", "partitionId": "nope", "data": {}}`:                                "partitionId",
+		`{"transactionId": "inv-1", "partitionId": "` + pid + `", "data": {}, "traceNames": [1]}`:      "traceNames must be",
+		`{"transactionId": "inv-1", "partitionId": "` + pid + `", "data": {}, "eventType": 3}`:         "eventType must be a string",
+		`{"transactionId": "inv-1", "partitionId": "` + pid + `", "data": {"a": "x\u0000"}}`:           "data must not contain",
+		`{"transactionId": "inv\u0000", "partitionId": "` + pid + `", "data": {}}`:                     "transactionId must not contain NUL",
+		`{"transactionId": "inv-1", "partitionId": "` + pid + `", "data": {}, "traceNames": "\u0000"}`: "traceNames must not contain NUL",
 		`[]`:      "JSON object",
 		`{"x": 1`: "Invalid JSON",
 		``:        "transactionId and partitionId are required",
@@ -91,6 +94,10 @@ func TestATraceNeedsItsMessageIdsAndDataAndAnUnknownMessageIs404(t *testing.T) {
 		"partitionId": "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f", "data": map[string]any{}})
 	require.JSONEq(t, `{"success": false, "error": "Message not found"}`, string(r.Body))
 	require.Zero(t, b.Count(t, `SELECT count(*) FROM queen.traces`))
+	trace(t, b, http.StatusCreated, map[string]any{"transactionId": "inv-1", "partitionId": pid, "data": `a\u0000`})
+	for _, path := range []string{"/api/v1/traces/by-name/%E2", "/api/v1/traces/" + pid + "/%E2", "/api/v1/traces/" + pid + "/a%00"} {
+		require.NotEmpty(t, call(t, b, http.StatusBadRequest, "GET", path, nil).Map(t)["error"], path)
+	}
 }
 
 func TestTracesByNamePagesOldestFirstWithTheirMessagesAndPayloads(t *testing.T) {
