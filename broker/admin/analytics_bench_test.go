@@ -46,3 +46,42 @@ func BenchmarkAnalyticsRoutes10kPartitions(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTraceOfAMessageIn10kSegments records traces on a partition of
+// 10,000 segments: on a message of the group's current batch, and on one
+// that no batch of the group holds.
+func BenchmarkTraceOfAMessageIn10kSegments(b *testing.B) {
+	br := brokertest.Start(b)
+	var pid string
+	if err := br.Pool.QueryRow(b.Context(), `WITH q AS (INSERT INTO queen.queues (id, tenant, name) VALUES (gen_random_uuid(), $1, 'q') RETURNING id)
+		INSERT INTO queen.partitions (id, queue_id, name, next_offset) SELECT gen_random_uuid(), q.id, 'p', 10000 FROM q
+		RETURNING id::text`, br.Tenant).Scan(&pid); err != nil {
+		b.Fatal(err)
+	}
+	for _, sql := range []string{
+		`INSERT INTO queen.log_segments (partition_id, base_offset, frame_count, body, checksum, txids, min_created_at, max_created_at)
+		 SELECT $1, i, 1, '\x00', 0, ARRAY['t' || i], now(), now() FROM generate_series(0, 9999) i`,
+		`INSERT INTO queen.cursors (partition_id, consumer_group, committed, batch_start, batch_end, lease_id, lease_expires_at)
+		 VALUES ($1, 'g', 9990, 9990, 10000, gen_random_uuid(), now() + interval '1 hour')`,
+		`ANALYZE`,
+	} {
+		args := []any{pid}
+		if sql == `ANALYZE` {
+			args = nil
+		}
+		if _, err := br.Pool.Exec(b.Context(), sql, args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for name, tx := range map[string]string{"in the batch": "t9995", "outside it": "t10"} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				r := br.Do(b, "POST", "/api/v1/traces", "", map[string]any{"transactionId": tx, "partitionId": pid,
+					"consumerGroup": "g", "data": map[string]any{}})
+				if r.Status != http.StatusCreated {
+					b.Fatalf("%d %s", r.Status, r.Body)
+				}
+			}
+		})
+	}
+}

@@ -190,3 +190,27 @@ func sweepTraces(t *testing.T, b *brokertest.Broker) (int64, error) {
 	t.Helper()
 	return store.New(b.Pool).SweepTraces(context.Background(), 24*time.Hour)
 }
+
+func TestATraceFindsItsMessageInTheGroupsBatchOrAnywhereInThePartition(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	pid := pushed(t, b, "orders", "Default", "m0", "m1")
+	pushed(t, b, "orders", "Default", "m2", "m3")
+	p, _ := pop(t, b, "/api/v1/pop/queue/orders?batch=1&consumerGroup=g")
+	require.Len(t, p.Messages, 1)
+	p, _ = pop(t, b, "/api/v1/pop/queue/orders?batch=2&consumerGroup=h&subscriptionFrom=1970-01-01T00:00:00Z")
+	require.Len(t, p.Messages, 2)
+	for _, x := range []struct{ tx, group string }{{"m0", "g"}, {"m1", "h"}, {"m3", "g"}, {"m2", "nobody"}} {
+		trace(t, b, http.StatusCreated, map[string]any{"transactionId": x.tx, "partitionId": pid, "consumerGroup": x.group,
+			"data": x.tx, "traceNames": "n"})
+	}
+	var got struct {
+		Traces []map[string]any `json:"traces"`
+	}
+	call(t, b, http.StatusOK, "GET", "/api/v1/traces/by-name/n", nil).JSON(t, &got)
+	require.Len(t, got.Traces, 4)
+	for i, want := range []float64{0, 1, 1, 0} { // each trace's own message: m0 and m2 are n 0, m1 and m3 n 1
+		require.Equal(t, map[string]any{"n": want}, got.Traces[i]["message_payload"], "trace %d", i)
+	}
+	require.Equal(t, 4, b.Count(t, `SELECT count(DISTINCT message_offset) FROM queen.traces`))
+}

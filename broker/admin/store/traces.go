@@ -24,13 +24,21 @@ type NewTrace struct {
 
 // AddTrace records a trace against the tenant's message, and reports
 // whether the message exists. One statement: the partition by its primary
-// key, the message's offset through queen.txid_offsets (a walk over the
-// transaction ids of the partition's segments), and the inserts.
+// key, the message's offset through queen.txid_offsets, and the inserts.
+// The consumer that traces a message usually holds it in its group's
+// current batch, so the offset is looked for among the transaction ids of
+// that batch's segments first; only a message outside it costs a walk
+// over every segment of the partition.
 func (s *Store) AddTrace(ctx context.Context, tenant string, t NewTrace) (bool, error) {
 	var n int
 	err := s.db.QueryRow(ctx, `WITH m AS (
-			SELECT p.id, (queen.txid_offsets(p_partition_id => p.id, p_from => 0, p_to => p.next_offset,
-			                                  p_txids => ARRAY[$3::text]))[1] AS off
+			SELECT p.id, coalesce(
+			         (SELECT (queen.txid_offsets(p_partition_id => p.id, p_from => c.batch_start, p_to => c.batch_end,
+			                                     p_txids => ARRAY[$3::text]))[1]
+			            FROM queen.cursors c
+			           WHERE c.partition_id = p.id AND c.consumer_group = $5 AND c.batch_end IS NOT NULL),
+			         (queen.txid_offsets(p_partition_id => p.id, p_from => 0, p_to => p.next_offset,
+			                             p_txids => ARRAY[$3::text]))[1]) AS off
 			  FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
 			 WHERE p.id = $2),
 		t AS (
