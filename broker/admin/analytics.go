@@ -189,6 +189,31 @@ func rollup[K comparable](rows []store.Minutes, keyOf func(store.Minutes) K) ([]
 	return keys, sums
 }
 
+// opsRow is one element of queue-ops' series: a struct, since a busy
+// dashboard reads a thousand of them every few seconds.
+type opsRow struct {
+	Bucket            string  `json:"bucket"`
+	QueueName         string  `json:"queueName"`
+	PushRequests      int64   `json:"pushRequests"`
+	PushMessages      int64   `json:"pushMessages"`
+	PopMessages       int64   `json:"popMessages"`
+	PopEmpty          int64   `json:"popEmpty"`
+	AckRequests       int64   `json:"ackRequests"`
+	AckSuccess        int64   `json:"ackSuccess"`
+	AckFailed         int64   `json:"ackFailed"`
+	Transactions      int64   `json:"transactions"`
+	PartitionsCreated int64   `json:"partitionsCreated"`
+	PartitionsDeleted int64   `json:"partitionsDeleted"` // Regent deletes partitions only with their queue
+	PartitionCount    int64   `json:"partitionCount"`
+	AvgLagMs          int64   `json:"avgLagMs"`
+	MaxLagMs          int64   `json:"maxLagMs"`
+	PushPerSecond     float64 `json:"pushPerSecond"`
+	PopPerSecond      float64 `json:"popPerSecond"`
+	AckPerSecond      float64 `json:"ackPerSecond"`
+	EmptyPerSecond    float64 `json:"emptyPerSecond"`
+	ParkedCount       float64 `json:"parkedCount"`
+}
+
 type bucketQueue struct {
 	bucket time.Time
 	queue  string
@@ -215,7 +240,7 @@ func (a *Analytics) handleQueueOps(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	series := make([]map[string]any, 0, len(keys))
+	series := make([]opsRow, 0, len(keys))
 	for _, k := range keys { // already by bucket, then queue
 		m := sums[k]
 		n := &m.N
@@ -228,16 +253,16 @@ func (a *Analytics) handleQueueOps(w http.ResponseWriter, r *http.Request) {
 				count += c
 			}
 		}
-		series = append(series, map[string]any{
-			"bucket": bucketKey(k.bucket), "queueName": k.queue,
-			"pushRequests": n[counters.PushRequests], "pushMessages": n[counters.PushMessages],
-			"popMessages": n[counters.PopMessages], "popEmpty": n[counters.PopEmpty],
-			"ackRequests": n[counters.AckRequests], "ackSuccess": n[counters.AckSuccess], "ackFailed": n[counters.AckFailed],
-			"transactions": n[counters.Transactions], "partitionsCreated": made, "partitionsDeleted": 0,
-			"partitionCount": count, "avgLagMs": ratio(n[counters.LagSum], n[counters.LagCount]), "maxLagMs": m.LagMax,
-			"pushPerSecond": perSecond(n[counters.PushMessages], win), "popPerSecond": perSecond(n[counters.PopMessages], win),
-			"ackPerSecond":   perSecond(n[counters.AckSuccess]+n[counters.AckFailed], win),
-			"emptyPerSecond": perSecond(n[counters.PopEmpty], win), "parkedCount": parked(n[counters.ParkedSum], win),
+		series = append(series, opsRow{
+			Bucket: bucketKey(k.bucket), QueueName: k.queue,
+			PushRequests: n[counters.PushRequests], PushMessages: n[counters.PushMessages],
+			PopMessages: n[counters.PopMessages], PopEmpty: n[counters.PopEmpty],
+			AckRequests: n[counters.AckRequests], AckSuccess: n[counters.AckSuccess], AckFailed: n[counters.AckFailed],
+			Transactions: n[counters.Transactions], PartitionsCreated: made, PartitionCount: count,
+			AvgLagMs: ratio(n[counters.LagSum], n[counters.LagCount]), MaxLagMs: m.LagMax,
+			PushPerSecond: perSecond(n[counters.PushMessages], win), PopPerSecond: perSecond(n[counters.PopMessages], win),
+			AckPerSecond:   perSecond(n[counters.AckSuccess]+n[counters.AckFailed], win),
+			EmptyPerSecond: perSecond(n[counters.PopEmpty], win), ParkedCount: parked(n[counters.ParkedSum], win),
 		})
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{
@@ -272,16 +297,20 @@ func (a *Analytics) handleQueueLag(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, out)
 }
 
-type bucketQueueReplica struct {
-	bucket         time.Time
-	queue, replica string
+// minutesPerReplica reads the counters with each replica's kept apart.
+func (a *Analytics) minutesPerReplica(ctx context.Context, tenant string, win store.Window) ([]store.Minutes, error) {
+	win.PerReplica = true
+	return a.store.Minutes(ctx, tenant, win)
 }
 
 // handleParkedReplicas is GET /api/v1/analytics/queue-parked-replicas: the
 // long-polls parked on the tenant's queues by bucket, queue and replica.
 // Cost: one range scan of queue_minutes (tenant, minute).
 func (a *Analytics) handleParkedReplicas(w http.ResponseWriter, r *http.Request) {
-	win, rows, ok := windowed(a, w, r, a.store.Minutes)
+	win, rows, ok := windowed(a, w, r, func(ctx context.Context, tenant string, win store.Window) ([]store.Minutes, error) {
+		win.Parked = true
+		return a.minutesPerReplica(ctx, tenant, win)
+	})
 	if !ok {
 		return
 	}
@@ -336,7 +365,7 @@ func (a *Analytics) handleRetention(w http.ResponseWriter, r *http.Request) {
 // statements, a range scan of queue_minutes (tenant, minute) and one of
 // replica_samples (minute) over the last 5 minutes.
 func (a *Analytics) handleWorkerMetrics(w http.ResponseWriter, r *http.Request) {
-	win, rows, ok := windowed(a, w, r, a.store.Minutes)
+	win, rows, ok := windowed(a, w, r, a.minutesPerReplica)
 	if !ok {
 		return
 	}
