@@ -2,7 +2,6 @@ package admin
 
 import (
 	"maps"
-	"math"
 	"net/http"
 	"slices"
 	"time"
@@ -39,8 +38,6 @@ func (a *API) handleOverview(w http.ResponseWriter, r *http.Request) {
 		"timestamp":  instant(ptr(time.Now())), "statsAge": 0,
 	})
 }
-
-func round2(f float64) float64 { return math.Round(f*100) / 100 }
 
 func ptr[T any](v T) *T { return &v }
 

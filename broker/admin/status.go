@@ -16,31 +16,13 @@ import (
 // not keep yet: its buckets are laid out as §5 says, with those counts 0
 // and the process-health fields null.
 
-// bucketMinutes is §5's bucket width for a range.
-func bucketMinutes(d time.Duration) int {
-	switch {
-	case d <= time.Hour:
-		return 1
-	case d <= 6*time.Hour:
-		return 5
-	case d <= 24*time.Hour:
-		return 15
-	case d <= 7*24*time.Hour:
-		return 60
-	}
-	return 360
-}
-
 // maxBuckets bounds the series of one request: a range of years in 6-hour
 // buckets is still a few thousand.
 const maxBuckets = 10000
 
-// bucketKey formats a bucket's start as §5 wants: fixed width, seconds, UTC.
-func bucketKey(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05Z") }
-
 // handleStatus is GET /api/v1/status.
 func (a *API) handleStatus(w http.ResponseWriter, r *http.Request) {
-	from, to, err := rangeQuery(r)
+	from, to, err := timeRange(r, time.Hour)
 	if err != nil {
 		httpx.Fail(w, err)
 		return
@@ -65,7 +47,7 @@ func (a *API) handleStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	width := bucketMinutes(to.Sub(from))
+	width := int(bucketWidth(to.Sub(from)) / time.Minute)
 	step := time.Duration(width) * time.Minute
 	throughput := []map[string]any{}
 	for t := to.Truncate(step); !t.Before(from.Truncate(step)) && len(throughput) < maxBuckets; t = t.Add(-step) {

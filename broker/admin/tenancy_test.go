@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -119,5 +120,69 @@ func TestTenantBReadingMessagesResourcesAndStatusSeesNothingOfTenantA(t *testing
 	for i, p := range paths {
 		require.Equal(t, missing[i], foreign[i], "%s: B sees something of A's", p)
 		require.NotEqual(t, missing[i], own[i], "%s: A's own call must see its data, or this test proves nothing", p)
+	}
+}
+
+func TestTenantBSeesNoneOfTenantAsCountersTracesOrTraceNames(t *testing.T) {
+	t.Parallel()
+	b := start(t, brokertest.WithJWT(true), fastFlush("r1"))
+	a, other := brokertest.Mint(t, "acme", auth.Admin), brokertest.Mint(t, "other", auth.Admin)
+	window := lastHour()
+	probes := []string{
+		"/api/v1/status/analytics?interval=minute&" + window,
+		"/api/v1/analytics/queue-ops?" + window,
+		"/api/v1/analytics/queue-ops?queue=q&" + window,
+		"/api/v1/analytics/queue-lag?" + window,
+		"/api/v1/analytics/queue-parked-replicas?" + window,
+		"/api/v1/analytics/retention?" + window,
+		"/api/v1/analytics/worker-metrics?" + window,
+		"/api/v1/traces/names",
+		"/api/v1/traces/by-name/n",
+	}
+	probe := func() []string {
+		var out []string
+		for _, p := range probes {
+			r := b.Do(t, "GET", p, other, nil)
+			require.Equal(t, http.StatusOK, r.Status, "%s: %s", p, r.Body)
+			var v any
+			r.JSON(t, &v)
+			if m, ok := v.(map[string]any); ok {
+				delete(m, "workers") // the cluster's replicas, sampled meanwhile
+			}
+			body, err := json.Marshal(v)
+			require.NoError(t, err)
+			out = append(out, string(body))
+		}
+		return out
+	}
+	missing := probe()
+
+	r := b.Do(t, "POST", "/api/v1/push", a, map[string]any{"items": []any{
+		map[string]any{"queue": "q", "partition": "p", "transactionId": "m0", "payload": 1},
+		map[string]any{"queue": "q", "partition": "p", "transactionId": "m1", "payload": 2}}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	pid := array(t, r)[0]["partition_id"]
+	if r := b.Do(t, "GET", "/api/v1/pop/queue/q?batch=2&autoAck=true", a, nil); r.Status != http.StatusOK {
+		t.Fatalf("A's pop: %d %s", r.Status, r.Body)
+	}
+	b.Do(t, "GET", "/api/v1/pop/queue/q?wait=true&timeout=1200", a, nil)
+	if r := b.Do(t, "POST", "/api/v1/traces", a, map[string]any{"transactionId": "m0", "partitionId": pid, "data": 1, "traceNames": "n"}); r.Status != http.StatusCreated {
+		t.Fatalf("A's trace: %d %s", r.Status, r.Body)
+	}
+	b.Count(t, `WITH i AS (INSERT INTO queen.retention_events (tenant, queue, partition_id, kind, messages)
+		VALUES ('acme', 'q', $1, 'retention', 1) RETURNING 1) SELECT count(*) FROM i`, pid)
+	for i := 0; ; i++ { // until A's counts, parked poll included, are flushed
+		var o queueOps
+		b.Do(t, "GET", "/api/v1/analytics/queue-ops?"+window, a, nil).JSON(t, &o)
+		if s := o.totals("q"); s.PopEmpty == 1 && s.PushMessages == 2 {
+			break
+		}
+		require.Less(t, i, 100, "A's counts never reached the database: %+v", o)
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	foreign := probe()
+	for i := range probes {
+		require.Equal(t, missing[i], foreign[i], "%s: another tenant's counts and traces must read like none", probes[i])
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/regent-mq/regent/broker/backlog"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/console"
+	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/flags"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/log"
@@ -103,6 +104,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	routes = append(routes, streams.New(pool, logs, m, logger, cfg.Tenancy).Routes()...)
 	routes = append(routes, admin.New(pool, switches, logs, logger).Routes()...)
 	routes = append(routes, console.Routes()...)
+	analytics := admin.NewAnalytics(pool, cfg.Replica, sealer, logger)
+	routes = append(routes, analytics.Routes()...)
 	h := server.New(server.Deps{
 		Pool: pool, Auth: authn, Metrics: m, Log: logger, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,
 	}, routes)
@@ -120,6 +123,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		})
 		wg.Go(func() { switches.Run(bg) })
 		wg.Go(func() { groups.Run(bg, cfg.LagEvery) })
+		wg.Go(func() { analytics.RunTraceSweep(bg, cfg.RetentionEvery, cfg.MetricsRetention) })
+		wg.Go(func() {
+			m.Ops.Run(bg, pool, counters.Settings{Replica: cfg.Replica, FlushEvery: cfg.AnalyticsFlush, Retention: cfg.MetricsRetention}, logger)
+		})
 		wg.Wait()
 	}()
 	return &Broker{cfg: cfg, log: logger, pool: pool, handler: h, routes: routes, stop: stop, stopped: stopped}, nil

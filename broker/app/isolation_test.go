@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -83,13 +85,22 @@ func snapshot(t *testing.T, b *brokertest.Broker) string {
 }
 
 func TestTenantBCannotReadModifyAckLeasePopOrDetectTenantAsObjects(t *testing.T) {
-	b := brokertest.Start(t, brokertest.WithJWT(true))
+	// Counters reach the database at once, so that the analytics probes
+	// below meet A's counts.
+	b := brokertest.Start(t, brokertest.WithJWT(true), func(c *config.Config) { c.AnalyticsFlush = 20 * time.Millisecond })
 	tokA := brokertest.Mint(t, "A", auth.Admin)
 	tokB := brokertest.Mint(t, "B", auth.Admin)
 	if _, err := b.Pool.Exec(context.Background(), `INSERT INTO queen_streams.quota (tenant) VALUES ('A'), ('B')`); err != nil {
 		t.Fatal(err)
 	}
 	a := seedTenantA(t, b, tokA)
+	if r := b.Do(t, "POST", "/api/v1/traces", tokA, map[string]any{"transactionId": a.txID, "partitionId": a.partitionID,
+		"data": map[string]any{"step": 1}, "traceNames": "a-trace"}); r.Status != 201 {
+		t.Fatalf("seeding tenant A: trace = %d %s", r.Status, r.Body)
+	}
+	time.Sleep(200 * time.Millisecond) // ten flushes of A's counters
+	now := time.Now().UTC().Truncate(time.Minute)
+	window := "&from=" + now.Add(-time.Hour).Format(time.RFC3339) + "&to=" + now.Add(time.Hour).Format(time.RFC3339)
 	before := snapshot(t, b)
 	missing := uuid.Must(uuid.NewV7()).String()
 
@@ -127,6 +138,15 @@ func TestTenantBCannotReadModifyAckLeasePopOrDetectTenantAsObjects(t *testing.T)
 			func(id string) any {
 				return map[string]any{"operations": []any{map[string]any{"type": "ack", "transactionId": a.txID, "partitionId": id}}}
 			}, a.partitionID, "transactionId"},
+		{"trace on A's message", "POST", func(string) string { return "/api/v1/traces" },
+			func(id string) any {
+				return map[string]any{"transactionId": a.txID, "partitionId": id, "data": map[string]any{}}
+			}, a.partitionID, ""},
+		{"traces of A's message", "GET", func(id string) string { return "/api/v1/traces/" + id + "/" + a.txID }, nil, a.partitionID, ""},
+		{"traces by A's trace name", "GET", func(id string) string { return "/api/v1/traces/by-name/" + id }, nil, "a-trace", ""},
+		{"operations of A's queue", "GET", func(id string) string { return "/api/v1/analytics/queue-ops?queue=" + id + window }, nil, queueName, ""},
+		{"pop lag of A's queue", "GET", func(id string) string { return "/api/v1/analytics/queue-lag?queue=" + id + window }, nil, queueName, ""},
+		{"stored messages of A's queue", "GET", func(id string) string { return "/api/v1/status/analytics?interval=minute&queue=" + id + window }, nil, queueName, ""},
 		{"dead letters of A's queue", "GET", func(id string) string { return "/api/v1/dlq?queue=" + id }, nil, queueName, ""},
 		{"A's message", "GET", func(id string) string { return "/api/v1/messages/" + id + "/" + a.txID }, nil, a.partitionID, ""},
 		{"delete A's message", "DELETE", func(id string) string { return "/api/v1/messages/" + id + "/" + a.txID }, nil, a.partitionID, ""},

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +47,10 @@ type Config struct {
 	PartitionCleanupDays    int
 	DefaultSubscriptionMode string // of a pop without subscriptionMode
 	ShutdownGrace           time.Duration
+
+	Replica          string        // this replica's name in the analytics: its pod name
+	AnalyticsFlush   time.Duration // how often the operation counters reach the database
+	MetricsRetention time.Duration // how long the analytics keep their minutes
 
 	ReadHeaderTimeout time.Duration // to receive a request's headers
 	ReadTimeout       time.Duration // to receive a request's body, after its headers
@@ -178,6 +183,10 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.IntEnv(&c.PartitionCleanupDays, "partition-cleanup-days", "REGENT_PARTITION_CLEANUP_DAYS", 30, "days after which an empty partition without cursor activity is deleted", "PARTITION_CLEANUP_DAYS")
 	f.StrEnv(&c.DefaultSubscriptionMode, "default-subscription-mode", "REGENT_DEFAULT_SUBSCRIPTION_MODE", "", "subscriptionMode of a pop that sends none: new (or new-only) starts a new group at its first pop, anything else means all", "DEFAULT_SUBSCRIPTION_MODE")
 	f.DurationEnv(&c.LagEvery, "lag-interval", "REGENT_LAG_INTERVAL", 10*time.Second, "how often the consumer group lag metrics are recomputed", "STATS_INTERVAL_MS")
+	host, _ := os.Hostname()
+	f.StrEnv(&c.Replica, "replica", "REGENT_REPLICA", host, "this replica's name in the analytics routes (the pod name)")
+	f.DurationEnv(&c.AnalyticsFlush, "analytics-flush-interval", "REGENT_ANALYTICS_FLUSH_INTERVAL", 5*time.Second, "how often the per-minute operation counters are written to the database")
+	f.DurationEnv(&c.MetricsRetention, "metrics-retention", "REGENT_METRICS_RETENTION", 90*24*time.Hour, "how long the analytics keep their per-minute counters and samples")
 	f.DurationEnv(&c.ShutdownGrace, "shutdown-grace", "REGENT_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight requests may drain on SIGTERM")
 	f.DurationEnv(&c.ReadHeaderTimeout, "read-header-timeout", "REGENT_READ_HEADER_TIMEOUT", 10*time.Second, "how long a client may take to send a request's headers")
 	f.DurationEnv(&c.ReadTimeout, "read-timeout", "REGENT_READ_TIMEOUT", time.Minute, "how long a client may take to send a request's body; a long-poll's wait is not part of it")
@@ -223,6 +232,9 @@ func (c Config) validate() error {
 	}
 	if c.RetentionBatch < 1 || c.EvictionBatch < 1 || c.PartitionCleanupDays < 1 {
 		errs = append(errs, errors.New("--retention-batch-size, --eviction-batch-size and --partition-cleanup-days must be at least 1"))
+	}
+	if c.AnalyticsFlush <= 0 || c.MetricsRetention <= 0 {
+		errs = append(errs, errors.New("--analytics-flush-interval and --metrics-retention must be positive"))
 	}
 	if c.MaxBodyBytes < 1<<20 {
 		errs = append(errs, errors.New("--max-body-bytes must be at least 1 MiB"))

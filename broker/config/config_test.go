@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +129,27 @@ func TestABadAliasValueIsReportedUnderItsName(t *testing.T) {
 	_, err = Parse("broker", nil, env(map[string]string{"DATABASE_URL": "x", "EVICTION_BATCH_SIZE": "0"}))
 	if err == nil || !strings.Contains(err.Error(), "--eviction-batch-size") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestTheAnalyticsSettingsHaveDefaultsAndEnvironmentFallbacks(t *testing.T) {
+	c, err := Parse("broker", []string{"--database-url=postgres://x"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if c.Replica != host || c.AnalyticsFlush != 5*time.Second || c.MetricsRetention != 90*24*time.Hour {
+		t.Fatalf("defaults: %q %s %s", c.Replica, c.AnalyticsFlush, c.MetricsRetention)
+	}
+	c, err = Parse("broker", []string{"--database-url=postgres://x"}, env(map[string]string{
+		"REGENT_REPLICA": "pod-1", "REGENT_ANALYTICS_FLUSH_INTERVAL": "1s", "REGENT_METRICS_RETENTION": "24h"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Replica != "pod-1" || c.AnalyticsFlush != time.Second || c.MetricsRetention != 24*time.Hour {
+		t.Fatalf("from the environment: %q %s %s", c.Replica, c.AnalyticsFlush, c.MetricsRetention)
+	}
+	if _, err := Parse("broker", []string{"--database-url=postgres://x", "--analytics-flush-interval=0s"}, func(string) string { return "" }); err == nil {
+		t.Fatal("a flush interval of 0 is accepted")
 	}
 }

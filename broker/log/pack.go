@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/pg"
 	"github.com/regent-mq/regent/broker/segment"
 )
@@ -298,12 +299,16 @@ func (p *Packed) Results(stored []*Segment) []Pushed {
 // AfterPush does the bookkeeping of committed segments: per-queue counters,
 // and the announcement of their partitions.
 func (l *Log) AfterPush(segs []*Segment) {
-	for _, g := range segs {
+	for i, g := range segs {
 		if len(g.Frames) == 0 {
 			continue
 		}
 		q := g.Partition.Queue
 		l.metrics.Pushed.WithLabelValues(q.Tenant, q.Name).Add(float64(len(g.Frames)))
+		l.metrics.Ops.Add(q.Tenant, q.Name, counters.PushMessages, int64(len(g.Frames)))
+		if !slices.ContainsFunc(segs[:i], func(e *Segment) bool { return len(e.Frames) > 0 && e.Partition.Queue.ID == q.ID }) {
+			l.metrics.Ops.Add(q.Tenant, q.Name, counters.PushRequests, 1)
+		}
 		l.Announce(q.ID, g.Partition.ID)
 	}
 }

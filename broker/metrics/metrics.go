@@ -4,6 +4,8 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/regent-mq/regent/broker/counters"
 )
 
 // Metrics is the broker's registry and its collectors. Each broker instance
@@ -18,6 +20,10 @@ type Metrics struct {
 	Pushed *prometheus.CounterVec // tenant, queue
 	Popped *prometheus.CounterVec // tenant, queue
 	Acked  *prometheus.CounterVec // tenant, queue
+
+	// Ops are the per-minute counts behind the analytics routes, counted
+	// where the message counters above are.
+	Ops *counters.Counters
 
 	EncryptionFailures prometheus.Counter
 
@@ -40,6 +46,7 @@ const (
 func New() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
+		Ops:      counters.New(),
 		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "regent_http_request_duration_seconds",
 			Help:    "HTTP request latency by route pattern, method and status code.",

@@ -325,6 +325,31 @@ CREATE TABLE queen.push_dedup (
 );
 
 --
+-- Name: queue_minutes; Type: TABLE; Schema: queen; Owner: -
+--
+
+CREATE TABLE queen.queue_minutes (
+    tenant text NOT NULL,
+    minute timestamp with time zone NOT NULL,
+    queue text NOT NULL,
+    replica text NOT NULL,
+    push_requests bigint DEFAULT 0 NOT NULL,
+    push_messages bigint DEFAULT 0 NOT NULL,
+    pop_requests bigint DEFAULT 0 NOT NULL,
+    pop_messages bigint DEFAULT 0 NOT NULL,
+    pop_empty bigint DEFAULT 0 NOT NULL,
+    ack_requests bigint DEFAULT 0 NOT NULL,
+    ack_success bigint DEFAULT 0 NOT NULL,
+    ack_failed bigint DEFAULT 0 NOT NULL,
+    dead_lettered bigint DEFAULT 0 NOT NULL,
+    transactions bigint DEFAULT 0 NOT NULL,
+    lag_sum_ms bigint DEFAULT 0 NOT NULL,
+    lag_count bigint DEFAULT 0 NOT NULL,
+    lag_max_ms bigint DEFAULT 0 NOT NULL,
+    parked_sum bigint DEFAULT 0 NOT NULL
+);
+
+--
 -- Name: queues; Type: TABLE; Schema: queen; Owner: -
 --
 
@@ -354,6 +379,37 @@ CREATE TABLE queen.queues (
 );
 
 --
+-- Name: replica_samples; Type: TABLE; Schema: queen; Owner: -
+--
+
+CREATE TABLE queen.replica_samples (
+    replica text NOT NULL,
+    minute timestamp with time zone NOT NULL,
+    sampled_at timestamp with time zone NOT NULL,
+    cpu_user_pct double precision NOT NULL,
+    cpu_sys_pct double precision NOT NULL,
+    rss_bytes bigint NOT NULL,
+    virtual_bytes bigint NOT NULL,
+    pool_size integer NOT NULL,
+    pool_idle integer NOT NULL,
+    pool_active integer NOT NULL
+);
+
+--
+-- Name: retention_events; Type: TABLE; Schema: queen; Owner: -
+--
+
+CREATE TABLE queen.retention_events (
+    tenant text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    queue text NOT NULL,
+    partition_id uuid NOT NULL,
+    kind text NOT NULL,
+    messages bigint NOT NULL,
+    CONSTRAINT retention_events_kind_check CHECK ((kind = ANY (ARRAY['retention'::text, 'completed_retention'::text, 'eviction'::text])))
+);
+
+--
 -- Name: subscriptions; Type: TABLE; Schema: queen; Owner: -
 --
 
@@ -373,6 +429,32 @@ CREATE TABLE queen.system_flags (
     name text NOT NULL,
     enabled boolean NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: trace_names; Type: TABLE; Schema: queen; Owner: -
+--
+
+CREATE TABLE queen.trace_names (
+    tenant text NOT NULL,
+    name text NOT NULL,
+    trace_id uuid NOT NULL
+);
+
+--
+-- Name: traces; Type: TABLE; Schema: queen; Owner: -
+--
+
+CREATE TABLE queen.traces (
+    id uuid NOT NULL,
+    partition_id uuid NOT NULL,
+    transaction_id text NOT NULL,
+    message_offset bigint NOT NULL,
+    consumer_group text NOT NULL,
+    event_type text NOT NULL,
+    data jsonb NOT NULL,
+    worker_id text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 --
@@ -463,6 +545,13 @@ ALTER TABLE ONLY queen.push_dedup
     ADD CONSTRAINT push_dedup_pkey PRIMARY KEY (partition_id, transaction_id);
 
 --
+-- Name: queue_minutes queue_minutes_pkey; Type: CONSTRAINT; Schema: queen; Owner: -
+--
+
+ALTER TABLE ONLY queen.queue_minutes
+    ADD CONSTRAINT queue_minutes_pkey PRIMARY KEY (tenant, minute, queue, replica);
+
+--
 -- Name: queues queues_pkey; Type: CONSTRAINT; Schema: queen; Owner: -
 --
 
@@ -477,6 +566,13 @@ ALTER TABLE ONLY queen.queues
     ADD CONSTRAINT queues_tenant_name_key UNIQUE (tenant, name);
 
 --
+-- Name: replica_samples replica_samples_pkey; Type: CONSTRAINT; Schema: queen; Owner: -
+--
+
+ALTER TABLE ONLY queen.replica_samples
+    ADD CONSTRAINT replica_samples_pkey PRIMARY KEY (minute, replica);
+
+--
 -- Name: subscriptions subscriptions_pkey; Type: CONSTRAINT; Schema: queen; Owner: -
 --
 
@@ -489,6 +585,20 @@ ALTER TABLE ONLY queen.subscriptions
 
 ALTER TABLE ONLY queen.system_flags
     ADD CONSTRAINT system_flags_pkey PRIMARY KEY (name);
+
+--
+-- Name: trace_names trace_names_pkey; Type: CONSTRAINT; Schema: queen; Owner: -
+--
+
+ALTER TABLE ONLY queen.trace_names
+    ADD CONSTRAINT trace_names_pkey PRIMARY KEY (tenant, name, trace_id);
+
+--
+-- Name: traces traces_pkey; Type: CONSTRAINT; Schema: queen; Owner: -
+--
+
+ALTER TABLE ONLY queen.traces
+    ADD CONSTRAINT traces_pkey PRIMARY KEY (id);
 
 --
 -- Name: queries queries_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
@@ -543,6 +653,30 @@ CREATE INDEX log_segments_time_brin ON queen.log_segments USING brin (max_create
 CREATE INDEX push_dedup_created_brin ON queen.push_dedup USING brin (created_at);
 
 --
+-- Name: queue_minutes_minute_brin; Type: INDEX; Schema: queen; Owner: -
+--
+
+CREATE INDEX queue_minutes_minute_brin ON queen.queue_minutes USING brin (minute);
+
+--
+-- Name: retention_events_tenant_at_idx; Type: INDEX; Schema: queen; Owner: -
+--
+
+CREATE INDEX retention_events_tenant_at_idx ON queen.retention_events USING btree (tenant, at);
+
+--
+-- Name: trace_names_trace_idx; Type: INDEX; Schema: queen; Owner: -
+--
+
+CREATE INDEX trace_names_trace_idx ON queen.trace_names USING btree (trace_id);
+
+--
+-- Name: traces_message_idx; Type: INDEX; Schema: queen; Owner: -
+--
+
+CREATE INDEX traces_message_idx ON queen.traces USING btree (partition_id, transaction_id, id);
+
+--
 -- Name: cursors cursors_partition_id_fkey; Type: FK CONSTRAINT; Schema: queen; Owner: -
 --
 
@@ -576,6 +710,20 @@ ALTER TABLE ONLY queen.partitions
 
 ALTER TABLE ONLY queen.subscriptions
     ADD CONSTRAINT subscriptions_queue_id_fkey FOREIGN KEY (queue_id) REFERENCES queen.queues(id) ON DELETE CASCADE;
+
+--
+-- Name: trace_names trace_names_trace_id_fkey; Type: FK CONSTRAINT; Schema: queen; Owner: -
+--
+
+ALTER TABLE ONLY queen.trace_names
+    ADD CONSTRAINT trace_names_trace_id_fkey FOREIGN KEY (trace_id) REFERENCES queen.traces(id) ON DELETE CASCADE;
+
+--
+-- Name: traces traces_partition_id_fkey; Type: FK CONSTRAINT; Schema: queen; Owner: -
+--
+
+ALTER TABLE ONLY queen.traces
+    ADD CONSTRAINT traces_partition_id_fkey FOREIGN KEY (partition_id) REFERENCES queen.partitions(id) ON DELETE CASCADE;
 
 --
 -- Name: state state_query_id_fkey; Type: FK CONSTRAINT; Schema: queen_streams; Owner: -

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/queue/store"
 )
@@ -126,6 +127,7 @@ func (s *Handler) handlePop(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.holdWhilePaused(ctx, deadline) {
 		if ctx.Err() == nil {
+			s.metrics.Ops.Add(p.Tenant, p.Queue, counters.PopEmpty, 1)
 			w.WriteHeader(http.StatusNoContent)
 		}
 		return
@@ -149,6 +151,7 @@ func (s *Handler) handlePop(w http.ResponseWriter, r *http.Request) {
 		}
 		now := time.Now()
 		if !p.wait || !now.Before(deadline) {
+			s.metrics.Ops.Add(p.Tenant, p.Queue, counters.PopEmpty, 1)
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
@@ -158,12 +161,14 @@ func (s *Handler) handlePop(w http.ResponseWriter, r *http.Request) {
 		}
 		timer := time.NewTimer(until.Sub(now))
 		s.metrics.PopsParked.Inc()
+		s.metrics.Ops.Park(p.Tenant, p.Queue, 1)
 		select {
 		case <-ctx.Done():
 		case <-got.Wake:
 		case <-timer.C:
 		}
 		s.metrics.PopsParked.Dec()
+		s.metrics.Ops.Park(p.Tenant, p.Queue, -1)
 		timer.Stop()
 	}
 }

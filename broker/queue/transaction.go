@@ -3,10 +3,12 @@ package queue
 import (
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/pg"
@@ -145,6 +147,7 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.log.AfterPush(pushed)
 		s.store.AfterAck(acks, acked)
+		countTransaction(s.metrics.Ops, id.Tenant, pushed, acked)
 		httpx.WriteJSON(w, http.StatusOK, map[string]any{"transactionId": txID, "success": true, "results": results})
 	}
 }
@@ -152,3 +155,19 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 // errRollback ends a transaction whose operation failed by the rules (not by
 // an error of the database).
 var errRollback = fmt.Errorf("transaction rolled back")
+
+// countTransaction counts a committed transaction once in each queue it
+// pushed to or acked in.
+func countTransaction(ops *counters.Counters, tenant string, pushed []*log.Segment, acked []store.AckResult) {
+	var queues []string
+	for _, g := range pushed {
+		queues = append(queues, g.Partition.Queue.Name)
+	}
+	for _, r := range acked {
+		queues = append(queues, *r.QueueName) // a committed ack found its message
+	}
+	slices.Sort(queues)
+	for _, q := range slices.Compact(queues) {
+		ops.Add(tenant, q, counters.Transactions, 1)
+	}
+}

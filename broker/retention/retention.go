@@ -123,7 +123,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Stats, error) {
 			return err
 		}
 		for _, q := range aged {
-			if err := s.floors(ctx, conn, q, false, s.set.RetentionChunk, &st.Aged, &st.Segments); err != nil {
+			if err := s.floors(ctx, conn, q, "retention", false, s.set.RetentionChunk, &st.Aged, &st.Segments); err != nil {
 				return fmt.Errorf("retention: retentionSeconds of queue %s: %w", q.id, err)
 			}
 		}
@@ -133,7 +133,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Stats, error) {
 			return err
 		}
 		for _, q := range consumed {
-			if err := s.floors(ctx, conn, q, true, s.set.RetentionChunk, &st.Consumed, &st.Segments); err != nil {
+			if err := s.floors(ctx, conn, q, "completed_retention", true, s.set.RetentionChunk, &st.Consumed, &st.Segments); err != nil {
 				return fmt.Errorf("retention: completedRetentionSeconds of queue %s: %w", q.id, err)
 			}
 		}
@@ -155,7 +155,7 @@ func (s *Sweeper) Evict(ctx context.Context) (Stats, error) {
 			return err
 		}
 		for _, q := range queues {
-			if err := s.floors(ctx, conn, q, false, s.set.EvictionChunk, &st.Evicted, &st.Segments); err != nil {
+			if err := s.floors(ctx, conn, q, "eviction", false, s.set.EvictionChunk, &st.Evicted, &st.Segments); err != nil {
 				return fmt.Errorf("eviction: maxWaitTimeSeconds of queue %s: %w", q.id, err)
 			}
 		}
@@ -211,18 +211,22 @@ func policies(ctx context.Context, conn *pgxpool.Conn, sql string) ([]policy, er
 // floors raises the floors of q's partitions for its limit and drops the
 // segments wholly below them in chunks, adding the offsets that went to
 // offsets and the segments dropped to segments.
-func (s *Sweeper) floors(ctx context.Context, conn *pgxpool.Conn, q policy, consumed bool, chunk int, offsets, segments *int64) error {
+func (s *Sweeper) floors(ctx context.Context, conn *pgxpool.Conn, q policy, kind string, consumed bool, chunk int, offsets, segments *int64) error {
 	rows, err := conn.Query(ctx, `SELECT partition_id, removed, released
 		FROM queen.raise_floors(p_queue_id => $1, p_seconds => $2, p_consumed => $3)`, q.id, q.seconds, consumed)
 	if err != nil {
 		return fmt.Errorf("raise floors: %w", err)
 	}
-	var released []uuid.UUID
+	var released, raised []uuid.UUID
+	var removed []int64
 	var pid uuid.UUID
 	var n int64
 	var ended bool
 	_, err = pgx.ForEachRow(rows, []any{&pid, &n, &ended}, func() error {
 		*offsets += n
+		if n > 0 {
+			raised, removed = append(raised, pid), append(removed, n)
+		}
 		if ended {
 			released = append(released, pid)
 		}
@@ -230,6 +234,16 @@ func (s *Sweeper) floors(ctx context.Context, conn *pgxpool.Conn, q policy, cons
 	})
 	if err != nil {
 		return fmt.Errorf("raise floors: %w", err)
+	}
+	// What went, per partition, for the analytics (queue-admin-api.md §5).
+	if len(raised) > 0 {
+		if _, err := conn.Exec(ctx, `INSERT INTO queen.retention_events (tenant, queue, partition_id, kind, messages)
+			SELECT q.tenant, q.name, u.pid, $3, u.n
+			  FROM unnest($1::uuid[], $2::bigint[]) AS u (pid, n)
+			  JOIN queen.partitions p ON p.id = u.pid JOIN queen.queues q ON q.id = p.queue_id`,
+			raised, removed, kind); err != nil {
+			return fmt.Errorf("record the %s of queue %s: %w", kind, q.id, err)
+		}
 	}
 	// Once committed: the call ran in a transaction of its own.
 	for _, p := range released {

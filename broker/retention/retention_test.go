@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/hotlist"
@@ -186,4 +187,27 @@ func TestRetentionAndEvictionRunOneAtATimeOnOneLock(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, st.Skipped, name)
 	}
+}
+
+func TestEverySweepRecordsWhatItRemovedPerPartitionForTheAnalytics(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	do(t, b, "POST", "/api/v1/configure", map[string]any{"queue": "aged", "options": map[string]any{
+		"retentionEnabled": true, "retentionSeconds": 1}})
+	for _, p := range []string{"a", "a", "b"} {
+		do(t, b, "POST", "/api/v1/push", map[string]any{"items": []any{
+			map[string]any{"queue": "aged", "partition": p, "payload": 1}, map[string]any{"queue": "aged", "partition": p, "payload": 2}}})
+	}
+	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.log_segments SET max_created_at = now() - interval '1 hour'`)
+	require.NoError(t, err)
+	st, err := sweeper(b, time.Hour).Sweep(t.Context())
+	require.NoError(t, err)
+	require.EqualValues(t, 6, st.Aged)
+	rows, err := b.Pool.Query(t.Context(), `SELECT p.name || ' ' || e.tenant || ' ' || e.queue || ' ' || e.kind || ' ' || e.messages
+		  FROM queen.retention_events e JOIN queen.partitions p ON p.id = e.partition_id ORDER BY p.name`)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"a " + b.Tenant + " aged retention 4", "b " + b.Tenant + " aged retention 2"}, got,
+		"one event per partition, with the messages removed")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
@@ -183,6 +184,8 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 		resp.AckResult = &ackResult{Success: true, Count: res.AckCount, LeaseReleased: res.LeaseReleased}
 		if c.Ack.OK && res.AckCount > 0 {
 			s.metrics.Acked.WithLabelValues(c.Tenant, res.QueueName).Add(float64(res.AckCount))
+			s.metrics.Ops.Add(c.Tenant, res.QueueName, counters.AckRequests, 1)
+			s.metrics.Ops.Add(c.Tenant, res.QueueName, counters.AckSuccess, int64(res.AckCount))
 		}
 	}
 	resp.write(w)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/pg"
 	"github.com/regent-mq/regent/broker/segment"
 )
@@ -60,11 +61,32 @@ func (s *Store) Ack(ctx context.Context, db pg.DB, tenant string, acks []Ack) ([
 		if r.Success && r.QueueName != nil && acks[i].Status == "completed" {
 			acked[*r.QueueName]++
 		}
+		countAck(s.metrics.Ops, tenant, out[:i], r)
 	}
 	for q, n := range acked {
 		s.metrics.Acked.WithLabelValues(tenant, q).Add(float64(n))
 	}
 	return out, nil
+}
+
+// countAck adds an ack's result to its queue's minute; the first result of
+// a queue in a request counts the request.
+func countAck(ops *counters.Counters, tenant string, before []AckResult, r AckResult) {
+	if r.QueueName == nil {
+		return // no such message: no queue to charge it to
+	}
+	q := *r.QueueName
+	if !slices.ContainsFunc(before, func(e AckResult) bool { return e.QueueName != nil && *e.QueueName == q }) {
+		ops.Add(tenant, q, counters.AckRequests, 1)
+	}
+	if r.Success {
+		ops.Add(tenant, q, counters.AckSuccess, 1)
+	} else {
+		ops.Add(tenant, q, counters.AckFailed, 1)
+	}
+	if r.DLQ {
+		ops.Add(tenant, q, counters.DeadLettered, 1)
+	}
 }
 
 // AfterAck does what acks leave to do once they have committed: each

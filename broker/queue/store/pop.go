@@ -153,6 +153,13 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 		return Popped{}, err
 	}
 	s.metrics.Popped.WithLabelValues(q.Tenant, q.Name).Add(float64(len(msgs)))
+	var lagSum, lagMax int64
+	nowUS := time.Now().UnixMicro()
+	for _, m := range msgs {
+		lag := max(nowUS-m.CreatedAt, 0) / 1000
+		lagSum, lagMax = lagSum+lag, max(lagMax, lag)
+	}
+	s.metrics.Ops.Popped(q.Tenant, q.Name, int64(len(msgs)), lagSum, lagMax)
 	return Popped{Messages: msgs, Claims: claims, LeaseID: leaseID, Wake: idle.Wake, Due: idle.Due}, nil
 }
 

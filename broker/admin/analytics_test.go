@@ -1,0 +1,378 @@
+package admin_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/test/brokertest"
+)
+
+// fastFlush makes a broker write its counters every 50 ms, and names it.
+func fastFlush(replica string) brokertest.Option {
+	return func(c *config.Config) { c.AnalyticsFlush, c.Replica = 50*time.Millisecond, replica }
+}
+
+// lastHour is a window around now, for reads that must see this minute.
+func lastHour() string {
+	now := time.Now().UTC()
+	return "from=" + url.QueryEscape(now.Add(-59*time.Minute).Format(time.RFC3339)) +
+		"&to=" + url.QueryEscape(now.Add(time.Minute).Format(time.RFC3339))
+}
+
+type opsSeries struct {
+	Bucket         string  `json:"bucket"`
+	QueueName      string  `json:"queueName"`
+	PushRequests   int64   `json:"pushRequests"`
+	PushMessages   int64   `json:"pushMessages"`
+	PopMessages    int64   `json:"popMessages"`
+	PopEmpty       int64   `json:"popEmpty"`
+	AckRequests    int64   `json:"ackRequests"`
+	AckSuccess     int64   `json:"ackSuccess"`
+	AckFailed      int64   `json:"ackFailed"`
+	Transactions   int64   `json:"transactions"`
+	PartitionCount int64   `json:"partitionCount"`
+	PartitionsMade int64   `json:"partitionsCreated"`
+	AvgLagMs       int64   `json:"avgLagMs"`
+	MaxLagMs       int64   `json:"maxLagMs"`
+	PushPerSecond  float64 `json:"pushPerSecond"`
+	ParkedCount    float64 `json:"parkedCount"`
+}
+
+type queueOps struct {
+	BucketMinutes int         `json:"bucketMinutes"`
+	Queues        []string    `json:"queues"`
+	Series        []opsSeries `json:"series"`
+}
+
+// totals sums a queue's series.
+func (o queueOps) totals(queue string) opsSeries {
+	var t opsSeries
+	for _, s := range o.Series {
+		if s.QueueName != queue {
+			continue
+		}
+		t.PushRequests += s.PushRequests
+		t.PushMessages += s.PushMessages
+		t.PopMessages += s.PopMessages
+		t.PopEmpty += s.PopEmpty
+		t.AckRequests += s.AckRequests
+		t.AckSuccess += s.AckSuccess
+		t.AckFailed += s.AckFailed
+		t.Transactions += s.Transactions
+		t.PartitionCount = s.PartitionCount
+		t.MaxLagMs = max(t.MaxLagMs, s.MaxLagMs)
+	}
+	return t
+}
+
+// opsUntil reads queue-ops until done holds for it (5 s at most).
+func opsUntil(t *testing.T, b *brokertest.Broker, query string, done func(queueOps) bool) queueOps {
+	t.Helper()
+	var o queueOps
+	for range 100 {
+		call(t, b, http.StatusOK, "GET", "/api/v1/analytics/queue-ops?"+query, nil).JSON(t, &o)
+		if done(o) {
+			return o
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("queue-ops never got there: %+v", o)
+	return o
+}
+
+func TestQueueOpsCountsPushesPopsAcksEmptyPopsAndTransactionsPerQueue(t *testing.T) {
+	t.Parallel()
+	b := start(t, fastFlush("r1"))
+	push(t, b, "orders", "a", 0, 3)
+	push(t, b, "orders", "b", 0, 2)
+	push(t, b, "other", "Default", 0, 1)
+	p, _ := pop(t, b, "/api/v1/pop/queue/orders/partition/a?batch=3")
+	require.Len(t, p.Messages, 3)
+	var acks []map[string]any
+	call(t, b, http.StatusOK, "POST", "/api/v1/ack/batch", map[string]any{"acknowledgments": []any{
+		map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID, "leaseId": p.LeaseID},
+		map[string]any{"transactionId": "nope", "partitionId": p.PartitionID, "leaseId": p.LeaseID},
+		map[string]any{"transactionId": p.Messages[2].TransactionID, "partitionId": p.PartitionID,
+			"leaseId": "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f"},
+	}}).JSON(t, &acks)
+	require.Equal(t, []any{true, false, false}, []any{acks[0]["success"], acks[1]["success"], acks[2]["success"]})
+	pop(t, b, "/api/v1/pop/queue/orders/partition/a?batch=3") // leased: 204
+	pop(t, b, "/api/v1/pop/queue/none?batch=3")               // no such queue: 204 too
+	call(t, b, http.StatusOK, "POST", "/api/v1/transaction", map[string]any{"operations": []any{
+		map[string]any{"type": "push", "items": []any{map[string]any{"queue": "orders", "payload": 1}}}}})
+
+	o := opsUntil(t, b, lastHour(), func(o queueOps) bool { return o.totals("orders").Transactions == 1 })
+	require.Equal(t, 1, o.BucketMinutes)
+	require.Equal(t, []string{"none", "orders", "other"}, o.Queues)
+	got := o.totals("orders")
+	require.EqualValues(t, 3, got.PushRequests, "two pushes and the transaction's")
+	require.EqualValues(t, 6, got.PushMessages)
+	require.EqualValues(t, 3, got.PopMessages)
+	require.EqualValues(t, 1, got.PopEmpty)
+	require.EqualValues(t, 1, got.AckRequests, "one ack/batch request")
+	require.EqualValues(t, 1, got.AckSuccess)
+	require.EqualValues(t, 1, got.AckFailed, "the wrong lease; the unknown message has no queue to count in")
+	require.EqualValues(t, 3, got.PartitionCount, "a, b and the transaction's Default")
+	require.Equal(t, opsSeries{PushRequests: 1, PushMessages: 1, PartitionCount: 1},
+		opsSeries{PushRequests: o.totals("other").PushRequests, PushMessages: o.totals("other").PushMessages,
+			PartitionCount: o.totals("other").PartitionCount})
+	for _, s := range o.Series {
+		require.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:00Z$`, s.Bucket, "fixed-width second-precision UTC keys")
+	}
+}
+
+func TestCountersFlushedByTwoBrokersOnOneDatabaseAddUp(t *testing.T) {
+	t.Parallel()
+	one := start(t, fastFlush("replica-1"))
+	two := brokertest.StartOn(t, one.DatabaseURL, fastFlush("replica-2"), func(c *config.Config) { c.ReseedInterval = time.Hour })
+	for i := range 3 {
+		push(t, one, "orders", "Default", i, 2)
+		push(t, two, "orders", "Default", 10+i, 1)
+	}
+	pop(t, two, "/api/v1/pop/queue/orders?batch=4&autoAck=true")
+	o := opsUntil(t, one, lastHour(), func(o queueOps) bool {
+		g := o.totals("orders")
+		return g.PushMessages == 9 && g.PopMessages == 4
+	})
+	require.EqualValues(t, 6, o.totals("orders").PushRequests, "three requests on each replica")
+
+	var w struct {
+		Summary map[string]int64 `json:"summary"`
+	}
+	call(t, one, http.StatusOK, "GET", "/api/v1/analytics/worker-metrics?hostname=replica-2&"+lastHour(), nil).JSON(t, &w)
+	require.EqualValues(t, 3, w.Summary["totalPushMessages"], "one replica's share")
+	require.EqualValues(t, 4, w.Summary["totalPopMessages"])
+	require.EqualValues(t, 3, w.Summary["totalPushRequests"])
+	call(t, two, http.StatusOK, "GET", "/api/v1/analytics/worker-metrics?"+lastHour(), nil).JSON(t, &w)
+	require.EqualValues(t, 9, w.Summary["totalPushMessages"], "every replica's")
+}
+
+func TestParkedLongPollsAreAveragedPerQueueAndReplica(t *testing.T) {
+	t.Parallel()
+	b := start(t, fastFlush("parker"))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.Do(t, "GET", "/api/v1/pop/queue/idle?wait=true&timeout=2500", "", nil)
+	}()
+	<-done
+	var got struct {
+		BucketMinutes int `json:"bucketMinutes"`
+		Series        []struct {
+			QueueName   string  `json:"queueName"`
+			Hostname    string  `json:"hostname"`
+			WorkerID    int     `json:"workerId"`
+			ParkedCount float64 `json:"parkedCount"`
+		} `json:"series"`
+		Replicas []map[string]any `json:"replicas"`
+	}
+	for range 100 {
+		call(t, b, http.StatusOK, "GET", "/api/v1/analytics/queue-parked-replicas?"+lastHour(), nil).JSON(t, &got)
+		if len(got.Series) > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.NotEmpty(t, got.Series)
+	var sum float64
+	for _, s := range got.Series {
+		require.Equal(t, "idle", s.QueueName)
+		require.Equal(t, "parker", s.Hostname)
+		sum += s.ParkedCount
+	}
+	// One poll parked for 2.5 s: two or three one-second samples of a minute.
+	require.InDelta(t, 2.5/60, sum, 0.03)
+	require.Equal(t, []map[string]any{{"hostname": "parker", "workerId": 0.0}}, got.Replicas)
+	o := opsUntil(t, b, lastHour(), func(o queueOps) bool { return o.totals("idle").PopEmpty == 1 })
+	require.EqualValues(t, 1, o.totals("idle").PopEmpty, "a wait that timed out is an empty pop")
+}
+
+func TestQueueLagIsABareArrayOfPerMinuteRowsNewestFirst(t *testing.T) {
+	t.Parallel()
+	b := start(t, fastFlush("r1"))
+	push(t, b, "lagged", "Default", 0, 2)
+	time.Sleep(120 * time.Millisecond)
+	pop(t, b, "/api/v1/pop/queue/lagged?batch=2&autoAck=true")
+	var rows []map[string]any
+	for range 100 {
+		call(t, b, http.StatusOK, "GET", "/api/v1/analytics/queue-lag?queue=lagged&"+lastHour(), nil).JSON(t, &rows)
+		if len(rows) > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Len(t, rows, 1)
+	r := rows[0]
+	require.Equal(t, "lagged", r["queueName"])
+	require.EqualValues(t, 2, r["popCount"])
+	require.GreaterOrEqual(t, r["avgLagMs"], 100.0)
+	require.GreaterOrEqual(t, r["maxLagMs"], r["avgLagMs"])
+	require.Regexp(t, `:00Z$`, r["bucketTime"])
+	require.JSONEq(t, `[]`, string(call(t, b, http.StatusOK, "GET", "/api/v1/analytics/queue-lag?queue=other&"+lastHour(), nil).Body))
+}
+
+func TestBucketWidthFollowsTheLengthOfTheRange(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	to := time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
+	for span, want := range map[time.Duration]float64{
+		time.Hour: 1, 6 * time.Hour: 5, 24 * time.Hour: 15, 7 * 24 * time.Hour: 60, 8 * 24 * time.Hour: 360,
+	} {
+		q := "from=" + to.Add(-span).Format(time.RFC3339) + "&to=" + to.Format(time.RFC3339)
+		for _, route := range []string{"queue-ops", "queue-parked-replicas", "retention", "worker-metrics", "system-metrics"} {
+			got := call(t, b, http.StatusOK, "GET", "/api/v1/analytics/"+route+"?"+q, nil).Map(t)
+			require.Equal(t, want, got["bucketMinutes"], "%s over %s", route, span)
+		}
+	}
+}
+
+func TestEveryAnalyticsRouteRefusesABadTimeWithA400(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	routes := []string{"/api/v1/status/analytics", "/api/v1/analytics/queue-lag", "/api/v1/analytics/queue-ops",
+		"/api/v1/analytics/queue-parked-replicas", "/api/v1/analytics/retention", "/api/v1/analytics/system-metrics",
+		"/api/v1/analytics/worker-metrics"}
+	for _, route := range routes {
+		for _, q := range []string{"queue=%E2", "queue=a%00", "from=yesterday", "to=2026-13-01T00:00:00Z", "from=2026-05-06T12:00:00Z&to=2026-05-06T11:00:00Z"} {
+			r := call(t, b, http.StatusBadRequest, "GET", route+"?"+q, nil)
+			require.NotEmpty(t, r.Map(t)["error"], "%s?%s", route, q)
+		}
+		// Integers never are: workerId is not one Regent reads.
+		call(t, b, http.StatusOK, "GET", route+"?workerId=x&limit=y", nil)
+	}
+	r := call(t, b, http.StatusBadRequest, "GET", "/api/v1/status/analytics?interval=minute&from=2020-01-01T00:00:00Z&to=2026-01-01T00:00:00Z", nil)
+	require.Contains(t, r.Map(t)["error"], "span more than")
+	call(t, b, http.StatusBadRequest, "GET", "/api/v1/analytics/worker-metrics?hostname=%E2", nil)
+	call(t, b, http.StatusBadRequest, "GET", "/api/v1/status/analytics?namespace=a%00", nil)
+	call(t, b, http.StatusNotFound, "GET", "/api/v1/analytics", nil)
+}
+
+func TestStatusAnalyticsCountsStoredMessagesPerBucketAscendingAndZeroFilled(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	push(t, b, "stored", "Default", 0, 3)
+	push(t, b, "stored", "Default", 3, 2)
+	push(t, b, "elsewhere", "Default", 0, 4)
+	now := time.Now().UTC()
+	q := "interval=minute&from=" + url.QueryEscape(now.Add(-5*time.Minute).Format(time.RFC3339)) +
+		"&to=" + url.QueryEscape(now.Add(time.Minute).Format(time.RFC3339))
+	var got struct {
+		DataPoints []struct {
+			Timestamp string `json:"timestamp"`
+			Messages  int64  `json:"messages"`
+		} `json:"dataPoints"`
+		Interval string `json:"interval"`
+	}
+	call(t, b, http.StatusOK, "GET", "/api/v1/status/analytics?queue=stored&"+q, nil).JSON(t, &got)
+	require.Equal(t, "minute", got.Interval)
+	require.Len(t, got.DataPoints, 7, "every minute of the range, the empty ones too")
+	var sum int64
+	for i, p := range got.DataPoints {
+		sum += p.Messages
+		if i > 0 {
+			require.Less(t, got.DataPoints[i-1].Timestamp, p.Timestamp, "ascending")
+		}
+	}
+	require.EqualValues(t, 5, sum)
+
+	call(t, b, http.StatusOK, "GET", "/api/v1/status/analytics?interval=week", nil).JSON(t, &got)
+	require.Equal(t, "hour", got.Interval, "an interval Regent does not know is hour")
+	require.Len(t, got.DataPoints, 25, "the last 24 hours by default, both ends included")
+	sum = 0
+	for _, p := range got.DataPoints {
+		sum += p.Messages
+	}
+	require.EqualValues(t, 9, sum)
+}
+
+func TestRetentionSeriesSumsEachKindOfEventPerBucket(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	at := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Minute)
+	for _, e := range []struct {
+		tenant, queue, kind string
+		n                   int
+	}{{b.Tenant, "q", "retention", 5}, {b.Tenant, "q", "completed_retention", 2}, {b.Tenant, "r", "eviction", 1}, {"someone-else", "q", "retention", 100}} {
+		b.Count(t, `WITH i AS (INSERT INTO queen.retention_events (tenant, at, queue, partition_id, kind, messages)
+			VALUES ($1, $2, $3, gen_random_uuid(), $4, $5) RETURNING 1) SELECT count(*) FROM i`, e.tenant, at, e.queue, e.kind, e.n)
+	}
+	var got struct {
+		Series []map[string]any `json:"series"`
+		Totals map[string]any   `json:"totals"`
+	}
+	call(t, b, http.StatusOK, "GET", "/api/v1/analytics/retention?"+lastHour(), nil).JSON(t, &got)
+	require.Len(t, got.Series, 1)
+	require.Equal(t, at.Format("2006-01-02T15:04:05Z"), got.Series[0]["bucket"])
+	want := map[string]any{"retentionMsgs": 5.0, "completedRetentionMsgs": 2.0, "evictionMsgs": 1.0, "totalMsgs": 8.0, "eventCount": 3.0}
+	require.Equal(t, want, got.Totals)
+	call(t, b, http.StatusOK, "GET", "/api/v1/analytics/retention?queue=r&"+lastHour(), nil).JSON(t, &got)
+	require.Equal(t, 1.0, got.Totals["evictionMsgs"])
+	require.Equal(t, 1.0, got.Totals["totalMsgs"])
+}
+
+func TestSystemMetricsReportsEachReplicasSamplesInQueensShape(t *testing.T) {
+	t.Parallel()
+	b := start(t, fastFlush("sampled"))
+	var got struct {
+		Replicas []struct {
+			Hostname   string `json:"hostname"`
+			TimeSeries []struct {
+				Timestamp   string                                   `json:"timestamp"`
+				SampleCount int                                      `json:"sampleCount"`
+				Metrics     map[string]map[string]map[string]float64 `json:"metrics"`
+			} `json:"timeSeries"`
+		} `json:"replicas"`
+		ReplicaCount int `json:"replicaCount"`
+	}
+	for range 100 { // the first sample is taken as the broker starts
+		call(t, b, http.StatusOK, "GET", "/api/v1/analytics/system-metrics?"+lastHour(), nil).JSON(t, &got)
+		if got.ReplicaCount > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, 1, got.ReplicaCount)
+	r := got.Replicas[0]
+	require.Equal(t, "sampled", r.Hostname)
+	require.Len(t, r.TimeSeries, 1)
+	m := r.TimeSeries[0].Metrics
+	require.Greater(t, m["memory"]["rss_bytes"]["last"], float64(1<<20))
+	require.GreaterOrEqual(t, m["memory"]["virtual_bytes"]["max"], m["memory"]["rss_bytes"]["max"])
+	for _, leaf := range []string{"avg", "min", "max", "last"} {
+		require.Contains(t, m["cpu"]["user_us"], leaf)
+		require.Contains(t, m["database"]["pool_active"], leaf)
+	}
+	require.NotContains(t, m, "threadpool")
+	call(t, b, http.StatusOK, "GET", "/api/v1/analytics/system-metrics?hostname=nobody&"+lastHour(), nil).JSON(t, &got)
+	require.Zero(t, got.ReplicaCount)
+	require.NotNil(t, got.Replicas, "an empty list, not null")
+}
+
+func TestPostgresStatsCoversTheBrokerSchemasOnly(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	push(t, b, "q", "Default", 0, 1)
+	got := call(t, b, http.StatusOK, "GET", "/api/v1/analytics/postgres-stats", nil).Map(t)
+	for _, k := range []string{"timestamp", "database", "databaseCache", "tableCache", "indexCache", "cacheSummary",
+		"deadTuples", "hotUpdates", "autovacuumStatus", "activeQueries", "bufferConfig", "bufferUsage", "tableSizes"} {
+		require.Contains(t, got, k)
+	}
+	require.Equal(t, []any{}, got["bufferUsage"])
+	require.Contains(t, got["bufferConfig"], "sharedBuffersSize")
+	sizes := got["tableSizes"].([]any)
+	require.NotEmpty(t, sizes)
+	var tables []string
+	for _, s := range sizes {
+		table := s.(map[string]any)["table"].(string)
+		require.True(t, strings.HasPrefix(table, "queen.") || strings.HasPrefix(table, "queen_streams."), table)
+		tables = append(tables, table)
+	}
+	require.Contains(t, tables, "queen.log_segments")
+	require.Contains(t, got["cacheSummary"], "tables")
+}

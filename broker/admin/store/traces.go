@@ -1,0 +1,198 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// NewTrace is a trace to record against a message.
+type NewTrace struct {
+	ID                       uuid.UUID
+	PartitionID              uuid.UUID
+	TransactionID            string
+	ConsumerGroup, EventType string
+	Data                     json.RawMessage
+	Names                    []string
+	Worker                   string
+}
+
+// AddTrace records a trace against the tenant's message, and reports
+// whether the message exists. One statement: the partition by its primary
+// key, the message's offset through queen.txid_offsets, and the inserts.
+// The consumer that traces a message usually holds it in its group's
+// current batch, so the offset is looked for among the transaction ids of
+// that batch's segments first; only a message outside it costs a walk
+// over every segment of the partition.
+func (s *Store) AddTrace(ctx context.Context, tenant string, t NewTrace) (bool, error) {
+	var n int
+	err := s.db.QueryRow(ctx, `WITH m AS (
+			SELECT p.id, coalesce(
+			         (SELECT (queen.txid_offsets(p_partition_id => p.id, p_from => c.batch_start, p_to => c.batch_end,
+			                                     p_txids => ARRAY[$3::text]))[1]
+			            FROM queen.cursors c
+			           WHERE c.partition_id = p.id AND c.consumer_group = $5 AND c.batch_end IS NOT NULL),
+			         (queen.txid_offsets(p_partition_id => p.id, p_from => 0, p_to => p.next_offset,
+			                             p_txids => ARRAY[$3::text]))[1]) AS off
+			  FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
+			 WHERE p.id = $2),
+		t AS (
+			INSERT INTO queen.traces (id, partition_id, transaction_id, message_offset, consumer_group, event_type, data, worker_id)
+			SELECT $4, m.id, $3, m.off, $5, $6, $7, $8 FROM m WHERE m.off IS NOT NULL
+			RETURNING id),
+		n AS (
+			INSERT INTO queen.trace_names (tenant, name, trace_id)
+			SELECT $1, name, t.id FROM t, unnest($9::text[]) AS name)
+		SELECT count(*) FROM t`,
+		tenant, t.PartitionID, t.TransactionID, t.ID, t.ConsumerGroup, t.EventType, t.Data, t.Worker, t.Names).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("record a trace: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Trace is a recorded trace; Queue, Partition and the frame are filled by
+// the by-name read only.
+type Trace struct {
+	ID                       uuid.UUID
+	PartitionID              uuid.UUID
+	TransactionID            string
+	EventType, ConsumerGroup string
+	Worker                   string
+	Data                     json.RawMessage
+	CreatedAt                time.Time
+	Names                    []string
+	Queue, Partition         string
+	// The segment that holds the message, when it is still stored, and
+	// the message's offset in the partition.
+	Offset   int64
+	Base     pgtype.Int8
+	Count    pgtype.Int4
+	Body     []byte
+	Checksum pgtype.Int8
+}
+
+// maxMessageTraces bounds the traces of one message that a read returns.
+const maxMessageTraces = 1000
+
+// traceNamesSQL is a trace's names, sorted.
+const traceNamesSQL = `coalesce((SELECT array_agg(n.name ORDER BY n.name) FROM queen.trace_names n WHERE n.trace_id = t.id), '{}')`
+
+// MessageTraces lists the traces of the tenant's message, oldest first, at
+// most 1,000. One statement: traces (partition_id, transaction_id, id),
+// with each trace's names by trace_names (trace_id).
+func (s *Store) MessageTraces(ctx context.Context, tenant string, partition uuid.UUID, txid string) ([]Trace, error) {
+	rows, err := s.db.Query(ctx, `SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at, `+traceNamesSQL+`
+		  FROM queen.traces t
+		  JOIN queen.partitions p ON p.id = t.partition_id
+		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
+		 WHERE t.partition_id = $2 AND t.transaction_id = $3
+		 ORDER BY t.id LIMIT $4`, tenant, partition, txid, maxMessageTraces)
+	if err != nil {
+		return nil, fmt.Errorf("read a message's traces: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Trace, error) {
+		var t Trace
+		return t, r.Scan(&t.ID, &t.EventType, &t.Data, &t.ConsumerGroup, &t.Worker, &t.CreatedAt, &t.Names)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read a message's traces: %w", err)
+	}
+	return out, nil
+}
+
+// TracesByName is a page of the tenant's traces that carry a name, oldest
+// first, and how many carry it. Two statements: a count over the range of
+// trace_names' primary key (tenant, name), and the page along it, each
+// trace joined to its partition, queue, names and the segment that holds
+// its message (log_segments' primary key).
+func (s *Store) TracesByName(ctx context.Context, tenant, name string, limit, offset int) ([]Trace, int64, error) {
+	var total int64
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM queen.trace_names WHERE tenant = $1 AND name = $2`, tenant, name).
+		Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count traces by name: %w", err)
+	}
+	rows, err := s.db.Query(ctx, `SELECT t.id, t.partition_id, t.transaction_id, t.event_type, t.data, t.consumer_group,
+			t.worker_id, t.created_at, `+traceNamesSQL+`, q.name, p.name, t.message_offset,
+			sg.base_offset, sg.frame_count, sg.body, sg.checksum
+		  FROM queen.trace_names tn
+		  JOIN queen.traces t ON t.id = tn.trace_id
+		  JOIN queen.partitions p ON p.id = t.partition_id
+		  JOIN queen.queues q ON q.id = p.queue_id
+		  LEFT JOIN LATERAL (SELECT s.base_offset, s.frame_count, s.body, s.checksum FROM queen.log_segments s
+		                      WHERE s.partition_id = t.partition_id AND s.base_offset <= t.message_offset
+		                      ORDER BY s.base_offset DESC LIMIT 1) sg ON sg.base_offset + sg.frame_count > t.message_offset
+		 WHERE tn.tenant = $1 AND tn.name = $2
+		 ORDER BY tn.trace_id LIMIT $3 OFFSET $4`, tenant, name, limit, offset)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read traces by name: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Trace, error) {
+		var t Trace
+		return t, r.Scan(&t.ID, &t.PartitionID, &t.TransactionID, &t.EventType, &t.Data, &t.ConsumerGroup, &t.Worker,
+			&t.CreatedAt, &t.Names, &t.Queue, &t.Partition, &t.Offset, &t.Base, &t.Count, &t.Body, &t.Checksum)
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("read traces by name: %w", err)
+	}
+	return out, total, nil
+}
+
+// TraceName is one name's figures.
+type TraceName struct {
+	Name             string
+	Traces, Messages int64
+	LastSeen         time.Time
+}
+
+// TraceNames is a page of the tenant's trace names, most recently seen
+// first, and how many names there are. One statement: an aggregate over
+// the tenant's range of trace_names (tenant, name), each joined to its
+// trace; its cost grows with the tenant's traces, which retention bounds.
+func (s *Store) TraceNames(ctx context.Context, tenant string, limit, offset int) ([]TraceName, int64, error) {
+	rows, err := s.db.Query(ctx, `SELECT tn.name, count(*), count(DISTINCT (t.partition_id, t.transaction_id)),
+			max(t.created_at), count(*) OVER ()
+		  FROM queen.trace_names tn JOIN queen.traces t ON t.id = tn.trace_id
+		 WHERE tn.tenant = $1
+		 GROUP BY tn.name ORDER BY max(t.created_at) DESC, tn.name LIMIT $2 OFFSET $3`, tenant, limit, offset)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read trace names: %w", err)
+	}
+	var total int64
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TraceName, error) {
+		var n TraceName
+		return n, r.Scan(&n.Name, &n.Traces, &n.Messages, &n.LastSeen, &total)
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("read trace names: %w", err)
+	}
+	if len(out) == 0 && offset > 0 {
+		// A page past the end still says how many names there are.
+		if err := s.db.QueryRow(ctx, `SELECT count(DISTINCT name) FROM queen.trace_names WHERE tenant = $1`, tenant).
+			Scan(&total); err != nil {
+			return nil, 0, fmt.Errorf("count trace names: %w", err)
+		}
+	}
+	return out, total, nil
+}
+
+// SweepTraces deletes the traces whose message retention has removed (no
+// segment holds its offset any more), and those older than maxAge. One
+// statement: the traces, each with an index probe into its partition's
+// segments.
+func (s *Store) SweepTraces(ctx context.Context, maxAge time.Duration) (int64, error) {
+	tag, err := s.db.Exec(ctx, `DELETE FROM queen.traces t
+		 WHERE t.created_at < now() - make_interval(secs => $1)
+		    OR coalesce((SELECT s.base_offset + s.frame_count FROM queen.log_segments s
+		                  WHERE s.partition_id = t.partition_id AND s.base_offset <= t.message_offset
+		                  ORDER BY s.base_offset DESC LIMIT 1), -1) <= t.message_offset`, maxAge.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("sweep traces: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

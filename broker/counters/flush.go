@@ -1,0 +1,142 @@
+package counters
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/regent-mq/regent/broker/pg"
+)
+
+// Settings are how often the counts are flushed and how long they are kept.
+type Settings struct {
+	Replica    string        // this replica's name: its pod name
+	FlushEvery time.Duration // how often the counts go to the database
+	Retention  time.Duration // how long minutes and samples are kept
+}
+
+// sweepEvery is how often old minutes are deleted; a sweep deletes what
+// aged out since the last one, a few thousand rows at most.
+const sweepEvery = 10 * time.Minute
+
+// Run flushes the counts every FlushEvery, samples the parked long-polls
+// every second and the process once a minute, and deletes minutes older
+// than Retention, until ctx ends; then it flushes what is left.
+func (c *Counters) Run(ctx context.Context, pool *pgxpool.Pool, s Settings, log *slog.Logger) {
+	flush := time.NewTicker(s.FlushEvery)
+	defer flush.Stop()
+	second := time.NewTicker(time.Second)
+	defer second.Stop()
+	sampler := newSampler(pool)
+	var lastSample, lastSweep time.Time
+	for {
+		now := time.Now()
+		if now.Unix()/60 != lastSample.Unix()/60 {
+			lastSample = now
+			if err := sampler.sample(ctx, s.Replica, now); err != nil && ctx.Err() == nil {
+				log.Warn("analytics: sample the process", "err", err)
+			}
+		}
+		if now.Sub(lastSweep) >= sweepEvery {
+			lastSweep = now
+			if err := Sweep(ctx, pool, s.Retention); err != nil && ctx.Err() == nil {
+				log.Warn("analytics: sweep old minutes", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			// The pool is closed only after Run returns: the last counts go.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if err := c.Flush(fctx, pool, s.Replica); err != nil {
+				log.Warn("analytics: flush counters at shutdown", "err", err)
+			}
+			cancel()
+			return
+		case <-second.C:
+			c.sampleParked()
+		case <-flush.C:
+			if err := c.Flush(ctx, pool, s.Replica); err != nil && ctx.Err() == nil {
+				log.Warn("analytics: flush counters", "err", err)
+			}
+		}
+	}
+}
+
+// upsert adds one row per (tenant, minute, queue) to the replica's rows:
+// one statement for every queue and minute counted since the last flush.
+var upsert = func() string {
+	var cols, params, sets strings.Builder
+	for i, name := range append(Columns[:], "lag_max_ms") {
+		fmt.Fprintf(&cols, ", %s", name)
+		fmt.Fprintf(&params, ", $%d::bigint[]", i+5)
+		set := "queue_minutes." + name + " + EXCLUDED." + name
+		if name == "lag_max_ms" {
+			set = "greatest(queue_minutes.lag_max_ms, EXCLUDED.lag_max_ms)"
+		}
+		fmt.Fprintf(&sets, ", %s = %s", name, set)
+	}
+	return `INSERT INTO queen.queue_minutes (tenant, minute, queue, replica` + cols.String() + `)
+		SELECT u.tenant, to_timestamp(u.minute * 60), u.queue, $4` + strings.ReplaceAll(cols.String(), ", ", ", u.") + `
+		  FROM unnest($1::text[], $2::bigint[], $3::text[]` + params.String() + `)
+		       AS u (tenant, minute, queue` + cols.String() + `)
+		ON CONFLICT (tenant, minute, queue, replica) DO UPDATE SET ` + strings.TrimPrefix(sets.String(), ", ")
+}()
+
+// Flush adds the counts so far to the replica's rows. Counts that fail to
+// reach the database stay for the next flush.
+func (c *Counters) Flush(ctx context.Context, db pg.DB, replica string) error {
+	taken := c.take()
+	if len(taken) == 0 {
+		return nil
+	}
+	keys := make([]key, 0, len(taken))
+	for k := range taken {
+		keys = append(keys, k)
+	}
+	// The same order in every flush, so that two replicas that share a
+	// name never lock each other's rows in opposite orders.
+	slices.SortFunc(keys, func(a, b key) int {
+		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.minute, b.minute), cmp.Compare(a.queue, b.queue))
+	})
+	tenants, queues := make([]string, len(keys)), make([]string, len(keys))
+	minutes := make([]int64, len(keys))
+	counts := make([][]int64, Fields+1)
+	for f := range counts {
+		counts[f] = make([]int64, len(keys))
+	}
+	for i, k := range keys {
+		tenants[i], minutes[i], queues[i] = k.tenant, k.minute, k.queue
+		b := taken[k]
+		for f := range Fields {
+			counts[f][i] = b.n[f]
+		}
+		counts[Fields][i] = b.lagMax
+	}
+	args := []any{tenants, minutes, queues, replica}
+	for _, col := range counts {
+		args = append(args, col)
+	}
+	if _, err := db.Exec(ctx, upsert, args...); err != nil {
+		c.giveBack(taken)
+		return fmt.Errorf("flush %d queue minutes: %w", len(keys), err)
+	}
+	return nil
+}
+
+// Sweep deletes the minutes, samples and retention events older than
+// retention.
+func Sweep(ctx context.Context, db pg.DB, retention time.Duration) error {
+	for _, table := range []string{"queen.queue_minutes WHERE minute", "queen.replica_samples WHERE minute", "queen.retention_events WHERE at"} {
+		if _, err := db.Exec(ctx, `DELETE FROM `+table+` < now() - make_interval(secs => $1)`,
+			retention.Seconds()); err != nil {
+			return fmt.Errorf("delete old rows of %s: %w", table, err)
+		}
+	}
+	return nil
+}
