@@ -29,18 +29,26 @@ type Announcer interface {
 	Announce(queueID, partitionID uuid.UUID)
 }
 
+// Spool is this replica's push-maintenance spool (spool.Spool), which the
+// maintenance routes report on.
+type Spool interface {
+	Pending() int64
+	Healthy() bool
+}
+
 // API is the admin routes' handlers.
 type API struct {
 	store    *store.Store
 	flags    *flags.Flags
+	spool    Spool
 	announce Announcer
 	log      *slog.Logger
 }
 
 // New returns the admin API on db. Seeks announce the partitions they move
 // through announce, so that pops find rewound partitions at once.
-func New(db pg.DB, fl *flags.Flags, announce Announcer, log *slog.Logger) *API {
-	return &API{store: store.New(db), flags: fl, announce: announce, log: log}
+func New(db pg.DB, fl *flags.Flags, sp Spool, announce Announcer, log *slog.Logger) *API {
+	return &API{store: store.New(db), flags: fl, spool: sp, announce: announce, log: log}
 }
 
 // Routes are the admin routes and their access levels (§10).

@@ -29,6 +29,7 @@ import (
 	"github.com/regent-mq/regent/broker/retention"
 	"github.com/regent-mq/regent/broker/seal"
 	"github.com/regent-mq/regent/broker/server"
+	"github.com/regent-mq/regent/broker/spool"
 	"github.com/regent-mq/regent/broker/streams"
 )
 
@@ -40,6 +41,7 @@ type Broker struct {
 	cfg     config.Config
 	log     *slog.Logger
 	pool    *pgxpool.Pool
+	spool   *spool.Spool
 	handler http.Handler
 	routes  []server.Route
 	stop    context.CancelFunc // ends the background work
@@ -93,11 +95,16 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	hot := hotlist.New()
 	logs := log.New(pool, sealer, m, hot, logger)
 	switches := flags.New(pool, logger)
-	queues := queue.New(pool, logs, m, hot, logger, queue.Settings{MaxPopBytes: cfg.MaxPopBytes, PopPaused: switches.PopMaintenance})
+	spooled, err := spool.Open(cfg.SpoolDir, logs, pool, switches, m.SpoolBuffered, logger)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	queues := queue.New(pool, logs, m, hot, logger, queue.Settings{MaxPopBytes: cfg.MaxPopBytes, PopPaused: switches.PopMaintenance, Spool: spooled})
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
 	routes = append(routes, streams.New(pool, logs, m, logger, cfg.Tenancy).Routes()...)
-	routes = append(routes, admin.New(pool, switches, logs, logger).Routes()...)
+	routes = append(routes, admin.New(pool, switches, spooled, logs, logger).Routes()...)
 	h := server.New(server.Deps{
 		Pool: pool, Auth: authn, Metrics: m, Log: logger, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,
 	}, routes)
@@ -110,9 +117,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		wg.Go(func() { retention.New(pool, logger, cfg.DedupWindow).Run(bg, cfg.RetentionEvery) })
 		wg.Go(func() { switches.Run(bg) })
 		wg.Go(func() { groups.Run(bg, cfg.LagEvery) })
+		wg.Go(func() { spooled.Run(bg) })
 		wg.Wait()
 	}()
-	return &Broker{cfg: cfg, log: logger, pool: pool, handler: h, routes: routes, stop: stop, stopped: stopped}, nil
+	return &Broker{cfg: cfg, log: logger, pool: pool, spool: spooled, handler: h, routes: routes, stop: stop, stopped: stopped}, nil
 }
 
 // newSealer loads the payload keys; without a key file it returns nil, and
@@ -168,6 +176,9 @@ func (b *Broker) Handler() http.Handler { return b.handler }
 func (b *Broker) Close() {
 	b.stop()
 	<-b.stopped
+	if err := b.spool.Close(); err != nil {
+		b.log.Error("closing the spool failed", "err", err)
+	}
 	b.pool.Close()
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/seal"
+	"github.com/regent-mq/regent/broker/spool"
 )
 
 // QueueMode is the consumer group used when a request names none: plain
@@ -57,6 +58,9 @@ type Settings struct {
 	// PopPaused reports pop maintenance (queue-admin-api.md §7): while it
 	// holds, pops deliver nothing and take no lease.
 	PopPaused func() bool
+	// Spool takes the pushes while push maintenance is on (§7); nil never
+	// buffers.
+	Spool *spool.Spool
 }
 
 // New returns a Store over the write path l.
