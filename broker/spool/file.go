@@ -19,10 +19,12 @@ import (
 	"github.com/regent-mq/regent/broker/log"
 )
 
-// A spool file is a sequence of records, each a header of the payload's
-// length and CRC-32C (little-endian uint32s) and the payload, one JSON
-// object. A record whose header or payload is cut short, or whose checksum
-// does not match, is where a crash interrupted an append that was never
+// A spool file is a sequence of records, each a header of the body's length
+// and CRC-32C (little-endian uint32s) and the body: the length of the
+// item's metadata (a little-endian uint32), the metadata as a JSON object,
+// and the item's payload as the client sent it, which is empty for none. A
+// record whose header or body is cut short, or whose checksum does not
+// match, is where a crash interrupted an append that was never
 // acknowledged: reading stops there.
 const headerSize = 8
 
@@ -40,33 +42,37 @@ type Record struct {
 	Item   log.Item
 }
 
-// wire is a record's payload. The item's message id is its transaction id
+// meta is a record's metadata. The item's message id is its transaction id
 // when the client sent none (see Spool.Take), so it is kept as given.
-type wire struct {
-	Tenant    string          `json:"t"`
-	Sub       string          `json:"s,omitempty"`
-	Queue     string          `json:"q"`
-	Partition string          `json:"p,omitempty"`
-	TxID      string          `json:"x"`
-	TraceID   string          `json:"r,omitempty"`
-	MessageID *uuid.UUID      `json:"m,omitempty"`
-	Payload   json.RawMessage `json:"d,omitempty"`
+type meta struct {
+	Tenant    string     `json:"t"`
+	Sub       string     `json:"s,omitempty"`
+	Queue     string     `json:"q"`
+	Partition string     `json:"p,omitempty"`
+	TxID      string     `json:"x"`
+	TraceID   string     `json:"r,omitempty"`
+	MessageID *uuid.UUID `json:"m,omitempty"`
 }
 
 // appendRecord appends r, framed, to b.
 func appendRecord(b []byte, r Record) ([]byte, error) {
-	w := wire{Tenant: r.Tenant, Sub: r.Sub, Queue: r.Item.Queue, Partition: r.Item.Partition,
-		TxID: r.Item.TransactionID, TraceID: r.Item.TraceID, Payload: r.Item.Payload}
+	m := meta{Tenant: r.Tenant, Sub: r.Sub, Queue: r.Item.Queue, Partition: r.Item.Partition,
+		TxID: r.Item.TransactionID, TraceID: r.Item.TraceID}
 	if r.Item.MessageID != uuid.Nil {
-		w.MessageID = &r.Item.MessageID
+		m.MessageID = &r.Item.MessageID
 	}
-	p, err := json.Marshal(w)
+	mb, err := json.Marshal(m)
 	if err != nil {
 		return b, fmt.Errorf("encode spool record: %w", err)
 	}
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(p)))
-	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(p, castagnoli))
-	return append(b, p...), nil
+	start := len(b)
+	b = append(b, make([]byte, headerSize)...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(mb)))
+	b = append(append(b, mb...), r.Item.Payload...)
+	body := b[start+headerSize:]
+	binary.LittleEndian.PutUint32(b[start:], uint32(len(body)))
+	binary.LittleEndian.PutUint32(b[start+4:], crc32.Checksum(body, castagnoli))
+	return b, nil
 }
 
 // reader reads the records of one file from an offset.
@@ -108,18 +114,27 @@ func (r *reader) next() (Record, error) {
 	if crc32.Checksum(p, castagnoli) != binary.LittleEndian.Uint32(h[4:]) {
 		return Record{}, io.EOF
 	}
-	var w wire
-	if err := json.Unmarshal(p, &w); err != nil {
-		// The checksum matched what was written: this is no torn write
-		// but a record this code cannot read, which must not pass for
-		// the end.
+	// The checksum matched what was written: past this point a record
+	// that does not decode is no torn write, and must not pass for the end.
+	var m meta
+	var mlen uint32
+	if len(p) >= 4 {
+		mlen = binary.LittleEndian.Uint32(p)
+	}
+	if len(p) < 4 || uint64(mlen) > uint64(len(p)-4) {
+		return Record{}, fmt.Errorf("decode spool record at %s:%d: metadata length %d of %d bytes", r.f.Name(), r.off, mlen, len(p))
+	}
+	if err := json.Unmarshal(p[4:4+mlen], &m); err != nil {
 		return Record{}, fmt.Errorf("decode spool record at %s:%d: %w", r.f.Name(), r.off, err)
 	}
 	r.off += headerSize + int64(n)
-	rec := Record{Tenant: w.Tenant, Sub: w.Sub, Item: log.Item{Queue: w.Queue, Partition: w.Partition,
-		TransactionID: w.TxID, TraceID: w.TraceID, Payload: w.Payload}}
-	if w.MessageID != nil {
-		rec.Item.MessageID = *w.MessageID
+	rec := Record{Tenant: m.Tenant, Sub: m.Sub, Item: log.Item{Queue: m.Queue, Partition: m.Partition,
+		TransactionID: m.TxID, TraceID: m.TraceID}}
+	if payload := p[4+mlen:]; len(payload) > 0 {
+		rec.Item.Payload = payload
+	}
+	if m.MessageID != nil {
+		rec.Item.MessageID = *m.MessageID
 	}
 	return rec, nil
 }

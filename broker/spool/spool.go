@@ -290,10 +290,15 @@ func (s *Spool) seal() error {
 	if s.cur == nil {
 		return nil
 	}
-	err := s.cur.Sync()
-	if cerr := s.cur.Close(); err == nil {
-		err = cerr
+	if err := s.cur.Sync(); err != nil {
+		// The appends waiting for an fsync must fail, not pass for
+		// synced: the file stays open, and the spool refuses appends,
+		// until a later seal succeeds.
+		s.broken = fmt.Errorf("seal spool file %s: %w", s.cur.Name(), err)
+		return s.broken
 	}
+	// Once synced, a failed close loses nothing.
+	err := s.cur.Close()
 	s.cur, s.synced, s.broken = nil, s.appends, nil
 	if err != nil {
 		return fmt.Errorf("seal spool file: %w", err)

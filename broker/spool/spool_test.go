@@ -343,3 +343,28 @@ func TestPopAckConfigureAndTransactionsCarryOnDuringPushMaintenance(t *testing.T
 		require.True(t, res.Success, "%s", r.Body)
 	}
 }
+
+func TestASpooledItemIsStoredAsTheSamePushWithoutMaintenanceWouldBe(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	const payload = `{"html": "<a & b>",  "n": [1, 2]}`
+	const trace = "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f"
+	body := func(queue string) string {
+		return `{"items": [{"queue": "` + queue + `", "transactionId": "tx", "traceId": "` + trace + `", "payload": ` + payload + `},
+			{"queue": "` + queue + `", "payload": null}, {"queue": "` + queue + `"}]}`
+	}
+	require.Equal(t, http.StatusCreated, b.Do(t, "POST", "/api/v1/push", "", body("direct")).Status)
+	maintenance(t, b, true)
+	require.Equal(t, http.StatusCreated, b.Do(t, "POST", "/api/v1/push", "", body("spooled")).Status)
+	maintenance(t, b, false)
+	drained(t, b)
+	direct, spooled := b.Frames(t, b.Tenant, "direct"), b.Frames(t, b.Tenant, "spooled")
+	require.Len(t, spooled, len(direct))
+	for i := range direct {
+		require.Equal(t, string(direct[i].Payload), string(spooled[i].Payload), "payload %d", i)
+		require.Equal(t, direct[i].TraceID, spooled[i].TraceID)
+		require.Equal(t, direct[i].ProducerSub, spooled[i].ProducerSub)
+	}
+	require.Equal(t, payload, string(spooled[0].Payload), "the payload, byte for byte")
+	require.Equal(t, "tx", spooled[0].TransactionID)
+}
