@@ -32,7 +32,7 @@ type Announcer interface {
 // Spool is this replica's push-maintenance spool (spool.Spool), which the
 // maintenance routes report on.
 type Spool interface {
-	Pending() int64
+	Pending(tenant string) int64
 	Healthy() bool
 }
 

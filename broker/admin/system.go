@@ -15,9 +15,9 @@ func (a *API) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	// The figures are this replica's spool; the read above just reached the
-	// database.
-	n := a.spool.Pending()
+	// The counts are the caller's tenant's pushes in this replica's spool;
+	// the read above just reached the database.
+	n := a.spool.Pending(tenant(r))
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{
 		"maintenanceMode": s.Maintenance, "popMaintenanceMode": s.PopMaintenance,
 		"bufferedMessages": n, "bufferHealthy": a.spool.Healthy(),
@@ -33,7 +33,7 @@ func (a *API) handleSetMaintenance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{
-		"maintenanceMode": s.Maintenance, "bufferedMessages": a.spool.Pending(), "bufferHealthy": a.spool.Healthy(),
+		"maintenanceMode": s.Maintenance, "bufferedMessages": a.spool.Pending(tenant(r)), "bufferHealthy": a.spool.Healthy(),
 		"message": onOff("Push maintenance mode", s.Maintenance),
 	})
 }

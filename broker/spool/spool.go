@@ -27,7 +27,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -69,7 +68,7 @@ type Spool struct {
 
 	drainMu sync.Mutex // one drain at a time
 
-	pending atomic.Int64 // records not yet pushed
+	pending pending // records not yet pushed
 
 	// syncMu serializes fsyncs and sealing; it is taken before mu.
 	syncMu sync.Mutex
@@ -121,10 +120,9 @@ func Open(dir string, logs *log.Log, db pg.DB, sw Switch, gauge prometheus.Gauge
 				return nil, err
 			}
 		}
-		s.pending.Add(n)
 	}
 	s.setGauge()
-	if n := s.pending.Load(); n > 0 {
+	if n := s.pending.total(); n > 0 {
 		logger.Info("the spool holds pushes of an earlier run; they drain once push maintenance is off", "dir", dir, "messages", n)
 	}
 	return s, nil
@@ -149,7 +147,8 @@ func probe(dir string) error {
 	return err
 }
 
-// count returns how many records of the file are not pushed yet.
+// count counts the records of the file that are not pushed yet, and returns
+// how many there are.
 func (s *Spool) count(path string) (int64, error) {
 	r, err := openReader(path, pushedUpTo(path))
 	if err != nil {
@@ -158,11 +157,13 @@ func (s *Spool) count(path string) (int64, error) {
 	defer r.Close()
 	var n int64
 	for {
-		if _, err := r.next(); err == io.EOF {
+		rec, err := r.next()
+		if err == io.EOF {
 			return n, nil
 		} else if err != nil {
 			return 0, err
 		}
+		s.pending.add(rec.Tenant, 1)
 		n++
 	}
 }
@@ -181,8 +182,9 @@ func (s *Spool) Close() error {
 // Buffering reports whether pushes go to the spool now.
 func (s *Spool) Buffering() bool { return s.sw.Maintenance() }
 
-// Pending is how many spooled messages are not pushed yet.
-func (s *Spool) Pending() int64 { return s.pending.Load() }
+// Pending is how many messages of the tenant the spool holds, not pushed
+// yet. With tenancy off, every push is the default tenant's.
+func (s *Spool) Pending(tenant string) int64 { return s.pending.of(tenant) }
 
 // Healthy reports whether the spool takes appends: false after a write or
 // fsync failed in a way that leaves the open file in doubt, until the next
@@ -193,7 +195,44 @@ func (s *Spool) Healthy() bool {
 	return s.broken == nil
 }
 
-func (s *Spool) setGauge() { s.gauge.Set(float64(s.pending.Load())) }
+func (s *Spool) setGauge() { s.gauge.Set(float64(s.pending.total())) }
+
+// pending counts the records not pushed yet, by tenant and in all.
+type pending struct {
+	mu       sync.Mutex
+	all      int64
+	byTenant map[string]int64
+}
+
+func (p *pending) add(tenant string, n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byTenant == nil {
+		p.byTenant = map[string]int64{}
+	}
+	p.all += n
+	if p.byTenant[tenant] += n; p.byTenant[tenant] == 0 {
+		delete(p.byTenant, tenant)
+	}
+}
+
+func (p *pending) addAll(recs []Record, sign int64) {
+	for _, r := range recs {
+		p.add(r.Tenant, sign)
+	}
+}
+
+func (p *pending) of(tenant string) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.byTenant[tenant]
+}
+
+func (p *pending) total() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.all
+}
 
 // Append writes recs to the spool and returns once they are on disk. When
 // it fails, none of them is spooled, unless the failure was the fsync, after
@@ -230,7 +269,7 @@ func (s *Spool) Append(recs []Record) error {
 	s.curSize += int64(len(buf))
 	s.appends++
 	mine := s.appends
-	s.pending.Add(int64(len(recs)))
+	s.pending.addAll(recs, 1)
 	s.mu.Unlock()
 	s.setGauge()
 	return s.syncTo(mine)
@@ -312,9 +351,9 @@ func (s *Spool) Run(ctx context.Context) {
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
 	for {
-		if s.pending.Load() > 0 && s.sw.Known() && !s.sw.Maintenance() {
+		if s.pending.total() > 0 && s.sw.Known() && !s.sw.Maintenance() {
 			if err := s.Drain(ctx); err != nil && ctx.Err() == nil {
-				s.logger.Warn("spool drain failed; retrying", "err", err, "pending", s.pending.Load())
+				s.logger.Warn("spool drain failed; retrying", "err", err, "pending", s.pending.total())
 				select {
 				case <-ctx.Done():
 				case <-time.After(drainRetry):
@@ -393,7 +432,7 @@ func (s *Spool) drainFile(ctx context.Context, path string) error {
 		if err := checkpoint(path, r.off); err != nil {
 			return err
 		}
-		s.pending.Add(-int64(len(batch)))
+		s.pending.addAll(batch, -1)
 		s.setGauge()
 	}
 	return s.remove(path)

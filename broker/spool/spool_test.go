@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/app"
+	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -367,4 +368,30 @@ func TestASpooledItemIsStoredAsTheSamePushWithoutMaintenanceWouldBe(t *testing.T
 	}
 	require.Equal(t, payload, string(spooled[0].Payload), "the payload, byte for byte")
 	require.Equal(t, "tx", spooled[0].TransactionID)
+}
+
+func TestTheMaintenanceStatusCountsOnlyTheCallersTenantsPushes(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, brokertest.WithJWT(true))
+	a, other := brokertest.Mint(t, "tenant-a", auth.Admin), brokertest.Mint(t, "tenant-b", auth.Admin)
+	count := func(token string) int64 {
+		r := b.Do(t, "GET", "/api/v1/system/maintenance", token, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		var s status
+		r.JSON(t, &s)
+		require.Equal(t, s.BufferedMessages, s.BufferStats.PendingCount)
+		return s.BufferedMessages
+	}
+	require.Equal(t, http.StatusOK, b.Do(t, "POST", "/api/v1/system/maintenance", a, map[string]any{"enabled": true}).Status)
+	r := b.Do(t, "POST", "/api/v1/push", a, map[string]any{"items": []any{
+		map[string]any{"queue": "q", "payload": 1}, map[string]any{"queue": "q", "payload": 2}}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	require.EqualValues(t, 2, count(a))
+	require.Zero(t, count(other), "another tenant sees the count of tenant-a's pushes")
+
+	require.Equal(t, http.StatusOK, b.Do(t, "POST", "/api/v1/system/maintenance", other, map[string]any{"enabled": false}).Status)
+	for deadline := time.Now().Add(10 * time.Second); count(a) > 0; time.Sleep(20 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "tenant-a's pushes never drained")
+	}
+	require.Len(t, b.Frames(t, "tenant-a", "q"), 2, "the drain stored the pushes as tenant-a's")
 }
