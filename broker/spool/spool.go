@@ -12,6 +12,13 @@
 // the file once all of it is; a crash between the commit and the checkpoint
 // replays the batch, and the replay's items answer duplicate.
 //
+// Order: a partition receives the spooled pushes of one replica in the
+// order they arrived there. Pushes that arrive once the mode is off go to
+// the database at once, so they may overtake spooled ones still draining,
+// as pushes through different replicas may overtake each other anyway.
+// Until a replica has read the switch once after its start (well under a
+// second), its pushes go to the database.
+//
 // Files: appends go to one open file; a drain first seals it (fsync,
 // close), so that appends that arrive meanwhile start a new file, and
 // drains the sealed files in order. Concurrent appends share their fsync
