@@ -73,8 +73,6 @@ type Spool struct {
 	logger *slog.Logger
 	lock   *os.File // flock'd: one broker per directory
 
-	drainMu sync.Mutex // one drain at a time
-
 	pending pending // records not yet pushed
 
 	// syncMu serializes fsyncs and sealing; it is taken before mu.
@@ -177,7 +175,7 @@ func (s *Spool) count(path string) (int64, error) {
 
 // Close syncs and closes the open file and releases the directory.
 func (s *Spool) Close() error {
-	err := s.seal()
+	_, err := s.seal()
 	if s.lock != nil {
 		if cerr := s.lock.Close(); err == nil {
 			err = cerr
@@ -327,29 +325,31 @@ func (s *Spool) syncTo(mine uint64) error {
 }
 
 // seal syncs and closes the open file, so that the next append starts a new
-// one.
-func (s *Spool) seal() error {
+// one, and returns the sequence number below which every file is sealed:
+// read at the same moment, since an append may open the next file as soon
+// as the lock is released.
+func (s *Spool) seal() (uint64, error) {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cur == nil {
-		return nil
+		return s.next, nil
 	}
 	if err := s.cur.Sync(); err != nil {
 		// The appends waiting for an fsync must fail, not pass for
 		// synced: the file stays open, and the spool refuses appends,
 		// until a later seal succeeds.
 		s.broken = fmt.Errorf("seal spool file %s: %w", s.cur.Name(), err)
-		return s.broken
+		return 0, s.broken
 	}
 	// Once synced, a failed close loses nothing.
 	err := s.cur.Close()
 	s.cur, s.synced, s.broken = nil, s.appends, nil
 	if err != nil {
-		return fmt.Errorf("seal spool file: %w", err)
+		return 0, fmt.Errorf("seal spool file: %w", err)
 	}
-	return nil
+	return s.next, nil
 }
 
 // Run drains the spool whenever push maintenance is off and it holds
@@ -359,7 +359,7 @@ func (s *Spool) Run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		if s.pending.total() > 0 && s.sw.Known() && !s.sw.Maintenance() {
-			if err := s.Drain(ctx); err != nil && ctx.Err() == nil {
+			if err := s.drain(ctx); err != nil && ctx.Err() == nil {
 				s.logger.Warn("spool drain failed; retrying", "err", err, "pending", s.pending.total())
 				select {
 				case <-ctx.Done():
@@ -378,18 +378,14 @@ func (s *Spool) Run(ctx context.Context) {
 // errPaused stops a drain when push maintenance comes back on.
 var errPaused = errors.New("push maintenance is on")
 
-// Drain pushes every sealed record, oldest first, and removes the files it
+// drain pushes every sealed record, oldest first, and removes the files it
 // finished. It stops early, without error, when push maintenance comes back
-// on.
-func (s *Spool) Drain(ctx context.Context) error {
-	s.drainMu.Lock()
-	defer s.drainMu.Unlock()
-	if err := s.seal(); err != nil {
+// on. Only Run calls it, so drains never overlap.
+func (s *Spool) drain(ctx context.Context) error {
+	upto, err := s.seal()
+	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	upto := s.next
-	s.mu.Unlock()
 	seqs, err := files(s.dir)
 	if err != nil {
 		return err
