@@ -395,3 +395,24 @@ func TestTheMaintenanceStatusCountsOnlyTheCallersTenantsPushes(t *testing.T) {
 	}
 	require.Len(t, b.Frames(t, "tenant-a", "q"), 2, "the drain stored the pushes as tenant-a's")
 }
+
+func TestACyclesSinkPushesGoToTheDatabaseDuringPushMaintenance(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	push(t, b, http.StatusCreated, map[string]any{"queue": "src", "payload": 1})
+	r := b.Do(t, "POST", "/streams/v1/queries", "", map[string]any{"name": "q", "source_queue": "src", "sink_queue": "sink", "config_hash": "v1"})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	query := r.Map(t)["query_id"]
+	r = b.Do(t, "GET", "/api/v1/pop/queue/src?batch=10&consumerGroup=streams.q", "", nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	popped := r.Map(t)
+	maintenance(t, b, true)
+	r = b.Do(t, "POST", "/streams/v1/cycle", "", map[string]any{"query_id": query, "partition_id": popped["partitionId"],
+		"consumer_group": "streams.q", "push_items": []any{map[string]any{"queue": "sink", "payload": 2}},
+		"ack": map[string]any{"leaseId": popped["leaseId"], "status": "completed", "count": 1}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Zero(t, maintenanceStatus(t, b).BufferedMessages)
+	got := popAll(t, b, "sink", "Default")
+	require.Len(t, got, 1, "the sink push is in the database while push maintenance is on")
+	require.Equal(t, 2, got[0].Data)
+}
