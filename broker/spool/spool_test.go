@@ -399,6 +399,10 @@ func TestTheMaintenanceStatusCountsOnlyTheCallersTenantsPushes(t *testing.T) {
 func TestACyclesSinkPushesGoToTheDatabaseDuringPushMaintenance(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
+	if b.Tenant != auth.DefaultTenant { // secure mode: registering takes a quota grant
+		_, err := b.Pool.Exec(t.Context(), `INSERT INTO queen_streams.quota (tenant, enabled) VALUES ($1, true)`, b.Tenant)
+		require.NoError(t, err)
+	}
 	push(t, b, http.StatusCreated, map[string]any{"queue": "src", "payload": 1})
 	r := b.Do(t, "POST", "/streams/v1/queries", "", map[string]any{"name": "q", "source_queue": "src", "sink_queue": "sink", "config_hash": "v1"})
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
