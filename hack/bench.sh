@@ -48,7 +48,7 @@ psql=("$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -d "$db")
 # As root, $! is runuser's pid; the postmaster writes its own.
 pgpid=$(head -1 "$dir/data/postmaster.pid")
 
-"$root/bin/broker" --database-url "$db" --listen "$addr" --log-level warn >"$dir/broker.log" 2>&1 &
+"$root/bin/broker" --database-url "$db" --listen "$addr" --spool-dir "$dir/spool" --log-level warn >"$dir/broker.log" 2>&1 &
 brokerpid=$!
 pids+=($brokerpid)
 until curl -sf "http://$addr/health" >/dev/null; do sleep 0.2; done

@@ -33,18 +33,27 @@ type Log interface {
 	Sealer() *seal.Sealer
 }
 
+// Spool is this replica's push-maintenance spool (spool.Spool), which the
+// maintenance routes report on.
+type Spool interface {
+	Pending(tenant string) int64
+	Healthy() bool
+}
+
 // API is the admin routes' handlers.
 type API struct {
 	db     pg.DB
 	store  *store.Store
 	flags  *flags.Flags
+	spool  Spool
 	log    Log
 	logger *slog.Logger
 }
 
-// New returns the admin API on db, over the write path l.
-func New(db pg.DB, fl *flags.Flags, l Log, logger *slog.Logger) *API {
-	return &API{db: db, store: store.New(db), flags: fl, log: l, logger: logger}
+// New returns the admin API on db, over the write path l; the maintenance
+// routes report on the spool sp.
+func New(db pg.DB, fl *flags.Flags, sp Spool, l Log, logger *slog.Logger) *API {
+	return &API{db: db, store: store.New(db), flags: fl, spool: sp, log: l, logger: logger}
 }
 
 // Routes are the admin routes and their access levels (§10).

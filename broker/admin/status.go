@@ -160,5 +160,5 @@ func (a *API) handleStatusQueue(w http.ResponseWriter, r *http.Request) {
 func (a *API) handleBuffers(w http.ResponseWriter, r *http.Request) {
 	var one int
 	healthy := a.db.QueryRow(r.Context(), `SELECT 1`).Scan(&one) == nil
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"pending": bufferedMessages, "failed": 0, "dbHealthy": healthy, "worker": 0})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"pending": a.spool.Pending(tenant(r)), "failed": 0, "dbHealthy": healthy, "worker": 0})
 }

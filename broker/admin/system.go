@@ -8,9 +8,6 @@ import (
 	"github.com/regent-mq/regent/broker/httpx"
 )
 
-// Push maintenance's spool is not built yet: nothing is ever buffered.
-const bufferedMessages = 0
-
 // handleMaintenance is GET /api/v1/system/maintenance, read fresh.
 func (a *API) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 	s, err := a.flags.Read(r.Context())
@@ -18,10 +15,13 @@ func (a *API) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	// The counts are the caller's tenant's pushes in this replica's spool;
+	// the read above just reached the database.
+	n := a.spool.Pending(tenant(r))
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{
 		"maintenanceMode": s.Maintenance, "popMaintenanceMode": s.PopMaintenance,
-		"bufferedMessages": bufferedMessages, "bufferHealthy": true,
-		"bufferStats": map[string]any{"pendingCount": bufferedMessages, "failedCount": 0, "dbHealthy": true,
+		"bufferedMessages": n, "bufferHealthy": a.spool.Healthy(),
+		"bufferStats": map[string]any{"pendingCount": n, "failedCount": 0, "dbHealthy": true,
 			"failedFiles": map[string]any{"count": 0, "totalBytes": 0, "totalMB": 0.0, "failoverCount": 0, "qos0Count": 0}},
 	})
 }
@@ -33,7 +33,7 @@ func (a *API) handleSetMaintenance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{
-		"maintenanceMode": s.Maintenance, "bufferedMessages": bufferedMessages, "bufferHealthy": true,
+		"maintenanceMode": s.Maintenance, "bufferedMessages": a.spool.Pending(tenant(r)), "bufferHealthy": a.spool.Healthy(),
 		"message": onOff("Push maintenance mode", s.Maintenance),
 	})
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/regent-mq/regent/broker/retention"
 	"github.com/regent-mq/regent/broker/seal"
 	"github.com/regent-mq/regent/broker/server"
+	"github.com/regent-mq/regent/broker/spool"
 	"github.com/regent-mq/regent/broker/streams"
 )
 
@@ -44,6 +45,7 @@ type Broker struct {
 	cfg     config.Config
 	log     *slog.Logger
 	pool    *pgxpool.Pool
+	spool   *spool.Spool
 	handler http.Handler
 	routes  []server.Route
 	stop    context.CancelFunc // ends the background work
@@ -97,12 +99,17 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	hot := hotlist.New()
 	logs := log.New(pool, sealer, m, hot, logger)
 	switches := flags.New(pool, logger)
+	spooled, err := spool.Open(cfg.SpoolDir, logs, pool, switches, m.SpoolBuffered, logger)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
 	consumers := qstore.New(pool, logs, m, hot, logger, cfg.MaxPopBytes)
-	queues := queue.New(consumers, logs, pool, m, logger, switches.PopMaintenance, cfg.DefaultSubscriptionMode)
+	queues := queue.New(consumers, logs, pool, m, logger, switches.PopMaintenance, cfg.DefaultSubscriptionMode, spooled)
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
 	routes = append(routes, streams.New(pool, logs, m, logger, cfg.Tenancy).Routes()...)
-	routes = append(routes, admin.New(pool, switches, logs, logger).Routes()...)
+	routes = append(routes, admin.New(pool, switches, spooled, logs, logger).Routes()...)
 	routes = append(routes, console.Routes()...)
 	analytics := admin.NewAnalytics(pool, cfg.Replica, sealer, logger)
 	routes = append(routes, analytics.Routes()...)
@@ -127,9 +134,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		wg.Go(func() {
 			m.Ops.Run(bg, pool, counters.Settings{Replica: cfg.Replica, FlushEvery: cfg.AnalyticsFlush, Retention: cfg.MetricsRetention}, logger)
 		})
+		wg.Go(func() { spooled.Run(bg) })
 		wg.Wait()
 	}()
-	return &Broker{cfg: cfg, log: logger, pool: pool, handler: h, routes: routes, stop: stop, stopped: stopped}, nil
+	return &Broker{cfg: cfg, log: logger, pool: pool, spool: spooled, handler: h, routes: routes, stop: stop, stopped: stopped}, nil
 }
 
 // newSealer loads the payload keys; without a key file it returns nil, and
@@ -185,6 +193,9 @@ func (b *Broker) Handler() http.Handler { return b.handler }
 func (b *Broker) Close() {
 	b.stop()
 	<-b.stopped
+	if err := b.spool.Close(); err != nil {
+		b.log.Error("closing the spool failed", "err", err)
+	}
 	b.pool.Close()
 }
 

@@ -130,7 +130,7 @@ func apiRoutes() (out []struct {
 // with their levels.
 func registeredRoutes(t *testing.T) map[string]auth.Level {
 	t.Helper()
-	cfg, err := config.Parse("broker", []string{"--database-url=" + pgtest.URL(t)}, func(string) string { return "" })
+	cfg, err := config.Parse("broker", []string{"--database-url=" + pgtest.URL(t), "--spool-dir=" + t.TempDir()}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,10 @@ import (
 	"time"
 )
 
+// DefaultSpoolDir is where the spool lives unless told otherwise: the path
+// the Helm chart mounts its volume at.
+const DefaultSpoolDir = "/var/lib/regent/spool"
+
 // Config is everything the broker can be told at start.
 type Config struct {
 	Listen       string
@@ -51,6 +55,8 @@ type Config struct {
 	Replica          string        // this replica's name in the analytics: its pod name
 	AnalyticsFlush   time.Duration // how often the operation counters reach the database
 	MetricsRetention time.Duration // how long the analytics keep their minutes
+
+	SpoolDir string // push maintenance's spool, one per broker (broker/spool)
 
 	ReadHeaderTimeout time.Duration // to receive a request's headers
 	ReadTimeout       time.Duration // to receive a request's body, after its headers
@@ -187,6 +193,7 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.StrEnv(&c.Replica, "replica", "REGENT_REPLICA", host, "this replica's name in the analytics routes (the pod name)")
 	f.DurationEnv(&c.AnalyticsFlush, "analytics-flush-interval", "REGENT_ANALYTICS_FLUSH_INTERVAL", 5*time.Second, "how often the per-minute operation counters are written to the database")
 	f.DurationEnv(&c.MetricsRetention, "metrics-retention", "REGENT_METRICS_RETENTION", 90*24*time.Hour, "how long the analytics keep their per-minute counters and samples")
+	f.StrEnv(&c.SpoolDir, "spool-dir", "REGENT_SPOOL_DIR", DefaultSpoolDir, "directory of this broker's push-maintenance spool; must be writable, and its own (a volume of its own in Kubernetes)")
 	f.DurationEnv(&c.ShutdownGrace, "shutdown-grace", "REGENT_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight requests may drain on SIGTERM")
 	f.DurationEnv(&c.ReadHeaderTimeout, "read-header-timeout", "REGENT_READ_HEADER_TIMEOUT", 10*time.Second, "how long a client may take to send a request's headers")
 	f.DurationEnv(&c.ReadTimeout, "read-timeout", "REGENT_READ_TIMEOUT", time.Minute, "how long a client may take to send a request's body; a long-poll's wait is not part of it")
@@ -214,6 +221,9 @@ func (c Config) validate() error {
 	var errs []error
 	if c.DatabaseURL == "" {
 		errs = append(errs, errors.New("--database-url (or DATABASE_URL) is required"))
+	}
+	if c.SpoolDir == "" {
+		errs = append(errs, errors.New("--spool-dir must name a directory"))
 	}
 	if c.Auth != "off" && c.Auth != "jwt" {
 		errs = append(errs, fmt.Errorf("--auth must be off or jwt, not %q", c.Auth))

@@ -36,6 +36,7 @@ type Flags struct {
 	log            *slog.Logger
 	maintenance    atomic.Bool
 	popMaintenance atomic.Bool
+	known          atomic.Bool
 }
 
 // New returns Flags reading through pool, all off until the first read.
@@ -48,6 +49,10 @@ func (f *Flags) Maintenance() bool { return f.maintenance.Load() }
 
 // PopMaintenance reports whether pop maintenance is on, as last read.
 func (f *Flags) PopMaintenance() bool { return f.popMaintenance.Load() }
+
+// Known reports whether the switches have been read at least once: until
+// then they read off whatever the database holds.
+func (f *Flags) Known() bool { return f.known.Load() }
 
 // State is both switches.
 type State struct{ Maintenance, PopMaintenance bool }
@@ -63,6 +68,7 @@ func (f *Flags) Read(ctx context.Context) (State, error) {
 	}
 	f.maintenance.Store(s.Maintenance)
 	f.popMaintenance.Store(s.PopMaintenance)
+	f.known.Store(true)
 	return s, nil
 }
 

@@ -105,3 +105,23 @@ func TestSwitchesSurviveARestart(t *testing.T) {
 		t.Fatalf("a new replica reads %+v", s)
 	}
 }
+
+// Until its first read a replica's switches say off, which means nothing:
+// the spool must not drain on it.
+func TestSwitchesAreUnknownUntilTheirFirstRead(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	if _, err := replica(t, url).Set(t.Context(), flags.Maintenance, true); err != nil {
+		t.Fatal(err)
+	}
+	fresh := replica(t, url)
+	if fresh.Known() || fresh.Maintenance() {
+		t.Fatalf("before any read: known %v, maintenance %v; want neither", fresh.Known(), fresh.Maintenance())
+	}
+	if _, err := fresh.Read(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !fresh.Known() || !fresh.Maintenance() {
+		t.Fatalf("after a read: known %v, maintenance %v; want both", fresh.Known(), fresh.Maintenance())
+	}
+}

@@ -32,6 +32,9 @@ type Metrics struct {
 	// DatabaseUp is 1 while PostgreSQL answers: the health check and the lag
 	// refresh set it, whichever ran last.
 	DatabaseUp prometheus.Gauge
+	// SpoolBuffered counts the pushes this replica's spool holds that are
+	// not in the database yet (push maintenance, broker/spool).
+	SpoolBuffered prometheus.Gauge
 }
 
 // Results of a streams cycle, the values of regent_stream_cycles_total's
@@ -80,12 +83,16 @@ func New() *Metrics {
 			Name: "regent_database_up",
 			Help: "1 when the last health check or lag refresh reached PostgreSQL, 0 when it failed.",
 		}),
+		SpoolBuffered: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "regent_spool_buffered_messages",
+			Help: "Pushes this replica spooled during push maintenance that are not in the database yet.",
+		}),
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.RequestDuration, m.Pushed, m.Popped, m.Acked, m.EncryptionFailures,
-		m.PopsParked, m.StreamCycles, m.DatabaseUp,
+		m.PopsParked, m.StreamCycles, m.DatabaseUp, m.SpoolBuffered,
 	)
 	return m
 }

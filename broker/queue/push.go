@@ -123,6 +123,10 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := auth.FromContext(r.Context())
+	if sp := s.spool; sp != nil && sp.Buffering() {
+		sp.Take(w, id.Tenant, id.Subject, in)
+		return
+	}
 	pushed, segs, err := s.log.Push(r.Context(), s.pool, id.Tenant, id.Subject, in)
 	if err != nil {
 		s.fail(w, r, "push", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/queue/store"
+	"github.com/regent-mq/regent/broker/spool"
 )
 
 // Handler serves the queue's routes. It is safe for concurrent use.
@@ -34,9 +35,13 @@ type Handler struct {
 	// defaultMode is the subscriptionMode of a pop that sends none
 	// (DEFAULT_SUBSCRIPTION_MODE).
 	defaultMode string
+	// spool takes the pushes while push maintenance is on (§7); nil never
+	// buffers.
+	spool *spool.Spool
 }
 
-// New returns the handlers over st and the write path l.
-func New(st *store.Store, l *log.Log, pool *pgxpool.Pool, m *metrics.Metrics, logger *slog.Logger, popPaused func() bool, defaultMode string) *Handler {
-	return &Handler{store: st, log: l, pool: pool, metrics: m, logger: logger, popPaused: popPaused, defaultMode: defaultMode}
+// New returns the handlers over st and the write path l; sp (nil: none)
+// takes the pushes while push maintenance is on.
+func New(st *store.Store, l *log.Log, pool *pgxpool.Pool, m *metrics.Metrics, logger *slog.Logger, popPaused func() bool, defaultMode string, sp *spool.Spool) *Handler {
+	return &Handler{store: st, log: l, pool: pool, metrics: m, logger: logger, popPaused: popPaused, defaultMode: defaultMode, spool: sp}
 }

@@ -92,7 +92,8 @@ func Start(t testing.TB, opts ...Option) *Broker {
 // can share one, as replicas do.
 func StartOn(t testing.TB, dbURL string, opts ...Option) *Broker {
 	t.Helper()
-	cfg, err := config.Parse("broker", []string{"--database-url=" + dbURL, "--pool-size=10"}, func(string) string { return "" })
+	cfg, err := config.Parse("broker", []string{"--database-url=" + dbURL, "--pool-size=10", "--spool-dir=" + t.TempDir()},
+		func(string) string { return "" })
 	if err != nil {
 		t.Fatalf("brokertest: config: %v", err)
 	}

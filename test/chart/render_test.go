@@ -53,6 +53,8 @@ func TestEachValueSetRendersExactlyItsObjects(t *testing.T) {
 			"Service/regent-operator-metrics",
 			"ServiceMonitor/regent-broker", "ServiceMonitor/regent-operator",
 		}),
+		"spool-persistent": concat(slices.DeleteFunc(slices.Clone(common), func(s string) bool { return s == "Deployment/regent-broker" }),
+			generated, hook, []string{"StatefulSet/regent-broker", "HorizontalPodAutoscaler/regent-broker"}),
 		"observability": concat(common, generated, hook, []string{
 			"Service/regent-operator-metrics", "ServiceMonitor/regent-broker", "ServiceMonitor/regent-operator",
 			"ConfigMap/regent-dashboard-broker", "ConfigMap/regent-dashboard-streams", "ConfigMap/regent-dashboard-tenants",
@@ -395,7 +397,7 @@ type podSpec struct {
 	spec corev1.PodSpec
 }
 
-// podSpecs returns the pod templates of every Deployment and Job.
+// podSpecs returns the pod templates of every Deployment, StatefulSet and Job.
 func podSpecs(t *testing.T, objs chart.Objects) []podSpec {
 	t.Helper()
 	var out []podSpec
@@ -405,6 +407,17 @@ func podSpecs(t *testing.T, objs chart.Objects) []podSpec {
 			var d appsv1.Deployment
 			chart.Into(t, obj, &d)
 			out = append(out, podSpec{"Deployment/" + d.Name, d.Spec.Template.Spec})
+		case "StatefulSet":
+			var s appsv1.StatefulSet
+			chart.Into(t, obj, &s)
+			// The pods get a volume per claim template, as the StatefulSet
+			// controller adds it to replica 0.
+			spec := s.Spec.Template.Spec
+			for _, c := range s.Spec.VolumeClaimTemplates {
+				spec.Volumes = append(spec.Volumes, corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.Name + "-" + s.Name + "-0"}}})
+			}
+			out = append(out, podSpec{"StatefulSet/" + s.Name, spec})
 		case "Job":
 			var j batchv1.Job
 			chart.Into(t, obj, &j)

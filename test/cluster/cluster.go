@@ -95,7 +95,8 @@ func Start(t testing.TB, dbURL string, n int, args ...string) []*Broker {
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		b := &Broker{Addr: addr, URL: "http://" + addr, t: t, bin: bin, log: log,
-			args: append([]string{"--listen=" + addr, "--database-url=" + dbURL, "--pool-size=10", "--log-level=warn"}, args...)}
+			args: append([]string{"--listen=" + addr, "--database-url=" + dbURL, "--pool-size=10", "--log-level=warn",
+				"--spool-dir=" + filepath.Join(dir, fmt.Sprintf("spool-%d", i))}, args...)}
 		bs[i] = b
 		t.Cleanup(func() {
 			b.Kill()

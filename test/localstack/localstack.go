@@ -142,7 +142,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	s.BrokerURL = "http://" + o.BrokerAddr
 	s.progress("starting the broker on %s", o.BrokerAddr)
 	broker, err := s.spawn("broker", nil,
-		"DATABASE_URL="+s.DatabaseURL, "REGENT_LISTEN="+o.BrokerAddr,
+		"DATABASE_URL="+s.DatabaseURL, "REGENT_LISTEN="+o.BrokerAddr, "REGENT_SPOOL_DIR="+filepath.Join(o.Dir, "spool"),
 		"REGENT_AUTH=jwt", "REGENT_JWT_SECRET_FILE="+secret, "REGENT_TENANCY=on",
 		"REGENT_ENCRYPTION_KEY_FILE="+key)
 	if err != nil {

@@ -98,6 +98,10 @@ Include with (list $ "<secret name>" "<key>" "<fresh value>").
 {{- define "regent.signing.dir" -}}/etc/regent/signing{{- end }}
 {{- define "regent.signing.path" -}}{{ include "regent.signing.dir" . }}/{{ .Values.signingSecret.existingSecret.key }}{{- end }}
 {{- define "regent.encryption.dir" -}}/etc/regent/encryption{{- end }}
+{{- /* The broker's spool volume, at the broker's default --spool-dir. */}}
+{{- define "regent.spool.dir" -}}/var/lib/regent/spool{{- end }}
+{{- /* A claim per replica for a persistent spool takes a StatefulSet. */}}
+{{- define "regent.broker.kind" -}}{{ ternary "StatefulSet" "Deployment" .Values.broker.spool.persistent }}{{- end }}
 
 {{/* The DATABASE_URL variable of every container that talks to PostgreSQL. */}}
 {{- define "regent.database.env" -}}

@@ -170,9 +170,23 @@ type broker struct {
 	secret []byte // the signing secret, as the broker's file holds it; nil with auth off
 }
 
-// deploymentContainer prepares the only container of a rendered Deployment.
+// deploymentContainer prepares the only container of a rendered Deployment,
+// or of a StatefulSet, whose claims a fresh pod sees as empty writable
+// directories, as it sees an emptyDir.
 func deploymentContainer(t *testing.T, objs chart.Objects, name string, sec secrets) container {
 	t.Helper()
+	for _, obj := range objs.Kind("StatefulSet") {
+		if obj.GetName() != name {
+			continue
+		}
+		var s appsv1.StatefulSet
+		chart.Into(t, obj, &s)
+		spec := s.Spec.Template.Spec
+		for _, c := range s.Spec.VolumeClaimTemplates {
+			spec.Volumes = append(spec.Volumes, corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		}
+		return prepare(t, spec, spec.Containers[0].Name, sec)
+	}
 	var d appsv1.Deployment
 	chart.Into(t, objs.Find(t, "Deployment", name), &d)
 	return prepare(t, d.Spec.Template.Spec, d.Spec.Template.Spec.Containers[0].Name, sec)

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -149,29 +150,29 @@ func prepare(t *testing.T, pod corev1.PodSpec, name string, sec secrets) contain
 		out.flags = append(out.flags, "--cpus", limit.AsDec().String())
 	}
 	for _, m := range c.VolumeMounts {
-		var files map[string][]byte
-		var mode int32 = 0o644 // the kubelet's default for a Secret volume
-		for _, v := range pod.Volumes {
-			if v.Name != m.Name {
-				continue
-			}
-			if v.Secret == nil {
-				t.Fatalf("volume %s is not a Secret", v.Name)
-			}
-			if v.Secret.DefaultMode != nil {
-				mode = *v.Secret.DefaultMode
-			}
-			files = map[string][]byte{}
-			for _, item := range v.Secret.Items {
-				data, ok := sec[v.Secret.SecretName][item.Key]
-				if !ok {
-					t.Fatalf("volume %s: Secret %s has no key %s", v.Name, v.Secret.SecretName, item.Key)
-				}
-				files[item.Path] = data
-			}
-		}
-		if files == nil {
+		i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name })
+		if i < 0 {
 			t.Fatalf("mount %s names no volume of the pod", m.Name)
+		}
+		v := pod.Volumes[i]
+		if v.EmptyDir != nil {
+			out.mountEmpty(t, m.MountPath)
+			continue
+		}
+		if v.Secret == nil {
+			t.Fatalf("volume %s is neither a Secret nor an emptyDir", v.Name)
+		}
+		var mode int32 = 0o644 // the kubelet's default for a Secret volume
+		if v.Secret.DefaultMode != nil {
+			mode = *v.Secret.DefaultMode
+		}
+		files := map[string][]byte{}
+		for _, item := range v.Secret.Items {
+			data, ok := sec[v.Secret.SecretName][item.Key]
+			if !ok {
+				t.Fatalf("volume %s: Secret %s has no key %s", v.Name, v.Secret.SecretName, item.Key)
+			}
+			files[item.Path] = data
 		}
 		out.mount(t, m.MountPath, files, os.FileMode(mode))
 	}
@@ -294,6 +295,21 @@ func (c *container) mount(t *testing.T, dir string, files map[string][]byte, mod
 		t.Fatal(err)
 	}
 	c.flags = append(c.flags, "--volume", host+":"+dir+":ro")
+	if c.mounts == nil {
+		c.mounts = map[string]string{}
+	}
+	c.mounts[dir] = host
+}
+
+// mountEmpty mounts a new directory read-write at dir in the container, as
+// the kubelet makes an emptyDir: mode 0777.
+func (c *container) mountEmpty(t *testing.T, dir string) {
+	t.Helper()
+	host := t.TempDir()
+	if err := os.Chmod(host, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	c.flags = append(c.flags, "--volume", host+":"+dir)
 	if c.mounts == nil {
 		c.mounts = map[string]string{}
 	}

@@ -1,0 +1,93 @@
+package spool
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/regent-mq/regent/broker/hotlist"
+	"github.com/regent-mq/regent/broker/log"
+	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+// toggle is push maintenance switched by the test.
+type toggle struct{ on atomic.Bool }
+
+func (t *toggle) Maintenance() bool { return t.on.Load() }
+func (t *toggle) Known() bool       { return true }
+
+// Appends that race drains, while the mode flips on and off faster than a
+// drain finishes, all reach the database: a drain never takes the file that
+// appends go to.
+func TestAppendsRacingDrainsAllReachTheDatabase(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(t.Context(), pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m := metrics.New()
+	sw := &toggle{}
+	sw.on.Store(true)
+	s, err := Open(t.TempDir(), log.New(pool, nil, m, hotlist.New(), logger), pool, sw, m.SpoolBuffered, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	var appended atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rec := Record{Tenant: "default", Item: log.Item{Queue: "raced", Partition: "Default",
+					TransactionID: fmt.Sprintf("w%d-%d", w, i), Payload: []byte(`1`)}}
+				if err := s.Append([]Record{rec}); err != nil {
+					t.Error(err)
+					return
+				}
+				appended.Add(1)
+			}
+		})
+	}
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(37 * time.Millisecond) {
+		sw.on.Store(!sw.on.Load())
+	}
+	close(stop)
+	wg.Wait()
+	sw.on.Store(false)
+	for deadline := time.Now().Add(20 * time.Second); s.pending.total() > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d records still pending after 20 s", s.pending.total())
+		}
+	}
+	var stored int64
+	if err := pool.QueryRow(t.Context(), `SELECT coalesce(sum(s.frame_count), 0) FROM queen.log_segments s
+		JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id
+		WHERE q.name = 'raced'`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != appended.Load() || stored == 0 {
+		t.Fatalf("%d records appended, %d stored", appended.Load(), stored)
+	}
+	t.Logf("%d records appended and stored while the mode flipped every 37 ms", stored)
+}
