@@ -202,6 +202,17 @@ func intQuery(r *http.Request, name string, def int) int {
 	return n
 }
 
+// rangeQuery reads the from and to parameters, by default the last hour.
+// Unlike timeRange, from after to is no error: the window is empty.
+func rangeQuery(r *http.Request) (from, to time.Time, err error) {
+	now := time.Now()
+	if from, err = timeQuery(r, "from", now.Add(-time.Hour)); err != nil {
+		return from, to, err
+	}
+	to, err = timeQuery(r, "to", now)
+	return from, to, err
+}
+
 // timeQuery reads an RFC 3339 query parameter, def when absent.
 func timeQuery(r *http.Request, name string, def time.Time) (time.Time, error) {
 	v := r.URL.Query().Get(name)

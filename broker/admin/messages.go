@@ -199,7 +199,7 @@ func (a *API) listPage(r *http.Request, where store.Where, defLimit int, keep fu
 
 // handleMessages is GET /api/v1/messages.
 func (a *API) handleMessages(w http.ResponseWriter, r *http.Request) {
-	from, to, err := timeRange(r, time.Hour)
+	from, to, err := rangeQuery(r)
 	if err != nil {
 		httpx.Fail(w, err)
 		return
