@@ -84,8 +84,10 @@ type Queue struct {
 	MaxSize                    int
 	DeadLetterQueue, Encrypted bool
 	Partitions                 int
-	Consumed                   int64
-	Counts                     Counts
+	// Given is every message the queue was ever given (read by Queues
+	// only), Consumed the sum of its cursors' consumed counts.
+	Given, Consumed int64
+	Counts          Counts
 }
 
 const queueColumns = `q.id, q.name, coalesce(q.namespace, ''), coalesce(q.task, ''), q.created_at,
@@ -96,7 +98,7 @@ const queueColumns = `q.id, q.name, coalesce(q.namespace, ''), coalesce(q.task, 
 // partitions summed: partitionCounts once, grouped by queue.
 func (s *Store) Queues(ctx context.Context, tenant string) ([]Queue, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+queueColumns+`, count(pc.partition_id)::int,
-			coalesce(sum(pc.consumed), 0)::bigint, coalesce(sum(pc.total), 0)::bigint, coalesce(sum(pc.pending), 0)::bigint,
+			coalesce(sum(pc.given), 0)::bigint, coalesce(sum(pc.consumed), 0)::bigint, coalesce(sum(pc.total), 0)::bigint, coalesce(sum(pc.pending), 0)::bigint,
 			coalesce(sum(pc.waiting), 0)::bigint, coalesce(sum(pc.processing), 0)::bigint, coalesce(sum(pc.dead_letter), 0)::bigint
 		  FROM queen.queues q
 		  LEFT JOIN (`+partitionCounts+`) pc ON pc.queue_id = q.id
@@ -108,7 +110,7 @@ func (s *Store) Queues(ctx context.Context, tenant string) ([]Queue, error) {
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Queue, error) {
 		var q Queue
-		err := r.Scan(queueFields(&q, &q.Partitions, &q.Consumed, &q.Counts.Total, &q.Counts.Pending,
+		err := r.Scan(queueFields(&q, &q.Partitions, &q.Given, &q.Consumed, &q.Counts.Total, &q.Counts.Pending,
 			&q.Counts.Waiting, &q.Counts.Processing, &q.Counts.DeadLetter)...)
 		return q, err
 	})
