@@ -21,3 +21,21 @@ func TestSeekNeverMovesACursorBelowThePartitionsFloor(t *testing.T) {
 	_, ns := pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
 	require.Equal(t, []int{2, 3}, ns)
 }
+
+// Nor do the counts, listings and lookups of the messages below it.
+func TestNothingBelowAPartitionsFloorIsCountedListedOrFound(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	pushTx(t, b, "q", "p", "a", "b", "c", "d") // one segment
+	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.partitions SET floor_offset = 2`)
+	require.NoError(t, err)
+	pid := partitionID(t, b, "q", "p")
+
+	m := call(t, b, http.StatusOK, "GET", "/api/v1/resources/queues/q", nil).Map(t)
+	require.Equal(t, map[string]any{"total": 2.0, "pending": 2.0, "processing": 0.0, "completed": 0.0, "failed": 0.0, "deadLetter": 0.0}, m["totals"])
+	require.Equal(t, []string{"d", "c"}, txids(list(t, b, "").Messages))
+	require.Equal(t, []string{"d", "c"}, txids(array(t, call(t, b, http.StatusOK, "GET", "/api/v1/status/queues/q/messages", nil))))
+	call(t, b, http.StatusNotFound, "GET", "/api/v1/messages/"+pid+"/a", nil)
+	call(t, b, http.StatusOK, "GET", "/api/v1/messages/"+pid+"/c", nil)
+	require.Equal(t, false, deleteMessage(t, b, pid, "b")["success"])
+}

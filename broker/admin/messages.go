@@ -127,7 +127,7 @@ func (a *API) list(ctx context.Context, tenant string, w store.Where, want int, 
 			for j := range frames {
 				f := frames[j]
 				at := time.UnixMicro(f.CreatedAt)
-				if f.Deleted() || at.Before(w.From) || !at.Before(w.To) {
+				if f.Deleted() || g.Base+int64(j) < g.Floor || at.Before(w.From) || !at.Before(w.To) {
 					continue
 				}
 				f.Payload = nil // never listed

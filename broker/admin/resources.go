@@ -41,14 +41,20 @@ func (a *API) handleOverview(w http.ResponseWriter, r *http.Request) {
 
 func ptr[T any](v T) *T { return &v }
 
-// queuesWhere lists the tenant's queues, filtered by the namespace and task
-// query parameters.
+// queuesWhere lists the tenant's queues, filtered by the named query
+// parameters (filterQueues).
 func (a *API) queuesWhere(r *http.Request, names ...string) ([]store.Queue, error) {
-	f, err := textQueries(r, names...)
+	qs, err := a.store.Queues(r.Context(), tenant(r))
 	if err != nil {
 		return nil, err
 	}
-	qs, err := a.store.Queues(r.Context(), tenant(r))
+	return filterQueues(r, qs, names...)
+}
+
+// filterQueues keeps the queues whose queue name, namespace or task is what
+// the query parameter of that name says, when it says something.
+func filterQueues(r *http.Request, qs []store.Queue, names ...string) ([]store.Queue, error) {
+	f, err := textQueries(r, names...)
 	if err != nil {
 		return nil, err
 	}

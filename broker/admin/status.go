@@ -3,10 +3,12 @@ package admin
 import (
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regent-mq/regent/broker/admin/store"
 	"github.com/regent-mq/regent/broker/httpx"
 )
 
@@ -31,14 +33,21 @@ func (a *API) handleStatus(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, httpx.BadRequest("from must not be after to"))
 		return
 	}
-	qs, err := a.queuesWhere(r, "queue", "namespace", "task")
+	all, err := a.store.Queues(r.Context(), tenant(r))
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	o, err := a.store.Overview(r.Context(), tenant(r))
+	// The message counters cover every queue; the filters, the queue list.
+	var given int64
+	var c store.Counts
+	for _, q := range all {
+		given += q.Given
+		c.Add(q.Counts)
+	}
+	qs, err := filterQueues(r, slices.Clone(all), "queue", "namespace", "task")
 	if err != nil {
-		a.fail(w, r, err)
+		httpx.Fail(w, err)
 		return
 	}
 	l, err := a.store.Leases(r.Context(), tenant(r))
@@ -69,13 +78,12 @@ func (a *API) handleStatus(w http.ResponseWriter, r *http.Request) {
 			// The CLI's columns (§4).
 			"pending": q.Counts.Pending})
 	}
-	c := o.Counts
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{
 		"timeRange":     map[string]any{"from": instant(&from), "to": instant(&to)},
 		"bucketMinutes": width, "pointCount": len(throughput), "throughput": throughput,
 		"queues": queues,
-		"messages": map[string]any{"total": o.Given, "pending": c.Waiting, "processing": 0,
-			"completed": max(o.Given-c.Pending-c.DeadLetter, 0), "failed": 0, "deadLetter": c.DeadLetter,
+		"messages": map[string]any{"total": given, "pending": c.Waiting, "processing": 0,
+			"completed": max(given-c.Pending-c.DeadLetter, 0), "failed": 0, "deadLetter": c.DeadLetter,
 			"requests":        map[string]int{"push": 0, "pop": 0, "ack": 0},
 			"batchEfficiency": map[string]float64{"push": 0, "pop": 0, "ack": 0}},
 		"leases": map[string]any{"active": l.Active, "partitionsWithLeases": l.Partitions,

@@ -12,8 +12,9 @@ import (
 // How the resources and status routes count (queue-admin-api.md §3), from
 // Regent's model and never from the log's contents: a partition's offsets
 // are never reused, so next_offset is every message it was ever given, and
-// its first stored offset (the lowest segment base; retention removes the
-// oldest segments) tells how many are still stored. A cursor's pending is
+// its first stored offset (the lowest segment base, or the partition's floor
+// when retention or eviction deleted inside that segment) tells how many are
+// still stored. A cursor's pending is
 // what lies between its committed offset and the partition's end, and its
 // processing is the unacked rest of a live leased batch. Each counter of a
 // partition is its maximum over the partition's cursors (the group furthest
@@ -36,9 +37,9 @@ const partitionCounts = `
 	       d.n AS dead_letter, f.first
 	  FROM queen.queues q
 	  JOIN queen.partitions p ON p.queue_id = q.id
-	 CROSS JOIN LATERAL (SELECT coalesce((SELECT s.base_offset FROM queen.log_segments s
-	                                       WHERE s.partition_id = p.id ORDER BY s.base_offset LIMIT 1),
-	                                     p.next_offset) AS first
+	 CROSS JOIN LATERAL (SELECT greatest(coalesce((SELECT s.base_offset FROM queen.log_segments s
+	                                                WHERE s.partition_id = p.id ORDER BY s.base_offset LIMIT 1),
+	                                              p.next_offset), p.floor_offset) AS first
 	                      OFFSET 0) f -- probed once, not once per use
 	 CROSS JOIN LATERAL (
 	       SELECT max(l.pending) AS pending, max(l.pending - l.processing) AS waiting,
@@ -83,8 +84,10 @@ type Queue struct {
 	MaxSize                    int
 	DeadLetterQueue, Encrypted bool
 	Partitions                 int
-	Consumed                   int64
-	Counts                     Counts
+	// Given is every message the queue was ever given (read by Queues
+	// only), Consumed the sum of its cursors' consumed counts.
+	Given, Consumed int64
+	Counts          Counts
 }
 
 const queueColumns = `q.id, q.name, coalesce(q.namespace, ''), coalesce(q.task, ''), q.created_at,
@@ -95,7 +98,7 @@ const queueColumns = `q.id, q.name, coalesce(q.namespace, ''), coalesce(q.task, 
 // partitions summed: partitionCounts once, grouped by queue.
 func (s *Store) Queues(ctx context.Context, tenant string) ([]Queue, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+queueColumns+`, count(pc.partition_id)::int,
-			coalesce(sum(pc.consumed), 0)::bigint, coalesce(sum(pc.total), 0)::bigint, coalesce(sum(pc.pending), 0)::bigint,
+			coalesce(sum(pc.given), 0)::bigint, coalesce(sum(pc.consumed), 0)::bigint, coalesce(sum(pc.total), 0)::bigint, coalesce(sum(pc.pending), 0)::bigint,
 			coalesce(sum(pc.waiting), 0)::bigint, coalesce(sum(pc.processing), 0)::bigint, coalesce(sum(pc.dead_letter), 0)::bigint
 		  FROM queen.queues q
 		  LEFT JOIN (`+partitionCounts+`) pc ON pc.queue_id = q.id
@@ -107,7 +110,7 @@ func (s *Store) Queues(ctx context.Context, tenant string) ([]Queue, error) {
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Queue, error) {
 		var q Queue
-		err := r.Scan(queueFields(&q, &q.Partitions, &q.Consumed, &q.Counts.Total, &q.Counts.Pending,
+		err := r.Scan(queueFields(&q, &q.Partitions, &q.Given, &q.Consumed, &q.Counts.Total, &q.Counts.Pending,
 			&q.Counts.Waiting, &q.Counts.Processing, &q.Counts.DeadLetter)...)
 		return q, err
 	})

@@ -29,6 +29,7 @@ type Segment struct {
 	Queue, Partition string
 	Namespace, Task  string
 	Priority         int
+	Floor            int64 // the partition's floor: nothing below it shows
 	Base             int64
 	Frames           int
 	Body             []byte
@@ -62,7 +63,7 @@ func (s *Store) Segments(ctx context.Context, tenant string, w Where, lo, hi tim
 		k = *after
 	}
 	rows, err := s.db.Query(ctx, `SELECT s.partition_id, q.name, p.name, coalesce(q.namespace, ''), coalesce(q.task, ''),
-			q.priority, s.base_offset, s.frame_count, s.body, s.checksum, s.max_created_at
+			q.priority, p.floor_offset, s.base_offset, s.frame_count, s.body, s.checksum, s.max_created_at
 		  FROM queen.log_segments s
 		  JOIN queen.partitions p ON p.id = s.partition_id
 		  JOIN queen.queues q ON q.id = p.queue_id
@@ -79,7 +80,7 @@ func (s *Store) Segments(ctx context.Context, tenant string, w Where, lo, hi tim
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Segment, error) {
 		var g Segment
 		err := r.Scan(&g.PartitionID, &g.Queue, &g.Partition, &g.Namespace, &g.Task, &g.Priority,
-			&g.Base, &g.Frames, &g.Body, &g.Checksum, &g.MaxCreatedAt)
+			&g.Floor, &g.Base, &g.Frames, &g.Body, &g.Checksum, &g.MaxCreatedAt)
 		return g, err
 	})
 	if err != nil {
@@ -180,7 +181,7 @@ type Found struct {
 }
 
 // FindMessage returns the newest message of the tenant's partition with the
-// transaction id, or nil. Segments keep their frames' transaction ids beside
+// transaction id, or nil (also when it lies below the partition's floor). Segments keep their frames' transaction ids beside
 // the compressed body, so this reads the partition's segments backwards on
 // log_segments_pkey, without decoding, and stops at the first that holds
 // it: a recent message costs a probe or two, an old one a scan of that one
@@ -188,7 +189,7 @@ type Found struct {
 func (s *Store) FindMessage(ctx context.Context, tenant string, partition uuid.UUID, txid string) (*Found, error) {
 	var f Found
 	err := s.db.QueryRow(ctx, `SELECT s.partition_id, q.name, p.name, coalesce(q.namespace, ''), coalesce(q.task, ''),
-			q.priority, s.base_offset, s.frame_count, s.body, s.checksum, s.max_created_at,
+			q.priority, p.floor_offset, s.base_offset, s.frame_count, s.body, s.checksum, s.max_created_at,
 			q.encryption_enabled, q.lease_time, q.retry_limit, q.retry_delay, q.ttl,
 			(SELECT max(t.n) FROM unnest(s.txids) WITH ORDINALITY AS t (txid, n) WHERE t.txid = $3)::int - 1
 		  FROM queen.partitions p
@@ -196,9 +197,9 @@ func (s *Store) FindMessage(ctx context.Context, tenant string, partition uuid.U
 		  JOIN LATERAL (SELECT * FROM queen.log_segments s WHERE s.partition_id = p.id AND $3 = ANY(s.txids)
 		                 ORDER BY s.base_offset DESC LIMIT 1) s ON true
 		 WHERE p.id = $2`, tenant, partition, txid).Scan(&f.PartitionID, &f.Queue, &f.Partition, &f.Namespace,
-		&f.Task, &f.Priority, &f.Base, &f.Frames, &f.Body, &f.Checksum, &f.MaxCreatedAt,
+		&f.Task, &f.Priority, &f.Floor, &f.Base, &f.Frames, &f.Body, &f.Checksum, &f.MaxCreatedAt,
 		&f.Encrypted, &f.LeaseTime, &f.RetryLimit, &f.RetryDelay, &f.TTL, &f.Index)
-	if err == pgx.ErrNoRows {
+	if err == pgx.ErrNoRows || err == nil && f.Base+int64(f.Index) < f.Floor {
 		return nil, nil
 	}
 	if err != nil {
