@@ -26,6 +26,7 @@ import (
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/migrate"
 	"github.com/regent-mq/regent/broker/queue"
+	"github.com/regent-mq/regent/broker/quota"
 	"github.com/regent-mq/regent/broker/retention"
 	"github.com/regent-mq/regent/broker/seal"
 	"github.com/regent-mq/regent/broker/server"
@@ -92,6 +93,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	}
 	hot := hotlist.New()
 	logs := log.New(pool, sealer, m, hot, logger)
+	quotas := quota.New(pool, m.QuotaRefusals, logger)
+	logs.Limit(quotas)
 	switches := flags.New(pool, logger)
 	queues := queue.New(pool, logs, m, hot, logger, queue.Settings{MaxPopBytes: cfg.MaxPopBytes, PopPaused: switches.PopMaintenance})
 	var routes []server.Route
@@ -109,6 +112,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		wg.Go(func() { queues.Run(bg, cfg.ReseedInterval) })
 		wg.Go(func() { retention.New(pool, logger, cfg.DedupWindow).Run(bg, cfg.RetentionEvery) })
 		wg.Go(func() { switches.Run(bg) })
+		wg.Go(func() { quotas.Run(bg) })
 		wg.Go(func() { groups.Run(bg, cfg.LagEvery) })
 		wg.Wait()
 	}()

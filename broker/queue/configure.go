@@ -114,6 +114,9 @@ func (s *Store) handleConfigure(w http.ResponseWriter, r *http.Request) {
 	o := body.Options
 	var queueID, partitionID uuid.UUID
 	b := &pgx.Batch{}
+	// The batch is one transaction: the gate's lock holds until the insert
+	// commits.
+	b.Queue(`SELECT queen.queue_admit(p_tenant => $1, p_queue => $2)`, tenant, *body.Queue)
 	b.Queue(`INSERT INTO queen.queues AS q (id, tenant, name, namespace, task, lease_time, retry_limit, retry_delay,
 			max_size, ttl, priority, delayed_processing, window_buffer, retention_seconds,
 			completed_retention_seconds, retention_enabled, encryption_enabled, dead_letter_queue,
@@ -133,11 +136,11 @@ func (s *Store) handleConfigure(w http.ResponseWriter, r *http.Request) {
 		o.MaxSize, o.TTL, o.Priority, o.DelayedProcessing, o.WindowBuffer, o.RetentionSeconds,
 		o.CompletedRetentionSeconds, o.RetentionEnabled, o.EncryptionEnabled, o.DeadLetterQueue,
 		o.DLQAfterMaxRetries, o.MaxWaitTimeSeconds).QueryRow(func(row pgx.Row) error { return row.Scan(&queueID) })
-	b.Queue(`SELECT partition_id FROM queen.resolve_partition(p_tenant => $1, p_queue => $2, p_partition => $3,
+	b.Queue(`SELECT partition_id FROM queen.resolve_partition_v2(p_tenant => $1, p_queue => $2, p_partition => $3,
 			p_create => true, p_new_queue_id => NULL, p_new_partition_id => $4)`,
 		tenant, *body.Queue, log.DefaultPartition, pg.NewID()).QueryRow(func(row pgx.Row) error { return row.Scan(&partitionID) })
 	if err := s.pool.SendBatch(r.Context(), b).Close(); err != nil {
-		s.fail(w, r, "configure", err)
+		s.fail(w, r, "configure", s.log.Quotas().FromSQL(tenant, err))
 		return
 	}
 	s.log.Invalidate(tenant, *body.Queue)

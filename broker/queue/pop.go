@@ -167,6 +167,10 @@ func (s *Store) handlePop(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
+	if err := s.log.Quotas().AdmitPop(p.tenant); err != nil {
+		httpx.Fail(w, err)
+		return
+	}
 	ctx := r.Context()
 	var deadline time.Time
 	if p.wait {
@@ -314,6 +318,7 @@ func (s *Store) popOnce(ctx context.Context, p *popRequest) (msgs []message, cla
 		return nil, nil, uuid.Nil, nil, time.Time{}, err
 	}
 	s.metrics.Popped.WithLabelValues(q.Tenant, q.Name).Add(float64(len(msgs)))
+	s.log.Quotas().Popped(q.Tenant, len(msgs))
 	return msgs, claims, leaseID, wake, due, nil
 }
 

@@ -106,9 +106,10 @@ func (s *Sweeper) Sweep(ctx context.Context) (Stats, error) {
 	}
 	for _, q := range queues {
 		if q.maxAge > 0 {
-			n, err := drain(ctx, conn, `DELETE FROM queen.log_segments WHERE ctid IN (
+			n, err := trim(ctx, conn, `DELETE FROM queen.log_segments WHERE ctid IN (
 				SELECT s.ctid FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id
-				 WHERE p.queue_id = $1 AND s.max_created_at < now() - make_interval(secs => $2) LIMIT $3)`,
+				 WHERE p.queue_id = $1 AND s.max_created_at < now() - make_interval(secs => $2) LIMIT $3)
+				RETURNING partition_id, octet_length(body)`,
 				q.id, q.maxAge)
 			st.Aged += n
 			if err != nil {
@@ -118,7 +119,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Stats, error) {
 		if q.consumed {
 			// A group subscribed to the queue that has no cursor on a
 			// partition yet may still start at its beginning: keep it.
-			n, err := drain(ctx, conn, `WITH low AS (
+			n, err := trim(ctx, conn, `WITH low AS (
 					SELECT p.id, min(c.committed) AS committed
 					  FROM queen.partitions p JOIN queen.cursors c ON c.partition_id = p.id
 					 WHERE p.queue_id = $1
@@ -130,7 +131,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (Stats, error) {
 				DELETE FROM queen.log_segments WHERE ctid IN (
 					SELECT s.ctid FROM queen.log_segments s JOIN low ON low.id = s.partition_id
 					 WHERE s.base_offset + s.frame_count <= low.committed
-					   AND s.max_created_at < now() - make_interval(secs => $2) LIMIT $3)`,
+					   AND s.max_created_at < now() - make_interval(secs => $2) LIMIT $3)
+				RETURNING partition_id, octet_length(body)`,
 				q.id, q.consumedAfter)
 			st.Consumed += n
 			if err != nil {
@@ -155,6 +157,58 @@ func (s *Sweeper) Sweep(ctx context.Context) (Stats, error) {
 		return st, fmt.Errorf("retention: dedup rows: %w", err)
 	}
 	return st, nil
+}
+
+// trim runs a chunked DELETE of log segments that returns the partition and
+// body size of each (its last parameter is the chunk size) until it deletes
+// less than a chunk, and returns how many segments went. Each chunk takes
+// its bytes off the partitions' stored_bytes (the counter the tenant
+// quota's maxStoredBytes is checked against) in the same transaction,
+// locking the partitions in id order as pushes do, so that the two never
+// deadlock.
+func trim(ctx context.Context, conn *pgxpool.Conn, sql string, args ...any) (int64, error) {
+	var total int64
+	args = append(args, chunk)
+	for {
+		var n int64
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, sql, args...)
+			if err != nil {
+				return err
+			}
+			freed := map[uuid.UUID]int64{}
+			var pid uuid.UUID
+			var size int64
+			if _, err := pgx.ForEachRow(rows, []any{&pid, &size}, func() error {
+				freed[pid] += size
+				n++
+				return nil
+			}); err != nil {
+				return err
+			}
+			if n == 0 {
+				return nil
+			}
+			ids := make([]uuid.UUID, 0, len(freed))
+			sizes := make([]int64, 0, len(freed))
+			for id, b := range freed {
+				ids, sizes = append(ids, id), append(sizes, b)
+			}
+			if _, err := tx.Exec(ctx, `SELECT FROM queen.partitions p WHERE p.id = ANY ($1) ORDER BY p.id FOR UPDATE`, ids); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `UPDATE queen.partitions p SET stored_bytes = p.stored_bytes - f.bytes
+				  FROM unnest($1::uuid[], $2::bigint[]) AS f (id, bytes) WHERE p.id = f.id`, ids, sizes)
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < chunk {
+			return total, nil
+		}
+	}
 }
 
 // drain runs a chunked DELETE (its last parameter is the chunk size) until

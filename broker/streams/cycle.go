@@ -14,6 +14,7 @@ import (
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/queue"
+	"github.com/regent-mq/regent/broker/quota"
 	"github.com/regent-mq/regent/broker/streams/store"
 )
 
@@ -194,6 +195,9 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *store.
 	var refused *store.Failure
 	if errors.As(err, &refused) {
 		s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleRefused).Inc()
+		if q := quota.InSQL(refused.Message); q != "" {
+			s.logs.Quotas().Refused(c.Tenant, q, refused.Message)
+		}
 		(&cycleResponse{QueryID: c.QueryID, PartitionID: c.PartitionID,
 			Error: refused.Message, PushResults: []pushResult{}}).write(w)
 		return

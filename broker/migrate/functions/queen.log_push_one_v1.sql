@@ -4,6 +4,8 @@
 -- holds the partition's lock and has recorded the segment's client
 -- transaction ids; every write into the log (the push route, a
 -- transaction's pushes, the streams cycle's sink pushes) goes through it.
+-- It also keeps the partition's stored_bytes, which the tenant quota's
+-- maxStoredBytes is checked against.
 CREATE OR REPLACE FUNCTION queen.log_push_one_v1(
     p_partition_id   uuid,
     p_frame_count    integer,
@@ -18,7 +20,8 @@ CREATE OR REPLACE FUNCTION queen.log_push_one_v1(
 BEGIN
     UPDATE queen.partitions p
        SET next_offset = p.next_offset + p_frame_count,
-           last_push_at = p_max_created_at
+           last_push_at = p_max_created_at,
+           stored_bytes = p.stored_bytes + octet_length(p_body)
      WHERE p.id = p_partition_id
     RETURNING p.next_offset - p_frame_count, p.queue_id INTO base_offset, queue_id;
     INSERT INTO queen.log_segments
