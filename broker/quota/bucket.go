@@ -57,7 +57,14 @@ func (b *bucket) debit(n int64) {
 	b.mu.Unlock()
 }
 
-// credit adds n leased (or refunded) tokens.
+// refund gives back n tokens a refused request spent; nil: no limit.
+func (b *bucket) refund(n int64) {
+	if b != nil {
+		b.debit(-n)
+	}
+}
+
+// credit adds n leased tokens.
 func (b *bucket) credit(n int64) {
 	b.mu.Lock()
 	b.tokens += n

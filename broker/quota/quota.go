@@ -150,7 +150,7 @@ func (q *Quotas) AdmitPush(name string, messages int, bytes int64) error {
 		return q.refuse(t, PushMessages, rateMessage(name, "push.messagesPerSecond", l.pushMessages, int64(messages), "messages"))
 	}
 	if !q.spend(l.pushBytes, bytes) {
-		l.pushMessages.credit(int64(messages))
+		l.pushMessages.refund(int64(messages))
 		return q.refuse(t, PushBytes, rateMessage(name, "push.bytesPerSecond", l.pushBytes, bytes, "bytes"))
 	}
 	t.stored.Add(bytes)

@@ -211,3 +211,14 @@ func TestPopRateRefusesOncePopsSpendIt(t *testing.T) {
 		t.Fatalf("a 429 without Retry-After: %v", r.Header)
 	}
 }
+
+func TestPushBytesRateRefusesWhatItsBurstCannotHold(t *testing.T) {
+	t.Parallel()
+	b, tok := tenancy(t)
+	grant(t, b, "acme", Limits{PushBytes: n64(100), PushBytesBurst: n64(100)})
+	r := untilRefused(t, b, "push.bytesPerSecond", "POST", "/api/v1/push", tok, items("q", 50))
+	wantRefused(t, r, "acme", "push.bytesPerSecond")
+	if !strings.Contains(fmt.Sprint(r.Map(t)["error"]), "burst") {
+		t.Fatalf("the refusal of a push larger than the burst does not say so: %s", r.Body)
+	}
+}
