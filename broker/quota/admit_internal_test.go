@@ -50,3 +50,34 @@ func TestTheQuotaAbsentPathAllocatesNothing(t *testing.T) {
 		t.Fatalf("%.1f allocations per push and pop without a quota, want 0", n)
 	}
 }
+
+// BenchmarkAdmitPush is the in-memory part of the checks a push pays: for a
+// tenant without a quota, and for one with every limit whose holdings
+// cover the push (the leases are not timed; they run in the background).
+func BenchmarkAdmitPush(b *testing.B) {
+	huge := int64(1) << 60
+	for _, v := range []struct {
+		name   string
+		limits *limits
+	}{
+		{"quota=absent", &limits{maxStored: -1}},
+		{"quota=present", &limits{
+			pushMessages: &bucket{kind: "push_messages", rate: huge, burst: huge, tokens: huge},
+			pushBytes:    &bucket{kind: "push_bytes", rate: huge, burst: huge, tokens: huge},
+			maxStored:    huge,
+		}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			q := quotasWith("acme", v.limits)
+			name := "acme"
+			if v.name == "quota=absent" {
+				name = "other"
+			}
+			for b.Loop() {
+				if err := q.AdmitPush(name, 10, 1000); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

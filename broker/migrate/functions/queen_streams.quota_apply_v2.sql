@@ -40,7 +40,7 @@ BEGIN
             EXCLUDED.push_messages_burst, EXCLUDED.push_bytes_per_second, EXCLUDED.push_bytes_burst,
             EXCLUDED.pop_messages_per_second, EXCLUDED.max_stored_bytes, EXCLUDED.max_state_rows);
     IF FOUND THEN
-        -- A changed rate starts from a full bucket at the new size.
+        -- A changed row starts the rates from full buckets of the new sizes.
         DELETE FROM queen_streams.quota_budget b WHERE b.tenant = p_tenant;
         PERFORM pg_notify('regent_quota', '');
     END IF;
