@@ -75,7 +75,10 @@ type TenantQuotaSpec struct {
 	Pop *PopQuota `json:"pop,omitempty"`
 
 	// maxStoredBytes caps the compressed log bytes the tenant's queues hold;
-	// a push that would pass it stores nothing and is refused (429).
+	// a push that would pass it stores nothing and is refused (429), and a
+	// cycle whose sink emits would fails as a whole (success false). The
+	// brokers check it against the stored bytes they read every second, so
+	// the pushes of the last second to other replicas can pass it.
 	// Retention frees room. Absent means no cap.
 	// +optional
 	// +kubebuilder:validation:Minimum=0

@@ -26,7 +26,7 @@ func (l *Log) Push(ctx context.Context, db pg.DB, tenant, producerSub string, it
 		}
 		if attempt == 0 {
 			// Whole requests or nothing: a refused push stores no item.
-			if err := l.quotas.AdmitPush(tenant, len(items), p.bytes()); err != nil {
+			if err := l.quotas.AdmitPush(tenant, len(items), p.Bytes()); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -46,8 +46,8 @@ func (l *Log) Push(ctx context.Context, db pg.DB, tenant, producerSub string, it
 	}
 }
 
-// bytes is what the packed segments will store: the compressed bodies.
-func (p *Packed) bytes() int64 {
+// Bytes is what the packed segments will store: the compressed bodies.
+func (p *Packed) Bytes() int64 {
 	var n int64
 	for _, g := range p.Segments {
 		n += int64(len(g.Body))

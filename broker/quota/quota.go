@@ -21,7 +21,8 @@
 // Stored bytes: the partitions' stored_bytes counters, which the push and
 // retention keep, summed per tenant on every re-read; a replica adds its own
 // pushes in between, so the other replicas' pushes of the last second are
-// what the check can miss. maxQueues (queen.queue_admit) and maxStateRows
+// what the check can miss. Pushes and a cycle's sink emits are checked; the
+// rates apply to pushes (the route and transactions), not to sink emits. maxQueues (queen.queue_admit) and maxStateRows
 // (queen_streams.state_rows_add) are checked in the transaction that creates
 // the queue or the state rows, under the quota row's lock: exact.
 //
@@ -142,9 +143,8 @@ func (q *Quotas) AdmitPush(name string, messages int, bytes int64) error {
 		return nil
 	}
 	l := t.limits.Load()
-	if l.maxStored >= 0 && t.stored.Load()+bytes > l.maxStored {
-		return q.refuse(t, MaxStoredBytes, fmt.Sprintf("quota maxStoredBytes: tenant %q stores %d bytes of its cap of %d; this push of %d bytes would pass it",
-			name, t.stored.Load(), l.maxStored, bytes))
+	if err := q.storable(t, l, bytes); err != nil {
+		return err
 	}
 	if !q.spend(l.pushMessages, int64(messages)) {
 		return q.refuse(t, PushMessages, rateMessage(name, "push.messagesPerSecond", l.pushMessages, int64(messages), "messages"))
@@ -155,6 +155,29 @@ func (q *Quotas) AdmitPush(name string, messages int, bytes int64) error {
 	}
 	t.stored.Add(bytes)
 	t.pushed.Add(int64(messages))
+	return nil
+}
+
+// AdmitStore checks bytes more in the tenant's queues against its
+// maxStoredBytes: the sink emits of a cycle, which the push rates leave
+// alone (the cycle's source was pushed under them).
+func (q *Quotas) AdmitStore(name string, bytes int64) error {
+	t := q.lookup(name)
+	if t == nil {
+		return nil
+	}
+	if err := q.storable(t, t.limits.Load(), bytes); err != nil {
+		return err
+	}
+	t.stored.Add(bytes)
+	return nil
+}
+
+func (q *Quotas) storable(t *tenant, l *limits, bytes int64) error {
+	if l.maxStored >= 0 && t.stored.Load()+bytes > l.maxStored {
+		return q.refuse(t, MaxStoredBytes, fmt.Sprintf("quota maxStoredBytes: tenant %q stores %d bytes of its cap of %d; %d bytes more would pass it",
+			t.name, t.stored.Load(), l.maxStored, bytes))
+	}
 	return nil
 }
 

@@ -210,3 +210,42 @@ func TestQuotaStateRowsCapFailsTheCycleAsAWhole(t *testing.T) {
 		t.Fatalf("the state-row counter says %d, want 2", n)
 	}
 }
+
+// The tenant quota's maxStoredBytes holds for a cycle's sink emits too: a
+// cycle that would store past it fails as a whole, naming the quota; one
+// that emits nothing still commits.
+func TestQuotaStoredBytesCapFailsACycleThatEmits(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, brokertest.WithJWT(true))
+	b.Token, b.Tenant = brokertest.Mint(t, "acme", auth.ReadWrite), "acme"
+	grant(t, b, "acme", nil)
+	f := fixture{b: b, query: register(t, b, "q", "src", "out", "h", false).QueryID, partition: sourcePartition(t, b, "src")}
+	push(t, b, "src", 0, 3)
+	exec(t, b, `UPDATE queen_streams.quota SET max_stored_bytes = 1 WHERE tenant = 'acme'`)
+	exec(t, b, `SELECT pg_notify('regent_quota', '')`)
+	// Once a push is refused, the broker has read the cap.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r := post(t, b, "/api/v1/push", map[string]any{"items": []any{map[string]any{"queue": "src", "payload": 1}}})
+		if r.Status == 429 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pushes past maxStoredBytes still pass: %d %s", r.Status, r.Body)
+		}
+	}
+	before := scalar[int](t, b, `SELECT count(*) FROM queen.log_segments`)
+	p := pop(t, b, "src", 1, "consumerGroup=g")
+	r := post(t, b, "/streams/v1/cycle", f.body(map[string]any{"consumer_group": "g",
+		"push_items": []any{map[string]any{"queue": "out", "payload": 1}}, "ack": ack(p.LeaseID, "completed", nil)}))
+	wantStatus(t, r, 200)
+	if m := r.Map(t); m["success"] != false || !strings.Contains(fmt.Sprint(m["error"]), "maxStoredBytes") {
+		t.Fatalf("a cycle emitting past maxStoredBytes answered %s, want success false naming maxStoredBytes", r.Body)
+	}
+	if n := scalar[int](t, b, `SELECT count(*) FROM queen.log_segments`); n != before {
+		t.Fatalf("the refused cycle stored %d segments", n-before)
+	}
+	r = post(t, b, "/streams/v1/cycle", f.body(map[string]any{"consumer_group": "g", "ack": ack(p.LeaseID, "completed", nil)}))
+	if wantStatus(t, r, 200); r.Map(t)["success"] != true {
+		t.Fatalf("a cycle that emits nothing past maxStoredBytes: %s", r.Body)
+	}
+}
