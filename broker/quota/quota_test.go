@@ -3,7 +3,6 @@ package quota_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -128,16 +127,7 @@ func TestMaxQueuesIsExactUnderRacingCreates(t *testing.T) {
 
 func wantMetric(t testing.TB, b *brokertest.Broker, line string) {
 	t.Helper()
-	resp, err := http.Get(b.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(body), "\n"+line+"\n") {
+	if r := b.Do(t, "GET", "/metrics", "", nil); !strings.Contains(string(r.Body), "\n"+line+"\n") {
 		t.Fatalf("/metrics lacks %s", line)
 	}
 }
