@@ -10,14 +10,20 @@ import (
 // setReady sets the Ready condition and reports whether its status or
 // reason changed, which is when an Event is worth sending.
 func setReady(conds *[]metav1.Condition, generation int64, ready bool, reason, message string) bool {
-	before := meta.FindStatusCondition(*conds, v1.ConditionReady)
+	return setCondition(conds, v1.ConditionReady, generation, ready, reason, message)
+}
+
+// setCondition sets the condition typ and reports whether its status or
+// reason changed.
+func setCondition(conds *[]metav1.Condition, typ string, generation int64, on bool, reason, message string) bool {
+	before := meta.FindStatusCondition(*conds, typ)
 	status := metav1.ConditionFalse
-	if ready {
+	if on {
 		status = metav1.ConditionTrue
 	}
 	changed := before == nil || before.Status != status || before.Reason != reason
 	meta.SetStatusCondition(conds, metav1.Condition{
-		Type: v1.ConditionReady, Status: status, Reason: reason, Message: message, ObservedGeneration: generation,
+		Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: generation,
 	})
 	return changed
 }

@@ -144,6 +144,12 @@ func (c *fakeCell) CountQueries(_ context.Context, tenant string) (int64, error)
 	return c.count(tenant), c.dbErr
 }
 
+func (c *fakeCell) Usage(_ context.Context, tenant string, _ time.Duration) (celldb.Usage, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return celldb.Usage{Queries: c.count(tenant)}, c.dbErr
+}
+
 func (c *fakeCell) count(tenant string) int64 {
 	var n int64
 	for k := range c.queries {

@@ -32,6 +32,9 @@ type Registrar interface {
 type CellDB interface {
 	ApplyQuota(ctx context.Context, q celldb.Quota) (registered int64, err error)
 	CountQueries(ctx context.Context, tenant string) (int64, error)
+	// Usage reads the tenant's usage and the limits that refused it
+	// within the last within.
+	Usage(ctx context.Context, tenant string, within time.Duration) (celldb.Usage, error)
 	DeleteQuota(ctx context.Context, tenant string) error
 	DeleteQuery(ctx context.Context, tenant, name string) (found bool, err error)
 	// Progress and ResetGeneration return celldb.ErrNoQuery when the

@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -149,7 +153,7 @@ func (r *TenantQuotaReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		registered, dbErr = r.DB.CountQueries(ctx, tenant)
 		r.applied(&tq, registered, dbErr, "the default tenant is not subject to quotas; nothing was written")
 	default:
-		registered, dbErr = r.DB.ApplyQuota(ctx, celldb.Quota{Tenant: tenant, Enabled: tq.IsEnabled(), MaxQueries: tq.Spec.MaxQueries})
+		registered, dbErr = r.DB.ApplyQuota(ctx, quotaOf(&tq))
 		r.applied(&tq, registered, dbErr, grant(&tq))
 		if dbErr == nil {
 			quotaUsed.WithLabelValues(tenant).Set(float64(registered))
@@ -159,6 +163,9 @@ func (r *TenantQuotaReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 				quotaMax.DeleteLabelValues(tenant)
 			}
 		}
+	}
+	if elder == nil && dbErr == nil {
+		dbErr = r.usage(ctx, &tq)
 	}
 	if !equality.Semantic.DeepEqual(before, tq.Status) {
 		if err := r.Status().Update(ctx, &tq); err != nil {
@@ -171,7 +178,60 @@ func (r *TenantQuotaReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if elder != nil {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
+	return ctrl.Result{RequeueAfter: r.usageEvery()}, nil
+}
+
+// usageInterval is how often a TenantQuota's usage is refreshed, unless
+// the resync interval is shorter.
+const usageInterval = 15 * time.Second
+
+func (r *TenantQuotaReconciler) usageEvery() time.Duration {
+	return min(r.ResyncInterval, usageInterval)
+}
+
+// usage refreshes status.usage and the QuotaExceeded condition, with an
+// Event when the condition changes. A limit refused within the last refresh
+// (and a few seconds, so that no refusal falls between two) counts: the
+// brokers record refusals once a second.
+func (r *TenantQuotaReconciler) usage(ctx context.Context, tq *v1.TenantQuota) error {
+	u, err := r.DB.Usage(ctx, tq.Spec.Tenant, r.usageEvery()+5*time.Second)
+	if err != nil {
+		return err
+	}
+	st := &tq.Status
+	st.Usage = &v1.TenantQuotaUsage{
+		Queues: u.Queues, Queries: u.Queries, StoredBytes: u.StoredBytes, StateRows: u.StateRows,
+		PushedLastMinute: u.PushedLastMinute, PoppedLastMinute: u.PoppedLastMinute, RefreshedAt: metav1.Now(),
+	}
+	if len(u.Refusing) > 0 {
+		msg := fmt.Sprintf("the brokers are refusing requests of tenant %q by %s", tq.Spec.Tenant, strings.Join(u.Refusing, ", "))
+		if setCondition(&st.Conditions, v1.ConditionQuotaExceeded, tq.Generation, true, v1.ReasonRefusing, msg) {
+			r.event(tq, corev1.EventTypeWarning, v1.ConditionQuotaExceeded, "Enforce", msg)
+		}
+		return nil
+	}
+	msg := fmt.Sprintf("no limit refused tenant %q recently", tq.Spec.Tenant)
+	was := meta.IsStatusConditionTrue(st.Conditions, v1.ConditionQuotaExceeded)
+	setCondition(&st.Conditions, v1.ConditionQuotaExceeded, tq.Generation, false, v1.ReasonWithinLimits, msg)
+	if was {
+		r.event(tq, corev1.EventTypeNormal, v1.ReasonWithinLimits, "Enforce", msg)
+	}
+	return nil
+}
+
+// quotaOf is the row a TenantQuota grants.
+func quotaOf(tq *v1.TenantQuota) celldb.Quota {
+	s := tq.Spec
+	q := celldb.Quota{Tenant: s.Tenant, Enabled: tq.IsEnabled(), MaxQueries: s.MaxQueries, MaxQueues: s.MaxQueues,
+		MaxStoredBytes: s.MaxStoredBytes, MaxStateRows: s.MaxStateRows}
+	if p := s.Push; p != nil {
+		q.PushMessagesPerSecond, q.PushMessagesBurst = p.MessagesPerSecond, p.MessagesBurst
+		q.PushBytesPerSecond, q.PushBytesBurst = p.BytesPerSecond, p.BytesBurst
+	}
+	if p := s.Pop; p != nil {
+		q.PopMessagesPerSecond = p.MessagesPerSecond
+	}
+	return q
 }
 
 // applied records the outcome of writing (or counting for) the grant.

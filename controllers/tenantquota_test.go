@@ -1,11 +1,14 @@
 package controllers_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -234,4 +237,117 @@ func TestDeletingAQueryFreesItsSlotForADeniedOne(t *testing.T) {
 	h.delete(first)
 	h.gone(first)
 	h.reason(second, v1.ReasonRegistered)
+}
+
+// pushAs pushes n messages to queue as tenant and returns the status.
+func (h *harness) pushAs(tenant, queue string, n int) int {
+	h.t.Helper()
+	items := make([]map[string]any, n)
+	for i := range items {
+		items[i] = map[string]any{"queue": queue, "payload": i}
+	}
+	return h.broker.Do(h.t, "POST", "/api/v1/push", h.token(tenant), map[string]any{"items": items}).Status
+}
+
+func TestTenantQuotaWritesItsLimitsAndShowsUsageInStatus(t *testing.T) {
+	h := newHarness(t)
+	h.startOperator(operatorOpts{resync: 300 * time.Millisecond})
+	tq := h.quotaReason(h.quota("initech", ptr.To[int32](5), func(tq *v1.TenantQuota) {
+		tq.Spec.MaxQueues = ptr.To[int32](10)
+		tq.Spec.Push = &v1.PushQuota{MessagesPerSecond: ptr.To[int64](1000), MessagesBurst: ptr.To[int64](2000), BytesPerSecond: ptr.To[int64](1 << 20)}
+		tq.Spec.Pop = &v1.PopQuota{MessagesPerSecond: ptr.To[int64](500)}
+		tq.Spec.MaxStoredBytes, tq.Spec.MaxStateRows = ptr.To[int64](1<<30), ptr.To[int64](100)
+	}), v1.ReasonApplied)
+	var row [8]*int64
+	if err := h.broker.Pool.QueryRow(h.ctx, `SELECT max_queues::bigint, push_messages_per_second, push_messages_burst,
+		push_bytes_per_second, push_bytes_burst, pop_messages_per_second, max_stored_bytes, max_state_rows
+		FROM queen_streams.quota WHERE tenant = 'initech'`).Scan(&row[0], &row[1], &row[2], &row[3], &row[4], &row[5], &row[6], &row[7]); err != nil {
+		t.Fatal(err)
+	}
+	want := []*int64{ptr.To[int64](10), ptr.To[int64](1000), ptr.To[int64](2000), ptr.To[int64](1 << 20), nil, ptr.To[int64](500), ptr.To[int64](1 << 30), ptr.To[int64](100)}
+	for i := range want {
+		if !ptr.Equal(row[i], want[i]) {
+			t.Fatalf("quota row column %d is %v, want %v", i, ptr.Deref(row[i], -1), ptr.Deref(want[i], -1))
+		}
+	}
+
+	// The brokers count a tenant's pushes once they have read its row,
+	// which the pushes before cannot know.
+	pushed := 0
+	eventually(h, tq, "showing pushes", func(tq *v1.TenantQuota) bool {
+		if h.pushAs("initech", "orders", 3) == 201 {
+			pushed += 3
+		}
+		return tq.Status.Usage != nil && tq.Status.Usage.PushedLastMinute > 0
+	})
+	if h.pushAs("initech", "payments", 2) != 201 {
+		t.Fatal("push to a second queue refused")
+	}
+	h.exec(`INSERT INTO queen_streams.queries (id, tenant, name, source_queue, config_hash) VALUES (gen_random_uuid(), 'initech', 'q', 'orders', 'h')`)
+	h.exec(`INSERT INTO queen_streams.state_rows (query_id, partition_id, row_count)
+		SELECT id, gen_random_uuid(), 7 FROM queen_streams.queries WHERE tenant = 'initech'`)
+	var stored int64
+	if err := h.broker.Pool.QueryRow(h.ctx, `SELECT sum(octet_length(s.body)) FROM queen.log_segments s
+		JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id
+		WHERE q.tenant = 'initech'`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	tq = eventually(h, tq, "showing the usage", func(tq *v1.TenantQuota) bool {
+		u := tq.Status.Usage
+		return u != nil && u.Queues == 2 && u.Queries == 1 && u.StateRows == 7 && u.StoredBytes == stored &&
+			u.PushedLastMinute >= 2 && u.PushedLastMinute <= int64(pushed+2) && !u.RefreshedAt.IsZero()
+	})
+	if c := meta.FindStatusCondition(tq.Status.Conditions, v1.ConditionQuotaExceeded); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1.ReasonWithinLimits {
+		t.Fatalf("QuotaExceeded is %+v, want False with reason WithinLimits", c)
+	}
+}
+
+func TestTenantQuotaExceededIsTrueWhileALimitRefusesWithEventsAsItStartsAndStops(t *testing.T) {
+	h := newHarness(t)
+	h.startOperator(operatorOpts{resync: 300 * time.Millisecond})
+	tq := h.quotaReason(h.quota("globex", nil, func(tq *v1.TenantQuota) {
+		tq.Spec.Push = &v1.PushQuota{MessagesPerSecond: ptr.To[int64](1)}
+	}), v1.ReasonApplied)
+	exceeded := func(tq *v1.TenantQuota) *metav1.Condition {
+		return meta.FindStatusCondition(tq.Status.Conditions, v1.ConditionQuotaExceeded)
+	}
+	// Two items pass a burst of one never.
+	tq = eventually(h, tq, "QuotaExceeded", func(tq *v1.TenantQuota) bool {
+		h.pushAs("globex", "orders", 2)
+		c := exceeded(tq)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+	if c := exceeded(tq); c.Reason != v1.ReasonRefusing || !strings.Contains(c.Message, "push.messagesPerSecond") {
+		t.Fatalf("QuotaExceeded %+v, want reason Refusing naming push.messagesPerSecond", c)
+	}
+	h.wantEvent(tq, v1.ConditionQuotaExceeded, "push.messagesPerSecond")
+	// No more refusals: the condition clears within a refresh and 5 s.
+	tq = eventually(h, tq, "within its limits", func(tq *v1.TenantQuota) bool {
+		c := exceeded(tq)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1.ReasonWithinLimits
+	})
+	h.wantEvent(tq, v1.ReasonWithinLimits, "no limit refused")
+}
+
+func TestTenantQuotaRefusesABurstBelowItsRate(t *testing.T) {
+	h := newHarness(t)
+	for name, push := range map[string]*v1.PushQuota{
+		"messagesBurst must be at least messagesPerSecond": {MessagesPerSecond: ptr.To[int64](10), MessagesBurst: ptr.To[int64](5)},
+		"bytesBurst needs bytesPerSecond":                  {BytesBurst: ptr.To[int64](5)},
+	} {
+		tq := &v1.TenantQuota{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", h.id, seq.Add(1))},
+			Spec:       v1.TenantQuotaSpec{Tenant: "soylent", Push: push},
+		}
+		if err := h.k8s.Create(h.ctx, tq); err == nil || !strings.Contains(err.Error(), name) {
+			t.Fatalf("creating a TenantQuota with push %+v: %v, want a refusal saying %q", push, err, name)
+		}
+	}
+	tq := &v1.TenantQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", h.id, seq.Add(1))},
+		Spec:       v1.TenantQuotaSpec{Tenant: "soylent", MaxStoredBytes: ptr.To[int64](-1)},
+	}
+	if err := h.k8s.Create(h.ctx, tq); err == nil {
+		t.Fatal("a negative maxStoredBytes was accepted")
+	}
 }

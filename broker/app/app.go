@@ -30,6 +30,7 @@ import (
 	"github.com/regent-mq/regent/broker/migrate"
 	"github.com/regent-mq/regent/broker/queue"
 	qstore "github.com/regent-mq/regent/broker/queue/store"
+	"github.com/regent-mq/regent/broker/quota"
 	"github.com/regent-mq/regent/broker/retention"
 	"github.com/regent-mq/regent/broker/seal"
 	"github.com/regent-mq/regent/broker/server"
@@ -98,6 +99,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	}
 	hot := hotlist.New()
 	logs := log.New(pool, sealer, m, hot, logger)
+	quotas := quota.New(pool, m.QuotaRefusals, logger)
+	logs.Limit(quotas)
 	switches := flags.New(pool, logger)
 	spooled, err := spool.Open(cfg.SpoolDir, logs, pool, switches, m.SpoolBuffered, logger)
 	if err != nil {
@@ -129,6 +132,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 			}, logs.Announce).Run(bg, cfg.RetentionEvery, cfg.EvictionEvery)
 		})
 		wg.Go(func() { switches.Run(bg) })
+		wg.Go(func() { quotas.Run(bg) })
 		wg.Go(func() { groups.Run(bg, cfg.LagEvery) })
 		wg.Go(func() { analytics.RunTraceSweep(bg, cfg.RetentionEvery, cfg.MetricsRetention) })
 		wg.Go(func() {

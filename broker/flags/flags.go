@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/regent-mq/regent/broker/pg"
 )
 
 // The switches, by Queen's names for them.
@@ -95,7 +97,7 @@ func (f *Flags) Set(ctx context.Context, name string, on bool) (State, error) {
 func (f *Flags) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { f.listen(ctx) })
+	wg.Go(func() { pg.Listen(ctx, f.pool, Channel, Reread, f.log, "system flags", f.reread) })
 	t := time.NewTicker(Reread)
 	defer t.Stop()
 	for {
@@ -111,38 +113,5 @@ func (f *Flags) Run(ctx context.Context) {
 func (f *Flags) reread(ctx context.Context) {
 	if _, err := f.Read(ctx); err != nil && ctx.Err() == nil {
 		f.log.Warn("system flags: re-read failed", "err", err)
-	}
-}
-
-// listen re-reads on every notification, reconnecting after a failure; the
-// periodic re-read covers the gaps.
-func (f *Flags) listen(ctx context.Context) {
-	for ctx.Err() == nil {
-		err := f.listenOnce(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		f.log.Warn("system flags: LISTEN connection lost; reconnecting", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(Reread):
-		}
-	}
-}
-
-func (f *Flags) listenOnce(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, f.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
-		return err
-	}
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
-		f.reread(ctx)
 	}
 }

@@ -231,7 +231,10 @@ func WriteError(w http.ResponseWriter, status int, message string) {
 // whose detail stays in the server log, never in the body.
 func Fail(w http.ResponseWriter, err error) {
 	var e *Error
+	var a Answer
 	switch {
+	case errors.As(err, &a):
+		a.Answer(w)
 	case errors.As(err, &e):
 		WriteError(w, e.Status, e.Message)
 	case pg.Unavailable(err):
@@ -242,6 +245,13 @@ func Fail(w http.ResponseWriter, err error) {
 	}
 }
 
+// Answer is a client error that writes its own answer, such as a quota
+// refusal's 429 with Retry-After and the fields naming the limit.
+type Answer interface {
+	error
+	Answer(w http.ResponseWriter)
+}
+
 // RetryAfter is the Retry-After of a 503, in seconds: long enough for a
 // failover or a restart to get somewhere, short for a blip.
 const RetryAfter = "1"
@@ -250,5 +260,6 @@ const RetryAfter = "1"
 // fault, which the caller logs.
 func Internal(err error) bool {
 	var e *Error
-	return !errors.As(err, &e) && !pg.Unavailable(err)
+	var a Answer
+	return !errors.As(err, &e) && !errors.As(err, &a) && !pg.Unavailable(err)
 }

@@ -56,7 +56,7 @@ func (l *Log) ResolveAll(ctx context.Context, ts []Target) ([]*Partition, error)
 	for _, i := range missing {
 		t := ts[i]
 		b.Queue(`SELECT queue_id, partition_id, lease_time, retry_limit, delayed_processing, encryption_enabled
-			FROM queen.resolve_partition(p_tenant => $1, p_queue => $2, p_partition => $3, p_create => true,
+			FROM queen.resolve_partition_v2(p_tenant => $1, p_queue => $2, p_partition => $3, p_create => true,
 				p_new_queue_id => $4, p_new_partition_id => $5)`,
 			t.Tenant, t.Queue, t.Partition, pg.NewID(), pg.NewID()).QueryRow(func(row pgx.Row) error {
 			q := &Queue{Tenant: t.Tenant, Name: t.Queue, loaded: now}
@@ -69,7 +69,8 @@ func (l *Log) ResolveAll(ctx context.Context, ts []Target) ([]*Partition, error)
 		})
 	}
 	if err := l.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, err
+		// A new queue past the tenant's maxQueues is refused in the batch.
+		return nil, l.quotas.FromSQL(ts[missing[0]].Tenant, err)
 	}
 	return out, nil
 }

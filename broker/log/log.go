@@ -53,6 +53,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/quota"
 	"github.com/regent-mq/regent/broker/seal"
 )
 
@@ -87,6 +88,8 @@ type Log struct {
 	hot     *hotlist.List
 	// announcer marks hot partitions here and tells the other replicas.
 	announcer *hotlist.Announcer
+	// quotas limits the tenants' pushes and queue creations; nil: none.
+	quotas *quota.Quotas
 
 	mu     sync.RWMutex
 	queues map[queueKey]*Queue
@@ -130,6 +133,14 @@ func New(pool *pgxpool.Pool, sealer *seal.Sealer, m *metrics.Metrics, hot *hotli
 		byID:      map[uuid.UUID]*Partition{},
 	}
 }
+
+// Limit makes every push and queue creation pass the tenants' quotas
+// (package quota). Call it before the log serves.
+func (l *Log) Limit(q *quota.Quotas) { l.quotas = q }
+
+// Quotas are the tenants' quotas the log applies (nil: none), for the
+// routes that check them too (pops, cycles).
+func (l *Log) Quotas() *quota.Quotas { return l.quotas }
 
 // Run sends this replica's announcements until ctx ends.
 func (l *Log) Run(ctx context.Context) { l.announcer.Run(ctx) }

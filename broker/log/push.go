@@ -24,6 +24,12 @@ func (l *Log) Push(ctx context.Context, db pg.DB, tenant, producerSub string, it
 		if err != nil {
 			return nil, nil, err
 		}
+		if attempt == 0 {
+			// Whole requests or nothing: a refused push stores no item.
+			if err := l.quotas.AdmitPush(tenant, len(items), p.Bytes()); err != nil {
+				return nil, nil, err
+			}
+		}
 		segs, err := l.store(ctx, db, p)
 		if errors.Is(err, ErrPartitionGone) && attempt == 0 {
 			if _, inTx := db.(pgx.Tx); !inTx {
@@ -38,6 +44,15 @@ func (l *Log) Push(ctx context.Context, db pg.DB, tenant, producerSub string, it
 		}
 		return p.Results(segs), segs, nil
 	}
+}
+
+// Bytes is what the packed segments will store: the compressed bodies.
+func (p *Packed) Bytes() int64 {
+	var n int64
+	for _, g := range p.Segments {
+		n += int64(len(g.Body))
+	}
+	return n
 }
 
 const logPushSQL = `SELECT partition_id, outcome, base_offset, dup_txids, dup_message_ids FROM queen.log_push_one_v1(

@@ -29,6 +29,8 @@ type Metrics struct {
 
 	PopsParked   prometheus.Gauge       // long-polls waiting for messages
 	StreamCycles *prometheus.CounterVec // tenant, result: committed, refused or failed
+	// QuotaRefusals counts the requests a tenant quota's limit refused.
+	QuotaRefusals *prometheus.CounterVec // tenant, quota
 	// DatabaseUp is 1 while PostgreSQL answers: the health check and the lag
 	// refresh set it, whichever ran last.
 	DatabaseUp prometheus.Gauge
@@ -67,6 +69,10 @@ func New() *Metrics {
 			Name: "regent_messages_acked_total",
 			Help: "Messages acknowledged, by ack or by a streams cycle.",
 		}, []string{"tenant", "queue"}),
+		QuotaRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regent_quota_refusals_total",
+			Help: "Requests refused by a limit of the tenant's quota, by tenant and limit (its TenantQuota spec field).",
+		}, []string{"tenant", "quota"}),
 		EncryptionFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "regent_encryption_failures_total",
 			Help: "Payloads stored in plaintext because sealing them failed.",
@@ -92,7 +98,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.RequestDuration, m.Pushed, m.Popped, m.Acked, m.EncryptionFailures,
-		m.PopsParked, m.StreamCycles, m.DatabaseUp, m.SpoolBuffered,
+		m.PopsParked, m.StreamCycles, m.QuotaRefusals, m.DatabaseUp, m.SpoolBuffered,
 	)
 	return m
 }

@@ -7,4 +7,8 @@ package migrate
 // and takes it off this list (UPGRADING.md).
 var Previous = []string{
 	"queen_streams.query_progress", // by query_progress_v2, which adds oldest
+	// Succeeded by resolve_partition_v2 (the maxQueues gate) and
+	// quota_apply_v2 (the limits of issue 18).
+	"queen.resolve_partition",
+	"queen_streams.quota_apply",
 }

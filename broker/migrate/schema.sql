@@ -58,10 +58,10 @@ CREATE FUNCTION queen.log_push_one_v1(p_partitions uuid[], p_frames integer[], p
 $$;
 
 --
--- Name: log_push_undo(uuid[], integer[]); Type: FUNCTION; Schema: queen; Owner: -
+-- Name: log_push_undo(uuid[], integer[], bytea[]); Type: FUNCTION; Schema: queen; Owner: -
 --
 
-CREATE FUNCTION queen.log_push_undo(p_partitions uuid[], p_frames integer[]) RETURNS void
+CREATE FUNCTION queen.log_push_undo(p_partitions uuid[], p_frames integer[], p_bodies bytea[]) RETURNS void
     LANGUAGE plpgsql
     AS $$ -- the body of functions/queen.log_push_undo.sql
 $$;
@@ -86,6 +86,15 @@ CREATE FUNCTION queen.pop(p_tenant text, p_queue_id uuid, p_candidates uuid[], p
 $$;
 
 --
+-- Name: queue_admit(text, text); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.queue_admit(p_tenant text, p_queue text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen.queue_admit.sql
+$$;
+
+--
 -- Name: raise_floors(uuid, integer, boolean); Type: FUNCTION; Schema: queen; Owner: -
 --
 
@@ -101,6 +110,15 @@ $$;
 CREATE FUNCTION queen.resolve_partition(p_tenant text, p_queue text, p_partition text, p_create boolean, p_new_queue_id uuid, p_new_partition_id uuid, OUT queue_id uuid, OUT partition_id uuid, OUT lease_time integer, OUT retry_limit integer, OUT delayed_processing integer, OUT encryption_enabled boolean) RETURNS SETOF record
     LANGUAGE plpgsql
     AS $$ -- the body of functions/queen.resolve_partition.sql
+$$;
+
+--
+-- Name: resolve_partition_v2(text, text, text, boolean, uuid, uuid); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.resolve_partition_v2(p_tenant text, p_queue text, p_partition text, p_create boolean, p_new_queue_id uuid, p_new_partition_id uuid, OUT queue_id uuid, OUT partition_id uuid, OUT lease_time integer, OUT retry_limit integer, OUT delayed_processing integer, OUT encryption_enabled boolean) RETURNS SETOF record
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen.resolve_partition_v2.sql
 $$;
 
 --
@@ -212,12 +230,57 @@ CREATE FUNCTION queen_streams.quota_apply(p_tenant text, p_enabled boolean, p_ma
 $$;
 
 --
+-- Name: quota_apply_v2(text, boolean, integer, integer, bigint, bigint, bigint, bigint, bigint, bigint, bigint); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.quota_apply_v2(p_tenant text, p_enabled boolean, p_max_queries integer, p_max_queues integer, p_push_messages_per_second bigint, p_push_messages_burst bigint, p_push_bytes_per_second bigint, p_push_bytes_burst bigint, p_pop_messages_per_second bigint, p_max_stored_bytes bigint, p_max_state_rows bigint) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.quota_apply_v2.sql
+$$;
+
+--
 -- Name: quota_delete(text); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 
 CREATE FUNCTION queen_streams.quota_delete(p_tenant text) RETURNS void
     LANGUAGE sql
     AS $$ -- the body of functions/queen_streams.quota_delete.sql
+$$;
+
+--
+-- Name: quota_lease(text, text, bigint); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.quota_lease(p_tenant text, p_kind text, p_want bigint) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.quota_lease.sql
+$$;
+
+--
+-- Name: quota_limits(); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.quota_limits() RETURNS TABLE(tenant text, push_messages_per_second bigint, push_messages_burst bigint, push_bytes_per_second bigint, push_bytes_burst bigint, pop_messages_per_second bigint, max_stored_bytes bigint, stored_bytes bigint)
+    LANGUAGE sql STABLE
+    AS $$ -- the body of functions/queen_streams.quota_limits.sql
+$$;
+
+--
+-- Name: quota_record(text[], bigint[], bigint[], text[], text[]); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.quota_record(p_tenants text[], p_pushed bigint[], p_popped bigint[], p_refused_tenants text[], p_refused_quotas text[]) RETURNS void
+    LANGUAGE sql
+    AS $$ -- the body of functions/queen_streams.quota_record.sql
+$$;
+
+--
+-- Name: quota_usage(text, interval); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.quota_usage(p_tenant text, p_within interval) RETURNS TABLE(queues bigint, queries bigint, stored_bytes bigint, state_rows bigint, pushed_last_minute bigint, popped_last_minute bigint, refusing text[])
+    LANGUAGE sql STABLE
+    AS $$ -- the body of functions/queen_streams.quota_usage.sql
 $$;
 
 --
@@ -236,6 +299,15 @@ $$;
 CREATE FUNCTION queen_streams.register(p_tenant text, p_name text, p_source text, p_sink text, p_config_hash text, p_reset boolean, p_new_id uuid, OUT outcome text, OUT query_id uuid, OUT fresh boolean, OUT message text) RETURNS record
     LANGUAGE plpgsql
     AS $$ -- the body of functions/queen_streams.register.sql
+$$;
+
+--
+-- Name: state_rows_add(text, uuid, uuid, bigint); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.state_rows_add(p_tenant text, p_query_id uuid, p_partition_id uuid, p_delta bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.state_rows_add.sql
 $$;
 
 --
@@ -310,6 +382,7 @@ CREATE TABLE queen.partitions (
     next_offset bigint DEFAULT 0 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     last_push_at timestamp with time zone,
+    stored_bytes bigint DEFAULT 0 NOT NULL,
     floor_offset bigint DEFAULT 0 NOT NULL
 );
 
@@ -487,7 +560,55 @@ CREATE TABLE queen_streams.quota (
     enabled boolean DEFAULT true NOT NULL,
     max_queries integer,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT quota_max_queries_check CHECK ((max_queries >= 0))
+    max_queues integer,
+    push_messages_per_second bigint,
+    push_messages_burst bigint,
+    push_bytes_per_second bigint,
+    push_bytes_burst bigint,
+    pop_messages_per_second bigint,
+    max_stored_bytes bigint,
+    max_state_rows bigint,
+    CONSTRAINT quota_check CHECK ((push_messages_burst >= push_messages_per_second)),
+    CONSTRAINT quota_check1 CHECK ((push_bytes_burst >= push_bytes_per_second)),
+    CONSTRAINT quota_max_queries_check CHECK ((max_queries >= 0)),
+    CONSTRAINT quota_max_queues_check CHECK ((max_queues >= 0)),
+    CONSTRAINT quota_max_state_rows_check CHECK ((max_state_rows >= 0)),
+    CONSTRAINT quota_max_stored_bytes_check CHECK ((max_stored_bytes >= 0)),
+    CONSTRAINT quota_pop_messages_per_second_check CHECK ((pop_messages_per_second > 0)),
+    CONSTRAINT quota_push_bytes_per_second_check CHECK ((push_bytes_per_second > 0)),
+    CONSTRAINT quota_push_messages_per_second_check CHECK ((push_messages_per_second > 0))
+);
+
+--
+-- Name: quota_budget; Type: TABLE; Schema: queen_streams; Owner: -
+--
+
+CREATE TABLE queen_streams.quota_budget (
+    tenant text NOT NULL,
+    kind text NOT NULL,
+    tokens double precision NOT NULL,
+    refilled_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: quota_meter; Type: TABLE; Schema: queen_streams; Owner: -
+--
+
+CREATE TABLE queen_streams.quota_meter (
+    tenant text NOT NULL,
+    bucket timestamp with time zone NOT NULL,
+    pushed bigint DEFAULT 0 NOT NULL,
+    popped bigint DEFAULT 0 NOT NULL
+);
+
+--
+-- Name: quota_refusals; Type: TABLE; Schema: queen_streams; Owner: -
+--
+
+CREATE TABLE queen_streams.quota_refusals (
+    tenant text NOT NULL,
+    quota text NOT NULL,
+    refused_at timestamp with time zone NOT NULL
 );
 
 --
@@ -500,6 +621,16 @@ CREATE TABLE queen_streams.state (
     key text NOT NULL COLLATE pg_catalog."C",
     value jsonb NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: state_rows; Type: TABLE; Schema: queen_streams; Owner: -
+--
+
+CREATE TABLE queen_streams.state_rows (
+    query_id uuid NOT NULL,
+    partition_id uuid NOT NULL,
+    row_count bigint NOT NULL
 );
 
 --
@@ -615,6 +746,20 @@ ALTER TABLE ONLY queen_streams.queries
     ADD CONSTRAINT queries_tenant_name_key UNIQUE (tenant, name);
 
 --
+-- Name: quota_budget quota_budget_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.quota_budget
+    ADD CONSTRAINT quota_budget_pkey PRIMARY KEY (tenant, kind);
+
+--
+-- Name: quota_meter quota_meter_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.quota_meter
+    ADD CONSTRAINT quota_meter_pkey PRIMARY KEY (tenant, bucket);
+
+--
 -- Name: quota quota_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
 --
 
@@ -622,11 +767,25 @@ ALTER TABLE ONLY queen_streams.quota
     ADD CONSTRAINT quota_pkey PRIMARY KEY (tenant);
 
 --
+-- Name: quota_refusals quota_refusals_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.quota_refusals
+    ADD CONSTRAINT quota_refusals_pkey PRIMARY KEY (tenant, quota);
+
+--
 -- Name: state state_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
 --
 
 ALTER TABLE ONLY queen_streams.state
     ADD CONSTRAINT state_pkey PRIMARY KEY (query_id, partition_id, key);
+
+--
+-- Name: state_rows state_rows_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.state_rows
+    ADD CONSTRAINT state_rows_pkey PRIMARY KEY (query_id, partition_id);
 
 --
 -- Name: cursors_lease_idx; Type: INDEX; Schema: queen; Owner: -
@@ -726,8 +885,36 @@ ALTER TABLE ONLY queen.traces
     ADD CONSTRAINT traces_partition_id_fkey FOREIGN KEY (partition_id) REFERENCES queen.partitions(id) ON DELETE CASCADE;
 
 --
+-- Name: quota_budget quota_budget_tenant_fkey; Type: FK CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.quota_budget
+    ADD CONSTRAINT quota_budget_tenant_fkey FOREIGN KEY (tenant) REFERENCES queen_streams.quota(tenant) ON DELETE CASCADE;
+
+--
+-- Name: quota_meter quota_meter_tenant_fkey; Type: FK CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.quota_meter
+    ADD CONSTRAINT quota_meter_tenant_fkey FOREIGN KEY (tenant) REFERENCES queen_streams.quota(tenant) ON DELETE CASCADE;
+
+--
+-- Name: quota_refusals quota_refusals_tenant_fkey; Type: FK CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.quota_refusals
+    ADD CONSTRAINT quota_refusals_tenant_fkey FOREIGN KEY (tenant) REFERENCES queen_streams.quota(tenant) ON DELETE CASCADE;
+
+--
 -- Name: state state_query_id_fkey; Type: FK CONSTRAINT; Schema: queen_streams; Owner: -
 --
 
 ALTER TABLE ONLY queen_streams.state
     ADD CONSTRAINT state_query_id_fkey FOREIGN KEY (query_id) REFERENCES queen_streams.queries(id) ON DELETE CASCADE;
+
+--
+-- Name: state_rows state_rows_query_id_fkey; Type: FK CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.state_rows
+    ADD CONSTRAINT state_rows_query_id_fkey FOREIGN KEY (query_id) REFERENCES queen_streams.queries(id) ON DELETE CASCADE;

@@ -120,6 +120,10 @@ func (s *Handler) handlePop(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
+	if err := s.log.Quotas().AdmitPop(p.Tenant); err != nil {
+		httpx.Fail(w, err)
+		return
+	}
 	ctx := r.Context()
 	var deadline time.Time
 	if p.wait {

@@ -251,13 +251,14 @@ func (s *Sweeper) floors(ctx context.Context, conn *pgxpool.Conn, q policy, kind
 	}
 	// Also after no floor rose: a sweep cut short may have left segments.
 	// Per partition, so that each probe is a range of the primary key.
-	dropped, err := drain(ctx, conn, chunk, `DELETE FROM queen.log_segments WHERE ctid IN (
+	dropped, err := trim(ctx, conn, chunk, `DELETE FROM queen.log_segments WHERE ctid IN (
 		SELECT s.ctid FROM queen.partitions p
 		 CROSS JOIN LATERAL (SELECT x.ctid FROM queen.log_segments x
 		                      WHERE x.partition_id = p.id AND x.base_offset < p.floor_offset
 		                        AND x.base_offset + x.frame_count <= p.floor_offset) s
 		 WHERE p.queue_id = $1 AND p.floor_offset > 0
-		 LIMIT $2)`, q.id)
+		 LIMIT $2)
+		RETURNING partition_id, octet_length(body)`, q.id)
 	*segments += dropped
 	if err != nil {
 		return fmt.Errorf("drop segments below the floors: %w", err)
@@ -307,6 +308,58 @@ func (s *Sweeper) idlePartitions(ctx context.Context, conn *pgxpool.Conn, st *St
 		return fmt.Errorf("retention: idle partitions: %w", err)
 	}
 	return nil
+}
+
+// trim runs a chunked DELETE of log segments that returns the partition and
+// body size of each (its last parameter is the chunk size) until it deletes
+// less than a chunk, and returns how many segments went. Each chunk takes
+// its bytes off the partitions' stored_bytes (the counter the tenant
+// quota's maxStoredBytes is checked against) in the same transaction,
+// locking the partitions in id order as pushes do, so that the two never
+// deadlock.
+func trim(ctx context.Context, conn *pgxpool.Conn, chunk int, sql string, args ...any) (int64, error) {
+	var total int64
+	args = append(args, chunk)
+	for {
+		var n int64
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, sql, args...)
+			if err != nil {
+				return err
+			}
+			freed := map[uuid.UUID]int64{}
+			var pid uuid.UUID
+			var size int64
+			if _, err := pgx.ForEachRow(rows, []any{&pid, &size}, func() error {
+				freed[pid] += size
+				n++
+				return nil
+			}); err != nil {
+				return err
+			}
+			if n == 0 {
+				return nil
+			}
+			ids := make([]uuid.UUID, 0, len(freed))
+			sizes := make([]int64, 0, len(freed))
+			for id, b := range freed {
+				ids, sizes = append(ids, id), append(sizes, b)
+			}
+			if _, err := tx.Exec(ctx, `SELECT FROM queen.partitions p WHERE p.id = ANY ($1) ORDER BY p.id FOR UPDATE`, ids); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `UPDATE queen.partitions p SET stored_bytes = p.stored_bytes - f.bytes
+				  FROM unnest($1::uuid[], $2::bigint[]) AS f (id, bytes) WHERE p.id = f.id`, ids, sizes)
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < int64(chunk) {
+			return total, nil
+		}
+	}
 }
 
 // drain runs a chunked DELETE (its last parameter is the chunk size) until

@@ -211,3 +211,32 @@ func TestEverySweepRecordsWhatItRemovedPerPartitionForTheAnalytics(t *testing.T)
 	require.Equal(t, []string{"a " + b.Tenant + " aged retention 4", "b " + b.Tenant + " aged retention 2"}, got,
 		"one event per partition, with the messages removed")
 }
+
+// The tenant quota's maxStoredBytes is checked against the partitions'
+// stored_bytes counters: the push adds each segment's body, and retention
+// takes off what it deletes, so the counter always equals the log.
+func TestRetentionKeepsTheStoredBytesCounterEqualToTheLog(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	do(t, b, "POST", "/api/v1/configure", map[string]any{"queue": "short", "options": map[string]any{"retentionSeconds": 60}})
+	pushN(t, b, "short", 3)
+	pushN(t, b, "short", 2)
+	counted := func() (counter, actual int) {
+		require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT
+			(SELECT coalesce(sum(stored_bytes), 0) FROM queen.partitions),
+			(SELECT coalesce(sum(octet_length(body)), 0) FROM queen.log_segments)`).Scan(&counter, &actual))
+		return counter, actual
+	}
+	counter, actual := counted()
+	require.Positive(t, actual)
+	require.Equal(t, actual, counter, "after the pushes")
+	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.log_segments SET max_created_at = now() - interval '2 minutes'
+		WHERE base_offset = 0`)
+	require.NoError(t, err)
+	st, err := sweeper(b, time.Hour).Sweep(t.Context())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.Aged)
+	counter, after := counted()
+	require.Less(t, after, actual)
+	require.Equal(t, after, counter, "after the sweep")
+}

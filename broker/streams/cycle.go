@@ -15,6 +15,7 @@ import (
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
 	qstore "github.com/regent-mq/regent/broker/queue/store"
+	"github.com/regent-mq/regent/broker/quota"
 	"github.com/regent-mq/regent/broker/streams/store"
 )
 
@@ -149,19 +150,22 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c.Ops.Refusal != "" {
-		// The ops break the rules, so the cycle fails; but the ownership
-		// verdicts come first, whatever the ops say.
-		err := store.CheckOwner(r.Context(), s.db, c.Tenant, c.QueryID, c.PartitionID)
-		if err == nil {
-			err = &store.Failure{Message: c.Ops.Refusal}
-		}
-		s.refuseOrFail(w, r, &c, err)
+		// The ops break the rules, so the cycle fails.
+		s.refuseOwned(w, r, &c, c.Ops.Refusal)
 		return
 	}
 	k, err := s.pack(r.Context(), c.Tenant, id.Subject, req.PushItems, items, index)
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if k.packed != nil {
+		if err := s.logs.Quotas().AdmitStore(c.Tenant, k.packed.Bytes()); err != nil {
+			// Past maxStoredBytes the cycle fails as a whole, as past
+			// maxStateRows.
+			s.refuseOwned(w, r, &c, err.Error())
+			return
+		}
 	}
 	res, k, err := s.run(r, &c, k, items)
 	if err != nil {
@@ -191,12 +195,26 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	resp.write(w)
 }
 
+// refuseOwned fails a cycle that breaks a rule the broker checks before the
+// database, for why; but the ownership verdicts come first, whatever the
+// rule says.
+func (s *Service) refuseOwned(w http.ResponseWriter, r *http.Request, c *store.Cycle, why string) {
+	err := store.CheckOwner(r.Context(), s.db, c.Tenant, c.QueryID, c.PartitionID)
+	if err == nil {
+		err = &store.Failure{Message: why}
+	}
+	s.refuseOrFail(w, r, c, err)
+}
+
 // refuseOrFail answers a cycle that did not commit: a refusal by the rules
 // is a 200 with success false, anything else an error status.
 func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *store.Cycle, err error) {
 	var refused *store.Failure
 	if errors.As(err, &refused) {
 		s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleRefused).Inc()
+		if q := quota.InSQL(refused.Message); q != "" {
+			s.logs.Quotas().Refused(c.Tenant, q, refused.Message)
+		}
 		(&cycleResponse{QueryID: c.QueryID, PartitionID: c.PartitionID,
 			Error: refused.Message, PushResults: []pushResult{}}).write(w)
 		return

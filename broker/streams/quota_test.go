@@ -142,3 +142,110 @@ func TestQuotaDefaultTenantNeverReadsTheGrantTable(t *testing.T) {
 		t.Fatal("a default-tenant registration waited on the quota table")
 	}
 }
+
+// The tenant quota's maxStateRows (issue 18): a cycle that would bring the
+// tenant's state rows past the cap fails as a whole, success false with an
+// error naming the quota, and changes nothing: no state, no sink message,
+// no ack. Rewriting existing keys always passes; deleting frees room.
+func TestQuotaStateRowsCapFailsTheCycleAsAWhole(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, brokertest.WithJWT(true))
+	b.Token, b.Tenant = brokertest.Mint(t, "acme", auth.ReadWrite), "acme"
+	grant(t, b, "acme", nil)
+	exec(t, b, `UPDATE queen_streams.quota SET max_state_rows = 2 WHERE tenant = 'acme'`)
+	f := fixture{b: b, query: register(t, b, "q", "src", "out", "h", false).QueryID, partition: sourcePartition(t, b, "src")}
+	upserts := func(keys ...string) []any {
+		ops := make([]any, len(keys))
+		for i, k := range keys {
+			ops[i] = map[string]any{"type": "upsert", "key": k, "value": map[string]any{"n": i}}
+		}
+		return ops
+	}
+	cycle := func(ops []any) map[string]any {
+		t.Helper()
+		push(t, b, "src", 0, 1)
+		p := pop(t, b, "src", 10, "consumerGroup=g")
+		r := post(t, b, "/streams/v1/cycle", f.body(map[string]any{"consumer_group": "g", "state_ops": ops,
+			"push_items": []any{map[string]any{"queue": "out", "payload": 1}}, "ack": ack(p.LeaseID, "completed", nil)}))
+		wantStatus(t, r, 200)
+		m := r.Map(t)
+		if m["success"] != true {
+			// Settle the batch, so that the next pop is served.
+			r := post(t, b, "/streams/v1/cycle", f.body(map[string]any{"consumer_group": "g",
+				"ack": ack(p.LeaseID, "completed", nil)}))
+			if wantStatus(t, r, 200); r.Map(t)["success"] != true {
+				t.Fatalf("settling the batch: %s", r.Body)
+			}
+		}
+		return m
+	}
+	sinkMessages := func() int {
+		return b.Count(t, `SELECT coalesce(sum(s.frame_count), 0) FROM queen.log_segments s
+			JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'out'`)
+	}
+
+	m := cycle(upserts("a", "b", "c"))
+	if m["success"] != false || !strings.Contains(fmt.Sprint(m["error"]), "maxStateRows") {
+		t.Fatalf("a cycle of 3 new keys under a cap of 2 answered %v, want success false naming maxStateRows", m)
+	}
+	if len(f.state(t)) != 0 || sinkMessages() != 0 {
+		t.Fatalf("the refused cycle left state %v and %d sink messages", f.state(t), sinkMessages())
+	}
+	if m := cycle(upserts("a", "b")); m["success"] != true {
+		t.Fatalf("a cycle of 2 new keys under a cap of 2: %v", m)
+	}
+	if m := cycle(upserts("c")); m["success"] != false {
+		t.Fatalf("a third key passed the cap of 2: %v", m)
+	}
+	if m := cycle(upserts("a", "b")); m["success"] != true {
+		t.Fatalf("rewriting the existing keys at the cap: %v", m)
+	}
+	if m := cycle([]any{map[string]any{"type": "delete", "key": "a"}, upserts("c")[0]}); m["success"] != true {
+		t.Fatalf("a delete and a new key at the cap: %v", m)
+	}
+	if got := f.state(t); len(got) != 2 || got["b"] == "" || got["c"] == "" {
+		t.Fatalf("state %v, want b and c", got)
+	}
+	if n := scalar[int](t, b, `SELECT sum(row_count) FROM queen_streams.state_rows`); n != 2 {
+		t.Fatalf("the state-row counter says %d, want 2", n)
+	}
+}
+
+// The tenant quota's maxStoredBytes holds for a cycle's sink emits too: a
+// cycle that would store past it fails as a whole, naming the quota; one
+// that emits nothing still commits.
+func TestQuotaStoredBytesCapFailsACycleThatEmits(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, brokertest.WithJWT(true))
+	b.Token, b.Tenant = brokertest.Mint(t, "acme", auth.ReadWrite), "acme"
+	grant(t, b, "acme", nil)
+	f := fixture{b: b, query: register(t, b, "q", "src", "out", "h", false).QueryID, partition: sourcePartition(t, b, "src")}
+	push(t, b, "src", 0, 3)
+	exec(t, b, `UPDATE queen_streams.quota SET max_stored_bytes = 1 WHERE tenant = 'acme'`)
+	exec(t, b, `SELECT pg_notify('regent_quota', '')`)
+	// Once a push is refused, the broker has read the cap.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r := post(t, b, "/api/v1/push", map[string]any{"items": []any{map[string]any{"queue": "src", "payload": 1}}})
+		if r.Status == 429 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pushes past maxStoredBytes still pass: %d %s", r.Status, r.Body)
+		}
+	}
+	before := scalar[int](t, b, `SELECT count(*) FROM queen.log_segments`)
+	p := pop(t, b, "src", 1, "consumerGroup=g")
+	r := post(t, b, "/streams/v1/cycle", f.body(map[string]any{"consumer_group": "g",
+		"push_items": []any{map[string]any{"queue": "out", "payload": 1}}, "ack": ack(p.LeaseID, "completed", nil)}))
+	wantStatus(t, r, 200)
+	if m := r.Map(t); m["success"] != false || !strings.Contains(fmt.Sprint(m["error"]), "maxStoredBytes") {
+		t.Fatalf("a cycle emitting past maxStoredBytes answered %s, want success false naming maxStoredBytes", r.Body)
+	}
+	if n := scalar[int](t, b, `SELECT count(*) FROM queen.log_segments`); n != before {
+		t.Fatalf("the refused cycle stored %d segments", n-before)
+	}
+	r = post(t, b, "/streams/v1/cycle", f.body(map[string]any{"consumer_group": "g", "ack": ack(p.LeaseID, "completed", nil)}))
+	if wantStatus(t, r, 200); r.Map(t)["success"] != true {
+		t.Fatalf("a cycle that emits nothing past maxStoredBytes: %s", r.Body)
+	}
+}

@@ -25,22 +25,57 @@ type DB struct{ pool *pgxpool.Pool }
 // New wraps a pool; the caller keeps ownership of it.
 func New(pool *pgxpool.Pool) *DB { return &DB{pool: pool} }
 
-// Quota is a tenant's grant.
+// Quota is a tenant's grant and its limits; nil means no limit.
 type Quota struct {
 	Tenant     string
 	Enabled    bool
-	MaxQueries *int32 // nil: no cap
+	MaxQueries *int32
+	MaxQueues  *int32
+	// The push rates and their bursts (nil burst: the rate), and the pop
+	// rate, per second.
+	PushMessagesPerSecond, PushMessagesBurst *int64
+	PushBytesPerSecond, PushBytesBurst       *int64
+	PopMessagesPerSecond                     *int64
+	MaxStoredBytes                           *int64
+	MaxStateRows                             *int64
 }
 
 // ApplyQuota writes the grant, leaving it untouched when it already says
 // the same, and returns how many queries the tenant has registered.
 func (d *DB) ApplyQuota(ctx context.Context, q Quota) (registered int64, err error) {
-	err = d.pool.QueryRow(ctx, `SELECT queen_streams.quota_apply(p_tenant => $1, p_enabled => $2, p_max_queries => $3)`,
-		q.Tenant, q.Enabled, q.MaxQueries).Scan(&registered)
+	err = d.pool.QueryRow(ctx, `SELECT queen_streams.quota_apply_v2(p_tenant => $1, p_enabled => $2,
+		p_max_queries => $3, p_max_queues => $4, p_push_messages_per_second => $5, p_push_messages_burst => $6,
+		p_push_bytes_per_second => $7, p_push_bytes_burst => $8, p_pop_messages_per_second => $9,
+		p_max_stored_bytes => $10, p_max_state_rows => $11)`,
+		q.Tenant, q.Enabled, q.MaxQueries, q.MaxQueues, q.PushMessagesPerSecond, q.PushMessagesBurst,
+		q.PushBytesPerSecond, q.PushBytesBurst, q.PopMessagesPerSecond, q.MaxStoredBytes, q.MaxStateRows).Scan(&registered)
 	if err != nil {
 		return 0, fmt.Errorf("apply quota of tenant %q: %w", q.Tenant, err)
 	}
 	return registered, nil
+}
+
+// Usage is what a tenant uses, from the counters the brokers keep.
+type Usage struct {
+	Queues, Queries, StoredBytes, StateRows int64
+	// PushedLastMinute and PoppedLastMinute are messages.
+	PushedLastMinute, PoppedLastMinute int64
+	// Refusing lists the limits (TenantQuota spec fields) that refused the
+	// tenant within the window asked for, sorted.
+	Refusing []string
+}
+
+// Usage reads the tenant's usage, and the limits that refused it within
+// the last within.
+func (d *DB) Usage(ctx context.Context, tenant string, within time.Duration) (Usage, error) {
+	var u Usage
+	err := d.pool.QueryRow(ctx, `SELECT queues, queries, stored_bytes, state_rows, pushed_last_minute,
+		popped_last_minute, refusing FROM queen_streams.quota_usage(p_tenant => $1, p_within => $2)`, tenant, within).
+		Scan(&u.Queues, &u.Queries, &u.StoredBytes, &u.StateRows, &u.PushedLastMinute, &u.PoppedLastMinute, &u.Refusing)
+	if err != nil {
+		return u, fmt.Errorf("read usage of tenant %q: %w", tenant, err)
+	}
+	return u, nil
 }
 
 // CountQueries returns how many queries the tenant has registered.

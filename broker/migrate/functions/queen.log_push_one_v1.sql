@@ -21,7 +21,9 @@
 -- answer is a 'stored' row per segment, in order, with its base offset and
 -- its partition's queue (which the broker announces once the transaction
 -- has committed). A one-partition request, the common one, costs three
--- statements: the move, the dedup insert and the segment insert.
+-- statements: the move, the dedup insert and the segment insert. The move
+-- also keeps the partition's stored_bytes, which the tenant quota's
+-- maxStoredBytes is checked against.
 CREATE OR REPLACE FUNCTION queen.log_push_one_v1(
     p_partitions    uuid[],
     p_frames        integer[],
@@ -55,11 +57,13 @@ BEGIN
     FOR i IN 1 .. cardinality(p_partitions) LOOP
         UPDATE queen.partitions p
            SET next_offset = p.next_offset + p_frames[i],
-               last_push_at = p_max_at[i]
+               last_push_at = p_max_at[i],
+               stored_bytes = p.stored_bytes + octet_length(p_bodies[i])
          WHERE p.id = p_partitions[i]
         RETURNING p.next_offset - p_frames[i], p.queue_id INTO v_base, v_queue;
         IF NOT FOUND THEN
-            PERFORM queen.log_push_undo(p_partitions => p_partitions[1 : i - 1], p_frames => p_frames[1 : i - 1]);
+            PERFORM queen.log_push_undo(p_partitions => p_partitions[1 : i - 1], p_frames => p_frames[1 : i - 1],
+                                        p_bodies => p_bodies[1 : i - 1]);
             RETURN QUERY SELECT g.pid, 'gone'::text, NULL::bigint, NULL::uuid, NULL::text[], NULL::uuid[]
                            FROM unnest(p_partitions) AS g (pid)
                           WHERE NOT EXISTS (SELECT FROM queen.partitions p WHERE p.id = g.pid);
@@ -92,7 +96,7 @@ BEGIN
             DELETE FROM queen.push_dedup d
              USING unnest(v_new_pids, v_new_txids) AS n (pid, txid)
              WHERE d.partition_id = n.pid AND d.transaction_id = n.txid;
-            PERFORM queen.log_push_undo(p_partitions => p_partitions, p_frames => p_frames);
+            PERFORM queen.log_push_undo(p_partitions => p_partitions, p_frames => p_frames, p_bodies => p_bodies);
             RETURN QUERY SELECT d.partition_id, 'duplicates'::text, NULL::bigint, NULL::uuid,
                                 array_agg(d.transaction_id), array_agg(d.message_id)
                            FROM unnest(v_dedup_pids, p_dedup_txids) AS u (pid, txid)

@@ -22,7 +22,8 @@
 --   'gone' (a row per sink partition): deleted behind the broker's cache;
 --     nothing was written, and the broker resolves again.
 -- A refusal (the query or the source partition is not the caller's, the
--- lease is not the live lease) raises, and rolls back everything.
+-- lease is not the live lease, the new state rows would exceed the tenant's
+-- maxStateRows) raises, and rolls back everything.
 --
 -- What the ack does to the cursor:
 --   status ok, p_release: committed jumps to batch_end, the lease and the
@@ -75,6 +76,8 @@ DECLARE
     v_push   record;
     v_walk   record;
     v_refused boolean := false;
+    v_inserted bigint := 0;
+    v_deleted  bigint := 0;
 BEGIN
     SELECT o.queue_id, o.queue_name, o.next_offset INTO queue_id, queue_name, v_next
       FROM queen_streams.cycle_owner(p_tenant, p_query_id, p_partition_id) o;
@@ -125,13 +128,25 @@ BEGIN
     IF cardinality(p_delete_keys) > 0 THEN
         DELETE FROM queen_streams.state s
          WHERE s.query_id = p_query_id AND s.partition_id = p_partition_id AND s.key = ANY (p_delete_keys);
+        GET DIAGNOSTICS v_deleted = ROW_COUNT;
     END IF;
     IF cardinality(p_upsert_keys) > 0 THEN
-        INSERT INTO queen_streams.state AS s (query_id, partition_id, key, value, updated_at)
-        SELECT p_query_id, p_partition_id, u.key, u.value, now()
-          FROM unnest(p_upsert_keys, p_upsert_values) AS u (key, value)
-        ON CONFLICT (query_id, partition_id, key)
-        DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at;
+        -- xmax is 0 on the rows the upsert inserted, not on those it updated.
+        WITH up AS (
+            INSERT INTO queen_streams.state AS s (query_id, partition_id, key, value, updated_at)
+            SELECT p_query_id, p_partition_id, u.key, u.value, now()
+              FROM unnest(p_upsert_keys, p_upsert_values) AS u (key, value)
+            ON CONFLICT (query_id, partition_id, key)
+            DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at
+            RETURNING s.xmax = 0 AS inserted)
+        SELECT count(*) FILTER (WHERE up.inserted) INTO v_inserted FROM up;
+    END IF;
+    -- The shard's row count, which the tenant quota's maxStateRows is
+    -- checked against, changes only when keys come or go: a fold that
+    -- rewrites its keys does no counter work.
+    IF v_inserted <> v_deleted THEN
+        PERFORM queen_streams.state_rows_add(p_tenant => p_tenant, p_query_id => p_query_id,
+                                             p_partition_id => p_partition_id, p_delta => v_inserted - v_deleted);
     END IF;
 
     lease_released := false;

@@ -61,6 +61,8 @@ BEGIN
       ORDER BY x.pid;
     DELETE FROM queen_streams.state s WHERE s.query_id = v_q.id;
     GET DIAGNOSTICS state_rows = ROW_COUNT;
+    -- The tenant quota's count of state rows (maxStateRows) goes with them.
+    DELETE FROM queen_streams.state_rows s WHERE s.query_id = v_q.id;
 
     -- Just after the last message created before p_to: timestamptz counts
     -- microseconds.

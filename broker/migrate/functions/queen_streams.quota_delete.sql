@@ -1,6 +1,8 @@
 -- Removes the tenant's grant: new query names are then refused, and the
--- tenant's existing queries keep running.
+-- tenant's existing queries keep running, and no other limit applies any
+-- more. The NOTIFY tells every broker to re-read the limits.
 CREATE OR REPLACE FUNCTION queen_streams.quota_delete(p_tenant text)
 RETURNS void LANGUAGE sql AS $$
-    DELETE FROM queen_streams.quota WHERE tenant = p_tenant
+    DELETE FROM queen_streams.quota WHERE tenant = p_tenant;
+    SELECT pg_notify('regent_quota', '');
 $$;

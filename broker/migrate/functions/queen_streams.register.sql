@@ -95,6 +95,7 @@ BEGIN
     END IF;
     IF p_reset THEN
         DELETE FROM queen_streams.state s WHERE s.query_id = register.query_id;
+        DELETE FROM queen_streams.state_rows s WHERE s.query_id = register.query_id;
     END IF;
     UPDATE queen_streams.queries q
        SET source_queue = p_source, sink_queue = p_sink, config_hash = p_config_hash, updated_at = now(),

@@ -39,6 +39,9 @@ var DefaultOptions = Options{LeaseTime: 300, RetryLimit: 3, RetryDelay: 1000, TT
 // given) and makes sure its partition Default exists.
 func (s *Store) Configure(ctx context.Context, tenant, name string, namespace, task *string, o *Options) (queueID, partitionID uuid.UUID, err error) {
 	b := &pgx.Batch{}
+	// The batch is one transaction: the gate's lock holds until the insert
+	// commits.
+	b.Queue(`SELECT queen.queue_admit(p_tenant => $1, p_queue => $2)`, tenant, name)
 	b.Queue(`INSERT INTO queen.queues AS q (id, tenant, name, namespace, task, lease_time, retry_limit, retry_delay,
 			max_size, ttl, priority, delayed_processing, window_buffer, retention_seconds,
 			completed_retention_seconds, retention_enabled, encryption_enabled, dead_letter_queue,
@@ -58,11 +61,11 @@ func (s *Store) Configure(ctx context.Context, tenant, name string, namespace, t
 		o.MaxSize, o.TTL, o.Priority, o.DelayedProcessing, o.WindowBuffer, o.RetentionSeconds,
 		o.CompletedRetentionSeconds, o.RetentionEnabled, o.EncryptionEnabled, o.DeadLetterQueue,
 		o.DLQAfterMaxRetries, o.MaxWaitTimeSeconds).QueryRow(func(row pgx.Row) error { return row.Scan(&queueID) })
-	b.Queue(`SELECT partition_id FROM queen.resolve_partition(p_tenant => $1, p_queue => $2, p_partition => $3,
+	b.Queue(`SELECT partition_id FROM queen.resolve_partition_v2(p_tenant => $1, p_queue => $2, p_partition => $3,
 			p_create => true, p_new_queue_id => NULL, p_new_partition_id => $4)`,
 		tenant, name, log.DefaultPartition, pg.NewID()).QueryRow(func(row pgx.Row) error { return row.Scan(&partitionID) })
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return uuid.Nil, uuid.Nil, fmt.Errorf("configure queue %q: %w", name, err)
+		return uuid.Nil, uuid.Nil, fmt.Errorf("configure queue %q: %w", name, s.log.Quotas().FromSQL(tenant, err))
 	}
 	s.log.Invalidate(tenant, name)
 	return queueID, partitionID, nil

@@ -153,6 +153,7 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 		return Popped{}, err
 	}
 	s.metrics.Popped.WithLabelValues(q.Tenant, q.Name).Add(float64(len(msgs)))
+	s.log.Quotas().Popped(q.Tenant, len(msgs))
 	var lagSum, lagMax int64
 	nowUS := time.Now().UnixMicro()
 	for _, m := range msgs {

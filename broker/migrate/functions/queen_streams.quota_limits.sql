@@ -1,0 +1,25 @@
+-- Every tenant's limits, as each broker keeps them in memory (re-read every
+-- second and on a NOTIFY regent_quota), with the stored bytes of the tenants
+-- that have maxStoredBytes: a sum of their partitions' counters. The default
+-- tenant is never limited, so it is never listed.
+CREATE OR REPLACE FUNCTION queen_streams.quota_limits()
+RETURNS TABLE (
+    tenant                   text,
+    push_messages_per_second bigint,
+    push_messages_burst      bigint,
+    push_bytes_per_second    bigint,
+    push_bytes_burst         bigint,
+    pop_messages_per_second  bigint,
+    max_stored_bytes         bigint,
+    stored_bytes             bigint
+) LANGUAGE sql STABLE AS $$
+    SELECT g.tenant, g.push_messages_per_second, g.push_messages_burst, g.push_bytes_per_second,
+           g.push_bytes_burst, g.pop_messages_per_second, g.max_stored_bytes,
+           CASE WHEN g.max_stored_bytes IS NOT NULL THEN
+               (SELECT coalesce(sum(p.stored_bytes), 0)::bigint
+                  FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
+                 WHERE q.tenant = g.tenant)
+           END
+      FROM queen_streams.quota g
+     WHERE g.tenant <> 'default'
+$$;

@@ -1,0 +1,214 @@
+package quota_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// Limits are a TenantQuota's, as the operator writes them; nil: no limit.
+type Limits struct {
+	MaxQueues                                                  *int
+	PushMessages, PushMessagesBurst, PushBytes, PushBytesBurst *int64
+	PopMessages, MaxStoredBytes, MaxStateRows                  *int64
+}
+
+func n64(v int64) *int64 { return &v }
+
+// grant writes tenant's quota row through the function the operator calls.
+func grant(t testing.TB, b *brokertest.Broker, tenant string, l Limits) {
+	t.Helper()
+	_, err := b.Pool.Exec(context.Background(), `SELECT queen_streams.quota_apply_v2(p_tenant => $1, p_enabled => true,
+		p_max_queries => NULL, p_max_queues => $2, p_push_messages_per_second => $3, p_push_messages_burst => $4,
+		p_push_bytes_per_second => $5, p_push_bytes_burst => $6, p_pop_messages_per_second => $7,
+		p_max_stored_bytes => $8, p_max_state_rows => $9)`, tenant, l.MaxQueues, l.PushMessages, l.PushMessagesBurst,
+		l.PushBytes, l.PushBytesBurst, l.PopMessages, l.MaxStoredBytes, l.MaxStateRows)
+	if err != nil {
+		t.Fatalf("grant %s: %v", tenant, err)
+	}
+}
+
+// tenancy starts a broker with tenancy on, and returns it with a read-write
+// token of tenant acme.
+func tenancy(t testing.TB) (*brokertest.Broker, string) {
+	t.Helper()
+	b := brokertest.Start(t, brokertest.WithJWT(true))
+	return b, brokertest.Mint(t, "acme", auth.ReadWrite)
+}
+
+func items(queue string, n int) map[string]any {
+	out := make([]map[string]any, n)
+	for i := range out {
+		out[i] = map[string]any{"queue": queue, "payload": map[string]any{"n": i, "pad": strings.Repeat("x", 64)}}
+	}
+	return map[string]any{"items": out}
+}
+
+// wantRefused requires the 429 of quota for tenant.
+func wantRefused(t testing.TB, r brokertest.Response, tenant, quota string) {
+	t.Helper()
+	if r.Status != http.StatusTooManyRequests {
+		t.Fatalf("status %d, want 429: %s", r.Status, r.Body)
+	}
+	m := r.Map(t)
+	if m["quota"] != quota || m["tenant"] != tenant || !strings.Contains(fmt.Sprint(m["error"]), quota) {
+		t.Fatalf("429 body %s, want quota %q, tenant %q and an error naming the quota", r.Body, quota, tenant)
+	}
+}
+
+// untilRefused repeats the request until quota refuses it, and returns
+// that answer: the brokers read a new quota row within a second (at once on
+// its NOTIFY).
+func untilRefused(t testing.TB, b *brokertest.Broker, quota, method, path, token string, body any) brokertest.Response {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := b.Do(t, method, path, token, body)
+		if r.Status == http.StatusTooManyRequests && strings.Contains(string(r.Body), `"quota":"`+quota+`"`) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s %s was not refused by %s within 10 s: %d %s", method, path, quota, r.Status, r.Body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestMaxQueuesIsExactUnderRacingCreates(t *testing.T) {
+	t.Parallel()
+	b, tok := tenancy(t)
+	three := 3
+	grant(t, b, "acme", Limits{MaxQueues: &three})
+	var wg sync.WaitGroup
+	resps := make([]brokertest.Response, 12)
+	for i := range resps {
+		wg.Go(func() { resps[i] = b.Do(t, "POST", "/api/v1/push", tok, items(fmt.Sprintf("q%d", i), 1)) })
+	}
+	wg.Wait()
+	var created int
+	for _, r := range resps {
+		switch r.Status {
+		case http.StatusCreated:
+			created++
+		default:
+			wantRefused(t, r, "acme", "maxQueues")
+		}
+	}
+	if created != 3 {
+		t.Fatalf("%d racing creates passed, want exactly 3", created)
+	}
+	if n := b.Count(t, `SELECT count(*) FROM queen.queues WHERE tenant = 'acme'`); n != 3 {
+		t.Fatalf("acme has %d queues, want 3", n)
+	}
+	// Configure counts as a create, and an existing queue always passes.
+	wantRefused(t, b.Do(t, "POST", "/api/v1/configure", tok, map[string]any{"queue": "more"}), "acme", "maxQueues")
+	var existing string
+	if err := b.Pool.QueryRow(t.Context(), `SELECT name FROM queen.queues WHERE tenant = 'acme' LIMIT 1`).Scan(&existing); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.Do(t, "POST", "/api/v1/configure", tok, map[string]any{"queue": existing}); r.Status != http.StatusOK {
+		t.Fatalf("configure of an existing queue at the cap: %d %s", r.Status, r.Body)
+	}
+	if r := b.Do(t, "POST", "/api/v1/push", tok, items(existing, 2)); r.Status != http.StatusCreated {
+		t.Fatalf("push to an existing queue at the cap: %d %s", r.Status, r.Body)
+	}
+	wantMetric(t, b, `regent_quota_refusals_total{quota="maxQueues",tenant="acme"} 10`)
+}
+
+func wantMetric(t testing.TB, b *brokertest.Broker, line string) {
+	t.Helper()
+	if r := b.Do(t, "GET", "/metrics", "", nil); !strings.Contains(string(r.Body), "\n"+line+"\n") {
+		t.Fatalf("/metrics lacks %s", line)
+	}
+}
+
+// A refused push stores nothing of the request: no message of any of its
+// queues, even when the limit is only passed by the last item.
+func TestARefusedPushIs429AndStoresNothing(t *testing.T) {
+	t.Parallel()
+	b, tok := tenancy(t)
+	for _, q := range []string{"a", "b"} {
+		if r := b.Do(t, "POST", "/api/v1/push", tok, items(q, 1)); r.Status != http.StatusCreated {
+			t.Fatalf("push: %d %s", r.Status, r.Body)
+		}
+	}
+	grant(t, b, "acme", Limits{PushMessages: n64(5), PushMessagesBurst: n64(5)})
+	untilRefused(t, b, "push.messagesPerSecond", "POST", "/api/v1/push", tok, items("a", 6))
+
+	stored := func() int { return b.Count(t, `SELECT coalesce(sum(frame_count), 0) FROM queen.log_segments`) }
+	before := stored()
+	body := items("a", 3)
+	body["items"] = append(body["items"].([]map[string]any), items("b", 3)["items"].([]map[string]any)...)
+	r := b.Do(t, "POST", "/api/v1/push", tok, body)
+	wantRefused(t, r, "acme", "push.messagesPerSecond")
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a 429 without Retry-After: %v", r.Header)
+	}
+	if after := stored(); after != before {
+		t.Fatalf("the refused push stored %d messages", after-before)
+	}
+
+	// The same whole-request rule for the stored bytes.
+	grant(t, b, "acme", Limits{MaxStoredBytes: n64(1)})
+	untilRefused(t, b, "maxStoredBytes", "POST", "/api/v1/push", tok, items("a", 1))
+	before = stored()
+	wantRefused(t, b.Do(t, "POST", "/api/v1/push", tok, body), "acme", "maxStoredBytes")
+	if after := stored(); after != before {
+		t.Fatalf("the push refused by maxStoredBytes stored %d messages", after-before)
+	}
+}
+
+func TestTheDefaultTenantIsNeverLimited(t *testing.T) {
+	t.Parallel()
+	b, acme := tenancy(t)
+	def := brokertest.Mint(t, auth.DefaultTenant, auth.ReadWrite)
+	zero := 0
+	tiny := Limits{MaxQueues: &zero, PushMessages: n64(1), PopMessages: n64(1), MaxStoredBytes: n64(0), MaxStateRows: n64(0)}
+	grant(t, b, "default", tiny)
+	grant(t, b, "acme", Limits{PushMessages: n64(1)})
+	// Once acme is refused, the brokers have read both rows.
+	untilRefused(t, b, "push.messagesPerSecond", "POST", "/api/v1/push", acme, items("x", 2))
+	for i := range 5 {
+		if r := b.Do(t, "POST", "/api/v1/push", def, items(fmt.Sprintf("d%d", i), 20)); r.Status != http.StatusCreated {
+			t.Fatalf("push %d of the default tenant: %d %s", i, r.Status, r.Body)
+		}
+		if r := b.Do(t, "GET", fmt.Sprintf("/api/v1/pop/queue/d%d?batch=20&autoAck=true", i), def, nil); r.Status != http.StatusOK {
+			t.Fatalf("pop %d of the default tenant: %d %s", i, r.Status, r.Body)
+		}
+	}
+}
+
+func TestPopRateRefusesOncePopsSpendIt(t *testing.T) {
+	t.Parallel()
+	b, tok := tenancy(t)
+	if r := b.Do(t, "POST", "/api/v1/push", tok, items("q", 200)); r.Status != http.StatusCreated {
+		t.Fatalf("push: %d %s", r.Status, r.Body)
+	}
+	grant(t, b, "acme", Limits{PopMessages: n64(5)})
+	r := untilRefused(t, b, "pop.messagesPerSecond", "GET", "/api/v1/pop/queue/q?batch=20&autoAck=true", tok, nil)
+	wantRefused(t, r, "acme", "pop.messagesPerSecond")
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a 429 without Retry-After: %v", r.Header)
+	}
+}
+
+func TestPushBytesRateRefusesWhatItsBurstCannotHold(t *testing.T) {
+	t.Parallel()
+	b, tok := tenancy(t)
+	grant(t, b, "acme", Limits{PushBytes: n64(100), PushBytesBurst: n64(100)})
+	r := untilRefused(t, b, "push.bytesPerSecond", "POST", "/api/v1/push", tok, items("q", 50))
+	wantRefused(t, r, "acme", "push.bytesPerSecond")
+	if !strings.Contains(fmt.Sprint(r.Map(t)["error"]), "burst") {
+		t.Fatalf("the refusal of a push larger than the burst does not say so: %s", r.Body)
+	}
+}
