@@ -214,3 +214,19 @@ func TestATraceFindsItsMessageInTheGroupsBatchOrAnywhereInThePartition(t *testin
 	}
 	require.Equal(t, 4, b.Count(t, `SELECT count(DISTINCT message_offset) FROM queen.traces`))
 }
+
+func TestDeletingAMessageDeletesItsTraces(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	pid := pushed(t, b, "orders", "Default", "inv-1", "inv-2")
+	for _, tx := range []string{"inv-1", "inv-2"} {
+		trace(t, b, http.StatusCreated, map[string]any{"transactionId": tx, "partitionId": pid, "data": 1, "traceNames": "n"})
+	}
+	require.Equal(t, true, deleteMessage(t, b, pid, "inv-1")["success"])
+	require.JSONEq(t, `{"traces": []}`, string(call(t, b, http.StatusOK, "GET", "/api/v1/traces/"+pid+"/inv-1", nil).Body))
+	var kept struct {
+		Traces []map[string]any `json:"traces"`
+	}
+	call(t, b, http.StatusOK, "GET", "/api/v1/traces/"+pid+"/inv-2", nil).JSON(t, &kept)
+	require.Len(t, kept.Traces, 1, "the other message keeps its trace")
+}

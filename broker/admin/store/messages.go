@@ -218,7 +218,7 @@ type Rewrite struct {
 // DeleteMessage replaces the segment that FindMessage found with its
 // rewrite, in which the message's frame is emptied and marked deleted, and
 // clears its transaction id from the segment's list, removes its dead
-// letters and frees the id for a later push (queen.push_dedup). One
+// letters and traces and frees the id for a later push (queen.push_dedup). One
 // statement, on condition that the segment is still as it was read: false
 // when a concurrent deletion or retention changed it first.
 func (s *Store) DeleteMessage(ctx context.Context, f *Found, txid string, r Rewrite) (bool, error) {
@@ -231,7 +231,9 @@ func (s *Store) DeleteMessage(ctx context.Context, f *Found, txid string, r Rewr
 		dl AS (DELETE FROM queen.dead_letters d
 		        WHERE d.partition_id = $1 AND d.message_id = $8 AND EXISTS (SELECT FROM seg)),
 		dd AS (DELETE FROM queen.push_dedup x
-		        WHERE x.partition_id = $1 AND x.transaction_id = $7 AND x.message_id = $8 AND EXISTS (SELECT FROM seg))
+		        WHERE x.partition_id = $1 AND x.transaction_id = $7 AND x.message_id = $8 AND EXISTS (SELECT FROM seg)),
+		tr AS (DELETE FROM queen.traces t
+		        WHERE t.partition_id = $1 AND t.transaction_id = $7 AND EXISTS (SELECT FROM seg))
 		SELECT EXISTS (SELECT FROM seg)`, f.PartitionID, f.Base, f.Checksum, r.Body, r.Checksum, f.Index, txid, r.MessageID).Scan(&done)
 	if err != nil {
 		return false, fmt.Errorf("delete message %q: %w", txid, err)
