@@ -218,7 +218,8 @@ func TestEverySweepRecordsWhatItRemovedPerPartitionForTheAnalytics(t *testing.T)
 func TestRetentionKeepsTheStoredBytesCounterEqualToTheLog(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	do(t, b, "POST", "/api/v1/configure", map[string]any{"queue": "short", "options": map[string]any{"retentionSeconds": 60}})
+	do(t, b, "POST", "/api/v1/configure", map[string]any{"queue": "short", "options": map[string]any{
+		"retentionEnabled": true, "retentionSeconds": 60}})
 	pushN(t, b, "short", 3)
 	pushN(t, b, "short", 2)
 	counted := func() (counter, actual int) {
@@ -235,7 +236,8 @@ func TestRetentionKeepsTheStoredBytesCounterEqualToTheLog(t *testing.T) {
 	require.NoError(t, err)
 	st, err := sweeper(b, time.Hour).Sweep(t.Context())
 	require.NoError(t, err)
-	require.EqualValues(t, 1, st.Aged)
+	require.EqualValues(t, 3, st.Aged, "the old segment's messages")
+	require.EqualValues(t, 1, st.Segments)
 	counter, after := counted()
 	require.Less(t, after, actual)
 	require.Equal(t, after, counter, "after the sweep")
