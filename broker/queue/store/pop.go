@@ -125,15 +125,16 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 	if err != nil {
 		return Popped{}, err
 	}
-	if cands != nil {
-		for i, o := range outcomes {
+	for i, o := range outcomes {
+		if cands != nil {
 			s.hot.Settle(q.ID, p.Group, cands[i], o.outcome, o.retryAt)
 		}
-	} else if len(outcomes) == 1 && outcomes[0].outcome == hotlist.Busy {
-		// The named partition is deferred (a lease, a retryDelay,
-		// delayedProcessing or windowBuffer): a long-poll wakes when it is
-		// due, since no push may come to wake it.
-		idle.Due = outcomes[0].retryAt
+		// A deferred partition (a lease, a retryDelay, delayedProcessing or
+		// windowBuffer) wakes a long-poll when it is due, since no push may
+		// come to wake it.
+		if o.outcome == hotlist.Busy && !o.retryAt.IsZero() && (idle.Due.IsZero() || o.retryAt.Before(idle.Due)) {
+			idle.Due = o.retryAt
+		}
 	}
 	if len(claims) == 0 {
 		return idle, nil
