@@ -5,10 +5,4 @@ package migrate
 // more release, because brokers of the previous release still call them
 // during a rolling upgrade. A migration of the next release drops each one
 // and takes it off this list (UPGRADING.md).
-var Previous = []string{
-	"queen_streams.query_progress", // by query_progress_v2, which adds oldest
-	// Succeeded by resolve_partition_v2 (the maxQueues gate) and
-	// quota_apply_v2 (the limits of issue 18).
-	"queen.resolve_partition",
-	"queen_streams.quota_apply",
-}
+var Previous = []string{}

@@ -104,15 +104,6 @@ CREATE FUNCTION queen.raise_floors(p_queue_id uuid, p_seconds integer, p_consume
 $$;
 
 --
--- Name: resolve_partition(text, text, text, boolean, uuid, uuid); Type: FUNCTION; Schema: queen; Owner: -
---
-
-CREATE FUNCTION queen.resolve_partition(p_tenant text, p_queue text, p_partition text, p_create boolean, p_new_queue_id uuid, p_new_partition_id uuid, OUT queue_id uuid, OUT partition_id uuid, OUT lease_time integer, OUT retry_limit integer, OUT delayed_processing integer, OUT encryption_enabled boolean) RETURNS SETOF record
-    LANGUAGE plpgsql
-    AS $$ -- the body of functions/queen.resolve_partition.sql
-$$;
-
---
 -- Name: resolve_partition_v2(text, text, text, boolean, uuid, uuid); Type: FUNCTION; Schema: queen; Owner: -
 --
 
@@ -176,15 +167,6 @@ CREATE FUNCTION queen_streams.query_delete(p_tenant text, p_name text) RETURNS b
 $$;
 
 --
--- Name: query_progress(text, text, text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
---
-
-CREATE FUNCTION queen_streams.query_progress(p_tenant text, p_name text, p_group text, p_source text) RETURNS TABLE(lag bigint, state_rows bigint, last_cycle timestamp with time zone, reset_generation bigint)
-    LANGUAGE sql STABLE
-    AS $$ -- the body of functions/queen_streams.query_progress.sql
-$$;
-
---
 -- Name: query_progress_v2(text, text, text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 
@@ -218,15 +200,6 @@ $$;
 CREATE FUNCTION queen_streams.query_suspend(p_tenant text, p_name text, p_group text, p_suspended boolean) RETURNS boolean
     LANGUAGE plpgsql
     AS $$ -- the body of functions/queen_streams.query_suspend.sql
-$$;
-
---
--- Name: quota_apply(text, boolean, integer); Type: FUNCTION; Schema: queen_streams; Owner: -
---
-
-CREATE FUNCTION queen_streams.quota_apply(p_tenant text, p_enabled boolean, p_max_queries integer) RETURNS bigint
-    LANGUAGE sql
-    AS $$ -- the body of functions/queen_streams.quota_apply.sql
 $$;
 
 --

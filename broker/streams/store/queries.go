@@ -53,7 +53,7 @@ const queriesSQL = `SELECT q.id::text, q.name, q.source_queue, q.sink_queue, q.c
                    LEFT JOIN queen.cursors c ON c.partition_id = pa.id AND c.consumer_group = 'streams.' || q.name
                   WHERE qu.tenant = q.tenant AND qu.name = q.source_queue), '[]')
   FROM queen_streams.queries q
- CROSS JOIN LATERAL queen_streams.query_progress(
+ CROSS JOIN LATERAL queen_streams.query_progress_v2(
         p_tenant => q.tenant, p_name => q.name, p_group => 'streams.' || q.name, p_source => q.source_queue) p
  WHERE q.tenant = $1
  ORDER BY q.name`
