@@ -41,7 +41,7 @@ func TestRetentionRunsOnOneReplicaAtATime(t *testing.T) {
 	}
 	defer pool.Close()
 	time.Sleep(1100 * time.Millisecond) // every message older than the retention below
-	if r := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "aged", "options": map[string]any{"retentionSeconds": 1}}); r.Status != http.StatusOK {
+	if r := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "aged", "options": map[string]any{"retentionEnabled": true, "retentionSeconds": 1}}); r.Status != http.StatusOK {
 		t.Fatalf("configure = %d %s", r.Status, r.Body)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)

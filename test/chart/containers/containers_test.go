@@ -354,7 +354,10 @@ func startStack(t *testing.T, set, tenant string, brokerEnv ...string) stack {
 		}
 	}
 	st.query = "page-views-" + suffix
-	sq := object("StreamQuery", ns, st.query, map[string]any{"sourceQueue": "page-views", "configHash": "v1"})
+	// A freshness objective, so that the operator exports the gauge the
+	// chart's RegentStreamQueryNotFresh alert selects.
+	sq := object("StreamQuery", ns, st.query, map[string]any{"sourceQueue": "page-views", "configHash": "v1",
+		"freshness": map[string]any{"maxLag": 1000000}})
 	if err := plane.k8s.Create(ctx, sq); err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +449,7 @@ func existingSecrets(t *testing.T, url string) secrets {
 
 // flagEnv matches the environment variable a flag falls back to, as the
 // binaries' -h prints it.
-var flagEnv = regexp.MustCompile(`\(env ([A-Z0-9_]+)\)`)
+var flagEnv = regexp.MustCompile(`\(env ([A-Z0-9_]+)[,)]`)
 
 // A misspelt variable would be ignored without a word, leaving the setting
 // at its default: every variable the chart sets must be one the binary reads.
