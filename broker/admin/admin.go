@@ -49,6 +49,8 @@ type API struct {
 	log     Log
 	logger  *slog.Logger
 	replica string
+	// The tenants' settled lifetime counters, for status and overview.
+	lifetimes lifetimes
 }
 
 // New returns the admin API on db, over the write path l; the maintenance

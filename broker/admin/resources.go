@@ -26,15 +26,17 @@ const recent = 5 * time.Minute
 // The overview (a scan of the tenant's partitions with their cursors and
 // dead letters, as the other resources routes), and two range scans of
 // queue_minutes' primary key (tenant, minute): the last five minutes, and
-// the lifetime totals over every minute kept (up to 90 days × the tenant's
-// queues × replicas rows).
+// the last 15 of the lifetime totals (lifetimes.get).
 func (a *API) handleOverview(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	var o store.Overview
 	var last, life store.Minutes
 	err := inTurn(
 		func() (err error) { o, err = a.store.Overview(r.Context(), tenant(r)); return },
-		func() (err error) { last, err = a.sum(r, now.Add(time.Minute-recent), now); return },
+		func() (err error) {
+			last, err = sumMinutes(r.Context(), a.store, tenant(r), now.Add(time.Minute-recent), now)
+			return
+		},
 		func() (err error) { life, err = a.lifetime(r); return },
 	)
 	if err != nil {
@@ -69,23 +71,10 @@ func lifetimeMessages(o store.Overview, life store.Minutes) map[string]any {
 		"completed": n[counters.AckSuccess], "failed": n[counters.AckFailed], "deadLetter": n[counters.DeadLettered]}
 }
 
-// epoch is where buckets are counted from (§5).
-var epoch = time.Unix(0, 0)
-
-// sum reads the tenant's counters from the minute of from to to, summed
-// into one: the window's single bucket starts at the epoch and ends after
-// to.
-func (a *API) sum(r *http.Request, from, to time.Time) (store.Minutes, error) {
-	rows, err := a.store.Minutes(r.Context(), tenant(r),
-		store.Window{From: from, To: to, Width: to.Sub(epoch) + time.Minute, AcrossQueues: true})
-	if err != nil || len(rows) == 0 {
-		return store.Minutes{}, err
-	}
-	return rows[0], nil
-}
-
 // lifetime is the tenant's counters over every minute kept.
-func (a *API) lifetime(r *http.Request) (store.Minutes, error) { return a.sum(r, epoch, time.Now()) }
+func (a *API) lifetime(r *http.Request) (store.Minutes, error) {
+	return a.lifetimes.get(r.Context(), a.store, tenant(r), time.Now())
+}
 
 func ptr[T any](v T) *T { return &v }
 

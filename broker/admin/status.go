@@ -32,8 +32,7 @@ const liveFor = 2 * time.Minute
 // resources routes); the live leases (cursors_lease_idx) and dead letters
 // (a batch of three); two range scans of queue_minutes' primary key
 // (tenant, minute): the window's, summed over queues by bucket, and the
-// lifetime totals over every minute kept (up to 90 days × the tenant's
-// queues × replicas rows, the part that grows on a long-lived broker); and
+// last 15 minutes of the lifetime totals (lifetimes.get); and
 // two range scans of replica_samples' primary key (minute, replica), the
 // window's and the last 2 minutes'.
 func (a *API) handleStatus(w http.ResponseWriter, r *http.Request) {
