@@ -42,18 +42,22 @@ type Spool interface {
 
 // API is the admin routes' handlers.
 type API struct {
-	db     pg.DB
-	store  *store.Store
-	flags  *flags.Flags
-	spool  Spool
-	log    Log
-	logger *slog.Logger
+	db      pg.DB
+	store   *store.Store
+	flags   *flags.Flags
+	spool   Spool
+	log     Log
+	logger  *slog.Logger
+	replica string
+	// The tenants' settled lifetime counters, for status and overview.
+	lifetimes lifetimes
 }
 
 // New returns the admin API on db, over the write path l; the maintenance
-// routes report on the spool sp.
-func New(db pg.DB, fl *flags.Flags, sp Spool, l Log, logger *slog.Logger) *API {
-	return &API{db: db, store: store.New(db), flags: fl, spool: sp, log: l, logger: logger}
+// routes report on the spool sp. replica is this replica's name, as its
+// samples carry it.
+func New(db pg.DB, fl *flags.Flags, sp Spool, l Log, replica string, logger *slog.Logger) *API {
+	return &API{db: db, store: store.New(db), flags: fl, spool: sp, log: l, replica: replica, logger: logger}
 }
 
 // Routes are the admin routes and their access levels (§10).

@@ -10,10 +10,17 @@ import (
 // BenchmarkAnalyticsRoutes10kPartitions reads the analytics routes as a
 // dashboard polls them, over one queue of 10,000 partitions, each with a
 // segment of the last hour, and an hour of counters of 20 queues on 3
-// replicas (3,600 rows of queue_minutes).
+// replicas (3,600 rows of queue_minutes). With ninetyDays, one more queue
+// was busy every minute of the 90 days that the counters are kept (129,600
+// rows more): what status and overview's lifetime totals scan.
 func BenchmarkAnalyticsRoutes10kPartitions(b *testing.B) {
+	b.Run("an hour", func(b *testing.B) { benchAnalytics(b, false) })
+	b.Run("ninety days", func(b *testing.B) { benchAnalytics(b, true) })
+}
+
+func benchAnalytics(b *testing.B, ninetyDays bool) {
 	br := brokertest.Start(b)
-	for _, sql := range []string{
+	seed := []string{
 		`INSERT INTO queen.queues (id, tenant, name) VALUES (gen_random_uuid(), $1, 'q')`,
 		`INSERT INTO queen.partitions (id, queue_id, name, next_offset, created_at)
 		 SELECT gen_random_uuid(), q.id, 'p-' || i, 1, now() - interval '2 hours'
@@ -26,7 +33,14 @@ func BenchmarkAnalyticsRoutes10kPartitions(b *testing.B) {
 		 SELECT $1, date_trunc('minute', now()) - m * interval '1 minute', CASE WHEN q = 1 THEN 'q' ELSE 'q' || q END,
 		        'r' || r, 10, 100, 90, 900, 90, 30
 		   FROM generate_series(0, 59) m, generate_series(1, 20) q, generate_series(1, 3) r`,
-	} {
+	}
+	if ninetyDays {
+		seed = append(seed, `INSERT INTO queen.queue_minutes (tenant, minute, queue, replica, push_requests, push_messages,
+		        pop_requests, pop_messages, ack_requests, ack_success, lag_sum_ms, lag_count, lag_max_ms)
+		 SELECT $1, date_trunc('minute', now()) - m * interval '1 minute', 'busy', 'r1', 10, 100, 10, 100, 10, 100, 900, 100, 30
+		   FROM generate_series(0, 90*1440 - 1) m`)
+	}
+	for _, sql := range seed {
 		if _, err := br.Pool.Exec(b.Context(), sql, br.Tenant); err != nil {
 			b.Fatal(err)
 		}
@@ -36,7 +50,8 @@ func BenchmarkAnalyticsRoutes10kPartitions(b *testing.B) {
 	}
 	for _, path := range []string{"/api/v1/analytics/queue-ops", "/api/v1/analytics/queue-ops?queue=q",
 		"/api/v1/analytics/worker-metrics", "/api/v1/analytics/queue-lag", "/api/v1/analytics/queue-parked-replicas",
-		"/api/v1/status/analytics", "/api/v1/status/analytics?interval=minute", "/api/v1/analytics/postgres-stats"} {
+		"/api/v1/status/analytics", "/api/v1/status/analytics?interval=minute", "/api/v1/analytics/postgres-stats",
+		"/api/v1/status", "/api/v1/resources/overview"} {
 		b.Run(path, func(b *testing.B) {
 			for b.Loop() {
 				if r := br.Do(b, "GET", path, "", nil); r.Status != http.StatusOK {

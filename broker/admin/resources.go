@@ -9,34 +9,71 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/admin/store"
+	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/httpx"
 )
 
 // The resources routes (queue-admin-api.md §3) count from partition ends
 // and cursors, live, on every call (store.partitionCounts): statsAge is 0.
-// Regent keeps no per-minute throughput or pop-lag counters of its own yet,
-// so the overview's throughput and lag.time are 0.
+// Throughput, pop lag and the lifetime ack and dead-letter counts come from
+// the per-minute counters (queen.queue_minutes).
 
-// handleOverview is GET /api/v1/resources/overview.
+// recent is the overview's throughput and lag window: the last five minutes
+// of counters, the current one included.
+const recent = 5 * time.Minute
+
+// handleOverview is GET /api/v1/resources/overview. Cost: three statements.
+// The overview (a scan of the tenant's partitions with their cursors and
+// dead letters, as the other resources routes), and two range scans of
+// queue_minutes' primary key (tenant, minute): the last five minutes, and
+// the last 15 of the lifetime totals (lifetimes.get).
 func (a *API) handleOverview(w http.ResponseWriter, r *http.Request) {
-	o, err := a.store.Overview(r.Context(), tenant(r))
+	now := time.Now()
+	var o store.Overview
+	var last, life store.Minutes
+	err := inTurn(
+		func() (err error) { o, err = a.store.Overview(r.Context(), tenant(r)); return },
+		func() (err error) {
+			last, err = sumMinutes(r.Context(), a.store, tenant(r), now.Add(time.Minute-recent), now)
+			return
+		},
+		func() (err error) { life, err = a.lifetime(r); return },
+	)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	c := o.Counts
-	completed := max(o.Given-c.Pending-c.DeadLetter, 0)
+	n := &last.N
+	// Pop lag in seconds, from ms.
+	lagAvg, lagMax := float64(ratio(n[counters.LagSum], n[counters.LagCount]))/1000, float64(last.LagMax)/1000
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{
 		"queues": o.Queues, "partitions": o.Partitions, "namespaces": o.Namespaces, "tasks": o.Tasks,
-		"messages": map[string]int64{"total": o.Given, "pending": c.Waiting, "processing": c.Processing,
-			"completed": completed, "failed": 0, "deadLetter": c.DeadLetter},
+		"messages": lifetimeMessages(o, life),
 		"lag": map[string]any{
-			"time":   map[string]float64{"avg": 0, "median": 0, "min": 0, "max": 0},
+			"time":   map[string]float64{"avg": round2(lagAvg), "median": 0, "min": 0, "max": round2(lagMax)},
 			"offset": map[string]float64{"avg": round2(o.PendingAvg), "median": o.PendingMedian, "min": float64(o.PendingMin), "max": float64(o.PendingMax)},
 		},
-		"throughput": map[string]float64{"ingestedPerSecond": 0, "processedPerSecond": 0},
-		"timestamp":  instant(ptr(time.Now())), "statsAge": 0,
+		"throughput": map[string]float64{
+			"ingestedPerSecond":  round2(float64(n[counters.PushMessages]) / recent.Seconds()),
+			"processedPerSecond": round2(float64(n[counters.AckSuccess]+n[counters.AckFailed]) / recent.Seconds()),
+		},
+		"timestamp": instant(ptr(now)), "statsAge": 0,
 	})
+}
+
+// lifetimeMessages are the overview's and status's messages: total is every
+// message pushed (the partitions' ends, exact for all time), completed,
+// failed and deadLetter the lifetime counters, that is everything
+// queue_minutes keeps (90 days by default); pending and processing are now.
+func lifetimeMessages(o store.Overview, life store.Minutes) map[string]any {
+	n := &life.N
+	return map[string]any{"total": o.Given, "pending": o.Counts.Waiting, "processing": o.Counts.Processing,
+		"completed": n[counters.AckSuccess], "failed": n[counters.AckFailed], "deadLetter": n[counters.DeadLettered]}
+}
+
+// lifetime is the tenant's counters over every minute kept.
+func (a *API) lifetime(r *http.Request) (store.Minutes, error) {
+	return a.lifetimes.get(r.Context(), a.store, tenant(r), time.Now())
 }
 
 func ptr[T any](v T) *T { return &v }

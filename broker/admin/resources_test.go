@@ -14,9 +14,9 @@ import (
 // counted sets up queue q: partition a with 5 messages, of which the queue
 // mode acked 1, holds 2 under a live lease and dead-lettered none; partition
 // b with 2 messages and no cursor; and a dead letter in c.
-func counted(t *testing.T) *brokertest.Broker {
+func counted(t *testing.T, opts ...brokertest.Option) *brokertest.Broker {
 	t.Helper()
-	b := start(t)
+	b := start(t, opts...)
 	push(t, b, "q", "a", 0, 5)
 	push(t, b, "q", "b", 0, 2)
 	pushTx(t, b, "q", "c", "poison")
@@ -28,6 +28,22 @@ func counted(t *testing.T) *brokertest.Broker {
 	call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "poison",
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "status": "dlq"})
 	return b
+}
+
+// deadLettered reads path until its lifetime messages count counted's dead
+// letter, that is until the counters are flushed (5 s at most).
+func deadLettered(t *testing.T, b *brokertest.Broker, path string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	for range 100 {
+		m = call(t, b, http.StatusOK, "GET", path, nil).Map(t)
+		if m["messages"].(map[string]any)["deadLetter"] == 1.0 {
+			return m
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s never counted the dead letter: %v", path, m["messages"])
+	return m
 }
 
 func TestResourceQueuesCountFromPartitionEndsAndCursorsWithPendingExcludingProcessing(t *testing.T) {
@@ -121,14 +137,15 @@ func TestNamespacesAndTasksListTheNonEmptyValuesSortedWithTheirCounts(t *testing
 
 func TestOverviewCountsRowsDistinctValuesAndLifetimeMessages(t *testing.T) {
 	t.Parallel()
-	b := counted(t)
+	b := counted(t, fastFlush("r1"))
 	call(t, b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q", "namespace": "n", "task": "t"})
-	m := call(t, b, http.StatusOK, "GET", "/api/v1/resources/overview", nil).Map(t)
+	m := deadLettered(t, b, "/api/v1/resources/overview")
 	require.EqualValues(t, 1, m["queues"])
 	require.EqualValues(t, 4, m["partitions"], "a, b, c and configure's Default")
 	require.EqualValues(t, 1, m["namespaces"])
 	require.EqualValues(t, 1, m["tasks"])
-	require.Equal(t, map[string]any{"total": 8.0, "pending": 4.0, "processing": 2.0, "completed": 1.0, "failed": 0.0, "deadLetter": 1.0}, m["messages"])
+	require.Equal(t, map[string]any{"total": 8.0, "pending": 4.0, "processing": 2.0, "completed": 2.0, "failed": 0.0, "deadLetter": 1.0}, m["messages"],
+		"every message pushed; the successful acks, the dead-lettering one included; the rejected acks; the messages dead-lettered")
 	lag := m["lag"].(map[string]any)
 	require.Equal(t, map[string]any{"avg": 1.5, "median": 1.0, "min": 0.0, "max": 4.0}, lag["offset"], "pending 4, 2, 0 and 0 in Default")
 	require.Contains(t, lag, "time")
@@ -209,9 +226,9 @@ func TestStatusLaysOutBucketsByTheRangeNewestFirst(t *testing.T) {
 
 func TestStatusCountsQueuesLeasesAndDeadLetters(t *testing.T) {
 	t.Parallel()
-	b := counted(t)
+	b := counted(t, fastFlush("r1"))
 	call(t, b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "empty"})
-	m := call(t, b, http.StatusOK, "GET", "/api/v1/status", nil).Map(t)
+	m := deadLettered(t, b, "/api/v1/status")
 	queues := m["queues"].([]any)
 	require.Len(t, queues, 1, "only queues that hold messages")
 	require.Equal(t, "q", queues[0].(map[string]any)["name"])

@@ -2,72 +2,86 @@ package admin
 
 import (
 	"net/http"
-	"os"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/admin/store"
+	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/httpx"
 )
 
 // The status routes (queue-admin-api.md §4, but /status/analytics) count
-// as the resources routes do. The time series of GET /api/v1/status needs
-// per-minute counters of pushes, pops, acks and pop lag, which Regent does
-// not keep yet: its buckets are laid out as §5 says, with those counts 0
-// and the process-health fields null.
+// as the resources routes do. The time series of GET /api/v1/status comes
+// from the per-minute counters (broker/counters, queen.queue_minutes) and
+// the replicas' once-a-minute samples (queen.replica_samples), never from
+// the log.
 
 // maxBuckets bounds the series of one request: a range of years in 6-hour
 // buckets is still a few thousand.
 const maxBuckets = 10000
 
-// handleStatus is GET /api/v1/status.
+// liveFor is how recently a replica must have sampled itself to count as a
+// worker (§4: the last 2 minutes).
+const liveFor = 2 * time.Minute
+
+// handleStatus is GET /api/v1/status. Cost: seven round trips, nine
+// statements. The queues with their counts and the overview (each one
+// statement over the tenant's partitions, cursors and dead letters, as the
+// resources routes); the live leases (cursors_lease_idx) and dead letters
+// (a batch of three); two range scans of queue_minutes' primary key
+// (tenant, minute): the window's, summed over queues by bucket, and the
+// last 15 minutes of the lifetime totals (lifetimes.get); and
+// two range scans of replica_samples' primary key (minute, replica), the
+// window's and the last 2 minutes'.
 func (a *API) handleStatus(w http.ResponseWriter, r *http.Request) {
 	from, to, err := timeRange(r, time.Hour)
 	if err != nil {
 		httpx.Fail(w, err)
 		return
 	}
-	if to.Before(from) {
-		httpx.Fail(w, httpx.BadRequest("from must not be after to"))
-		return
-	}
-	all, err := a.store.Queues(r.Context(), tenant(r))
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	// The message counters cover every queue; the filters, the queue list.
-	var given int64
-	var c store.Counts
-	for _, q := range all {
-		given += q.Given
-		c.Add(q.Counts)
-	}
-	qs, err := filterQueues(r, slices.Clone(all), "queue", "namespace", "task")
+	filters, err := textQueries(r, "queue", "namespace", "task")
 	if err != nil {
 		httpx.Fail(w, err)
 		return
 	}
-	l, err := a.store.Leases(r.Context(), tenant(r))
+	qs, err := a.queuesWhere(r, "queue", "namespace", "task")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	win := store.Window{From: from, To: to, Width: bucketWidth(to.Sub(from)), AcrossQueues: true}
+	if slices.ContainsFunc(filters, func(f *string) bool { return f != nil }) {
+		win.Queues = []string{} // none matches: no counts
+		for _, q := range qs {
+			win.Queues = append(win.Queues, q.Name)
+		}
+	}
+	ctx, t, now := r.Context(), tenant(r), time.Now()
+	var (
+		o             store.Overview
+		l             store.Leases
+		rows          []store.Minutes
+		life          store.Minutes
+		samples, live []store.Sample
+	)
+	err = inTurn(
+		func() (err error) { o, err = a.store.Overview(ctx, t); return },
+		func() (err error) { l, err = a.store.Leases(ctx, t); return },
+		func() (err error) { rows, err = a.store.Minutes(ctx, t, win); return },
+		func() (err error) { life, err = a.lifetime(r); return },
+		func() (err error) { samples, err = a.store.Samples(ctx, win); return },
+		func() (err error) {
+			live, err = a.store.Samples(ctx, store.Window{From: now.Add(-liveFor), To: now})
+			return
+		},
+	)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
 
-	width := int(bucketWidth(to.Sub(from)) / time.Minute)
-	step := time.Duration(width) * time.Minute
-	throughput := []map[string]any{}
-	for t := to.Truncate(step); !t.Before(from.Truncate(step)) && len(throughput) < maxBuckets; t = t.Add(-step) {
-		throughput = append(throughput, map[string]any{
-			"timestamp": bucketKey(t), "ingested": 0, "processed": 0, "popMessages": 0,
-			"ingestedPerSecond": 0, "processedPerSecond": 0, "popPerSecond": 0, "avgLagMs": 0, "maxLagMs": 0,
-			"dbErrors": 0, "ackFailed": 0, "dlqCount": 0,
-			"avgEventLoopLagMs": nil, "maxEventLoopLagMs": nil, "minFreeSlots": nil, "queenCpuUserPct": nil,
-			"queenCpuSysPct": nil, "queenRssMb": nil, "dbPoolActive": nil, "dbPoolIdle": nil, "dbPoolSize": nil,
-		})
-	}
 	queues := []map[string]any{}
 	for _, q := range qs {
 		if q.Counts.Total == 0 {
@@ -78,33 +92,139 @@ func (a *API) handleStatus(w http.ResponseWriter, r *http.Request) {
 			// The CLI's columns (§4).
 			"pending": q.Counts.Pending})
 	}
+	messages := lifetimeMessages(o, life)
+	messages["processing"] = 0 // §4: Queen's shape
+	n := &life.N
+	messages["requests"] = map[string]int64{"push": n[counters.PushRequests], "pop": n[counters.PopRequests],
+		"ack": n[counters.AckRequests]}
+	messages["batchEfficiency"] = map[string]float64{"push": perRequest(n[counters.PushMessages], n[counters.PushRequests]),
+		"pop": perRequest(n[counters.PopMessages], n[counters.PopRequests]),
+		"ack": perRequest(n[counters.AckSuccess]+n[counters.AckFailed], n[counters.AckRequests])}
+	throughput := statusSeries(win, rows, samples)
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{
 		"timeRange":     map[string]any{"from": instant(&from), "to": instant(&to)},
-		"bucketMinutes": width, "pointCount": len(throughput), "throughput": throughput,
-		"queues": queues,
-		"messages": map[string]any{"total": given, "pending": c.Waiting, "processing": 0,
-			"completed": max(given-c.Pending-c.DeadLetter, 0), "failed": 0, "deadLetter": c.DeadLetter,
-			"requests":        map[string]int{"push": 0, "pop": 0, "ack": 0},
-			"batchEfficiency": map[string]float64{"push": 0, "pop": 0, "ack": 0}},
+		"bucketMinutes": bucketMinutes(win), "pointCount": len(throughput), "throughput": throughput,
+		"queues":   queues,
+		"messages": messages,
 		"leases": map[string]any{"active": l.Active, "partitionsWithLeases": l.Partitions,
 			"totalBatchSize": l.BatchSize, "totalAcked": l.Acked},
 		"deadLetterQueue": map[string]any{"totalMessages": l.DeadLetters, "affectedPartitions": l.DeadPartitions,
 			"topErrors": l.TopErrors},
-		"errors":   map[string]any{"dbErrors": 0, "ackFailed": 0, "dlqMessages": l.DeadLetters},
+		"errors":   map[string]any{"dbErrors": 0, "ackFailed": n[counters.AckFailed], "dlqMessages": l.DeadLetters},
 		"statsAge": 0,
-		"workers":  []map[string]any{a.worker()},
+		"workers":  a.workers(live),
 	})
 }
 
-// worker describes this replica as §4's workers element. Regent keeps no
-// registry of live replicas, so the list is the replica that answers.
+// inTurn runs the reads one after the other, up to the first that fails.
+func inTurn(reads ...func() error) error {
+	for _, read := range reads {
+		if err := read(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// perRequest is messages per request, to 2 decimals (batchEfficiency).
+func perRequest(messages, requests int64) float64 {
+	if requests == 0 {
+		return 0
+	}
+	return round2(float64(messages) / float64(requests))
+}
+
+// statusRow is one bucket of the status series. Regent has no event loop:
+// those fields are null, as are the health fields of a bucket without a
+// sample (the dashboard draws gaps).
+type statusRow struct {
+	Timestamp          string   `json:"timestamp"`
+	Ingested           int64    `json:"ingested"`
+	Processed          int64    `json:"processed"`
+	PopMessages        int64    `json:"popMessages"`
+	IngestedPerSecond  float64  `json:"ingestedPerSecond"`
+	ProcessedPerSecond float64  `json:"processedPerSecond"`
+	PopPerSecond       float64  `json:"popPerSecond"`
+	AvgLagMs           int64    `json:"avgLagMs"`
+	MaxLagMs           int64    `json:"maxLagMs"`
+	DBErrors           int64    `json:"dbErrors"` // Regent does not count them
+	AckFailed          int64    `json:"ackFailed"`
+	DLQCount           int64    `json:"dlqCount"`
+	AvgEventLoopLagMs  *float64 `json:"avgEventLoopLagMs"`
+	MaxEventLoopLagMs  *float64 `json:"maxEventLoopLagMs"`
+	MinFreeSlots       *float64 `json:"minFreeSlots"`
+	CPUUserPct         *float64 `json:"queenCpuUserPct"`
+	CPUSysPct          *float64 `json:"queenCpuSysPct"`
+	RSSMb              *float64 `json:"queenRssMb"`
+	DBPoolActive       *float64 `json:"dbPoolActive"`
+	DBPoolIdle         *float64 `json:"dbPoolIdle"`
+	DBPoolSize         *float64 `json:"dbPoolSize"`
+}
+
+// statusSeries lays out one row per bucket of the window, newest first,
+// with the counts summed over queues and the health averaged over the
+// bucket's samples of every replica (minFreeSlots: the fewest idle
+// connections of any).
+func statusSeries(win store.Window, rows []store.Minutes, samples []store.Sample) []statusRow {
+	counts := map[int64]*store.Minutes{}
+	for i := range rows {
+		counts[rows[i].Bucket.Unix()] = &rows[i]
+	}
+	type health struct{ user, sys, rss, active, idle, size leaf }
+	healths := map[int64]*health{}
+	for _, s := range samples {
+		b := s.Minute.Truncate(win.Width).Unix()
+		h := healths[b]
+		if h == nil {
+			h = &health{}
+			healths[b] = h
+		}
+		h.user.add(s.CPUUser)
+		h.sys.add(s.CPUSys)
+		h.rss.add(float64(s.RSS) / (1 << 20))
+		h.active.add(float64(s.PoolActive))
+		h.idle.add(float64(s.PoolIdle))
+		h.size.add(float64(s.PoolSize))
+	}
+	avg := func(l *leaf) *float64 { return ptr(round2(l.sum / float64(l.n))) }
+	out := []statusRow{}
+	for t := win.To.Truncate(win.Width); !t.Before(win.From.Truncate(win.Width)) && len(out) < maxBuckets; t = t.Add(-win.Width) {
+		row := statusRow{Timestamp: bucketKey(t)}
+		if m := counts[t.Unix()]; m != nil {
+			n := &m.N
+			row.Ingested, row.Processed, row.PopMessages = n[counters.PushMessages], n[counters.AckSuccess]+n[counters.AckFailed], n[counters.PopMessages]
+			row.IngestedPerSecond, row.ProcessedPerSecond = perSecond(row.Ingested, win), perSecond(row.Processed, win)
+			row.PopPerSecond = perSecond(row.PopMessages, win)
+			row.AvgLagMs, row.MaxLagMs = ratio(n[counters.LagSum], n[counters.LagCount]), m.LagMax
+			row.AckFailed, row.DLQCount = n[counters.AckFailed], n[counters.DeadLettered]
+		}
+		if h := healths[t.Unix()]; h != nil {
+			row.CPUUserPct, row.CPUSysPct, row.RSSMb = avg(&h.user), avg(&h.sys), avg(&h.rss)
+			row.DBPoolActive, row.DBPoolIdle, row.DBPoolSize = avg(&h.active), avg(&h.idle), avg(&h.size)
+			row.MinFreeSlots = ptr(h.idle.min)
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// workers are the replicas sampled in the last 2 minutes (§4), and this
+// one with its live pool figures while it has no sample yet.
+func (a *API) workers(live []store.Sample) []map[string]any {
+	out := workers(live, nil)
+	if !slices.ContainsFunc(live, func(s store.Sample) bool { return s.Replica == a.replica }) {
+		out = append(out, a.worker())
+	}
+	return out
+}
+
+// worker describes this replica, unsampled, as §4's workers element.
 func (a *API) worker() map[string]any {
-	host, _ := os.Hostname()
-	m := map[string]any{"hostname": host, "workerId": 0, "avgEventLoopLagMs": 0, "maxEventLoopLagMs": 0,
+	m := map[string]any{"hostname": a.replica, "workerId": 0, "avgEventLoopLagMs": 0, "maxEventLoopLagMs": 0,
 		"freeSlots": nil, "dbConnections": nil, "jobQueueSize": 0, "messagesProcessed": 0}
 	if p, ok := a.db.(interface{ Stat() *pgxpool.Stat }); ok {
 		s := p.Stat()
-		m["dbConnections"], m["freeSlots"] = s.TotalConns(), s.MaxConns()-s.AcquiredConns()
+		m["dbConnections"], m["freeSlots"] = s.TotalConns(), s.IdleConns()
 	}
 	return m
 }

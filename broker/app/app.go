@@ -112,7 +112,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
 	routes = append(routes, streams.New(pool, logs, m, logger, cfg.Tenancy).Routes()...)
-	routes = append(routes, admin.New(pool, switches, spooled, logs, logger).Routes()...)
+	routes = append(routes, admin.New(pool, switches, spooled, logs, cfg.Replica, logger).Routes()...)
 	routes = append(routes, console.Routes()...)
 	analytics := admin.NewAnalytics(pool, cfg.Replica, sealer, logger)
 	routes = append(routes, analytics.Routes()...)

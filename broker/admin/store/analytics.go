@@ -12,16 +12,19 @@ import (
 )
 
 // Window is the time range of an analytics read, with its bucket width;
-// Queue and Replica narrow it when not empty. PerReplica keeps the
-// replicas' counts apart; otherwise Minutes sums them. Parked keeps only
-// the minutes in which long-polls were parked.
+// Queue and Replica narrow it when not empty, and Queues when not nil.
+// PerReplica keeps the replicas' counts apart; otherwise Minutes sums
+// them, and with AcrossQueues the queues' too. Parked keeps only the
+// minutes in which long-polls were parked.
 type Window struct {
-	From, To   time.Time
-	Width      time.Duration
-	Queue      string
-	Replica    string
-	PerReplica bool
-	Parked     bool
+	From, To     time.Time
+	Width        time.Duration
+	Queue        string
+	Queues       []string
+	Replica      string
+	PerReplica   bool
+	AcrossQueues bool
+	Parked       bool
 }
 
 // bucketSQL is the start of the bucket of column, aligned to multiples of
@@ -39,20 +42,24 @@ type Minutes struct {
 	LagMax         int64
 }
 
-// Minutes reads the tenant's counters in the window, by bucket, queue and
-// (with w.PerReplica) replica, ascending. One statement: a range scan of queue_minutes' primary
-// key (tenant, minute), rows = minutes × queues × replicas of the window.
+// Minutes reads the tenant's counters in the window, by bucket, queue
+// (but with w.AcrossQueues) and (with w.PerReplica) replica, ascending. One
+// statement: a range scan of queue_minutes' primary key (tenant, minute)
+// over minutes × queues × replicas rows of the window.
 func (s *Store) Minutes(ctx context.Context, tenant string, w Window) ([]Minutes, error) {
 	sums := make([]string, 0, counters.Fields)
 	for _, c := range counters.Columns {
 		sums = append(sums, "sum("+c+")::bigint")
 	}
-	rows, err := s.db.Query(ctx, `SELECT `+bucketSQL("minute")+` AS bucket, queue, CASE WHEN $7 THEN replica ELSE '' END,
+	rows, err := s.db.Query(ctx, `SELECT `+bucketSQL("minute")+` AS bucket, CASE WHEN $9 THEN '' ELSE queue END,
+			CASE WHEN $7 THEN replica ELSE '' END,
 			`+strings.Join(sums, ", ")+`, max(lag_max_ms)
 		  FROM queen.queue_minutes
 		 WHERE tenant = $1 AND minute >= date_trunc('minute', $3::timestamptz) AND minute <= $4
 		   AND ($5::text = '' OR queue = $5) AND ($6::text = '' OR replica = $6) AND (NOT $8 OR parked_sum > 0)
-		 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, tenant, w.Width, w.From, w.To, w.Queue, w.Replica, w.PerReplica, w.Parked)
+		   AND ($10::text[] IS NULL OR queue = ANY($10))
+		 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, tenant, w.Width, w.From, w.To, w.Queue, w.Replica, w.PerReplica, w.Parked,
+		w.AcrossQueues, w.Queues)
 	if err != nil {
 		return nil, fmt.Errorf("read queue minutes: %w", err)
 	}

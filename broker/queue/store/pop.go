@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/pg"
@@ -162,6 +163,13 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 		lagSum, lagMax = lagSum+lag, max(lagMax, lag)
 	}
 	s.metrics.Ops.Popped(q.Tenant, q.Name, int64(len(msgs)), lagSum, lagMax)
+	if p.AutoAck {
+		// The pop is its own ack: the analytics count it as an ack request
+		// whose items all succeeded (queue-admin-api.md §3, §4: processed
+		// includes autoAck).
+		s.metrics.Ops.Add(q.Tenant, q.Name, counters.AckRequests, 1)
+		s.metrics.Ops.Add(q.Tenant, q.Name, counters.AckSuccess, int64(len(msgs)))
+	}
 	return Popped{Messages: msgs, Claims: claims, LeaseID: leaseID, Wake: idle.Wake, Due: idle.Due}, nil
 }
 

@@ -1,0 +1,54 @@
+package admin
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/broker/admin/store"
+	"github.com/regent-mq/regent/broker/counters"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+func TestLifetimeCountersSumEveryMinuteKeptOnceAndSettledMinutesAreRescannedHourly(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	st := store.New(pool)
+	now := time.Now().Truncate(time.Minute).Add(30 * time.Second)
+	pushed := func(tenant string, ago time.Duration, n int64) {
+		t.Helper()
+		_, err := pool.Exec(t.Context(), `INSERT INTO queen.queue_minutes (tenant, minute, queue, replica, push_messages, lag_max_ms)
+			VALUES ($1, date_trunc('minute', $2::timestamptz), 'q', 'r1', $3, $3)`, tenant, now.Add(-ago), n)
+		require.NoError(t, err)
+	}
+	var l lifetimes
+	total := func(at time.Time) int64 {
+		t.Helper()
+		m, err := l.get(t.Context(), st, "acme", at)
+		require.NoError(t, err)
+		return m.N[counters.PushMessages]
+	}
+	pushed("acme", 80*24*time.Hour, 1)
+	pushed("acme", 30*time.Minute, 10)
+	pushed("acme", 10*time.Minute, 100)
+	pushed("acme", 0, 1000)
+	pushed("other", 0, 50000)
+	require.EqualValues(t, 1111, total(now), "every minute kept, settled or recent, of this tenant only")
+	m, err := l.get(t.Context(), st, "acme", now)
+	require.NoError(t, err)
+	require.EqualValues(t, 1000, m.LagMax, "the largest over the minutes")
+
+	// A flush later than settleAfter is not seen until the hourly rescan...
+	pushed("acme", 40*time.Minute, 10000)
+	require.EqualValues(t, 1111, total(now))
+	// ...while a minute that settles meanwhile moves from the recent sum to
+	// the kept one, counted once.
+	require.EqualValues(t, 1111, total(now.Add(10*time.Minute)))
+	require.EqualValues(t, 11111, total(now.Add(rescanEvery)), "the rescan")
+	// The rescan also drops what the retention sweep deleted.
+	_, err = pool.Exec(t.Context(), `DELETE FROM queen.queue_minutes WHERE push_messages = 1`)
+	require.NoError(t, err)
+	require.EqualValues(t, 11111, total(now.Add(rescanEvery+time.Minute)))
+	require.EqualValues(t, 11110, total(now.Add(2*rescanEvery)))
+}
