@@ -2,14 +2,12 @@ package admin
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -235,21 +233,4 @@ func (a *Analytics) handleTraceNames(w http.ResponseWriter, r *http.Request) {
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"trace_names": out, "total": total,
 		"pagination": map[string]int{"limit": limit, "offset": offset}})
-}
-
-// RunTraceSweep deletes, every interval until ctx ends, the traces whose
-// message retention removed and those older than maxAge.
-func (a *Analytics) RunTraceSweep(ctx context.Context, every, maxAge time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := a.store.SweepTraces(ctx, maxAge); err != nil && ctx.Err() == nil {
-				a.log.Warn("sweep traces", "err", err)
-			}
-		}
-	}
 }

@@ -2,13 +2,16 @@ package admin_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/regent-mq/regent/broker/admin/store"
+	"github.com/regent-mq/regent/broker/retention"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -185,10 +188,14 @@ func TestTracesGoWithTheirMessagesSegmentAndWithTheirQueue(t *testing.T) {
 	require.Len(t, call(t, b, http.StatusOK, "GET", "/api/v1/traces/"+kept+"/m0", nil).Map(t)["traces"], 1)
 }
 
-// sweepTraces runs the traces' sweep on the broker's database now.
+// sweepTraces runs the retention sweep, which sweeps the traces, on the
+// broker's database now.
 func sweepTraces(t *testing.T, b *brokertest.Broker) (int64, error) {
 	t.Helper()
-	return store.New(b.Pool).SweepTraces(context.Background(), 24*time.Hour)
+	st, err := retention.New(b.Pool, slog.New(slog.NewTextHandler(io.Discard, nil)), retention.Settings{
+		DedupWindow: time.Hour, RetentionChunk: 1000, EvictionChunk: 1000, CleanupAfter: 24 * time.Hour,
+		TraceMaxAge: 24 * time.Hour}, func(uuid.UUID, uuid.UUID) {}).Sweep(context.Background())
+	return st.Traces, err
 }
 
 func TestATraceFindsItsMessageInTheGroupsBatchOrAnywhereInThePartition(t *testing.T) {

@@ -50,6 +50,7 @@ type Settings struct {
 	RetentionChunk int           // rows one retention statement deletes (RETENTION_BATCH_SIZE)
 	EvictionChunk  int           // rows one eviction statement deletes (EVICTION_BATCH_SIZE)
 	CleanupAfter   time.Duration // idle age of an empty partition that goes (PARTITION_CLEANUP_DAYS)
+	TraceMaxAge    time.Duration // how long a trace is kept at most (--metrics-retention)
 }
 
 // Sweeper sweeps periodically. It is safe for concurrent use.
@@ -67,6 +68,7 @@ type Stats struct {
 	Segments                int64
 	Dedup                   int64
 	Partitions              int64 // idle empty partitions deleted
+	Traces                  int64 // traces of messages gone, or past TraceMaxAge
 	Skipped                 bool  // another replica held the lock
 }
 
@@ -138,6 +140,9 @@ func (s *Sweeper) Sweep(ctx context.Context) (Stats, error) {
 			}
 		}
 		if err := s.dedup(ctx, conn, &st); err != nil {
+			return err
+		}
+		if err := s.traces(ctx, conn, &st); err != nil {
 			return err
 		}
 		return s.idlePartitions(ctx, conn, &st)
@@ -282,6 +287,24 @@ func (s *Sweeper) dedup(ctx context.Context, conn *pgxpool.Conn, st *Stats) erro
 	st.Dedup = n
 	if err != nil {
 		return fmt.Errorf("retention: dedup rows: %w", err)
+	}
+	return nil
+}
+
+// traces deletes the traces (queue-admin-api.md §6) of messages that are
+// gone, below their partition's floor or in no segment any more, and those
+// older than TraceMaxAge. One statement: each trace with an index probe
+// into its partition's segments.
+func (s *Sweeper) traces(ctx context.Context, conn *pgxpool.Conn, st *Stats) error {
+	tag, err := conn.Exec(ctx, `DELETE FROM queen.traces t
+		 WHERE t.created_at < now() - make_interval(secs => $1)
+		    OR t.message_offset < (SELECT p.floor_offset FROM queen.partitions p WHERE p.id = t.partition_id)
+		    OR coalesce((SELECT s.base_offset + s.frame_count FROM queen.log_segments s
+		                  WHERE s.partition_id = t.partition_id AND s.base_offset <= t.message_offset
+		                  ORDER BY s.base_offset DESC LIMIT 1), -1) <= t.message_offset`, s.set.TraceMaxAge.Seconds())
+	st.Traces = tag.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("retention: traces: %w", err)
 	}
 	return nil
 }

@@ -180,19 +180,3 @@ func (s *Store) TraceNames(ctx context.Context, tenant string, limit, offset int
 	}
 	return out, total, nil
 }
-
-// SweepTraces deletes the traces whose message retention has removed (no
-// segment holds its offset any more), and those older than maxAge. One
-// statement: the traces, each with an index probe into its partition's
-// segments.
-func (s *Store) SweepTraces(ctx context.Context, maxAge time.Duration) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM queen.traces t
-		 WHERE t.created_at < now() - make_interval(secs => $1)
-		    OR coalesce((SELECT s.base_offset + s.frame_count FROM queen.log_segments s
-		                  WHERE s.partition_id = t.partition_id AND s.base_offset <= t.message_offset
-		                  ORDER BY s.base_offset DESC LIMIT 1), -1) <= t.message_offset`, maxAge.Seconds())
-	if err != nil {
-		return 0, fmt.Errorf("sweep traces: %w", err)
-	}
-	return tag.RowsAffected(), nil
-}
