@@ -194,7 +194,7 @@ func sweepTraces(t *testing.T, b *brokertest.Broker) (int64, error) {
 	t.Helper()
 	st, err := retention.New(b.Pool, slog.New(slog.NewTextHandler(io.Discard, nil)), retention.Settings{
 		DedupWindow: time.Hour, RetentionChunk: 1000, EvictionChunk: 1000, CleanupAfter: 24 * time.Hour,
-		TraceMaxAge: 24 * time.Hour}, func(uuid.UUID, uuid.UUID) {}).Sweep(context.Background())
+		MetricsAge: 24 * time.Hour}, func(uuid.UUID, uuid.UUID) {}).Sweep(context.Background())
 	return st.Traces, err
 }
 

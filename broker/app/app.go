@@ -128,14 +128,14 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		wg.Go(func() {
 			retention.New(pool, logger, retention.Settings{
 				DedupWindow: cfg.DedupWindow, RetentionChunk: cfg.RetentionBatch, EvictionChunk: cfg.EvictionBatch,
-				CleanupAfter: time.Duration(cfg.PartitionCleanupDays) * 24 * time.Hour, TraceMaxAge: cfg.MetricsRetention,
+				CleanupAfter: time.Duration(cfg.PartitionCleanupDays) * 24 * time.Hour, MetricsAge: cfg.MetricsRetention,
 			}, logs.Announce).Run(bg, cfg.RetentionEvery, cfg.EvictionEvery)
 		})
 		wg.Go(func() { switches.Run(bg) })
 		wg.Go(func() { quotas.Run(bg) })
 		wg.Go(func() { groups.Run(bg, cfg.LagEvery) })
 		wg.Go(func() {
-			m.Ops.Run(bg, pool, counters.Settings{Replica: cfg.Replica, FlushEvery: cfg.AnalyticsFlush, Retention: cfg.MetricsRetention}, logger)
+			m.Ops.Run(bg, pool, counters.Settings{Replica: cfg.Replica, FlushEvery: cfg.AnalyticsFlush}, logger)
 		})
 		wg.Go(func() { spooled.Run(bg) })
 		wg.Wait()

@@ -148,7 +148,7 @@ func TestRunFlushesWhatIsLeftWhenItStops(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.Run(ctx, pool, Settings{Replica: "r1", FlushEvery: time.Hour, Retention: time.Hour}, slog.New(slog.DiscardHandler))
+		c.Run(ctx, pool, Settings{Replica: "r1", FlushEvery: time.Hour}, slog.New(slog.DiscardHandler))
 	}()
 	c.Add("default", "q", PushMessages, 4)
 	cancel()

@@ -14,39 +14,29 @@ import (
 	"github.com/regent-mq/regent/broker/pg"
 )
 
-// Settings are how often the counts are flushed and how long they are kept.
+// Settings are where the counts come from and how often they are flushed.
 type Settings struct {
 	Replica    string        // this replica's name: its pod name
 	FlushEvery time.Duration // how often the counts go to the database
-	Retention  time.Duration // how long minutes and samples are kept
 }
 
-// sweepEvery is how often old minutes are deleted; a sweep deletes what
-// aged out since the last one, a few thousand rows at most.
-const sweepEvery = 10 * time.Minute
-
-// Run flushes the counts every FlushEvery, samples the parked long-polls
-// every second and the process once a minute, and deletes minutes older
-// than Retention, until ctx ends; then it flushes what is left.
+// Run flushes the counts every FlushEvery and samples the parked
+// long-polls every second and the process once a minute, until ctx ends;
+// then it flushes what is left. The retention sweep deletes old minutes
+// (Sweep), one replica at a time.
 func (c *Counters) Run(ctx context.Context, pool *pgxpool.Pool, s Settings, log *slog.Logger) {
 	flush := time.NewTicker(s.FlushEvery)
 	defer flush.Stop()
 	second := time.NewTicker(time.Second)
 	defer second.Stop()
 	sampler := newSampler(pool)
-	var lastSample, lastSweep time.Time
+	var lastSample time.Time
 	for {
 		now := time.Now()
 		if now.Unix()/60 != lastSample.Unix()/60 {
 			lastSample = now
 			if err := sampler.sample(ctx, s.Replica, now); err != nil && ctx.Err() == nil {
 				log.Warn("analytics: sample the process", "err", err)
-			}
-		}
-		if now.Sub(lastSweep) >= sweepEvery {
-			lastSweep = now
-			if err := Sweep(ctx, pool, s.Retention); err != nil && ctx.Err() == nil {
-				log.Warn("analytics: sweep old minutes", "err", err)
 			}
 		}
 		select {

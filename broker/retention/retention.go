@@ -10,7 +10,9 @@
 //     without a dead letter, leased ones included;
 //   - always: push dedup rows older than the dedup window, and partitions
 //     that hold no messages and saw no push or cursor activity for the
-//     cleanup age, with their cursors.
+//     cleanup age, with their cursors; traces of messages that are gone,
+//     and traces, analytics minutes, replica samples and retention events
+//     older than --metrics-retention.
 //
 // The log is made of immutable segments, so a rule raises its partition's
 // floor (queen.raise_floors): offsets below it are gone for pops, acks and
@@ -35,6 +37,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/regent-mq/regent/broker/counters"
 )
 
 // lockKey is the advisory lock of both sweeps ("retain" in ASCII).
@@ -50,7 +54,7 @@ type Settings struct {
 	RetentionChunk int           // rows one retention statement deletes (RETENTION_BATCH_SIZE)
 	EvictionChunk  int           // rows one eviction statement deletes (EVICTION_BATCH_SIZE)
 	CleanupAfter   time.Duration // idle age of an empty partition that goes (PARTITION_CLEANUP_DAYS)
-	TraceMaxAge    time.Duration // how long a trace is kept at most (--metrics-retention)
+	MetricsAge     time.Duration // how long traces, analytics minutes and samples are kept (--metrics-retention); 0 keeps them
 }
 
 // Sweeper sweeps periodically. It is safe for concurrent use.
@@ -68,7 +72,7 @@ type Stats struct {
 	Segments                int64
 	Dedup                   int64
 	Partitions              int64 // idle empty partitions deleted
-	Traces                  int64 // traces of messages gone, or past TraceMaxAge
+	Traces                  int64 // traces of messages gone, or past MetricsAge
 	Skipped                 bool  // another replica held the lock
 }
 
@@ -144,6 +148,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (Stats, error) {
 		}
 		if err := s.traces(ctx, conn, &st); err != nil {
 			return err
+		}
+		if s.set.MetricsAge > 0 {
+			if err := counters.Sweep(ctx, conn, s.set.MetricsAge); err != nil {
+				return fmt.Errorf("retention: analytics: %w", err)
+			}
 		}
 		return s.idlePartitions(ctx, conn, &st)
 	})
@@ -293,15 +302,15 @@ func (s *Sweeper) dedup(ctx context.Context, conn *pgxpool.Conn, st *Stats) erro
 
 // traces deletes the traces (queue-admin-api.md §6) of messages that are
 // gone, below their partition's floor or in no segment any more, and those
-// older than TraceMaxAge. One statement: each trace with an index probe
+// older than MetricsAge (when set). One statement: each trace with an index probe
 // into its partition's segments.
 func (s *Sweeper) traces(ctx context.Context, conn *pgxpool.Conn, st *Stats) error {
 	tag, err := conn.Exec(ctx, `DELETE FROM queen.traces t
-		 WHERE t.created_at < now() - make_interval(secs => $1)
+		 WHERE ($1 > 0 AND t.created_at < now() - make_interval(secs => $1))
 		    OR t.message_offset < (SELECT p.floor_offset FROM queen.partitions p WHERE p.id = t.partition_id)
 		    OR coalesce((SELECT s.base_offset + s.frame_count FROM queen.log_segments s
 		                  WHERE s.partition_id = t.partition_id AND s.base_offset <= t.message_offset
-		                  ORDER BY s.base_offset DESC LIMIT 1), -1) <= t.message_offset`, s.set.TraceMaxAge.Seconds())
+		                  ORDER BY s.base_offset DESC LIMIT 1), -1) <= t.message_offset`, s.set.MetricsAge.Seconds())
 	st.Traces = tag.RowsAffected()
 	if err != nil {
 		return fmt.Errorf("retention: traces: %w", err)
