@@ -100,9 +100,12 @@ func (a *API) Routes() []server.Route {
 }
 
 // fail writes err, logging it when it is the broker's own fault.
-func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) { fail(a.logger, w, r, err) }
+
+// fail answers err, logging it when it is the broker's own fault.
+func fail(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
 	if httpx.Internal(err) {
-		a.logger.Error("admin route failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		log.Error("admin route failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	httpx.Fail(w, err)
 }

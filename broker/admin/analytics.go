@@ -60,12 +60,7 @@ func (a *Analytics) Routes() []server.Route {
 	}
 }
 
-func (a *Analytics) fail(w http.ResponseWriter, r *http.Request, err error) {
-	if httpx.Internal(err) {
-		a.log.Error("analytics route failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	}
-	httpx.Fail(w, err)
-}
+func (a *Analytics) fail(w http.ResponseWriter, r *http.Request, err error) { fail(a.log, w, r, err) }
 
 // bucketKey formats a bucket's start as the dashboard compares them:
 // fixed-width, second precision, UTC.
