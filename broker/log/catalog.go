@@ -85,11 +85,16 @@ func (l *Log) cachedLocked(t Target, now time.Time) *Partition {
 
 // remember caches p and returns the cached equivalent. Queue and Partition
 // values are never modified once cached: a refresh of the options replaces
-// the *Queue and every cached partition that points at it.
+// the *Queue and every cached partition that points at it. A partition of a
+// queue whose cached options are still in force takes those, and refreshes
+// nothing: each new partition of a big queue replaced all its partitions.
 func (l *Log) remember(p *Partition) *Partition {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	q := l.setQueueLocked(p.Queue)
+	q := l.queues[queueKey{p.Queue.Tenant, p.Queue.Name}]
+	if q == nil || q.ID != p.Queue.ID || p.Queue.loaded.Sub(q.loaded) > optionsTTL {
+		q = l.setQueueLocked(p.Queue)
+	}
 	k := partKey{q.Tenant, q.Name, p.Name}
 	if cur := l.parts[k]; cur != nil && cur.ID == p.ID && cur.Queue == q {
 		return cur
