@@ -99,6 +99,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	}
 	hot := hotlist.New()
 	logs := log.New(pool, sealer, m, hot, logger)
+	logs.JoinPushes(cfg.PushCalls)
 	quotas := quota.New(pool, m.QuotaRefusals, logger)
 	logs.Limit(quotas)
 	switches := flags.New(pool, logger)

@@ -17,11 +17,22 @@ import (
 // the Helm chart mounts its volume at.
 const DefaultSpoolDir = "/var/lib/regent/spool"
 
+// DefaultPushCalls is --push-calls' default: how many push calls to the
+// database a replica has in flight before pushes join the next one.
+// Measured on 2 cores with synchronous commits: at 4 clients nothing waits,
+// and at 64 a call carries a dozen requests and PostgreSQL spends about a
+// third less CPU per push; at 2, 4 clients already waited, for 12 % less
+// throughput.
+const DefaultPushCalls = 4
+
 // Config is everything the broker can be told at start.
 type Config struct {
-	Listen       string
-	DatabaseURL  string
-	PoolSize     int
+	Listen      string
+	DatabaseURL string
+	PoolSize    int
+	// PushCalls bounds the push calls in flight to PostgreSQL; pushes that
+	// arrive while all are join the next one (broker/batch).
+	PushCalls    int
 	LogLevel     slog.Level
 	LogFormat    string
 	Migrate      bool
@@ -165,6 +176,7 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.StrEnv(&c.Listen, "listen", "REGENT_LISTEN", ":6632", "HTTP listen address")
 	f.StrEnv(&c.DatabaseURL, "database-url", "DATABASE_URL", "", "PostgreSQL connection string")
 	f.IntEnv(&c.PoolSize, "pool-size", "REGENT_POOL_SIZE", 20, "maximum PostgreSQL connections")
+	f.IntEnv(&c.PushCalls, "push-calls", "REGENT_PUSH_CALLS", DefaultPushCalls, "push calls to PostgreSQL in flight; pushes that arrive while all are join the next call")
 	f.StrEnv(&logLevel, "log-level", "REGENT_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	f.StrEnv(&c.LogFormat, "log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json")
 	f.BoolEnv(&c.Migrate, "migrate", "REGENT_MIGRATE", true, "apply schema migrations at start")
@@ -233,6 +245,9 @@ func (c Config) validate() error {
 	}
 	if c.PoolSize < 2 {
 		errs = append(errs, errors.New("--pool-size must be at least 2"))
+	}
+	if c.PushCalls < 1 {
+		errs = append(errs, errors.New("--push-calls must be at least 1"))
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat))

@@ -31,7 +31,10 @@
 //     stores all of them or, when a partition is gone or already holds some
 //     of the client transaction ids, none: Drop then takes those items out
 //     (Packed.Stored remembers what the database held) and the call runs
-//     again. Results answers every item once the rest is stored.
+//     again. Results answers every item once the rest is stored. On the
+//     pool, pushes that arrive while JoinPushes' number of calls are in
+//     flight wait and join the next call (broker/batch): one round trip and
+//     one commit for all of them, each request answered on its own.
 //  4. After the commit, AfterPush counts the messages per queue and
 //     announces the partitions (Announce): this replica's hot list at once,
 //     the other replicas by a NOTIFY the broker sends, not the transaction.
@@ -51,6 +54,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regent-mq/regent/broker/batch"
+	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/quota"
@@ -90,6 +95,8 @@ type Log struct {
 	announcer *hotlist.Announcer
 	// quotas limits the tenants' pushes and queue creations; nil: none.
 	quotas *quota.Quotas
+	// pushes joins the pushes on the pool (natural batching).
+	pushes *batch.Joiner[*pushCall]
 
 	mu     sync.RWMutex
 	queues map[queueKey]*Queue
@@ -125,13 +132,26 @@ type Partition struct {
 
 // New returns a Log. sealer may be nil (no encryption key configured).
 func New(pool *pgxpool.Pool, sealer *seal.Sealer, m *metrics.Metrics, hot *hotlist.List, logger *slog.Logger) *Log {
-	return &Log{
+	l := &Log{
 		pool: pool, sealer: sealer, metrics: m, hot: hot, logger: logger,
 		announcer: hotlist.NewAnnouncer(hot, pool, logger),
 		queues:    map[queueKey]*Queue{},
 		parts:     map[partKey]*Partition{},
 		byID:      map[uuid.UUID]*Partition{},
 	}
+	l.JoinPushes(config.DefaultPushCalls)
+	return l
+}
+
+// maxJoined bounds the requests of one push call.
+const maxJoined = 64
+
+// JoinPushes sets how many push calls to the database may be in flight at
+// once; the pushes that arrive while they all are wait, and join the next
+// call. Call it before the log serves.
+func (l *Log) JoinPushes(calls int) {
+	l.pushes = batch.New(calls, maxJoined, l.metrics.JoinedRequests.WithLabelValues("push"),
+		l.metrics.JoinWaiting.WithLabelValues("push"), l.joinPushes)
 }
 
 // Limit makes every push and queue creation pass the tenants' quotas

@@ -103,3 +103,100 @@ func TestOwnedPartitionIsNotFoundForAnotherTenant(t *testing.T) {
 	require.Equal(t, "p", got.Name)
 	require.Equal(t, "q", got.Queue.Name)
 }
+
+// joinedPushes packs requests of items and runs them as one joined batch,
+// as the joiner does with the requests that waited for a call.
+func joinedPushes(t *testing.T, l *Log, requests ...[]Item) []*pushCall {
+	t.Helper()
+	calls := make([]*pushCall, len(requests))
+	for i, items := range requests {
+		p, err := l.Pack(context.Background(), "default", "", items)
+		require.NoError(t, err)
+		calls[i] = &pushCall{p: p}
+	}
+	l.joinPushes(context.Background(), calls)
+	return calls
+}
+
+func TestJoinedPushesToOnePartitionTakeOffsetsInRequestOrder(t *testing.T) {
+	t.Parallel()
+	l := newLog(t)
+	calls := joinedPushes(t, l,
+		[]Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}},
+		[]Item{{Queue: "q", Payload: json.RawMessage(`3`)}},
+		[]Item{{Queue: "q", Partition: "other", Payload: json.RawMessage(`4`)}},
+		[]Item{{Queue: "q", Payload: json.RawMessage(`5`), TransactionID: "t5"}})
+	var bases []int64
+	for _, c := range calls {
+		require.NoError(t, c.err)
+		require.Len(t, c.segs, 1)
+		bases = append(bases, c.segs[0].BaseOffset)
+	}
+	require.Equal(t, []int64{0, 2, 0, 3}, bases)
+	var segments int
+	require.NoError(t, l.pool.QueryRow(context.Background(), `SELECT count(*) FROM queen.log_segments`).Scan(&segments))
+	require.Equal(t, 4, segments)
+}
+
+func TestAJoinedPushThatRepeatsAnotherOfItsBatchIsItsDuplicate(t *testing.T) {
+	t.Parallel()
+	l := newLog(t)
+	calls := joinedPushes(t, l,
+		[]Item{{Queue: "q", Payload: json.RawMessage(`1`), TransactionID: "a"}},
+		[]Item{{Queue: "q", Payload: json.RawMessage(`2`), TransactionID: "b"},
+			{Queue: "q", Payload: json.RawMessage(`3`), TransactionID: "a"}},
+		// The same id in another partition is another message.
+		[]Item{{Queue: "q", Partition: "other", Payload: json.RawMessage(`4`), TransactionID: "a"}})
+	for _, c := range calls {
+		require.NoError(t, c.err)
+	}
+	first := calls[0].p.Results(calls[0].segs)
+	second := calls[1].p.Results(calls[1].segs)
+	other := calls[2].p.Results(calls[2].segs)
+	require.False(t, first[0].Duplicate)
+	require.False(t, second[0].Duplicate)
+	require.True(t, second[1].Duplicate, "a repeated transactionId in a partition answers duplicate")
+	require.Equal(t, first[0].MessageID, second[1].MessageID)
+	require.False(t, other[0].Duplicate)
+}
+
+func TestAJoinedPushToAGonePartitionFailsAlone(t *testing.T) {
+	t.Parallel()
+	l := newLog(t)
+	ctx := context.Background()
+	gone, err := l.Pack(ctx, "default", "", []Item{{Queue: "gone", Payload: json.RawMessage(`1`)}})
+	require.NoError(t, err)
+	kept, err := l.Pack(ctx, "default", "", []Item{{Queue: "kept", Payload: json.RawMessage(`2`)}})
+	require.NoError(t, err)
+	_, err = l.pool.Exec(ctx, `DELETE FROM queen.queues WHERE name = 'gone'`)
+	require.NoError(t, err)
+	calls := []*pushCall{{p: gone}, {p: kept}}
+	l.joinPushes(ctx, calls)
+	require.ErrorIs(t, calls[0].err, ErrPartitionGone)
+	require.NoError(t, calls[1].err)
+	require.Len(t, calls[1].segs, 1)
+}
+
+func TestJoinedPushesDropWhatTheDatabaseHoldsPerRequest(t *testing.T) {
+	t.Parallel()
+	l := newLog(t)
+	ctx := context.Background()
+	before, _, err := l.Push(ctx, l.pool, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`0`), TransactionID: "held"}})
+	require.NoError(t, err)
+	calls := joinedPushes(t, l,
+		[]Item{{Queue: "q", Payload: json.RawMessage(`1`), TransactionID: "new"}},
+		[]Item{{Queue: "q", Payload: json.RawMessage(`2`), TransactionID: "held"},
+			{Queue: "q", Payload: json.RawMessage(`3`), TransactionID: "also new"}})
+	for _, c := range calls {
+		require.NoError(t, c.err)
+	}
+	fresh := calls[0].p.Results(calls[0].segs)
+	mixed := calls[1].p.Results(calls[1].segs)
+	require.False(t, fresh[0].Duplicate)
+	require.True(t, mixed[0].Duplicate)
+	require.Equal(t, before[0].MessageID, mixed[0].MessageID)
+	require.False(t, mixed[1].Duplicate)
+	var messages int64
+	require.NoError(t, l.pool.QueryRow(ctx, `SELECT sum(frame_count) FROM queen.log_segments`).Scan(&messages))
+	require.EqualValues(t, 3, messages)
+}

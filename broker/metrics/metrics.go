@@ -37,6 +37,10 @@ type Metrics struct {
 	// SpoolBuffered counts the pushes this replica's spool holds that are
 	// not in the database yet (push maintenance, broker/spool).
 	SpoolBuffered prometheus.Gauge
+	// JoinedRequests and JoinWaiting show natural batching (broker/batch):
+	// the requests each database call carried, and those waiting for one.
+	JoinedRequests *prometheus.HistogramVec // kind: push
+	JoinWaiting    *prometheus.GaugeVec     // kind
 }
 
 // Results of a streams cycle, the values of regent_stream_cycles_total's
@@ -93,12 +97,22 @@ func New() *Metrics {
 			Name: "regent_spool_buffered_messages",
 			Help: "Pushes this replica spooled during push maintenance that are not in the database yet.",
 		}),
+		JoinedRequests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "regent_joined_requests",
+			Help:    "Requests per database call of natural batching, by kind (push): those that waited while the calls before were in flight go in one.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+		}, []string{"kind"}),
+		JoinWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "regent_join_waiting",
+			Help: "Requests waiting for the database calls of their kind (push) in flight to finish.",
+		}, []string{"kind"}),
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.RequestDuration, m.Pushed, m.Popped, m.Acked, m.EncryptionFailures,
 		m.PopsParked, m.StreamCycles, m.QuotaRefusals, m.DatabaseUp, m.SpoolBuffered,
+		m.JoinedRequests, m.JoinWaiting,
 	)
 	return m
 }
