@@ -14,15 +14,19 @@
 # on a quiet 2-core machine, and the whole for about 20 minutes there (some
 # 50 when six other builds share it). BENCH_QUICK=1 runs each point once
 # with N/20 (and 200,000 dedup rows): a pass of two minutes that shows
-# everything works, whose figures mean little. Extra arguments go to every
-# regent-bench call.
+# everything works, whose figures mean little. BENCH_ONLY=REGEX runs only
+# the points whose name matches (grep -E), without the limit, BENCH_RUNS=N
+# runs each N times, and BENCH_BROKER=PATH serves with another broker
+# binary: together they make an A/B of a change quick. Extra arguments go to every regent-bench call.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 pgport=${REGENT_BENCH_PG_PORT:-6651}
 addr=${REGENT_BENCH_ADDR:-127.0.0.1:6652}
-runs=3 div=1 dedup=10000000 limitsecs=10
+runs=${BENCH_RUNS:-3} div=1 dedup=10000000 limitsecs=10
 if [ -n "${BENCH_QUICK:-}" ]; then runs=1 div=20 dedup=200000 limitsecs=2; fi
+broker=${BENCH_BROKER:-$root/bin/broker}
+only=${BENCH_ONLY:-}
 dir=$(mktemp -d /tmp/regent-bench.XXXXXX)
 chmod 755 "$dir"
 as_pg=()
@@ -48,7 +52,7 @@ psql=("$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -d "$db")
 # As root, $! is runuser's pid; the postmaster writes its own.
 pgpid=$(head -1 "$dir/data/postmaster.pid")
 
-"$root/bin/broker" --database-url "$db" --listen "$addr" --spool-dir "$dir/spool" --log-level warn >"$dir/broker.log" 2>&1 &
+"$broker" --database-url "$db" --listen "$addr" --spool-dir "$dir/spool" --log-level warn >"$dir/broker.log" 2>&1 &
 brokerpid=$!
 pids+=($brokerpid)
 until curl -sf "http://$addr/health" >/dev/null; do sleep 0.2; done
@@ -63,6 +67,7 @@ failed=()
 point() {
   local name=$1 limit=$2 c=$3 n=$(($4 / div))
   shift 4
+  if [ -n "$only" ] && ! grep -qE "$only" <<<"$name"; then return; fi
   echo "# $name: C=$c N=$n $*" >&2
   if ! "$root/bin/regent-bench" -url "http://$addr" -runs "$runs" -broker-pid "$brokerpid" -pg-pid "$pgpid" \
     -c "$c" -n "$n" "$@" "${extra[@]}" | tee "$dir/last.jsonl"; then
@@ -87,24 +92,27 @@ done
 # the point). One INSERT per partition, in id order, as they would have come.
 # Then VACUUM ANALYZE, as autovacuum would long have done on a table that
 # grew over an hour.
-echo "# filling queen.push_dedup with $dedup rows" >&2
-filled=$SECONDS
-"$root/bin/regent-bench" -url "http://$addr" -scenario push -queue bench-dedup -c 4 -b 1 -p 16 -n 16 >"$dir/dedup-queue" 2>&1 ||
-  { cat "$dir/dedup-queue" >&2; exit 1; }
-per=$((dedup / 16))
-for i in $(seq 0 15); do
-  "${psql[@]}" -c "INSERT INTO queen.push_dedup (partition_id, transaction_id, message_id, created_at)
-    SELECT p, substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(r, 1, 3) || '-8' || substr(r, 4, 3) || '-' || substr(r, 7, 12),
-           (h || '7' || substr(r, 1, 3) || '8' || substr(r, 4, 15))::uuid, to_timestamp(ms / 1000.0)
-      FROM (SELECT p.id AS p, ms, lpad(to_hex(ms), 12, '0') AS h, lpad(to_hex(g + $((i * per))), 18, '0') AS r
-              FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id,
-                   generate_series(1, $per) g,
-                   LATERAL (SELECT (extract(epoch FROM now() - interval '30 minutes') * 1000)::bigint + g::bigint * 1800000 / $per AS ms) t
-             WHERE q.name = 'bench-dedup' AND p.name = 'p$i') ids"
-done
-"${psql[@]}" -c "VACUUM ANALYZE queen.push_dedup"
-echo "# filled and analyzed in $((SECONDS - filled)) s" >&2
-point "push, $(commas "$dedup") dedup rows" push 4 200000 -scenario push -queue bench-dedup -p 16
+dedupname="push, $(commas "$dedup") dedup rows"
+if [ -z "$only" ] || grep -qE "$only" <<<"$dedupname"; then
+  echo "# filling queen.push_dedup with $dedup rows" >&2
+  filled=$SECONDS
+  "$root/bin/regent-bench" -url "http://$addr" -scenario push -queue bench-dedup -c 4 -b 1 -p 16 -n 16 >"$dir/dedup-queue" 2>&1 ||
+    { cat "$dir/dedup-queue" >&2; exit 1; }
+  per=$((dedup / 16))
+  for i in $(seq 0 15); do
+    "${psql[@]}" -c "INSERT INTO queen.push_dedup (partition_id, transaction_id, message_id, created_at)
+      SELECT p, substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(r, 1, 3) || '-8' || substr(r, 4, 3) || '-' || substr(r, 7, 12),
+             (h || '7' || substr(r, 1, 3) || '8' || substr(r, 4, 15))::uuid, to_timestamp(ms / 1000.0)
+        FROM (SELECT p.id AS p, ms, lpad(to_hex(ms), 12, '0') AS h, lpad(to_hex(g + $((i * per))), 18, '0') AS r
+                FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id,
+                     generate_series(1, $per) g,
+                     LATERAL (SELECT (extract(epoch FROM now() - interval '30 minutes') * 1000)::bigint + g::bigint * 1800000 / $per AS ms) t
+               WHERE q.name = 'bench-dedup' AND p.name = 'p$i') ids"
+  done
+  "${psql[@]}" -c "VACUUM ANALYZE queen.push_dedup"
+  echo "# filled and analyzed in $((SECONDS - filled)) s" >&2
+  point "$dedupname" push 4 200000 -scenario push -queue bench-dedup -p 16
+fi
 
 for s in popack cycle; do
   for c in 1 4 16 64; do
@@ -115,6 +123,8 @@ for s in popack cycle; do
   point "$s P=10000" "${s%ack}" 4 1000000 -scenario "$s" -p 10000
 done
 point "stateget" stateget 4 30000 -scenario stateget
+
+if [ -n "$only" ]; then exit $((${#failed[@]} > 0)); fi
 
 # What the broker stores for a request of 100 messages of 64 bytes, and for
 # a cycle's sink item, so that the limit writes segments of the same size.
