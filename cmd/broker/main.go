@@ -23,10 +23,13 @@ import (
 // gcPercent is the broker's GOGC unless the environment sets one. Its live
 // heap is small (caches, the hot list) while every request allocates its
 // buffers, so at Go's default of 100 the collector ran every few megabytes,
-// and on a small machine its CPU came out of the requests': with 400 the
-// cycle benchmark's p50 latency fell by about a tenth. GOMEMLIMIT (the Helm
-// chart sets it to the container's memory limit) keeps the heap bounded.
-const gcPercent = 400
+// and on a small machine its CPU came out of the requests'. At 400 the
+// cycle benchmark's p50 latency fell by about a tenth, but at 64 clients
+// the broker's RSS reached 75-82 MB; at 200 it peaks at 56-58 MB for the
+// same throughput (with 100: 43-47 MB, and 12-15 % more broker CPU per
+// request). GOMEMLIMIT (the Helm chart sets it to the container's memory
+// limit) keeps the heap bounded.
+const gcPercent = 200
 
 func main() {
 	if _, set := os.LookupEnv("GOGC"); !set {
