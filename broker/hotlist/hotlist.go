@@ -183,19 +183,11 @@ func (l *List) Groups() map[uuid.UUID][]string {
 	return out
 }
 
-// claimHold is how long, at most, a partition handed to a pop as a
-// candidate is withheld from the others: until that pop settles it or
-// returns it (Settle, Return), or a mark makes it a candidate again.
-// Without it every pop a mark woke tried the same partition, and all but
-// one found it busy: a database call each for nothing.
-const claimHold = time.Second
-
 // Candidates returns up to n partitions of (queueID, group) that are worth
 // trying now, continuing round-robin from the previous call so that
-// competing consumers spread over the partitions, and withholds them from
-// the other pops until they are settled or returned (claimHold). It also
-// returns when the earliest deferred entry becomes due (zero when none is
-// deferred), so that a parked pop can wake for a lease expiry.
+// competing consumers spread over the partitions. It also returns when the
+// earliest deferred entry becomes due (zero when none is deferred), so that a
+// parked pop can wake for a lease expiry.
 func (l *List) Candidates(queueID uuid.UUID, name string, n int, now time.Time) ([]Candidate, time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -224,7 +216,6 @@ func (l *List) Candidates(queueID uuid.UUID, name string, n int, now time.Time) 
 			continue
 		}
 		out = append(out, Candidate{ID: id, gen: e.gen})
-		e.notBefore = now.Add(claimHold)
 	}
 	if size > 0 {
 		g.next = (g.next + 1) % size
@@ -275,29 +266,6 @@ func (l *List) Settle(queueID uuid.UUID, name string, c Candidate, o Outcome, re
 		g.live--
 	default:
 		e.notBefore = retryAt
-	}
-}
-
-// Return gives back candidates a pop took and did not try: they are worth
-// trying at once again.
-func (l *List) Return(queueID uuid.UUID, name string, cs []Candidate) {
-	if len(cs) == 0 {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	q, ok := l.queues[queueID]
-	if !ok {
-		return
-	}
-	g, ok := q.groups[name]
-	if !ok {
-		return
-	}
-	for _, c := range cs {
-		if e, ok := g.entries[c.ID]; ok && e.live && e.gen == c.gen {
-			e.notBefore = time.Time{}
-		}
 	}
 }
 

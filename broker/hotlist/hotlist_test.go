@@ -113,31 +113,3 @@ func TestApplyParsesNotifications(t *testing.T) {
 	require.False(t, l.Seeded(q, "g"), "a deleted queue is forgotten")
 	require.Equal(t, uuid.Nil, l.apply("garbage"))
 }
-
-func TestACandidateHandedToOnePopIsWithheldFromTheOthersUntilSettledOrReturned(t *testing.T) {
-	l := New()
-	q, a, b := uuid.New(), uuid.New(), uuid.New()
-	l.Seed(q, "g", []uuid.UUID{a, b})
-	now := time.Now()
-	first, _ := l.Candidates(q, "g", 1, now)
-	require.Len(t, first, 1)
-	second, _ := l.Candidates(q, "g", 5, now)
-	require.Len(t, second, 1, "the other pop gets the other partition only")
-	require.NotEqual(t, first[0].ID, second[0].ID)
-	none, due := l.Candidates(q, "g", 5, now)
-	require.Empty(t, none, "both are being tried")
-	require.Equal(t, now.Add(claimHold), due, "a parked pop wakes when the hold ends")
-
-	l.Return(q, "g", first)
-	back, _ := l.Candidates(q, "g", 5, now)
-	require.Equal(t, ids(first), ids(back), "a returned candidate is worth trying at once")
-	l.Settle(q, "g", back[0], Busy, time.Time{})
-	again, _ := l.Candidates(q, "g", 5, now)
-	require.Equal(t, ids(first), ids(again), "settled busy without a retry time: not deferred")
-
-	l.Mark(q, second[0].ID) // new data while the pop that took it runs
-	marked, _ := l.Candidates(q, "g", 5, now)
-	require.Equal(t, ids(second), ids(marked))
-	later, _ := l.Candidates(q, "g", 5, now.Add(claimHold))
-	require.Len(t, later, 2, "a pop that never settled holds its candidates for claimHold at most")
-}

@@ -124,12 +124,7 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 	}
 	claims, outcomes, err := s.claim(context.WithoutCancel(ctx), p, q, ids, lease)
 	if err != nil {
-		s.hot.Return(q.ID, p.Group, cands)
 		return Popped{}, err
-	}
-	if len(outcomes) < len(cands) {
-		// The pop had what it wanted before it came to these.
-		s.hot.Return(q.ID, p.Group, cands[len(outcomes):])
 	}
 	for i, o := range outcomes {
 		if cands != nil {
