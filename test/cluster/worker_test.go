@@ -192,7 +192,10 @@ func (w *workerRun) finish() (windows int, sum, duplicates int64, wrong int) {
 // same query, while the brokers are SIGKILLed and restarted in turn.
 func TestTheReferenceWorkerStaysExactlyOnceWhileReplicasAreKilledInTurn(t *testing.T) {
 	t.Parallel()
-	events, partitions, rounds := 6000, 6, 2
+	// Enough events that the run outlasts the kills and restarts (each of
+	// them up to half a second): with 6,000 a quiet machine's workers were
+	// done before the fifth.
+	events, partitions, rounds := 15000, 6, 2
 	if chaos {
 		events, partitions, rounds = 60000, 12, 6
 	}
