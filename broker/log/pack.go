@@ -96,9 +96,11 @@ func Args(segs []*Segment) SegmentArgs {
 }
 
 // SortSegments sorts segs by partition id, PostgreSQL's uuid order: the
-// order queen.log_push_one_v1 locks their partitions in.
+// order queen.log_push_one_v1 locks their partitions in. It is stable, so
+// that one partition's segments of a joined call take their offsets in
+// request order.
 func SortSegments(segs []*Segment) {
-	slices.SortFunc(segs, func(a, b *Segment) int { return bytes.Compare(a.Partition.ID[:], b.Partition.ID[:]) })
+	slices.SortStableFunc(segs, func(a, b *Segment) int { return bytes.Compare(a.Partition.ID[:], b.Partition.ID[:]) })
 }
 
 // Pack resolves every item's partition (creating what is missing) and packs

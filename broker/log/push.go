@@ -1,7 +1,6 @@
 package log
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -64,15 +63,12 @@ const logPushSQL = `SELECT partition_id, outcome, base_offset, dup_txids, dup_me
 // database already holds, and returns the segments it stored. On the pool it
 // joins the pushes of other requests waiting for the same (see joinPushes).
 func (l *Log) store(ctx context.Context, db pg.DB, p *Packed) ([]*Segment, error) {
-	if db == pg.DB(l.pool) {
-		c := &pushCall{p: p}
-		if err := l.pushes.Do(ctx, c); err != nil {
-			return nil, fmt.Errorf("push: %w", err)
-		}
-		return c.segs, c.err
-	}
 	c := &pushCall{p: p}
-	l.call(ctx, db, []*pushCall{c})
+	if db != pg.DB(l.pool) {
+		l.call(ctx, db, []*pushCall{c})
+	} else if err := l.pushes.Do(ctx, c); err != nil {
+		return nil, fmt.Errorf("push: %w", err)
+	}
 	return c.segs, c.err
 }
 
@@ -164,12 +160,6 @@ func split(batch []*pushCall) (joined, alone []*pushCall) {
 	return joined, alone
 }
 
-// A joined is a segment of a joined call, and the request it belongs to.
-type joined struct {
-	seg  *Segment
-	call int
-}
-
 // call stores the segments of calls in one allocator call, dropping the
 // items whose transaction ids the database already holds (and calling
 // again without them), and answers each request: the segments it stored,
@@ -182,23 +172,16 @@ func (l *Log) call(ctx context.Context, db pg.DB, calls []*pushCall) {
 		own[i] = slices.Clone(c.p.Segments)
 		n += len(own[i])
 	}
-	all := make([]joined, 0, n)
 	segs := make([]*Segment, 0, n)
 	for {
-		all, segs = all[:0], segs[:0]
+		segs = segs[:0]
 		for i := range own {
-			for _, g := range own[i] {
-				all = append(all, joined{g, i})
-			}
+			segs = append(segs, own[i]...)
 		}
-		if len(all) == 0 {
+		if len(segs) == 0 {
 			break
 		}
-		// Stable: one partition's segments take offsets in request order.
-		slices.SortStableFunc(all, func(a, b joined) int { return bytes.Compare(a.seg.Partition.ID[:], b.seg.Partition.ID[:]) })
-		for _, j := range all {
-			segs = append(segs, j.seg)
-		}
+		SortSegments(segs)
 		dups, err := l.allocate(ctx, db, segs)
 		if err != nil {
 			for _, c := range calls {
