@@ -200,3 +200,17 @@ func TestJoinedPushesDropWhatTheDatabaseHoldsPerRequest(t *testing.T) {
 	require.NoError(t, l.pool.QueryRow(ctx, `SELECT sum(frame_count) FROM queen.log_segments`).Scan(&messages))
 	require.EqualValues(t, 3, messages)
 }
+
+func TestANewPartitionOfACachedQueueLeavesItsOtherPartitionsCached(t *testing.T) {
+	t.Parallel()
+	l := newLog(t)
+	ctx := context.Background()
+	a, err := l.Resolve(ctx, Target{"default", "q", "a"})
+	require.NoError(t, err)
+	b, err := l.Resolve(ctx, Target{"default", "q", "b"})
+	require.NoError(t, err)
+	require.Same(t, a.Queue, b.Queue, "the new partition takes the options in force")
+	again, err := l.Resolve(ctx, Target{"default", "q", "a"})
+	require.NoError(t, err)
+	require.Same(t, a, again, "a new partition refreshed the queue and replaced the cached ones")
+}
