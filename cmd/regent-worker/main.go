@@ -64,13 +64,22 @@
 //     id only once per sink partition, so the repeat is answered "duplicate"
 //     and stored nowhere. The same id stops a window from ever being emitted
 //     twice by any path.
+//   - A flush can run in one process while another folds the same
+//     partition. The broker refuses a flush while the partition is leased
+//     or holds unacknowledged messages, and a cycle whose state ops name an
+//     updated_at (if_updated_at) that the row no longer has: every op of
+//     this worker names the one it read, so a flush that read a window
+//     before a fold changed or closed it is refused, and so is a fold that
+//     read one before a flush closed it. In one process, a partition's
+//     folds and flushes also take turns.
 //
 // The flush is the one place that needs care: it must not close a window
-// that still has events waiting in the source. So it runs only after every
-// pop for the idle timeout found nothing, and the timeout must exceed the
-// source queue's leaseTime (a lease orphaned by a lost pop answer hides its
-// partition's data until it expires). Events later than that, relative to a
-// window already flushed, are dropped like any late event.
+// that still has events waiting in the source. The broker refuses a flush
+// while the partition holds messages the group has not acknowledged, or a
+// lease (one orphaned by a lost pop answer hides its partition's data until
+// it expires); the worker also flushes only after every pop for the idle
+// timeout found nothing. Events later than that, relative to a window
+// already flushed, are dropped like any late event.
 package main
 
 import (

@@ -59,10 +59,15 @@ type event struct {
 	TS  *int64 `json:"ts"`
 }
 
+// stateOp names the updated_at of the row it read, if it read one, so that
+// the broker refuses the cycle when another cycle changed the row since: a
+// flush of another process that read a window before this one's fold added
+// to it would otherwise delete the events it added.
 type stateOp struct {
-	Type  string `json:"type"`
-	Key   string `json:"key"`
-	Value any    `json:"value,omitempty"`
+	Type        string `json:"type"`
+	Key         string `json:"key"`
+	Value       any    `json:"value,omitempty"`
+	IfUpdatedAt string `json:"if_updated_at,omitempty"`
 }
 
 type pushItem struct {
@@ -73,8 +78,9 @@ type pushItem struct {
 }
 
 type stateRow struct {
-	Key   string          `json:"key"`
-	Value json.RawMessage `json:"value"`
+	Key       string          `json:"key"`
+	Value     json.RawMessage `json:"value"`
+	UpdatedAt string          `json:"updated_at"`
 }
 
 func windowKey(start int64, key string) string {
@@ -89,12 +95,14 @@ func rfc3339(ms int64) string {
 type shard struct {
 	watermark int64 // the largest event time folded; 0 before the first
 	windows   map[string]*window
-	changed   map[string]bool // windows folded into since the read
+	changed   map[string]bool   // windows folded into since the read
+	read      map[string]string // key -> the updated_at it was read with
 }
 
 func readShard(rows []stateRow) (*shard, error) {
-	s := &shard{windows: map[string]*window{}, changed: map[string]bool{}}
+	s := &shard{windows: map[string]*window{}, changed: map[string]bool{}, read: map[string]string{}}
 	for _, r := range rows {
+		s.read[r.Key] = r.UpdatedAt
 		if r.Key == watermarkKey {
 			var w watermark
 			if err := json.Unmarshal(r.Value, &w); err != nil {
@@ -158,15 +166,19 @@ func (s *shard) commit(closeAt int64, queryID, partitionID, sink, partition stri
 		w := s.windows[k]
 		switch {
 		case w.WindowEnd <= closeAt:
-			ops = append(ops, stateOp{Type: "delete", Key: k})
+			ops = append(ops, s.op("delete", k, nil))
 			emits = append(emits, pushItem{
 				Queue: sink, Partition: partition,
 				Payload:       emitted{Key: w.Key, WindowStart: rfc3339(w.WindowStart), WindowEnd: rfc3339(w.WindowEnd), Count: w.Count},
 				TransactionID: fmt.Sprintf("%s|%s|%s|%d|%s", operator, queryID, partitionID, w.WindowStart, w.Key),
 			})
 		case s.changed[k]:
-			ops = append(ops, stateOp{Type: "upsert", Key: k, Value: w})
+			ops = append(ops, s.op("upsert", k, w))
 		}
 	}
 	return ops, emits
+}
+
+func (s *shard) op(typ, key string, value any) stateOp {
+	return stateOp{Type: typ, Key: key, Value: value, IfUpdatedAt: s.read[key]}
 }

@@ -166,7 +166,7 @@ func (w *worker) process(ctx context.Context, b *popAnswer) error {
 	}
 	ops, emits := s.commit(s.watermark, w.queryID, p.id, w.cfg.sink, p.name)
 	if s.watermark != before {
-		ops = append(ops, stateOp{Type: "upsert", Key: watermarkKey, Value: watermark{s.watermark}})
+		ops = append(ops, s.op("upsert", watermarkKey, watermark{s.watermark}))
 	}
 	last := b.Messages[len(b.Messages)-1]
 	return w.cycle(ctx, p, ops, emits, map[string]any{
