@@ -75,8 +75,9 @@ type CycleResult struct {
 func (r *CycleResult) Committed() bool { return r.Duplicates == nil && !r.Gone }
 
 // Failure is a cycle refused by the rules: nothing of it committed.
-// Message is meant for the client.
-type Failure struct{ Message string }
+// Message is meant for the client; Code names the rule, when the broker
+// acts on it (pg.Refused).
+type Failure struct{ Message, Code string }
 
 func (f *Failure) Error() string { return f.Message }
 
@@ -181,8 +182,8 @@ func (d *DB) CheckOwner(ctx context.Context, tenant string, queryID, partitionID
 // refusal turns a refusal the SQL raised into a *Failure; every other
 // error stays as it is (a 500, or a 503 when the database is unreachable).
 func refusal(err error) error {
-	if msg, ok := pg.Refusal(err); ok {
-		return &Failure{Message: msg}
+	if r, ok := pg.Refusal(err); ok {
+		return &Failure{Message: r.Message, Code: r.Code}
 	}
 	return fmt.Errorf("run cycle: %w", err)
 }

@@ -212,7 +212,7 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cyc
 	var refused *db.Failure
 	if errors.As(err, &refused) {
 		s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleRefused).Inc()
-		if q := quota.InSQL(refused.Message); q != "" {
+		if q := quota.InSQL(refused.Code); q != "" {
 			s.logs.Quotas().Refused(c.Tenant, q, refused.Message)
 		}
 		(&cycleResponse{QueryID: c.QueryID, PartitionID: c.PartitionID,
