@@ -11,11 +11,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/admin/store"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/segment"
 )
-
-const queueMode = "__QUEUE_MODE__"
 
 // endOfTime is later than any message.
 var endOfTime = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -57,7 +56,7 @@ func statusOf(off int64, cursors []store.CursorState, dead bool) status {
 	var qm *store.CursorState
 	for i := range cursors {
 		c := &cursors[i]
-		if c.Group == queueMode {
+		if c.Group == db.QueueMode {
 			qm = c
 			continue
 		}
@@ -340,7 +339,7 @@ func (a *API) handleMessage(w http.ResponseWriter, r *http.Request) {
 	groups := make([]map[string]any, 0, len(cs))
 	hasQM := false
 	for _, c := range cs {
-		hasQM = hasQM || c.Group == queueMode
+		hasQM = hasQM || c.Group == db.QueueMode
 		var expires *time.Time
 		if c.LeaseLive {
 			expires = c.LeaseExpiresAt

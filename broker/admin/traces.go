@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/admin/store"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/pg"
 	"github.com/regent-mq/regent/broker/segment"
@@ -45,7 +46,7 @@ func (a *Analytics) handleAddTrace(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Analytics) parseTrace(r *http.Request) (store.NewTrace, error) {
-	t := store.NewTrace{ID: pg.NewID(), ConsumerGroup: "__QUEUE_MODE__", EventType: "info", Worker: a.replica, Names: []string{}}
+	t := store.NewTrace{ID: pg.NewID(), ConsumerGroup: db.QueueMode, EventType: "info", Worker: a.replica, Names: []string{}}
 	var fields map[string]json.RawMessage
 	if err := readBody(r, &fields); err != nil {
 		return t, err

@@ -12,6 +12,10 @@ package db
 
 import "github.com/regent-mq/regent/broker/pg"
 
+// QueueMode is the consumer group of a request that names none: plain
+// competing consumers. queen.pop knows it too, for its subscription rule.
+const QueueMode = "__QUEUE_MODE__"
+
 // DB runs Regent's statements on a pool, or on a transaction.
 type DB struct{ q pg.DB }
 

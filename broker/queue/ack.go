@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/queue/store"
 )
@@ -78,7 +79,7 @@ func (s *Handler) handleAck(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
-	a, err := body.parse("", store.QueueMode)
+	a, err := body.parse("", db.QueueMode)
 	if err != nil {
 		httpx.Fail(w, err)
 		return
@@ -108,7 +109,7 @@ func (s *Handler) handleAckBatch(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, httpx.BadRequest("acknowledgments must be an array"))
 		return
 	}
-	group := store.QueueMode
+	group := db.QueueMode
 	if body.ConsumerGroup != nil && *body.ConsumerGroup != "" {
 		group = *body.ConsumerGroup
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/counters"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/queue/store"
 )
@@ -37,7 +38,7 @@ func parsePop(r *http.Request, defaultMode string) (*popRequest, error) {
 		SubStart:  "all",
 	}}
 	if p.Group == "" {
-		p.Group = store.QueueMode
+		p.Group = db.QueueMode
 	}
 	if err := httpx.CheckTexts("queue", p.Queue, "partition", p.Partition, "consumerGroup", p.Group); err != nil {
 		return nil, err

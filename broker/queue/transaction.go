@@ -9,6 +9,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/counters"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/pg"
@@ -58,7 +59,7 @@ func parseOperations(in []operation) ([]op, error) {
 			}
 			out[i].push = items
 		case "ack":
-			a, err := o.wireAck.parse(field+".", store.QueueMode)
+			a, err := o.wireAck.parse(field+".", db.QueueMode)
 			if err != nil {
 				return nil, err
 			}

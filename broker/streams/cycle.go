@@ -15,7 +15,6 @@ import (
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
-	qstore "github.com/regent-mq/regent/broker/queue/store"
 	"github.com/regent-mq/regent/broker/quota"
 )
 
@@ -267,7 +266,7 @@ func cycleFrom(req *cycleRequest) (db.Cycle, error) {
 	}
 	c.Group = req.ConsumerGroup
 	if c.Group == "" {
-		c.Group = qstore.QueueMode
+		c.Group = db.QueueMode
 	}
 	if c.Ops, err = foldStateOps(req.StateOps, req.Ack == nil); err != nil {
 		return c, err

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/regent-mq/regent/broker/db"
+
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -32,7 +34,7 @@ func BenchmarkAck(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: "q", Group: QueueMode,
+				got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: "q", Group: db.QueueMode,
 					Batch: 10, Partitions: 1, SubStart: "all"})
 				msgs, lease := got.Messages, got.LeaseID
 				if err != nil || len(msgs) != 10 {
@@ -40,7 +42,7 @@ func BenchmarkAck(b *testing.B) {
 				}
 				acks := make([]Ack, len(msgs))
 				for j, m := range msgs {
-					acks[j] = Ack{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: "completed", Group: QueueMode,
+					acks[j] = Ack{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: "completed", Group: db.QueueMode,
 						LeaseID: pgtype.UUID{Bytes: lease, Valid: true}}
 					switch {
 					case path == "deadletters":

@@ -29,10 +29,6 @@ import (
 	"github.com/regent-mq/regent/broker/seal"
 )
 
-// QueueMode is the consumer group used when a request names none: plain
-// competing consumers.
-const QueueMode = "__QUEUE_MODE__"
-
 // Store is the queue's consumer-side storage. It is safe for concurrent
 // use.
 type Store struct {

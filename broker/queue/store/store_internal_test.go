@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/regent-mq/regent/broker/db"
+
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -40,7 +42,7 @@ func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testi
 	_, segs, err := s.log.Push(ctx, s.pool, "default", "", items)
 	require.NoError(t, err)
 	s.log.AfterPush(segs)
-	p := &PopRequest{Tenant: "default", Queue: "q", Group: QueueMode, Batch: 2, Partitions: 1, SubStart: "all"}
+	p := &PopRequest{Tenant: "default", Queue: "q", Group: db.QueueMode, Batch: 2, Partitions: 1, SubStart: "all"}
 
 	_, err = s.pool.Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum + 1`)
 	require.NoError(t, err)
@@ -75,7 +77,7 @@ func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
 	a, b := out[0].Partition.ID, out[2].Partition.ID
 	q, err := s.log.LookupQueue(ctx, "default", "q")
 	require.NoError(t, err)
-	_, err = s.pool.Exec(ctx, `INSERT INTO queen.cursors (partition_id, consumer_group) VALUES ($1, $2)`, pg.ID(a), QueueMode)
+	_, err = s.pool.Exec(ctx, `INSERT INTO queen.cursors (partition_id, consumer_group) VALUES ($1, $2)`, pg.ID(a), db.QueueMode)
 	require.NoError(t, err)
 
 	tx, err := s.pool.Begin(ctx)
@@ -84,7 +86,7 @@ func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
 	_, err = tx.Exec(ctx, `SELECT FROM queen.cursors WHERE partition_id = $1 FOR UPDATE`, pg.ID(a))
 	require.NoError(t, err)
 
-	p := &PopRequest{Tenant: "default", Queue: "q", Group: QueueMode, Batch: 10, Partitions: 2, SubStart: "all"}
+	p := &PopRequest{Tenant: "default", Queue: "q", Group: db.QueueMode, Batch: 10, Partitions: 2, SubStart: "all"}
 	claims, outcomes, err := s.claim(ctx, p, q, []uuid.UUID{a, b}, pgtype.UUID{Bytes: uuid.New(), Valid: true})
 	require.NoError(t, err)
 	require.Equal(t, []candidateOutcome{{hotlist.Busy, time.Time{}}, {hotlist.Claimed, outcomes[1].retryAt}}, outcomes)
