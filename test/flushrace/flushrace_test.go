@@ -142,7 +142,7 @@ func (sc scenario) run(b *brokertest.Broker, tag string, fresh bool, counts func
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s := &stock{base: b.URL, token: b.Token, query: "q" + tag, source: "src" + tag, sink: "out" + tag,
-		size: sc.size, idle: sc.idle, grace: 100 * time.Millisecond, batch: 50, folders: 4,
+		size: sc.size, idle: sc.idle, grace: 250 * time.Millisecond, batch: 50, folders: 4,
 		slowFlush: 10 * time.Millisecond, fresh: fresh}
 	if err := s.register(ctx); err != nil {
 		return nil, err
