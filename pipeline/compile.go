@@ -254,3 +254,6 @@ func checkShape(p *v1.Pipeline) error {
 	}
 	return nil
 }
+
+// Lateness is the window's allowed lateness.
+func (p *Program) Lateness() time.Duration { return time.Duration(p.lateness) * time.Millisecond }

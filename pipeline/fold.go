@@ -23,9 +23,11 @@ import (
 // all. A window's key is Prefix, its start (RFC 3339) and its user key
 // joined by U+001F, as the streams SDKs compose theirs.
 const (
-	sep      = "\u001f"
-	Prefix   = "pl" + sep
-	clockKey = Prefix + "clock"
+	sep    = "\u001f"
+	Prefix = "pl" + sep
+	// ClockKey is the partition's clock row: its watermark and when a fold
+	// last committed.
+	ClockKey = Prefix + "clock"
 )
 
 // Event is one source message.
@@ -141,7 +143,7 @@ func (p *Program) NewShard(scope Scope, rows []Row) (*Shard, error) {
 		s.sessions = map[string][]*win{}
 	}
 	for _, r := range rows {
-		if r.Key == clockKey {
+		if r.Key == ClockKey {
 			var c clockState
 			if err := json.Unmarshal(r.Value, &c); err != nil {
 				return nil, fmt.Errorf("state row %q: %w", r.Key, err)
@@ -460,7 +462,7 @@ func (s *Shard) Commit(now *time.Time) ([]StateOp, []Push, error) {
 		c.FoldedAt = now.UnixMilli()
 	}
 	v, _ := json.Marshal(c)
-	ops = append(ops, StateOp{Type: "upsert", Key: clockKey, Value: v, IfUpdatedAt: s.clockAt})
+	ops = append(ops, StateOp{Type: "upsert", Key: ClockKey, Value: v, IfUpdatedAt: s.clockAt})
 	return ops, s.pushes, nil
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regent-mq/regent/pipeline"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
@@ -128,7 +129,7 @@ func TestExactlyOnceWhileTheBrokerIsKilled(t *testing.T) {
 		key := keys[(j*7+p)%len(keys)]
 		partition := fmt.Sprintf("p%d", p)
 		items = append(items, map[string]any{"queue": "events", "partition": partition, "payload": map[string]any{"key": key, "ts": ts}})
-		want[windowID{partition, key, rfc3339(ts - ts%windowMillis)}]++
+		want[windowID{partition, key, time.UnixMilli(ts - ts%60_000).UTC().Format("2006-01-02T15:04:05.000Z")}]++
 		if len(items) == 1000 {
 			b.post("/api/v1/push", map[string]any{"items": items})
 			items = nil
@@ -142,11 +143,13 @@ func TestExactlyOnceWhileTheBrokerIsKilled(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	cfg, err := parseFlags([]string{"-broker", "http://" + b.addr, "-query", "crash.per_minute", "-source", "events",
+		"-sink", "events.per_minute", "-batch", "50", "-workers", "2", "-idle", "3s", "-wait", "500ms", "-listen", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, config{broker: "http://" + b.addr, query: "crash.per_minute", source: "events", sink: "events.per_minute",
-			batch: 50, workers: 2, idle: 3 * time.Second, waitTimeout: 500 * time.Millisecond}, log)
-	}()
+	go func() { done <- run(ctx, cfg, log) }()
 
 	consumed := func() int64 {
 		var n int64
@@ -183,7 +186,7 @@ func TestExactlyOnceWhileTheBrokerIsKilled(t *testing.T) {
 	// window.
 	for deadline := time.Now().Add(90 * time.Second); ; {
 		var open int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM queen_streams.state WHERE key <> $1`, watermarkKey).Scan(&open); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM queen_streams.state WHERE key <> $1`, pipeline.ClockKey).Scan(&open); err != nil {
 			t.Fatal(err)
 		}
 		if consumed() == crashEvents && open == 0 {
@@ -211,8 +214,12 @@ func TestExactlyOnceWhileTheBrokerIsKilled(t *testing.T) {
 		}
 		var page struct {
 			Messages []struct {
-				Partition string  `json:"partition"`
-				Data      emitted `json:"data"`
+				Partition string `json:"partition"`
+				Data      struct {
+					Key         string `json:"key"`
+					WindowStart string `json:"windowStart"`
+					Count       int64  `json:"count"`
+				} `json:"data"`
 			} `json:"messages"`
 		}
 		err = json.NewDecoder(resp.Body).Decode(&page)

@@ -146,7 +146,7 @@ func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
 	wctx, stopWorker := context.WithCancel(ctx)
 	defer stopWorker()
 	worker := exec.CommandContext(wctx, filepath.Join(bin, "regent-worker"), "-broker", stack.BrokerURL,
-		"-query", query, "-source", source, "-sink", sink, "-idle", "2s", "-wait", "500ms")
+		"-query", query, "-source", source, "-sink", sink, "-idle", "2s", "-wait", "500ms", "-listen", "")
 	worker.Env = append(os.Environ(), "REGENT_TOKEN="+token)
 	var workerLog bytes.Buffer
 	worker.Stdout, worker.Stderr = &workerLog, &workerLog
