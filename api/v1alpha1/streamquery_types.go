@@ -231,7 +231,8 @@ type StreamQueryStatus struct {
 	LastCycleTime *metav1.Time `json:"lastCycleTime,omitempty"`
 
 	// conditions holds Ready, whose reason is Registered, ConfigConflict,
-	// QuotaDenied, DuplicateName or BrokerUnavailable; Suspended, once the
+	// QuotaDenied, DuplicateName, BrokerUnavailable or PipelineInvalid
+	// (spec.pipeline does not compile: nothing is registered); Suspended, once the
 	// query is registered; and Fresh, when spec.freshness is set.
 	// +optional
 	// +listType=map
