@@ -70,24 +70,24 @@ type config struct {
 	prog         *pipeline.Program
 }
 
-func env(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
-	}
-	return def
+// envOf names each flag's environment fallback; an explicit flag wins.
+var envOf = map[string]string{
+	"broker": "REGENT_BROKER", "token": "REGENT_TOKEN", "query": "REGENT_QUERY", "source": "REGENT_SOURCE",
+	"sink": "REGENT_SINK", "pipeline": "REGENT_PIPELINE", "listen": "REGENT_WORKER_LISTEN", "batch": "REGENT_BATCH",
+	"workers": "REGENT_WORKERS", "wait": "REGENT_WAIT", "drain": "REGENT_DRAIN", "idle": "REGENT_IDLE",
 }
 
 func parseFlags(args []string) (config, error) {
 	var c config
 	var idle time.Duration
 	fs := flag.NewFlagSet("regent-worker", flag.ContinueOnError)
-	fs.StringVar(&c.Broker, "broker", env("REGENT_BROKER", "http://localhost:6632"), "broker base URL (env REGENT_BROKER)")
-	fs.StringVar(&c.Token, "token", os.Getenv("REGENT_TOKEN"), "bearer token, when the broker has auth on (env REGENT_TOKEN)")
-	fs.StringVar(&c.Query, "query", os.Getenv("REGENT_QUERY"), "query name (required; env REGENT_QUERY)")
-	fs.StringVar(&c.Source, "source", os.Getenv("REGENT_SOURCE"), "source queue (required; env REGENT_SOURCE)")
-	fs.StringVar(&c.Sink, "sink", os.Getenv("REGENT_SINK"), "sink queue for the output (required; env REGENT_SINK)")
-	fs.StringVar(&c.pipelineFile, "pipeline", os.Getenv("REGENT_PIPELINE"), "pipeline file, YAML or JSON (env REGENT_PIPELINE); absent: count per key per minute")
-	fs.StringVar(&c.listen, "listen", env("REGENT_WORKER_LISTEN", ":8080"), "address of /metrics, /healthz and /readyz; empty for none (env REGENT_WORKER_LISTEN)")
+	fs.StringVar(&c.Broker, "broker", "http://localhost:6632", "broker base URL")
+	fs.StringVar(&c.Token, "token", "", "bearer token, when the broker has auth on")
+	fs.StringVar(&c.Query, "query", "", "query name (required)")
+	fs.StringVar(&c.Source, "source", "", "source queue (required)")
+	fs.StringVar(&c.Sink, "sink", "", "sink queue for the output (required)")
+	fs.StringVar(&c.pipelineFile, "pipeline", "", "pipeline file, YAML or JSON; absent: count per key per minute")
+	fs.StringVar(&c.listen, "listen", ":8080", "address of /metrics, /healthz and /readyz; empty for none")
 	fs.IntVar(&c.Batch, "batch", 100, "messages per pop")
 	fs.IntVar(&c.Concurrency, "workers", 2, "pop-fold-commit loops: how many partitions fold at once")
 	fs.DurationVar(&c.Wait, "wait", 2*time.Second, "long-poll timeout of each pop")
@@ -95,6 +95,15 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&idle, "idle", 0, "overrides the pipeline's idleFlush in this process (not part of the config hash)")
 	fs.BoolVar(&c.printHash, "print-config-hash", false, "print the pipeline's config hash (a StreamQuery's configHash) and exit")
 	check := fs.String("check", "", "validate this pipeline file offline, print its config hash, and exit")
+	for name, variable := range envOf {
+		f := fs.Lookup(name)
+		f.Usage += " (env " + variable + ")"
+		if v, ok := os.LookupEnv(variable); ok {
+			if err := f.Value.Set(v); err != nil {
+				return c, fmt.Errorf("%s=%q: %w", variable, v, err)
+			}
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
