@@ -63,6 +63,40 @@ func (b *brokerProcess) start() {
 	}
 }
 
+// build builds one of the module's commands into dir.
+func build(t *testing.T, dir, command string) string {
+	t.Helper()
+	bin := filepath.Join(dir, command)
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/regent-mq/regent/cmd/"+command).CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", command, err, out)
+	}
+	return bin
+}
+
+// startBroker builds and starts a broker process on a fresh database, and
+// opens a pool on that database; both go when the test ends.
+func startBroker(t *testing.T, dir string) (*brokerProcess, *pgxpool.Pool) {
+	t.Helper()
+	port, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "broker.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logFile.Close() })
+	b := &brokerProcess{t: t, bin: build(t, dir, "broker"), addr: "127.0.0.1:" + strconv.Itoa(port), db: pgtest.URL(t), log: logFile}
+	b.start()
+	t.Cleanup(b.kill)
+	pool, err := pgxpool.New(context.Background(), b.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return b, pool
+}
+
 func (b *brokerProcess) kill() {
 	_ = b.cmd.Process.Kill() // SIGKILL: no shutdown, no drain
 	_ = b.cmd.Wait()
@@ -93,28 +127,7 @@ type windowID struct {
 // restarted at random moments. Every window must reach the sink exactly
 // once, with exactly the events it should count.
 func TestExactlyOnceWhileTheBrokerIsKilled(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "broker")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/regent-mq/regent/cmd/broker").CombinedOutput(); err != nil {
-		t.Fatalf("build the broker: %v\n%s", err, out)
-	}
-	port, err := pgtest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logFile, err := os.Create(filepath.Join(dir, "broker.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	b := &brokerProcess{t: t, bin: bin, addr: "127.0.0.1:" + strconv.Itoa(port), db: pgtest.URL(t), log: logFile}
-	b.start()
-	defer func() { b.kill() }()
-	pool, err := pgxpool.New(context.Background(), b.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	b, pool := startBroker(t, t.TempDir())
 
 	// A short lease: a pop whose answer a kill swallowed leaves a lease
 	// that hides its partition until it expires.

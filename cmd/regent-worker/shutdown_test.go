@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
@@ -36,29 +34,8 @@ func get(url string) (int, string) {
 // count every event once.
 func TestSIGTERMFinishesTheCycleInFlightAndLeavesNoLease(t *testing.T) {
 	dir := t.TempDir()
-	bin, worker := filepath.Join(dir, "broker"), filepath.Join(dir, "regent-worker")
-	for pkg, out := range map[string]string{"cmd/broker": bin, "cmd/regent-worker": worker} {
-		if out, err := exec.Command("go", "build", "-o", out, "github.com/regent-mq/regent/"+pkg).CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", pkg, err, out)
-		}
-	}
-	port, err := pgtest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logFile, err := os.Create(filepath.Join(dir, "broker.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	b := &brokerProcess{t: t, bin: bin, addr: "127.0.0.1:" + strconv.Itoa(port), db: pgtest.URL(t), log: logFile}
-	b.start()
-	defer b.kill()
-	pool, err := pgxpool.New(context.Background(), b.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	b, pool := startBroker(t, dir)
+	worker := build(t, dir, "regent-worker")
 	const events = 4000
 	base := time.Date(2026, 8, 17, 10, 0, 0, 0, time.UTC).UnixMilli()
 	for chunk := 0; chunk < events; chunk += 1000 {
