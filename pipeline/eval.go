@@ -1,29 +1,26 @@
 package pipeline
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 
-	gojson "github.com/goccy/go-json"
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
 	"github.com/google/cel-go/interpreter"
+	"github.com/valyala/fastjson"
 )
 
 // eventVars is the activation of the per-event expressions. The payload is
-// decoded from JSON once, when an expression first reads it, straight into
-// the Go values CEL adapts (integers as int, as Kubernetes does); no
-// expression costs a JSON round trip.
+// parsed once, when an expression first reads it, and its fields are
+// converted as they are read (see jsonObject): no expression costs a JSON
+// round trip.
 type eventVars struct {
-	data      json.RawMessage
+	parser    *fastjson.Parser
+	data      []byte
 	payload   ref.Val
-	bad       error
 	partition types.String
 	txid      types.String
 	createdAt types.Timestamp
@@ -34,9 +31,14 @@ func (a *eventVars) ResolveName(name string) (any, bool) {
 	switch name {
 	case "payload":
 		if a.payload == nil {
-			a.payload, a.bad = decodePayload(a.data)
+			v, err := a.parser.ParseBytes(a.data)
+			if err != nil {
+				a.payload = types.NewErr("payload is not JSON: %v", err)
+			} else {
+				a.payload = jsonValue(v)
+			}
 		}
-		return a.payload, a.bad == nil
+		return a.payload, true
 	case "partition":
 		return a.partition, true
 	case "transactionId":
@@ -50,38 +52,6 @@ func (a *eventVars) ResolveName(name string) (any, bool) {
 }
 
 func (a *eventVars) Parent() interpreter.Activation { return nil }
-
-func decodePayload(data json.RawMessage) (ref.Val, error) {
-	dec := gojson.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("payload is not JSON: %w", err)
-	}
-	return types.DefaultTypeAdapter.NativeToValue(numbers(v)), nil
-}
-
-// numbers turns JSON numbers into int64 where they are integers and
-// float64 otherwise.
-func numbers(v any) any {
-	switch t := v.(type) {
-	case gojson.Number:
-		if i, err := strconv.ParseInt(string(t), 10, 64); err == nil {
-			return i
-		}
-		f, _ := t.Float64()
-		return f
-	case map[string]any:
-		for k, e := range t {
-			t[k] = numbers(e)
-		}
-	case []any:
-		for i, e := range t {
-			t[i] = numbers(e)
-		}
-	}
-	return v
-}
 
 // windowVars is the activation of having and project.
 type windowVars struct {

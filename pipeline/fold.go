@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"github.com/valyala/fastjson"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
 )
@@ -86,6 +87,7 @@ type Shard struct {
 	sessions  map[string][]*win // Session: the open sessions of each key
 	gone      []*win            // windows read and merged away, to delete
 	pushes    []Push
+	parser    fastjson.Parser
 	Counts
 	// Errors are the first few evaluation errors, for the log.
 	Errors []error
@@ -204,13 +206,13 @@ func (s *Shard) fail(err error) {
 // Fold folds events, in their order, into the shard.
 func (s *Shard) Fold(events []Event) {
 	p := s.p
-	vars := &eventVars{partition: types.String(s.scope.Partition)}
+	vars := &eventVars{parser: &s.parser, partition: types.String(s.scope.Partition)}
 	var ofs []ref.Val
 	nums := make([]float64, len(p.aggs))
 	for i := range events {
 		e := &events[i]
 		s.In++
-		*vars = eventVars{data: e.Data, partition: vars.partition, txid: types.String(e.TransactionID),
+		*vars = eventVars{parser: vars.parser, data: e.Data, partition: vars.partition, txid: types.String(e.TransactionID),
 			createdAt: types.Timestamp{Time: e.CreatedAt}}
 		if p.filter != nil {
 			ok, err := evalBool(p.filter, vars, "filter")
@@ -374,11 +376,11 @@ func (w *win) fold(p *Program, ts int64, ofs []ref.Val, nums []float64) {
 			}
 		case v1.FnFirst:
 			if first || ts < c.t {
-				c.t, c.x = ts, ofs[a.of]
+				c.t, c.x = ts, stable(ofs[a.of])
 			}
 		case v1.FnLast:
 			if first || ts >= c.t {
-				c.t, c.x = ts, ofs[a.of]
+				c.t, c.x = ts, stable(ofs[a.of])
 			}
 		}
 	}
