@@ -85,8 +85,9 @@ console-shots: deps ## Run the console's browser tests (Chromium) and write thei
 	@ls bin/console/*.png
 
 .PHONY: chaos
-chaos: deps ## Run the fault suites at length (brokers SIGKILLed in turn under the reference worker, ...) and print their figures.
+chaos: deps ## Run the fault suites at length (brokers SIGKILLed in turn under the reference worker, ...) and the idle-flush race 200 times per scenario, and print their figures.
 	REGENT_CHAOS=1 go test -count=1 -timeout 30m -v -run . ./test/cluster/
+	REGENT_FLUSHRACE_RUNS=200 go test -count=1 -timeout 30m -v ./test/flushrace/
 
 .PHONY: e2e
 e2e: deps ## Run the end-to-end test alone: the whole stack as `make run` starts it, driven with kubectl and the reference worker.

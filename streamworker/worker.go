@@ -54,15 +54,18 @@
 //   - A pop whose answer is lost leaves a lease nobody holds: the batch is
 //     redelivered when it expires, to a fold that starts from committed state.
 //   - A flush takes no lease, and may run in another process beside a fold
-//     of the same partition. Every state op on a row that was read carries
-//     "if_updated_at", the updated_at it was read with, and the broker
-//     refuses the cycle when the row has changed or gone since; and every
-//     cycle, fold or flush, writes the clock row. So of two cycles that read
-//     the same state, the second to commit is refused: a fold then folds its
-//     batch again from the new state (its lease is still live), and a
-//     flush waits for the next idle period. Rows a cycle creates carry no
-//     precondition; they did not exist when it read, and only a cycle that
-//     read the clock row after them could have seen them.
+//     of the same partition. The broker refuses a flush while a worker holds
+//     a live lease on the partition for the group, or while the partition
+//     holds messages the group has not acknowledged. Every state op on a row
+//     that was read carries "if_updated_at", the updated_at it was read
+//     with, and the broker refuses the cycle when the row has changed or
+//     gone since; and every cycle, fold or flush, writes the clock row. So
+//     of two cycles that read the same state, the second to commit is
+//     refused: a fold then folds its batch again from the new state (its
+//     lease is still live), and a flush waits for the next idle period. Rows
+//     a cycle creates carry no precondition; they did not exist when it
+//     read, and only a cycle that read the clock row after them could have
+//     seen them.
 //   - Each emit carries a deterministic transactionId (the query, the source
 //     partition, the window start and key; or the source message for a
 //     stateless or late output), and the broker stores a transaction id
@@ -70,12 +73,12 @@
 //     is answered "duplicate", and no path stores an output twice.
 //
 // A flush must not close a window that still has events waiting in the
-// source; it would make them late. So it runs only after this process's
-// pops found nothing for idleFlush since the broker last failed to answer,
-// and only on partitions no fold has committed on for idleFlush. A lease
-// orphaned by a lost pop answer hides its partition's data until it
-// expires; while it is live the broker refuses ack-less cycles on that
-// partition (issue 30), so the flush waits for it.
+// source; it would make them late. The broker refuses it while the
+// partition holds unacknowledged messages or a live lease (one orphaned by
+// a lost pop answer hides its partition's data until it expires); and the
+// worker tries only after its pops found nothing for idleFlush since the
+// broker last failed to answer, and only on partitions no fold has
+// committed on for idleFlush.
 package streamworker
 
 import (

@@ -56,8 +56,12 @@ func seedTenantA(t *testing.T, b *brokertest.Broker, tok string) tenantA {
 		QueryID string `json:"query_id"`
 	}
 	must(b.Do(t, "POST", "/streams/v1/queries", tok, map[string]any{"name": queryName, "source_queue": queueName, "config_hash": "h1"}), 200).JSON(t, &reg)
+	// An idle flush of a group that never popped the partition: the
+	// default group's lease stays held, and a flush of that group would be
+	// refused while it is.
 	cycle := must(b.Do(t, "POST", "/streams/v1/cycle", tok, map[string]any{"query_id": reg.QueryID, "partition_id": pop.PartitionID,
-		"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": map[string]any{"acc": 1}}}, "ack": nil}), 200)
+		"consumer_group": "streams." + queryName,
+		"state_ops":      []any{map[string]any{"type": "upsert", "key": "k", "value": map[string]any{"acc": 1}}}, "ack": nil}), 200)
 	if !strings.Contains(string(cycle.Body), `"success":true`) {
 		t.Fatalf("seeding tenant A: cycle %s", cycle.Body)
 	}

@@ -5,4 +5,7 @@ package migrate
 // more release, because brokers of the previous release still call them
 // during a rolling upgrade. A migration of the next release drops each one
 // and takes it off this list (UPGRADING.md).
-var Previous = []string{}
+var Previous = []string{
+	// Replaced by queen_streams.cycle_v2 (state-op preconditions).
+	"queen_streams.cycle",
+}

@@ -124,10 +124,10 @@ func ackOK(status *string) bool {
 	return false
 }
 
-// cycle is POST /streams/v1/cycle: one call of queen_streams.cycle, whose
-// file (broker/migrate/functions/queen_streams.cycle.sql) holds the rules of
-// the cycle, what its ack does to the cursor and the gate partial ack among
-// them.
+// cycle is POST /streams/v1/cycle: one call of queen_streams.cycle_v2, whose
+// file (broker/migrate/functions/queen_streams.cycle_v2.sql) holds the rules
+// of the cycle: what its ack does to the cursor, the gate partial ack, and
+// what keeps an idle flush beside folds exactly-once.
 func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	var req cycleRequest
 	if err := httpx.ReadJSON(r, &req); err != nil {
@@ -269,7 +269,7 @@ func cycleFrom(req *cycleRequest) (store.Cycle, error) {
 	if c.Group == "" {
 		c.Group = qstore.QueueMode
 	}
-	if c.Ops, err = foldStateOps(req.StateOps); err != nil {
+	if c.Ops, err = foldStateOps(req.StateOps, req.Ack == nil); err != nil {
 		return c, err
 	}
 	if a := req.Ack; a != nil {

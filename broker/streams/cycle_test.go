@@ -105,6 +105,21 @@ func (f fixture) state(t testing.TB) map[string]string {
 	return out
 }
 
+// wantNothingWritten requires that a refused cycle left no state row and
+// no message on sink, and the default group's cursor as it was.
+func (f fixture) wantNothingWritten(t testing.TB, sink string, before cursor) {
+	t.Helper()
+	if got := f.state(t); len(got) != 0 {
+		t.Fatalf("state %v written by a refused cycle", got)
+	}
+	if n := sinkMessages(t, f.b, sink); n != 0 {
+		t.Fatalf("%d sink messages pushed by a refused cycle", n)
+	}
+	if after := f.cursor(t, "__QUEUE_MODE__"); after != before {
+		t.Fatalf("cursor %+v after a refused cycle, was %+v", after, before)
+	}
+}
+
 type cursor struct {
 	Committed     int64
 	Leased        bool
@@ -511,23 +526,6 @@ func TestCycleSuccessWordsAndAnAbsentStatusAck(t *testing.T) {
 	}
 }
 
-func TestCycleAckNullDoesNoLeaseWork(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	push(t, f.b, "src", 0, 5)
-	p := pop(t, f.b, "src", 3, "")
-	before := f.cursor(t, "__QUEUE_MODE__")
-	a := committed(t, f.b, f.body(map[string]any{"ack": nil, "release_lease": true,
-		"state_ops":  []any{map[string]any{"type": "upsert", "key": "k", "value": 1}},
-		"push_items": []any{map[string]any{"queue": "out", "payload": 1}}}))
-	if a.AckResult != nil {
-		t.Fatalf("an idle-flush cycle answered ack_result %+v", a.AckResult)
-	}
-	if after := f.cursor(t, "__QUEUE_MODE__"); after != before || after.LeaseID != p.LeaseID {
-		t.Fatalf("cursor %+v after ack: null, want %+v", after, before)
-	}
-}
-
 func TestCycleStolenLeaseFailsTheFirstWorkerWithNothingCommitted(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -629,15 +627,7 @@ func TestCycleLeaseGuardRefusesEveryKindOfAckAndCommitsNothing(t *testing.T) {
 				req["state_ops"] = []any{map[string]any{"type": "upsert", "key": "k", "value": 1}}
 				req["push_items"] = []any{map[string]any{"queue": "guard-out", "payload": 1}}
 				refused(t, f.b, req, l.want)
-				if got := f.state(t); len(got) != 0 {
-					t.Fatalf("state %v written by a refused cycle", got)
-				}
-				if n := sinkMessages(t, f.b, "guard-out"); n != 0 {
-					t.Fatalf("%d sink messages pushed by a refused cycle", n)
-				}
-				if after := f.cursor(t, "__QUEUE_MODE__"); after != before {
-					t.Fatalf("cursor %+v after a refused cycle, was %+v", after, before)
-				}
+				f.wantNothingWritten(t, "guard-out", before)
 			})
 		}
 	}

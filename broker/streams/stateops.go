@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/regent-mq/regent/broker/httpx"
@@ -23,7 +24,12 @@ import (
 // fails, and commits nothing, after the ownership verdicts (see
 // store.CheckOwner). Only state_ops that is not an array at all is a 400.
 // raw is the member of a decoded request, so JSON.
-func foldStateOps(raw json.RawMessage) (store.StateOps, error) {
+//
+// The preconditions are about the state the worker read before the cycle,
+// so a key's first if_updated_at is the one expected. An idle flush
+// (flush) also expects every row it removes to exist, unless an earlier op
+// of the same cycle wrote it: queen_streams.cycle_v2's file says why.
+func foldStateOps(raw json.RawMessage, flush bool) (store.StateOps, error) {
 	var f store.StateOps
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
@@ -38,9 +44,11 @@ func foldStateOps(raw json.RawMessage) (store.StateOps, error) {
 	at := map[string]int{}
 	var keys []string
 	var values []json.RawMessage
+	var expect map[string]bool       // keys with an if_updated_at
+	var firstDeleted map[string]bool // a flush's keys whose first op deletes
 	i := 0
 	for e := range elements(raw) {
-		key, value, refusal := stateOp(i, e)
+		key, value, read, refusal := stateOp(i, e)
 		if refusal != "" {
 			return store.StateOps{Refusal: refusal}, nil
 		}
@@ -49,6 +57,19 @@ func foldStateOps(raw json.RawMessage) (store.StateOps, error) {
 			j = len(keys)
 			at[key] = j
 			keys, values = append(keys, key), append(values, nil)
+			if flush && value == nil {
+				if firstDeleted == nil {
+					firstDeleted = map[string]bool{}
+				}
+				firstDeleted[key] = true
+			}
+		}
+		if read != nil && !expect[key] {
+			if expect == nil {
+				expect = map[string]bool{}
+			}
+			expect[key] = true
+			f.ExpectKeys, f.ExpectAt = append(f.ExpectKeys, key), append(f.ExpectAt, read)
 		}
 		values[j] = value
 		i++
@@ -66,6 +87,9 @@ func foldStateOps(raw json.RawMessage) (store.StateOps, error) {
 	for j, key := range keys {
 		if values[j] == nil {
 			f.DeleteKeys = append(f.DeleteKeys, key)
+			if firstDeleted[key] && !expect[key] {
+				f.ExpectKeys, f.ExpectAt = append(f.ExpectKeys, key), append(f.ExpectAt, nil)
+			}
 		} else {
 			f.UpsertKeys = append(f.UpsertKeys, key)
 			f.UpsertValues = append(f.UpsertValues, values[j])
@@ -74,12 +98,13 @@ func foldStateOps(raw json.RawMessage) (store.StateOps, error) {
 	return f, nil
 }
 
-// stateOp reads element i of state_ops: its key, and the value of an
-// upsert (nil for a delete). A refusal is the procedure's message for the
-// first rule the element breaks: the type, then the key, then an upsert's
-// value. JSON null is a value.
-func stateOp(i int, e []byte) (key string, value json.RawMessage, refusal string) {
-	var rawType, rawKey []byte
+// stateOp reads element i of state_ops: its key, the value of an upsert
+// (nil for a delete), and the updated_at the worker read the row with, if
+// it says. A refusal is the procedure's message for the first rule the
+// element breaks: the type, then the key, then if_updated_at, then an
+// upsert's value. JSON null is a value.
+func stateOp(i int, e []byte) (key string, value json.RawMessage, read *time.Time, refusal string) {
+	var rawType, rawKey, rawRead []byte
 	for name, v := range members(e) {
 		switch {
 		case is(name, "type"):
@@ -88,6 +113,8 @@ func stateOp(i int, e []byte) (key string, value json.RawMessage, refusal string
 			rawKey = v
 		case is(name, "value"):
 			value = v
+		case is(name, "if_updated_at"):
+			rawRead = v
 		}
 	}
 	upsert := is(rawType, "upsert")
@@ -99,31 +126,40 @@ func stateOp(i int, e []byte) (key string, value json.RawMessage, refusal string
 				shown = b.Bytes()
 			}
 		}
-		return "", nil, fmt.Sprintf("state_ops[%d]: unknown type %s", i, shown)
+		return "", nil, nil, fmt.Sprintf("state_ops[%d]: unknown type %s", i, shown)
 	}
 	key, ok := unquote(rawKey)
 	if !ok {
-		return "", nil, fmt.Sprintf("state_ops[%d]: key must be a string", i)
+		return "", nil, nil, fmt.Sprintf("state_ops[%d]: key must be a string", i)
 	}
 	// Decoding would replace invalid UTF-8 with U+FFFD: the key would not
 	// be the one sent.
 	if !utf8.Valid(rawKey) {
-		return "", nil, fmt.Sprintf("state_ops[%d]: key is not valid UTF-8", i)
+		return "", nil, nil, fmt.Sprintf("state_ops[%d]: key is not valid UTF-8", i)
 	}
 	// Keys are text and values jsonb: PostgreSQL stores a NUL in neither.
 	if strings.IndexByte(key, 0) >= 0 {
-		return "", nil, fmt.Sprintf("state_ops[%d]: key must not contain NUL characters", i)
+		return "", nil, nil, fmt.Sprintf("state_ops[%d]: key must not contain NUL characters", i)
+	}
+	// An absent or null if_updated_at is no precondition.
+	if rawRead != nil && !bytes.Equal(rawRead, []byte("null")) {
+		s, ok := unquote(rawRead)
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if !ok || err != nil {
+			return "", nil, nil, fmt.Sprintf("state_ops[%d]: if_updated_at must be the updated_at state/get returned, an RFC 3339 time", i)
+		}
+		read = &t
 	}
 	if !upsert {
-		return key, nil, ""
+		return key, nil, read, ""
 	}
 	if value == nil {
-		return "", nil, fmt.Sprintf("state_ops[%d]: upsert needs a value", i)
+		return "", nil, nil, fmt.Sprintf("state_ops[%d]: upsert needs a value", i)
 	}
 	if escapesNUL(value) {
-		return "", nil, fmt.Sprintf("state_ops[%d]: value must not contain \\u0000", i)
+		return "", nil, nil, fmt.Sprintf("state_ops[%d]: value must not contain \\u0000", i)
 	}
-	return key, value, ""
+	return key, value, read, ""
 }
 
 // escapesNUL reports whether the JSON text v holds the escape \u0000, which

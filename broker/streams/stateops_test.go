@@ -17,7 +17,7 @@ func TestFoldStateOpsKeepsEachKeysLastOp(t *testing.T) {
 		{"type": "delete", "key": ""},
 		{"type": "up\u0073ert", "key": "", "value": "empty"},
 		{"type": "delete", "key": "d"}
-	]`))
+	]`), false)
 	if err != nil || f.Refusal != "" {
 		t.Fatalf("fold: %v %q", err, f.Refusal)
 	}
@@ -30,7 +30,7 @@ func TestFoldStateOpsKeepsEachKeysLastOp(t *testing.T) {
 
 func TestFoldStateOpsAbsentNullAndEmptyFoldToNothing(t *testing.T) {
 	for _, raw := range []string{``, `null`, ` [ ] `} {
-		f, err := foldStateOps(json.RawMessage(raw))
+		f, err := foldStateOps(json.RawMessage(raw), false)
 		if err != nil || f.Applied != 0 || len(f.UpsertKeys)+len(f.DeleteKeys) != 0 || f.Refusal != "" {
 			t.Fatalf("state_ops %q folded to %+v, %v; want nothing", raw, f, err)
 		}
@@ -39,7 +39,7 @@ func TestFoldStateOpsAbsentNullAndEmptyFoldToNothing(t *testing.T) {
 
 func TestFoldStateOpsThatIsNotAnArrayIs400(t *testing.T) {
 	for _, raw := range []string{`{}`, `"x"`, `1`} {
-		if _, err := foldStateOps(json.RawMessage(raw)); err == nil {
+		if _, err := foldStateOps(json.RawMessage(raw), false); err == nil {
 			t.Fatalf("state_ops %s folded without an error", raw)
 		}
 	}
@@ -63,7 +63,7 @@ func TestFoldStateOpsRefusesTheFirstBadElementAsTheProcedureDid(t *testing.T) {
 		`[{"type": "upsert", "key": "a"}, {"type": "nope"}]`:                     `state_ops[0]: upsert needs a value`,
 		"[{\"type\": \"delete\", \"key\": \"\xff\"}]":                            `state_ops[0]: key is not valid UTF-8`,
 	} {
-		f, err := foldStateOps(json.RawMessage(raw))
+		f, err := foldStateOps(json.RawMessage(raw), false)
 		if err != nil || f.Refusal != want {
 			t.Errorf("state_ops %s: refusal %q (err %v), want %q", raw, f.Refusal, err, want)
 		}
@@ -76,7 +76,7 @@ func TestFoldStateOpsRefusesTheFirstBadElementAsTheProcedureDid(t *testing.T) {
 func TestFoldStateOpsNeverPanicsOnTextCutShort(t *testing.T) {
 	raw := `[{"type": "upsert", "key": "a\"b", "value": {"x": [1, "]}", true]}}, {"type": "delete", "key": "c"}, 7, null]`
 	for n := 1; n <= len(raw); n++ {
-		_, _ = foldStateOps(json.RawMessage(raw[:n]))
+		_, _ = foldStateOps(json.RawMessage(raw[:n]), false)
 	}
 }
 
@@ -85,7 +85,7 @@ func BenchmarkFoldStateOps4(b *testing.B) {
 		`{"type":"upsert","key":"k2","value":{"acc":100}},{"type":"upsert","key":"k3","value":{"acc":100}}]`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := foldStateOps(raw); err != nil {
+		if _, err := foldStateOps(raw, false); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -101,12 +101,12 @@ func TestFoldStateOpsRefusesNULInKeysAndValues(t *testing.T) {
 		`[{"type": "upsert", "key": "k", "value": {"a": ["x\\\u0000"]}}]`:                               `state_ops[0]: value must not contain \u0000`,
 		`[{"type": "upsert", "key": "k", "value": 1}, {"type": "upsert", "key": "\u0000", "value": 1}]`: `state_ops[1]: key must not contain NUL characters`,
 	} {
-		f, err := foldStateOps(json.RawMessage(raw))
+		f, err := foldStateOps(json.RawMessage(raw), false)
 		if err != nil || f.Refusal != want {
 			t.Errorf("state_ops %s: refusal %q (err %v), want %q", raw, f.Refusal, err, want)
 		}
 	}
-	f, err := foldStateOps(json.RawMessage(`[{"type": "upsert", "key": "k", "value": "\\u0000"}]`))
+	f, err := foldStateOps(json.RawMessage(`[{"type": "upsert", "key": "k", "value": "\\u0000"}]`), false)
 	if err != nil || f.Refusal != "" || len(f.UpsertKeys) != 1 {
 		t.Fatalf("an escaped backslash before u0000 was refused: %+v %v", f, err)
 	}

@@ -24,9 +24,7 @@ import (
 )
 
 // A pipeline run: regent-worker processes, several on one query, over two
-// brokers, while workers and brokers are SIGKILLed in turn. The idle flush
-// waits longer than the source's lease, as it must: a lease orphaned by a
-// kill hides its partition's events until it expires. At the end the
+// brokers, while workers and brokers are SIGKILLed in turn. At the end the
 // sink must hold exactly what the plain reference fold (test/foldref) gives
 // over the same events: every window, every aggregate, none twice, none
 // missing; and the late queue every late event, once.

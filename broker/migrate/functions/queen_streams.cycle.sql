@@ -1,37 +1,7 @@
--- One POST /streams/v1/cycle in one transaction: the state ops, the sink
--- pushes and the source ack land together or not at all (the seed,
--- streams-routes.md). The broker calls it with named arguments.
---
--- The state ops arrive folded by the broker to their effect: the keys to
--- upsert with their values and the keys to delete, no key twice. The sink
--- segments arrive packed, as parallel arrays with one element per segment;
--- the per-frame transaction ids and the dedup ids are flattened, segment
--- after segment (p_seg_frames and p_seg_dedups say how many belong to
--- each). Segments come sorted by partition id: that is the lock order that
--- keeps two cycles feeding the same sinks from deadlocking.
---
--- The answer is rows, whose outcome is:
---   'committed' (one row): everything applied; base_offsets per segment,
---     ack_count and lease_released for the ack, and announce when the
---     released source partition still holds data to deliver (the broker
---     announces it, and the sink partitions, after the commit);
---   'duplicates' (a row per sink partition): client transaction ids the
---     partition already holds (dup_txids, stored as dup_message_ids);
---     nothing was written, and the broker repacks without them and calls
---     again;
---   'gone' (a row per sink partition): deleted behind the broker's cache;
---     nothing was written, and the broker resolves again.
--- A refusal (the query or the source partition is not the caller's, the
--- lease is not the live lease, the new state rows would exceed the tenant's
--- maxStateRows) raises, and rolls back everything.
---
--- What the ack does to the cursor:
---   status ok, p_release: committed jumps to batch_end, the lease and the
---     retry state are cleared, total_consumed grows by the count;
---   status ok, not p_release: the gate partial ack, below;
---   status not ok: the lease is released and the cursor stays, so the
---     batch redelivers; the count is 0;
---   no ack (p_ack false): an idle flush, no lease work at all.
+-- The previous release's cycle, kept for one release (migrate.Previous):
+-- brokers of that release call it during a rolling upgrade. It is
+-- queen_streams.cycle_v2 without state-op preconditions, so that their idle
+-- flushes are held to the same rules.
 CREATE OR REPLACE FUNCTION queen_streams.cycle(
     p_tenant         text,
     p_query_id       uuid,
@@ -66,140 +36,14 @@ CREATE OR REPLACE FUNCTION queen_streams.cycle(
     partition_id    uuid,
     dup_txids       text[],
     dup_message_ids uuid[]
-) LANGUAGE plpgsql AS $$
-#variable_conflict use_column
-DECLARE
-    v_cursor queen.cursors%ROWTYPE;
-    -- The common ack: a success status, the lease released, a count.
-    v_one    boolean := p_ack AND p_ack_ok AND p_release AND p_count IS NOT NULL;
-    v_next   bigint;
-    v_push   record;
-    v_walk   record;
-    v_refused boolean := false;
-    v_inserted bigint := 0;
-    v_deleted  bigint := 0;
-BEGIN
-    SELECT o.queue_id, o.queue_name, o.next_offset INTO queue_id, queue_name, v_next
-      FROM queen_streams.cycle_owner(p_tenant, p_query_id, p_partition_id) o;
-
-    -- The exactly-once guard. The common ack checks the lease in the UPDATE
-    -- that applies it, at the end; every other ack locks the cursor row
-    -- here, since its work reads the row. Either way the row is locked from
-    -- the check to the commit, so no pop can take the lease in between, and
-    -- a refusal rolls back everything the cycle did.
-    IF p_ack AND p_lease_id IS NULL THEN
-        RAISE EXCEPTION 'invalid lease: the ack carries no leaseId';
-    END IF;
-    IF p_ack AND NOT v_one THEN
-        SELECT * INTO v_cursor FROM queen.cursors c
-         WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group
-           FOR UPDATE;
-        IF NOT FOUND OR NOT queen.lease_held_by(v_cursor.lease_id, v_cursor.lease_expires_at, p_lease_id) THEN
-            PERFORM queen_streams.refuse_lease(p_partition_id, p_group, p_lease_id);
-        END IF;
-    END IF;
-
-    -- The sink pushes go first: they write nothing when a sink partition
-    -- is gone or holds some of the client transaction ids, and those rows
-    -- are then the answer.
-    base_offsets := '{}';
-    IF cardinality(p_seg_partitions) > 0 THEN
-        FOR v_push IN
-            SELECT * FROM queen.log_push_one_v1(
-                p_partitions => p_seg_partitions, p_frames => p_seg_frames, p_bodies => p_seg_bodies,
-                p_checksums => p_seg_checksums, p_txids => p_seg_txids, p_min_at => p_seg_min_at,
-                p_max_at => p_seg_max_at, p_dedups => p_seg_dedups, p_dedup_txids => p_dedup_txids,
-                p_dedup_msg_ids => p_dedup_msg_ids)
-        LOOP
-            IF v_push.outcome = 'stored' THEN
-                base_offsets := base_offsets || v_push.base_offset;
-            ELSE
-                v_refused := true;
-                RETURN QUERY SELECT v_push.outcome, NULL::uuid, NULL::text, NULL::bigint[], NULL::bigint,
-                                    NULL::boolean, NULL::boolean, v_push.partition_id, v_push.dup_txids,
-                                    v_push.dup_message_ids;
-            END IF;
-        END LOOP;
-        IF v_refused THEN
-            RETURN;
-        END IF;
-    END IF;
-
-    IF cardinality(p_delete_keys) > 0 THEN
-        DELETE FROM queen_streams.state s
-         WHERE s.query_id = p_query_id AND s.partition_id = p_partition_id AND s.key = ANY (p_delete_keys);
-        GET DIAGNOSTICS v_deleted = ROW_COUNT;
-    END IF;
-    IF cardinality(p_upsert_keys) > 0 THEN
-        -- xmax is 0 on the rows the upsert inserted, not on those it updated.
-        WITH up AS (
-            INSERT INTO queen_streams.state AS s (query_id, partition_id, key, value, updated_at)
-            SELECT p_query_id, p_partition_id, u.key, u.value, now()
-              FROM unnest(p_upsert_keys, p_upsert_values) AS u (key, value)
-            ON CONFLICT (query_id, partition_id, key)
-            DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at
-            RETURNING s.xmax = 0 AS inserted)
-        SELECT count(*) FILTER (WHERE up.inserted) INTO v_inserted FROM up;
-    END IF;
-    -- The shard's row count, which the tenant quota's maxStateRows is
-    -- checked against, changes only when keys come or go: a fold that
-    -- rewrites its keys does no counter work.
-    IF v_inserted <> v_deleted THEN
-        PERFORM queen_streams.state_rows_add(p_tenant => p_tenant, p_query_id => p_query_id,
-                                             p_partition_id => p_partition_id, p_delta => v_inserted - v_deleted);
-    END IF;
-
-    lease_released := false;
-    announce := false;
-    IF NOT p_ack THEN
-        -- no lease work
-    ELSIF v_one THEN
-        UPDATE queen.cursors c
-           SET committed = greatest(c.committed, c.batch_end),
-               lease_id = NULL, lease_expires_at = NULL, retry_count = 0,
-               total_consumed = c.total_consumed + p_count, last_consumed_at = now()
-         WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group
-           AND queen.lease_held_by(c.lease_id, c.lease_expires_at, p_lease_id)
-        RETURNING c.committed INTO v_cursor.committed;
-        IF NOT FOUND THEN
-            PERFORM queen_streams.refuse_lease(p_partition_id, p_group, p_lease_id);
-        END IF;
-        ack_count := p_count;
-        lease_released := true;
-    ELSIF NOT p_ack_ok THEN
-        -- A nack: the whole batch redelivers.
-        UPDATE queen.cursors c
-           SET lease_id = NULL, lease_expires_at = NULL
-         WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group;
-        ack_count := 0;
-        lease_released := true;
-    ELSIF p_release THEN
-        -- No count: the whole leased batch.
-        SELECT w.walked INTO ack_count
-          FROM queen_streams.walk_frames(p_partition_id, v_cursor.committed, v_cursor.batch_end,
-                                            v_cursor.batch_end - v_cursor.committed) w;
-        UPDATE queen.cursors c
-           SET committed = greatest(c.committed, c.batch_end),
-               lease_id = NULL, lease_expires_at = NULL, retry_count = 0,
-               total_consumed = c.total_consumed + ack_count, last_consumed_at = now()
-         WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group;
-        v_cursor.committed := greatest(v_cursor.committed, v_cursor.batch_end);
-        lease_released := true;
-    ELSE
-        -- The gate partial ack: committed advances by exactly p_count frames
-        -- (the whole batch without a count), walked over the real segments
-        -- so that offsets retention removed are skipped; the lease is kept.
-        SELECT * INTO v_walk
-          FROM queen_streams.walk_frames(p_partition_id, v_cursor.committed, v_cursor.batch_end,
-                                            coalesce(p_count, v_cursor.batch_end - v_cursor.committed));
-        ack_count := v_walk.walked;
-        UPDATE queen.cursors c
-           SET committed = v_walk.next_offset, total_consumed = c.total_consumed + ack_count,
-               last_consumed_at = now()
-         WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group;
-    END IF;
-    announce := lease_released AND v_next > v_cursor.committed;
-    outcome := 'committed';
-    RETURN NEXT;
-END
+) LANGUAGE sql AS $$
+    SELECT * FROM queen_streams.cycle_v2(
+        p_tenant => p_tenant, p_query_id => p_query_id, p_partition_id => p_partition_id, p_group => p_group,
+        p_upsert_keys => p_upsert_keys, p_upsert_values => p_upsert_values, p_delete_keys => p_delete_keys,
+        p_expect_keys => '{}', p_expect_at => '{}',
+        p_seg_partitions => p_seg_partitions, p_seg_frames => p_seg_frames, p_seg_bodies => p_seg_bodies,
+        p_seg_checksums => p_seg_checksums, p_seg_txids => p_seg_txids, p_seg_min_at => p_seg_min_at,
+        p_seg_max_at => p_seg_max_at, p_seg_dedups => p_seg_dedups, p_dedup_txids => p_dedup_txids,
+        p_dedup_msg_ids => p_dedup_msg_ids, p_ack => p_ack, p_lease_id => p_lease_id, p_ack_ok => p_ack_ok,
+        p_count => p_count, p_release => p_release)
 $$;

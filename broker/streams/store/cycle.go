@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -40,6 +41,10 @@ type StateOps struct {
 	UpsertKeys   []string
 	UpsertValues []json.RawMessage // UpsertKeys[i]'s value
 	DeleteKeys   []string
+	// ExpectKeys are rows the cycle expects as the worker read them: with
+	// the updated_at it read (ExpectAt[i]), or to exist at all (nil).
+	ExpectKeys []string
+	ExpectAt   []*time.Time
 	// Refusal, when set, is why the cycle must fail: the first op that
 	// breaks the rules. See CheckOwner.
 	Refusal string
@@ -81,12 +86,13 @@ type Duplicates map[uuid.UUID]map[string]uuid.UUID
 
 const cycleSQL = `SELECT outcome, queue_id, queue_name, base_offsets, ack_count, lease_released, announce,
 		partition_id, dup_txids, dup_message_ids
-	FROM queen_streams.cycle(p_tenant => $1, p_query_id => $2, p_partition_id => $3, p_group => $4,
+	FROM queen_streams.cycle_v2(p_tenant => $1, p_query_id => $2, p_partition_id => $3, p_group => $4,
 		p_upsert_keys => $5, p_upsert_values => $6, p_delete_keys => $7,
 		p_seg_partitions => $8, p_seg_frames => $9, p_seg_bodies => $10, p_seg_checksums => $11,
 		p_seg_txids => $12, p_seg_min_at => $13, p_seg_max_at => $14, p_seg_dedups => $15,
 		p_dedup_txids => $16, p_dedup_msg_ids => $17,
-		p_ack => $18, p_lease_id => $19, p_ack_ok => $20, p_count => $21, p_release => $22)`
+		p_ack => $18, p_lease_id => $19, p_ack_ok => $20, p_count => $21, p_release => $22,
+		p_expect_keys => $23, p_expect_at => $24)`
 
 // RunCycle runs one cycle in one transaction and one round trip. A cycle
 // the rules refuse is a *Failure. Any other error means the call itself
@@ -115,6 +121,7 @@ func RunCycle(ctx context.Context, db pg.DB, c Cycle) (CycleResult, error) {
 		a.Partitions, a.Frames, a.Bodies, a.Checksums, a.TxIDs, a.MinAt, a.MaxAt,
 		a.Dedups, a.DedupTxIDs, a.DedupMsgIDs,
 		hasAck, lease, ok, count, release,
+		c.Ops.ExpectKeys, c.Ops.ExpectAt,
 	)
 	if err != nil {
 		return CycleResult{}, refusal(err)

@@ -1,0 +1,316 @@
+// Package flushrace_test runs streams workers whose idle flush runs beside
+// their folds, as the stock Queen streams workers do (stock_test.go), in the
+// scenarios where such workers were seen counting an event twice (issue 30),
+// many times each, and checks every emitted window against the events the
+// source holds. REGENT_FLUSHRACE_RUNS sets the runs per scenario (make test
+// runs a few; `make chaos` runs 200).
+package flushrace_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// scenario is one of the issue's, scaled down in time by ten so that many
+// runs fit in a test: the ratios of push period, window size and idle
+// flush are the issue's.
+type scenario struct {
+	name       string
+	partitions int
+	size, idle time.Duration
+	// pushes[i] is when the i-th round of single-message pushes (one to
+	// each partition) is sent, after a window boundary; before is how
+	// many of them are sent before the worker starts.
+	pushes []time.Duration
+	before int
+}
+
+var scenarios = []scenario{
+	{ // three partitions, a push to each every 1.2 s, a 2 s window, idleFlush 1 s
+		name: "three partitions pushed every period", partitions: 3, size: 200 * time.Millisecond, idle: 100 * time.Millisecond,
+		pushes: every(6, 2*time.Millisecond, 120*time.Millisecond)},
+	{ // one partition, eight events one at a time
+		name: "one partition eight events", partitions: 1, size: 200 * time.Millisecond, idle: 50 * time.Millisecond,
+		pushes: every(8, 2*time.Millisecond, 70*time.Millisecond)},
+	{ // five pushes made before the worker starts, a 3 s window, idleFlush 500 ms
+		name: "five pushes before the worker starts", partitions: 1, size: 300 * time.Millisecond, idle: 50 * time.Millisecond,
+		pushes: every(5, 2*time.Millisecond, 3*time.Millisecond), before: 5},
+}
+
+func every(n int, first, period time.Duration) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = first + time.Duration(i)*period
+	}
+	return out
+}
+
+func runs() int {
+	if n, err := strconv.Atoi(os.Getenv("REGENT_FLUSHRACE_RUNS")); err == nil && n > 0 {
+		return n
+	}
+	return 12
+}
+
+// TestStockIdleFlushBesideFoldsNeverCountsAnEventTwice is the defect of
+// issue 30, for stock workers, which send no preconditions: whatever the
+// interleaving of a flush and the folds of its partition, the broker
+// refuses the flush that would emit a window again, so no event is counted
+// twice and no window emitted twice. (Such a worker can still lose an event
+// that a fold added to a window after the flush read it: only the
+// precondition, below, tells the broker of that read.)
+func TestStockIdleFlushBesideFoldsNeverCountsAnEventTwice(t *testing.T) {
+	b := brokertest.Start(t)
+	each(t, func(sc scenario, tag string) ([]string, error) {
+		problems, err := sc.run(b, tag, false, func(p string) bool { return !strings.HasSuffix(p, " counted 0 times") })
+		return problems, err
+	})
+}
+
+// TestIdleFlushWithPreconditionsCountsEveryEventOnce is exactly-once for a
+// worker that sends the updated_at of each row it read, as Regent's own
+// does: every event is in exactly one emitted window, the window of its
+// event time, and each window is emitted once.
+func TestIdleFlushWithPreconditionsCountsEveryEventOnce(t *testing.T) {
+	b := brokertest.Start(t)
+	each(t, func(sc scenario, tag string) ([]string, error) {
+		return sc.run(b, tag, true, func(string) bool { return true })
+	})
+}
+
+// tags keeps each run's queues and query apart.
+var tags atomic.Int64
+
+// each runs every scenario runs() times, six runs at a time, and fails the
+// test with the first wrong run's report.
+func each(t *testing.T, run func(sc scenario, tag string) ([]string, error)) {
+	for _, sc := range scenarios {
+		t.Run(strings.ReplaceAll(sc.name, " ", "_"), func(t *testing.T) {
+			n := runs()
+			var wrong atomic.Int32
+			var mu sync.Mutex
+			var first []string
+			sem := make(chan struct{}, 6)
+			var wg sync.WaitGroup
+			for range n {
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					problems, err := run(sc, strconv.FormatInt(tags.Add(1), 10))
+					if err != nil {
+						problems = append(problems, err.Error())
+					}
+					if len(problems) > 0 {
+						wrong.Add(1)
+						mu.Lock()
+						if first == nil {
+							first = problems
+						}
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			t.Logf("%s: %d of %d runs emitted a wrong window", sc.name, wrong.Load(), n)
+			if wrong.Load() > 0 {
+				t.Fatalf("%d of %d runs wrong; the first:\n%s", wrong.Load(), n, strings.Join(first, "\n"))
+			}
+		})
+	}
+}
+
+// run runs the scenario once on queues of its own. When the emitted windows
+// have a problem that counts, it returns them, then the events, the windows
+// and the cycles of the run.
+func (sc scenario) run(b *brokertest.Broker, tag string, fresh bool, counts func(problem string) bool) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := &stock{base: b.URL, token: b.Token, query: "q" + tag, source: "src" + tag, sink: "out" + tag,
+		size: sc.size, idle: sc.idle, batch: 50, folders: 4, slowFlush: 10 * time.Millisecond, fresh: fresh}
+	if err := s.register(ctx); err != nil {
+		return nil, err
+	}
+	work, stop := context.WithCancel(ctx)
+	var done sync.WaitGroup
+	start := func() { done.Go(func() { s.run(work) }) }
+	if sc.before == 0 {
+		start()
+	}
+
+	// The rounds are timed from a window boundary, so that the pushes that
+	// race the flush of a window fall just after its end, as in the issue.
+	size := sc.size.Milliseconds()
+	now := time.Now().UnixMilli()
+	origin := time.UnixMilli(now - now%size + 2*size)
+	id := 0
+	for round, at := range sc.pushes {
+		time.Sleep(time.Until(origin.Add(at)))
+		var wg sync.WaitGroup
+		errs := make(chan error, sc.partitions)
+		for p := range sc.partitions {
+			id++
+			ev := event{ID: id, Amount: float64(100 + id)}
+			wg.Go(func() { errs <- push(ctx, s, fmt.Sprintf("p%d", p), ev) })
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				stop()
+				return nil, err
+			}
+		}
+		if round+1 == sc.before {
+			start()
+		}
+	}
+
+	// Every window closes at the latest when the flush finds it ripe.
+	settled := time.Now().Add(sc.size + 3*sc.idle + 300*time.Millisecond)
+	for time.Now().Before(settled) || b.Count(nopT{}, `SELECT count(*) FROM queen_streams.state s
+		JOIN queen_streams.queries q ON q.id = s.query_id WHERE q.name = $1 AND s.key <> $2`, s.query, watermarkKey) > 0 {
+		if ctx.Err() != nil {
+			stop()
+			return []string{"windows still open after 30 s"}, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	done.Wait()
+	if len(s.errs) > 0 {
+		return nil, s.errs[0]
+	}
+	problems, report, err := verdict(ctx, s, size)
+	if err != nil || !slices.ContainsFunc(problems, counts) {
+		return nil, err
+	}
+	return slices.Concat(problems, report, s.trace), nil
+}
+
+// nopT lets Broker.Count run outside the test goroutine: its query cannot
+// fail unless the database is gone, and then the run times out.
+type nopT struct{ testing.TB }
+
+func (nopT) Helper()               {}
+func (nopT) Fatalf(string, ...any) {}
+
+func push(ctx context.Context, s *stock, partition string, ev event) error {
+	st, err := s.call(ctx, "POST", "/api/v1/push", map[string]any{"items": []map[string]any{{
+		"queue": s.source, "partition": partition, "payload": ev,
+		// Stock clients stamp one on every message.
+		"transactionId": fmt.Sprintf("%s-%d", s.source, ev.ID)}}}, nil)
+	if err != nil {
+		return err
+	}
+	if st != http.StatusOK && st != http.StatusCreated {
+		return fmt.Errorf("push: status %d", st)
+	}
+	return nil
+}
+
+// verdict checks the sink against the source: each event in exactly one
+// emitted window, the one its createdAt falls in, and each window emitted
+// once, with the count and sum of its events. report lists the events and
+// the emitted windows.
+func verdict(ctx context.Context, s *stock, size int64) (problems, report []string, err error) {
+	type msg struct {
+		CreatedAt time.Time `json:"createdAt"`
+		Partition string    `json:"partition"`
+	}
+	var events []struct {
+		msg
+		Data event `json:"data"`
+	}
+	var emitted []struct {
+		msg
+		Data window `json:"data"`
+	}
+	if err := drain(ctx, s, s.source, &events); err != nil {
+		return nil, nil, err
+	}
+	if err := drain(ctx, s, s.sink, &emitted); err != nil {
+		return nil, nil, err
+	}
+	want := map[string]int64{} // partition/id -> window start
+	amount := map[int]float64{}
+	for _, e := range events {
+		ts := e.CreatedAt.UnixMilli()
+		want[fmt.Sprint(e.Partition, "/", e.Data.ID)] = ts - ts%size
+		amount[e.Data.ID] = e.Data.Amount
+	}
+	seen := map[string]int{}
+	windows := map[string]int{}
+	for _, e := range emitted {
+		w := e.Data
+		windows[fmt.Sprint(e.Partition, "/", w.WindowStart)]++
+		sum := 0.0
+		for _, id := range w.IDs {
+			k := fmt.Sprint(e.Partition, "/", id)
+			seen[k]++
+			sum += amount[id]
+			if start, ok := want[k]; !ok || start != w.WindowStart {
+				problems = append(problems, fmt.Sprintf("event %s is in window %d, its event time is in %d", k, w.WindowStart, start))
+			}
+		}
+		if w.Count != len(w.IDs) || w.Sum != sum {
+			problems = append(problems, fmt.Sprintf("window %s/%d: count %d sum %v for events %v", e.Partition, w.WindowStart, w.Count, w.Sum, w.IDs))
+		}
+	}
+	for k, n := range windows {
+		if n > 1 {
+			problems = append(problems, fmt.Sprintf("window %s emitted %d times", k, n))
+		}
+	}
+	for k := range want {
+		if seen[k] != 1 {
+			problems = append(problems, fmt.Sprintf("event %s counted %d times", k, seen[k]))
+		}
+	}
+	sort.Strings(problems)
+	for _, e := range events {
+		report = append(report, fmt.Sprintf("  event %s/%d at %d", e.Partition, e.Data.ID, e.CreatedAt.UnixMilli()))
+	}
+	for _, e := range emitted {
+		report = append(report, fmt.Sprintf("  emitted %s %d..%d %v", e.Partition, e.Data.WindowStart, e.Data.WindowEnd, e.Data.IDs))
+	}
+	return slices.Compact(problems), report, nil
+}
+
+// drain reads every message of queue, as a consumer group of its own.
+func drain[T any](ctx context.Context, s *stock, queue string, into *[]T) error {
+	q := url.Values{"batch": {"1000"}, "wait": {"true"}, "timeout": {"50"}, "consumerGroup": {"audit"}, "autoAck": {"true"}}
+	for empty := 0; empty < 3; {
+		var b struct {
+			Messages []T `json:"messages"`
+		}
+		st, err := s.call(ctx, "GET", "/api/v1/pop/queue/"+url.PathEscape(queue)+"?"+q.Encode(), nil, &b)
+		switch {
+		case err != nil:
+			return err
+		case st == http.StatusNoContent:
+			empty++
+		case st == http.StatusOK:
+			empty = 0
+			*into = append(*into, b.Messages...)
+		default:
+			return fmt.Errorf("drain %s: status %d", queue, st)
+		}
+	}
+	return nil
+}
