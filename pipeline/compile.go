@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/types"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
@@ -169,11 +170,28 @@ func compile(env *cel.Env, field, src string, want ...*cel.Type) (cel.Program, e
 			return nil, fmt.Errorf("%s: %q has type %s, want %s", field, src, out, names)
 		}
 	}
-	prg, err := env.Program(ast, cel.CostLimit(CostLimit), cel.EvalOptions(cel.OptOptimize))
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+	// Tracking the cost of every evaluation doubles its allocations; an
+	// expression whose worst case is known to be under the limit (no
+	// comprehension over a list of unknown size) cannot exceed it.
+	if est, err := env.EstimateCost(ast, unknownSizes{}); err != nil || est.Max > CostLimit {
+		opts = append(opts, cel.CostLimit(CostLimit))
+	}
+	prg, err := env.Program(ast, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", field, err)
 	}
 	return prg, nil
+}
+
+// unknownSizes knows nothing of payloads: any list or string in one may be
+// of any size, so the estimate of an expression that iterates over one is
+// unbounded and its evaluations are metered.
+type unknownSizes struct{}
+
+func (unknownSizes) EstimateSize(checker.AstNode) *checker.SizeEstimate { return nil }
+func (unknownSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
 }
 
 // checkShape holds the rules the CRD's schema also states, for pipelines
