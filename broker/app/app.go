@@ -23,6 +23,7 @@ import (
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/console"
 	"github.com/regent-mq/regent/broker/counters"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/flags"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/log"
@@ -112,7 +113,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	queues := queue.New(consumers, logs, pool, m, logger, switches.PopMaintenance, cfg.DefaultSubscriptionMode, spooled)
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
-	routes = append(routes, streams.New(pool, logs, m, logger, cfg.Tenancy).Routes()...)
+	routes = append(routes, streams.New(db.New(pool), logs, m, logger, cfg.Tenancy).Routes()...)
 	routes = append(routes, admin.New(pool, switches, spooled, logs, cfg.Replica, logger).Routes()...)
 	routes = append(routes, console.Routes()...)
 	analytics := admin.NewAnalytics(pool, cfg.Replica, sealer, logger)

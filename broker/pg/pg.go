@@ -34,13 +34,19 @@ var (
 // and the message is written for the client. No other code is a refusal.
 const RefusalCode = "P0001"
 
-// Refusal returns the message of a refusal raised by Regent's SQL.
-func Refusal(err error) (string, bool) {
+// Refused is a refusal raised by Regent's SQL. Message is written for the
+// client; Code, the raise's DETAIL, names the rule for the code that must
+// act on it (a quota's "quota.maxStateRows"), and is empty when nothing
+// does. Code is what Go reads, never the message's wording.
+type Refused struct{ Message, Code string }
+
+// Refusal returns the refusal raised by Regent's SQL that err is.
+func Refusal(err error) (Refused, bool) {
 	var e *pgconn.PgError
 	if errors.As(err, &e) && e.Code == RefusalCode {
-		return e.Message, true
+		return Refused{Message: e.Message, Code: e.Detail}, true
 	}
-	return "", false
+	return Refused{}, false
 }
 
 // Unavailable reports whether err says that the database could not be

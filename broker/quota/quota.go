@@ -212,23 +212,22 @@ func (q *Quotas) Popped(name string, n int) {
 // (maxQueues, maxStateRows) into a *Refusal of the tenant, counted and
 // recorded; any other error is returned as it is.
 func (q *Quotas) FromSQL(name string, err error) error {
-	msg, ok := pg.Refusal(err)
+	r, ok := pg.Refusal(err)
 	if !ok {
 		return err
 	}
-	if quota := InSQL(msg); quota != "" {
-		return q.Refused(name, quota, msg)
+	if quota := InSQL(r.Code); quota != "" {
+		return q.Refused(name, quota, r.Message)
 	}
 	return err
 }
 
 // InSQL returns the limit whose check in the database refused, from the
-// refusal's message ("quota maxStateRows: ..."); "" for another refusal.
-func InSQL(msg string) string {
-	for _, quota := range []string{MaxQueues, MaxStateRows} {
-		if strings.HasPrefix(msg, "quota "+quota+":") {
-			return quota
-		}
+// refusal's code ("quota.maxStateRows"); "" for another refusal.
+func InSQL(code string) string {
+	quota, ok := strings.CutPrefix(code, "quota.")
+	if ok && (quota == MaxQueues || quota == MaxStateRows) {
+		return quota
 	}
 	return ""
 }

@@ -11,12 +11,12 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/counters"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
 	qstore "github.com/regent-mq/regent/broker/queue/store"
 	"github.com/regent-mq/regent/broker/quota"
-	"github.com/regent-mq/regent/broker/streams/store"
 )
 
 type cycleRequest struct {
@@ -198,21 +198,21 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 // refuseOwned fails a cycle that breaks a rule the broker checks before the
 // database, for why; but the ownership verdicts come first, whatever the
 // rule says.
-func (s *Service) refuseOwned(w http.ResponseWriter, r *http.Request, c *store.Cycle, why string) {
-	err := store.CheckOwner(r.Context(), s.db, c.Tenant, c.QueryID, c.PartitionID)
+func (s *Service) refuseOwned(w http.ResponseWriter, r *http.Request, c *db.Cycle, why string) {
+	err := s.db.CheckOwner(r.Context(), c.Tenant, c.QueryID, c.PartitionID)
 	if err == nil {
-		err = &store.Failure{Message: why}
+		err = &db.Failure{Message: why}
 	}
 	s.refuseOrFail(w, r, c, err)
 }
 
 // refuseOrFail answers a cycle that did not commit: a refusal by the rules
 // is a 200 with success false, anything else an error status.
-func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *store.Cycle, err error) {
-	var refused *store.Failure
+func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cycle, err error) {
+	var refused *db.Failure
 	if errors.As(err, &refused) {
 		s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleRefused).Inc()
-		if q := quota.InSQL(refused.Message); q != "" {
+		if q := quota.InSQL(refused.Code); q != "" {
 			s.logs.Quotas().Refused(c.Tenant, q, refused.Message)
 		}
 		(&cycleResponse{QueryID: c.QueryID, PartitionID: c.PartitionID,
@@ -226,10 +226,10 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *store.
 // run runs the cycle until it commits or is refused. Items the database
 // already holds under their transaction id are dropped and the cycle runs
 // again; a sink partition deleted behind the cache is resolved again once.
-func (s *Service) run(r *http.Request, c *store.Cycle, k *sink, items []log.Item) (store.CycleResult, *sink, error) {
+func (s *Service) run(r *http.Request, c *db.Cycle, k *sink, items []log.Item) (db.CycleResult, *sink, error) {
 	for resolved := false; ; {
 		c.Segments = k.segs
-		res, err := store.RunCycle(r.Context(), s.db, *c)
+		res, err := s.db.RunCycle(r.Context(), *c)
 		switch {
 		case err != nil:
 			return res, k, err
@@ -253,8 +253,8 @@ func (s *Service) run(r *http.Request, c *store.Cycle, k *sink, items []log.Item
 }
 
 // cycleFrom checks a cycle request and applies the defaults.
-func cycleFrom(req *cycleRequest) (store.Cycle, error) {
-	var c store.Cycle
+func cycleFrom(req *cycleRequest) (db.Cycle, error) {
+	var c db.Cycle
 	var err error
 	if c.QueryID, err = parseID("query_id", req.QueryID); err != nil {
 		return c, err
@@ -273,7 +273,7 @@ func cycleFrom(req *cycleRequest) (store.Cycle, error) {
 		return c, err
 	}
 	if a := req.Ack; a != nil {
-		ack := &store.Ack{OK: ackOK(a.Status), Count: a.Count, Release: req.ReleaseLease == nil || *req.ReleaseLease}
+		ack := &db.Ack{OK: ackOK(a.Status), Count: a.Count, Release: req.ReleaseLease == nil || *req.ReleaseLease}
 		if a.LeaseID != "" {
 			id, err := uuid.Parse(a.LeaseID)
 			if err != nil {

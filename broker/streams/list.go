@@ -5,7 +5,6 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/streams/store"
 )
 
 // list is GET /streams/v1/queries: the caller's tenant's queries with
@@ -13,7 +12,7 @@ import (
 // the seed's route table; the console reads it, since no other JSON route
 // names the queries.
 func (s *Service) list(w http.ResponseWriter, r *http.Request) {
-	qs, err := store.Queries(r.Context(), s.db, auth.FromContext(r.Context()).Tenant)
+	qs, err := s.db.Queries(r.Context(), auth.FromContext(r.Context()).Tenant)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -8,10 +8,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/pg"
-	"github.com/regent-mq/regent/broker/streams/store"
 )
 
 type registerRequest struct {
@@ -64,7 +64,7 @@ func (s *Service) register(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
-	res, err := store.Register(r.Context(), s.db, store.Registration{
+	res, err := s.db.Register(r.Context(), db.Registration{
 		Tenant:     auth.FromContext(r.Context()).Tenant,
 		Name:       req.Name,
 		Source:     req.SourceQueue,
@@ -77,9 +77,9 @@ func (s *Service) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch res.Outcome {
-	case store.Conflict:
+	case db.Conflict:
 		httpx.WriteJSON(w, http.StatusConflict, refusal{Error: res.Message, QueryID: &res.QueryID, Name: req.Name})
-	case store.Denied:
+	case db.Denied:
 		httpx.WriteJSON(w, http.StatusForbidden, refusal{Denied: true, Error: res.Message, Name: req.Name})
 	default:
 		httpx.WriteJSON(w, http.StatusOK, registerResponse{

@@ -10,9 +10,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/streams/store"
 )
 
 // pushItem is a sink message as the client sends it.
@@ -126,7 +126,7 @@ func (s *Service) pack(ctx context.Context, tenant, producerSub string, in []pus
 
 // drop takes out of the segments the items the database already holds, so
 // that the cycle can run again.
-func (k *sink) drop(d store.Duplicates) { k.segs = k.packed.Drop(k.segs, d) }
+func (k *sink) drop(d db.Duplicates) { k.segs = k.packed.Drop(k.segs, d) }
 
 // committed records the base offsets the cycle gave k.segs.
 func (k *sink) committed(offsets []int64) {

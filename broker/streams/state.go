@@ -8,8 +8,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/streams/store"
 )
 
 type stateRequest struct {
@@ -27,7 +27,7 @@ func (s *Service) stateGet(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
-	f := store.StateFilter{
+	f := db.StateFilter{
 		Tenant:         auth.FromContext(r.Context()).Tenant,
 		Keys:           req.Keys,
 		KeyPrefix:      req.KeyPrefix,
@@ -59,7 +59,7 @@ func (s *Service) stateGet(w http.ResponseWriter, r *http.Request) {
 	// The rows go straight into the answer, values as PostgreSQL sent them.
 	body := append(make([]byte, 0, 4096), `{"success":true,"rows":[`...)
 	n := 0
-	err = store.State(r.Context(), s.db, f, func(key string, value []byte, updated time.Time) {
+	err = s.db.State(r.Context(), f, func(key string, value []byte, updated time.Time) {
 		if n > 0 {
 			body = append(body, ',')
 		}

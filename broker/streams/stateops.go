@@ -9,8 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/streams/store"
 )
 
 // foldStateOps checks a cycle's state_ops and folds them to their effect.
@@ -22,15 +22,15 @@ import (
 // An element that breaks the rules (an unknown type, a key that is not a
 // string, an upsert without a value) becomes the fold's Refusal: the cycle
 // fails, and commits nothing, after the ownership verdicts (see
-// store.CheckOwner). Only state_ops that is not an array at all is a 400.
+// db.CheckOwner). Only state_ops that is not an array at all is a 400.
 // raw is the member of a decoded request, so JSON.
 //
 // The preconditions are about the state the worker read before the cycle,
 // so a key's first if_updated_at is the one expected. An idle flush
 // (flush) also expects every row it removes to exist, unless an earlier op
 // of the same cycle wrote it: queen_streams.cycle_v2's file says why.
-func foldStateOps(raw json.RawMessage, flush bool) (store.StateOps, error) {
-	var f store.StateOps
+func foldStateOps(raw json.RawMessage, flush bool) (db.StateOps, error) {
+	var f db.StateOps
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return f, nil
@@ -50,7 +50,7 @@ func foldStateOps(raw json.RawMessage, flush bool) (store.StateOps, error) {
 	for e := range elements(raw) {
 		key, value, read, refusal := stateOp(i, e)
 		if refusal != "" {
-			return store.StateOps{Refusal: refusal}, nil
+			return db.StateOps{Refusal: refusal}, nil
 		}
 		j, seen := at[key]
 		if !seen {

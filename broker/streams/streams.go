@@ -1,7 +1,7 @@
 // Package streams serves the three /streams/v1 routes: query registration,
 // the state read and the cycle, and Regent's listing of the registered
 // queries. The handlers here decode and check requests and apply the route
-// rules; broker/streams/store talks to PostgreSQL.
+// rules; broker/db talks to PostgreSQL.
 //
 // Every route is tenant-scoped, and the tenant comes only from the request's
 // identity (auth.FromContext), never from the body.
@@ -13,9 +13,9 @@ import (
 	"net/http"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
@@ -24,7 +24,7 @@ import (
 
 // Service holds what the streams handlers share.
 type Service struct {
-	db *pgxpool.Pool
+	db *db.DB
 	// logs is the write path of the sink pushes (resolution, packing,
 	// bookkeeping) and the partition ownership check.
 	logs    *log.Log
@@ -36,8 +36,8 @@ type Service struct {
 }
 
 // New returns the streams service.
-func New(db *pgxpool.Pool, logs *log.Log, m *metrics.Metrics, logger *slog.Logger, tenancy bool) *Service {
-	return &Service{db: db, logs: logs, metrics: m, log: logger, tenancy: tenancy}
+func New(store *db.DB, logs *log.Log, m *metrics.Metrics, logger *slog.Logger, tenancy bool) *Service {
+	return &Service{db: store, logs: logs, metrics: m, log: logger, tenancy: tenancy}
 }
 
 // ownPartition is the tenancy pre-gate of the state read and the cycle: a

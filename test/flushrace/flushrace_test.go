@@ -142,7 +142,8 @@ func (sc scenario) run(b *brokertest.Broker, tag string, fresh bool, counts func
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s := &stock{base: b.URL, token: b.Token, query: "q" + tag, source: "src" + tag, sink: "out" + tag,
-		size: sc.size, idle: sc.idle, batch: 50, folders: 4, slowFlush: 10 * time.Millisecond, fresh: fresh}
+		size: sc.size, idle: sc.idle, grace: 100 * time.Millisecond, batch: 50, folders: 4,
+		slowFlush: 10 * time.Millisecond, fresh: fresh}
 	if err := s.register(ctx); err != nil {
 		return nil, err
 	}
@@ -182,7 +183,7 @@ func (sc scenario) run(b *brokertest.Broker, tag string, fresh bool, counts func
 	}
 
 	// Every window closes at the latest when the flush finds it ripe.
-	settled := time.Now().Add(sc.size + 3*sc.idle + 300*time.Millisecond)
+	settled := time.Now().Add(sc.size + s.grace + 3*sc.idle + 300*time.Millisecond)
 	for time.Now().Before(settled) || b.Count(nopT{}, `SELECT count(*) FROM queen_streams.state s
 		JOIN queen_streams.queries q ON q.id = s.query_id WHERE q.name = $1 AND s.key <> $2`, s.query, watermarkKey) > 0 {
 		if ctx.Err() != nil {

@@ -27,17 +27,22 @@ import (
 //
 // It counts and sums events in tumbling windows of event time (the
 // message's createdAt); the watermark is the largest event time a partition
-// has folded, and a window closes when the watermark reaches its end, or
-// when the flush finds it ripe by the wall clock on a partition that has
-// been idle for idle. Each window also lists its events' ids, so that a
+// has folded, and a window closes when the watermark passes its end by
+// the grace, or when the flush finds it ripe by the wall clock (its end
+// plus the grace past) on a partition that has been idle for idle. Each window also lists its events' ids, so that a
 // verdict can tell an event counted twice from one lost.
 type stock struct {
 	base, token   string
 	query, source string
 	sink          string
 	size, idle    time.Duration
-	batch         int
-	folders       int
+	// grace is how long after its end a window still takes events, the
+	// stock SDKs' allowed lateness: a message is stamped when the broker
+	// receives it, and visible only when its push commits, which on a
+	// loaded machine is a while later.
+	grace   time.Duration
+	batch   int
+	folders int
 	// slowFlush, when set, holds each flush between its state read and its
 	// cycle for up to this long, as a loaded machine or a GC pause does.
 	slowFlush time.Duration
@@ -216,11 +221,11 @@ func (s *stock) fold(ctx context.Context) error {
 		}
 		open[w.WindowStart] = &w
 	}
-	size := s.size.Milliseconds()
+	size, grace := s.size.Milliseconds(), s.grace.Milliseconds()
 	for _, m := range b.Messages {
 		ts := m.CreatedAt.UnixMilli()
 		start := ts - ts%size
-		if start+size <= wm {
+		if start+size+grace <= wm {
 			continue // late: its window closed already
 		}
 		w := open[start]
@@ -237,7 +242,7 @@ func (s *stock) fold(ctx context.Context) error {
 	var emits []map[string]any
 	for _, w := range sorted(open) {
 		key := windowKey(w.WindowStart)
-		if w.WindowEnd <= wm {
+		if w.WindowEnd+grace <= wm {
 			emits = append(emits, map[string]any{"queue": s.sink, "partition": b.Partition, "payload": w})
 			ops = append(ops, s.op("delete", key, nil, read))
 		} else {
@@ -260,8 +265,8 @@ func (s *stock) fold(ctx context.Context) error {
 // flush emits and deletes the windows of partition p that are ripe by the
 // wall clock.
 func (s *stock) flush(ctx context.Context, p string) error {
-	now := time.Now().UnixMilli()
-	rows, err := s.state(ctx, p, &now)
+	ripe := time.Now().Add(-s.grace).UnixMilli()
+	rows, err := s.state(ctx, p, &ripe)
 	if err != nil || len(rows) == 0 {
 		return err
 	}

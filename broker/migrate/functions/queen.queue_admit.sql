@@ -22,7 +22,8 @@ BEGIN
     END IF;
     SELECT count(*) INTO v_count FROM queen.queues q WHERE q.tenant = p_tenant;
     IF v_count >= v_max THEN
-        RAISE EXCEPTION 'quota maxQueues: tenant % has reached its cap of % queues', p_tenant, v_max;
+        RAISE EXCEPTION 'quota maxQueues: tenant % has reached its cap of % queues', p_tenant, v_max
+            USING DETAIL = 'quota.maxQueues';
     END IF;
 END
 $$;

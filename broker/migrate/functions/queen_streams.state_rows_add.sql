@@ -24,7 +24,8 @@ BEGIN
              WHERE q.tenant = p_tenant;
             IF v_rows + p_delta > v_max THEN
                 RAISE EXCEPTION 'quota maxStateRows: the cycle would bring tenant % to % state rows, over its cap of %',
-                    p_tenant, v_rows + p_delta, v_max;
+                    p_tenant, v_rows + p_delta, v_max
+                    USING DETAIL = 'quota.maxStateRows';
             END IF;
         END IF;
     END IF;

@@ -1,4 +1,4 @@
-package store
+package db
 
 import (
 	"context"
@@ -75,8 +75,9 @@ type CycleResult struct {
 func (r *CycleResult) Committed() bool { return r.Duplicates == nil && !r.Gone }
 
 // Failure is a cycle refused by the rules: nothing of it committed.
-// Message is meant for the client.
-type Failure struct{ Message string }
+// Message is meant for the client; Code names the rule, when the broker
+// acts on it (pg.Refused).
+type Failure struct{ Message, Code string }
 
 func (f *Failure) Error() string { return f.Message }
 
@@ -99,7 +100,7 @@ const cycleSQL = `SELECT outcome, queue_id, queue_name, base_offsets, ack_count,
 // failed, and nothing of it committed unless the connection died after the
 // commit was sent. The caller announces the sink partitions, and the source
 // when CycleResult.Announce says so, once it returns.
-func RunCycle(ctx context.Context, db pg.DB, c Cycle) (CycleResult, error) {
+func (d *DB) RunCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 	a := log.Args(c.Segments)
 	var (
 		hasAck, ok, release bool
@@ -115,7 +116,7 @@ func RunCycle(ctx context.Context, db pg.DB, c Cycle) (CycleResult, error) {
 
 	// Ids go as [16]byte, which pgx encodes directly; a uuid.UUID would go
 	// through its driver.Valuer as a string, at a cost seen in profiles.
-	rows, err := db.Query(ctx, cycleSQL,
+	rows, err := d.q.Query(ctx, cycleSQL,
 		c.Tenant, pg.ID(c.QueryID), pg.ID(c.PartitionID), c.Group,
 		c.Ops.UpsertKeys, c.Ops.UpsertValues, c.Ops.DeleteKeys,
 		a.Partitions, a.Frames, a.Bodies, a.Checksums, a.TxIDs, a.MinAt, a.MaxAt,
@@ -169,8 +170,8 @@ func RunCycle(ctx context.Context, db pg.DB, c Cycle) (CycleResult, error) {
 // and partition, as RunCycle would, without running one: a *Failure, or nil
 // when both are the tenant's. A cycle whose state ops the broker refuses
 // calls it, so that those verdicts come first.
-func CheckOwner(ctx context.Context, db pg.DB, tenant string, queryID, partitionID uuid.UUID) error {
-	_, err := db.Exec(ctx, `SELECT FROM queen_streams.cycle_owner(p_tenant => $1, p_query_id => $2, p_partition_id => $3)`,
+func (d *DB) CheckOwner(ctx context.Context, tenant string, queryID, partitionID uuid.UUID) error {
+	_, err := d.q.Exec(ctx, `SELECT FROM queen_streams.cycle_owner(p_tenant => $1, p_query_id => $2, p_partition_id => $3)`,
 		tenant, pg.ID(queryID), pg.ID(partitionID))
 	if err != nil {
 		return refusal(err)
@@ -181,8 +182,8 @@ func CheckOwner(ctx context.Context, db pg.DB, tenant string, queryID, partition
 // refusal turns a refusal the SQL raised into a *Failure; every other
 // error stays as it is (a 500, or a 503 when the database is unreachable).
 func refusal(err error) error {
-	if msg, ok := pg.Refusal(err); ok {
-		return &Failure{Message: msg}
+	if r, ok := pg.Refusal(err); ok {
+		return &Failure{Message: r.Message, Code: r.Code}
 	}
 	return fmt.Errorf("run cycle: %w", err)
 }

@@ -1,6 +1,4 @@
-// Package store is the streams routes' storage: each function is one round
-// trip to PostgreSQL, most of them a call of a queen_streams procedure.
-package store
+package db
 
 import (
 	"context"
@@ -42,7 +40,7 @@ type RegisterResult struct {
 }
 
 // Register registers or re-registers a query by name, within its tenant.
-func Register(ctx context.Context, db pg.DB, r Registration) (RegisterResult, error) {
+func (d *DB) Register(ctx context.Context, r Registration) (RegisterResult, error) {
 	id := pg.NewID()
 	var sink *string
 	if r.Sink != "" {
@@ -51,7 +49,7 @@ func Register(ctx context.Context, db pg.DB, r Registration) (RegisterResult, er
 	var res RegisterResult
 	var qid *uuid.UUID
 	var msg *string
-	err := db.QueryRow(ctx, `SELECT outcome, query_id, fresh, message
+	err := d.q.QueryRow(ctx, `SELECT outcome, query_id, fresh, message
 		FROM queen_streams.register(p_tenant => $1, p_name => $2, p_source => $3, p_sink => $4,
 			p_config_hash => $5, p_reset => $6, p_new_id => $7)`,
 		r.Tenant, r.Name, r.Source, sink, r.ConfigHash, r.Reset, id,

@@ -1,4 +1,4 @@
-package store
+package db
 
 import (
 	"context"
@@ -41,7 +41,7 @@ const stateSQL = `SELECT s.key, s.value, s.updated_at
 // State calls row for each matching row, ordered by key. value is the
 // row's JSON as PostgreSQL sends it, valid only during the call: the caller
 // writes it out without decoding or keeping it.
-func State(ctx context.Context, db pg.DB, f StateFilter, row func(key string, value []byte, updated time.Time)) error {
+func (d *DB) State(ctx context.Context, f StateFilter, row func(key string, value []byte, updated time.Time)) error {
 	var keys []string
 	if len(f.Keys) > 0 {
 		keys = f.Keys
@@ -53,7 +53,7 @@ func State(ctx context.Context, db pg.DB, f StateFilter, row func(key string, va
 			hi = &s
 		}
 	}
-	rows, err := db.Query(ctx, stateSQL, pg.ID(f.QueryID), f.Tenant, pg.ID(f.PartitionID), keys, lo, hi, f.RipeAtOrBefore)
+	rows, err := d.q.Query(ctx, stateSQL, pg.ID(f.QueryID), f.Tenant, pg.ID(f.PartitionID), keys, lo, hi, f.RipeAtOrBefore)
 	if err != nil {
 		return fmt.Errorf("read state of query %s partition %s: %w", f.QueryID, f.PartitionID, err)
 	}

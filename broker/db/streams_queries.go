@@ -1,4 +1,4 @@
-package store
+package db
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/regent-mq/regent/broker/pg"
 )
 
 // Query is a registered stream query and what it has done, for the
@@ -59,8 +57,8 @@ const queriesSQL = `SELECT q.id::text, q.name, q.source_queue, q.sink_queue, q.c
  ORDER BY q.name`
 
 // Queries lists the tenant's stream queries by name.
-func Queries(ctx context.Context, db pg.DB, tenant string) ([]Query, error) {
-	rows, err := db.Query(ctx, queriesSQL, tenant)
+func (d *DB) Queries(ctx context.Context, tenant string) ([]Query, error) {
+	rows, err := d.q.Query(ctx, queriesSQL, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("list stream queries of tenant %q: %w", tenant, err)
 	}
