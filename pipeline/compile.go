@@ -24,8 +24,7 @@ const CostLimit = 1_000_000
 // Program is a compiled pipeline: each expression compiled and type-checked
 // once, its window in milliseconds.
 type Program struct {
-	Spec v1.Pipeline // canonical
-	Hash string      // the config hash
+	Hash string // the config hash
 
 	filter, keyBy, eventTime cel.Program
 	having, project          cel.Program
@@ -61,7 +60,7 @@ func Compile(spec v1.Pipeline) (*Program, error) {
 		return nil, err
 	}
 	c := spec.Canonical()
-	p := &Program{Spec: c, Hash: spec.ConfigHash()}
+	p := &Program{Hash: spec.ConfigHash()}
 	if c.Late != v1.LateDrop {
 		p.late = c.Late
 	}
