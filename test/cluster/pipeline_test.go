@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -255,6 +256,21 @@ func (r *pipelineRun) drain(queue string) map[string][]json.RawMessage {
 	return out
 }
 
+// refused counts the cycles the broker refused the workers, from their
+// logs: the leases and preconditions the exactly-once argument rests on, at
+// work.
+func (r *pipelineRun) refused() int {
+	n := 0
+	for _, w := range r.workers {
+		out, err := os.ReadFile(w.log.Name())
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		n += strings.Count(string(out), "cycle refused")
+	}
+	return n
+}
+
 // figures is what a run checked.
 type figures struct {
 	events, windows, late, lost, duplicated, wrong int
@@ -371,8 +387,8 @@ func windowedRun(t *testing.T, name string, w v1.Window, step int64, lateEvery i
 	r.settle()
 	want, late := reference(w, 0, events, keep)
 	f := r.checkWindows(want, late)
-	t.Logf("figures: %d kills (%d mid-run), %d events, %d windows, %d late; lost %d, duplicated %d, wrong %d",
-		kills, midRun, f.events, f.windows, f.late, f.lost, f.duplicated, f.wrong)
+	t.Logf("figures: %d kills (%d mid-run), %d events, %d windows, %d late, %d cycles refused; lost %d, duplicated %d, wrong %d",
+		kills, midRun, f.events, f.windows, f.late, r.refused(), f.lost, f.duplicated, f.wrong)
 }
 
 func TestATumblingPipelineWithLatenessStaysExactlyOnceWhileWorkersAndBrokersAreKilled(t *testing.T) {
@@ -439,7 +455,8 @@ func TestAStatelessPipelineEmitsEachEventOnceWhileWorkersAndBrokersAreKilled(t *
 			}
 		}
 	}
-	t.Logf("figures: %d kills (%d mid-run), %d events, %d outputs; lost %d, duplicated %d", kills, midRun, f.events, f.windows, f.lost, f.duplicated)
+	t.Logf("figures: %d kills (%d mid-run), %d events, %d outputs, %d cycles refused; lost %d, duplicated %d",
+		kills, midRun, f.events, f.windows, r.refused(), f.lost, f.duplicated)
 }
 
 // TestTheIdleFlushClosesEveryWindowOnceAndLaterEventsOfThemAreLate: the
@@ -483,6 +500,6 @@ func TestTheIdleFlushClosesEveryWindowOnceAndLaterEventsOfThemAreLate(t *testing
 		}
 	}
 	f := r.checkWindows(want1, late1)
-	t.Logf("figures: %d kills (%d mid-run), %d events, %d windows, %d late; lost %d, duplicated %d, wrong %d",
-		kills, midRun, f.events, f.windows, f.late, f.lost, f.duplicated, f.wrong)
+	t.Logf("figures: %d kills (%d mid-run), %d events, %d windows, %d late, %d cycles refused; lost %d, duplicated %d, wrong %d",
+		kills, midRun, f.events, f.windows, f.late, r.refused(), f.lost, f.duplicated, f.wrong)
 }
