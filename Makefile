@@ -96,6 +96,7 @@ e2e: deps ## Run the end-to-end test alone: the whole stack as `make run` starts
 .PHONY: bench
 bench: deps build ## Run the Go benchmarks, regent-bench's sweeps against a fresh local broker and their pgbench limits (~20 min; BENCH_QUICK=1: a short pass).
 	go test -run '^$$' -bench . -benchmem $(if $(BENCH_QUICK),-benchtime=10x) ./broker/...
+	go test -run '^$$' -bench . -benchmem -cpu 1 $(if $(BENCH_QUICK),-benchtime=100x) ./pipeline/
 	hack/bench.sh
 
 .PHONY: run

@@ -26,6 +26,7 @@ import (
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
 	"github.com/regent-mq/regent/controllers/celldb"
 	"github.com/regent-mq/regent/controllers/registration"
+	"github.com/regent-mq/regent/pipeline"
 )
 
 // queryFinalizer is on a StreamQuery with deletionPolicy Delete that owns
@@ -187,26 +188,59 @@ func (r *StreamQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	q.Status.Tenant = tenant
 	q.Status.ObservedGeneration = q.Generation
+	hash, err := configHash(&q)
+	if err != nil {
+		return r.pipelineInvalid(ctx, s, err)
+	}
 	token := q.Annotations[v1.ResetTokenAnnotation]
 	switch {
 	case q.Status.PendingReset != nil:
 		return r.resumeReset(ctx, s)
 	case token != "" && token != q.Status.LastResetToken:
-		return r.startReset(ctx, s, v1.PendingReset{ConfigHash: q.Spec.ConfigHash, Token: token})
+		return r.startReset(ctx, s, v1.PendingReset{ConfigHash: hash, Token: token})
 	}
-	res := r.register(ctx, s, q.Spec.ConfigHash, false)
+	res := r.register(ctx, s, hash, false)
 	if res.Outcome == registration.Conflict {
 		switch {
 		case q.Spec.OnConfigChange == v1.OnConfigChangeBlock:
 			res.Message += fmt.Sprintf(" (onConfigChange is Block: set it to Reset, or set the %s annotation, to discard the query's state)", v1.ResetTokenAnnotation)
-		case q.Status.LastResetHash != q.Spec.ConfigHash:
-			return r.startReset(ctx, s, v1.PendingReset{ConfigHash: q.Spec.ConfigHash})
+		case q.Status.LastResetHash != hash:
+			return r.startReset(ctx, s, v1.PendingReset{ConfigHash: hash})
 		default:
 			res.Message += fmt.Sprintf(" (the operator already reset the query once for config hash %q and does not reset twice for one hash: "+
-				"someone else registered another hash since; set the %s annotation to reset anyway)", q.Spec.ConfigHash, v1.ResetTokenAnnotation)
+				"someone else registered another hash since; set the %s annotation to reset anyway)", hash, v1.ResetTokenAnnotation)
 		}
 	}
 	return r.settle(ctx, s, res)
+}
+
+// configHash is the hash the query registers with: spec.configHash, or
+// its pipeline's. A pipeline that does not compile, or a configHash that is
+// not the pipeline's, is an error the user must fix.
+func configHash(q *v1.StreamQuery) (string, error) {
+	if q.Spec.Pipeline == nil {
+		return q.Spec.ConfigHash, nil
+	}
+	prog, err := pipeline.Compile(*q.Spec.Pipeline)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("spec.pipeline: %w", err)
+	case q.Spec.ConfigHash != "" && q.Spec.ConfigHash != prog.Hash:
+		return "", fmt.Errorf("spec.configHash %q is not the pipeline's config hash %q: remove it, or set it to the pipeline's", q.Spec.ConfigHash, prog.Hash)
+	}
+	return prog.Hash, nil
+}
+
+// pipelineInvalid reports a pipeline that cannot run, with the compiler's
+// message, and registers nothing: no worker may run the query. The next
+// change to the spec tries again.
+func (r *StreamQueryReconciler) pipelineInvalid(ctx context.Context, s *step, err error) (ctrl.Result, error) {
+	r.notReady(s.q, v1.ReasonPipelineInvalid, err.Error())
+	if err := r.writeStatus(ctx, s); err != nil {
+		return conflictOr(err)
+	}
+	observeQuery(s.q)
+	return ctrl.Result{}, nil
 }
 
 // step is one reconcile of a StreamQuery that got past deletion and

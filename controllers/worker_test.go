@@ -59,7 +59,7 @@ func startWorkerQuery(t *testing.T) *workerQuery {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "-broker", h.broker.URL, "-token", h.token("acme"), "-query", "clicks",
-		"-source", "orders", "-sink", "orders.out", "-batch", "20", "-workers", "2", "-idle", "3s", "-wait", "300ms")
+		"-source", "orders", "-sink", "orders.out", "-batch", "20", "-workers", "2", "-idle", "3s", "-wait", "300ms", "-listen", "")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -95,8 +95,10 @@ func (w *workerQuery) push(n int) {
 // group's committed offset.
 func (w *workerQuery) folded() (sum, committed int64) {
 	w.h.t.Helper()
-	sum = scalar[int64](w.h, `SELECT coalesce(sum((value->>'count')::bigint), 0)::bigint FROM queen_streams.state
-		WHERE query_id = $1 AND value ? 'count'`, w.q.Status.QueryID)
+	// A window row holds each aggregate's accumulator in aggs, with the
+	// number of its events in n.
+	sum = scalar[int64](w.h, `SELECT coalesce(sum((value->'aggs'->0->>'n')::bigint), 0)::bigint FROM queen_streams.state
+		WHERE query_id = $1 AND value ? 'aggs'`, w.q.Status.QueryID)
 	committed = scalar[int64](w.h, `SELECT coalesce(sum(c.committed), 0)::bigint FROM queen.cursors c
 		JOIN queen.partitions p ON p.id = c.partition_id JOIN queen.queues q ON q.id = p.queue_id
 		WHERE q.tenant = 'acme' AND q.name = 'orders' AND c.consumer_group = 'streams.clicks'`)

@@ -10,7 +10,8 @@
 # a transactionId on every item (as Queen's JavaScript client sends them) at
 # C = 1, 4, 16, 64, and without at C=4; push with 10 million rows in the
 # dedup table; popack and cycle at C = 1, 4, 16, 64 (P=16) and at P = 1,000
-# and 10,000 (C=4); stateget. N is chosen for each point to run at least 5 s
+# and 10,000 (C=4); stateget; Regent's worker running a pipeline end to end
+# at C = 4 and 16 (regent-bench -scenario pipeline). N is chosen for each point to run at least 5 s
 # on a quiet 2-core machine, and the whole for about 20 minutes there (some
 # 50 when six other builds share it). BENCH_QUICK=1 runs each point once
 # with N/20 (and 200,000 dedup rows): a pass of two minutes that shows
@@ -123,6 +124,11 @@ for s in popack cycle; do
   point "$s P=10000" "${s%ack}" 4 1000000 -scenario "$s" -p 10000
 done
 point "stateget" stateget 4 30000 -scenario stateget
+# Regent's worker end to end (regent-bench runs streamworker in process):
+# against the cycle scenario at the same C and B, and the same limit.
+for c in 4 16; do
+  point "pipeline C=$c" cycle "$c" 300000 -scenario pipeline
+done
 
 if [ -n "$only" ]; then exit $((${#failed[@]} > 0)); fi
 

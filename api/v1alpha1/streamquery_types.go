@@ -37,6 +37,9 @@ const (
 	ReasonQuotaDenied       = "QuotaDenied"
 	ReasonDuplicateName     = "DuplicateName"
 	ReasonBrokerUnavailable = "BrokerUnavailable"
+	// ReasonPipelineInvalid: spec.pipeline does not compile; the query is
+	// not registered, so nothing runs it.
+	ReasonPipelineInvalid = "PipelineInvalid"
 )
 
 // The StreamQuery's lifecycle conditions and their reasons.
@@ -55,6 +58,7 @@ const (
 )
 
 // StreamQuerySpec is the streaming query to register on the broker.
+// +kubebuilder:validation:XValidation:rule="has(self.configHash) || has(self.pipeline)",message="configHash is required when there is no pipeline"
 type StreamQuerySpec struct {
 	// queryName is the query's name on the broker, unique per tenant; a
 	// worker's SDK registers and runs the query under the same name. When
@@ -78,11 +82,18 @@ type StreamQuerySpec struct {
 
 	// configHash is the hash the worker computes over its operator chain.
 	// The broker refuses a different hash for an existing query unless the
-	// registration resets the query's state (see onConfigChange).
-	// +required
+	// registration resets the query's state (see onConfigChange). Required
+	// without a pipeline; with one, the pipeline's own hash is registered
+	// unless this is set, and then it must equal it.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
-	ConfigHash string `json:"configHash"`
+	ConfigHash string `json:"configHash,omitempty"`
+
+	// pipeline is the computation Regent's worker runs for the query. A
+	// changed pipeline is a config change, under onConfigChange.
+	// +optional
+	Pipeline *Pipeline `json:"pipeline,omitempty"`
 
 	// onConfigChange says what to do when the broker holds the query under
 	// a different configHash: Block reports ConfigConflict and changes
@@ -220,7 +231,8 @@ type StreamQueryStatus struct {
 	LastCycleTime *metav1.Time `json:"lastCycleTime,omitempty"`
 
 	// conditions holds Ready, whose reason is Registered, ConfigConflict,
-	// QuotaDenied, DuplicateName or BrokerUnavailable; Suspended, once the
+	// QuotaDenied, DuplicateName, BrokerUnavailable or PipelineInvalid
+	// (spec.pipeline does not compile: nothing is registered); Suspended, once the
 	// query is registered; and Fresh, when spec.freshness is set.
 	// +optional
 	// +listType=map

@@ -151,8 +151,8 @@ func TestStreamQuerySourceQueueIsRequired(t *testing.T) {
 	rejected(t, create(t, query(t, "no-source", hash)), "spec.sourceQueue", "Required value")
 }
 
-func TestStreamQueryConfigHashIsRequired(t *testing.T) {
-	rejected(t, create(t, query(t, "no-hash", source)), "spec.configHash", "Required value")
+func TestStreamQueryConfigHashIsRequiredWithoutAPipeline(t *testing.T) {
+	rejected(t, create(t, query(t, "no-hash", source)), "configHash is required when there is no pipeline")
 }
 
 func TestStreamQueryConfigHashIsNotEmpty(t *testing.T) {

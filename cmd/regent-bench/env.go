@@ -101,7 +101,9 @@ func (e *Env) run(ctx context.Context, name string, s scenario) *Result {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	res.Requests = len(e.latencies)
+	if len(e.latencies) > 0 { // else the scenario counted its own
+		res.Requests = len(e.latencies)
+	}
 	if res.CPUSeconds != nil && res.Requests > 0 {
 		res.CPUMsPerRequest = map[string]float64{}
 		for k, v := range res.CPUSeconds {

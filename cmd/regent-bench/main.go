@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -54,6 +55,7 @@ func main() {
 	flag.BoolVar(&env.Prefilled, "prefilled", false, "popack, cycle: the queue already holds the N messages; do not fill it")
 	flag.IntVar(&runs, "runs", 1, "how many times to run; one JSON line each")
 	flag.DurationVar(&limit, "limit", 10*time.Minute, "give up a run after this long")
+	cpuProfile := flag.String("cpuprofile", "", "write the tool's CPU profile (the pipeline scenario's worker, mostly) to this file")
 	flag.Parse()
 
 	s, ok := scenarios[name]
@@ -71,6 +73,17 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "regent-bench: cpu profile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	failed := false
 	queue := env.Queue
 	var results []*Result
@@ -89,6 +102,7 @@ func main() {
 	}
 	fmt.Fprintln(os.Stderr, summary(results))
 	if failed {
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regent-mq/regent/pipeline"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
@@ -62,6 +63,40 @@ func (b *brokerProcess) start() {
 	}
 }
 
+// build builds one of the module's commands into dir.
+func build(t *testing.T, dir, command string) string {
+	t.Helper()
+	bin := filepath.Join(dir, command)
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/regent-mq/regent/cmd/"+command).CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", command, err, out)
+	}
+	return bin
+}
+
+// startBroker builds and starts a broker process on a fresh database, and
+// opens a pool on that database; both go when the test ends.
+func startBroker(t *testing.T, dir string) (*brokerProcess, *pgxpool.Pool) {
+	t.Helper()
+	port, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "broker.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logFile.Close() })
+	b := &brokerProcess{t: t, bin: build(t, dir, "broker"), addr: "127.0.0.1:" + strconv.Itoa(port), db: pgtest.URL(t), log: logFile}
+	b.start()
+	t.Cleanup(b.kill)
+	pool, err := pgxpool.New(context.Background(), b.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return b, pool
+}
+
 func (b *brokerProcess) kill() {
 	_ = b.cmd.Process.Kill() // SIGKILL: no shutdown, no drain
 	_ = b.cmd.Wait()
@@ -92,28 +127,7 @@ type windowID struct {
 // restarted at random moments. Every window must reach the sink exactly
 // once, with exactly the events it should count.
 func TestExactlyOnceWhileTheBrokerIsKilled(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "broker")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/regent-mq/regent/cmd/broker").CombinedOutput(); err != nil {
-		t.Fatalf("build the broker: %v\n%s", err, out)
-	}
-	port, err := pgtest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logFile, err := os.Create(filepath.Join(dir, "broker.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	b := &brokerProcess{t: t, bin: bin, addr: "127.0.0.1:" + strconv.Itoa(port), db: pgtest.URL(t), log: logFile}
-	b.start()
-	defer func() { b.kill() }()
-	pool, err := pgxpool.New(context.Background(), b.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	b, pool := startBroker(t, t.TempDir())
 
 	// A short lease: a pop whose answer a kill swallowed leaves a lease
 	// that hides its partition until it expires.
@@ -128,7 +142,7 @@ func TestExactlyOnceWhileTheBrokerIsKilled(t *testing.T) {
 		key := keys[(j*7+p)%len(keys)]
 		partition := fmt.Sprintf("p%d", p)
 		items = append(items, map[string]any{"queue": "events", "partition": partition, "payload": map[string]any{"key": key, "ts": ts}})
-		want[windowID{partition, key, rfc3339(ts - ts%windowMillis)}]++
+		want[windowID{partition, key, time.UnixMilli(ts - ts%60_000).UTC().Format("2006-01-02T15:04:05.000Z")}]++
 		if len(items) == 1000 {
 			b.post("/api/v1/push", map[string]any{"items": items})
 			items = nil
@@ -142,11 +156,13 @@ func TestExactlyOnceWhileTheBrokerIsKilled(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	cfg, err := parseFlags([]string{"-broker", "http://" + b.addr, "-query", "crash.per_minute", "-source", "events",
+		"-sink", "events.per_minute", "-batch", "50", "-workers", "2", "-idle", "3s", "-wait", "500ms", "-listen", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, config{broker: "http://" + b.addr, query: "crash.per_minute", source: "events", sink: "events.per_minute",
-			batch: 50, workers: 2, idle: 3 * time.Second, waitTimeout: 500 * time.Millisecond}, log)
-	}()
+	go func() { done <- run(ctx, cfg, log) }()
 
 	consumed := func() int64 {
 		var n int64
@@ -183,7 +199,7 @@ func TestExactlyOnceWhileTheBrokerIsKilled(t *testing.T) {
 	// window.
 	for deadline := time.Now().Add(90 * time.Second); ; {
 		var open int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM queen_streams.state WHERE key <> $1`, watermarkKey).Scan(&open); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM queen_streams.state WHERE key <> $1`, pipeline.ClockKey).Scan(&open); err != nil {
 			t.Fatal(err)
 		}
 		if consumed() == crashEvents && open == 0 {
@@ -211,8 +227,12 @@ func TestExactlyOnceWhileTheBrokerIsKilled(t *testing.T) {
 		}
 		var page struct {
 			Messages []struct {
-				Partition string  `json:"partition"`
-				Data      emitted `json:"data"`
+				Partition string `json:"partition"`
+				Data      struct {
+					Key         string `json:"key"`
+					WindowStart string `json:"windowStart"`
+					Count       int64  `json:"count"`
+				} `json:"data"`
 			} `json:"messages"`
 		}
 		err = json.NewDecoder(resp.Body).Decode(&page)

@@ -1,97 +1,41 @@
-// Command regent-worker is Regent's reference streaming worker. It counts
-// events per key in one-minute tumbling windows of event time, using nothing
-// but HTTP: the three /streams/v1 routes and the queue's pop. It is meant to
-// be read: a client in a language without a Queen streams SDK does exactly
-// what this program does.
+// Command regent-worker runs a StreamQuery's pipeline against a broker,
+// exactly once: package streamworker speaks the protocol (and explains why
+// it is exactly-once), package pipeline folds. This program only wires
+// them, with flags, metrics and health.
 //
-//	regent-worker -broker http://localhost:6632 -query orders.per_minute \
-//	    -source orders -sink orders.per_minute
-//	regent-worker -print-config-hash   # the configHash its StreamQuery declares
+//	regent-worker --broker http://localhost:6632 --query orders.revenue \
+//	    --source orders --sink orders.revenue --pipeline revenue.yaml
+//	regent-worker --check revenue.yaml              # validate, offline
+//	regent-worker --pipeline revenue.yaml --print-config-hash
 //
-// An event is a source message whose payload is {"key": "acme", "ts": 1760...}
-// (ts in epoch milliseconds). A closed window is pushed to the sink as
-// {"key", "windowStart", "windowEnd" (RFC 3339), "count"}, on the sink
-// partition named like the source partition it was folded from.
-//
-// # The protocol
-//
-//  1. Register: POST /streams/v1/queries {name, source_queue, sink_queue,
-//     config_hash}. The hash names the operator chain (here "tumb:60 count"):
-//     a 409 means the query was registered with another chain, and this
-//     worker stops rather than fold new events into old accumulators. The
-//     answer's query_id is the query's identity from then on.
-//  2. Pop a batch: GET /api/v1/pop/queue/<source>?batch=B&wait=true
-//     &consumerGroup=streams.<name>. The answer names the partition
-//     (partitionId) and the lease (leaseId) that guards it.
-//  3. Read the partition's state: POST /streams/v1/state/get with
-//     key_prefix "tumb:60\u001f", which returns every open window of the
-//     operator on that partition, and its watermark row.
-//  4. Fold in memory. An event lands in the window [floor(ts/60s)*60s, +60s),
-//     kept under the state key "tumb:60\u001f<windowStart>\u001f<key>" as
-//     {"key", "windowStart", "windowEnd", "count"} (epoch ms). The partition's
-//     watermark is the largest event time it has seen; a window whose end is
-//     at or before it is closed. An event whose window closed already is late
-//     and is dropped (and counted in the log).
-//  5. Commit: POST /streams/v1/cycle with the upserts of the open windows,
-//     the deletes and sink pushes of the closed ones, the new watermark, and
-//     the ack {leaseId, status: "completed", count}. A 200 with success false
-//     is a cycle that did not happen: read the body, not the status line.
-//  6. When the source has been quiet for the idle timeout, flush: for every
-//     partition seen, state/get with ripe_at_or_before (now minus the
-//     allowed lateness) and a cycle with "ack": null that emits and deletes
-//     the ripe windows.
-//
-// # Why every event is counted exactly once
-//
-// A cycle is one PostgreSQL transaction: its state writes, its sink pushes
-// and its ack commit together or not at all, and the procedure refuses the
-// cycle when leaseId is not the partition's live lease. State is read again
-// before every fold, never cached, so a fold always starts from what the
-// last committed cycle left.
-//
-//   - The broker dies before the commit: nothing of the cycle happened. The
-//     worker retries the same request until the broker is back; the lease is
-//     still live (or has expired, and the cycle is refused), so the batch is
-//     folded once either way.
-//   - The broker dies after the commit, before the answer: the retried cycle
-//     is refused (the commit released the lease), the worker drops the batch
-//     and pops the next one. Nothing is applied twice.
-//   - A pop whose answer is lost leaves a lease nobody holds: the batch is
-//     redelivered when it expires, to a fold that starts from committed state.
-//   - An idle flush takes no lease, so a retried flush could emit again. Each
-//     emit carries a deterministic transactionId (the query, source
-//     partition, window start and key), and the broker stores a transaction
-//     id only once per sink partition, so the repeat is answered "duplicate"
-//     and stored nowhere. The same id stops a window from ever being emitted
-//     twice by any path.
-//   - A flush can run in one process while another folds the same
-//     partition. The broker refuses a flush while the partition is leased
-//     or holds unacknowledged messages, and a cycle whose state ops name an
-//     updated_at (if_updated_at) that the row no longer has: every op of
-//     this worker names the one it read, so a flush that read a window
-//     before a fold changed or closed it is refused, and so is a fold that
-//     read one before a flush closed it. In one process, a partition's
-//     folds and flushes also take turns.
-//
-// The flush is the one place that needs care: it must not close a window
-// that still has events waiting in the source. The broker refuses a flush
-// while the partition holds messages the group has not acknowledged, or a
-// lease (one orphaned by a lost pop answer hides its partition's data until
-// it expires); the worker also flushes only after every pop for the idle
-// timeout found nothing. Events later than that, relative to a window
-// already flushed, are dropped like any late event.
+// Without --pipeline it runs pipelines/count-per-minute.yaml: events
+// {"key", "ts"} counted per key in one-minute tumbling windows.
 package main
 
 import (
 	"context"
+	_ "embed"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/regent-mq/regent/pipeline"
+	"github.com/regent-mq/regent/streamworker"
 )
+
+//go:embed pipelines/count-per-minute.yaml
+var countPerMinute []byte
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
@@ -99,14 +43,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "regent-worker:", err)
 		os.Exit(2)
 	}
-	if cfg.printHash {
-		fmt.Println(configHash)
+	switch {
+	case cfg.check:
+		fmt.Printf("%s: valid, config hash %s\n", cfg.pipelineFile, cfg.prog.Hash)
+		return
+	case cfg.printHash:
+		fmt.Println(cfg.prog.Hash)
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(ctx, cfg, log); err != nil && ctx.Err() == nil {
+	if err := run(ctx, cfg, log); err != nil {
 		log.Error("worker stopped", "err", err)
 		os.Exit(1)
 	}
@@ -114,41 +62,109 @@ func main() {
 
 // config is what the worker is told.
 type config struct {
-	broker      string
-	token       string
-	query       string
-	source      string
-	sink        string
-	batch       int
-	workers     int
-	idle        time.Duration
-	lateness    time.Duration
-	waitTimeout time.Duration
-	printHash   bool
+	streamworker.Config
+	pipelineFile string
+	listen       string
+	check        bool
+	printHash    bool
+	prog         *pipeline.Program
+}
+
+// envOf names each flag's environment fallback; an explicit flag wins.
+var envOf = map[string]string{
+	"broker": "REGENT_BROKER", "token": "REGENT_TOKEN", "query": "REGENT_QUERY", "source": "REGENT_SOURCE",
+	"sink": "REGENT_SINK", "pipeline": "REGENT_PIPELINE", "listen": "REGENT_WORKER_LISTEN", "batch": "REGENT_BATCH",
+	"workers": "REGENT_WORKERS", "wait": "REGENT_WAIT", "drain": "REGENT_DRAIN", "idle": "REGENT_IDLE",
 }
 
 func parseFlags(args []string) (config, error) {
 	var c config
+	var idle time.Duration
 	fs := flag.NewFlagSet("regent-worker", flag.ContinueOnError)
-	fs.StringVar(&c.broker, "broker", "http://localhost:6632", "broker base URL")
-	fs.StringVar(&c.token, "token", os.Getenv("REGENT_TOKEN"), "bearer token, when the broker has auth on (env REGENT_TOKEN)")
-	fs.StringVar(&c.query, "query", "", "query name (required)")
-	fs.StringVar(&c.source, "source", "", "source queue (required)")
-	fs.StringVar(&c.sink, "sink", "", "sink queue for closed windows (required)")
-	fs.IntVar(&c.batch, "batch", 100, "messages per pop")
-	fs.IntVar(&c.workers, "workers", 2, "concurrent pop-fold-commit loops")
-	fs.DurationVar(&c.idle, "idle", 10*time.Second, "quiet time before open windows are flushed; must exceed the source's leaseTime")
-	fs.DurationVar(&c.lateness, "lateness", 0, "how long after its end a window may still receive events, for the idle flush")
-	fs.DurationVar(&c.waitTimeout, "wait", 2*time.Second, "long-poll timeout of each pop")
-	fs.BoolVar(&c.printHash, "print-config-hash", false, "print the config_hash this worker registers with (a StreamQuery's configHash) and exit")
-	if err := fs.Parse(args); err != nil || c.printHash {
+	fs.StringVar(&c.Broker, "broker", "http://localhost:6632", "broker base URL")
+	fs.StringVar(&c.Token, "token", "", "bearer token, when the broker has auth on")
+	fs.StringVar(&c.Query, "query", "", "query name (required)")
+	fs.StringVar(&c.Source, "source", "", "source queue (required)")
+	fs.StringVar(&c.Sink, "sink", "", "sink queue for the output (required)")
+	fs.StringVar(&c.pipelineFile, "pipeline", "", "pipeline file, YAML or JSON; absent: count per key per minute")
+	fs.StringVar(&c.listen, "listen", ":8080", "address of /metrics, /healthz and /readyz; empty for none")
+	fs.IntVar(&c.Batch, "batch", 100, "messages per pop")
+	fs.IntVar(&c.Concurrency, "workers", 2, "pop-fold-commit loops: how many partitions fold at once")
+	fs.DurationVar(&c.Wait, "wait", 2*time.Second, "long-poll timeout of each pop")
+	fs.DurationVar(&c.Drain, "drain", 30*time.Second, "on SIGTERM, how long the pops and cycles in flight may take to finish")
+	fs.DurationVar(&idle, "idle", 0, "overrides the pipeline's idleFlush in this process (not part of the config hash)")
+	fs.BoolVar(&c.printHash, "print-config-hash", false, "print the pipeline's config hash (a StreamQuery's configHash) and exit")
+	check := fs.String("check", "", "validate this pipeline file offline, print its config hash, and exit")
+	for name, variable := range envOf {
+		f := fs.Lookup(name)
+		f.Usage += " (env " + variable + ")"
+		if v, ok := os.LookupEnv(variable); ok {
+			if err := f.Value.Set(v); err != nil {
+				return c, fmt.Errorf("%s=%q: %w", variable, v, err)
+			}
+		}
+	}
+	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if c.query == "" || c.source == "" || c.sink == "" {
-		return c, fmt.Errorf("-query, -source and -sink are required")
+	var err error
+	switch {
+	case *check != "":
+		c.check, c.pipelineFile = true, *check
+		c.prog, err = pipeline.Load(*check)
+	case c.pipelineFile != "":
+		c.prog, err = pipeline.Load(c.pipelineFile)
+	default:
+		var spec, perr = pipeline.Parse(countPerMinute)
+		if perr != nil {
+			return c, perr
+		}
+		c.prog, err = pipeline.Compile(spec)
 	}
-	if c.batch < 1 || c.workers < 1 {
-		return c, fmt.Errorf("-batch and -workers must be at least 1")
+	if err != nil || c.check || c.printHash {
+		return c, err
+	}
+	c.Program = c.prog
+	if idle > 0 {
+		c.prog.IdleFlush = idle
+	}
+	if c.Query == "" || c.Source == "" || c.Sink == "" {
+		return c, errors.New("--query, --source and --sink are required")
+	}
+	if c.Batch < 1 || c.Concurrency < 1 {
+		return c, errors.New("--batch and --workers must be at least 1")
 	}
 	return c, nil
+}
+
+func run(ctx context.Context, cfg config, log *slog.Logger) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg.Log, cfg.Metrics = log, streamworker.NewMetrics(reg)
+	w := streamworker.New(cfg.Config)
+	if cfg.listen != "" {
+		ln, err := net.Listen("tcp", cfg.listen)
+		if err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintln(rw, "ok") })
+		mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
+			if !w.Ready() {
+				http.Error(rw, "not ready: the query is not registered, or the broker did not answer last", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(rw, "ok")
+		})
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server stopped", "err", err)
+			}
+		}()
+		defer srv.Close()
+		log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
+	}
+	return w.Run(ctx)
 }

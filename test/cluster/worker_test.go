@@ -76,7 +76,7 @@ func startWorkerRun(t *testing.T, db string, bs []*cluster.Broker, events, parti
 		}
 		t.Cleanup(func() { log.Close() })
 		cmd := exec.CommandContext(ctx, worker, "-broker", b.URL, "-query", "chaos.per_minute", "-source", "events",
-			"-sink", "events.per_minute", "-batch", "50", "-workers", "2", "-idle", "4s", "-wait", "500ms")
+			"-sink", "events.per_minute", "-batch", "50", "-workers", "2", "-idle", "4s", "-wait", "500ms", "-listen", "")
 		cmd.Stdout, cmd.Stderr = log, log
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -126,7 +126,7 @@ func (w *workerRun) finish() (windows int, sum, duplicates int64, wrong int) {
 	t.Helper()
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		open := -1
-		_ = w.pool.QueryRow(context.Background(), `SELECT count(*) FROM queen_streams.state WHERE key NOT LIKE '%watermark'`).Scan(&open)
+		_ = w.pool.QueryRow(context.Background(), `SELECT count(*) FROM queen_streams.state WHERE key NOT LIKE '%clock'`).Scan(&open)
 		if w.consumed() == int64(w.events) && open == 0 {
 			break
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/pipeline"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/kubetest"
 	"github.com/regent-mq/regent/test/localstack"
@@ -108,8 +109,19 @@ func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
 		t.Fatalf("status.queryId = %q, database has %q", got, queryID)
 	}
 	var registrations int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM queen_streams.queries`).Scan(&registrations); err != nil || registrations != 2 {
-		t.Fatalf("registrations = %d (%v), want the two samples", registrations, err)
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM queen_streams.queries`).Scan(&registrations); err != nil || registrations != 3 {
+		t.Fatalf("registrations = %d (%v), want the three samples", registrations, err)
+	}
+	// The sample with a pipeline and no configHash registers the hash the
+	// worker computes from the same pipeline.
+	pipelineJSON := kubectl("get", "sq", "orders-revenue", "-n", "default", "-o", "jsonpath={.spec.pipeline}")
+	spec, err := pipeline.Parse([]byte(pipelineJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hash string
+	if err := db.QueryRow(ctx, `SELECT config_hash FROM queen_streams.queries WHERE name = 'orders-revenue'`).Scan(&hash); err != nil || hash != spec.ConfigHash() {
+		t.Fatalf("orders-revenue registered with hash %q (%v), want its pipeline's %q", hash, err, spec.ConfigHash())
 	}
 	var enabled bool
 	var maxQueries *int
@@ -146,7 +158,7 @@ func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
 	wctx, stopWorker := context.WithCancel(ctx)
 	defer stopWorker()
 	worker := exec.CommandContext(wctx, filepath.Join(bin, "regent-worker"), "-broker", stack.BrokerURL,
-		"-query", query, "-source", source, "-sink", sink, "-idle", "2s", "-wait", "500ms")
+		"-query", query, "-source", source, "-sink", sink, "-idle", "2s", "-wait", "500ms", "-listen", "")
 	worker.Env = append(os.Environ(), "REGENT_TOKEN="+token)
 	var workerLog bytes.Buffer
 	worker.Stdout, worker.Stderr = &workerLog, &workerLog

@@ -1,10 +1,10 @@
-package main
+package streamworker
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
+	json "github.com/goccy/go-json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,9 +22,9 @@ type client struct {
 	token string
 	http  *http.Client
 	log   *slog.Logger
-	// lastFailure is when the broker last failed to answer (unix
-	// nanoseconds).
-	lastFailure atomic.Int64
+	// lastFailure and lastAnswer are when the broker last failed to
+	// answer, and last answered (unix nanoseconds).
+	lastFailure, lastAnswer atomic.Int64
 }
 
 func newClient(base, token string, log *slog.Logger) *client {
@@ -45,6 +45,7 @@ func (c *client) call(ctx context.Context, method, path string, body, out any) (
 	for {
 		status, answer, err := c.send(ctx, method, path, payload)
 		if err == nil && status < 500 {
+			c.lastAnswer.Store(time.Now().UnixNano())
 			if out != nil && status != http.StatusNoContent {
 				if err := json.Unmarshal(answer, out); err != nil {
 					return status, fmt.Errorf("%s answered %d with %q: %w", path, status, answer, err)

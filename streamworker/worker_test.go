@@ -1,0 +1,113 @@
+package streamworker
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/pipeline"
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused is the rule the
+// exactly-once argument rests on when a flush runs beside a fold: both read
+// the partition's state, the fold commits, and the flush, whose clock row
+// and window rows carry the updated_at they were read with, is refused by a
+// real broker, writing nothing.
+func TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused(t *testing.T) {
+	b := brokertest.Start(t)
+	token := b.Token // empty unless REGENT_TEST_MODE=secure, where the tenant needs a quota grant first
+	if brokertest.Secure() {
+		t.Skip("the broker's tenancy rules have their own tests; this one is about the cycle")
+	}
+	prog, err := pipeline.Compile(v1.Pipeline{KeyBy: "payload.k", EventTime: "payload.ts",
+		Window:    &v1.Window{Type: v1.WindowTumbling, Size: &metav1.Duration{Duration: time.Minute}},
+		Aggregate: []v1.Aggregate{{Name: "n", Fn: v1.FnCount}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := New(Config{Broker: b.URL, Token: token, Query: "race", Source: "src", Sink: "out", Program: prog, Batch: 10,
+		Concurrency: 1, Wait: 100 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ctx := context.Background()
+	push := func(ts int64) {
+		if r := b.Do(t, "POST", "/api/v1/push", token, map[string]any{"items": []map[string]any{
+			{"queue": "src", "partition": "p", "payload": map[string]any{"k": "a", "ts": ts}}}}); r.Status != http.StatusCreated {
+			t.Fatalf("push = %d %s", r.Status, r.Body)
+		}
+	}
+	push(1_000)
+	if err := w.register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first, err := w.pop(ctx)
+	if err != nil || first == nil {
+		t.Fatalf("pop: %v, %v", first, err)
+	}
+	if err := w.process(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	p := w.partition(first.PartitionID, first.Partition)
+
+	// The flush reads the open window and the clock ...
+	rows, err := w.readState(ctx, p, map[string]any{"key_prefix": pipeline.Prefix})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("state: %v, %v; want the window and the clock", rows, err)
+	}
+	flush, err := prog.NewShard(w.scope(p), rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ... a fold commits on the partition ...
+	push(2_000)
+	second, err := w.pop(ctx)
+	if err != nil || second == nil {
+		t.Fatalf("pop: %v, %v", second, err)
+	}
+	if err := w.process(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	// ... and the flush, which read before it, is refused.
+	flush.Flush(time.Now())
+	ops, pushes, err := flush.Commit(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range ops {
+		if op.IfUpdatedAt == "" {
+			t.Fatalf("op %s %q carries no if_updated_at", op.Type, op.Key)
+		}
+	}
+	var out cycleAnswer
+	if _, err := w.c.call(ctx, "POST", "/streams/v1/cycle", map[string]any{"query_id": w.queryID, "partition_id": p.id,
+		"consumer_group": w.group, "state_ops": ops, "push_items": pushes, "ack": nil}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Success || !strings.Contains(out.Error, "stale state") {
+		t.Fatalf("the stale flush: success %v, error %q; want it refused as stale", out.Success, out.Error)
+	}
+	after, err := w.readState(ctx, p, map[string]any{"key_prefix": pipeline.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := prog.NewShard(w.scope(p), after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	window := after[0]
+	if window.Key == pipeline.ClockKey {
+		window = after[1]
+	}
+	if s.Watermark() != 2_000 || len(after) != 2 || !strings.Contains(string(window.Value), `"aggs": [{"n": 2}]`) {
+		t.Fatalf("state after the refused flush: %s; want the fold's window of two events and watermark 2000", after)
+	}
+}
