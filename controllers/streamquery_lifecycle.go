@@ -32,7 +32,7 @@ import (
 )
 
 // consumerGroup is the consumer group the query's workers pop its source as.
-func consumerGroup(q *v1.StreamQuery) string { return "streams." + q.QueryName() }
+func consumerGroup(q *v1.StreamQuery) string { return v1.ConsumerGroup(q.QueryName()) }
 
 // lifecycle applies spec.suspend and the rewind-to annotation to the
 // registered query.

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	json "github.com/goccy/go-json"
 	"io"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	json "github.com/goccy/go-json"
 )
 
 // client speaks JSON to the broker and rides out its outages: a request

@@ -93,6 +93,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/regent-mq/regent/api/v1alpha1"
 	"github.com/regent-mq/regent/pipeline"
 )
 
@@ -162,7 +163,7 @@ func New(cfg Config) *Worker {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	return &Worker{cfg: cfg, c: newClient(cfg.Broker, cfg.Token, cfg.Log), log: cfg.Log, m: cfg.Metrics,
-		group: "streams." + cfg.Query, partitions: map[string]*partition{}}
+		group: v1alpha1.ConsumerGroup(cfg.Query), partitions: map[string]*partition{}}
 }
 
 // Ready says whether the query is registered and the broker answered last.

@@ -280,6 +280,11 @@ func (q *StreamQuery) QueryName() string {
 	return q.Name
 }
 
+// ConsumerGroup is the consumer group a stream query's workers pop its
+// source with: "streams." and the query's name, as the Queen streams SDKs
+// name it.
+func ConsumerGroup(queryName string) string { return "streams." + queryName }
+
 // StreamQueryList is a list of StreamQueries.
 //
 // +kubebuilder:object:root=true

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strconv"
 	"sync/atomic"
+
+	"github.com/regent-mq/regent/api/v1alpha1"
 )
 
 func init() { register("cycle", runCycle) }
@@ -34,7 +36,7 @@ func runCycle(ctx context.Context, e *Env, res *Result) error {
 	if err := e.warmSink(ctx, sink); err != nil {
 		return err
 	}
-	group := "streams." + name
+	group := v1alpha1.ConsumerGroup(name)
 	popPath := "/api/v1/pop/queue/" + url.PathEscape(e.Queue) + "?wait=true&timeout=1000&batch=" + fmt.Sprint(e.B) +
 		"&consumerGroup=" + url.QueryEscape(group)
 
