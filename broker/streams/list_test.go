@@ -2,6 +2,7 @@ package streams_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/regent-mq/regent/test/brokertest"
@@ -9,20 +10,20 @@ import (
 
 type listed struct {
 	Queries []struct {
-		ID              string  `json:"id"`
+		ID              string  `json:"query_id"`
 		Name            string  `json:"name"`
-		SourceQueue     string  `json:"sourceQueue"`
-		SinkQueue       *string `json:"sinkQueue"`
-		ConfigHash      string  `json:"configHash"`
-		ResetGeneration int64   `json:"resetGeneration"`
+		SourceQueue     string  `json:"source_queue"`
+		SinkQueue       *string `json:"sink_queue"`
+		ConfigHash      string  `json:"config_hash"`
+		ResetGeneration int64   `json:"reset_generation"`
 		Lag             int64   `json:"lag"`
-		StateRows       int64   `json:"stateRows"`
-		LastCycle       *string `json:"lastCycle"`
+		StateRows       int64   `json:"state_rows"`
+		LastCycle       *string `json:"last_cycle"`
 		Partitions      []struct {
-			ID        string `json:"id"`
+			ID        string `json:"partition_id"`
 			Name      string `json:"name"`
 			Lag       int64  `json:"lag"`
-			StateRows int64  `json:"stateRows"`
+			StateRows int64  `json:"state_rows"`
 		} `json:"partitions"`
 	} `json:"queries"`
 }
@@ -102,4 +103,57 @@ func TestQueryListingShowsOnlyTheCallersTenant(t *testing.T) {
 			t.Errorf("listing %+v, want only query %s", l.Queries, want)
 		}
 	}
+}
+
+// The listing spells its fields as the three POST routes do, snake_case:
+// the query_id and partition_id it lists are what state/get and cycle take
+// under those names.
+func TestQueryListingNamesItsFieldsInSnakeCaseAsThePostRoutesDo(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	register(t, b, "snake", "src", "out", "h1", false)
+	sourcePartition(t, b, "src")
+	var l struct {
+		Queries []map[string]any `json:"queries"`
+	}
+	r := b.Do(t, "GET", "/streams/v1/queries", "", nil)
+	wantStatus(t, r, 200)
+	r.JSON(t, &l)
+	if len(l.Queries) != 1 {
+		t.Fatalf("queries %s, want one", r.Body)
+	}
+	q := l.Queries[0]
+	want := []string{"query_id", "name", "source_queue", "sink_queue", "config_hash", "reset_generation",
+		"created_at", "updated_at", "lag", "state_rows", "last_cycle", "partitions"}
+	if len(q) != len(want) {
+		t.Errorf("query fields %v, want exactly %v", keys(q), want)
+	}
+	for _, k := range want {
+		if _, ok := q[k]; !ok {
+			t.Errorf("query %v has no %q", keys(q), k)
+		}
+	}
+	parts, _ := q["partitions"].([]any)
+	if len(parts) != 1 {
+		t.Fatalf("partitions %v, want one", q["partitions"])
+	}
+	p, _ := parts[0].(map[string]any)
+	wantPart := []string{"partition_id", "name", "lag", "state_rows"}
+	if len(p) != len(wantPart) {
+		t.Errorf("partition fields %v, want exactly %v", keys(p), wantPart)
+	}
+	for _, k := range wantPart {
+		if _, ok := p[k]; !ok {
+			t.Errorf("partition %v has no %q", keys(p), k)
+		}
+	}
+}
+
+func keys(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

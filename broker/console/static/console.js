@@ -171,7 +171,7 @@ function groupState(g) {
 }
 
 function queryState(q) {
-  if (!q.lastCycle) return pill("no cycle yet", "idle");
+  if (!q.last_cycle) return pill("no cycle yet", "idle");
   return q.lag > 0 ? pill("behind " + fmt.num(q.lag), "warn") : pill("caught up", "ok");
 }
 
@@ -219,12 +219,12 @@ const pages = {
         count(qs.length);
         return table([
           ["Query", (q) => link("#/query/" + enc(q.name), q.name)],
-          ["Source", (q) => q.sourceQueue],
-          ["Sink", (q) => q.sinkQueue || "—"],
+          ["Source", (q) => q.source_queue],
+          ["Sink", (q) => q.sink_queue || "—"],
           ["State", queryState],
           ["Lag", (q) => fmt.num(q.lag), "num"],
-          ["State rows", (q) => fmt.num(q.stateRows), "num"],
-          ["Last cycle", (q) => fmt.time(q.lastCycle)],
+          ["State rows", (q) => fmt.num(q.state_rows), "num"],
+          ["Last cycle", (q) => fmt.time(q.last_cycle)],
         ], qs, "No stream queries registered.");
       }, { wide: true }))];
   },
@@ -283,17 +283,17 @@ const pages = {
       panel("Query", async () => {
         const q = await load;
         return el("dl", { class: "kv" },
-          el("dt", {}, "Id"), el("dd", { class: "mono" }, q.id),
-          el("dt", {}, "Source"), el("dd", {}, link("#/queue/" + enc(q.sourceQueue), q.sourceQueue)),
-          el("dt", {}, "Sink"), el("dd", {}, q.sinkQueue ? link("#/queue/" + enc(q.sinkQueue), q.sinkQueue) : "—"),
-          el("dt", {}, "Config hash"), el("dd", { class: "mono" }, q.configHash),
-          el("dt", {}, "Resets"), el("dd", {}, fmt.num(q.resetGeneration)),
-          el("dt", {}, "Registered"), el("dd", {}, fmt.time(q.createdAt)));
+          el("dt", {}, "Id"), el("dd", { class: "mono" }, q.query_id),
+          el("dt", {}, "Source"), el("dd", {}, link("#/queue/" + enc(q.source_queue), q.source_queue)),
+          el("dt", {}, "Sink"), el("dd", {}, q.sink_queue ? link("#/queue/" + enc(q.sink_queue), q.sink_queue) : "—"),
+          el("dt", {}, "Config hash"), el("dd", { class: "mono" }, q.config_hash),
+          el("dt", {}, "Resets"), el("dd", {}, fmt.num(q.reset_generation)),
+          el("dt", {}, "Registered"), el("dd", {}, fmt.time(q.created_at)));
       }),
       panel("Progress", async () => {
         const q = await load;
-        return el("div", { class: "stats" }, stat("lag", fmt.num(q.lag)), stat("state rows", fmt.num(q.stateRows)),
-          stat("last cycle", fmt.time(q.lastCycle), true), stat("state", queryState(q), true));
+        return el("div", { class: "stats" }, stat("lag", fmt.num(q.lag)), stat("state rows", fmt.num(q.state_rows)),
+          stat("last cycle", fmt.time(q.last_cycle), true), stat("state", queryState(q), true));
       }),
       panel("Source partitions", async (count) => {
         const q = await load;
@@ -301,7 +301,7 @@ const pages = {
         return table([
           ["Partition", (p) => p.name],
           ["Lag", (p) => fmt.num(p.lag), "num"],
-          ["State rows", (p) => fmt.num(p.stateRows), "num"],
+          ["State rows", (p) => fmt.num(p.state_rows), "num"],
         ], q.partitions, "The source queue has no partition yet.");
       }, { wide: true }),
       panel("State", async () => stateBrowser(await load), { wide: true }));
@@ -407,12 +407,12 @@ function pager(params, base, offset, limit, shown, total) {
 function stateBrowser(q) {
   if (!q.partitions.length) return el("p", { class: "muted" }, "The source queue has no partition, so there is no state.");
   const part = el("select", { name: "partition", id: "state-partition" },
-    q.partitions.map((p) => el("option", { value: p.id }, p.name + " (" + p.stateRows + " rows)")));
+    q.partitions.map((p) => el("option", { value: p.partition_id }, p.name + " (" + p.state_rows + " rows)")));
   const prefix = el("input", { name: "key_prefix", id: "state-prefix", placeholder: "any key", autocomplete: "off" });
   const ripe = el("input", { name: "ripe", id: "state-ripe", type: "datetime-local", step: "1" });
   const out = el("div", { id: "state-rows" });
   const read = async () => {
-    const body = { query_id: q.id, partition_id: part.value };
+    const body = { query_id: q.query_id, partition_id: part.value };
     if (prefix.value) body.key_prefix = prefix.value;
     if (ripe.value) body.ripe_at_or_before = new Date(ripe.value).getTime();
     out.replaceChildren(el("p", { class: "muted" }, "Reading…"));

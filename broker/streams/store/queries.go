@@ -13,29 +13,31 @@ import (
 
 // Query is a registered stream query and what it has done, for the
 // console: the StreamQuery status the operator writes, read from the same
-// function, plus the source partitions the state browser addresses.
+// function, plus the source partitions the state browser addresses. Its
+// names are snake_case, as on the three /streams/v1 POST routes: query_id
+// and partition_id are what state/get and cycle take.
 type Query struct {
-	ID              string           `json:"id"`
+	ID              string           `json:"query_id"`
 	Name            string           `json:"name"`
-	SourceQueue     string           `json:"sourceQueue"`
-	SinkQueue       *string          `json:"sinkQueue"`
-	ConfigHash      string           `json:"configHash"`
-	ResetGeneration int64            `json:"resetGeneration"`
-	CreatedAt       time.Time        `json:"createdAt"`
-	UpdatedAt       time.Time        `json:"updatedAt"`
+	SourceQueue     string           `json:"source_queue"`
+	SinkQueue       *string          `json:"sink_queue"`
+	ConfigHash      string           `json:"config_hash"`
+	ResetGeneration int64            `json:"reset_generation"`
+	CreatedAt       time.Time        `json:"created_at"`
+	UpdatedAt       time.Time        `json:"updated_at"`
 	Lag             int64            `json:"lag"`
-	StateRows       int64            `json:"stateRows"`
-	LastCycle       *time.Time       `json:"lastCycle"`
+	StateRows       int64            `json:"state_rows"`
+	LastCycle       *time.Time       `json:"last_cycle"`
 	Partitions      []QueryPartition `json:"partitions"`
 }
 
 // QueryPartition is a partition of a query's source queue: its lag behind
 // the query's group and its state shard's size.
 type QueryPartition struct {
-	ID        string `json:"id"`
+	ID        string `json:"partition_id"`
 	Name      string `json:"name"`
 	Lag       int64  `json:"lag"`
-	StateRows int64  `json:"stateRows"`
+	StateRows int64  `json:"state_rows"`
 }
 
 // The query's workers pop its source as the group streams.<name>, the
@@ -43,9 +45,9 @@ type QueryPartition struct {
 const queriesSQL = `SELECT q.id::text, q.name, q.source_queue, q.sink_queue, q.config_hash, q.reset_generation,
        q.created_at, q.updated_at, p.lag, p.state_rows, p.last_cycle,
        COALESCE((SELECT json_agg(json_build_object(
-                        'id', pa.id, 'name', pa.name,
+                        'partition_id', pa.id, 'name', pa.name,
                         'lag', GREATEST(pa.next_offset - COALESCE(c.committed, 0), 0),
-                        'stateRows', (SELECT count(*) FROM queen_streams.state s
+                        'state_rows', (SELECT count(*) FROM queen_streams.state s
                                        WHERE s.query_id = q.id AND s.partition_id = pa.id))
                         ORDER BY pa.name)
                    FROM queen.queues qu
