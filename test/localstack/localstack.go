@@ -91,7 +91,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			s.Stop()
 		}
 	}()
-	secret, err := s.secretFile("signing-secret", 32, true)
+	secret, err := s.secretFile(signingSecret, 32, true)
 	if err != nil {
 		return nil, err
 	}
@@ -184,19 +184,37 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("operator did not become ready: %w\n%s", err, s.logTail("operator"))
 	}
 
-	raw, err := os.ReadFile(secret)
+	token, err := Token(o.Dir, auth.DefaultTenant, auth.Admin, 30*24*time.Hour)
 	if err != nil {
-		return nil, fmt.Errorf("read signing secret: %w", err)
-	}
-	token, err := auth.MintHS256(raw, auth.MintClaims{Subject: "local-admin", Role: auth.Admin, TTL: 30 * 24 * time.Hour})
-	if err != nil {
-		return nil, fmt.Errorf("mint local token: %w", err)
+		return nil, err
 	}
 	s.TokenFile = filepath.Join(o.Dir, "token")
 	if err := os.WriteFile(s.TokenFile, []byte(token), 0o600); err != nil {
 		return nil, fmt.Errorf("write token: %w", err)
 	}
 	return s, nil
+}
+
+// signingSecret is the file under Dir of the broker's HS256 secret.
+const signingSecret = "signing-secret"
+
+// Token mints a token of the local stack whose data is in dir, for tenant
+// at level role, valid for ttl: the admin token of the default tenant that
+// Start writes, and those `regent-local token` prints for other tenants.
+func Token(dir, tenant string, role auth.Level, ttl time.Duration) (string, error) {
+	secret, err := os.ReadFile(filepath.Join(dir, signingSecret))
+	if err != nil {
+		return "", fmt.Errorf("read the local stack's signing secret (has `make run` run with this directory?): %w", err)
+	}
+	claims := auth.MintClaims{Subject: "local-" + role.String(), Role: role, TTL: ttl}
+	if tenant != auth.DefaultTenant {
+		claims.Tenant = tenant
+	}
+	token, err := auth.MintHS256(secret, claims)
+	if err != nil {
+		return "", fmt.Errorf("mint a local token: %w", err)
+	}
+	return token, nil
 }
 
 // Stop stops everything in the reverse order of Start.
