@@ -160,7 +160,7 @@ func TestStreamQueryPageShowsProgressAndTheStateBrowserFilters(t *testing.T) {
 	all := tab.waitText("#state-rows", "3 rows")
 	// Each window's value and bounds, as the state read answered them.
 	mustContain(t, "the state rows", all, "eu:12:00", "eu:12:01", "us:12:00", `"count": 7`,
-		"2026-05-06T12:00:00Z → 2026-05-06T12:01:00Z")
+		"2026-05-06 12:00:00 UTC → 2026-05-06 12:01:00 UTC")
 	tab.shot("query-state")
 
 	// Key prefix.
@@ -287,4 +287,74 @@ func TestAnErrorIsShownWhenTheBrokerIsDown(t *testing.T) {
 	tab.do(chromedp.Click(chromedp.CSS("#refresh")))
 	tab.waitText("#banner", "The broker at "+strings.TrimPrefix(b.URL, "http://")+" cannot be reached.")
 	tab.shot("broker-down")
+}
+
+// A consumer group's state has one colour, whatever else its row shows,
+// and the page says what each state means: shop-billing is Stable though
+// behind (it was orange there, and green where it was caught up).
+func TestGroupStatesHaveOneColourAndAreExplained(t *testing.T) {
+	t.Parallel()
+	b, tab := shopAt(t, "#/queue/shop-orders")
+	groups := tab.panel("Consumer groups")
+	mustContain(t, "the queue's groups", groups, "Stable: it consumes", "Lagging: its oldest unconsumed message is over 5 minutes old",
+		"Dead: it has never consumed a message")
+	for page, panel := range map[string]string{"#/queue/shop-orders": "Consumer groups", "": "Consumer groups behind"} {
+		tab.open(b.URL + "/console/" + page)
+		tab.panel(panel)
+		kinds := run(tab, chromedp.Evaluate[[]string](`[...document.querySelectorAll("td span.pill")].filter((p) => p.textContent === "Stable").map((p) => p.className)`))
+		if len(kinds) == 0 {
+			t.Fatalf("%q shows no Stable group", page)
+		}
+		for _, k := range kinds {
+			if k != "pill ok" {
+				t.Errorf("%q shows a Stable group as %q, want pill ok", page, k)
+			}
+		}
+	}
+}
+
+// A state key's parts, which the SDKs join with U+001F, show with a
+// visible separator, an epoch-ms part as a date with its zone, and a
+// watermark row as the date it holds.
+func TestStateKeysShowTheirPartsAndTimesAsDates(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	var q struct {
+		QueryID string `json:"query_id"`
+	}
+	do := func(path string, body any, into any) {
+		t.Helper()
+		r := b.Do(t, "POST", path, "", body)
+		if r.Status/100 != 2 {
+			t.Fatalf("POST %s: %d %s", path, r.Status, r.Body)
+		}
+		if into != nil {
+			r.JSON(t, into)
+		}
+	}
+	do("/streams/v1/queries", map[string]any{"name": "keys", "source_queue": "keys-src", "config_hash": "v1"}, &q)
+	do("/api/v1/push", map[string]any{"items": []any{map[string]any{"queue": "keys-src", "payload": 1}}}, nil)
+	var p struct {
+		LeaseID  string `json:"leaseId"`
+		Messages []struct {
+			PartitionID string `json:"partitionId"`
+		} `json:"messages"`
+	}
+	b.Do(t, "GET", "/api/v1/pop/queue/keys-src?batch=1&consumerGroup=streams.keys", "", nil).JSON(t, &p)
+	do("/streams/v1/cycle", map[string]any{"query_id": q.QueryID, "partition_id": p.Messages[0].PartitionID,
+		"consumer_group": "streams.keys",
+		"state_ops": []any{
+			map[string]any{"type": "upsert", "key": fmt.Sprintf("tumb:60\u001f%d\u001f/home", ms(minute0)),
+				"value": map[string]any{"windowStart": ms(minute0), "windowEnd": ms(minute1), "count": 2}},
+			map[string]any{"type": "upsert", "key": "tumb:60\u001fwatermark", "value": map[string]any{"watermark": ms(minute0.Add(30 * time.Second))}},
+		},
+		"ack": map[string]any{"leaseId": p.LeaseID, "status": "completed", "count": 1}}, nil)
+	tab := newTab(t)
+	tab.open(b.URL + "/console/#/query/keys")
+	tab.panel("State")
+	rows := tab.waitText("#state-rows", "2 rows")
+	mustContain(t, "the state rows", rows, "tumb:60 ▸ 1778068800000 (2026-05-06 12:00:00 UTC) ▸ /home",
+		"2026-05-06 12:00:00 UTC → 2026-05-06 12:01:00 UTC", "tumb:60 ▸ watermark", "watermark 2026-05-06 12:00:30 UTC")
+	mustNotContain(t, "the state rows", rows, "\u001f")
+	tab.shot("query-state-keys")
 }

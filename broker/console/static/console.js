@@ -60,8 +60,9 @@ function el(tag, attrs, ...children) {
 
 const fmt = {
   num: (v) => (v === null || v === undefined ? "—" : Number(v).toLocaleString("en")),
-  // Local time, written year first so that no reader mistakes the day.
-  time: (v) => (v ? new Date(v).toLocaleString("sv-SE") : "—"),
+  // Local time, written year first so that no reader mistakes the day,
+  // with its time zone.
+  time: (v) => (v || v === 0 ? new Date(v).toLocaleString("sv-SE", { timeZoneName: "short" }) : "—"),
   secs: (v) => {
     if (v === null || v === undefined) return "—";
     if (v < 120) return v + " s";
@@ -166,8 +167,33 @@ function showBanner(text) { banner.textContent = text; banner.hidden = false; }
 
 function groupsBehind(gs) { return gs.filter((g) => g.partitionsWithLag > 0 || g.maxTimeLag >= 60); }
 
+// The states of GET /api/v1/consumer-groups (broker/admin/groups.go), each
+// with one colour and what it means. How far behind a group is has columns
+// of its own, so a Stable group that is behind stays green.
+const groupStates = {
+  Stable: ["ok", "it consumes, and its oldest unconsumed message is under 5 minutes old"],
+  Lagging: ["bad", "its oldest unconsumed message is over 5 minutes old"],
+  Dead: ["idle", "it has never consumed a message: it took a batch and acknowledged nothing yet"],
+};
+
 function groupState(g) {
-  return pill(g.state, g.state === "Lagging" ? "bad" : g.partitionsWithLag > 0 ? "warn" : g.state === "Dead" ? "idle" : "ok");
+  const [kind, meaning] = groupStates[g.state] || ["idle", "a state this console does not know"];
+  return el("span", { class: "pill " + kind, title: g.state + ": " + meaning }, g.state);
+}
+
+function groupLegend() {
+  return el("p", { class: "muted legend" }, Object.entries(groupStates).flatMap(([state, [kind, meaning]], i) =>
+    [i ? "; " : "", pill(state, kind), ": " + meaning]), ".");
+}
+
+// stateKey shows a state key's parts, which the SDKs join with U+001F (the
+// operator, the window start, the user key), with a separator one can see,
+// and a part that is an epoch-ms time as a date too.
+function stateKey(key) {
+  const parts = key.split("\u001f");
+  return el("span", { class: "mono", title: parts.length > 1 ? "the parts are separated by U+001F" : null },
+    parts.flatMap((part, i) => [i ? el("span", { class: "sep" }, " ▸ ") : "",
+      /^\d{13}$/.test(part) ? part + " (" + fmt.time(Number(part)) + ")" : part]));
 }
 
 function queryState(q) {
@@ -205,14 +231,14 @@ const pages = {
         const all = await api("/api/v1/consumer-groups");
         const gs = groupsBehind(all);
         count(gs.length + " of " + all.length);
-        return table([
+        return el("div", {}, table([
           ["Group", (g) => g.name],
           ["Queue", (g) => link("#/queue/" + enc(g.queueName), g.queueName)],
           ["State", groupState],
           ["Partitions behind", (g) => fmt.num(g.partitionsWithLag), "num"],
           ["Messages", (g) => fmt.num(g.lagMessages), "num"],
           ["Oldest unconsumed", (g) => (g.partitionsWithLag ? fmt.secs(g.maxTimeLag) : "—"), "num"],
-        ], gs, all.length ? "Every group is caught up." : "No consumer groups yet.");
+        ], gs, all.length ? "Every group is caught up." : "No consumer groups yet."), gs.length > 0 && groupLegend());
       }, { wide: true }),
       panel("Stream queries", async (count) => {
         const qs = (await api("/streams/v1/queries")).queries;
@@ -252,7 +278,7 @@ const pages = {
           const d = await api("/api/v1/consumer-groups/" + enc(g.name));
           for (const p of (d[name] || { partitions: [] }).partitions) rows.push({ group: g, p });
         }
-        return table([
+        return el("div", {}, table([
           ["Group", (r) => r.group.name],
           ["State", (r) => groupState(r.group)],
           ["Partition", (r) => r.p.partition],
@@ -261,7 +287,7 @@ const pages = {
           ["Lease", (r) => (r.p.leaseActive ? pill("leased", "warn") : pill("free", "idle"))],
           ["Consumed", (r) => fmt.num(r.p.totalConsumed), "num"],
           ["Last consumed", (r) => fmt.time(r.p.lastConsumedAt)],
-        ], rows, "No consumer group has read this queue.");
+        ], rows, "No consumer group has read this queue."), rows.length > 0 && groupLegend());
       }, { wide: true }),
       panel("Dead letters", async (count) => {
         const d = await api("/api/v1/dlq?limit=20&queue=" + enc(name));
@@ -420,7 +446,7 @@ function stateBrowser(q) {
       const a = await api("/streams/v1/state/get", body);
       out.replaceChildren(el("p", { class: "muted", id: "state-count" }, a.rows.length + (a.rows.length === 1 ? " row" : " rows")),
         table([
-          ["Key", (r) => el("span", { class: "mono" }, r.key)],
+          ["Key", (r) => stateKey(r.key)],
           ["Window", (r) => windowOf(r.value)],
           ["Value", (r) => el("pre", {}, JSON.stringify(r.value, null, 1))],
           ["Updated", (r) => fmt.time(r.updated_at)],
@@ -443,12 +469,14 @@ function stateBrowser(q) {
 }
 
 // windowOf shows a row's window when its value carries the epoch-ms bounds
-// the ripeness filter reads.
+// the ripeness filter reads, and a partition's watermark (the largest event
+// time folded) when the row is one.
 function windowOf(v) {
   const num = (x) => typeof x === "number";
+  if (v && num(v.watermark)) return "watermark " + fmt.time(v.watermark);
   if (!v || !num(v.windowEnd)) return "—";
-  const end = new Date(v.windowEnd).toISOString().replace(".000Z", "Z");
-  return num(v.windowStart) ? new Date(v.windowStart).toISOString().replace(".000Z", "Z") + " → " + end : "ends " + end;
+  const end = fmt.time(v.windowEnd);
+  return num(v.windowStart) ? fmt.time(v.windowStart) + " → " + end : "ends " + end;
 }
 
 // --- routing ---------------------------------------------------------------
