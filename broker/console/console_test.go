@@ -358,3 +358,63 @@ func TestStateKeysShowTheirPartsAndTimesAsDates(t *testing.T) {
 	mustNotContain(t, "the state rows", rows, "\u001f")
 	tab.shot("query-state-keys")
 }
+
+// The queue page charts the messages in and out per bucket from the
+// per-minute counters, over a chosen window: an hour of seeded counters
+// (in: 1 to 60 a minute, out: 0 to 59) shows whole at 1 h and at 7 d,
+// and in part at 15 min.
+func TestQueuePageChartsAnHourOfCountersOverAChosenWindow(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	if r := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "charted"}); r.Status != http.StatusOK {
+		t.Fatalf("configure: %d %s", r.Status, r.Body)
+	}
+	if _, err := b.Pool.Exec(context.Background(), `INSERT INTO queen.queue_minutes (tenant, minute, queue, replica, push_messages, pop_messages)
+		SELECT 'default', date_trunc('minute', now()) - make_interval(mins => 59 - i), 'charted', 'r1', i + 1, i
+		  FROM generate_series(0, 59) i`); err != nil {
+		t.Fatal(err)
+	}
+	tab := newTab(t)
+	tab.open(b.URL + "/console/#/queue/charted")
+	values := func(series string) []int {
+		t.Helper()
+		raw := run(tab, chromedp.Evaluate[string](`document.querySelector("#ops-chart polyline.` + series + `").dataset.values`))
+		var out []int
+		for _, v := range strings.Split(raw, ",") {
+			var n int
+			if _, err := fmt.Sscan(v, &n); err != nil {
+				t.Fatalf("%s values %q: %v", series, raw, err)
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	sum := func(vs []int) (s int) {
+		for _, v := range vs {
+			s += v
+		}
+		return s
+	}
+	for _, w := range []struct {
+		label, legend string
+		minutes       int
+		buckets       int // at least
+	}{{"1 h", "per 1 min", 60, 60}, {"7 d", "per 1 h", 10080, 168}} {
+		tab.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`.windows button[data-minutes="%d"]`, w.minutes))))
+		text := tab.waitText("#ops-chart", w.legend)
+		in, out := values("in"), values("out")
+		if sum(in) != 1830 || sum(out) != 1770 || len(in) < w.buckets || len(in) != len(out) {
+			t.Errorf("%s: %d buckets in summing to %d, %d out summing to %d; want at least %d buckets, 1830 in and 1770 out",
+				w.label, len(in), sum(in), len(out), sum(out), w.buckets)
+		}
+		mustContain(t, "the "+w.label+" chart", text, "1,830 messages in", "1,770 messages out")
+		if w.label == "1 h" {
+			tab.shot("queue-chart")
+		}
+	}
+	tab.do(chromedp.Click(chromedp.CSS(`.windows button[data-minutes="15"]`)))
+	tab.waitText("#ops-chart", "per 1 min")
+	if in := values("in"); sum(in) >= 1830 || sum(in) < 45*15 {
+		t.Errorf("15 min: in %v sums to %d, want the last quarter hour's (at least %d, less than 1830)", in, sum(in), 45*15)
+	}
+}

@@ -257,6 +257,7 @@ const pages = {
 
   queue(name) {
     return [el("h1", {}, name, el("span", { class: "sub" }, "queue")), el("div", { class: "grid" },
+      panel("Messages in and out", async () => opsChart(name), { wide: true }),
       panel("Partitions", async (count) => {
         const q = await api("/api/v1/resources/queues/" + enc(name));
         count(q.partitions.length);
@@ -477,6 +478,76 @@ function windowOf(v) {
   if (!v || !num(v.windowEnd)) return "—";
   const end = fmt.time(v.windowEnd);
   return num(v.windowStart) ? fmt.time(v.windowStart) + " → " + end : "ends " + end;
+}
+
+// --- charts ----------------------------------------------------------------
+
+// The windows a chart offers, in minutes. The analytics routes roll the
+// per-minute counters into buckets whose width follows the window.
+const chartWindows = [["15 min", 15], ["1 h", 60], ["6 h", 360], ["24 h", 1440], ["7 d", 10080]];
+
+// opsChart charts a queue's messages in (pushed) and out (popped) per
+// bucket over a chosen window, from GET /api/v1/analytics/queue-ops.
+function opsChart(name) {
+  const out = el("div", { id: "ops-chart" });
+  const buttons = chartWindows.map(([label, minutes]) => el("button", {
+    type: "button", class: "secondary", "data-minutes": minutes, onclick: () => show(minutes) }, label));
+  const show = async (minutes) => {
+    for (const b of buttons) b.classList.toggle("active", Number(b.dataset.minutes) === minutes);
+    const to = new Date(), from = new Date(to - minutes * 60e3);
+    out.replaceChildren(el("p", { class: "muted" }, "Reading…"));
+    try {
+      const q = new URLSearchParams({ queue: name, from: from.toISOString(), to: to.toISOString() });
+      const a = await api("/api/v1/analytics/queue-ops?" + q);
+      out.replaceChildren(lineChart(from, to, a.bucketMinutes, a.series,
+        [["in", "messages in", (r) => r.pushMessages], ["out", "messages out", (r) => r.popMessages]]));
+      out.dataset.state = "ready";
+    } catch (e) {
+      if (e instanceof Down || e instanceof Denied) failPage(e);
+      else out.replaceChildren(el("p", { class: "error" }, e.message));
+    }
+  };
+  show(60);
+  return el("div", {}, el("div", { class: "windows" }, buttons), out);
+}
+
+// SVG_NS is the SVG namespace, as the HTML parser gives an <svg> element: no
+// address appears in the console's files, which load nothing from elsewhere.
+const SVG_NS = new DOMParser().parseFromString("<svg></svg>", "text/html").querySelector("svg").namespaceURI;
+
+// lineChart draws each series [class, label, value(row)] of rows keyed by
+// bucket over every bucket from from to to: a bucket without a row had no
+// traffic, so it is a zero, not a gap. Each line carries its values in
+// data-values, and each bucket a title with its time and values.
+function lineChart(from, to, bucketMinutes, rows, series) {
+  const width = bucketMinutes * 60e3, W = 600, H = 160;
+  const byBucket = new Map(rows.map((r) => [Date.parse(r.bucket), r]));
+  const buckets = [];
+  for (let t = Math.floor(from / width) * width; t <= to; t += width) buckets.push(t);
+  const values = series.map(([, , value]) => buckets.map((t) => (byBucket.has(t) ? value(byBucket.get(t)) : 0)));
+  const max = Math.max(1, ...values.flat());
+  const x = (i) => (buckets.length > 1 ? (i / (buckets.length - 1)) * W : W / 2);
+  const y = (v) => H - (v / max) * (H - 4) - 2;
+  const svg = (tag, attrs, ...children) => {
+    const n = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+    n.append(...children);
+    return n;
+  };
+  const chart = svg("svg", { class: "chart", viewBox: "0 0 " + W + " " + H, preserveAspectRatio: "none", role: "img" },
+    ...series.map(([cls], s) => svg("polyline", { class: cls, "data-values": values[s].join(","),
+      points: values[s].map((v, i) => x(i).toFixed(1) + "," + y(v).toFixed(1)).join(" ") })),
+    ...buckets.map((t, i) => svg("rect", { class: "hover", x: (x(i) - W / buckets.length / 2).toFixed(1), y: 0,
+      width: (W / buckets.length).toFixed(1), height: H },
+      svg("title", {}, fmt.time(t) + ": " + series.map(([, label], s) => fmt.num(values[s][i]) + " " + label).join(", ")))));
+  const total = (s) => values[s].reduce((a, b) => a + b, 0);
+  return el("div", {},
+    el("div", { class: "chart-legend" }, series.map(([cls, label], s) =>
+      el("span", { class: "key " + cls }, fmt.num(total(s)) + " " + label)),
+      el("span", { class: "muted" }, "per " + (bucketMinutes < 60 ? bucketMinutes + " min" : bucketMinutes / 60 + " h") +
+        "; peak " + fmt.num(max))),
+    chart,
+    el("div", { class: "chart-axis muted" }, el("span", {}, fmt.time(buckets[0])), el("span", {}, fmt.time(to))));
 }
 
 // --- routing ---------------------------------------------------------------
