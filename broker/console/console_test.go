@@ -378,7 +378,7 @@ func TestQueuePageChartsAnHourOfCountersOverAChosenWindow(t *testing.T) {
 	tab.open(b.URL + "/console/#/queue/charted")
 	values := func(series string) []int {
 		t.Helper()
-		raw := run(tab, chromedp.Evaluate[string](`document.querySelector("#ops-chart polyline.` + series + `").dataset.values`))
+		raw := run(tab, chromedp.Evaluate[string](`document.querySelector("#ops-chart polyline.`+series+`").dataset.values`))
 		var out []int
 		for _, v := range strings.Split(raw, ",") {
 			var n int
@@ -417,4 +417,30 @@ func TestQueuePageChartsAnHourOfCountersOverAChosenWindow(t *testing.T) {
 	if in := values("in"); sum(in) >= 1830 || sum(in) < 45*15 {
 		t.Errorf("15 min: in %v sums to %d, want the last quarter hour's (at least %d, less than 1830)", in, sum(in), 45*15)
 	}
+}
+
+// The stream query page shows the Kubernetes side the broker knows, as the
+// operator applied it: the suspension (also the query's state) and the last
+// rewind.
+func TestStreamQueryPageShowsItsSuspensionAndLastRewind(t *testing.T) {
+	t.Parallel()
+	b, tab := shopAt(t, "#/query/shop-views")
+	mustContain(t, "a query never suspended or rewound", tab.panel("Query"), "Suspended\nno", "Last rewind\nnever")
+	for _, sql := range []string{
+		`SELECT queen_streams.query_suspend(p_tenant => 'default', p_name => 'shop-views', p_group => 'streams.shop-views', p_suspended => true)`,
+		`SELECT queen_streams.query_rewind(p_tenant => 'default', p_name => 'shop-views', p_group => 'streams.shop-views',
+			p_token => 'r1', p_to => '2026-05-06T12:00:00Z')`,
+	} {
+		if _, err := b.Pool.Exec(context.Background(), sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The overview first: opening the page that is open already would
+	// not draw it again.
+	tab.open(b.URL + "/console/")
+	mustContain(t, "the overview's queries", tab.panel("Stream queries"), "shop-views", "suspended")
+	tab.open(b.URL + "/console/#/query/shop-views")
+	mustContain(t, "the suspended, rewound query", tab.panel("Query"), "Suspended\nyes (spec.suspend)",
+		"Last rewind\nto 2026-05-06 12:00:00 UTC, at ", "(1 partition)")
+	mustContain(t, "its progress", tab.panel("Progress"), "suspended")
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/regent-mq/regent/test/brokertest"
 )
@@ -124,7 +125,7 @@ func TestQueryListingNamesItsFieldsInSnakeCaseAsThePostRoutesDo(t *testing.T) {
 	}
 	q := l.Queries[0]
 	want := []string{"query_id", "name", "source_queue", "sink_queue", "config_hash", "reset_generation",
-		"created_at", "updated_at", "lag", "state_rows", "last_cycle", "partitions"}
+		"created_at", "updated_at", "lag", "state_rows", "last_cycle", "suspended", "last_rewind", "partitions"}
 	if len(q) != len(want) {
 		t.Errorf("query fields %v, want exactly %v", keys(q), want)
 	}
@@ -156,4 +157,43 @@ func keys(m map[string]any) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// The listing shows the Kubernetes side of a query that the broker knows,
+// as the operator applied it: spec.suspend, and the last rewind (to when,
+// at what time, over how many source partitions).
+func TestQueryListingShowsTheSuspensionAndTheLastRewind(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	register(t, b, "kube", "src", "", "h1", false)
+	push(t, b, "src", 0, 1)
+	wantStatus(t, b.Do(t, "GET", "/api/v1/pop/queue/src?batch=1&autoAck=true&consumerGroup=streams.kube", "", nil), 200)
+	var l struct {
+		Queries []struct {
+			Suspended  bool `json:"suspended"`
+			LastRewind *struct {
+				To         *time.Time `json:"to"`
+				At         time.Time  `json:"at"`
+				Partitions int        `json:"partitions"`
+			} `json:"last_rewind"`
+		} `json:"queries"`
+	}
+	b.Do(t, "GET", "/streams/v1/queries", "", nil).JSON(t, &l)
+	if q := l.Queries[0]; q.Suspended || q.LastRewind != nil {
+		t.Fatalf("a new query listed as suspended %v, last rewind %+v", q.Suspended, q.LastRewind)
+	}
+	if !scalar[bool](t, b, `SELECT queen_streams.query_suspend(p_tenant => $1, p_name => 'kube', p_group => 'streams.kube', p_suspended => true)`, b.Tenant) {
+		t.Fatal("query_suspend found no query kube")
+	}
+	to := time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
+	if outcome := scalar[string](t, b, `SELECT outcome FROM queen_streams.query_rewind(p_tenant => $1, p_name => 'kube',
+		p_group => 'streams.kube', p_token => 'r1', p_to => $2)`, b.Tenant, to); outcome != "rewound" {
+		t.Fatalf("rewind outcome %q", outcome)
+	}
+	b.Do(t, "GET", "/streams/v1/queries", "", nil).JSON(t, &l)
+	q := l.Queries[0]
+	if !q.Suspended || q.LastRewind == nil || q.LastRewind.To == nil || !q.LastRewind.To.Equal(to) ||
+		q.LastRewind.At.IsZero() || q.LastRewind.Partitions != 1 {
+		t.Fatalf("after a suspension and a rewind to %s over 1 partition: suspended %v, last rewind %+v", to, q.Suspended, q.LastRewind)
+	}
 }

@@ -197,6 +197,9 @@ function stateKey(key) {
 }
 
 function queryState(q) {
+  if (q.suspended) {
+    return el("span", { class: "pill idle", title: "Its StreamQuery has spec.suspend: its workers' pops are answered empty and its cycles refused" }, "suspended");
+  }
   if (!q.last_cycle) return pill("no cycle yet", "idle");
   return q.lag > 0 ? pill("behind " + fmt.num(q.lag), "warn") : pill("caught up", "ok");
 }
@@ -315,6 +318,11 @@ const pages = {
           el("dt", {}, "Sink"), el("dd", {}, q.sink_queue ? link("#/queue/" + enc(q.sink_queue), q.sink_queue) : "—"),
           el("dt", {}, "Config hash"), el("dd", { class: "mono" }, q.config_hash),
           el("dt", {}, "Resets"), el("dd", {}, fmt.num(q.reset_generation)),
+          el("dt", {}, "Suspended"), el("dd", {}, q.suspended ? "yes (spec.suspend)" : "no"),
+          el("dt", {}, "Last rewind"), el("dd", {}, q.last_rewind
+            ? "to " + (q.last_rewind.to ? fmt.time(q.last_rewind.to) : "the beginning") + ", at " + fmt.time(q.last_rewind.at) +
+              " (" + q.last_rewind.partitions + (q.last_rewind.partitions === 1 ? " partition)" : " partitions)")
+            : "never"),
           el("dt", {}, "Registered"), el("dd", {}, fmt.time(q.created_at)));
       }),
       panel("Progress", async () => {
