@@ -443,4 +443,5 @@ func TestStreamQueryPageShowsItsSuspensionAndLastRewind(t *testing.T) {
 	mustContain(t, "the suspended, rewound query", tab.panel("Query"), "Suspended\nyes (spec.suspend)",
 		"Last rewind\nto 2026-05-06 12:00:00 UTC, at ", "(1 partition)")
 	mustContain(t, "its progress", tab.panel("Progress"), "suspended")
+	tab.shot("query-suspended")
 }
