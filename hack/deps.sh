@@ -100,8 +100,15 @@ build_controller_gen() {
 # makes this a no-op that reads nothing from the proxy.
 download_modules() { (cd "$root" && go mod download); }
 
+# The Go steps fetch from the module proxy over HTTPS: without the CA bundle, apt goes first.
+steps=(build_control_plane build_helm build_controller_gen download_modules)
+if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+  steps=(install_apt_packages "${steps[@]}")
+else
+  install_apt_packages
+fi
 pids=() names=()
-for step in install_apt_packages build_control_plane build_helm build_controller_gen download_modules; do
+for step in "${steps[@]}"; do
   "$step" &
   pids+=($!) names+=("$step")
 done
