@@ -1,8 +1,9 @@
-// Package console is the broker's read-only web console at /console/:
-// plain HTML, CSS and JavaScript embedded in the binary, with no build step
-// and nothing fetched from elsewhere. The page reads only through the
-// broker's own JSON routes, with the token the user pastes, so it sees what
-// that token may see and nothing more; the files themselves are public.
+// Package console is the broker's web console at /console/: plain HTML,
+// CSS and JavaScript embedded in the binary, with no build step and nothing
+// fetched from elsewhere. The page reads, and acts, only through the
+// broker's own JSON routes, with the token the user pastes, so it sees and
+// does what that token may and nothing more; the files themselves are
+// public. Its one action is an admin's: pausing and resuming pops.
 package console
 
 import (

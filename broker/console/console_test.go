@@ -445,3 +445,55 @@ func TestStreamQueryPageShowsItsSuspensionAndLastRewind(t *testing.T) {
 	mustContain(t, "its progress", tab.panel("Progress"), "suspended")
 	tab.shot("query-suspended")
 }
+
+// An admin pauses pops from the overview, and resumes them: the switch is
+// the cluster-wide pop maintenance, under which a pop of a queue with
+// messages answers 204. A read-only token is not offered it.
+func TestAnAdminPausesAndResumesPopsFromTheOverview(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, brokertest.WithJWT(false))
+	admin := brokertest.Mint(t, auth.DefaultTenant, auth.Admin)
+	if r := b.Do(t, "POST", "/api/v1/push", admin, map[string]any{"items": []any{map[string]any{"queue": "paused", "payload": 1}}}); r.Status != http.StatusCreated {
+		t.Fatalf("push: %d %s", r.Status, r.Body)
+	}
+	signIn := func(tab tab, token string) {
+		t.Helper()
+		tab.open(b.URL + "/console/")
+		tab.do(chromedp.WaitVisible(chromedp.CSS("#login")))
+		tab.set("#token", token)
+		tab.do(chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
+	}
+	paused := func() bool {
+		t.Helper()
+		var m struct {
+			PopMaintenanceMode bool `json:"popMaintenanceMode"`
+		}
+		b.Do(t, "GET", "/api/v1/system/maintenance/pop", admin, nil).JSON(t, &m)
+		return m.PopMaintenanceMode
+	}
+
+	tab := newTab(t)
+	signIn(tab, admin)
+	mustContain(t, "the pops panel", tab.panel("Pops"), "running", "Pause pops")
+	tab.do(chromedp.Click(chromedp.CSS("#pop-toggle")))
+	tab.waitText("#pop-switch", "Resume pops")
+	if !paused() {
+		t.Fatal("the console shows pops paused; the broker does not")
+	}
+	if r := b.Do(t, "GET", "/api/v1/pop/queue/paused?batch=1", admin, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("a pop while paused: %d %s, want 204", r.Status, r.Body)
+	}
+	tab.shot("pops-paused")
+	tab.do(chromedp.Click(chromedp.CSS("#pop-toggle")))
+	tab.waitText("#pop-switch", "Pause pops")
+	if paused() {
+		t.Fatal("the console shows pops running; the broker has them paused")
+	}
+
+	reader := newTab(t)
+	signIn(reader, brokertest.Mint(t, auth.DefaultTenant, auth.ReadOnly))
+	reader.panel("Broker")
+	if run(reader, chromedp.Evaluate[bool](`document.querySelector('section[data-panel="Pops"]') !== null`)) {
+		t.Error("a read-only token is offered the pop switch")
+	}
+}

@@ -118,6 +118,19 @@ function claims(token) {
   } catch (e) { return {}; }
 }
 
+// level is what the console may offer to do: the signed-in token's role
+// (role or roles claim), 1 read-only, 2 read-write, 3 admin. Without a token
+// the broker checks none (auth off), so every action is offered; the broker
+// decides either way.
+const ADMIN = 3;
+function level() {
+  const token = sessionStorage.getItem(TOKEN);
+  if (!token) return ADMIN;
+  const c = claims(token);
+  const roles = [].concat(c.role || [], c.roles || []);
+  return Math.max(0, ...roles.map((r) => ({ "read-only": 1, "read-write": 2, admin: ADMIN }[r] || 0)));
+}
+
 function showWho() {
   const who = document.getElementById("who");
   const token = sessionStorage.getItem(TOKEN);
@@ -211,6 +224,7 @@ const pages = {
         const h = await api("/health");
         return el("div", { class: "stats" }, stat("status", h.status), stat("database", h.database), stat("version", h.version));
       }),
+      level() >= ADMIN && panel("Pops", popSwitch),
       panel("Throughput (last 5 min)", async () => {
         const o = await api("/api/v1/resources/overview");
         return el("div", { class: "stats" },
@@ -486,6 +500,30 @@ function windowOf(v) {
   if (!v || !num(v.windowEnd)) return "—";
   const end = fmt.time(v.windowEnd);
   return num(v.windowStart) ? fmt.time(v.windowStart) + " → " + end : "ends " + end;
+}
+
+// --- actions ---------------------------------------------------------------
+
+// popSwitch shows pop maintenance (admin) and switches it: while it is on,
+// every replica answers every pop as an empty queue; acks and pushes carry on.
+async function popSwitch() {
+  const box = el("div", { id: "pop-switch" });
+  const draw = (m) => box.replaceChildren(
+    el("div", { class: "stats" }, stat("pops", m.popMaintenanceMode ? pill("paused", "warn") : pill("running", "ok"), true)),
+    el("p", { class: "muted" }, m.popMaintenanceMode
+      ? "Every pop is answered as an empty queue, on every replica; acks and pushes carry on."
+      : "Pausing answers every pop as an empty queue, on every replica, until you resume; acks and pushes carry on."),
+    el("button", { type: "button", id: "pop-toggle", onclick: async (ev) => {
+      ev.target.disabled = true;
+      try {
+        draw(await api("/api/v1/system/maintenance/pop", { enabled: !m.popMaintenanceMode }));
+      } catch (e) {
+        if (e instanceof Down || e instanceof Denied) failPage(e);
+        else box.append(el("p", { class: "error" }, e.message));
+      }
+    } }, m.popMaintenanceMode ? "Resume pops" : "Pause pops"));
+  draw(await api("/api/v1/system/maintenance/pop"));
+  return box;
 }
 
 // --- charts ----------------------------------------------------------------
