@@ -3,7 +3,8 @@
 // fetched from elsewhere. The page reads, and acts, only through the
 // broker's own JSON routes, with the token the user pastes, so it sees and
 // does what that token may and nothing more; the files themselves are
-// public. Its one action is an admin's: pausing and resuming pops.
+// public. Its actions: an admin pauses and resumes pops, and a read-write
+// token deletes a dead letter's message.
 package console
 
 import (

@@ -497,3 +497,41 @@ func TestAnAdminPausesAndResumesPopsFromTheOverview(t *testing.T) {
 		t.Error("a read-only token is offered the pop switch")
 	}
 }
+
+// A dead letter's message is deleted from the dead letter page, after the
+// page asks (it goes for every group): the page then lists none, and the
+// broker has neither the dead letter nor the message.
+func TestADeadLetterIsDeletedFromTheDeadLetterPageAfterAsking(t *testing.T) {
+	t.Parallel()
+	b, tab := shopAt(t, "#/dlq")
+	mustContain(t, "the dead letters", tab.panel("Dead letters"), "shop-orders-tx-0")
+	tab.do(chromedp.Click(chromedp.CSS(`button[data-delete="shop-orders-tx-0"]`)))
+	tab.waitText(`section[data-panel="Dead letters"]`, "Delete the message for every group?")
+	tab.shot("dead-letter-delete")
+	tab.do(chromedp.Click(chromedp.CSS(`button[data-confirm="shop-orders-tx-0"]`)))
+	tab.waitText(`section[data-panel="Dead letters"][data-state]`, "No dead letters.")
+	var d struct {
+		Total    int `json:"total"`
+		Messages []struct {
+			PartitionID string `json:"partitionId"`
+		} `json:"messages"`
+	}
+	b.Do(t, "GET", "/api/v1/dlq", "", nil).JSON(t, &d)
+	if d.Total != 0 {
+		t.Fatalf("the broker still holds %d dead letters", d.Total)
+	}
+	var msgs struct {
+		Messages []struct {
+			TransactionID string `json:"transactionId"`
+		} `json:"messages"`
+	}
+	b.Do(t, "GET", "/api/v1/messages?queue=shop-orders", "", nil).JSON(t, &msgs)
+	for _, m := range msgs.Messages {
+		if m.TransactionID == "shop-orders-tx-0" {
+			t.Fatal("the deleted message is still listed")
+		}
+	}
+	if len(msgs.Messages) != 3 {
+		t.Fatalf("shop-orders lists %d messages after the deletion, want 3", len(msgs.Messages))
+	}
+}

@@ -15,11 +15,12 @@ class Denied extends Error {}      // 401: no token, or one the broker refuses
 class Down extends Error {}        // no answer at all
 class Failed extends Error {}      // any other non-2xx answer
 
-async function api(path, body) {
+// api calls a route: GET, a POST of body, or method (DELETE) without one.
+async function api(path, body, method) {
   const headers = {};
   const token = sessionStorage.getItem(TOKEN);
   if (token) headers.Authorization = "Bearer " + token;
-  const init = { headers, cache: "no-store" };
+  const init = { headers, cache: "no-store", method: method || "GET" };
   if (body !== undefined) {
     init.method = "POST";
     headers["Content-Type"] = "application/json";
@@ -122,13 +123,13 @@ function claims(token) {
 // (role or roles claim), 1 read-only, 2 read-write, 3 admin. Without a token
 // the broker checks none (auth off), so every action is offered; the broker
 // decides either way.
-const ADMIN = 3;
+const READ_WRITE = 2, ADMIN = 3;
 function level() {
   const token = sessionStorage.getItem(TOKEN);
   if (!token) return ADMIN;
   const c = claims(token);
   const roles = [].concat(c.role || [], c.roles || []);
-  return Math.max(0, ...roles.map((r) => ({ "read-only": 1, "read-write": 2, admin: ADMIN }[r] || 0)));
+  return Math.max(0, ...roles.map((r) => ({ "read-only": 1, "read-write": READ_WRITE, admin: ADMIN }[r] || 0)));
 }
 
 function showWho() {
@@ -410,7 +411,31 @@ function dlqTable(ms, withQueue) {
     ["Retries", (m) => fmt.num(m.retryCount), "num"],
     ["Error", (m) => m.errorMessage || "—"],
     ["Payload", (m) => el("pre", {}, JSON.stringify(m.data))],
+    level() >= READ_WRITE && ["", deleteButton],
   ].filter(Boolean), ms, "No dead letters.");
+}
+
+// deleteButton deletes a dead letter's message (read-write), after asking:
+// the message goes for every consumer group, its dead letters with it.
+function deleteButton(m) {
+  const cell = el("span", { class: "action" });
+  const ask = () => cell.replaceChildren(
+    el("span", { class: "muted" }, "Delete the message for every group? "),
+    el("button", { type: "button", class: "danger", "data-confirm": m.transactionId, onclick: async (ev) => {
+      ev.target.disabled = true;
+      try {
+        await api("/api/v1/messages/" + enc(m.partitionId) + "/" + enc(m.transactionId), undefined, "DELETE");
+        route();
+      } catch (e) {
+        if (e instanceof Down || e instanceof Denied) failPage(e);
+        else cell.replaceChildren(el("span", { class: "error" }, e.message));
+      }
+    } }, "Delete"),
+    " ", el("button", { type: "button", class: "secondary", onclick: idle }, "Keep"));
+  const idle = () => cell.replaceChildren(
+    el("button", { type: "button", class: "secondary", "data-delete": m.transactionId, onclick: ask }, "Delete…"));
+  idle();
+  return cell;
 }
 
 function showMessage(detail, m) {
