@@ -4,7 +4,7 @@
 // broker's own JSON routes, with the token the user pastes, so it sees and
 // does what that token may and nothing more; the files themselves are
 // public. Its actions: an admin pauses and resumes pops, and a read-write
-// token deletes a dead letter's message.
+// token deletes a dead letter's message and seeks a group.
 package console
 
 import (

@@ -535,3 +535,28 @@ func TestADeadLetterIsDeletedFromTheDeadLetterPageAfterAsking(t *testing.T) {
 		t.Fatalf("shop-orders lists %d messages after the deletion, want 3", len(msgs.Messages))
 	}
 }
+
+// A group's cursors on a queue are moved from the queue page: past the
+// newest message (the group then pops nothing), then back to before the
+// first (it pops the first message again).
+func TestAGroupIsSoughtFromTheQueuePage(t *testing.T) {
+	t.Parallel()
+	b, tab := shopAt(t, "#/queue/shop-orders")
+	tab.panel("Consumer groups")
+	popStatus := func() int {
+		t.Helper()
+		return b.Do(t, "GET", "/api/v1/pop/queue/shop-orders?batch=1&autoAck=true&consumerGroup=shop-audit", "", nil).Status
+	}
+	tab.do(chromedp.Click(chromedp.CSS("#seek-end")))
+	tab.waitText("#seek-result", "shop-audit: 1 partition moved past the newest message.")
+	if s := popStatus(); s != http.StatusNoContent {
+		t.Fatalf("shop-audit pops %d after the seek to the end, want 204", s)
+	}
+	tab.shot("queue-seek")
+	tab.set("#seek-at", "1970-01-01T00:00:00")
+	tab.do(chromedp.Click(chromedp.CSS("#seek-time")))
+	tab.waitText("#seek-result", "shop-audit: 1 partition moved to after 1970-01-01 00:00:00 UTC.")
+	if s := popStatus(); s != http.StatusOK {
+		t.Fatalf("shop-audit pops %d after the seek to 1970, want 200", s)
+	}
+}

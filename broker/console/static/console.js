@@ -59,11 +59,14 @@ function el(tag, attrs, ...children) {
   return n;
 }
 
+const TIME = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" };
+
 const fmt = {
   num: (v) => (v === null || v === undefined ? "—" : Number(v).toLocaleString("en")),
   // Local time, written year first so that no reader mistakes the day,
-  // with its time zone.
-  time: (v) => (v || v === 0 ? new Date(v).toLocaleString("sv-SE", { timeZoneName: "short" }) : "—"),
+  // with its time zone. Every field is spelled out: with a time zone alone,
+  // sv-SE drops the hour's leading zero.
+  time: (v) => (v || v === 0 ? new Date(v).toLocaleString("sv-SE", TIME) : "—"),
   secs: (v) => {
     if (v === null || v === undefined) return "—";
     if (v < 120) return v + " s";
@@ -306,7 +309,8 @@ const pages = {
           ["Lease", (r) => (r.p.leaseActive ? pill("leased", "warn") : pill("free", "idle"))],
           ["Consumed", (r) => fmt.num(r.p.totalConsumed), "num"],
           ["Last consumed", (r) => fmt.time(r.p.lastConsumedAt)],
-        ], rows, "No consumer group has read this queue."), rows.length > 0 && groupLegend());
+        ], rows, "No consumer group has read this queue."), rows.length > 0 && groupLegend(),
+          gs.length > 0 && level() >= READ_WRITE && seekForm(name, gs.map((g) => g.name)));
       }, { wide: true }),
       panel("Dead letters", async (count) => {
         const d = await api("/api/v1/dlq?limit=20&queue=" + enc(name));
@@ -549,6 +553,34 @@ async function popSwitch() {
     } }, m.popMaintenanceMode ? "Resume pops" : "Pause pops"));
   draw(await api("/api/v1/system/maintenance/pop"));
   return box;
+}
+
+// seekForm moves a group's cursors on the queue (read-write): to just after
+// the last message created at or before a time, or past the newest one.
+// Only the partitions the group has read move, and their leases end.
+function seekForm(queue, groups) {
+  const group = el("select", { name: "group", id: "seek-group" }, groups.map((g) => el("option", { value: g }, g)));
+  const at = el("input", { name: "at", id: "seek-at", type: "datetime-local", step: "1" });
+  const note = el("span", { class: "muted", id: "seek-result" });
+  const seek = async (body) => {
+    note.textContent = "Seeking…";
+    try {
+      const a = await api("/api/v1/consumer-groups/" + enc(group.value) + "/queues/" + enc(queue) + "/seek", body);
+      note.textContent = group.value + ": " + a.partitionsUpdated + (a.partitionsUpdated === 1 ? " partition" : " partitions") +
+        (body.toEnd ? " moved past the newest message." : " moved to after " + fmt.time(body.timestamp) + ".");
+    } catch (e) {
+      if (e instanceof Down || e instanceof Denied) failPage(e);
+      else note.textContent = e.message;
+    }
+  };
+  return el("form", { class: "filters seek", id: "seek-form", onsubmit: (ev) => {
+    ev.preventDefault();
+    if (at.value) seek({ timestamp: new Date(at.value).toISOString() });
+  } },
+  el("label", {}, "Group", group), el("label", {}, "Deliver again after (your time)", at),
+  el("button", { type: "submit", id: "seek-time" }, "Seek"),
+  el("button", { type: "button", class: "secondary", id: "seek-end", onclick: () => seek({ toEnd: true }) }, "Skip to the end"),
+  note);
 }
 
 // --- charts ----------------------------------------------------------------
