@@ -14,8 +14,15 @@ GO_TEST_FLAGS ?=
 .DEFAULT_GOAL := help
 
 .PHONY: help
+# Every description starts in the column after the longest target, and wraps
+# at 100 columns into that column.
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {n[++c] = $$1; d[c] = $$2; if (length($$1) > w) w = length($$1)} \
+		END {pad = sprintf("%" (w + 4) "s", ""); for (i = 1; i <= c; i++) { \
+			line = sprintf("  %-" w "s  ", n[i]); k = split(d[i], words, " "); len = w + 4; \
+			for (j = 1; j <= k; j++) { if (len > w + 4 && len + 1 + length(words[j]) > 100) { print line; line = pad; len = w + 4 } \
+				if (len > w + 4) { line = line " "; len++ } line = line words[j]; len += length(words[j]) } \
+			print line }}' $(MAKEFILE_LIST)
 
 .PHONY: deps
 deps: ## Install what is missing: PostgreSQL, podman, buildah and runc (apt), and kube-apiserver, etcd, kubectl, helm, controller-gen (built into the cache, ~/.cache/regent).

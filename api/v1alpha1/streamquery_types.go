@@ -256,7 +256,7 @@ type StreamQueryStatus struct {
 // +kubebuilder:printcolumn:name="Lag",type=integer,JSONPath=`.status.lag`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
-// +kubebuilder:printcolumn:name="QueryID",type=string,JSONPath=`.status.queryId`,priority=1
+// +kubebuilder:printcolumn:name="QueryID",type=string,JSONPath=`.status.queryId`
 // +kubebuilder:validation:XValidation:rule="has(self.spec.queryName) == has(oldSelf.spec.queryName) || (has(self.spec.queryName) ? self.spec.queryName : self.metadata.name) == (has(oldSelf.spec.queryName) ? oldSelf.spec.queryName : oldSelf.metadata.name)",message="queryName is immutable: it may be added or removed only when it equals metadata.name"
 type StreamQuery struct {
 	metav1.TypeMeta   `json:",inline"`

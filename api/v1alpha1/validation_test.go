@@ -23,12 +23,16 @@ import (
 // The CRDs are checked by a real kube-apiserver: each rule the schema states
 // gets a manifest that breaks it, and the apiserver's error must name it.
 
-var k8s client.Client
+var (
+	k8s client.Client
+	env *kubetest.Environment
+)
 
 const ns = "validation"
 
 func TestMain(m *testing.M) {
-	env, err := kubetest.Start()
+	var err error
+	env, err = kubetest.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -1,8 +1,10 @@
-// Package console is the broker's read-only web console at /console/:
-// plain HTML, CSS and JavaScript embedded in the binary, with no build step
-// and nothing fetched from elsewhere. The page reads only through the
-// broker's own JSON routes, with the token the user pastes, so it sees what
-// that token may see and nothing more; the files themselves are public.
+// Package console is the broker's web console at /console/: plain HTML,
+// CSS and JavaScript embedded in the binary, with no build step and nothing
+// fetched from elsewhere. The page reads, and acts, only through the
+// broker's own JSON routes, with the token the user pastes, so it sees and
+// does what that token may and nothing more; the files themselves are
+// public. Its actions: an admin pauses and resumes pops, and a read-write
+// token deletes a dead letter's message and seeks a group.
 package console
 
 import (

@@ -160,7 +160,7 @@ func TestStreamQueryPageShowsProgressAndTheStateBrowserFilters(t *testing.T) {
 	all := tab.waitText("#state-rows", "3 rows")
 	// Each window's value and bounds, as the state read answered them.
 	mustContain(t, "the state rows", all, "eu:12:00", "eu:12:01", "us:12:00", `"count": 7`,
-		"2026-05-06T12:00:00Z → 2026-05-06T12:01:00Z")
+		"2026-05-06 12:00:00 UTC → 2026-05-06 12:01:00 UTC")
 	tab.shot("query-state")
 
 	// Key prefix.
@@ -287,4 +287,276 @@ func TestAnErrorIsShownWhenTheBrokerIsDown(t *testing.T) {
 	tab.do(chromedp.Click(chromedp.CSS("#refresh")))
 	tab.waitText("#banner", "The broker at "+strings.TrimPrefix(b.URL, "http://")+" cannot be reached.")
 	tab.shot("broker-down")
+}
+
+// A consumer group's state has one colour, whatever else its row shows,
+// and the page says what each state means: shop-billing is Stable though
+// behind (it was orange there, and green where it was caught up).
+func TestGroupStatesHaveOneColourAndAreExplained(t *testing.T) {
+	t.Parallel()
+	b, tab := shopAt(t, "#/queue/shop-orders")
+	groups := tab.panel("Consumer groups")
+	mustContain(t, "the queue's groups", groups, "Stable: it consumes", "Lagging: its oldest unconsumed message is over 5 minutes old",
+		"Dead: it has never consumed a message")
+	for page, panel := range map[string]string{"#/queue/shop-orders": "Consumer groups", "": "Consumer groups behind"} {
+		tab.open(b.URL + "/console/" + page)
+		tab.panel(panel)
+		kinds := run(tab, chromedp.Evaluate[[]string](`[...document.querySelectorAll("td span.pill")].filter((p) => p.textContent === "Stable").map((p) => p.className)`))
+		if len(kinds) == 0 {
+			t.Fatalf("%q shows no Stable group", page)
+		}
+		for _, k := range kinds {
+			if k != "pill ok" {
+				t.Errorf("%q shows a Stable group as %q, want pill ok", page, k)
+			}
+		}
+	}
+}
+
+// A state key's parts, which the SDKs join with U+001F, show with a
+// visible separator, an epoch-ms part as a date with its zone, and a
+// watermark row as the date it holds.
+func TestStateKeysShowTheirPartsAndTimesAsDates(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	var q struct {
+		QueryID string `json:"query_id"`
+	}
+	do := func(path string, body any, into any) {
+		t.Helper()
+		r := b.Do(t, "POST", path, "", body)
+		if r.Status/100 != 2 {
+			t.Fatalf("POST %s: %d %s", path, r.Status, r.Body)
+		}
+		if into != nil {
+			r.JSON(t, into)
+		}
+	}
+	do("/streams/v1/queries", map[string]any{"name": "keys", "source_queue": "keys-src", "config_hash": "v1"}, &q)
+	do("/api/v1/push", map[string]any{"items": []any{map[string]any{"queue": "keys-src", "payload": 1}}}, nil)
+	var p struct {
+		LeaseID  string `json:"leaseId"`
+		Messages []struct {
+			PartitionID string `json:"partitionId"`
+		} `json:"messages"`
+	}
+	b.Do(t, "GET", "/api/v1/pop/queue/keys-src?batch=1&consumerGroup=streams.keys", "", nil).JSON(t, &p)
+	do("/streams/v1/cycle", map[string]any{"query_id": q.QueryID, "partition_id": p.Messages[0].PartitionID,
+		"consumer_group": "streams.keys",
+		"state_ops": []any{
+			map[string]any{"type": "upsert", "key": fmt.Sprintf("tumb:60\u001f%d\u001f/home", ms(minute0)),
+				"value": map[string]any{"windowStart": ms(minute0), "windowEnd": ms(minute1), "count": 2}},
+			map[string]any{"type": "upsert", "key": "tumb:60\u001fwatermark", "value": map[string]any{"watermark": ms(minute0.Add(30 * time.Second))}},
+		},
+		"ack": map[string]any{"leaseId": p.LeaseID, "status": "completed", "count": 1}}, nil)
+	tab := newTab(t)
+	tab.open(b.URL + "/console/#/query/keys")
+	tab.panel("State")
+	rows := tab.waitText("#state-rows", "2 rows")
+	mustContain(t, "the state rows", rows, "tumb:60 ▸ 1778068800000 (2026-05-06 12:00:00 UTC) ▸ /home",
+		"2026-05-06 12:00:00 UTC → 2026-05-06 12:01:00 UTC", "tumb:60 ▸ watermark", "watermark 2026-05-06 12:00:30 UTC")
+	mustNotContain(t, "the state rows", rows, "\u001f")
+	tab.shot("query-state-keys")
+}
+
+// The queue page charts the messages in and out per bucket from the
+// per-minute counters, over a chosen window: an hour of seeded counters
+// (in: 1 to 60 a minute, out: 0 to 59) shows whole at 1 h and at 7 d,
+// and in part at 15 min.
+func TestQueuePageChartsAnHourOfCountersOverAChosenWindow(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	if r := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "charted"}); r.Status != http.StatusOK {
+		t.Fatalf("configure: %d %s", r.Status, r.Body)
+	}
+	if _, err := b.Pool.Exec(context.Background(), `INSERT INTO queen.queue_minutes (tenant, minute, queue, replica, push_messages, pop_messages)
+		SELECT 'default', date_trunc('minute', now()) - make_interval(mins => 59 - i), 'charted', 'r1', i + 1, i
+		  FROM generate_series(0, 59) i`); err != nil {
+		t.Fatal(err)
+	}
+	tab := newTab(t)
+	tab.open(b.URL + "/console/#/queue/charted")
+	values := func(series string) []int {
+		t.Helper()
+		raw := run(tab, chromedp.Evaluate[string](`document.querySelector("#ops-chart polyline.`+series+`").dataset.values`))
+		var out []int
+		for _, v := range strings.Split(raw, ",") {
+			var n int
+			if _, err := fmt.Sscan(v, &n); err != nil {
+				t.Fatalf("%s values %q: %v", series, raw, err)
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	sum := func(vs []int) (s int) {
+		for _, v := range vs {
+			s += v
+		}
+		return s
+	}
+	for _, w := range []struct {
+		label, legend string
+		minutes       int
+		buckets       int // at least
+	}{{"1 h", "per 1 min", 60, 60}, {"7 d", "per 1 h", 10080, 168}} {
+		tab.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`.windows button[data-minutes="%d"]`, w.minutes))))
+		text := tab.waitText("#ops-chart", w.legend)
+		in, out := values("in"), values("out")
+		if sum(in) != 1830 || sum(out) != 1770 || len(in) < w.buckets || len(in) != len(out) {
+			t.Errorf("%s: %d buckets in summing to %d, %d out summing to %d; want at least %d buckets, 1830 in and 1770 out",
+				w.label, len(in), sum(in), len(out), sum(out), w.buckets)
+		}
+		mustContain(t, "the "+w.label+" chart", text, "1,830 messages in", "1,770 messages out")
+		if w.label == "1 h" {
+			tab.shot("queue-chart")
+		}
+	}
+	tab.do(chromedp.Click(chromedp.CSS(`.windows button[data-minutes="15"]`)))
+	tab.waitText("#ops-chart", "per 1 min")
+	if in := values("in"); sum(in) >= 1830 || sum(in) < 45*15 {
+		t.Errorf("15 min: in %v sums to %d, want the last quarter hour's (at least %d, less than 1830)", in, sum(in), 45*15)
+	}
+}
+
+// The stream query page shows the Kubernetes side the broker knows, as the
+// operator applied it: the suspension (also the query's state) and the last
+// rewind.
+func TestStreamQueryPageShowsItsSuspensionAndLastRewind(t *testing.T) {
+	t.Parallel()
+	b, tab := shopAt(t, "#/query/shop-views")
+	mustContain(t, "a query never suspended or rewound", tab.panel("Query"), "Suspended\nno", "Last rewind\nnever")
+	for _, sql := range []string{
+		`SELECT queen_streams.query_suspend(p_tenant => 'default', p_name => 'shop-views', p_group => 'streams.shop-views', p_suspended => true)`,
+		`SELECT queen_streams.query_rewind(p_tenant => 'default', p_name => 'shop-views', p_group => 'streams.shop-views',
+			p_token => 'r1', p_to => '2026-05-06T12:00:00Z')`,
+	} {
+		if _, err := b.Pool.Exec(context.Background(), sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The overview first: opening the page that is open already would
+	// not draw it again.
+	tab.open(b.URL + "/console/")
+	mustContain(t, "the overview's queries", tab.panel("Stream queries"), "shop-views", "suspended")
+	tab.open(b.URL + "/console/#/query/shop-views")
+	mustContain(t, "the suspended, rewound query", tab.panel("Query"), "Suspended\nyes (spec.suspend)",
+		"Last rewind\nto 2026-05-06 12:00:00 UTC, at ", "(1 partition)")
+	mustContain(t, "its progress", tab.panel("Progress"), "suspended")
+	tab.shot("query-suspended")
+}
+
+// An admin pauses pops from the overview, and resumes them: the switch is
+// the cluster-wide pop maintenance, under which a pop of a queue with
+// messages answers 204. A read-only token is not offered it.
+func TestAnAdminPausesAndResumesPopsFromTheOverview(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, brokertest.WithJWT(false))
+	admin := brokertest.Mint(t, auth.DefaultTenant, auth.Admin)
+	if r := b.Do(t, "POST", "/api/v1/push", admin, map[string]any{"items": []any{map[string]any{"queue": "paused", "payload": 1}}}); r.Status != http.StatusCreated {
+		t.Fatalf("push: %d %s", r.Status, r.Body)
+	}
+	signIn := func(tab tab, token string) {
+		t.Helper()
+		tab.open(b.URL + "/console/")
+		tab.do(chromedp.WaitVisible(chromedp.CSS("#login")))
+		tab.set("#token", token)
+		tab.do(chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
+	}
+	paused := func() bool {
+		t.Helper()
+		var m struct {
+			PopMaintenanceMode bool `json:"popMaintenanceMode"`
+		}
+		b.Do(t, "GET", "/api/v1/system/maintenance/pop", admin, nil).JSON(t, &m)
+		return m.PopMaintenanceMode
+	}
+
+	tab := newTab(t)
+	signIn(tab, admin)
+	mustContain(t, "the pops panel", tab.panel("Pops"), "running", "Pause pops")
+	tab.do(chromedp.Click(chromedp.CSS("#pop-toggle")))
+	tab.waitText("#pop-switch", "Resume pops")
+	if !paused() {
+		t.Fatal("the console shows pops paused; the broker does not")
+	}
+	if r := b.Do(t, "GET", "/api/v1/pop/queue/paused?batch=1", admin, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("a pop while paused: %d %s, want 204", r.Status, r.Body)
+	}
+	tab.shot("pops-paused")
+	tab.do(chromedp.Click(chromedp.CSS("#pop-toggle")))
+	tab.waitText("#pop-switch", "Pause pops")
+	if paused() {
+		t.Fatal("the console shows pops running; the broker has them paused")
+	}
+
+	reader := newTab(t)
+	signIn(reader, brokertest.Mint(t, auth.DefaultTenant, auth.ReadOnly))
+	reader.panel("Broker")
+	if run(reader, chromedp.Evaluate[bool](`document.querySelector('section[data-panel="Pops"]') !== null`)) {
+		t.Error("a read-only token is offered the pop switch")
+	}
+}
+
+// A dead letter's message is deleted from the dead letter page, after the
+// page asks (it goes for every group): the page then lists none, and the
+// broker has neither the dead letter nor the message.
+func TestADeadLetterIsDeletedFromTheDeadLetterPageAfterAsking(t *testing.T) {
+	t.Parallel()
+	b, tab := shopAt(t, "#/dlq")
+	mustContain(t, "the dead letters", tab.panel("Dead letters"), "shop-orders-tx-0")
+	tab.do(chromedp.Click(chromedp.CSS(`button[data-delete="shop-orders-tx-0"]`)))
+	tab.waitText(`section[data-panel="Dead letters"]`, "Delete the message for every group?")
+	tab.shot("dead-letter-delete")
+	tab.do(chromedp.Click(chromedp.CSS(`button[data-confirm="shop-orders-tx-0"]`)))
+	tab.waitText(`section[data-panel="Dead letters"][data-state]`, "No dead letters.")
+	var d struct {
+		Total    int `json:"total"`
+		Messages []struct {
+			PartitionID string `json:"partitionId"`
+		} `json:"messages"`
+	}
+	b.Do(t, "GET", "/api/v1/dlq", "", nil).JSON(t, &d)
+	if d.Total != 0 {
+		t.Fatalf("the broker still holds %d dead letters", d.Total)
+	}
+	var msgs struct {
+		Messages []struct {
+			TransactionID string `json:"transactionId"`
+		} `json:"messages"`
+	}
+	b.Do(t, "GET", "/api/v1/messages?queue=shop-orders", "", nil).JSON(t, &msgs)
+	for _, m := range msgs.Messages {
+		if m.TransactionID == "shop-orders-tx-0" {
+			t.Fatal("the deleted message is still listed")
+		}
+	}
+	if len(msgs.Messages) != 3 {
+		t.Fatalf("shop-orders lists %d messages after the deletion, want 3", len(msgs.Messages))
+	}
+}
+
+// A group's cursors on a queue are moved from the queue page: past the
+// newest message (the group then pops nothing), then back to before the
+// first (it pops the first message again).
+func TestAGroupIsSoughtFromTheQueuePage(t *testing.T) {
+	t.Parallel()
+	b, tab := shopAt(t, "#/queue/shop-orders")
+	tab.panel("Consumer groups")
+	popStatus := func() int {
+		t.Helper()
+		return b.Do(t, "GET", "/api/v1/pop/queue/shop-orders?batch=1&autoAck=true&consumerGroup=shop-audit", "", nil).Status
+	}
+	tab.do(chromedp.Click(chromedp.CSS("#seek-end")))
+	tab.waitText("#seek-result", "shop-audit: 1 partition moved past the newest message.")
+	if s := popStatus(); s != http.StatusNoContent {
+		t.Fatalf("shop-audit pops %d after the seek to the end, want 204", s)
+	}
+	tab.shot("queue-seek")
+	tab.set("#seek-at", "1970-01-01T00:00:00")
+	tab.do(chromedp.Click(chromedp.CSS("#seek-time")))
+	tab.waitText("#seek-result", "shop-audit: 1 partition moved to after 1970-01-01 00:00:00 UTC.")
+	if s := popStatus(); s != http.StatusOK {
+		t.Fatalf("shop-audit pops %d after the seek to 1970, want 200", s)
+	}
 }

@@ -74,18 +74,31 @@ const Reread = time.Second
 // empty bucket costs a replica at most 50 small statements a second.
 const leaseGap = 20 * time.Millisecond
 
-// Refusal is a request a limit refused: a 429 with Retry-After whose body
-// names the limit and the tenant.
+// Refusal is a request a limit refused, whose body names the limit and the
+// tenant.
 type Refusal struct {
 	Tenant, Quota, Message string
+	// TooLarge is a request larger than its rate's burst: no wait can let
+	// it through.
+	TooLarge bool
 }
 
 func (r *Refusal) Error() string { return r.Message }
 
-// Answer writes the 429.
+// Answer writes the refusal. A limit that waiting lifts is a 429 with
+// Retry-After, as HTTP says (RFC 6585). A request larger than the burst
+// would be refused at every retry, and a client that honours 429 and
+// Retry-After (Queen's retry on 429) would loop on it: it is a 413 without
+// Retry-After, the answer the broker already gives a body over
+// --max-body-bytes, which clients know means "split it, do not retry".
 func (r *Refusal) Answer(w http.ResponseWriter) {
-	w.Header().Set("Retry-After", "1")
-	httpx.WriteJSON(w, http.StatusTooManyRequests, map[string]string{"error": r.Message, "quota": r.Quota, "tenant": r.Tenant})
+	status := http.StatusTooManyRequests
+	if r.TooLarge {
+		status = http.StatusRequestEntityTooLarge
+	} else {
+		w.Header().Set("Retry-After", "1")
+	}
+	httpx.WriteJSON(w, status, map[string]string{"error": r.Message, "quota": r.Quota, "tenant": r.Tenant})
 }
 
 // Quotas is this replica's view of every tenant's limits. A nil *Quotas
@@ -147,11 +160,11 @@ func (q *Quotas) AdmitPush(name string, messages int, bytes int64) error {
 		return err
 	}
 	if !q.spend(l.pushMessages, int64(messages)) {
-		return q.refuse(t, PushMessages, rateMessage(name, "push.messagesPerSecond", l.pushMessages, int64(messages), "messages"))
+		return q.refuseRate(t, PushMessages, l.pushMessages, int64(messages), "messages")
 	}
 	if !q.spend(l.pushBytes, bytes) {
 		l.pushMessages.refund(int64(messages))
-		return q.refuse(t, PushBytes, rateMessage(name, "push.bytesPerSecond", l.pushBytes, bytes, "bytes"))
+		return q.refuseRate(t, PushBytes, l.pushBytes, bytes, "bytes")
 	}
 	t.stored.Add(bytes)
 	t.pushed.Add(int64(messages))
@@ -189,7 +202,7 @@ func (q *Quotas) AdmitPop(name string) error {
 		return nil
 	}
 	if b := t.limits.Load().popMessages; b != nil && !q.spend(b, 0) {
-		return q.refuse(t, PopMessages, rateMessage(name, "pop.messagesPerSecond", b, 1, "messages"))
+		return q.refuseRate(t, PopMessages, b, 1, "messages")
 	}
 	return nil
 }
@@ -263,12 +276,16 @@ func (q *Quotas) refuse(t *tenant, quota, msg string) *Refusal {
 	return &Refusal{Tenant: t.name, Quota: quota, Message: msg}
 }
 
-func rateMessage(name, field string, b *bucket, n int64, unit string) string {
+// refuseRate refuses a request of n units that the rate's bucket b did not
+// cover.
+func (q *Quotas) refuseRate(t *tenant, quota string, b *bucket, n int64, unit string) *Refusal {
 	if n > b.burst {
-		return fmt.Sprintf("quota %s: a request of %d %s is larger than tenant %q's burst of %d; split it",
-			field, n, unit, name, b.burst)
+		r := q.refuse(t, quota, fmt.Sprintf("quota %s: a request of %d %s is larger than tenant %q's burst of %d, so no retry can pass; split it",
+			quota, n, unit, t.name, b.burst))
+		r.TooLarge = true
+		return r
 	}
-	return fmt.Sprintf("quota %s: tenant %q is over its rate of %d %s per second; retry later", field, name, b.rate, unit)
+	return q.refuse(t, quota, fmt.Sprintf("quota %s: tenant %q is over its rate of %d %s per second; retry later", quota, t.name, b.rate, unit))
 }
 
 // spend takes n tokens from b (nil: no limit), and asks for a lease when the

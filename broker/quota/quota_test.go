@@ -71,10 +71,16 @@ func wantRefused(t testing.TB, r brokertest.Response, tenant, quota string) {
 // its NOTIFY).
 func untilRefused(t testing.TB, b *brokertest.Broker, quota, method, path, token string, body any) brokertest.Response {
 	t.Helper()
+	return untilAnswered(t, b, http.StatusTooManyRequests, quota, method, path, token, body)
+}
+
+// untilAnswered repeats the request until quota refuses it with status.
+func untilAnswered(t testing.TB, b *brokertest.Broker, status int, quota, method, path, token string, body any) brokertest.Response {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r := b.Do(t, method, path, token, body)
-		if r.Status == http.StatusTooManyRequests && strings.Contains(string(r.Body), `"quota":"`+quota+`"`) {
+		if r.Status == status && strings.Contains(string(r.Body), `"quota":"`+quota+`"`) {
 			return r
 		}
 		if time.Now().After(deadline) {
@@ -142,7 +148,9 @@ func TestARefusedPushIs429AndStoresNothing(t *testing.T) {
 			t.Fatalf("push: %d %s", r.Status, r.Body)
 		}
 	}
-	grant(t, b, "acme", Limits{PushMessages: n64(5), PushMessagesBurst: n64(5)})
+	// A burst of 6 at 1 a second: once a push of 6 is refused, the next
+	// is refused too, for the 6 s the bucket takes to refill.
+	grant(t, b, "acme", Limits{PushMessages: n64(1), PushMessagesBurst: n64(6)})
 	untilRefused(t, b, "push.messagesPerSecond", "POST", "/api/v1/push", tok, items("a", 6))
 
 	stored := func() int { return b.Count(t, `SELECT coalesce(sum(frame_count), 0) FROM queen.log_segments`) }
@@ -177,7 +185,7 @@ func TestTheDefaultTenantIsNeverLimited(t *testing.T) {
 	grant(t, b, "default", tiny)
 	grant(t, b, "acme", Limits{PushMessages: n64(1)})
 	// Once acme is refused, the brokers have read both rows.
-	untilRefused(t, b, "push.messagesPerSecond", "POST", "/api/v1/push", acme, items("x", 2))
+	untilAnswered(t, b, http.StatusRequestEntityTooLarge, "push.messagesPerSecond", "POST", "/api/v1/push", acme, items("x", 2))
 	for i := range 5 {
 		if r := b.Do(t, "POST", "/api/v1/push", def, items(fmt.Sprintf("d%d", i), 20)); r.Status != http.StatusCreated {
 			t.Fatalf("push %d of the default tenant: %d %s", i, r.Status, r.Body)
@@ -202,13 +210,19 @@ func TestPopRateRefusesOncePopsSpendIt(t *testing.T) {
 	}
 }
 
-func TestPushBytesRateRefusesWhatItsBurstCannotHold(t *testing.T) {
+// A push larger than its rate's burst can never pass, so it is not a 429
+// that asks for a retry: it is a 413 without Retry-After that says to split
+// it.
+func TestAPushLargerThanTheBurstIs413WithoutRetryAfter(t *testing.T) {
 	t.Parallel()
 	b, tok := tenancy(t)
 	grant(t, b, "acme", Limits{PushBytes: n64(100), PushBytesBurst: n64(100)})
-	r := untilRefused(t, b, "push.bytesPerSecond", "POST", "/api/v1/push", tok, items("q", 50))
-	wantRefused(t, r, "acme", "push.bytesPerSecond")
-	if !strings.Contains(fmt.Sprint(r.Map(t)["error"]), "burst") {
+	r := untilAnswered(t, b, http.StatusRequestEntityTooLarge, "push.bytesPerSecond", "POST", "/api/v1/push", tok, items("q", 50))
+	if m := r.Map(t); m["tenant"] != "acme" || !strings.Contains(fmt.Sprint(m["error"]), "burst") ||
+		!strings.Contains(fmt.Sprint(m["error"]), "split") {
 		t.Fatalf("the refusal of a push larger than the burst does not say so: %s", r.Body)
+	}
+	if ra := r.Header.Get("Retry-After"); ra != "" {
+		t.Fatalf("a push that no retry can pass carries Retry-After: %s", ra)
 	}
 }

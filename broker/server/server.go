@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -57,9 +58,32 @@ func New(d Deps, routes []Route) http.Handler {
 		handle(r.Method+" "+r.Path, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowed(mux, r); allow != "" {
+			w.Header().Set("Allow", allow)
+			httpx.WriteError(w, http.StatusMethodNotAllowed, "Method "+r.Method+" not allowed on "+r.URL.Path+"; allowed: "+allow)
+			return
+		}
 		httpx.WriteError(w, http.StatusNotFound, "Not found")
 	})
 	return cors(limitBody(d.MaxBodyBytes, mux))
+}
+
+// methods are those a route may be registered for.
+var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// allowed lists the methods that r's path is served for, "" when none: a
+// path served for other methods is a 405 with Allow, as HTTP says, not a
+// 404. The mux's own 405 never happens, since the catch-all "/" matches
+// every method.
+func allowed(mux *http.ServeMux, r *http.Request) string {
+	var allow []string
+	for _, m := range methods {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host}
+		if _, pattern := mux.Handler(probe); pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	return strings.Join(allow, ", ")
 }
 
 func health(d Deps) http.Handler {

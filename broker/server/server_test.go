@@ -94,3 +94,30 @@ func TestUnknownRouteIsJSON404(t *testing.T) {
 		t.Fatalf("GET /nope = %d %s", r.Status, r.Body)
 	}
 }
+
+// A path that is served for other methods is a 405 naming them in Allow, as
+// HTTP says (RFC 9110, 15.5.6), not a 404: GET on the push route tells the
+// caller to POST.
+func TestAWrongMethodOnARouteIs405WithAllow(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	for path, allow := range map[string]string{
+		"/api/v1/push":          "POST",
+		"/streams/v1/cycle":     "POST",
+		"/streams/v1/state/get": "POST",
+		"/streams/v1/queries":   "GET, HEAD, POST",
+		"/api/v1/pop/queue/q":   "GET, HEAD",
+	} {
+		r := b.Do(t, "PUT", path, "", nil)
+		if r.Status != http.StatusMethodNotAllowed || r.Header.Get("Allow") != allow {
+			t.Errorf("PUT %s = %d, Allow %q, want 405 with Allow %q: %s", path, r.Status, r.Header.Get("Allow"), allow, r.Body)
+			continue
+		}
+		if msg, _ := r.Map(t)["error"].(string); !strings.Contains(msg, allow) {
+			t.Errorf("PUT %s: the error %q does not name the allowed methods", path, msg)
+		}
+	}
+	if r := b.Do(t, "GET", "/api/v1/push", "", nil); r.Status != http.StatusMethodNotAllowed || r.Header.Get("Allow") != "POST" {
+		t.Errorf("GET /api/v1/push = %d, Allow %q, want 405 with Allow POST", r.Status, r.Header.Get("Allow"))
+	}
+}

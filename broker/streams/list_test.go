@@ -2,27 +2,29 @@ package streams_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
 type listed struct {
 	Queries []struct {
-		ID              string  `json:"id"`
+		ID              string  `json:"query_id"`
 		Name            string  `json:"name"`
-		SourceQueue     string  `json:"sourceQueue"`
-		SinkQueue       *string `json:"sinkQueue"`
-		ConfigHash      string  `json:"configHash"`
-		ResetGeneration int64   `json:"resetGeneration"`
+		SourceQueue     string  `json:"source_queue"`
+		SinkQueue       *string `json:"sink_queue"`
+		ConfigHash      string  `json:"config_hash"`
+		ResetGeneration int64   `json:"reset_generation"`
 		Lag             int64   `json:"lag"`
-		StateRows       int64   `json:"stateRows"`
-		LastCycle       *string `json:"lastCycle"`
+		StateRows       int64   `json:"state_rows"`
+		LastCycle       *string `json:"last_cycle"`
 		Partitions      []struct {
-			ID        string `json:"id"`
+			ID        string `json:"partition_id"`
 			Name      string `json:"name"`
 			Lag       int64  `json:"lag"`
-			StateRows int64  `json:"stateRows"`
+			StateRows int64  `json:"state_rows"`
 		} `json:"partitions"`
 	} `json:"queries"`
 }
@@ -101,5 +103,97 @@ func TestQueryListingShowsOnlyTheCallersTenant(t *testing.T) {
 		if got := fmt.Sprint(len(l.Queries)); got != "1" || l.Queries[0].ID != want {
 			t.Errorf("listing %+v, want only query %s", l.Queries, want)
 		}
+	}
+}
+
+// The listing spells its fields as the three POST routes do, snake_case:
+// the query_id and partition_id it lists are what state/get and cycle take
+// under those names.
+func TestQueryListingNamesItsFieldsInSnakeCaseAsThePostRoutesDo(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	register(t, b, "snake", "src", "out", "h1", false)
+	sourcePartition(t, b, "src")
+	var l struct {
+		Queries []map[string]any `json:"queries"`
+	}
+	r := b.Do(t, "GET", "/streams/v1/queries", "", nil)
+	wantStatus(t, r, 200)
+	r.JSON(t, &l)
+	if len(l.Queries) != 1 {
+		t.Fatalf("queries %s, want one", r.Body)
+	}
+	q := l.Queries[0]
+	want := []string{"query_id", "name", "source_queue", "sink_queue", "config_hash", "reset_generation",
+		"created_at", "updated_at", "lag", "state_rows", "last_cycle", "suspended", "last_rewind", "partitions"}
+	if len(q) != len(want) {
+		t.Errorf("query fields %v, want exactly %v", keys(q), want)
+	}
+	for _, k := range want {
+		if _, ok := q[k]; !ok {
+			t.Errorf("query %v has no %q", keys(q), k)
+		}
+	}
+	parts, _ := q["partitions"].([]any)
+	if len(parts) != 1 {
+		t.Fatalf("partitions %v, want one", q["partitions"])
+	}
+	p, _ := parts[0].(map[string]any)
+	wantPart := []string{"partition_id", "name", "lag", "state_rows"}
+	if len(p) != len(wantPart) {
+		t.Errorf("partition fields %v, want exactly %v", keys(p), wantPart)
+	}
+	for _, k := range wantPart {
+		if _, ok := p[k]; !ok {
+			t.Errorf("partition %v has no %q", keys(p), k)
+		}
+	}
+}
+
+func keys(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The listing shows the Kubernetes side of a query that the broker knows,
+// as the operator applied it: spec.suspend, and the last rewind (to when,
+// at what time, over how many source partitions).
+func TestQueryListingShowsTheSuspensionAndTheLastRewind(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	register(t, b, "kube", "src", "", "h1", false)
+	push(t, b, "src", 0, 1)
+	wantStatus(t, b.Do(t, "GET", "/api/v1/pop/queue/src?batch=1&autoAck=true&consumerGroup=streams.kube", "", nil), 200)
+	var l struct {
+		Queries []struct {
+			Suspended  bool `json:"suspended"`
+			LastRewind *struct {
+				To         *time.Time `json:"to"`
+				At         time.Time  `json:"at"`
+				Partitions int        `json:"partitions"`
+			} `json:"last_rewind"`
+		} `json:"queries"`
+	}
+	b.Do(t, "GET", "/streams/v1/queries", "", nil).JSON(t, &l)
+	if q := l.Queries[0]; q.Suspended || q.LastRewind != nil {
+		t.Fatalf("a new query listed as suspended %v, last rewind %+v", q.Suspended, q.LastRewind)
+	}
+	if !scalar[bool](t, b, `SELECT queen_streams.query_suspend(p_tenant => $1, p_name => 'kube', p_group => 'streams.kube', p_suspended => true)`, b.Tenant) {
+		t.Fatal("query_suspend found no query kube")
+	}
+	to := time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
+	if outcome := scalar[string](t, b, `SELECT outcome FROM queen_streams.query_rewind(p_tenant => $1, p_name => 'kube',
+		p_group => 'streams.kube', p_token => 'r1', p_to => $2)`, b.Tenant, to); outcome != "rewound" {
+		t.Fatalf("rewind outcome %q", outcome)
+	}
+	b.Do(t, "GET", "/streams/v1/queries", "", nil).JSON(t, &l)
+	q := l.Queries[0]
+	if !q.Suspended || q.LastRewind == nil || q.LastRewind.To == nil || !q.LastRewind.To.Equal(to) ||
+		q.LastRewind.At.IsZero() || q.LastRewind.Partitions != 1 {
+		t.Fatalf("after a suspension and a rewind to %s over 1 partition: suspended %v, last rewind %+v", to, q.Suspended, q.LastRewind)
 	}
 }

@@ -2,6 +2,12 @@
 // processes, until Ctrl-C: PostgreSQL, kube-apiserver and etcd with the CRDs,
 // the broker on :6632 and the operator. Data stays under .regent/ between
 // runs; -fresh starts from nothing. `make run` builds and runs it.
+//
+//	regent-local token -tenant acme -role read-write
+//
+// prints a token of that stack for a tenant and access level, signed with
+// its secret, for the tenants other than the default one, whose admin token
+// `make run` writes to .regent/token.
 package main
 
 import (
@@ -13,15 +19,44 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/localstack"
 )
 
 func main() {
-	if err := run(); err != nil {
+	cmd := run
+	if len(os.Args) > 1 && os.Args[1] == "token" {
+		cmd = token
+	}
+	if err := cmd(); err != nil {
 		fmt.Fprintln(os.Stderr, "regent-local:", err)
 		os.Exit(1)
 	}
+}
+
+// token prints a token of the local stack.
+func token() error {
+	var dir, tenant, role string
+	var ttl time.Duration
+	f := config.NewFlags("regent-local token", os.Getenv)
+	f.StrEnv(&dir, "dir", "REGENT_LOCAL_DIR", ".regent", "the local stack's directory, whose signing secret signs the token")
+	f.StrEnv(&tenant, "tenant", "REGENT_TENANT", auth.DefaultTenant, "the token's tenant")
+	f.StrEnv(&role, "role", "REGENT_ROLE", auth.ReadWrite.String(), "its access level: read-only, read-write or admin")
+	f.DurationEnv(&ttl, "ttl", "REGENT_TOKEN_TTL", 24*time.Hour, "how long it is valid")
+	if err := f.Parse(os.Args[2:]); err != nil {
+		return err
+	}
+	level, err := auth.ParseLevel(role)
+	if err != nil {
+		return err
+	}
+	t, err := localstack.Token(dir, tenant, level, ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Println(t)
+	return nil
 }
 
 func run() error {
@@ -62,15 +97,19 @@ func run() error {
 Regent is running. Logs are in %[1]s/logs/.
 The console: %[4]s/console/ (sign in with the token in %[3]s)
 
-In another shell, from this directory:
+In another shell, from this directory (the README's tour goes further):
 
-  export KUBECONFIG=%[2]s
+  export PATH=$PWD/bin:$PATH KUBECONFIG=%[2]s
   export TOKEN=$(cat %[3]s)
   kubectl apply -f config/samples/
   kubectl get sq,tq -A
   curl -s %[4]s/health
+  # a page view for the default sample clicks-per-page, and the reference worker that counts it
   curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
-    -d '{"items":[{"queue":"orders","payload":{"id":1}}]}' %[4]s/api/v1/push
+    -d '{"items":[{"queue":"clicks","payload":{"key":"/home","ts":'$(date +%%s000)'}}]}' %[4]s/api/v1/push
+  regent-worker -broker %[4]s -token "$TOKEN" -query clicks-per-page -source clicks -sink clicks.per_page
+  # tenant acme's sample orders-per-minute needs a token of acme
+  ACME=$(regent-local token -tenant acme -role read-write)
 
 PostgreSQL: %[5]s
 Press Ctrl-C to stop everything.

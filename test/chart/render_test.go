@@ -34,6 +34,19 @@ func TestChartPassesHelmLintWithEveryValueSet(t *testing.T) {
 	}
 }
 
+// `helm template charts/regent`, as a user types it, renders with the helm
+// `make deps` builds: that helm's default Kubernetes version passes the
+// chart's kubeVersion constraint (it was v1.20, which failed it).
+func TestHelmTemplateRendersTheChartWithoutAKubeVersion(t *testing.T) {
+	out, err := chart.Run("", "template", chart.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "kind: Deployment") {
+		t.Fatalf("helm template rendered no Deployment:\n%s", out)
+	}
+}
+
 func TestEachValueSetRendersExactlyItsObjects(t *testing.T) {
 	common := []string{
 		"ClusterRole/regent-operator", "ClusterRoleBinding/regent-operator",

@@ -63,20 +63,38 @@ func Start(extraCRDDirs ...string) (*Environment, error) {
 		dirs = append(dirs, bases)
 	}
 	dirs = append(dirs, extraCRDDirs...)
+	env := ControlPlane(dirs)
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start envtest: %w", err)
+	}
+	return &Environment{env: env, Config: cfg}, nil
+}
+
+// ControlPlane is an envtest environment of the cached binaries that
+// installs the CRDs of crdDirs, configured to start on any host this
+// repository runs on.
+func ControlPlane(crdDirs []string) *envtest.Environment {
 	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     dirs,
+		BinaryAssetsDirectory: AssetsDir(),
+		CRDDirectoryPaths:     crdDirs,
 		ErrorIfCRDPathMissing: true,
 		// make test starts several control planes beside PostgreSQL
 		// clusters and image builds on two cores: the default 20 s is
 		// not always enough for kube-apiserver to become ready.
 		ControlPlaneStartTimeout: 2 * time.Minute,
 	}
-	cfg, err := env.Start()
-	if err != nil {
-		return nil, fmt.Errorf("start envtest: %w", err)
-	}
-	return &Environment{env: env, Config: cfg}, nil
+	// Without an advertise address, kube-apiserver picks the global
+	// address of the default route's interface, and refuses to start on a
+	// host without one (a container or a network namespace, as CI
+	// sandboxes often are). It serves on loopback only, so that is what it
+	// advertises, the same on every host; the endpoint reconciler, which
+	// refuses a loopback address, only keeps the kubernetes Service's
+	// endpoints for pods, and no pod runs against this control plane.
+	api := env.ControlPlane.GetAPIServer().Configure()
+	api.Set("advertise-address", "127.0.0.1")
+	api.Set("endpoint-reconciler-type", "none")
+	return env
 }
 
 // Stop stops the control plane.

@@ -2,6 +2,8 @@ package kubetest_test
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/regent-mq/regent/test/kubetest"
+	"github.com/regent-mq/regent/test/nettest"
 )
 
 // The smoke test that proves the toolchain: a real control plane starts, takes
@@ -38,5 +41,19 @@ func TestControlPlaneStoresANamespace(t *testing.T) {
 	}
 	if got.UID == "" || got.Status.Phase != corev1.NamespaceActive {
 		t.Fatalf("namespace read back as %+v", got.Status)
+	}
+}
+
+// The control plane starts on a host without a default route, where
+// kube-apiserver finds no address of its own to advertise: the smoke test
+// passes in a network namespace with loopback alone, and with a default
+// route through loopback.
+func TestTheControlPlaneStartsWithoutADefaultRoute(t *testing.T) {
+	for _, route := range []bool{false, true} {
+		cmd := nettest.Isolated(t, route, os.Args[0], "-test.run", "^TestControlPlaneStoresANamespace$", "-test.count=1", "-test.v")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestControlPlaneStoresANamespace") {
+			t.Fatalf("default route through loopback %v: %v\n%s", route, err, out)
+		}
 	}
 }

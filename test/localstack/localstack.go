@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -57,6 +58,7 @@ type Stack struct {
 	pg          *pgtest.Cluster
 	kube        *envtest.Environment
 	procs       []*proc
+	logs        []*os.File // the control plane's, open while it runs
 }
 
 type proc struct {
@@ -80,13 +82,16 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			return nil, fmt.Errorf("make %s: %w", d, err)
 		}
 	}
+	if err := portsFree(o); err != nil {
+		return nil, err
+	}
 	s := &Stack{opts: o}
 	defer func() {
 		if err != nil {
 			s.Stop()
 		}
 	}()
-	secret, err := s.secretFile("signing-secret", 32, true)
+	secret, err := s.secretFile(signingSecret, 32, true)
 	if err != nil {
 		return nil, err
 	}
@@ -110,15 +115,24 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	s.DatabaseURL = s.pg.URL(database).String()
 
 	s.progress("starting kube-apiserver and etcd with the CRDs installed")
-	s.kube = &envtest.Environment{
-		BinaryAssetsDirectory: kubetest.AssetsDir(),
-		CRDDirectoryPaths:     []string{o.CRDDir},
-		ErrorIfCRDPathMissing: true,
+	s.kube = kubetest.ControlPlane([]string{o.CRDDir})
+	etcdLog, err := s.openLog("etcd")
+	if err != nil {
+		return nil, err
 	}
-	s.kube.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(o.Dir, "etcd")}
+	s.logs = append(s.logs, etcdLog)
+	s.kube.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(o.Dir, "etcd"), Out: etcdLog, Err: etcdLog}
+	apiLog, err := s.openLog("kube-apiserver")
+	if err != nil {
+		return nil, err
+	}
+	s.logs = append(s.logs, apiLog)
+	api := s.kube.ControlPlane.GetAPIServer()
+	api.Out, api.Err = apiLog, apiLog
 	cfg, err := s.kube.Start()
 	if err != nil {
-		return nil, fmt.Errorf("start control plane: %w", err)
+		// envtest says only that it timed out: the cause is in the log.
+		return nil, fmt.Errorf("start control plane: %w\n%s", err, s.logTail("kube-apiserver"))
 	}
 	if err := waitDiscoverable(ctx, cfg, "streams.regent.dev/v1alpha1", 60*time.Second); err != nil {
 		return nil, err
@@ -149,7 +163,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	if err := waitReady(ctx, broker, s.BrokerURL+"/health", 30*time.Second); err != nil {
-		return nil, fmt.Errorf("broker did not become healthy (see %s): %w", s.logPath("broker"), err)
+		return nil, fmt.Errorf("broker did not become healthy: %w\n%s", err, s.logTail("broker"))
 	}
 
 	if o.MetricsAddr, err = freeIfZero(o.MetricsAddr); err != nil {
@@ -167,22 +181,40 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	if err := waitReady(ctx, operator, "http://"+o.ProbeAddr+"/readyz", 60*time.Second); err != nil {
-		return nil, fmt.Errorf("operator did not become ready (see %s): %w", s.logPath("operator"), err)
+		return nil, fmt.Errorf("operator did not become ready: %w\n%s", err, s.logTail("operator"))
 	}
 
-	raw, err := os.ReadFile(secret)
+	token, err := Token(o.Dir, auth.DefaultTenant, auth.Admin, 30*24*time.Hour)
 	if err != nil {
-		return nil, fmt.Errorf("read signing secret: %w", err)
-	}
-	token, err := auth.MintHS256(raw, auth.MintClaims{Subject: "local-admin", Role: auth.Admin, TTL: 30 * 24 * time.Hour})
-	if err != nil {
-		return nil, fmt.Errorf("mint local token: %w", err)
+		return nil, err
 	}
 	s.TokenFile = filepath.Join(o.Dir, "token")
 	if err := os.WriteFile(s.TokenFile, []byte(token), 0o600); err != nil {
 		return nil, fmt.Errorf("write token: %w", err)
 	}
 	return s, nil
+}
+
+// signingSecret is the file under Dir of the broker's HS256 secret.
+const signingSecret = "signing-secret"
+
+// Token mints a token of the local stack whose data is in dir, for tenant
+// at level role, valid for ttl: the admin token of the default tenant that
+// Start writes, and those `regent-local token` prints for other tenants.
+func Token(dir, tenant string, role auth.Level, ttl time.Duration) (string, error) {
+	secret, err := os.ReadFile(filepath.Join(dir, signingSecret))
+	if err != nil {
+		return "", fmt.Errorf("read the local stack's signing secret (has `make run` run with this directory?): %w", err)
+	}
+	claims := auth.MintClaims{Subject: "local-" + role.String(), Role: role, TTL: ttl}
+	if tenant != auth.DefaultTenant {
+		claims.Tenant = tenant
+	}
+	token, err := auth.MintHS256(secret, claims)
+	if err != nil {
+		return "", fmt.Errorf("mint a local token: %w", err)
+	}
+	return token, nil
 }
 
 // Stop stops everything in the reverse order of Start.
@@ -208,6 +240,10 @@ func (s *Stack) Stop() {
 		s.pg.Stop()
 		s.pg = nil
 	}
+	for _, f := range s.logs {
+		f.Close()
+	}
+	s.logs = nil
 }
 
 // Alive reports the first component that has exited on its own.
@@ -215,7 +251,7 @@ func (s *Stack) Alive() error {
 	for _, p := range s.procs {
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited: %s (see %s)", p.name, p.cmd.ProcessState, s.logPath(p.name))
+			return fmt.Errorf("%s exited: %s\n%s", p.name, p.cmd.ProcessState, s.logTail(p.name))
 		default:
 		}
 	}
@@ -271,6 +307,54 @@ func freeIfZero(addr string) (string, error) {
 
 func (s *Stack) logPath(name string) string { return filepath.Join(s.opts.Dir, "logs", name+".log") }
 
+// openLog opens logs/<name>.log for appending, for a process whose output
+// the stack keeps.
+func (s *Stack) openLog(name string) (*os.File, error) {
+	f, err := os.OpenFile(s.logPath(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open %s log: %w", name, err)
+	}
+	return f, nil
+}
+
+// logTail names a process's log and quotes its last lines, where a process
+// that failed says why (a port in use, a host without a default route).
+func (s *Stack) logTail(name string) string {
+	const lines = 10
+	path := s.logPath(name)
+	buf, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(its log %s: %v)", path, err)
+	}
+	all := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
+	all = all[max(0, len(all)-lines):]
+	return fmt.Sprintf("The end of %s:\n  %s", path, strings.Join(all, "\n  "))
+}
+
+// portsFree fails, before anything starts, when a port the stack listens on
+// is taken: a second `make run`, or another program on 6632. Each process
+// would otherwise fail on its own, after the control plane's start.
+func portsFree(o Options) error {
+	addrs := []struct{ addr, flag string }{
+		{net.JoinHostPort("127.0.0.1", strconv.Itoa(o.PGPort)), "--pg-port (REGENT_PG_PORT)"},
+		{o.BrokerAddr, "--broker-addr (REGENT_BROKER_ADDR)"},
+		{o.MetricsAddr, "--operator-metrics-addr (REGENT_OPERATOR_METRICS_ADDR)"},
+		{o.ProbeAddr, "--operator-probe-addr (REGENT_OPERATOR_PROBE_ADDR)"},
+	}
+	for _, a := range addrs {
+		if _, port, err := net.SplitHostPort(a.addr); err != nil || port == "0" {
+			continue // a bad address fails where it is used; port 0 is picked free
+		}
+		l, err := net.Listen("tcp", a.addr)
+		if err != nil {
+			return fmt.Errorf("%s is not free (%w): another `make run`, or another program, listens there; stop it, or choose another address with %s",
+				a.addr, err, a.flag)
+		}
+		l.Close()
+	}
+	return nil
+}
+
 func (s *Stack) progress(format string, args ...any) {
 	if s.opts.Progress != nil {
 		fmt.Fprintf(s.opts.Progress, "regent: "+format+"\n", args...)
@@ -280,9 +364,9 @@ func (s *Stack) progress(format string, args ...any) {
 // spawn starts bin/<name> with env added to this process's environment and
 // its output in logs/<name>.log. Pdeathsig takes it down with us.
 func (s *Stack) spawn(name string, args []string, env ...string) (*proc, error) {
-	logFile, err := os.OpenFile(s.logPath(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := s.openLog(name)
 	if err != nil {
-		return nil, fmt.Errorf("open %s log: %w", name, err)
+		return nil, err
 	}
 	cmd := exec.Command(filepath.Join(s.opts.BinDir, name), args...)
 	cmd.Env = append(os.Environ(), env...)

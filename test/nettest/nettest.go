@@ -1,11 +1,12 @@
 // Package nettest gives tests a local TCP address that refuses connections
-// for as long as they need it to.
+// for as long as they need it to, and a host without a network.
 package nettest
 
 import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"syscall"
 	"testing"
 )
@@ -58,4 +59,22 @@ func (p *Port) Listen() (net.Listener, error) {
 		return nil, fmt.Errorf("listen on %s: %w", p.Addr, err)
 	}
 	return l, nil
+}
+
+// Isolated is a command that runs name with args in a network namespace
+// of its own, whose only interface is loopback, and whose only route, with
+// defaultRoute, is a default route through loopback: a host with no network,
+// as CI sandboxes and containers often are. It needs root (unshare(1) and
+// ip(8)); the test is skipped without it.
+func Isolated(t testing.TB, defaultRoute bool, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a network namespace needs root")
+	}
+	script := "ip link set lo up"
+	if defaultRoute {
+		script += " && ip route add default dev lo"
+	}
+	script += ` && exec "$@"`
+	return exec.Command("unshare", append([]string{"--net", "sh", "-c", script, "sh", name}, args...)...)
 }

@@ -15,11 +15,12 @@ class Denied extends Error {}      // 401: no token, or one the broker refuses
 class Down extends Error {}        // no answer at all
 class Failed extends Error {}      // any other non-2xx answer
 
-async function api(path, body) {
+// api calls a route: GET, a POST of body, or method (DELETE) without one.
+async function api(path, body, method) {
   const headers = {};
   const token = sessionStorage.getItem(TOKEN);
   if (token) headers.Authorization = "Bearer " + token;
-  const init = { headers, cache: "no-store" };
+  const init = { headers, cache: "no-store", method: method || "GET" };
   if (body !== undefined) {
     init.method = "POST";
     headers["Content-Type"] = "application/json";
@@ -58,10 +59,14 @@ function el(tag, attrs, ...children) {
   return n;
 }
 
+const TIME = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" };
+
 const fmt = {
   num: (v) => (v === null || v === undefined ? "—" : Number(v).toLocaleString("en")),
-  // Local time, written year first so that no reader mistakes the day.
-  time: (v) => (v ? new Date(v).toLocaleString("sv-SE") : "—"),
+  // Local time, written year first so that no reader mistakes the day,
+  // with its time zone. Every field is spelled out: with a time zone alone,
+  // sv-SE drops the hour's leading zero.
+  time: (v) => (v || v === 0 ? new Date(v).toLocaleString("sv-SE", TIME) : "—"),
   secs: (v) => {
     if (v === null || v === undefined) return "—";
     if (v < 120) return v + " s";
@@ -117,6 +122,19 @@ function claims(token) {
   } catch (e) { return {}; }
 }
 
+// level is what the console may offer to do: the signed-in token's role
+// (role or roles claim), 1 read-only, 2 read-write, 3 admin. Without a token
+// the broker checks none (auth off), so every action is offered; the broker
+// decides either way.
+const READ_WRITE = 2, ADMIN = 3;
+function level() {
+  const token = sessionStorage.getItem(TOKEN);
+  if (!token) return ADMIN;
+  const c = claims(token);
+  const roles = [].concat(c.role || [], c.roles || []);
+  return Math.max(0, ...roles.map((r) => ({ "read-only": 1, "read-write": READ_WRITE, admin: ADMIN }[r] || 0)));
+}
+
 function showWho() {
   const who = document.getElementById("who");
   const token = sessionStorage.getItem(TOKEN);
@@ -166,12 +184,40 @@ function showBanner(text) { banner.textContent = text; banner.hidden = false; }
 
 function groupsBehind(gs) { return gs.filter((g) => g.partitionsWithLag > 0 || g.maxTimeLag >= 60); }
 
+// The states of GET /api/v1/consumer-groups (broker/admin/groups.go), each
+// with one colour and what it means. How far behind a group is has columns
+// of its own, so a Stable group that is behind stays green.
+const groupStates = {
+  Stable: ["ok", "it consumes, and its oldest unconsumed message is under 5 minutes old"],
+  Lagging: ["bad", "its oldest unconsumed message is over 5 minutes old"],
+  Dead: ["idle", "it has never consumed a message: it took a batch and acknowledged nothing yet"],
+};
+
 function groupState(g) {
-  return pill(g.state, g.state === "Lagging" ? "bad" : g.partitionsWithLag > 0 ? "warn" : g.state === "Dead" ? "idle" : "ok");
+  const [kind, meaning] = groupStates[g.state] || ["idle", "a state this console does not know"];
+  return el("span", { class: "pill " + kind, title: g.state + ": " + meaning }, g.state);
+}
+
+function groupLegend() {
+  return el("p", { class: "muted legend" }, Object.entries(groupStates).flatMap(([state, [kind, meaning]], i) =>
+    [i ? "; " : "", pill(state, kind), ": " + meaning]), ".");
+}
+
+// stateKey shows a state key's parts, which the SDKs join with U+001F (the
+// operator, the window start, the user key), with a separator one can see,
+// and a part that is an epoch-ms time as a date too.
+function stateKey(key) {
+  const parts = key.split("\u001f");
+  return el("span", { class: "mono", title: parts.length > 1 ? "the parts are separated by U+001F" : null },
+    parts.flatMap((part, i) => [i ? el("span", { class: "sep" }, " ▸ ") : "",
+      /^\d{13}$/.test(part) ? part + " (" + fmt.time(Number(part)) + ")" : part]));
 }
 
 function queryState(q) {
-  if (!q.lastCycle) return pill("no cycle yet", "idle");
+  if (q.suspended) {
+    return el("span", { class: "pill idle", title: "Its StreamQuery has spec.suspend: its workers' pops are answered empty and its cycles refused" }, "suspended");
+  }
+  if (!q.last_cycle) return pill("no cycle yet", "idle");
   return q.lag > 0 ? pill("behind " + fmt.num(q.lag), "warn") : pill("caught up", "ok");
 }
 
@@ -182,6 +228,7 @@ const pages = {
         const h = await api("/health");
         return el("div", { class: "stats" }, stat("status", h.status), stat("database", h.database), stat("version", h.version));
       }),
+      level() >= ADMIN && panel("Pops", popSwitch),
       panel("Throughput (last 5 min)", async () => {
         const o = await api("/api/v1/resources/overview");
         return el("div", { class: "stats" },
@@ -205,32 +252,33 @@ const pages = {
         const all = await api("/api/v1/consumer-groups");
         const gs = groupsBehind(all);
         count(gs.length + " of " + all.length);
-        return table([
+        return el("div", {}, table([
           ["Group", (g) => g.name],
           ["Queue", (g) => link("#/queue/" + enc(g.queueName), g.queueName)],
           ["State", groupState],
           ["Partitions behind", (g) => fmt.num(g.partitionsWithLag), "num"],
           ["Messages", (g) => fmt.num(g.lagMessages), "num"],
           ["Oldest unconsumed", (g) => (g.partitionsWithLag ? fmt.secs(g.maxTimeLag) : "—"), "num"],
-        ], gs, all.length ? "Every group is caught up." : "No consumer groups yet.");
+        ], gs, all.length ? "Every group is caught up." : "No consumer groups yet."), gs.length > 0 && groupLegend());
       }, { wide: true }),
       panel("Stream queries", async (count) => {
         const qs = (await api("/streams/v1/queries")).queries;
         count(qs.length);
         return table([
           ["Query", (q) => link("#/query/" + enc(q.name), q.name)],
-          ["Source", (q) => q.sourceQueue],
-          ["Sink", (q) => q.sinkQueue || "—"],
+          ["Source", (q) => q.source_queue],
+          ["Sink", (q) => q.sink_queue || "—"],
           ["State", queryState],
           ["Lag", (q) => fmt.num(q.lag), "num"],
-          ["State rows", (q) => fmt.num(q.stateRows), "num"],
-          ["Last cycle", (q) => fmt.time(q.lastCycle)],
+          ["State rows", (q) => fmt.num(q.state_rows), "num"],
+          ["Last cycle", (q) => fmt.time(q.last_cycle)],
         ], qs, "No stream queries registered.");
       }, { wide: true }))];
   },
 
   queue(name) {
     return [el("h1", {}, name, el("span", { class: "sub" }, "queue")), el("div", { class: "grid" },
+      panel("Messages in and out", async () => opsChart(name), { wide: true }),
       panel("Partitions", async (count) => {
         const q = await api("/api/v1/resources/queues/" + enc(name));
         count(q.partitions.length);
@@ -252,7 +300,7 @@ const pages = {
           const d = await api("/api/v1/consumer-groups/" + enc(g.name));
           for (const p of (d[name] || { partitions: [] }).partitions) rows.push({ group: g, p });
         }
-        return table([
+        return el("div", {}, table([
           ["Group", (r) => r.group.name],
           ["State", (r) => groupState(r.group)],
           ["Partition", (r) => r.p.partition],
@@ -261,7 +309,8 @@ const pages = {
           ["Lease", (r) => (r.p.leaseActive ? pill("leased", "warn") : pill("free", "idle"))],
           ["Consumed", (r) => fmt.num(r.p.totalConsumed), "num"],
           ["Last consumed", (r) => fmt.time(r.p.lastConsumedAt)],
-        ], rows, "No consumer group has read this queue.");
+        ], rows, "No consumer group has read this queue."), rows.length > 0 && groupLegend(),
+          gs.length > 0 && level() >= READ_WRITE && seekForm(name, gs.map((g) => g.name)));
       }, { wide: true }),
       panel("Dead letters", async (count) => {
         const d = await api("/api/v1/dlq?limit=20&queue=" + enc(name));
@@ -283,17 +332,22 @@ const pages = {
       panel("Query", async () => {
         const q = await load;
         return el("dl", { class: "kv" },
-          el("dt", {}, "Id"), el("dd", { class: "mono" }, q.id),
-          el("dt", {}, "Source"), el("dd", {}, link("#/queue/" + enc(q.sourceQueue), q.sourceQueue)),
-          el("dt", {}, "Sink"), el("dd", {}, q.sinkQueue ? link("#/queue/" + enc(q.sinkQueue), q.sinkQueue) : "—"),
-          el("dt", {}, "Config hash"), el("dd", { class: "mono" }, q.configHash),
-          el("dt", {}, "Resets"), el("dd", {}, fmt.num(q.resetGeneration)),
-          el("dt", {}, "Registered"), el("dd", {}, fmt.time(q.createdAt)));
+          el("dt", {}, "Id"), el("dd", { class: "mono" }, q.query_id),
+          el("dt", {}, "Source"), el("dd", {}, link("#/queue/" + enc(q.source_queue), q.source_queue)),
+          el("dt", {}, "Sink"), el("dd", {}, q.sink_queue ? link("#/queue/" + enc(q.sink_queue), q.sink_queue) : "—"),
+          el("dt", {}, "Config hash"), el("dd", { class: "mono" }, q.config_hash),
+          el("dt", {}, "Resets"), el("dd", {}, fmt.num(q.reset_generation)),
+          el("dt", {}, "Suspended"), el("dd", {}, q.suspended ? "yes (spec.suspend)" : "no"),
+          el("dt", {}, "Last rewind"), el("dd", {}, q.last_rewind
+            ? "to " + (q.last_rewind.to ? fmt.time(q.last_rewind.to) : "the beginning") + ", at " + fmt.time(q.last_rewind.at) +
+              " (" + q.last_rewind.partitions + (q.last_rewind.partitions === 1 ? " partition)" : " partitions)")
+            : "never"),
+          el("dt", {}, "Registered"), el("dd", {}, fmt.time(q.created_at)));
       }),
       panel("Progress", async () => {
         const q = await load;
-        return el("div", { class: "stats" }, stat("lag", fmt.num(q.lag)), stat("state rows", fmt.num(q.stateRows)),
-          stat("last cycle", fmt.time(q.lastCycle), true), stat("state", queryState(q), true));
+        return el("div", { class: "stats" }, stat("lag", fmt.num(q.lag)), stat("state rows", fmt.num(q.state_rows)),
+          stat("last cycle", fmt.time(q.last_cycle), true), stat("state", queryState(q), true));
       }),
       panel("Source partitions", async (count) => {
         const q = await load;
@@ -301,7 +355,7 @@ const pages = {
         return table([
           ["Partition", (p) => p.name],
           ["Lag", (p) => fmt.num(p.lag), "num"],
-          ["State rows", (p) => fmt.num(p.stateRows), "num"],
+          ["State rows", (p) => fmt.num(p.state_rows), "num"],
         ], q.partitions, "The source queue has no partition yet.");
       }, { wide: true }),
       panel("State", async () => stateBrowser(await load), { wide: true }));
@@ -361,7 +415,31 @@ function dlqTable(ms, withQueue) {
     ["Retries", (m) => fmt.num(m.retryCount), "num"],
     ["Error", (m) => m.errorMessage || "—"],
     ["Payload", (m) => el("pre", {}, JSON.stringify(m.data))],
+    level() >= READ_WRITE && ["", deleteButton],
   ].filter(Boolean), ms, "No dead letters.");
+}
+
+// deleteButton deletes a dead letter's message (read-write), after asking:
+// the message goes for every consumer group, its dead letters with it.
+function deleteButton(m) {
+  const cell = el("span", { class: "action" });
+  const ask = () => cell.replaceChildren(
+    el("span", { class: "muted" }, "Delete the message for every group? "),
+    el("button", { type: "button", class: "danger", "data-confirm": m.transactionId, onclick: async (ev) => {
+      ev.target.disabled = true;
+      try {
+        await api("/api/v1/messages/" + enc(m.partitionId) + "/" + enc(m.transactionId), undefined, "DELETE");
+        route();
+      } catch (e) {
+        if (e instanceof Down || e instanceof Denied) failPage(e);
+        else cell.replaceChildren(el("span", { class: "error" }, e.message));
+      }
+    } }, "Delete"),
+    " ", el("button", { type: "button", class: "secondary", onclick: idle }, "Keep"));
+  const idle = () => cell.replaceChildren(
+    el("button", { type: "button", class: "secondary", "data-delete": m.transactionId, onclick: ask }, "Delete…"));
+  idle();
+  return cell;
 }
 
 function showMessage(detail, m) {
@@ -407,12 +485,12 @@ function pager(params, base, offset, limit, shown, total) {
 function stateBrowser(q) {
   if (!q.partitions.length) return el("p", { class: "muted" }, "The source queue has no partition, so there is no state.");
   const part = el("select", { name: "partition", id: "state-partition" },
-    q.partitions.map((p) => el("option", { value: p.id }, p.name + " (" + p.stateRows + " rows)")));
+    q.partitions.map((p) => el("option", { value: p.partition_id }, p.name + " (" + p.state_rows + " rows)")));
   const prefix = el("input", { name: "key_prefix", id: "state-prefix", placeholder: "any key", autocomplete: "off" });
   const ripe = el("input", { name: "ripe", id: "state-ripe", type: "datetime-local", step: "1" });
   const out = el("div", { id: "state-rows" });
   const read = async () => {
-    const body = { query_id: q.id, partition_id: part.value };
+    const body = { query_id: q.query_id, partition_id: part.value };
     if (prefix.value) body.key_prefix = prefix.value;
     if (ripe.value) body.ripe_at_or_before = new Date(ripe.value).getTime();
     out.replaceChildren(el("p", { class: "muted" }, "Reading…"));
@@ -420,7 +498,7 @@ function stateBrowser(q) {
       const a = await api("/streams/v1/state/get", body);
       out.replaceChildren(el("p", { class: "muted", id: "state-count" }, a.rows.length + (a.rows.length === 1 ? " row" : " rows")),
         table([
-          ["Key", (r) => el("span", { class: "mono" }, r.key)],
+          ["Key", (r) => stateKey(r.key)],
           ["Window", (r) => windowOf(r.value)],
           ["Value", (r) => el("pre", {}, JSON.stringify(r.value, null, 1))],
           ["Updated", (r) => fmt.time(r.updated_at)],
@@ -443,12 +521,136 @@ function stateBrowser(q) {
 }
 
 // windowOf shows a row's window when its value carries the epoch-ms bounds
-// the ripeness filter reads.
+// the ripeness filter reads, and a partition's watermark (the largest event
+// time folded) when the row is one.
 function windowOf(v) {
   const num = (x) => typeof x === "number";
+  if (v && num(v.watermark)) return "watermark " + fmt.time(v.watermark);
   if (!v || !num(v.windowEnd)) return "—";
-  const end = new Date(v.windowEnd).toISOString().replace(".000Z", "Z");
-  return num(v.windowStart) ? new Date(v.windowStart).toISOString().replace(".000Z", "Z") + " → " + end : "ends " + end;
+  const end = fmt.time(v.windowEnd);
+  return num(v.windowStart) ? fmt.time(v.windowStart) + " → " + end : "ends " + end;
+}
+
+// --- actions ---------------------------------------------------------------
+
+// popSwitch shows pop maintenance (admin) and switches it: while it is on,
+// every replica answers every pop as an empty queue; acks and pushes carry on.
+async function popSwitch() {
+  const box = el("div", { id: "pop-switch" });
+  const draw = (m) => box.replaceChildren(
+    el("div", { class: "stats" }, stat("pops", m.popMaintenanceMode ? pill("paused", "warn") : pill("running", "ok"), true)),
+    el("p", { class: "muted" }, m.popMaintenanceMode
+      ? "Every pop is answered as an empty queue, on every replica; acks and pushes carry on."
+      : "Pausing answers every pop as an empty queue, on every replica, until you resume; acks and pushes carry on."),
+    el("button", { type: "button", id: "pop-toggle", onclick: async (ev) => {
+      ev.target.disabled = true;
+      try {
+        draw(await api("/api/v1/system/maintenance/pop", { enabled: !m.popMaintenanceMode }));
+      } catch (e) {
+        if (e instanceof Down || e instanceof Denied) failPage(e);
+        else box.append(el("p", { class: "error" }, e.message));
+      }
+    } }, m.popMaintenanceMode ? "Resume pops" : "Pause pops"));
+  draw(await api("/api/v1/system/maintenance/pop"));
+  return box;
+}
+
+// seekForm moves a group's cursors on the queue (read-write): to just after
+// the last message created at or before a time, or past the newest one.
+// Only the partitions the group has read move, and their leases end.
+function seekForm(queue, groups) {
+  const group = el("select", { name: "group", id: "seek-group" }, groups.map((g) => el("option", { value: g }, g)));
+  const at = el("input", { name: "at", id: "seek-at", type: "datetime-local", step: "1" });
+  const note = el("span", { class: "muted", id: "seek-result" });
+  const seek = async (body) => {
+    note.textContent = "Seeking…";
+    try {
+      const a = await api("/api/v1/consumer-groups/" + enc(group.value) + "/queues/" + enc(queue) + "/seek", body);
+      note.textContent = group.value + ": " + a.partitionsUpdated + (a.partitionsUpdated === 1 ? " partition" : " partitions") +
+        (body.toEnd ? " moved past the newest message." : " moved to after " + fmt.time(body.timestamp) + ".");
+    } catch (e) {
+      if (e instanceof Down || e instanceof Denied) failPage(e);
+      else note.textContent = e.message;
+    }
+  };
+  return el("form", { class: "filters seek", id: "seek-form", onsubmit: (ev) => {
+    ev.preventDefault();
+    if (at.value) seek({ timestamp: new Date(at.value).toISOString() });
+  } },
+  el("label", {}, "Group", group), el("label", {}, "Deliver again after (your time)", at),
+  el("button", { type: "submit", id: "seek-time" }, "Seek"),
+  el("button", { type: "button", class: "secondary", id: "seek-end", onclick: () => seek({ toEnd: true }) }, "Skip to the end"),
+  note);
+}
+
+// --- charts ----------------------------------------------------------------
+
+// The windows a chart offers, in minutes. The analytics routes roll the
+// per-minute counters into buckets whose width follows the window.
+const chartWindows = [["15 min", 15], ["1 h", 60], ["6 h", 360], ["24 h", 1440], ["7 d", 10080]];
+
+// opsChart charts a queue's messages in (pushed) and out (popped) per
+// bucket over a chosen window, from GET /api/v1/analytics/queue-ops.
+function opsChart(name) {
+  const out = el("div", { id: "ops-chart" });
+  const buttons = chartWindows.map(([label, minutes]) => el("button", {
+    type: "button", class: "secondary", "data-minutes": minutes, onclick: () => show(minutes) }, label));
+  const show = async (minutes) => {
+    for (const b of buttons) b.classList.toggle("active", Number(b.dataset.minutes) === minutes);
+    const to = new Date(), from = new Date(to - minutes * 60e3);
+    out.replaceChildren(el("p", { class: "muted" }, "Reading…"));
+    try {
+      const q = new URLSearchParams({ queue: name, from: from.toISOString(), to: to.toISOString() });
+      const a = await api("/api/v1/analytics/queue-ops?" + q);
+      out.replaceChildren(lineChart(from, to, a.bucketMinutes, a.series,
+        [["in", "messages in", (r) => r.pushMessages], ["out", "messages out", (r) => r.popMessages]]));
+      out.dataset.state = "ready";
+    } catch (e) {
+      if (e instanceof Down || e instanceof Denied) failPage(e);
+      else out.replaceChildren(el("p", { class: "error" }, e.message));
+    }
+  };
+  show(60);
+  return el("div", {}, el("div", { class: "windows" }, buttons), out);
+}
+
+// SVG_NS is the SVG namespace, as the HTML parser gives an <svg> element: no
+// address appears in the console's files, which load nothing from elsewhere.
+const SVG_NS = new DOMParser().parseFromString("<svg></svg>", "text/html").querySelector("svg").namespaceURI;
+
+// lineChart draws each series [class, label, value(row)] of rows keyed by
+// bucket over every bucket from from to to: a bucket without a row had no
+// traffic, so it is a zero, not a gap. Each line carries its values in
+// data-values, and each bucket a title with its time and values.
+function lineChart(from, to, bucketMinutes, rows, series) {
+  const width = bucketMinutes * 60e3, W = 600, H = 160;
+  const byBucket = new Map(rows.map((r) => [Date.parse(r.bucket), r]));
+  const buckets = [];
+  for (let t = Math.floor(from / width) * width; t <= to; t += width) buckets.push(t);
+  const values = series.map(([, , value]) => buckets.map((t) => (byBucket.has(t) ? value(byBucket.get(t)) : 0)));
+  const max = Math.max(1, ...values.flat());
+  const x = (i) => (buckets.length > 1 ? (i / (buckets.length - 1)) * W : W / 2);
+  const y = (v) => H - (v / max) * (H - 4) - 2;
+  const svg = (tag, attrs, ...children) => {
+    const n = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+    n.append(...children);
+    return n;
+  };
+  const chart = svg("svg", { class: "chart", viewBox: "0 0 " + W + " " + H, preserveAspectRatio: "none", role: "img" },
+    ...series.map(([cls], s) => svg("polyline", { class: cls, "data-values": values[s].join(","),
+      points: values[s].map((v, i) => x(i).toFixed(1) + "," + y(v).toFixed(1)).join(" ") })),
+    ...buckets.map((t, i) => svg("rect", { class: "hover", x: (x(i) - W / buckets.length / 2).toFixed(1), y: 0,
+      width: (W / buckets.length).toFixed(1), height: H },
+      svg("title", {}, fmt.time(t) + ": " + series.map(([, label], s) => fmt.num(values[s][i]) + " " + label).join(", ")))));
+  const total = (s) => values[s].reduce((a, b) => a + b, 0);
+  return el("div", {},
+    el("div", { class: "chart-legend" }, series.map(([cls, label], s) =>
+      el("span", { class: "key " + cls }, fmt.num(total(s)) + " " + label)),
+      el("span", { class: "muted" }, "per " + (bucketMinutes < 60 ? bucketMinutes + " min" : bucketMinutes / 60 + " h") +
+        "; peak " + fmt.num(max))),
+    chart,
+    el("div", { class: "chart-axis muted" }, el("span", {}, fmt.time(buckets[0])), el("span", {}, fmt.time(to))));
 }
 
 // --- routing ---------------------------------------------------------------
