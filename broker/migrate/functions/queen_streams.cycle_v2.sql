@@ -150,7 +150,9 @@ BEGIN
         IF FOUND AND v_cursor.lease_id IS NOT NULL AND queen.lease_live(v_cursor.lease_expires_at) THEN
             RAISE EXCEPTION 'idle flush refused: a worker holds a live lease on this partition for consumer group %', p_group;
         END IF;
-        IF FOUND AND v_next > v_cursor.committed THEN
+        -- next_offset read again under the cursor's lock: a push that
+        -- committed since cycle_owner read it waits for the group too.
+        IF FOUND AND (SELECT pa.next_offset FROM queen.partitions pa WHERE pa.id = p_partition_id) > v_cursor.committed THEN
             RAISE EXCEPTION 'idle flush refused: the partition holds messages consumer group % has not acknowledged', p_group;
         END IF;
     END IF;
