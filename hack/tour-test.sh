@@ -95,12 +95,13 @@ want() {
   fi
 }
 want "the cycle's state" '"count": 2'
-want "both samples Ready with their query ids" '^default +streamquery\.streams\.regent\.dev/clicks-per-page +default +clicks +clicks\.per_page +True .* [0-9a-f-]{36}$'
+want "clicks-per-page Ready with its query id" '^default +streamquery\.streams\.regent\.dev/clicks-per-page +default +clicks +clicks\.per_page +True .* [0-9a-f-]{36}$'
+want "the pipeline sample Ready with its query id" '^default +streamquery\.streams\.regent\.dev/orders-revenue +default +orders +orders\.revenue +True .* [0-9a-f-]{36}$'
 want "acme's sample Ready with its query id" '^acme-streams +streamquery\.streams\.regent\.dev/orders-per-minute +acme +orders +orders\.per_minute +True .* [0-9a-f-]{36}$'
 want "the worker's window of /home" '^\{"key":"/home",.*"count":2\}$'
 want "the worker's window of /docs" '^\{"key":"/docs",.*"count":1\}$'
 want "acme's query to acme" '^\{"name":"orders\.per_minute","source_queue":"orders","query_id":"[0-9a-f-]{36}"\}$'
-want "the default tenant's queries without acme's" '^\["clicks-per-page","tour\.count"\]$'
+want "the default tenant's queries without acme's" '^\["clicks-per-page","orders-revenue","tour\.count"\]$'
 if [ "$(grep -c '^409$' "$statuses")" != 1 ]; then
   say "the tour answered 409 $(grep -c '^409$' "$statuses") times; the README shows it once"
   fail=1
