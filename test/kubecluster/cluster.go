@@ -422,6 +422,9 @@ cgroupDriver: cgroupfs
 cgroupsPerQOS: false
 enforceNodeAllocatable: []
 failSwapOn: false
+# kube-proxy makes the rules Services need; the kubelet's own chains
+# (KUBE-FIREWALL, its canaries) would outlive the cluster on a shared host.
+makeIPTablesUtilChains: false
 # The disk is shared with other work: evict nothing and collect no images
 # because of its fill level.
 evictionHard:

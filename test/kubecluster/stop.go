@@ -91,6 +91,20 @@ func (c *Cluster) cleanUp() {
 	if _, err := os.Stat(nodeBin("kube-proxy")); err == nil {
 		_ = exec.Command(nodeBin("kube-proxy"), "--cleanup").Run()
 	}
+	// What kube-proxy's cleanup leaves: the chains the kubelet makes (a
+	// cluster killed before makeIPTablesUtilChains took effect, or an older
+	// one) and the hint chain both make.
+	for _, cmd := range []string{"iptables", "ip6tables"} {
+		for _, hook := range []string{"INPUT", "OUTPUT"} {
+			_ = exec.Command(cmd, "-D", hook, "-j", "KUBE-FIREWALL").Run()
+		}
+		for _, table := range []string{"filter", "nat", "mangle"} {
+			for _, chain := range []string{"KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT"} {
+				_ = exec.Command(cmd, "-t", table, "-F", chain).Run()
+				_ = exec.Command(cmd, "-t", table, "-X", chain).Run()
+			}
+		}
+	}
 	_ = exec.Command("ip", "link", "del", bridgeLink).Run()
 }
 
