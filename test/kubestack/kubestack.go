@@ -79,12 +79,15 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		}
 	}
 	s.progress(o, "helm install %s %s", Release, chart.Dir())
-	args := []string{"install", Release, chart.Dir(), "--namespace", Namespace, "--wait", "--timeout", "5m"}
+	args := []string{"install", Release, chart.Dir(), "--namespace", Namespace, "--wait", "--timeout", "3m"}
 	for _, v := range o.Values {
 		args = append(args, "--values", v)
 	}
 	if _, err := chart.Run(s.Kubeconfig, args...); err != nil {
-		return nil, err
+		// What kept the release from becoming ready.
+		pods, _ := s.Kubectl("", "get", "pods", "-A", "-o", "wide")
+		events, _ := s.Kubectl("", "get", "events", "-n", Namespace, "--field-selector", "type=Warning")
+		return nil, fmt.Errorf("%w\n%s\n%s", err, pods, events)
 	}
 	return s, nil
 }

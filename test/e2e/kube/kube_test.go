@@ -13,16 +13,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,6 +34,7 @@ import (
 	"github.com/regent-mq/regent/test/chart"
 	"github.com/regent-mq/regent/test/kubestack"
 	"github.com/regent-mq/regent/test/kubetest"
+	"github.com/regent-mq/regent/test/pushload"
 )
 
 var (
@@ -310,124 +307,31 @@ func grep(s, word string) string {
 	return b.String()
 }
 
-// pushLoad pushes numbered messages through the broker Service from a few
-// clients, and records which pushes were acknowledged and every answer.
-type pushLoad struct {
-	queue string
-	next  atomic.Int64
-	stop  chan struct{}
-	wg    sync.WaitGroup
-
-	mu       sync.Mutex
-	acked    map[int64]bool
-	statuses map[string]int
-	failures []string
+// startLoad pushes numbered messages through the broker Service from four
+// clients.
+func startLoad(queue string) *pushload.Load {
+	return pushload.Start([]string{broker, broker, broker, broker}, queue, token)
 }
 
-var client = &http.Client{Timeout: 20 * time.Second}
-
-func startPushLoad(queue string, clients int) *pushLoad {
-	l := &pushLoad{queue: queue, stop: make(chan struct{}), acked: map[int64]bool{}, statuses: map[string]int{}}
-	for i := range clients {
-		l.wg.Go(func() { l.run(i) })
-	}
-	return l
-}
-
-func (l *pushLoad) run(i int) {
-	for {
-		select {
-		case <-l.stop:
-			return
-		default:
-		}
-		n := l.next.Add(1)
-		body, _ := json.Marshal(map[string]any{"items": []map[string]any{
-			{"queue": l.queue, "partition": fmt.Sprintf("p%d", i), "payload": map[string]int64{"n": n}}}})
-		req, _ := http.NewRequest(http.MethodPost, broker+"/api/v1/push", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+token)
-		status := ""
-		resp, err := client.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			status = fmt.Sprint(resp.StatusCode)
-		} else {
-			status = "error"
-		}
-		l.mu.Lock()
-		l.statuses[status]++
-		if status == "201" {
-			l.acked[n] = true
-		} else if len(l.failures) < 10 {
-			l.failures = append(l.failures, fmt.Sprintf("push %d: %s %v", n, status, err))
-		}
-		l.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func (l *pushLoad) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.acked)
-}
-
-func (l *pushLoad) halt() {
-	close(l.stop)
-	l.wg.Wait()
-}
-
-// verify pops the whole queue through the Service and fails the test when
-// an acknowledged push is missing or a push is stored twice.
-func (l *pushLoad) verify(t *testing.T) {
+// progress waits until every client had n more pushes acknowledged.
+func progress(t *testing.T, l *pushload.Load, n int) {
 	t.Helper()
-	b := brokertest.At(broker)
-	seen := map[int64]int{}
-	for range 1000 {
-		r := b.Do(t, "GET", "/api/v1/pop/queue/"+l.queue+"?batch=1000&partitions=100&autoAck=true", token, nil)
-		if r.Status == http.StatusNoContent {
-			break
-		}
-		if r.Status != http.StatusOK {
-			t.Fatalf("pop = %d %s", r.Status, r.Body)
-		}
-		var page struct {
-			Messages []struct {
-				Data struct{ N int64 } `json:"data"`
-			} `json:"messages"`
-		}
-		r.JSON(t, &page)
-		for _, m := range page.Messages {
-			seen[m.Data.N]++
-		}
-	}
-	lost, dup := 0, 0
-	for n := range l.acked {
-		if seen[n] == 0 {
-			lost++
-		}
-	}
-	for _, c := range seen {
-		if c > 1 {
-			dup++
-		}
-	}
-	t.Logf("%d pushes acknowledged, answers %v", len(l.acked), l.statuses)
-	if lost > 0 || dup > 0 {
-		t.Errorf("%d acknowledged pushes lost, %d stored twice", lost, dup)
+	l.Mark(false)
+	if !l.WaitFlowing(n, 60*time.Second) {
+		l.Halt()
+		t.Fatalf("the load made no progress: answers %v", l.Statuses)
 	}
 }
 
-// waitFor waits until n more pushes were acknowledged.
-func (l *pushLoad) waitFor(t *testing.T, n int) {
+// verify checks that nothing acknowledged was lost or stored twice, and
+// that no push through the Service failed at all: the Service only sends
+// requests to Ready pods, and a terminating broker drains its own.
+func verify(t *testing.T, l *pushload.Load, during string) {
 	t.Helper()
-	want := l.count() + n
-	for deadline := time.Now().Add(60 * time.Second); l.count() < want; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the load made no progress: %d acknowledged, answers %v", l.count(), l.statuses)
-		}
+	acked, _, _ := l.Verify(t, &brokertest.Broker{URL: broker, Token: token})
+	t.Logf("%d pushes acknowledged, answers %v", acked, l.Statuses)
+	if len(l.Statuses) != 1 || l.Statuses["201"] == 0 {
+		t.Errorf("pushes through the Service failed %s: %v\n%s", during, l.Statuses, strings.Join(l.Failures, "\n"))
 	}
 }
 
@@ -437,25 +341,22 @@ func (l *pushLoad) waitFor(t *testing.T, n int) {
 // acknowledged is lost or stored twice.
 func TestABrokerPodDeletedUnderLoadLosesNothing(t *testing.T) {
 	need(t)
-	l := startPushLoad("kube-e2e-delete", 4)
-	l.waitFor(t, 200)
+	l := startLoad("kube-e2e-delete")
+	progress(t, l, 50)
 	pods, err := stack.Client.CoreV1().Pods(kubestack.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=broker"})
 	if err != nil || len(pods.Items) == 0 {
-		l.halt()
+		l.Halt()
 		t.Fatalf("broker pods: %v (%d)", err, len(pods.Items))
 	}
 	victim := pods.Items[0].Name
 	kubectl(t, "-n", kubestack.Namespace, "delete", "pod", victim, "--wait=true", "--timeout=90s")
 	if err := stack.WaitRollout(chart.Broker, 90*time.Second); err != nil {
-		l.halt()
+		l.Halt()
 		t.Fatal(err)
 	}
-	l.waitFor(t, 200)
-	l.halt()
-	l.verify(t)
-	if n := len(l.statuses) - 1; n > 0 || l.statuses["201"] == 0 {
-		t.Errorf("pushes through the Service failed while %s was deleted: %v\n%s", victim, l.statuses, strings.Join(l.failures, "\n"))
-	}
+	progress(t, l, 50)
+	l.Halt()
+	verify(t, l, "while "+victim+" was deleted")
 }
 
 // helm upgrade with a new broker image tag and a changed value rolls every
@@ -468,16 +369,16 @@ func TestHelmUpgradeRollsTheBrokersWithNoFailedRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := brokerPods(t)
-	l := startPushLoad("kube-e2e-upgrade", 4)
-	l.waitFor(t, 200)
+	l := startLoad("kube-e2e-upgrade")
+	progress(t, l, 50)
 	_, err := chart.Run(stack.Kubeconfig, "upgrade", kubestack.Release, chart.Dir(), "--namespace", kubestack.Namespace,
 		"--reuse-values", "--set", "broker.image.tag="+newTag, "--set", "broker.logLevel=debug", "--wait", "--timeout", "5m")
 	if err != nil {
-		l.halt()
+		l.Halt()
 		t.Fatal(err)
 	}
-	l.waitFor(t, 200)
-	l.halt()
+	progress(t, l, 50)
+	l.Halt()
 	after := brokerPods(t)
 	for name := range after {
 		if before[name] != "" {
@@ -489,10 +390,7 @@ func TestHelmUpgradeRollsTheBrokersWithNoFailedRequest(t *testing.T) {
 			t.Errorf("broker pod %s runs %s after the upgrade", name, image)
 		}
 	}
-	l.verify(t)
-	if n := len(l.statuses) - 1; n > 0 || l.statuses["201"] == 0 {
-		t.Errorf("pushes through the Service failed during the upgrade: %v\n%s", l.statuses, strings.Join(l.failures, "\n"))
-	}
+	verify(t, l, "during the upgrade")
 }
 
 func brokerPods(t *testing.T) map[string]string {
