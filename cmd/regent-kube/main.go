@@ -37,11 +37,16 @@ func run() error {
 	f.StrEnv(&o.Dir, "dir", "REGENT_KUBE_DIR", ".regent-kube", "where the cluster's state, PostgreSQL's data and the logs live")
 	f.StrEnv(&imageRepo, "image-repo", "IMAGE_REPO", "ghcr.io/regent-mq", "the repository of the images make images built")
 	f.StrEnv(&version, "version", "VERSION", "", "the images' tag (the chart's appVersion)")
+	// A relative default: the binary is built with -trimpath, so it cannot
+	// find its checkout by its own source path; make kube runs it there.
+	f.StrEnv(&o.Chart, "chart", "REGENT_CHART", "charts/regent", "the chart to install")
 	if err := f.Parse(os.Args[1:]); err != nil {
 		return err
 	}
-	if abs, err := filepath.Abs(o.Dir); err == nil {
-		o.Dir = abs
+	for _, p := range []*string{&o.Dir, &o.Chart} {
+		if abs, err := filepath.Abs(*p); err == nil {
+			*p = abs
+		}
 	}
 	if version == "" {
 		return fmt.Errorf("no image tag: set VERSION (make kube does)")

@@ -37,6 +37,7 @@ type Options struct {
 	Dir      string   // the cluster's state, PostgreSQL's data, logs; emptied first
 	Images   []string // image references to copy from podman into the node (make images)
 	Values   []string // extra helm values files
+	Chart    string   // the chart's directory; empty: this checkout's charts/regent
 	Progress io.Writer
 }
 
@@ -78,8 +79,11 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			return nil, err
 		}
 	}
-	s.progress(o, "helm install %s %s", Release, chart.Dir())
-	args := []string{"install", Release, chart.Dir(), "--namespace", Namespace, "--wait", "--timeout", "3m"}
+	if o.Chart == "" {
+		o.Chart = chart.Dir()
+	}
+	s.progress(o, "helm install %s %s", Release, o.Chart)
+	args := []string{"install", Release, o.Chart, "--namespace", Namespace, "--wait", "--timeout", "3m"}
 	for _, v := range o.Values {
 		args = append(args, "--values", v)
 	}
