@@ -64,8 +64,8 @@ lint: ## Check formatting (gofmt) and run go vet.
 	go vet ./...
 
 .PHONY: test
-test: deps lint ## Run every test (PostgreSQL, envtest, chart, e2e); this is what CI runs.
-	go test -count=1 $(GO_TEST_FLAGS) ./...
+test: deps kube-deps lint ## Run every test (PostgreSQL, envtest, chart, e2e, the chart on a real single-node cluster); this is what CI runs.
+	REGENT_KUBE_E2E=1 go test -count=1 $(GO_TEST_FLAGS) ./...
 	@echo "The queue, streams and admin suites again, with JWT auth and tenancy on:"
 	REGENT_TEST_MODE=secure go test -count=1 $(GO_TEST_FLAGS) ./broker/queue/... ./broker/streams/... ./broker/admin/... ./broker/spool/...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
@@ -97,8 +97,16 @@ chaos: deps ## Run the fault suites at length (brokers SIGKILLed in turn under t
 	REGENT_FLUSHRACE_RUNS=200 go test -count=1 -timeout 30m -v ./test/flushrace/
 
 .PHONY: e2e
-e2e: deps ## Run the end-to-end test alone: the whole stack as `make run` starts it, driven with kubectl and the reference worker.
-	go test -count=1 -v -run . ./test/e2e/
+e2e: deps kube-deps ## Run the end-to-end tests: the whole stack as `make run` starts it, then the chart on a real single-node cluster (root).
+	REGENT_KUBE_E2E=1 go test -count=1 -p 1 -timeout 30m -v -run . ./test/e2e/...
+
+.PHONY: kube-deps
+kube-deps: deps ## Install what a real single-node cluster needs: containerd, conntrack (apt); kubelet, kube-proxy, controller manager, scheduler, CoreDNS (built into the cache).
+	@REGENT_CACHE=$(CACHE) hack/kube-deps.sh
+
+.PHONY: kube
+kube: kube-deps images ## Run Regent on a real single-node cluster (kubelet, containerd, CoreDNS; helm install of the chart) until Ctrl-C; needs root.
+	@VERSION=$(VERSION) IMAGE_REPO=$(IMAGE_REPO) bin/regent-kube
 
 .PHONY: bench
 bench: deps build ## Run the Go benchmarks, regent-bench's sweeps against a fresh local broker and their pgbench limits (~20 min; BENCH_QUICK=1: a short pass).
@@ -111,5 +119,5 @@ run: deps build ## Run the whole stack locally until Ctrl-C (PostgreSQL, kube-ap
 	@FRESH=$(FRESH) bin/regent-local
 
 .PHONY: clean
-clean: ## Remove bin/ and the local stack's data (.regent/).
-	rm -rf bin .regent
+clean: ## Remove bin/ and the local stacks' data (.regent/, .regent-kube/).
+	rm -rf bin .regent .regent-kube

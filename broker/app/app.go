@@ -26,6 +26,7 @@ import (
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/flags"
 	"github.com/regent-mq/regent/broker/hotlist"
+	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/migrate"
@@ -206,8 +207,14 @@ func (b *Broker) Close() {
 
 // Serve serves on l until ctx is cancelled, then stops accepting, lets
 // in-flight requests drain for the configured grace period, and returns.
-// Parked long-polls see ctx's cancellation and answer at once.
+// Requests are not cancelled with ctx: a push in flight when a pod is told
+// to stop must still be answered (cancelled, it was answered an empty 200,
+// stored or not). Parked long-polls see httpx.Draining and answer at once.
+// Whatever still runs when the grace is over is cancelled.
 func (b *Broker) Serve(ctx context.Context, l net.Listener) error {
+	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	base := httpx.WithDrain(reqCtx, ctx.Done())
 	srv := &http.Server{
 		Handler: b.handler,
 		// ReadTimeout bounds the reading of a request, its body included;
@@ -217,7 +224,7 @@ func (b *Broker) Serve(ctx context.Context, l net.Listener) error {
 		ReadHeaderTimeout: b.cfg.ReadHeaderTimeout,
 		ReadTimeout:       b.cfg.ReadTimeout,
 		IdleTimeout:       b.cfg.IdleTimeout,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(b.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)

@@ -5,6 +5,7 @@ package httpx
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -262,4 +263,21 @@ func Internal(err error) bool {
 	var e *Error
 	var a Answer
 	return !errors.As(err, &e) && !errors.As(err, &a) && !pg.Unavailable(err)
+}
+
+type drainKey struct{}
+
+// WithDrain returns ctx carrying drain, a channel closed when the server
+// begins to shut down. Requests are not cancelled then: they finish within
+// the shutdown grace. Only a request that would wait for more (a parked
+// long-poll) looks at Draining and answers at once.
+func WithDrain(ctx context.Context, drain <-chan struct{}) context.Context {
+	return context.WithValue(ctx, drainKey{}, drain)
+}
+
+// Draining is the channel WithDrain put in ctx, or nil (never ready) when
+// there is none.
+func Draining(ctx context.Context) <-chan struct{} {
+	d, _ := ctx.Value(drainKey{}).(<-chan struct{})
+	return d
 }

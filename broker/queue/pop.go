@@ -169,6 +169,9 @@ func (s *Handler) handlePop(w http.ResponseWriter, r *http.Request) {
 		s.metrics.Ops.Park(p.Tenant, p.Queue, 1)
 		select {
 		case <-ctx.Done():
+		case <-httpx.Draining(ctx):
+			// The broker is stopping: one last look, then an answer.
+			deadline = time.Now()
 		case <-got.Wake:
 		case <-timer.C:
 		}
@@ -195,6 +198,9 @@ func (s *Handler) holdWhilePaused(ctx context.Context, deadline time.Time) bool 
 		t := time.NewTimer(min(left, pausePoll))
 		select {
 		case <-ctx.Done():
+		case <-httpx.Draining(ctx):
+			t.Stop()
+			return false
 		case <-t.C:
 		}
 		t.Stop()

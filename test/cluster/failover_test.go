@@ -10,6 +10,7 @@ import (
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/cluster"
 	"github.com/regent-mq/regent/test/pgtest"
+	"github.com/regent-mq/regent/test/pushload"
 )
 
 // TestAFailOverLosesNoAcknowledgedPush pushes through three brokers on a
@@ -21,7 +22,7 @@ func TestAFailOverLosesNoAcknowledgedPush(t *testing.T) {
 	t.Parallel()
 	pair := pgtest.StartPair(t)
 	bs := cluster.Start(t, pair.URL("postgres"), 3)
-	load := startPushLoad(bs, "fo")
+	load := pushload.Start(urls(bs), "fo", "")
 
 	var failed, sawDown, sawUp atomic.Bool
 	var wg sync.WaitGroup
@@ -33,7 +34,7 @@ func TestAFailOverLosesNoAcknowledgedPush(t *testing.T) {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			resp, err := client.Get(bs[0].URL + "/health")
+			resp, err := pushload.Client.Get(bs[0].URL + "/health")
 			if err != nil || !failed.Load() {
 				continue
 			}
@@ -51,24 +52,24 @@ func TestAFailOverLosesNoAcknowledgedPush(t *testing.T) {
 	}()
 
 	time.Sleep(time.Second)
-	load.mark(true)
+	load.Mark(true)
 	failed.Store(true)
 	crashed := time.Now()
 	if err := pair.FailOver(); err != nil {
-		load.halt()
+		load.Halt()
 		t.Fatal(err)
 	}
 	promoted := time.Since(crashed)
-	recovered := load.waitFlowing(20, 60*time.Second)
-	load.halt()
+	recovered := load.WaitFlowing(20, 60*time.Second)
+	load.Halt()
 	t.Logf("failover: standby promoted %v after the crash; answers %v; health down %v, then up %v; push p99 from the crash on %v",
-		promoted.Round(time.Millisecond), load.statuses, sawDown.Load(), sawUp.Load(), load.p99().Round(time.Millisecond))
+		promoted.Round(time.Millisecond), load.Statuses, sawDown.Load(), sawUp.Load(), load.P99().Round(time.Millisecond))
 	if !recovered {
-		t.Fatalf("the brokers did not recover within 60s of the promotion without a restart: 201s since it per broker %v", load.since)
+		t.Fatalf("the brokers did not recover within 60s of the promotion without a restart: 201s since it per broker %v", load.Since)
 	}
 	if !sawDown.Load() || !sawUp.Load() {
 		t.Errorf("/health reported the outage %v and the recovery %v, want both", sawDown.Load(), sawUp.Load())
 	}
-	acked, lost, dup := load.verify(t, brokertest.At(bs[0].URL))
+	acked, lost, dup := load.Verify(t, brokertest.At(bs[0].URL))
 	t.Logf("figures: 1 failover, %d pushes acknowledged, %d lost, %d duplicated", acked, lost, dup)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/cluster"
 	"github.com/regent-mq/regent/test/pgtest"
+	"github.com/regent-mq/regent/test/pushload"
 )
 
 // fault is one toxic between the brokers and PostgreSQL, held for a while.
@@ -52,43 +53,43 @@ func TestNetworkFaultsBetweenBrokerAndPostgreSQLLoseNothing(t *testing.T) {
 	t.Cleanup(proxy.Stop)
 	db.Host = proxy.Listen
 	bs := cluster.Start(t, db.String(), 2)
-	load := startPushLoad(bs, "net")
-	if !load.waitFlowing(10, 30*time.Second) {
-		load.halt()
+	load := pushload.Start(urls(bs), "net", "")
+	if !load.WaitFlowing(10, 30*time.Second) {
+		load.Halt()
 		t.Fatal("no pushes before any fault")
 	}
 	injected := 0
 	for r := range rounds {
 		for _, f := range faults {
-			load.mark(true)
+			load.Mark(true)
 			for _, stream := range []string{"upstream", "downstream"} {
 				name := fmt.Sprintf("%s-%s-%d", f.name, stream, r)
 				toxic := strings.Replace(f.toxic, "{", fmt.Sprintf(`{"name":%q,"stream":%q,`, name, stream), 1)
 				if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(toxic)); err != nil {
-					load.halt()
+					load.Halt()
 					t.Fatalf("add toxic %s: %v", name, err)
 				}
 				injected++
 			}
 			time.Sleep(hold)
 			proxy.Toxics.ResetToxics(context.Background())
-			load.mark(false)
-			if !load.waitFlowing(10, 30*time.Second) {
-				load.halt()
+			load.Mark(false)
+			if !load.WaitFlowing(10, 30*time.Second) {
+				load.Halt()
 				t.Fatalf("after the %s fault the brokers did not recover within 30s: 201s since per broker %v; answers %v",
-					f.name, load.since, load.statuses)
+					f.name, load.Since, load.Statuses)
 			}
 		}
 	}
-	load.halt()
-	acked, lost, dup := load.verify(t, brokertest.At(bs[0].URL))
+	load.Halt()
+	acked, lost, dup := load.Verify(t, brokertest.At(bs[0].URL))
 	requests := 0
-	for _, n := range load.statuses {
+	for _, n := range load.Statuses {
 		requests += n
 	}
 	t.Logf("figures: %d faults injected, %d requests (%v), %d acknowledged, %d lost, %d duplicated, p99 during faults %v",
-		injected, requests, load.statuses, acked, lost, dup, load.p99().Round(time.Millisecond))
-	if load.statuses["hung"] > 0 {
-		t.Errorf("%d requests outlived their client's %v deadline", load.statuses["hung"], client.Timeout)
+		injected, requests, load.Statuses, acked, lost, dup, load.P99().Round(time.Millisecond))
+	if load.Statuses["hung"] > 0 {
+		t.Errorf("%d requests outlived their client's %v deadline", load.Statuses["hung"], pushload.Client.Timeout)
 	}
 }

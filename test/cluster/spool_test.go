@@ -13,6 +13,7 @@ import (
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/cluster"
 	"github.com/regent-mq/regent/test/pgtest"
+	"github.com/regent-mq/regent/test/pushload"
 )
 
 func setMaintenance(t *testing.T, b *cluster.Broker, on bool) {
@@ -117,7 +118,7 @@ func (l *spoolLoad) send(b *cluster.Broker, items []map[string]any, ns []int64) 
 	body, _ := json.Marshal(map[string]any{"items": items})
 	status := "error"
 	var answer []struct{ Status string }
-	resp, err := client.Post(b.URL+"/api/v1/push", "application/json", bytes.NewReader(body))
+	resp, err := pushload.Client.Post(b.URL+"/api/v1/push", "application/json", bytes.NewReader(body))
 	if err == nil {
 		out, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -173,7 +174,7 @@ func TestPushMaintenanceAcrossThreeBrokersDeliversEveryMessageExactlyOnce(t *tes
 	load.halt()
 	waitDrained(t, bs...)
 
-	lost, dup := lostAndDuplicated(load.acked, popEverything(t, brokertest.At(bs[0].URL), "spooled"))
+	lost, dup := pushload.LostAndDuplicated(load.acked, pushload.PopEverything(t, brokertest.At(bs[0].URL), "spooled"))
 	t.Logf("figures: %d pushes acknowledged, answers %v, items %v, up to %d spooled at once; %d lost, %d delivered twice",
 		len(load.acked), load.statuses, load.items, maxBuffered, lost, dup)
 	if lost > 0 || dup > 0 {
@@ -208,7 +209,7 @@ func TestASpoolSurvivesAKilledBrokerMidMaintenance(t *testing.T) {
 	}
 	setMaintenance(t, b, false)
 	waitDrained(t, b)
-	seen := popEverything(t, brokertest.At(b.URL), "killed")
+	seen := pushload.PopEverything(t, brokertest.At(b.URL), "killed")
 	for i := range items {
 		if seen[int64(i)] != 1 {
 			t.Errorf("message %d delivered %d times, want once", i, seen[int64(i)])

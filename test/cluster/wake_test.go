@@ -122,3 +122,12 @@ func TestAPopParkedOnOneReplicaWakesWithin50msOfASinkEmitOnAnother(t *testing.T)
 		})
 	})
 }
+
+// urls are the brokers' base URLs, one push client each.
+func urls(bs []*cluster.Broker) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = b.URL
+	}
+	return out
+}
