@@ -104,7 +104,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	logs.JoinPushes(cfg.PushCalls)
 	quotas := quota.New(pool, m.QuotaRefusals, logger)
 	logs.Limit(quotas)
-	switches := flags.New(pool, logger)
+	store := db.New(pool)
+	switches := flags.New(store, logger)
 	spooled, err := spool.Open(cfg.SpoolDir, logs, pool, switches, m.SpoolBuffered, logger)
 	if err != nil {
 		pool.Close()
@@ -114,7 +115,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	queues := queue.New(consumers, logs, pool, m, logger, switches.PopMaintenance, cfg.DefaultSubscriptionMode, spooled)
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
-	routes = append(routes, streams.New(db.New(pool), logs, m, logger, cfg.Tenancy).Routes()...)
+	routes = append(routes, streams.New(store, logs, m, logger, cfg.Tenancy).Routes()...)
 	routes = append(routes, admin.New(pool, switches, spooled, logs, cfg.Replica, logger).Routes()...)
 	routes = append(routes, console.Routes()...)
 	analytics := admin.NewAnalytics(pool, cfg.Replica, sealer, logger)

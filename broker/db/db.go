@@ -4,20 +4,37 @@
 // refusal by the rules comes back as a typed error, never as SQL text.
 //
 // The streams family (the cycle, the state read, registration and the
-// query listing) lives here; the queue, admin, retention, counters, quota
-// and catalog families move in next (TestOnlyTheSeamImportsPgx lists the
+// query listing) and the system flags live here; the queue, admin,
+// retention, counters, quota and catalog families move in next (TestOnlyTheSeamImportsPgx lists the
 // packages that still talk to PostgreSQL themselves, and the list only
 // shrinks).
 package db
 
-import "github.com/regent-mq/regent/broker/pg"
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/regent-mq/regent/broker/pg"
+)
 
 // QueueMode is the consumer group of a request that names none: plain
 // competing consumers. queen.pop knows it too, for its subscription rule.
 const QueueMode = "__QUEUE_MODE__"
 
-// DB runs Regent's statements on a pool, or on a transaction.
-type DB struct{ q pg.DB }
+// DB runs Regent's statements on a pool.
+type DB struct {
+	q    pg.DB
+	pool *pgxpool.Pool
+}
 
-// New returns a DB on q.
-func New(q pg.DB) *DB { return &DB{q: q} }
+// New returns a DB on pool.
+func New(pool *pgxpool.Pool) *DB { return &DB{q: pool, pool: pool} }
+
+// Listen calls heard on every NOTIFY on channel until ctx ends, from a
+// connection of its own; see pg.Listen.
+func (d *DB) Listen(ctx context.Context, channel string, retry time.Duration, log *slog.Logger, what string, heard func(context.Context)) {
+	pg.Listen(ctx, d.pool, channel, retry, log, what, heard)
+}

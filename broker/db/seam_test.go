@@ -16,7 +16,6 @@ var stillOwnSQL = []string{
 	"broker/app",
 	"broker/backlog",
 	"broker/counters",
-	"broker/flags",
 	"broker/hotlist",
 	"broker/log",
 	"broker/metrics",

@@ -7,16 +7,12 @@ package flags
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/db"
 )
 
 // The switches, by Queen's names for them.
@@ -34,16 +30,16 @@ const Reread = time.Second
 
 // Flags is this replica's view of the switches. It is safe for concurrent use.
 type Flags struct {
-	pool           *pgxpool.Pool
+	db             *db.DB
 	log            *slog.Logger
 	maintenance    atomic.Bool
 	popMaintenance atomic.Bool
 	known          atomic.Bool
 }
 
-// New returns Flags reading through pool, all off until the first read.
-func New(pool *pgxpool.Pool, log *slog.Logger) *Flags {
-	return &Flags{pool: pool, log: log}
+// New returns Flags reading through store, all off until the first read.
+func New(store *db.DB, log *slog.Logger) *Flags {
+	return &Flags{db: store, log: log}
 }
 
 // Maintenance reports whether push maintenance is on, as last read.
@@ -61,13 +57,11 @@ type State struct{ Maintenance, PopMaintenance bool }
 
 // Read reads the switches from the database, and remembers them.
 func (f *Flags) Read(ctx context.Context) (State, error) {
-	var s State
-	err := f.pool.QueryRow(ctx, `SELECT coalesce(bool_or(enabled) FILTER (WHERE name = $1), false),
-			coalesce(bool_or(enabled) FILTER (WHERE name = $2), false)
-		  FROM queen.system_flags WHERE name IN ($1, $2)`, Maintenance, PopMaintenance).Scan(&s.Maintenance, &s.PopMaintenance)
+	on, err := f.db.SystemFlags(ctx, Maintenance, PopMaintenance)
 	if err != nil {
-		return State{}, fmt.Errorf("read system flags: %w", err)
+		return State{}, err
 	}
+	s := State{Maintenance: on[0], PopMaintenance: on[1]}
 	f.maintenance.Store(s.Maintenance)
 	f.popMaintenance.Store(s.PopMaintenance)
 	f.known.Store(true)
@@ -78,16 +72,8 @@ func (f *Flags) Read(ctx context.Context) (State, error) {
 // switches as they now stand. The NOTIFY goes with the commit: switches
 // change rarely, so its commit-time lock costs nothing.
 func (f *Flags) Set(ctx context.Context, name string, on bool) (State, error) {
-	err := pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO queen.system_flags (name, enabled) VALUES ($1, $2)
-			ON CONFLICT (name) DO UPDATE SET enabled = EXCLUDED.enabled, updated_at = now()`, name, on); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, Channel)
-		return err
-	})
-	if err != nil {
-		return State{}, fmt.Errorf("set system flag %s: %w", name, err)
+	if err := f.db.SetSystemFlag(ctx, name, on, Channel); err != nil {
+		return State{}, err
 	}
 	return f.Read(ctx)
 }
@@ -97,7 +83,7 @@ func (f *Flags) Set(ctx context.Context, name string, on bool) (State, error) {
 func (f *Flags) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { pg.Listen(ctx, f.pool, Channel, Reread, f.log, "system flags", f.reread) })
+	wg.Go(func() { f.db.Listen(ctx, Channel, Reread, f.log, "system flags", f.reread) })
 	t := time.NewTicker(Reread)
 	defer t.Stop()
 	for {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/flags"
 	"github.com/regent-mq/regent/test/pgtest"
 )
@@ -22,7 +23,7 @@ func replica(t *testing.T, url string) *flags.Flags {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	return flags.New(pool, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return flags.New(db.New(pool), slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func run(t *testing.T, f *flags.Flags) {
