@@ -148,10 +148,13 @@ func TestARefusedPushIs429AndStoresNothing(t *testing.T) {
 			t.Fatalf("push: %d %s", r.Status, r.Body)
 		}
 	}
-	// A burst of 6 at 1 a second: once a push of 6 is refused, the next
-	// is refused too, for the 6 s the bucket takes to refill.
+	// A burst of 6 at 1 a second, drained until a push of one message is
+	// refused: the bucket then holds less than one, and a push of 6 is
+	// refused for the 5 s it takes to refill. (Drained only until a push of
+	// 6 was refused, it could hold 5.99, and refill within the next push.)
 	grant(t, b, "acme", Limits{PushMessages: n64(1), PushMessagesBurst: n64(6)})
 	untilRefused(t, b, "push.messagesPerSecond", "POST", "/api/v1/push", tok, items("a", 6))
+	untilRefused(t, b, "push.messagesPerSecond", "POST", "/api/v1/push", tok, items("a", 1))
 
 	stored := func() int { return b.Count(t, `SELECT coalesce(sum(frame_count), 0) FROM queen.log_segments`) }
 	before := stored()
