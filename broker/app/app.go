@@ -93,7 +93,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	}
 	m := metrics.New()
 	m.WatchPool(pool)
-	groups := backlog.New(pool, m, logger)
+	store := db.New(pool)
+	groups := backlog.New(store, m, logger)
 	sealer, err := newSealer(cfg)
 	if err != nil {
 		pool.Close()
@@ -104,7 +105,6 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	logs.JoinPushes(cfg.PushCalls)
 	quotas := quota.New(pool, m.QuotaRefusals, logger)
 	logs.Limit(quotas)
-	store := db.New(pool)
 	switches := flags.New(store, logger)
 	spooled, err := spool.Open(cfg.SpoolDir, logs, pool, switches, m.SpoolBuffered, logger)
 	if err != nil {

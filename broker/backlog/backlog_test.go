@@ -16,6 +16,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/backlog"
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -46,13 +47,13 @@ func consume(t *testing.T, b *brokertest.Broker, queue, partition, group string,
 	}
 }
 
-func read(t *testing.T, pool *pgxpool.Pool) map[string]backlog.Group {
+func read(t *testing.T, pool *pgxpool.Pool) map[string]db.BacklogGroup {
 	t.Helper()
-	s, err := backlog.Read(t.Context(), pool)
+	s, err := db.New(pool).Backlog(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]backlog.Group{}
+	out := map[string]db.BacklogGroup{}
 	for _, g := range s.Groups {
 		out[g.Queue+"/"+g.Group] = g
 	}
@@ -135,7 +136,7 @@ func TestScrapesServeTheLastRefreshAndAGoneQueueDisappears(t *testing.T) {
 	push(t, b, "q", "p", 4)
 	consume(t, b, "q", "p", "g", 1)
 	m := metrics.New()
-	c := backlog.New(b.Pool, m, quiet)
+	c := backlog.New(db.New(b.Pool), m, quiet)
 	if !c.Refresh(t.Context()) {
 		t.Fatal("refresh failed")
 	}
@@ -165,7 +166,7 @@ func TestDatabaseUpIsZeroWhenTheRefreshFails(t *testing.T) {
 	defer pool.Close()
 	m := metrics.New()
 	m.DatabaseUp.Set(1)
-	if backlog.New(pool, m, quiet).Refresh(t.Context()) {
+	if backlog.New(db.New(pool), m, quiet).Refresh(t.Context()) {
 		t.Fatal("a refresh against no database succeeded")
 	}
 	if v := testutil.ToFloat64(m.DatabaseUp); v != 0 {
@@ -229,11 +230,11 @@ func TestDeadLettersAreCountedPerQueue(t *testing.T) {
 			t.Fatalf("ack dlq: %d %s", a.Status, a.Body)
 		}
 	}
-	s, err := backlog.Read(t.Context(), b.Pool)
+	s, err := db.New(b.Pool).Backlog(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []backlog.DeadLetters{{Tenant: b.Tenant, Queue: "q", Count: 2}}
+	want := []db.BacklogDeadLetters{{Tenant: b.Tenant, Queue: "q", Count: 2}}
 	if len(s.DeadLetters) != 1 || s.DeadLetters[0] != want[0] {
 		t.Fatalf("dead letters %+v, want %+v", s.DeadLetters, want)
 	}

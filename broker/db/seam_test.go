@@ -14,7 +14,6 @@ var stillOwnSQL = []string{
 	"broker/admin",
 	"broker/admin/store",
 	"broker/app",
-	"broker/backlog",
 	"broker/counters",
 	"broker/hotlist",
 	"broker/log",
