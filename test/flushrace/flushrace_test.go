@@ -188,7 +188,8 @@ func (sc scenario) run(b *brokertest.Broker, tag string, fresh bool, counts func
 		JOIN queen_streams.queries q ON q.id = s.query_id WHERE q.name = $1 AND s.key <> $2`, s.query, watermarkKey) > 0 {
 		if ctx.Err() != nil {
 			stop()
-			return []string{"windows still open after 30 s"}, nil
+			done.Wait()
+			return slices.Concat([]string{fmt.Sprintf("windows still open after 30 s; the worker's errors: %v", s.errs)}, s.trace), nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -94,14 +94,30 @@ type popped struct {
 	} `json:"messages"`
 }
 
+// call sends a request until it is answered below 500, as the stock
+// clients do: a 503 while the machine is loaded, or a connection lost, is
+// retried, and the broker's one-transaction cycle makes that safe.
 func (s *stock) call(ctx context.Context, method, path string, body, out any) (int, error) {
-	var rd io.Reader
+	var buf []byte
 	if body != nil {
-		buf, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if buf, err = json.Marshal(body); err != nil {
 			return 0, err
 		}
-		rd = bytes.NewReader(buf)
+	}
+	for {
+		status, err := s.send(ctx, method, path, buf, out)
+		if err == nil && status < 500 || ctx.Err() != nil {
+			return status, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *stock) send(ctx context.Context, method, path string, body []byte, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, s.base+path, rd)
 	if err != nil {
