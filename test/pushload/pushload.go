@@ -59,10 +59,16 @@ func (l *Load) run(i int, url string) {
 		default:
 		}
 		n := l.next.Add(1)
+		// A transactionId on every message, as Queen's clients send, makes
+		// the push idempotent: the Idempotency-Key lets net/http send it
+		// again on a new connection when the one it reused was closed under
+		// it (a broker pod stopping), and the broker stores it once.
+		txid := fmt.Sprintf("pushload-%d", n)
 		body, _ := json.Marshal(map[string]any{"items": []map[string]any{
-			{"queue": l.queue, "partition": fmt.Sprintf("p%d", i), "payload": map[string]int64{"n": n}}}})
+			{"queue": l.queue, "partition": fmt.Sprintf("p%d", i), "payload": map[string]int64{"n": n}, "transactionId": txid}}})
 		req, _ := http.NewRequest(http.MethodPost, url+"/api/v1/push", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", txid)
 		if l.token != "" {
 			req.Header.Set("Authorization", "Bearer "+l.token)
 		}
