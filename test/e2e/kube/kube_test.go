@@ -102,6 +102,9 @@ operator:
   image:
     repository: %[1]s/regent-operator
   resyncInterval: 10s
+worker:
+  image:
+    repository: %[1]s/regent-worker
 `, repo)
 	if err := os.WriteFile(values, []byte(body), 0o644); err != nil {
 		return err
@@ -112,7 +115,7 @@ operator:
 	start := time.Now()
 	stack, err = kubestack.Start(ctx, kubestack.Options{
 		Dir:      dir,
-		Images:   []string{repo + "/regent-broker:" + version, repo + "/regent-operator:" + version},
+		Images:   []string{repo + "/regent-broker:" + version, repo + "/regent-operator:" + version, repo + "/regent-worker:" + version},
 		Values:   []string{values},
 		Progress: os.Stdout,
 	})
