@@ -494,6 +494,9 @@ spec:
 	if r.Status != http.StatusNoContent {
 		t.Fatalf("after all %d events were counted the sink still answers %d %s", events, r.Status, r.Body)
 	}
+	// The owner references: deleting the StreamQuery collects its workers.
+	kubectl(t, "-n", ns, "delete", "streamquery/counts", "--wait=true", "--timeout=60s")
+	kubectl(t, "-n", ns, "wait", "--for=delete", "deployment/counts-worker", "configmap/counts-worker", "secret/counts-worker", "--timeout=60s")
 }
 
 // helm uninstall removes the release's workloads, and keeps the CRDs (and so
