@@ -43,7 +43,7 @@ manifests: deps ## Generate the CRDs (config/crd/bases), the RBAC role (config/r
 build: ## Build the broker, the operator and the tools into bin/.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
-# Images: the Dockerfile's broker and operator targets, tagged as the chart's default images
+# Images: the Dockerfile's broker, operator and worker targets, tagged as the chart's default images
 # (<IMAGE_REPO>/regent-broker:<appVersion>). They hold the binaries of `make build` on scratch, so
 # building them pulls nothing. The engine is the first of podman, buildah and docker found, or
 # CONTAINER_TOOL; push the images to your registry with IMAGE_REPO=registry.example/regent.
@@ -52,11 +52,12 @@ CONTAINER_TOOL ?= $(firstword $(foreach t,podman buildah docker,$(if $(shell com
 CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
 
 .PHONY: images
-images: build ## Build the broker and operator images (podman, buildah or docker), tagged with the chart's appVersion.
+images: build ## Build the broker, operator and worker images (podman, buildah or docker), tagged with the chart's appVersion.
 	@if [ -z "$(CONTAINER_TOOL)" ]; then echo "make images needs podman, buildah or docker; make deps installs podman and buildah" >&2; exit 1; fi
 	cp $(CA_BUNDLE) bin/ca-certificates.crt
 	$(CONTAINER_TOOL) build --target broker -t $(IMAGE_REPO)/regent-broker:$(VERSION) .
 	$(CONTAINER_TOOL) build --target operator -t $(IMAGE_REPO)/regent-operator:$(VERSION) .
+	$(CONTAINER_TOOL) build --target worker -t $(IMAGE_REPO)/regent-worker:$(VERSION) .
 
 .PHONY: lint
 lint: ## Check formatting (gofmt) and run go vet.

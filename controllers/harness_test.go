@@ -81,6 +81,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// workerImage is the operator's --worker-image in these tests.
+const workerImage = "registry.test/regent-worker:1"
+
 // wait is how long any expected state may take to appear.
 const wait = 30 * time.Second
 
@@ -125,6 +128,8 @@ type operatorOpts struct {
 	resync    time.Duration // default: a minute, longer than any test waits
 	tenancy   *bool         // default: on
 	noSecret  bool          // send no tokens (broker with auth off)
+	// noWorkerImage runs the operator without --worker-image.
+	noWorkerImage bool
 	// db, when set, stands between the operator and the real cell
 	// database, to stop a call part-way.
 	db func(controllers.CellDB) controllers.CellDB
@@ -143,6 +148,10 @@ func (h *harness) startOperator(o operatorOpts) *operator {
 	secret := []byte(brokertest.Secret)
 	if o.noSecret {
 		secret = nil
+	}
+	image := workerImage
+	if o.noWorkerImage {
+		image = ""
 	}
 	mgr, err := ctrl.NewManager(kube.Config, ctrl.Options{
 		Scheme:                 scheme,
@@ -165,11 +174,14 @@ func (h *harness) startOperator(o operatorOpts) *operator {
 	}
 	ctx, cancel := context.WithCancel(h.ctx)
 	if err := controllers.Setup(ctx, mgr, controllers.Config{
-		Broker:         registration.New(o.brokerURL, secret, nil),
-		DB:             db,
-		Tenancy:        tenancy,
-		ResyncInterval: o.resync,
-		Workers:        4,
+		Broker:          registration.New(o.brokerURL, secret, nil),
+		DB:              db,
+		Tenancy:         tenancy,
+		ResyncInterval:  o.resync,
+		Workers:         4,
+		SigningSecret:   secret,
+		WorkerImage:     image,
+		WorkerBrokerURL: o.brokerURL,
 	}); err != nil {
 		cancel()
 		h.t.Fatal(err)

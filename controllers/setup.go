@@ -59,6 +59,13 @@ type Config struct {
 	ResyncInterval time.Duration
 	// Workers is how many StreamQueries are reconciled at once.
 	Workers int
+	// SigningSecret signs the workers' broker tokens; empty when the broker
+	// has auth off.
+	SigningSecret []byte
+	// WorkerImage is the regent-worker image of queries that name none.
+	WorkerImage string
+	// WorkerBrokerURL is the broker's URL as the worker pods reach it.
+	WorkerBrokerURL string
 }
 
 // Field indexes of the manager's cache.

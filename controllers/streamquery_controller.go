@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -66,6 +67,8 @@ func (r *StreamQueryReconciler) setup(mgr ctrl.Manager) error {
 		Watches(&v1.StreamQuery{}, handler.EnqueueRequestsFromMapFunc(r.sameName)).
 		// A granted or widened quota retries the tenant's denied queries.
 		Watches(&v1.TenantQuota{}, handler.EnqueueRequestsFromMapFunc(r.quotaChanged)).
+		// The workers' readiness goes to the status.
+		Owns(&appsv1.Deployment{}).
 		// A relabelled namespace can move its queries to another tenant.
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.inNamespace), builder.WithPredicates(labelsChanged)).
 		WithOptions(options(r.Workers)).
@@ -285,7 +288,8 @@ func (r *StreamQueryReconciler) settle(ctx context.Context, s *step, res registr
 			r.event(q, corev1.EventTypeNormal, v1.ReasonRegistered, "Register", msg)
 		}
 		if progressErr = r.lifecycle(ctx, s); progressErr == nil {
-			progressErr = r.readProgress(ctx, s)
+			// Workers that cannot be applied do not hide the lag.
+			progressErr = errors.Join(r.syncWorkers(ctx, s), r.readProgress(ctx, s))
 		}
 	case registration.Conflict:
 		r.notReady(q, v1.ReasonConfigConflict, res.Message)

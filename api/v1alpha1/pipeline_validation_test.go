@@ -1,6 +1,9 @@
 package v1alpha1_test
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // The pipeline rules the CRD states, each with a manifest that breaks it.
 
@@ -9,9 +12,31 @@ const orders = `pipeline:
     window: {type: Tumbling, size: 60s}
     aggregate: [{name: orders, fn: count}]`
 
+const sink = "sinkQueue: orders.out"
+
 func TestAPipelineQueryNeedsNoConfigHash(t *testing.T) {
-	if err := create(t, query(t, "pipeline-only", source, orders)); err != nil {
+	if err := create(t, query(t, "pipeline-only", source, sink, orders)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestAPipelineNeedsASinkQueue(t *testing.T) {
+	rejected(t, create(t, query(t, "no-sink", source, orders)), "a pipeline needs sinkQueue")
+}
+
+func TestWorkersNeedAPipeline(t *testing.T) {
+	rejected(t, create(t, query(t, "workers-only", source, sink, hash, "workers: {replicas: 2}")), "spec.workers needs spec.pipeline")
+	rejected(t, create(t, query(t, "negative", source, sink, orders, "workers: {replicas: -1}")), "spec.workers.replicas")
+	if err := create(t, query(t, "with-workers", source, sink, orders, "workers: {replicas: 0, image: w:1, resources: {limits: {memory: 64Mi}}}")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAStreamQueryWithAPipelineHasANameOfAtMost63Characters(t *testing.T) {
+	long := "q" + strings.Repeat("x", 63)
+	rejected(t, create(t, query(t, long, source, sink, orders)), "at most 63 characters")
+	if err := create(t, query(t, long, source, hash)); err != nil {
+		t.Fatalf("a long name without a pipeline: %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -55,10 +56,22 @@ const (
 	ConditionFresh        = "Fresh"
 	ReasonWithinObjective = "WithinObjective"
 	ReasonLagExceeded     = "LagExceeded"
+
+	// ConditionWorkersReady is True when every worker the operator wants
+	// for a query with a pipeline is ready (none, while suspended).
+	ConditionWorkersReady  = "WorkersReady"
+	ReasonWorkersAvailable = "Available"
+	ReasonWorkersStarting  = "Starting"
+	ReasonWorkersSuspended = "Suspended"
+	// ReasonNoWorkerImage: the operator knows no worker image, so it runs
+	// no workers; someone runs them by hand.
+	ReasonNoWorkerImage = "NoWorkerImage"
 )
 
 // StreamQuerySpec is the streaming query to register on the broker.
 // +kubebuilder:validation:XValidation:rule="has(self.configHash) || has(self.pipeline)",message="configHash is required when there is no pipeline"
+// +kubebuilder:validation:XValidation:rule="!has(self.workers) || has(self.pipeline)",message="workers run a pipeline: spec.workers needs spec.pipeline"
+// +kubebuilder:validation:XValidation:rule="!has(self.pipeline) || has(self.sinkQueue)",message="a pipeline needs sinkQueue: its workers push their output there"
 type StreamQuerySpec struct {
 	// queryName is the query's name on the broker, unique per tenant; a
 	// worker's SDK registers and runs the query under the same name. When
@@ -91,9 +104,19 @@ type StreamQuerySpec struct {
 	ConfigHash string `json:"configHash,omitempty"`
 
 	// pipeline is the computation Regent's worker runs for the query. A
-	// changed pipeline is a config change, under onConfigChange.
+	// changed pipeline is a config change, under onConfigChange. With a
+	// pipeline, the operator runs the query's workers (see workers).
 	// +optional
 	Pipeline *Pipeline `json:"pipeline,omitempty"`
+
+	// workers is how the operator runs the pipeline: a Deployment of
+	// regent-worker in the query's namespace, a ConfigMap holding the
+	// pipeline and a Secret holding the workers' broker token, all owned by
+	// the StreamQuery. A query with a pipeline and no workers field gets the
+	// defaults. Without a pipeline the operator runs nothing: the query's
+	// workers are the user's own.
+	// +optional
+	Workers *Workers `json:"workers,omitempty"`
 
 	// onConfigChange says what to do when the broker holds the query under
 	// a different configHash: Block reports ConfigConflict and changes
@@ -121,6 +144,37 @@ type StreamQuerySpec struct {
 	// freshness is the objective the Fresh condition reports on.
 	// +optional
 	Freshness *Freshness `json:"freshness,omitempty"`
+}
+
+// Workers is the Deployment the operator runs a pipeline with.
+type Workers struct {
+	// image is the regent-worker image. Absent: the operator's
+	// --worker-image, which the Helm chart sets to its own worker image.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	Image string `json:"image,omitempty"`
+
+	// replicas is how many worker pods run; spec.suspend scales them to
+	// zero whatever this says. Each pod folds the partitions it holds a
+	// lease on, so more replicas than the source has partitions with data
+	// only wait.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// resources are the worker container's requests and limits.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// WorkersStatus is what the operator last saw of the query's workers.
+type WorkersStatus struct {
+	// desired is how many worker pods the operator asks for: spec.workers.replicas,
+	// or 0 while suspended.
+	Desired int32 `json:"desired"`
+	// ready is how many of them are ready.
+	Ready int32 `json:"ready"`
 }
 
 // Freshness is how far behind its source a query may fall. The query is
@@ -230,10 +284,16 @@ type StreamQueryStatus struct {
 	// +optional
 	LastCycleTime *metav1.Time `json:"lastCycleTime,omitempty"`
 
+	// workers is the query's worker Deployment as last seen; absent when the
+	// operator runs no workers for the query.
+	// +optional
+	Workers *WorkersStatus `json:"workers,omitempty"`
+
 	// conditions holds Ready, whose reason is Registered, ConfigConflict,
 	// QuotaDenied, DuplicateName, BrokerUnavailable or PipelineInvalid
 	// (spec.pipeline does not compile: nothing is registered); Suspended, once the
-	// query is registered; and Fresh, when spec.freshness is set.
+	// query is registered; Fresh, when spec.freshness is set; and
+	// WorkersReady, when the operator runs the query's workers.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -253,10 +313,13 @@ type StreamQueryStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Suspended",type=string,JSONPath=`.status.conditions[?(@.type=="Suspended")].status`
 // +kubebuilder:printcolumn:name="Fresh",type=string,JSONPath=`.status.conditions[?(@.type=="Fresh")].status`
+// +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.status.workers.ready`,description="ready worker pods the operator runs"
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.workers.desired`,priority=1
 // +kubebuilder:printcolumn:name="Lag",type=integer,JSONPath=`.status.lag`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="QueryID",type=string,JSONPath=`.status.queryId`
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.pipeline) || size(self.metadata.name) <= 63",message="a StreamQuery with a pipeline has a name of at most 63 characters: it labels the query's workers"
 // +kubebuilder:validation:XValidation:rule="has(self.spec.queryName) == has(oldSelf.spec.queryName) || (has(self.spec.queryName) ? self.spec.queryName : self.metadata.name) == (has(oldSelf.spec.queryName) ? oldSelf.spec.queryName : oldSelf.metadata.name)",message="queryName is immutable: it may be added or removed only when it equals metadata.name"
 type StreamQuery struct {
 	metav1.TypeMeta   `json:",inline"`

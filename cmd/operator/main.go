@@ -16,9 +16,13 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5/pgxpool"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -35,6 +39,8 @@ type Settings struct {
 	BrokerURL         string
 	DatabaseURL       string
 	SigningSecretFile string
+	WorkerImage       string
+	WorkerBrokerURL   string
 	Tenancy           bool
 	ResyncInterval    time.Duration
 	LeaderElect       bool
@@ -51,6 +57,8 @@ func parse(args []string, getenv func(string) string) (Settings, error) {
 	f.StrEnv(&s.BrokerURL, "broker-url", "REGENT_BROKER_URL", "http://localhost:6632", "base URL of the broker")
 	f.StrEnv(&s.DatabaseURL, "database-url", "DATABASE_URL", "", "PostgreSQL connection string of the cell database (required)")
 	f.StrEnv(&s.SigningSecretFile, "signing-secret-file", "REGENT_SIGNING_SECRET_FILE", "", "file holding the broker's HS256 secret; empty sends no token (broker with auth off)")
+	f.StrEnv(&s.WorkerImage, "worker-image", "REGENT_WORKER_IMAGE", "", "regent-worker image of the StreamQueries with a pipeline that name none in spec.workers.image")
+	f.StrEnv(&s.WorkerBrokerURL, "worker-broker-url", "REGENT_WORKER_BROKER_URL", "", "base URL of the broker as worker pods reach it; empty: --broker-url")
 	f.StrEnv(&tenancy, "tenancy", "REGENT_TENANCY", "off", "the broker's tenancy, off or on: decides the tenant of namespaces without the streams.regent.dev/tenant label")
 	f.DurationEnv(&s.ResyncInterval, "resync-interval", "REGENT_RESYNC_INTERVAL", time.Minute, "how often queries are re-registered and their progress read")
 	f.BoolEnv(&s.LeaderElect, "leader-elect", "REGENT_LEADER_ELECT", false, "elect a leader, so that several replicas can run")
@@ -73,6 +81,9 @@ func parse(args []string, getenv func(string) string) (Settings, error) {
 	}
 	if s.DatabaseURL == "" {
 		errs = append(errs, errors.New("--database-url (or DATABASE_URL) is required"))
+	}
+	if s.WorkerBrokerURL == "" {
+		s.WorkerBrokerURL = s.BrokerURL
 	}
 	if s.ResyncInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--resync-interval must be positive, not %s", s.ResyncInterval))
@@ -141,6 +152,11 @@ func run(args []string) error {
 		// run returns as soon as the manager stops, so the lease can be
 		// handed over at once instead of expiring.
 		LeaderElectionReleaseOnCancel: true,
+		// The operator watches the worker Deployments it made, not every
+		// Deployment of the cluster.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&appsv1.Deployment{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": controllers.ManagedBy})},
+		}},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -159,11 +175,14 @@ func run(args []string) error {
 	defer pool.Close()
 
 	if err := controllers.Setup(ctx, mgr, controllers.Config{
-		Broker:         registration.New(s.BrokerURL, secret, nil),
-		DB:             celldb.New(pool),
-		Tenancy:        s.Tenancy,
-		ResyncInterval: s.ResyncInterval,
-		Workers:        workers,
+		Broker:          registration.New(s.BrokerURL, secret, nil),
+		DB:              celldb.New(pool),
+		Tenancy:         s.Tenancy,
+		ResyncInterval:  s.ResyncInterval,
+		Workers:         workers,
+		SigningSecret:   secret,
+		WorkerImage:     s.WorkerImage,
+		WorkerBrokerURL: s.WorkerBrokerURL,
 	}); err != nil {
 		return err
 	}
@@ -179,6 +198,6 @@ func run(args []string) error {
 		return err
 	}
 	log.Info("operator starting", "broker", s.BrokerURL, "tenancy", s.Tenancy, "resync", s.ResyncInterval,
-		"leaderElection", s.LeaderElect, "signedTokens", len(secret) > 0)
+		"leaderElection", s.LeaderElect, "signedTokens", len(secret) > 0, "workerImage", s.WorkerImage)
 	return mgr.Start(ctx)
 }

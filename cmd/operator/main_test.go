@@ -14,7 +14,7 @@ func TestFlagDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Settings{BrokerURL: "http://localhost:6632", DatabaseURL: "postgres://x", ResyncInterval: time.Minute,
+	want := Settings{BrokerURL: "http://localhost:6632", WorkerBrokerURL: "http://localhost:6632", DatabaseURL: "postgres://x", ResyncInterval: time.Minute,
 		MetricsAddr: ":8080", ProbeAddr: ":8081", LogLevel: slog.LevelInfo}
 	if s != want {
 		t.Fatalf("defaults %+v, want %+v", s, want)
@@ -26,12 +26,14 @@ func TestEveryFlagHasItsEnvironmentVariable(t *testing.T) {
 		"REGENT_BROKER_URL": "http://broker:6632", "DATABASE_URL": "postgres://env",
 		"REGENT_SIGNING_SECRET_FILE": "/secret/key", "REGENT_TENANCY": "on", "REGENT_RESYNC_INTERVAL": "30s",
 		"REGENT_LEADER_ELECT": "true", "REGENT_METRICS_ADDR": ":9090", "REGENT_PROBE_ADDR": ":9091", "REGENT_LOG_LEVEL": "debug",
+		"REGENT_WORKER_IMAGE": "w:1", "REGENT_WORKER_BROKER_URL": "http://w:6632",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Settings{BrokerURL: "http://broker:6632", DatabaseURL: "postgres://env", SigningSecretFile: "/secret/key",
-		Tenancy: true, ResyncInterval: 30 * time.Second, LeaderElect: true, MetricsAddr: ":9090", ProbeAddr: ":9091", LogLevel: slog.LevelDebug}
+		Tenancy: true, ResyncInterval: 30 * time.Second, LeaderElect: true, MetricsAddr: ":9090", ProbeAddr: ":9091", LogLevel: slog.LevelDebug,
+		WorkerImage: "w:1", WorkerBrokerURL: "http://w:6632"}
 	if s != want {
 		t.Fatalf("got %+v, want %+v", s, want)
 	}
@@ -41,16 +43,19 @@ func TestFlagsWinOverTheEnvironment(t *testing.T) {
 	s, err := parse([]string{
 		"--broker-url=http://flag:1", "--database-url=postgres://flag", "--signing-secret-file=/f", "--tenancy=off",
 		"--resync-interval=5s", "--leader-elect=false", "--metrics-bind-address=:1", "--health-probe-bind-address=:2", "--log-level=warn",
+		"--worker-image=f:1", "--worker-broker-url=http://fw:1",
 	}, env(map[string]string{
 		"REGENT_BROKER_URL": "http://env:1", "DATABASE_URL": "postgres://env", "REGENT_SIGNING_SECRET_FILE": "/e",
 		"REGENT_TENANCY": "on", "REGENT_RESYNC_INTERVAL": "1h", "REGENT_LEADER_ELECT": "true",
 		"REGENT_METRICS_ADDR": ":3", "REGENT_PROBE_ADDR": ":4", "REGENT_LOG_LEVEL": "debug",
+		"REGENT_WORKER_IMAGE": "e:1", "REGENT_WORKER_BROKER_URL": "http://ew:1",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Settings{BrokerURL: "http://flag:1", DatabaseURL: "postgres://flag", SigningSecretFile: "/f",
-		ResyncInterval: 5 * time.Second, MetricsAddr: ":1", ProbeAddr: ":2", LogLevel: slog.LevelWarn}
+		ResyncInterval: 5 * time.Second, MetricsAddr: ":1", ProbeAddr: ":2", LogLevel: slog.LevelWarn,
+		WorkerImage: "f:1", WorkerBrokerURL: "http://fw:1"}
 	if s != want {
 		t.Fatalf("got %+v, want %+v", s, want)
 	}

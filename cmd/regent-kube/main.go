@@ -51,10 +51,10 @@ func run() error {
 	if version == "" {
 		return fmt.Errorf("no image tag: set VERSION (make kube does)")
 	}
-	o.Images = []string{imageRepo + "/regent-broker:" + version, imageRepo + "/regent-operator:" + version}
+	o.Images = []string{imageRepo + "/regent-broker:" + version, imageRepo + "/regent-operator:" + version, imageRepo + "/regent-worker:" + version}
 	if imageRepo != "ghcr.io/regent-mq" {
 		values := filepath.Join(os.TempDir(), "regent-kube-images.yaml")
-		body := fmt.Sprintf("broker:\n  image:\n    repository: %[1]s/regent-broker\noperator:\n  image:\n    repository: %[1]s/regent-operator\n", imageRepo)
+		body := fmt.Sprintf("broker:\n  image:\n    repository: %[1]s/regent-broker\noperator:\n  image:\n    repository: %[1]s/regent-operator\nworker:\n  image:\n    repository: %[1]s/regent-worker\n", imageRepo)
 		if err := os.WriteFile(values, []byte(body), 0o644); err != nil {
 			return err
 		}

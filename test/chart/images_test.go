@@ -51,7 +51,7 @@ func TestImagesAreBuiltFromScratch(t *testing.T) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, target := range []string{"broker", "operator"} {
+	for _, target := range []string{"broker", "operator", "worker"} {
 		if !stages[target] {
 			t.Errorf("the Dockerfile has no target %s", target)
 		}
@@ -72,8 +72,18 @@ func TestMakeImagesTagsTheChartsDefaultImages(t *testing.T) {
 	for _, p := range podSpecs(t, chart.Template(t)) {
 		pods[p.name] = p.spec
 	}
+	images := map[string]string{}
 	for target, workload := range map[string]string{"broker": "Deployment/regent-broker", "operator": "Deployment/regent-operator"} {
-		image := pods[workload].Containers[0].Image
+		images[target] = pods[workload].Containers[0].Image
+	}
+	// The worker image is the one the operator runs worker pods with.
+	for _, e := range pods["Deployment/regent-operator"].Containers[0].Env {
+		if e.Name == "REGENT_WORKER_IMAGE" {
+			images["worker"] = e.Value
+		}
+	}
+	for _, target := range []string{"broker", "operator", "worker"} {
+		image := images[target]
 		if !strings.HasSuffix(image, ":"+c.AppVersion) {
 			t.Errorf("the chart's %s image is %s, not tagged with its appVersion %s", target, image, c.AppVersion)
 		}

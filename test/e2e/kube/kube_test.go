@@ -13,6 +13,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -102,6 +103,9 @@ operator:
   image:
     repository: %[1]s/regent-operator
   resyncInterval: 10s
+worker:
+  image:
+    repository: %[1]s/regent-worker
 `, repo)
 	if err := os.WriteFile(values, []byte(body), 0o644); err != nil {
 		return err
@@ -112,7 +116,7 @@ operator:
 	start := time.Now()
 	stack, err = kubestack.Start(ctx, kubestack.Options{
 		Dir:      dir,
-		Images:   []string{repo + "/regent-broker:" + version, repo + "/regent-operator:" + version},
+		Images:   []string{repo + "/regent-broker:" + version, repo + "/regent-operator:" + version, repo + "/regent-worker:" + version},
 		Values:   []string{values},
 		Progress: os.Stdout,
 	})
@@ -408,10 +412,91 @@ func brokerPods(t *testing.T) map[string]string {
 	return out
 }
 
+// A StreamQuery with a pipeline, applied with kubectl, is all it takes: the
+// operator runs its worker pods (under Pod Security restricted, enforced on
+// their namespace), and they fold every pushed event into the sink exactly
+// once.
 func TestAStreamQueryWithAPipelineRunsItsWorkerPods(t *testing.T) {
 	need(t)
-	t.Skip("issue 27 (The operator runs the query: worker Deployments, autoscaling on lag down to zero, ...): " +
-		"the operator runs no worker pods yet; this test runs a pipeline's workers end to end once it does")
+	const ns, events = "pipeline-e2e", 600
+	manifest := filepath.Join(t.TempDir(), "query.yaml")
+	if err := os.WriteFile(manifest, []byte(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: `+ns+`
+  labels:
+    pod-security.kubernetes.io/enforce: restricted
+---
+apiVersion: streams.regent.dev/v1alpha1
+kind: StreamQuery
+metadata:
+  name: counts
+  namespace: `+ns+`
+spec:
+  sourceQueue: e2e.events
+  sinkQueue: e2e.counts
+  deletionPolicy: Delete
+  pipeline:
+    keyBy: "payload.key"
+    eventTime: "payload.ts"
+    window: {type: Tumbling, size: 60s, idleFlush: 3s}
+    aggregate: [{name: count, fn: count}]
+  workers:
+    replicas: 2
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "apply", "-f", manifest)
+	t.Cleanup(func() { _, _ = stack.Kubectl("", "delete", "--wait=true", "--timeout=90s", "-f", manifest) })
+	kubectl(t, "-n", ns, "wait", "--for=condition=WorkersReady", "streamquery/counts", "--timeout=180s")
+	if got := kubectl(t, "-n", ns, "get", "streamquery/counts", "-o", "jsonpath={.status.workers.ready}/{.status.workers.desired}"); got != "2/2" {
+		t.Fatalf("status.workers = %s, want 2/2", got)
+	}
+
+	base := time.Date(2026, 8, 17, 10, 0, 0, 0, time.UTC).UnixMilli()
+	items := make([]map[string]any, 0, events)
+	for i := range events {
+		items = append(items, map[string]any{
+			"queue": "e2e.events", "partition": fmt.Sprintf("p%d", i%4),
+			"payload": map[string]any{"key": fmt.Sprintf("k%d", i%5), "ts": base + int64(i)*1000},
+		})
+	}
+	api := brokertest.At(broker)
+	if r := api.Do(t, "POST", "/api/v1/push", token, map[string]any{"items": items}); r.Status != http.StatusCreated {
+		t.Fatalf("push = %d %s", r.Status, r.Body)
+	}
+	counted := int64(0)
+	for deadline := time.Now().Add(120 * time.Second); counted < events && time.Now().Before(deadline); {
+		r := api.Do(t, "GET", "/api/v1/pop/queue/e2e.counts?batch=100&wait=true&timeout=1000&autoAck=true&consumerGroup=e2e", token, nil)
+		if r.Status == http.StatusNoContent {
+			continue
+		}
+		var pop struct {
+			Messages []struct {
+				Data struct {
+					Count int64 `json:"count"`
+				} `json:"data"`
+			} `json:"messages"`
+		}
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &pop) != nil {
+			t.Fatalf("pop sink = %d %s", r.Status, r.Body)
+		}
+		for _, m := range pop.Messages {
+			counted += m.Data.Count
+		}
+	}
+	if counted != events {
+		t.Fatalf("the sink counted %d events, want exactly %d; worker logs:\n%s", counted, events,
+			kubectl(t, "-n", ns, "logs", "deployment/counts-worker", "--tail=50"))
+	}
+	// Nothing more arrives: no window was emitted twice.
+	r := api.Do(t, "GET", "/api/v1/pop/queue/e2e.counts?batch=100&wait=true&timeout=3000&autoAck=true&consumerGroup=e2e", token, nil)
+	if r.Status != http.StatusNoContent {
+		t.Fatalf("after all %d events were counted the sink still answers %d %s", events, r.Status, r.Body)
+	}
+	// The owner references: deleting the StreamQuery collects its workers.
+	kubectl(t, "-n", ns, "delete", "streamquery/counts", "--wait=true", "--timeout=60s")
+	kubectl(t, "-n", ns, "wait", "--for=delete", "deployment/counts-worker", "configmap/counts-worker", "secret/counts-worker", "--timeout=60s")
 }
 
 // helm uninstall removes the release's workloads, and keeps the CRDs (and so
