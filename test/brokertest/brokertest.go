@@ -231,3 +231,31 @@ func (b *Broker) Count(t testing.TB, query string, args ...any) int {
 	}
 	return n
 }
+
+// SinkCounts pops queue as group, auto-acked, and sums the "count" field of
+// the messages' payloads (a windowed query's output) until the sum reaches
+// want or within has passed, and returns the sum.
+func (b *Broker) SinkCounts(t testing.TB, queue, group, token string, want int64, within time.Duration) int64 {
+	t.Helper()
+	counted := int64(0)
+	for deadline := time.Now().Add(within); counted < want && time.Now().Before(deadline); {
+		r := b.Do(t, "GET", "/api/v1/pop/queue/"+queue+"?batch=100&wait=true&timeout=1000&autoAck=true&consumerGroup="+group, token, nil)
+		if r.Status == http.StatusNoContent {
+			continue
+		}
+		var pop struct {
+			Messages []struct {
+				Data struct {
+					Count int64 `json:"count"`
+				} `json:"data"`
+			} `json:"messages"`
+		}
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &pop) != nil {
+			t.Fatalf("pop %s = %d %s", queue, r.Status, r.Body)
+		}
+		for _, m := range pop.Messages {
+			counted += m.Data.Count
+		}
+	}
+	return counted
+}

@@ -7,7 +7,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -165,27 +164,7 @@ func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
 	if err := worker.Start(); err != nil {
 		t.Fatal(err)
 	}
-	counted := int64(0)
-	deadline := time.Now().Add(90 * time.Second)
-	for counted < events && time.Now().Before(deadline) {
-		r := api.Do(t, "GET", "/api/v1/pop/queue/"+sink+"?batch=100&wait=true&timeout=1000&autoAck=true&consumerGroup=e2e", token, nil)
-		if r.Status == http.StatusNoContent {
-			continue
-		}
-		var pop struct {
-			Messages []struct {
-				Data struct {
-					Count int64 `json:"count"`
-				} `json:"data"`
-			} `json:"messages"`
-		}
-		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &pop) != nil {
-			t.Fatalf("pop sink = %d %s", r.Status, r.Body)
-		}
-		for _, m := range pop.Messages {
-			counted += m.Data.Count
-		}
-	}
+	counted := api.SinkCounts(t, sink, "e2e", token, events, 90*time.Second)
 	stopWorker()
 	_ = worker.Wait()
 	if counted != events {

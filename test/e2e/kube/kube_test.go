@@ -13,7 +13,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -465,26 +464,7 @@ spec:
 	if r := api.Do(t, "POST", "/api/v1/push", token, map[string]any{"items": items}); r.Status != http.StatusCreated {
 		t.Fatalf("push = %d %s", r.Status, r.Body)
 	}
-	counted := int64(0)
-	for deadline := time.Now().Add(120 * time.Second); counted < events && time.Now().Before(deadline); {
-		r := api.Do(t, "GET", "/api/v1/pop/queue/e2e.counts?batch=100&wait=true&timeout=1000&autoAck=true&consumerGroup=e2e", token, nil)
-		if r.Status == http.StatusNoContent {
-			continue
-		}
-		var pop struct {
-			Messages []struct {
-				Data struct {
-					Count int64 `json:"count"`
-				} `json:"data"`
-			} `json:"messages"`
-		}
-		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &pop) != nil {
-			t.Fatalf("pop sink = %d %s", r.Status, r.Body)
-		}
-		for _, m := range pop.Messages {
-			counted += m.Data.Count
-		}
-	}
+	counted := api.SinkCounts(t, "e2e.counts", "e2e", token, events, 120*time.Second)
 	if counted != events {
 		t.Fatalf("the sink counted %d events, want exactly %d; worker logs:\n%s", counted, events,
 			kubectl(t, "-n", ns, "logs", "deployment/counts-worker", "--tail=50"))
