@@ -3,6 +3,7 @@ package brokertest
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,31 +17,56 @@ import (
 // as opposed to what a pop answers.
 func (b *Broker) Frames(t testing.TB, tenant, queue string) []segment.Frame {
 	t.Helper()
-	rows, err := b.Pool.Query(context.Background(), `SELECT s.body, s.checksum, s.frame_count FROM queen.log_segments s
+	parts, err := b.Log(context.Background(), tenant, queue)
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	var out []segment.Frame
+	for _, p := range parts {
+		out = append(out, p.Frames...)
+	}
+	return out
+}
+
+// Partition is one partition's stored frames, in offset order.
+type Partition struct {
+	Name   string
+	Frames []segment.Frame
+}
+
+// Log reads the frames of a tenant's queue by partition, in partition name
+// order, without consuming anything: an oracle that a failed pop cannot
+// skew, safe to call from any goroutine.
+func (b *Broker) Log(ctx context.Context, tenant, queue string) ([]Partition, error) {
+	rows, err := b.Pool.Query(ctx, `SELECT p.name, s.body, s.checksum, s.frame_count FROM queen.log_segments s
 		JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id
 		WHERE q.tenant = $1 AND q.name = $2 ORDER BY p.name, s.base_offset`, tenant, queue)
 	if err != nil {
-		t.Fatalf("brokertest: read segments: %v", err)
+		return nil, fmt.Errorf("read the segments of %q: %w", queue, err)
 	}
 	defer rows.Close()
-	var out []segment.Frame
+	var out []Partition
 	for rows.Next() {
+		var name string
 		var body []byte
 		var sum int64
 		var n int
-		if err := rows.Scan(&body, &sum, &n); err != nil {
-			t.Fatalf("brokertest: read segment: %v", err)
+		if err := rows.Scan(&name, &body, &sum, &n); err != nil {
+			return nil, fmt.Errorf("read a segment of %q: %w", queue, err)
 		}
 		frames, err := segment.Decode(body, uint64(sum), n)
 		if err != nil {
-			t.Fatalf("brokertest: decode segment: %v", err)
+			return nil, fmt.Errorf("decode a segment of %q/%s: %w", queue, name, err)
 		}
-		out = append(out, frames...)
+		if len(out) == 0 || out[len(out)-1].Name != name {
+			out = append(out, Partition{Name: name})
+		}
+		out[len(out)-1].Frames = append(out[len(out)-1].Frames, frames...)
 	}
 	if err := rows.Err(); err != nil {
-		t.Fatalf("brokertest: read segments: %v", err)
+		return nil, fmt.Errorf("read the segments of %q: %w", queue, err)
 	}
-	return out
+	return out, nil
 }
 
 // KeyFile writes a fresh random payload key to a file and returns its path
