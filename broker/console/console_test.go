@@ -202,10 +202,14 @@ func TestDeadLetterBrowserListsAndFiltersByQueue(t *testing.T) {
 	tab.shot("dead-letters")
 }
 
-func TestMessageBrowseListsTheWindowsMessages(t *testing.T) {
+func TestMessageBrowseListsTheWindowsMessagesWithAPayloadPreview(t *testing.T) {
 	t.Parallel()
 	_, tab := shopAt(t, "#/messages")
 	mustContain(t, "the messages", tab.panel("Messages"), "shop-orders-tx-3", "shop-orders-tx-0", "dead_letter", "shop-page-views-tx-1")
+	for _, tx := range []string{"shop-orders-tx-3", "shop-orders-tx-0"} {
+		tab.do(chromedp.WaitVisible(`#main span.preview[data-preview="` + tx + `"][title]`))
+	}
+	mustContain(t, "the payload previews", tab.panel("Messages"), `{"customer":"shop-customer","n":3}`, `{"customer":"shop-customer","n":0}`)
 	tab.do(chromedp.Click(chromedp.CSS(`#main button.link[data-tx="shop-orders-tx-0"]`)))
 	mustContain(t, "the dead-lettered message", tab.panel("Message shop-orders-tx-0"),
 		"dead_letter", "the order has no customer", `"customer": "shop-customer"`)

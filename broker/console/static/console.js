@@ -393,14 +393,23 @@ const pages = {
         if (f.queue) q.set("queue", f.queue);
         if (f.status) q.set("status", f.status);
         const a = await api("/api/v1/messages?" + q);
-        return el("div", {}, table([
+        const payloads = [];
+        const payload = (m) => {
+          const cell = el("span", { class: "preview mono", "data-preview": m.transactionId }, "…");
+          payloads.push([cell, m]);
+          return cell;
+        };
+        const shown = el("div", {}, table([
           ["Created", (m) => fmt.time(m.createdAt)],
           ["Queue", (m) => link("#/queue/" + enc(m.queue), m.queue)],
           ["Partition", (m) => m.partition],
           ["Transaction", (m) => el("button", { type: "button", class: "link", "data-tx": m.transactionId, onclick: () => showMessage(detail, m) }, m.transactionId)],
           ["Status", (m) => pill(m.status, { completed: "ok", pending: "idle", processing: "warn", dead_letter: "bad" }[m.status] || "idle")],
           ["Groups done", (m) => m.busStatus ? m.busStatus.consumedBy + " of " + m.busStatus.totalGroups : "—", "num"],
+          ["Payload", payload],
         ], a.messages, "No message in this window."), pager(params, "#/messages", offset, limit, a.messages.length));
+        previews(payloads);
+        return shown;
       }, { wide: true }), detail)];
   },
 };
@@ -440,6 +449,29 @@ function deleteButton(m) {
     el("button", { type: "button", class: "secondary", "data-delete": m.transactionId, onclick: ask }, "Delete…"));
   idle();
   return cell;
+}
+
+// previews fills each listed message's payload cell from the message's own
+// route, a few at a time: the listing carries no payload (Queen's wire), and
+// a page lists at most 50 messages.
+function previews(cells) {
+  let next = 0;
+  const work = async () => {
+    while (next < cells.length) {
+      const [cell, m] = cells[next++];
+      try {
+        const d = await api("/api/v1/messages/" + enc(m.partitionId) + "/" + enc(m.transactionId));
+        const text = JSON.stringify(d.payload);
+        cell.textContent = text.length > 80 ? text.slice(0, 79) + "…" : text;
+        cell.title = JSON.stringify(d.payload, null, 2);
+      } catch (e) {
+        if (e instanceof Down || e instanceof Denied) return failPage(e);
+        cell.textContent = "—";
+        cell.title = e.message; // deleted since it was listed, say
+      }
+    }
+  };
+  for (let i = 0; i < 4; i++) work();
 }
 
 function showMessage(detail, m) {
