@@ -564,3 +564,52 @@ func TestAGroupIsSoughtFromTheQueuePage(t *testing.T) {
 		t.Fatalf("shop-audit pops %d after the seek to 1970, want 200", s)
 	}
 }
+
+// The queue page charts each consumer group's lag, in messages and in
+// seconds, from the minutes the backlog refresh samples: an hour of two
+// groups' samples shows each group's line and its peak.
+func TestQueuePageChartsEachGroupsLagInMessagesAndSeconds(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	if r := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "lagging"}); r.Status != http.StatusOK {
+		t.Fatalf("configure: %d %s", r.Status, r.Body)
+	}
+	if _, err := b.Pool.Exec(context.Background(), `INSERT INTO queen.group_minutes (tenant, queue, consumer_group, minute, lag, lag_seconds)
+		SELECT 'default', 'lagging', g, date_trunc('minute', now()) - make_interval(mins => 59 - i), i * k, i * k * 10
+		  FROM generate_series(0, 59) i, (VALUES ('billing', 1), ('audit', 2)) AS x (g, k)`); err != nil {
+		t.Fatal(err)
+	}
+	tab := newTab(t)
+	tab.open(b.URL + "/console/#/queue/lagging")
+	text := tab.waitText("#lag-chart", "audit: peak 118")
+	mustContain(t, "the lag charts", text, "Messages behind", "billing: peak 59", "Seconds behind", "audit: peak 1,180", "billing: peak 590")
+	lines := run(tab, chromedp.Evaluate[int](`document.querySelectorAll("#lag-chart polyline").length`))
+	if lines != 4 {
+		t.Fatalf("%d lines in the lag charts, want 4 (two groups, two charts)", lines)
+	}
+	tab.shot("queue-lag-chart")
+}
+
+// The query page charts the query's cycles, committed and refused, from
+// the per-minute counts of its cycles.
+func TestQueryPageChartsItsCyclesAndRefusedCycles(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	var q struct {
+		QueryID string `json:"query_id"`
+	}
+	r := b.Do(t, "POST", "/streams/v1/queries", "", map[string]any{"name": "busy", "source_queue": "busy-src", "config_hash": "h"})
+	if r.Status != http.StatusOK {
+		t.Fatalf("register: %d %s", r.Status, r.Body)
+	}
+	r.JSON(t, &q)
+	if _, err := b.Pool.Exec(context.Background(), `INSERT INTO queen_streams.query_minutes (tenant, query_id, minute, replica, cycles, refused)
+		SELECT 'default', $1, date_trunc('minute', now()) - make_interval(mins => 29 - i), r, 10, i % 2
+		  FROM generate_series(0, 29) i, (VALUES ('r1'), ('r2')) AS x (r)`, q.QueryID); err != nil {
+		t.Fatal(err)
+	}
+	tab := newTab(t)
+	tab.open(b.URL + "/console/#/query/busy")
+	mustContain(t, "the cycles chart", tab.waitText("#cycle-chart", "refused"), "600 cycles", "30 refused")
+	tab.shot("query-cycles")
+}
