@@ -131,7 +131,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		var wg sync.WaitGroup
 		wg.Go(func() { consumers.Run(bg, cfg.ReseedInterval) })
 		wg.Go(func() {
-			retention.New(pool, logger, retention.Settings{
+			retention.New(store, logger, retention.Settings{
 				DedupWindow: cfg.DedupWindow, RetentionChunk: cfg.RetentionBatch, EvictionChunk: cfg.EvictionBatch,
 				CleanupAfter: time.Duration(cfg.PartitionCleanupDays) * 24 * time.Hour, MetricsAge: cfg.MetricsRetention,
 			}, logs.Announce).Run(bg, cfg.RetentionEvery, cfg.EvictionEvery)

@@ -108,29 +108,6 @@ func TestParkedLongPollsAreSampledIntoTheirQueuesMinute(t *testing.T) {
 	require.Empty(t, c.parked, "a queue with nothing parked is forgotten")
 }
 
-func TestSweepDeletesMinutesOlderThanTheRetention(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := pgtest.New(t)
-	c := New()
-	at(c, time.Now().Add(-3*time.Hour))
-	c.Add("default", "old", PushMessages, 1)
-	at(c, time.Now())
-	c.Add("default", "new", PushMessages, 1)
-	require.NoError(t, c.Flush(ctx, pool, "r1"))
-	require.NoError(t, Sweep(ctx, pool, 2*time.Hour))
-	var queues []string
-	rows, err := pool.Query(ctx, `SELECT queue FROM queen.queue_minutes`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var q string
-		require.NoError(t, rows.Scan(&q))
-		queues = append(queues, q)
-	}
-	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"new"}, queues)
-}
-
 func TestTheSampleRecordsTheProcessAndThePool(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

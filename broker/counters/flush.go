@@ -158,16 +158,3 @@ func cycleArgs(cyc map[queryKey]*cycles, replica string) []any {
 	}
 	return []any{tenants, pg.IDs(queries), minutes, replica, done, refused}
 }
-
-// Sweep deletes the minutes, samples and retention events older than
-// retention.
-func Sweep(ctx context.Context, db pg.DB, retention time.Duration) error {
-	for _, table := range []string{"queen.queue_minutes WHERE minute", "queen_streams.query_minutes WHERE minute",
-		"queen.group_minutes WHERE minute", "queen.replica_samples WHERE minute", "queen.retention_events WHERE at"} {
-		if _, err := db.Exec(ctx, `DELETE FROM `+table+` < now() - make_interval(secs => $1)`,
-			retention.Seconds()); err != nil {
-			return fmt.Errorf("delete old rows of %s: %w", table, err)
-		}
-	}
-	return nil
-}

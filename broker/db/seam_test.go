@@ -22,7 +22,6 @@ var stillOwnSQL = []string{
 	"broker/queue",
 	"broker/queue/store",
 	"broker/quota",
-	"broker/retention",
 	"broker/server",
 	"cmd/operator",
 	"controllers/celldb",

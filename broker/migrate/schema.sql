@@ -31,6 +31,15 @@ CREATE FUNCTION queen.ack_cursor(p_tenant text, p_partition_id uuid, p_group tex
 $$;
 
 --
+-- Name: drop_below_floors(uuid, integer); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.drop_below_floors(p_queue_id uuid, p_chunk integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen.drop_below_floors.sql
+$$;
+
+--
 -- Name: lease_held_by(uuid, timestamp with time zone, uuid); Type: FUNCTION; Schema: queen; Owner: -
 --
 
