@@ -22,7 +22,7 @@ import (
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 

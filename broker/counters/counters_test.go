@@ -12,7 +12,7 @@ import (
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 // at pins the counters' clock.
 func at(c *Counters, t time.Time) { c.now = func() time.Time { return t } }

@@ -18,7 +18,7 @@ import (
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 func do(t *testing.T, b *brokertest.Broker, method, path string, body any) brokertest.Response {
 	t.Helper()
