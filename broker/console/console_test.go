@@ -613,3 +613,41 @@ func TestQueryPageChartsItsCyclesAndRefusedCycles(t *testing.T) {
 	mustContain(t, "the cycles chart", tab.waitText("#cycle-chart", "refused"), "600 cycles", "30 refused")
 	tab.shot("query-cycles")
 }
+
+// Retry pushes the dead letter's payload again as a new message of its
+// partition, which its group is then delivered, and deletes the dead one.
+func TestADeadLetterIsRetriedThenDeliveredAgain(t *testing.T) {
+	t.Parallel()
+	b, tab := shopAt(t, "#/dlq")
+	mustContain(t, "the dead letters", tab.panel("Dead letters"), "shop-orders-tx-0")
+	tab.do(chromedp.Click(chromedp.CSS(`button[data-retry="shop-orders-tx-0"]`)))
+	tab.waitText(`section[data-panel="Dead letters"]`, "Push the payload again to shop-orders/Default")
+	tab.shot("dead-letter-retry")
+	tab.do(chromedp.Click(chromedp.CSS(`button[data-confirm="shop-orders-tx-0"][data-action="Retry"]`)))
+	tab.waitText(`section[data-panel="Dead letters"][data-state]`, "No dead letters.")
+	// shop-audit had consumed only the message it dead-lettered: it is
+	// delivered the retried one next.
+	var p struct {
+		Messages []struct {
+			TransactionID string         `json:"transactionId"`
+			Data          map[string]any `json:"data"`
+		} `json:"messages"`
+	}
+	r := b.Do(t, "GET", "/api/v1/pop/queue/shop-orders?batch=10&consumerGroup=shop-audit&autoAck=true", "", nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("pop after the retry: %d %s", r.Status, r.Body)
+	}
+	r.JSON(t, &p)
+	var retried int
+	for _, m := range p.Messages {
+		if m.TransactionID == "shop-orders-tx-0" {
+			t.Fatal("the dead message was delivered again; it was to be deleted")
+		}
+		if m.Data["n"] == float64(0) && m.Data["customer"] == "shop-customer" {
+			retried++
+		}
+	}
+	if retried != 1 || len(p.Messages) != 4 {
+		t.Fatalf("shop-audit got %d messages, %d of them the retried payload; want tx-1..3 and the retry: %+v", len(p.Messages), retried, p.Messages)
+	}
+}

@@ -426,31 +426,52 @@ function dlqTable(ms, withQueue) {
     ["Retries", (m) => fmt.num(m.retryCount), "num"],
     ["Error", (m) => m.errorMessage || "—"],
     ["Payload", (m) => el("pre", {}, JSON.stringify(m.data))],
-    level() >= READ_WRITE && ["", deleteButton],
+    level() >= READ_WRITE && ["", (m) => el("span", {}, retryButton(m), " ", deleteButton(m))],
   ].filter(Boolean), ms, "No dead letters.");
 }
 
-// deleteButton deletes a dead letter's message (read-write), after asking:
-// the message goes for every consumer group, its dead letters with it.
-function deleteButton(m) {
+// confirming is an action's cell: a button that asks first, then does
+// act and shows the page again, or the error it met.
+function confirming(m, label, question, act) {
   const cell = el("span", { class: "action" });
   const ask = () => cell.replaceChildren(
-    el("span", { class: "muted" }, "Delete the message for every group? "),
-    el("button", { type: "button", class: "danger", "data-confirm": m.transactionId, onclick: async (ev) => {
+    el("span", { class: "muted" }, question + " "),
+    el("button", { type: "button", class: "danger", "data-confirm": m.transactionId, "data-action": label, onclick: async (ev) => {
       ev.target.disabled = true;
       try {
-        await api("/api/v1/messages/" + enc(m.partitionId) + "/" + enc(m.transactionId), undefined, "DELETE");
+        await act();
         route();
       } catch (e) {
         if (e instanceof Down || e instanceof Denied) failPage(e);
         else cell.replaceChildren(el("span", { class: "error" }, e.message));
       }
-    } }, "Delete"),
+    } }, label),
     " ", el("button", { type: "button", class: "secondary", onclick: idle }, "Keep"));
   const idle = () => cell.replaceChildren(
-    el("button", { type: "button", class: "secondary", "data-delete": m.transactionId, onclick: ask }, "Delete…"));
+    el("button", { type: "button", class: "secondary", ["data-" + label.toLowerCase()]: m.transactionId, onclick: ask }, label + "…"));
   idle();
   return cell;
+}
+
+const deleteMessage = (m) => api("/api/v1/messages/" + enc(m.partitionId) + "/" + enc(m.transactionId), undefined, "DELETE");
+
+// deleteButton deletes a dead letter's message (read-write), after asking:
+// the message goes for every consumer group, its dead letters with it.
+function deleteButton(m) {
+  return confirming(m, "Delete", "Delete the message for every group?", () => deleteMessage(m));
+}
+
+// retryButton retries a dead letter (read-write) with the routes the API
+// has, since Queen's retry route is not served: it pushes the payload again
+// to the same partition as a new message, which every group of the queue
+// is delivered, then deletes the dead one. A push that fails leaves the
+// dead letter as it was.
+function retryButton(m) {
+  return confirming(m, "Retry", "Push the payload again to " + m.queue + "/" + m.partition +
+    " as a new message (every group gets it) and delete this one?", async () => {
+    await api("/api/v1/push", { items: [{ queue: m.queue, partition: m.partition, payload: m.data }] });
+    await deleteMessage(m);
+  });
 }
 
 // previews fills each listed message's payload cell from the message's own
