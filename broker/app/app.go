@@ -103,7 +103,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	hot := hotlist.New()
 	logs := log.New(pool, sealer, m, hot, logger)
 	logs.JoinPushes(cfg.PushCalls)
-	quotas := quota.New(pool, m.QuotaRefusals, logger)
+	quotas := quota.New(store, m.QuotaRefusals, logger)
 	logs.Limit(quotas)
 	switches := flags.New(store, logger)
 	spooled, err := spool.Open(cfg.SpoolDir, logs, pool, switches, m.SpoolBuffered, logger)

@@ -21,7 +21,6 @@ var stillOwnSQL = []string{
 	"broker/pg",
 	"broker/queue",
 	"broker/queue/store",
-	"broker/quota",
 	"broker/server",
 	"cmd/operator",
 	"controllers/celldb",
