@@ -4,7 +4,9 @@
 // refusal by the rules comes back as a typed error, never as SQL text.
 //
 // The streams family (the cycle, the state read, registration and the
-// query listing) and the system flags live here; the queue, admin,
+// query listing), the system flags and the admin family (admin_*.go: the
+// consumer groups and their seeks, the message, resources, status,
+// analytics and trace reads, PostgreSQL's statistics) live here; the queue,
 // retention, counters, quota and catalog families move in next (TestOnlyTheSeamImportsPgx lists the
 // packages that still talk to PostgreSQL themselves, and the list only
 // shrinks).
