@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // The admin API's consumer-group routes (queue-admin-api.md §1) read and
@@ -168,29 +169,23 @@ func (d *DB) DeleteGroup(ctx context.Context, tenant, group string, queue *strin
 // again.
 type MovedCursor struct{ Queue, Partition uuid.UUID }
 
-// released is what every seek does to the cursors it moves: the lease goes,
-// and with it the retry count, which counted a batch that is no longer the
-// one at the cursor. The batch bounds stay, so that an ack of a message of
-// the old batch is still recognised: behind the cursor it reads as already
-// acknowledged, ahead of it the missing lease refuses it.
-const released = `lease_id = NULL, lease_expires_at = NULL, retry_count = 0`
+// seekSQL moves cursors by the one seek rule, queen.seek_to_v2: every
+// seek releases the leases of the cursors it moves, and says how.
+const seekSQL = `SELECT queue_id, partition_id
+	  FROM queen.seek_to_v2(p_tenant => $1, p_queue => $2, p_group => $3, p_partition => NULL, p_at => $4)`
 
 // SeekToEnd moves the group's cursors on the tenant's queue just past each
 // partition's newest message; a partition without messages is left alone.
+// One statement: queen.seek_to_v2 to 'infinity'.
 func (d *DB) SeekToEnd(ctx context.Context, tenant, group, queue string) ([]MovedCursor, error) {
-	rows, err := d.q.Query(ctx, `UPDATE queen.cursors c SET committed = p.next_offset, `+released+`
-		  FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-		 WHERE c.partition_id = p.id AND q.tenant = $1 AND q.name = $2 AND c.consumer_group = $3
-		   AND EXISTS (SELECT FROM queen.log_segments s WHERE s.partition_id = p.id)
-		RETURNING q.id, p.id`, tenant, queue, group)
+	rows, err := d.q.Query(ctx, seekSQL, tenant, queue, group, pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true})
 	return collectMoved(rows, err, "seek %q to the end", group)
 }
 
 // SeekTo moves the group's cursors on the tenant's queue just after the
-// last message created at or before t; queen.seek_to says how.
+// last message created at or before t; queen.seek_to_v2 says how.
 func (d *DB) SeekTo(ctx context.Context, tenant, group, queue string, t time.Time) ([]MovedCursor, error) {
-	rows, err := d.q.Query(ctx, `SELECT queue_id, partition_id
-		  FROM queen.seek_to(p_tenant => $1, p_queue => $2, p_group => $3, p_at => $4)`, tenant, queue, group, t)
+	rows, err := d.q.Query(ctx, seekSQL, tenant, queue, group, t)
 	return collectMoved(rows, err, "seek %q to a time", group)
 }
 
@@ -210,22 +205,23 @@ func collectMoved(rows pgx.Rows, err error, format string, args ...any) ([]Moved
 var ErrNoSuchPartition = errors.New("partition not found")
 
 // SeekPartitionToEnd moves the group's cursor on one partition of the
-// tenant's queue past its newest message. It reports whether a cursor moved
-// and, if so, the creation time of that message (at segment granularity).
+// tenant's queue past its newest message, by queen.seek_to_v2. It reports
+// whether a cursor moved and, if so, the creation time of that message (at
+// segment granularity). One statement: the partition by
+// queues_tenant_name_key and its (queue_id, name) key, its newest segment by
+// log_segments_pkey, and the seek.
 func (d *DB) SeekPartitionToEnd(ctx context.Context, tenant, group, queue, partition string) (*MovedCursor, *time.Time, error) {
 	var m MovedCursor
 	var at *time.Time
 	var updated bool
 	err := d.q.QueryRow(ctx, `WITH p AS (
-			SELECT p.id, p.queue_id, p.next_offset,
+			SELECT p.id, p.queue_id,
 			       (SELECT s.max_created_at FROM queen.log_segments s
 			         WHERE s.partition_id = p.id ORDER BY s.base_offset DESC LIMIT 1) AS newest
 			  FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
 			 WHERE q.tenant = $1 AND q.name = $2 AND p.name = $3
-		), u AS (
-			UPDATE queen.cursors c SET committed = p.next_offset, `+released+`
-			  FROM p WHERE c.partition_id = p.id AND c.consumer_group = $4 AND p.newest IS NOT NULL
-			RETURNING 1
+		), u AS MATERIALIZED (
+			SELECT FROM queen.seek_to_v2(p_tenant => $1, p_queue => $2, p_group => $4, p_partition => $3, p_at => 'infinity')
 		)
 		SELECT p.queue_id, p.id, EXISTS (SELECT FROM u), p.newest FROM p`, tenant, queue, partition, group).
 		Scan(&m.Queue, &m.Partition, &updated, &at)
