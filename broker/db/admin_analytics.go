@@ -51,30 +51,22 @@ func (d *DB) QueueMinutes(ctx context.Context, tenant string, w Window) ([]Queue
 	for _, c := range counters.Columns {
 		sums = append(sums, "sum("+c+")::bigint")
 	}
-	rows, err := d.q.Query(ctx, `SELECT `+bucketSQL("minute")+` AS bucket, CASE WHEN $9 THEN '' ELSE queue END,
+	return collect(ctx, d, `SELECT `+bucketSQL("minute")+` AS bucket, CASE WHEN $9 THEN '' ELSE queue END,
 			CASE WHEN $7 THEN replica ELSE '' END,
 			`+strings.Join(sums, ", ")+`, max(lag_max_ms)
 		  FROM queen.queue_minutes
 		 WHERE tenant = $1 AND minute >= date_trunc('minute', $3::timestamptz) AND minute <= $4
 		   AND ($5::text = '' OR queue = $5) AND ($6::text = '' OR replica = $6) AND (NOT $8 OR parked_sum > 0)
 		   AND ($10::text[] IS NULL OR queue = ANY($10))
-		 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, tenant, w.Width, w.From, w.To, w.Queue, w.Replica, w.PerReplica, w.Parked,
-		w.AcrossQueues, w.Queues)
-	if err != nil {
-		return nil, fmt.Errorf("read queue minutes: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (QueueMinutes, error) {
+		 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, "read queue minutes", func(r pgx.CollectableRow) (QueueMinutes, error) {
 		var m QueueMinutes
 		dest := []any{&m.Bucket, &m.Queue, &m.Replica}
 		for i := range m.N {
 			dest = append(dest, &m.N[i])
 		}
 		return m, r.Scan(append(dest, &m.LagMax)...)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read queue minutes: %w", err)
-	}
-	return out, nil
+	}, tenant, w.Width, w.From, w.To, w.Queue, w.Replica, w.PerReplica, w.Parked,
+		w.AcrossQueues, w.Queues)
 }
 
 // LagMinute is one queue's pop lag in one minute, summed over replicas.
@@ -92,22 +84,14 @@ const maxLagRows = 10000
 // window, newest first, at most maxLagRows. One statement: a range scan of
 // queue_minutes' primary key.
 func (d *DB) LagMinutes(ctx context.Context, tenant string, w Window) ([]LagMinute, error) {
-	rows, err := d.q.Query(ctx, `SELECT queue, minute, sum(lag_count)::bigint, sum(lag_sum_ms)::bigint, max(lag_max_ms)
+	return collect(ctx, d, `SELECT queue, minute, sum(lag_count)::bigint, sum(lag_sum_ms)::bigint, max(lag_max_ms)
 		  FROM queen.queue_minutes
 		 WHERE tenant = $1 AND minute >= date_trunc('minute', $2::timestamptz) AND minute <= $3
 		   AND ($4::text = '' OR queue = $4) AND lag_count > 0
-		 GROUP BY queue, minute ORDER BY minute DESC, queue LIMIT $5`, tenant, w.From, w.To, w.Queue, maxLagRows)
-	if err != nil {
-		return nil, fmt.Errorf("read queue lag: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (LagMinute, error) {
+		 GROUP BY queue, minute ORDER BY minute DESC, queue LIMIT $5`, "read queue lag", func(r pgx.CollectableRow) (LagMinute, error) {
 		var m LagMinute
 		return m, r.Scan(&m.Queue, &m.Minute, &m.Pops, &m.LagSum, &m.LagMax)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read queue lag: %w", err)
-	}
-	return out, nil
+	}, tenant, w.From, w.To, w.Queue, maxLagRows)
 }
 
 // PartitionsCreated counts the partitions of the tenant's named queues by
@@ -175,25 +159,17 @@ type RetentionBucket struct {
 // RetentionBuckets reads the tenant's retention events in the window by bucket,
 // ascending. One statement: a range scan of retention_events (tenant, at).
 func (d *DB) RetentionBuckets(ctx context.Context, tenant string, w Window) ([]RetentionBucket, error) {
-	rows, err := d.q.Query(ctx, `SELECT `+bucketSQL("at")+`,
+	return collect(ctx, d, `SELECT `+bucketSQL("at")+`,
 			coalesce(sum(messages) FILTER (WHERE kind = 'retention'), 0)::bigint,
 			coalesce(sum(messages) FILTER (WHERE kind = 'completed_retention'), 0)::bigint,
 			coalesce(sum(messages) FILTER (WHERE kind = 'eviction'), 0)::bigint,
 			count(*)
 		  FROM queen.retention_events
 		 WHERE tenant = $1 AND at >= $3 AND at <= $4 AND ($5::text = '' OR queue = $5)
-		 GROUP BY 1 ORDER BY 1`, tenant, w.Width, w.From, w.To, w.Queue)
-	if err != nil {
-		return nil, fmt.Errorf("read retention events: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RetentionBucket, error) {
+		 GROUP BY 1 ORDER BY 1`, "read retention events", func(r pgx.CollectableRow) (RetentionBucket, error) {
 		var b RetentionBucket
 		return b, r.Scan(&b.Bucket, &b.Retention, &b.Completed, &b.Evicted, &b.Events)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read retention events: %w", err)
-	}
-	return out, nil
+	}, tenant, w.Width, w.From, w.To, w.Queue)
 }
 
 // ReplicaSample is one replica's sample of one minute.
@@ -210,21 +186,13 @@ type ReplicaSample struct {
 // replica_samples' primary key (minute, replica), one row per replica and
 // minute.
 func (d *DB) ReplicaSamples(ctx context.Context, w Window) ([]ReplicaSample, error) {
-	rows, err := d.q.Query(ctx, `SELECT replica, minute, sampled_at, cpu_user_pct, cpu_sys_pct, rss_bytes, virtual_bytes,
+	return collect(ctx, d, `SELECT replica, minute, sampled_at, cpu_user_pct, cpu_sys_pct, rss_bytes, virtual_bytes,
 			pool_size, pool_idle, pool_active
 		  FROM queen.replica_samples
 		 WHERE minute >= date_trunc('minute', $1::timestamptz) AND minute <= $2 AND ($3::text = '' OR replica = $3)
-		 ORDER BY replica, minute`, w.From, w.To, w.Replica)
-	if err != nil {
-		return nil, fmt.Errorf("read replica samples: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ReplicaSample, error) {
+		 ORDER BY replica, minute`, "read replica samples", func(r pgx.CollectableRow) (ReplicaSample, error) {
 		var x ReplicaSample
 		return x, r.Scan(&x.Replica, &x.Minute, &x.SampledAt, &x.CPUUser, &x.CPUSys, &x.RSS, &x.Virtual,
 			&x.PoolSize, &x.PoolIdle, &x.PoolActive)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read replica samples: %w", err)
-	}
-	return out, nil
+	}, w.From, w.To, w.Replica)
 }

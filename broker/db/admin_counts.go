@@ -97,27 +97,19 @@ const queueColumns = `q.id, q.name, coalesce(q.namespace, ''), coalesce(q.task, 
 // QueueSummaries lists the tenant's queues, newest first, with the counts of their
 // partitions summed: partitionCounts once, grouped by queue.
 func (d *DB) QueueSummaries(ctx context.Context, tenant string) ([]QueueSummary, error) {
-	rows, err := d.q.Query(ctx, `SELECT `+queueColumns+`, count(pc.partition_id)::int,
+	return collect(ctx, d, `SELECT `+queueColumns+`, count(pc.partition_id)::int,
 			coalesce(sum(pc.given), 0)::bigint, coalesce(sum(pc.consumed), 0)::bigint, coalesce(sum(pc.total), 0)::bigint, coalesce(sum(pc.pending), 0)::bigint,
 			coalesce(sum(pc.waiting), 0)::bigint, coalesce(sum(pc.processing), 0)::bigint, coalesce(sum(pc.dead_letter), 0)::bigint
 		  FROM queen.queues q
 		  LEFT JOIN (`+partitionCounts+`) pc ON pc.queue_id = q.id
 		 WHERE q.tenant = $1
 		 GROUP BY q.id
-		 ORDER BY q.created_at DESC, q.name`, tenant, nil)
-	if err != nil {
-		return nil, fmt.Errorf("list queues: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (QueueSummary, error) {
+		 ORDER BY q.created_at DESC, q.name`, "list queues", func(r pgx.CollectableRow) (QueueSummary, error) {
 		var q QueueSummary
 		err := r.Scan(queueFields(&q, &q.Partitions, &q.Given, &q.Consumed, &q.Counts.Total, &q.Counts.Pending,
 			&q.Counts.Waiting, &q.Counts.Processing, &q.Counts.DeadLetter)...)
 		return q, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list queues: %w", err)
-	}
-	return out, nil
+	}, tenant, nil)
 }
 
 func queueFields(q *QueueSummary, more ...any) []any {

@@ -29,9 +29,7 @@ func (f *fixture) deadLetter(partition uuid.UUID, group, txid, errorMessage stri
 func counted(f *fixture) (q, a, b uuid.UUID) {
 	q = f.queue("acme", "orders")
 	a, b = f.partition(q, "a"), f.partition(q, "b")
-	f.push(a, t0, "0", "1")
-	f.push(a, t0.Add(time.Minute), "2", "3", "4")
-	f.push(a, t0.Add(2*time.Minute), "5", "6", "7", "8", "9")
+	f.segments(a, "0 1", "2 3 4", "5 6 7 8 9")
 	f.exec(`DELETE FROM queen.log_segments WHERE partition_id = $1 AND base_offset = 0`, a)
 	f.cursor(a, "g1", 5)
 	f.cursor(a, "g2", 7)

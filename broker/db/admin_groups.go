@@ -49,7 +49,7 @@ type GroupSummary struct {
 // by group, then queue. One statement: a scan of the tenant's cursors, each
 // with two index probes into its partition's segments.
 func (d *DB) ConsumerGroups(ctx context.Context, tenant string) ([]GroupSummary, error) {
-	rows, err := d.q.Query(ctx, `SELECT c.consumer_group, q.name, count(*)::int,
+	return collect(ctx, d, `SELECT c.consumer_group, q.name, count(*)::int,
 			count(*) FILTER (WHERE o.oldest IS NOT NULL)::int,
 			coalesce(sum(greatest(p.next_offset - c.committed, 0)), 0)::bigint,
 			min(o.oldest), bool_or(c.last_consumed_at IS NOT NULL OR c.batch_end IS NULL),
@@ -64,20 +64,12 @@ func (d *DB) ConsumerGroups(ctx context.Context, tenant string) ([]GroupSummary,
 		                      WHERE x.queue_id = q.id AND x.consumer_group = c.consumer_group
 		                        AND x.starts_after > '-infinity') sub ON true
 		 GROUP BY c.consumer_group, q.name, sub.mode, sub.starts_after, sub.created_at
-		 ORDER BY c.consumer_group, q.name`, tenant)
-	if err != nil {
-		return nil, fmt.Errorf("list consumer groups: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (GroupSummary, error) {
+		 ORDER BY c.consumer_group, q.name`, "list consumer groups", func(r pgx.CollectableRow) (GroupSummary, error) {
 		var g GroupSummary
 		err := r.Scan(&g.Name, &g.Queue, &g.Members, &g.WithLag, &g.LagMessages, &g.Oldest, &g.Moved,
 			&g.SubMode, &g.SubStart, &g.SubCreated)
 		return g, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list consumer groups: %w", err)
-	}
-	return out, nil
+	}, tenant)
 }
 
 // GroupCursor is one cursor of a group on a partition, with its lag.
@@ -107,41 +99,25 @@ func scanCursor(r pgx.CollectableRow) (GroupCursor, error) {
 // LaggingCursors lists the tenant's cursors whose oldest unconsumed message is
 // strictly older than minLag, the most lagging first.
 func (d *DB) LaggingCursors(ctx context.Context, tenant string, minLag time.Duration) ([]GroupCursor, error) {
-	rows, err := d.q.Query(ctx, `SELECT `+cursorColumns+`
+	return collect(ctx, d, `SELECT `+cursorColumns+`
 		  FROM queen.cursors c
 		  JOIN queen.partitions p ON p.id = c.partition_id
 		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
 		  `+oldestJoin+`
 		 WHERE o.oldest < now() - make_interval(secs => $2)
-		 ORDER BY o.oldest, c.consumer_group, q.name, p.name`, tenant, minLag.Seconds())
-	if err != nil {
-		return nil, fmt.Errorf("list lagging cursors: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, scanCursor)
-	if err != nil {
-		return nil, fmt.Errorf("list lagging cursors: %w", err)
-	}
-	return out, nil
+		 ORDER BY o.oldest, c.consumer_group, q.name, p.name`, "list lagging cursors", scanCursor, tenant, minLag.Seconds())
 }
 
 // GroupCursors lists one group's cursors on the tenant's queues, by queue, then
 // partition.
 func (d *DB) GroupCursors(ctx context.Context, tenant, group string) ([]GroupCursor, error) {
-	rows, err := d.q.Query(ctx, `SELECT `+cursorColumns+`
+	return collect(ctx, d, `SELECT `+cursorColumns+`
 		  FROM queen.cursors c
 		  JOIN queen.partitions p ON p.id = c.partition_id
 		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
 		  `+oldestJoin+`
 		 WHERE c.consumer_group = $2
-		 ORDER BY q.name, p.name`, tenant, group)
-	if err != nil {
-		return nil, fmt.Errorf("describe consumer group: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, scanCursor)
-	if err != nil {
-		return nil, fmt.Errorf("describe consumer group: %w", err)
-	}
-	return out, nil
+		 ORDER BY q.name, p.name`, "describe consumer group", scanCursor, tenant, group)
 }
 
 // DeleteGroup deletes the group's cursors, with their leases and retry counts, on

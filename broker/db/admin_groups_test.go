@@ -26,8 +26,7 @@ func TestSeekToEndMovesEachCursorPastItsPartitionsNewestMessageAndReleasesItsLea
 	f := newFixture(t)
 	q := f.queue("acme", "orders")
 	full, empty := f.partition(q, "full"), f.partition(q, "empty")
-	f.push(full, t0, "a", "b")
-	f.push(full, t0.Add(time.Second), "c")
+	f.segments(full, "a b", "c")
 	f.cursor(full, "g", 0)
 	f.lease(full, "g", 2, time.Now().Add(time.Minute), 2)
 	f.cursor(empty, "g", 0)
@@ -46,9 +45,7 @@ func TestSeekToATimeMovesJustAfterTheLastMessageCreatedAtOrBeforeIt(t *testing.T
 	f := newFixture(t)
 	q := f.queue("acme", "orders")
 	p := f.partition(q, "p")
-	f.push(p, t0, "a", "b")
-	f.push(p, t0.Add(time.Minute), "c")
-	f.push(p, t0.Add(2*time.Minute), "d")
+	f.segments(p, "a b", "c", "d")
 	f.cursor(p, "g", 4)
 	f.lease(p, "g", 4, time.Now().Add(time.Minute), 1)
 
@@ -72,42 +69,45 @@ func TestSeekToATimeMovesJustAfterTheLastMessageCreatedAtOrBeforeIt(t *testing.T
 	}
 }
 
-func TestASeekWithNoMessageThatOldStartsWhereTheSubscriptionStarts(t *testing.T) {
-	f := newFixture(t)
-	q := f.queue("acme", "orders")
-	p := f.partition(q, "p")
-	f.push(p, t0, "a")
-	f.push(p, t0.Add(time.Minute), "b", "c")
-	f.push(p, t0.Add(2*time.Minute), "d")
-	f.exec(`INSERT INTO queen.subscriptions (queue_id, consumer_group, starts_after, mode) VALUES ($1, 'g', $2, 'timestamp')`,
-		q, t0.Add(90*time.Second))
-	f.cursor(p, "g", 4)
+// A seek to before every message of a partition goes where the group's
+// first pop would start it: where the subscription starts, or the
+// beginning; and what lies below the floor is deleted, so never there.
+func TestASeekBeforeEveryMessageStartsWhereTheSubscriptionDoesButNeverBelowTheFloor(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		subscription bool
+		floor, want  int64
+	}{
+		{"no subscription", false, 0, 0},
+		{"past the messages before the subscription's start", true, 0, 3},
+		{"the floor", false, 2, 2},
+		{"the subscription above the floor", true, 2, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			q := f.queue("acme", "orders")
+			p := f.partition(q, "p")
+			f.segments(p, "a", "b c", "d")
+			if c.subscription {
+				f.exec(`INSERT INTO queen.subscriptions (queue_id, consumer_group, starts_after, mode)
+					VALUES ($1, 'g', $2, 'timestamp')`, q, t0.Add(90*time.Second))
+			}
+			f.exec(`UPDATE queen.partitions SET floor_offset = $2 WHERE id = $1`, p, c.floor)
+			f.cursor(p, "g", 4)
 
-	_, err := f.db.SeekTo(f.ctx, "acme", "g", "orders", t0.Add(-time.Hour))
-	require.NoError(t, err)
-	require.EqualValues(t, 3, f.cursorRow(p, "g").Committed, "past the messages before the subscription's start")
-}
-
-func TestASeekNeverMovesACursorBelowItsPartitionsFloor(t *testing.T) {
-	f := newFixture(t)
-	q := f.queue("acme", "orders")
-	p := f.partition(q, "p")
-	f.push(p, t0, "a", "b", "c")
-	f.push(p, t0.Add(time.Minute), "d")
-	f.exec(`UPDATE queen.partitions SET floor_offset = 2 WHERE id = $1`, p)
-	f.cursor(p, "g", 4)
-
-	_, err := f.db.SeekTo(f.ctx, "acme", "g", "orders", t0.Add(-time.Hour))
-	require.NoError(t, err)
-	require.EqualValues(t, 2, f.cursorRow(p, "g").Committed, "what is below the floor was deleted")
+			_, err := f.db.SeekTo(f.ctx, "acme", "g", "orders", t0.Add(-time.Hour))
+			require.NoError(t, err)
+			require.Equal(t, c.want, f.cursorRow(p, "g").Committed)
+		})
+	}
 }
 
 func TestASeekLeavesAPartitionTheGroupHasNotReachedAndOtherGroupsAlone(t *testing.T) {
 	f := newFixture(t)
 	q := f.queue("acme", "orders")
 	reached, unreached := f.partition(q, "reached"), f.partition(q, "unreached")
-	f.push(reached, t0, "a")
-	f.push(unreached, t0, "b")
+	f.segments(reached, "a")
+	f.segments(unreached, "b")
 	f.cursor(reached, "g", 0)
 	f.cursor(reached, "other", 0)
 
@@ -124,9 +124,8 @@ func TestSeekPartitionToEndMovesThatPartitionAloneAndReportsItsNewestMessage(t *
 	f := newFixture(t)
 	q := f.queue("acme", "orders")
 	p, other := f.partition(q, "p"), f.partition(q, "other")
-	f.push(p, t0, "a")
-	f.push(p, t0.Add(time.Minute), "b", "c")
-	f.push(other, t0, "x")
+	f.segments(p, "a", "b c")
+	f.segments(other, "x")
 	f.cursor(p, "g", 0)
 	f.lease(p, "g", 1, time.Now().Add(time.Minute), 3)
 	f.cursor(other, "g", 0)
@@ -147,7 +146,7 @@ func TestSeekPartitionToEndMovesNothingWithoutACursorOrAMessage(t *testing.T) {
 	q := f.queue("acme", "orders")
 	empty, unreached := f.partition(q, "empty"), f.partition(q, "unreached")
 	f.cursor(empty, "g", 0)
-	f.push(unreached, t0, "a")
+	f.segments(unreached, "a")
 
 	for _, name := range []string{"empty", "unreached"} {
 		m, at, err := f.db.SeekPartitionToEnd(f.ctx, "acme", "g", "orders", name)
@@ -160,7 +159,7 @@ func TestSeekPartitionToEndMovesNothingWithoutACursorOrAMessage(t *testing.T) {
 func TestSeekPartitionToEndOfAnUnknownOrAnotherTenantsPartitionIsErrNoSuchPartition(t *testing.T) {
 	f := newFixture(t)
 	p := f.partition(f.queue("other", "orders"), "p")
-	f.push(p, t0, "a")
+	f.segments(p, "a")
 	f.cursor(p, "g", 0)
 
 	for _, c := range [][2]string{{"orders", "p"}, {"orders", "missing"}, {"missing", "p"}} {
@@ -173,7 +172,7 @@ func TestSeekPartitionToEndOfAnUnknownOrAnotherTenantsPartitionIsErrNoSuchPartit
 func TestSeeksStayInsideTheirTenant(t *testing.T) {
 	f := newFixture(t)
 	p := f.partition(f.queue("other", "orders"), "p")
-	f.push(p, t0, "a")
+	f.segments(p, "a")
 	f.cursor(p, "g", 0)
 
 	ms, err := f.db.SeekToEnd(f.ctx, "acme", "g", "orders")
@@ -191,8 +190,7 @@ func TestThePreviousSeekToIsTheSameRuleAsItsSuccessor(t *testing.T) {
 	f := newFixture(t)
 	q := f.queue("acme", "orders")
 	p := f.partition(q, "p")
-	f.push(p, t0, "a", "b")
-	f.push(p, t0.Add(time.Minute), "c")
+	f.segments(p, "a b", "c")
 	f.exec(`UPDATE queen.partitions SET floor_offset = 1 WHERE id = $1`, p)
 	for _, at := range []time.Time{t0, t0.Add(-time.Hour), t0.Add(time.Hour)} {
 		f.exec(`DELETE FROM queen.cursors`)
@@ -241,8 +239,7 @@ func TestConsumerGroupsSumTheLagOfEachGroupOnEachQueue(t *testing.T) {
 	f := newFixture(t)
 	q := f.queue("acme", "orders")
 	a, b := f.partition(q, "a"), f.partition(q, "b")
-	f.push(a, t0, "1", "2", "3")
-	f.push(a, t0.Add(time.Minute), "4")
+	f.segments(a, "1 2 3", "4")
 	f.push(b, t0.Add(2*time.Minute), "5", "6")
 	f.cursor(a, "g", 3) // behind by 1, since t0+1m
 	f.cursor(b, "g", 2) // caught up

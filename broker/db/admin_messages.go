@@ -62,7 +62,7 @@ func (d *DB) StoredSegments(ctx context.Context, tenant string, w SegmentFilter,
 	if after != nil {
 		k = *after
 	}
-	rows, err := d.q.Query(ctx, `SELECT s.partition_id, q.name, p.name, coalesce(q.namespace, ''), coalesce(q.task, ''),
+	return collect(ctx, d, `SELECT s.partition_id, q.name, p.name, coalesce(q.namespace, ''), coalesce(q.task, ''),
 			q.priority, p.floor_offset, s.base_offset, s.frame_count, s.body, s.checksum, s.max_created_at
 		  FROM queen.log_segments s
 		  JOIN queen.partitions p ON p.id = s.partition_id
@@ -72,21 +72,13 @@ func (d *DB) StoredSegments(ctx context.Context, tenant string, w SegmentFilter,
 		   AND s.max_created_at >= $6 AND s.max_created_at < $7 AND s.min_created_at < $8
 		   AND ($9::boolean OR (s.max_created_at, s.partition_id, s.base_offset) < ($10, $11, $12))
 		 ORDER BY s.max_created_at DESC, s.partition_id DESC, s.base_offset DESC
-		 LIMIT $13`, tenant, w.Queue, w.Partition, w.Namespace, w.Task, lo, hi, w.To,
-		after == nil, k.MaxCreatedAt, k.PartitionID, k.Base, n)
-	if err != nil {
-		return nil, fmt.Errorf("read segments: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StoredSegment, error) {
+		 LIMIT $13`, "read segments", func(r pgx.CollectableRow) (StoredSegment, error) {
 		var g StoredSegment
 		err := r.Scan(&g.PartitionID, &g.Queue, &g.Partition, &g.Namespace, &g.Task, &g.Priority,
 			&g.Floor, &g.Base, &g.Frames, &g.Body, &g.Checksum, &g.MaxCreatedAt)
 		return g, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read segments: %w", err)
-	}
-	return out, nil
+	}, tenant, w.Queue, w.Partition, w.Namespace, w.Task, lo, hi, w.To,
+		after == nil, k.MaxCreatedAt, k.PartitionID, k.Base, n)
 }
 
 // CursorState is what a message's status needs of one cursor.

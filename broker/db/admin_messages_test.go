@@ -83,8 +83,7 @@ func TestFindMessageFindsTheNewestFrameOfTheTransactionIdAboveTheFloor(t *testin
 	f := newFixture(t)
 	q := f.queue("acme", "orders")
 	p := f.partition(q, "p")
-	f.push(p, t0, "a", "b")
-	f.push(p, t0.Add(time.Minute), "c", "a", "d")
+	f.segments(p, "a b", "c a d")
 
 	m, err := f.db.FindMessage(f.ctx, "acme", p, "a")
 	require.NoError(t, err)
@@ -114,7 +113,7 @@ func TestFindMessageFindsTheNewestFrameOfTheTransactionIdAboveTheFloor(t *testin
 func TestDeleteMessageRewritesTheSegmentOnlyAsItWasReadAndTakesTheMessagesTraces(t *testing.T) {
 	f := newFixture(t)
 	p := f.partition(f.queue("acme", "orders"), "p")
-	f.push(p, t0, "a", "b")
+	f.segments(p, "a b")
 	m, err := f.db.FindMessage(f.ctx, "acme", p, "b")
 	require.NoError(t, err)
 	id := f.deadLetter(p, "g", "b", "boom", t0)

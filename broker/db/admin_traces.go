@@ -86,23 +86,15 @@ const traceNamesSQL = `coalesce((SELECT array_agg(n.name ORDER BY n.name) FROM q
 // most 1,000. One statement: traces (partition_id, transaction_id, id),
 // with each trace's names by trace_names (trace_id).
 func (d *DB) MessageTraces(ctx context.Context, tenant string, partition uuid.UUID, txid string) ([]Trace, error) {
-	rows, err := d.q.Query(ctx, `SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at, `+traceNamesSQL+`
+	return collect(ctx, d, `SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at, `+traceNamesSQL+`
 		  FROM queen.traces t
 		  JOIN queen.partitions p ON p.id = t.partition_id
 		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
 		 WHERE t.partition_id = $2 AND t.transaction_id = $3
-		 ORDER BY t.id LIMIT $4`, tenant, partition, txid, maxMessageTraces)
-	if err != nil {
-		return nil, fmt.Errorf("read a message's traces: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Trace, error) {
+		 ORDER BY t.id LIMIT $4`, "read a message's traces", func(r pgx.CollectableRow) (Trace, error) {
 		var t Trace
 		return t, r.Scan(&t.ID, &t.EventType, &t.Data, &t.ConsumerGroup, &t.Worker, &t.CreatedAt, &t.Names)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read a message's traces: %w", err)
-	}
-	return out, nil
+	}, tenant, partition, txid, maxMessageTraces)
 }
 
 // TracesByName is a page of the tenant's traces that carry a name, oldest

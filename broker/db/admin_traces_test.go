@@ -26,8 +26,7 @@ func (f *fixture) trace(tenant string, partition uuid.UUID, txid string, names .
 func TestAddTraceRecordsAgainstTheMessageAtItsOffsetOnlyWhenTheTenantHasIt(t *testing.T) {
 	f := newFixture(t)
 	p := f.partition(f.queue("acme", "orders"), "p")
-	f.push(p, t0, "a", "b")
-	f.push(p, t0.Add(time.Minute), "c")
+	f.segments(p, "a b", "c")
 	f.cursor(p, db.QueueMode, 2)
 	f.lease(p, db.QueueMode, 3, time.Now().Add(time.Minute), 0)
 
@@ -53,7 +52,7 @@ func TestAddTraceRecordsAgainstTheMessageAtItsOffsetOnlyWhenTheTenantHasIt(t *te
 func TestMessageTracesAreTheTenantsTracesOfTheMessageOldestFirst(t *testing.T) {
 	f := newFixture(t)
 	p := f.partition(f.queue("acme", "orders"), "p")
-	f.push(p, t0, "a", "b")
+	f.segments(p, "a b")
 	first := f.trace("acme", p, "a", "z", "y")
 	second := f.trace("acme", p, "a")
 	f.trace("acme", p, "b", "z")
@@ -79,8 +78,7 @@ func TestTracesByNameCarryTheMessagesSegmentWhileItIsStored(t *testing.T) {
 	f := newFixture(t)
 	q := f.queue("acme", "orders")
 	p := f.partition(q, "p")
-	f.push(p, t0, "a")
-	f.push(p, t0.Add(time.Minute), "b", "c")
+	f.segments(p, "a", "b c")
 	f.trace("acme", p, "a", "order-1")
 	f.trace("acme", p, "c", "order-1")
 	f.trace("acme", p, "b", "order-2")
@@ -115,7 +113,7 @@ func TestTracesByNameCarryTheMessagesSegmentWhileItIsStored(t *testing.T) {
 func TestTraceNamesAreMostRecentlySeenFirstAndCountedPastTheLastPage(t *testing.T) {
 	f := newFixture(t)
 	p := f.partition(f.queue("acme", "orders"), "p")
-	f.push(p, t0, "a", "b")
+	f.segments(p, "a b")
 	old := f.trace("acme", p, "a", "old")
 	f.trace("acme", p, "b", "new")
 	f.trace("acme", p, "a", "new")

@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +84,16 @@ func (f *fixture) push(partition uuid.UUID, created time.Time, txids ...string) 
 			min_created_at, max_created_at)
 		VALUES ($1, $2, $3, '\x00', 7, $4, $5, $5)`, partition, base, len(txids), txids, created)
 	return base
+}
+
+// segments pushes the partition's messages from t0 on, a segment a minute:
+// each argument is a segment, the transaction ids of its frames separated
+// by spaces.
+func (f *fixture) segments(partition uuid.UUID, segments ...string) {
+	f.t.Helper()
+	for i, txids := range segments {
+		f.push(partition, t0.Add(time.Duration(i)*time.Minute), strings.Fields(txids)...)
+	}
 }
 
 // cursor places the group's cursor on the partition at committed.
