@@ -1,8 +1,8 @@
 // Package admin serves the admin API routes of queue-admin-api.md that are
 // not the data path: the consumer groups (§1), stats refresh, the messages
 // (§2), resources (§3) and status (§4) reads, the system switches and shared
-// state (§7), and the migration routes Regent does not implement. Storage is
-// in admin/store and broker/flags.
+// state (§7), and the migration routes Regent does not implement. Their statements
+// are broker/db's, and the switches broker/flags'.
 package admin
 
 import (
@@ -16,11 +16,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/regent-mq/regent/broker/admin/store"
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/flags"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/pg"
 	"github.com/regent-mq/regent/broker/seal"
 	"github.com/regent-mq/regent/broker/server"
 )
@@ -42,8 +41,7 @@ type Spool interface {
 
 // API is the admin routes' handlers.
 type API struct {
-	db      pg.DB
-	store   *store.Store
+	store   *db.DB
 	flags   *flags.Flags
 	spool   Spool
 	log     Log
@@ -53,11 +51,11 @@ type API struct {
 	lifetimes lifetimes
 }
 
-// New returns the admin API on db, over the write path l; the maintenance
+// New returns the admin API on store, over the write path l; the maintenance
 // routes report on the spool sp. replica is this replica's name, as its
 // samples carry it.
-func New(db pg.DB, fl *flags.Flags, sp Spool, l Log, replica string, logger *slog.Logger) *API {
-	return &API{db: db, store: store.New(db), flags: fl, spool: sp, log: l, replica: replica, logger: logger}
+func New(store *db.DB, fl *flags.Flags, sp Spool, l Log, replica string, logger *slog.Logger) *API {
+	return &API{store: store, flags: fl, spool: sp, log: l, replica: replica, logger: logger}
 }
 
 // Routes are the admin routes and their access levels (§10).

@@ -8,11 +8,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/regent-mq/regent/broker/admin/store"
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/counters"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/pg"
 	"github.com/regent-mq/regent/broker/seal"
 	"github.com/regent-mq/regent/broker/server"
 
@@ -27,7 +26,7 @@ import (
 // except the process samples and PostgreSQL's statistics, which are the
 // cluster's.
 type Analytics struct {
-	store   *store.Store
+	store   *db.DB
 	replica string
 	sealer  *seal.Sealer
 	log     *slog.Logger
@@ -36,8 +35,8 @@ type Analytics struct {
 // NewAnalytics returns the analytics and traces routes' handlers. replica
 // is stamped on the traces this replica records; sealer opens the payloads
 // the traces read returns.
-func NewAnalytics(db pg.DB, replica string, sealer *seal.Sealer, log *slog.Logger) *Analytics {
-	return &Analytics{store: store.New(db), replica: replica, sealer: sealer, log: log}
+func NewAnalytics(store *db.DB, replica string, sealer *seal.Sealer, log *slog.Logger) *Analytics {
+	return &Analytics{store: store, replica: replica, sealer: sealer, log: log}
 }
 
 // Routes are the analytics and traces routes, all read-only but the trace
@@ -99,22 +98,22 @@ func bucketWidth(span time.Duration) time.Duration {
 
 // window reads the analytics sub-routes' common parameters: from and to
 // (the last hour), queue and hostname (the replica).
-func window(r *http.Request) (store.Window, error) {
+func window(r *http.Request) (db.Window, error) {
 	from, to, err := timeRange(r, time.Hour)
 	if err != nil {
-		return store.Window{}, err
+		return db.Window{}, err
 	}
 	q := r.URL.Query()
 	if err := httpx.CheckTexts("queue", q.Get("queue"), "hostname", q.Get("hostname")); err != nil {
-		return store.Window{}, err
+		return db.Window{}, err
 	}
-	return store.Window{From: from, To: to, Width: bucketWidth(to.Sub(from)), Queue: q.Get("queue"), Replica: q.Get("hostname")}, nil
+	return db.Window{From: from, To: to, Width: bucketWidth(to.Sub(from)), Queue: q.Get("queue"), Replica: q.Get("hostname")}, nil
 }
 
 // windowed reads a request's window and what load finds in it for the
 // caller's tenant; false when it has answered an error instead.
 func windowed[T any](a *Analytics, w http.ResponseWriter, r *http.Request,
-	load func(ctx context.Context, tenant string, win store.Window) (T, error)) (store.Window, T, bool) {
+	load func(ctx context.Context, tenant string, win db.Window) (T, error)) (db.Window, T, bool) {
 	var none T
 	win, err := window(r)
 	if err != nil {
@@ -129,18 +128,18 @@ func windowed[T any](a *Analytics, w http.ResponseWriter, r *http.Request,
 	return win, v, true
 }
 
-func timeRangeJSON(w store.Window) map[string]string {
+func timeRangeJSON(w db.Window) map[string]string {
 	return map[string]string{"from": instantOf(w.From), "to": instantOf(w.To)}
 }
 
 func instantOf(t time.Time) string { return *instant(&t) }
 
-func bucketMinutes(w store.Window) int { return int(w.Width / time.Minute) }
+func bucketMinutes(w db.Window) int { return int(w.Width / time.Minute) }
 
 // round2 rounds to two decimals, as Queen writes rates and averages.
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
 
-func perSecond(n int64, w store.Window) float64 { return round2(float64(n) / w.Width.Seconds()) }
+func perSecond(n int64, w db.Window) float64 { return round2(float64(n) / w.Width.Seconds()) }
 
 func ratio(sum, count int64) int64 {
 	if count == 0 {
@@ -150,9 +149,9 @@ func ratio(sum, count int64) int64 {
 }
 
 // rollup sums the rows that share a key, in first-seen order.
-func rollup[K comparable](rows []store.Minutes, keyOf func(store.Minutes) K) ([]K, map[K]*store.Minutes) {
+func rollup[K comparable](rows []db.QueueMinutes, keyOf func(db.QueueMinutes) K) ([]K, map[K]*db.QueueMinutes) {
 	var keys []K
-	sums := map[K]*store.Minutes{}
+	sums := map[K]*db.QueueMinutes{}
 	for _, m := range rows {
 		k := keyOf(m)
 		s := sums[k]
@@ -205,11 +204,11 @@ type bucketQueue struct {
 // queue_minutes (tenant, minute) and the partitions of the queues seen,
 // counted by creation bucket through partitions (queue_id, name).
 func (a *Analytics) handleQueueOps(w http.ResponseWriter, r *http.Request) {
-	win, rows, ok := windowed(a, w, r, a.store.Minutes)
+	win, rows, ok := windowed(a, w, r, a.store.QueueMinutes)
 	if !ok {
 		return
 	}
-	keys, sums := rollup(rows, func(m store.Minutes) bucketQueue { return bucketQueue{m.Bucket, m.Queue} })
+	keys, sums := rollup(rows, func(m db.QueueMinutes) bucketQueue { return bucketQueue{m.Bucket, m.Queue} })
 	var queues []string
 	for _, k := range keys {
 		queues = append(queues, k.queue)
@@ -253,7 +252,7 @@ func (a *Analytics) handleQueueOps(w http.ResponseWriter, r *http.Request) {
 
 // parked is the average number of long-polls parked over a bucket, from
 // the once-a-second samples summed over it.
-func parked(sum int64, w store.Window) float64 { return round2(float64(sum) / w.Width.Seconds()) }
+func parked(sum int64, w db.Window) float64 { return round2(float64(sum) / w.Width.Seconds()) }
 
 func nonNil[T any](s []T) []T {
 	if s == nil {
@@ -279,16 +278,16 @@ func (a *Analytics) handleQueueLag(w http.ResponseWriter, r *http.Request) {
 }
 
 // minutesPerReplica reads the counters with each replica's kept apart.
-func (a *Analytics) minutesPerReplica(ctx context.Context, tenant string, win store.Window) ([]store.Minutes, error) {
+func (a *Analytics) minutesPerReplica(ctx context.Context, tenant string, win db.Window) ([]db.QueueMinutes, error) {
 	win.PerReplica = true
-	return a.store.Minutes(ctx, tenant, win)
+	return a.store.QueueMinutes(ctx, tenant, win)
 }
 
 // handleParkedReplicas is GET /api/v1/analytics/queue-parked-replicas: the
 // long-polls parked on the tenant's queues by bucket, queue and replica.
 // Cost: one range scan of queue_minutes (tenant, minute).
 func (a *Analytics) handleParkedReplicas(w http.ResponseWriter, r *http.Request) {
-	win, rows, ok := windowed(a, w, r, func(ctx context.Context, tenant string, win store.Window) ([]store.Minutes, error) {
+	win, rows, ok := windowed(a, w, r, func(ctx context.Context, tenant string, win db.Window) ([]db.QueueMinutes, error) {
 		win.Parked = true
 		return a.minutesPerReplica(ctx, tenant, win)
 	})
@@ -319,13 +318,13 @@ func (a *Analytics) handleParkedReplicas(w http.ResponseWriter, r *http.Request)
 // sweeps removed from the tenant's queues, by bucket. Cost: one range scan
 // of retention_events (tenant, at).
 func (a *Analytics) handleRetention(w http.ResponseWriter, r *http.Request) {
-	win, buckets, ok := windowed(a, w, r, a.store.Retention)
+	win, buckets, ok := windowed(a, w, r, a.store.RetentionBuckets)
 	if !ok {
 		return
 	}
-	var total store.RetentionBucket
+	var total db.RetentionBucket
 	series := make([]map[string]any, 0, len(buckets))
-	five := func(b store.RetentionBucket) map[string]any {
+	five := func(b db.RetentionBucket) map[string]any {
 		return map[string]any{"retentionMsgs": b.Retention, "completedRetentionMsgs": b.Completed, "evictionMsgs": b.Evicted,
 			"totalMsgs": b.Retention + b.Completed + b.Evicted, "eventCount": b.Events}
 	}
@@ -351,14 +350,14 @@ func (a *Analytics) handleWorkerMetrics(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	now := time.Now()
-	samples, err := a.store.Samples(r.Context(), store.Window{From: now.Add(-5 * time.Minute), To: now, Replica: win.Replica})
+	samples, err := a.store.ReplicaSamples(r.Context(), db.Window{From: now.Add(-5 * time.Minute), To: now, Replica: win.Replica})
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	buckets, byBucket := rollup(rows, func(m store.Minutes) time.Time { return m.Bucket })
+	buckets, byBucket := rollup(rows, func(m db.QueueMinutes) time.Time { return m.Bucket })
 	series := make([]map[string]any, 0, len(buckets))
-	var total store.Minutes
+	var total db.QueueMinutes
 	for i := len(buckets) - 1; i >= 0; i-- { // newest first
 		m := byBucket[buckets[i]]
 		n := &m.N
@@ -377,7 +376,7 @@ func (a *Analytics) handleWorkerMetrics(w http.ResponseWriter, r *http.Request) 
 			"dbErrors": 0, "ackSuccess": n[counters.AckSuccess], "ackFailed": n[counters.AckFailed], "dlqCount": n[counters.DeadLettered],
 		})
 	}
-	queueNames, byQueue := rollup(rows, func(m store.Minutes) string { return m.Queue })
+	queueNames, byQueue := rollup(rows, func(m db.QueueMinutes) string { return m.Queue })
 	slices.Sort(queueNames)
 	queues := make([]map[string]any, 0, len(queueNames))
 	for _, q := range queueNames {
@@ -402,7 +401,7 @@ func (a *Analytics) handleWorkerMetrics(w http.ResponseWriter, r *http.Request) 
 
 // workers are the replicas sampled in the last 5 minutes, with the
 // messages they acked in the window.
-func workers(samples []store.Sample, rows []store.Minutes) []map[string]any {
+func workers(samples []db.ReplicaSample, rows []db.QueueMinutes) []map[string]any {
 	acked := map[string]int64{}
 	for _, m := range rows {
 		acked[m.Replica] += m.N[counters.AckSuccess]
@@ -447,8 +446,8 @@ func (a *Analytics) handleStatusAnalytics(w http.ResponseWriter, r *http.Request
 		httpx.Fail(w, err)
 		return
 	}
-	win := store.Window{From: from, To: to, Width: width, Queue: q.Get("queue")}
-	stored, err := a.store.Stored(r.Context(), tenant(r), win, q.Get("namespace"), q.Get("task"))
+	win := db.Window{From: from, To: to, Width: width, Queue: q.Get("queue")}
+	stored, err := a.store.StoredCounts(r.Context(), tenant(r), win, q.Get("namespace"), q.Get("task"))
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/regent-mq/regent/broker/admin/store"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 )
 
@@ -17,8 +17,8 @@ import (
 // per replica and minute.
 func (a *Analytics) handleSystemMetrics(w http.ResponseWriter, r *http.Request) {
 	// The samples are the cluster's, not a tenant's.
-	win, samples, ok := windowed(a, w, r, func(ctx context.Context, _ string, win store.Window) ([]store.Sample, error) {
-		return a.store.Samples(ctx, win)
+	win, samples, ok := windowed(a, w, r, func(ctx context.Context, _ string, win db.Window) ([]db.ReplicaSample, error) {
+		return a.store.ReplicaSamples(ctx, win)
 	})
 	if !ok {
 		return
@@ -64,7 +64,7 @@ func (l *leaf) json() map[string]float64 {
 }
 
 // systemSeries rolls one replica's samples (by minute) into buckets.
-func systemSeries(samples []store.Sample, width time.Duration) []map[string]any {
+func systemSeries(samples []db.ReplicaSample, width time.Duration) []map[string]any {
 	out := []map[string]any{}
 	for start := 0; start < len(samples); {
 		bucket := samples[start].Minute.Truncate(width)
@@ -95,7 +95,7 @@ func systemSeries(samples []store.Sample, width time.Duration) []map[string]any 
 // of PostgreSQL's statistics views for queen and queen_streams. They are
 // the cluster's, not a tenant's, and hold no rows of any tenant. Cost: one
 // round trip, a batch of reads of the statistics views (see
-// store.PostgresStats).
+// db.PostgresStats).
 func (a *Analytics) handlePostgresStats(w http.ResponseWriter, r *http.Request) {
 	database, stats, err := a.store.PostgresStats(r.Context())
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/regent-mq/regent/broker/admin/store"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 )
 
@@ -18,7 +18,7 @@ const lagging = 300
 // handleGroups is GET /api/v1/consumer-groups: a bare array, one element per
 // (group, queue) pair holding a cursor.
 func (a *API) handleGroups(w http.ResponseWriter, r *http.Request) {
-	groups, err := a.store.Groups(r.Context(), tenant(r))
+	groups, err := a.store.ConsumerGroups(r.Context(), tenant(r))
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -54,7 +54,7 @@ func (a *API) handleLagging(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
-	cursors, err := a.store.Lagging(r.Context(), tenant(r), time.Duration(minLag)*time.Second)
+	cursors, err := a.store.LaggingCursors(r.Context(), tenant(r), time.Duration(minLag)*time.Second)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -76,7 +76,7 @@ func (a *API) handleLagging(w http.ResponseWriter, r *http.Request) {
 // handleGroup is GET /api/v1/consumer-groups/{group}: the group's cursors by
 // queue; an unknown group is {}.
 func (a *API) handleGroup(w http.ResponseWriter, r *http.Request) {
-	cursors, err := a.store.Cursors(r.Context(), tenant(r), r.PathValue("group"))
+	cursors, err := a.store.GroupCursors(r.Context(), tenant(r), r.PathValue("group"))
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -111,7 +111,7 @@ func (a *API) handleDeleteGroupQueue(w http.ResponseWriter, r *http.Request) {
 func (a *API) delete(w http.ResponseWriter, r *http.Request, queue *string) {
 	group := r.PathValue("group")
 	metadata := boolQuery(r, "deleteMetadata", true)
-	deleted, err := a.store.Delete(r.Context(), tenant(r), group, queue, metadata)
+	deleted, err := a.store.DeleteGroup(r.Context(), tenant(r), group, queue, metadata)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -154,7 +154,7 @@ func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	group, queue := r.PathValue("group"), r.PathValue("queue")
-	var moved []store.Moved
+	var moved []db.MovedCursor
 	var err error
 	if toEnd {
 		moved, err = a.store.SeekToEnd(r.Context(), tenant(r), group, queue)
@@ -177,7 +177,7 @@ func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
 func (a *API) handlePartitionSeek(w http.ResponseWriter, r *http.Request) {
 	group, queue, partition := r.PathValue("group"), r.PathValue("queue"), r.PathValue("partition")
 	moved, at, err := a.store.SeekPartitionToEnd(r.Context(), tenant(r), group, queue, partition)
-	if errors.Is(err, store.ErrNoPartition) {
+	if errors.Is(err, db.ErrNoSuchPartition) {
 		httpx.WriteJSON(w, http.StatusNotFound, map[string]any{"success": false, "error": "Partition not found"})
 		return
 	}
@@ -224,7 +224,7 @@ func (a *API) handleSubscription(w http.ResponseWriter, r *http.Request) {
 // wake announces the partitions whose cursors a seek or a deletion moved:
 // the hot list may hold them as idle for the group, and Queen's pops rescan
 // after a seek (§1).
-func (a *API) wake(moved []store.Moved) {
+func (a *API) wake(moved []db.MovedCursor) {
 	for _, m := range moved {
 		a.log.Announce(m.Queue, m.Partition)
 	}

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/regent-mq/regent/broker/admin/store"
+	"github.com/regent-mq/regent/broker/db"
 )
 
 // The lifetime counters of status and overview are the sum of every minute
@@ -24,7 +24,7 @@ const (
 // settled is a tenant's counters summed over the minutes before until.
 type settled struct {
 	until, scanned time.Time
-	sum            store.Minutes
+	sum            db.QueueMinutes
 }
 
 // lifetimes keeps each tenant's settled sum. Safe for concurrent use.
@@ -37,7 +37,7 @@ type lifetimes struct {
 // Cost: one range scan of queue_minutes' primary key over the last
 // settleAfter; once a minute one over the minute that settled, and once an
 // hour one over every minute kept.
-func (l *lifetimes) get(ctx context.Context, st *store.Store, tenant string, now time.Time) (store.Minutes, error) {
+func (l *lifetimes) get(ctx context.Context, st *db.DB, tenant string, now time.Time) (db.QueueMinutes, error) {
 	cut := now.Truncate(time.Minute).Add(-settleAfter)
 	beforeCut := cut.Add(-time.Microsecond) // the settled minutes end before cut
 	l.mu.Lock()
@@ -78,16 +78,16 @@ var epoch = time.Unix(0, 0)
 // sumMinutes sums the tenant's counters of the minutes from the minute of
 // from to to: the window's single bucket starts at the epoch and ends
 // after to.
-func sumMinutes(ctx context.Context, st *store.Store, tenant string, from, to time.Time) (store.Minutes, error) {
-	rows, err := st.Minutes(ctx, tenant, store.Window{From: from, To: to, Width: to.Sub(epoch) + time.Minute, AcrossQueues: true})
+func sumMinutes(ctx context.Context, st *db.DB, tenant string, from, to time.Time) (db.QueueMinutes, error) {
+	rows, err := st.QueueMinutes(ctx, tenant, db.Window{From: from, To: to, Width: to.Sub(epoch) + time.Minute, AcrossQueues: true})
 	if err != nil || len(rows) == 0 {
-		return store.Minutes{}, err
+		return db.QueueMinutes{}, err
 	}
 	return rows[0], nil
 }
 
 // add sums two sums of counters.
-func add(a, b store.Minutes) store.Minutes {
-	_, sums := rollup([]store.Minutes{a, b}, func(store.Minutes) bool { return true })
+func add(a, b db.QueueMinutes) db.QueueMinutes {
+	_, sums := rollup([]db.QueueMinutes{a, b}, func(db.QueueMinutes) bool { return true })
 	return *sums[true]
 }

@@ -6,15 +6,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/regent-mq/regent/broker/admin/store"
 	"github.com/regent-mq/regent/broker/counters"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
 func TestLifetimeCountersSumEveryMinuteKeptOnceAndSettledMinutesAreRescannedHourly(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.New(t)
-	st := store.New(pool)
+	st := db.New(pool)
 	now := time.Now().Truncate(time.Minute).Add(30 * time.Second)
 	pushed := func(tenant string, ago time.Duration, n int64) {
 		t.Helper()

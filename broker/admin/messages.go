@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/regent-mq/regent/broker/admin/store"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/segment"
@@ -35,7 +34,7 @@ const (
 
 // item is a listed message: its frame, offset and segment.
 type item struct {
-	seg   *store.Segment
+	seg   *db.StoredSegment
 	frame segment.Frame
 	off   int64
 	st    status
@@ -51,9 +50,9 @@ type status struct {
 // statusOf applies §2's rules to the message at off, given its partition's
 // cursors and whether it has a dead-letter entry. Processing is limited to
 // the leased batch, as the Regent note allows.
-func statusOf(off int64, cursors []store.CursorState, dead bool) status {
+func statusOf(off int64, cursors []db.CursorState, dead bool) status {
 	st := status{status: "pending", queue: "pending"}
-	var qm *store.CursorState
+	var qm *db.CursorState
 	for i := range cursors {
 		c := &cursors[i]
 		if c.Group == db.QueueMode {
@@ -91,9 +90,9 @@ func statusOf(off int64, cursors []store.CursorState, dead bool) status {
 // of segments' newest frames, a minute first and each next one twice as
 // long, so that a call sorts only the segments of its slice however long
 // the window is.
-func (a *API) list(ctx context.Context, tenant string, w store.Where, want int, keep func(*item) bool) ([]item, error) {
+func (a *API) list(ctx context.Context, tenant string, w db.SegmentFilter, want int, keep func(*item) bool) ([]item, error) {
 	var out []item
-	var after *store.SegmentKey
+	var after *db.StoredSegmentKey
 	width := time.Minute
 	// Nothing is newer than now but what a replica's clock skew makes so:
 	// the first slice reaches to the end of time.
@@ -108,7 +107,7 @@ func (a *API) list(ctx context.Context, tenant string, w store.Where, want int, 
 		// Enough segments for the page when each holds a message to keep,
 		// within bounds: a segment may hold many.
 		n := min(max(want-len(out), listChunk), maxChunk)
-		segs, err := a.store.Segments(ctx, tenant, w, lo, hi, after, n)
+		segs, err := a.store.StoredSegments(ctx, tenant, w, lo, hi, after, n)
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +134,7 @@ func (a *API) list(ctx context.Context, tenant string, w store.Where, want int, 
 			}
 		}
 		if len(chunk) > 0 {
-			cursors, err := a.store.CursorsOf(ctx, parts)
+			cursors, err := a.store.CursorStates(ctx, parts)
 			if err != nil {
 				return nil, err
 			}
@@ -186,7 +185,7 @@ func (a *API) list(ctx context.Context, tenant string, w store.Where, want int, 
 
 // listPage lists the page that the limit (defLimit) and offset parameters
 // ask for.
-func (a *API) listPage(r *http.Request, where store.Where, defLimit int, keep func(*item) bool) ([]item, error) {
+func (a *API) listPage(r *http.Request, where db.SegmentFilter, defLimit int, keep func(*item) bool) ([]item, error) {
 	limit := min(intQuery(r, "limit", defLimit), maxListLimit)
 	offset := min(intQuery(r, "offset", 0), maxListOffset)
 	items, err := a.list(r.Context(), tenant(r), where, offset+limit, keep)
@@ -210,14 +209,14 @@ func (a *API) handleMessages(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
-	where := store.Where{Queue: names[0], Partition: names[1], Namespace: names[2], Task: names[3], From: from, To: to}
+	where := db.SegmentFilter{Queue: names[0], Partition: names[1], Namespace: names[2], Task: names[3], From: from, To: to}
 	want := r.URL.Query().Get("status")
 	items, err := a.listPage(r, where, 200, func(it *item) bool { return want == "" || it.st.status == want })
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	hasQM, groups, err := a.store.Modes(r.Context(), tenant(r), where.Queue)
+	hasQM, groups, err := a.store.ConsumptionModes(r.Context(), tenant(r), where.Queue)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -244,7 +243,7 @@ func (a *API) handleQueueMessages(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, []any{})
 		return
 	}
-	where := store.Where{Queue: &queue, From: time.Unix(0, 0), To: endOfTime}
+	where := db.SegmentFilter{Queue: &queue, From: time.Unix(0, 0), To: endOfTime}
 	items, err := a.listPage(r, where, 50, func(*item) bool { return true })
 	if err != nil {
 		a.fail(w, r, err)
@@ -285,7 +284,7 @@ func mode(hasQueueMode bool, groups int) map[string]any {
 
 // lookup finds the message a path names, decoded; nil when the tenant has
 // none: a partition id that is not a UUID names nothing.
-func (a *API) lookup(r *http.Request) (*store.Found, []segment.Frame, error) {
+func (a *API) lookup(r *http.Request) (*db.FoundMessage, []segment.Frame, error) {
 	// A path segment is never empty, so it never names a deleted frame,
 	// whose transaction id is "".
 	tx := r.PathValue("transactionId")
@@ -315,7 +314,7 @@ func (a *API) handleMessage(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, http.StatusNotFound, "Message not found")
 		return
 	}
-	it := item{seg: &f.Segment, frame: frames[f.Index], off: f.Base + int64(f.Index)}
+	it := item{seg: &f.StoredSegment, frame: frames[f.Index], off: f.Base + int64(f.Index)}
 	payload := it.frame.Payload
 	if it.frame.Sealed() {
 		if payload, err = a.log.Sealer().Open(nil, payload, it.frame.KeyID); err != nil {
@@ -323,7 +322,7 @@ func (a *API) handleMessage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	cursors, err := a.store.CursorsOf(r.Context(), []uuid.UUID{f.PartitionID})
+	cursors, err := a.store.CursorStates(r.Context(), []uuid.UUID{f.PartitionID})
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -392,7 +391,7 @@ func (a *API) handleDeleteMessage(w http.ResponseWriter, r *http.Request) {
 		id := gone.ID
 		*gone = segment.Frame{ID: id, CreatedAt: gone.CreatedAt, Flags: segment.FlagDeleted}
 		body, sum := segment.Encode(nil, frames)
-		done, err := a.store.DeleteMessage(r.Context(), f, txid, store.Rewrite{Body: body, Checksum: int64(sum), MessageID: id})
+		done, err := a.store.DeleteMessage(r.Context(), f, txid, db.SegmentRewrite{Body: body, Checksum: int64(sum), MessageID: id})
 		if err != nil {
 			a.fail(w, r, err)
 			return

@@ -8,13 +8,13 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/regent-mq/regent/broker/admin/store"
 	"github.com/regent-mq/regent/broker/counters"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 )
 
 // The resources routes (queue-admin-api.md §3) count from partition ends
-// and cursors, live, on every call (store.partitionCounts): statsAge is 0.
+// and cursors, live, on every call (db.partitionCounts): statsAge is 0.
 // Throughput, pop lag and the lifetime ack and dead-letter counts come from
 // the per-minute counters (queen.queue_minutes).
 
@@ -29,8 +29,8 @@ const recent = 5 * time.Minute
 // the last 15 of the lifetime totals (lifetimes.get).
 func (a *API) handleOverview(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	var o store.Overview
-	var last, life store.Minutes
+	var o db.Overview
+	var last, life db.QueueMinutes
 	err := inTurn(
 		func() (err error) { o, err = a.store.Overview(r.Context(), tenant(r)); return },
 		func() (err error) {
@@ -65,14 +65,14 @@ func (a *API) handleOverview(w http.ResponseWriter, r *http.Request) {
 // message pushed (the partitions' ends, exact for all time), completed,
 // failed and deadLetter the lifetime counters, that is everything
 // queue_minutes keeps (90 days by default); pending and processing are now.
-func lifetimeMessages(o store.Overview, life store.Minutes) map[string]any {
+func lifetimeMessages(o db.Overview, life db.QueueMinutes) map[string]any {
 	n := &life.N
 	return map[string]any{"total": o.Given, "pending": o.Counts.Waiting, "processing": o.Counts.Processing,
 		"completed": n[counters.AckSuccess], "failed": n[counters.AckFailed], "deadLetter": n[counters.DeadLettered]}
 }
 
 // lifetime is the tenant's counters over every minute kept.
-func (a *API) lifetime(r *http.Request) (store.Minutes, error) {
+func (a *API) lifetime(r *http.Request) (db.QueueMinutes, error) {
 	return a.lifetimes.get(r.Context(), a.store, tenant(r), time.Now())
 }
 
@@ -80,8 +80,8 @@ func ptr[T any](v T) *T { return &v }
 
 // queuesWhere lists the tenant's queues, filtered by the named query
 // parameters (filterQueues).
-func (a *API) queuesWhere(r *http.Request, names ...string) ([]store.Queue, error) {
-	qs, err := a.store.Queues(r.Context(), tenant(r))
+func (a *API) queuesWhere(r *http.Request, names ...string) ([]db.QueueSummary, error) {
+	qs, err := a.store.QueueSummaries(r.Context(), tenant(r))
 	if err != nil {
 		return nil, err
 	}
@@ -90,12 +90,12 @@ func (a *API) queuesWhere(r *http.Request, names ...string) ([]store.Queue, erro
 
 // filterQueues keeps the queues whose queue name, namespace or task is what
 // the query parameter of that name says, when it says something.
-func filterQueues(r *http.Request, qs []store.Queue, names ...string) ([]store.Queue, error) {
+func filterQueues(r *http.Request, qs []db.QueueSummary, names ...string) ([]db.QueueSummary, error) {
 	f, err := textQueries(r, names...)
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(qs, func(q store.Queue) bool {
+	return slices.DeleteFunc(qs, func(q db.QueueSummary) bool {
 		for i, name := range names {
 			if f[i] == nil {
 				continue
@@ -129,7 +129,7 @@ func (a *API) handleResourceQueues(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"queues": out})
 }
 
-func queueHead(q *store.Queue) map[string]any {
+func queueHead(q *db.QueueSummary) map[string]any {
 	return map[string]any{"id": q.ID, "name": q.Name, "namespace": q.Namespace, "task": q.Task, "createdAt": instant(&q.CreatedAt)}
 }
 
@@ -143,7 +143,7 @@ type sixCounts struct {
 	DeadLetter int64 `json:"deadLetter"`
 }
 
-func six(c store.Counts) sixCounts {
+func six(c db.MessageCounts) sixCounts {
 	return sixCounts{Total: c.Total, Pending: c.Pending, Processing: c.Processing, Completed: c.Completed(), DeadLetter: c.DeadLetter}
 }
 
@@ -158,17 +158,17 @@ type partitionEntry struct {
 	NewestMessage *string   `json:"newestMessage"`
 }
 
-func newPartitionEntry(p *store.Partition) partitionEntry {
+func newPartitionEntry(p *db.PartitionSummary) partitionEntry {
 	return partitionEntry{ID: p.ID, Name: p.Name, CreatedAt: instant(&p.CreatedAt), Stats: six(p.Counts),
 		OldestMessage: instant(p.OldestPending), NewestMessage: instant(p.Newest)}
 }
 
 // queueDetail reads the queue the path names; nil, after writing the 404,
 // when the tenant has none.
-func (a *API) queueDetail(w http.ResponseWriter, r *http.Request) (*store.Queue, []store.Partition, bool) {
+func (a *API) queueDetail(w http.ResponseWriter, r *http.Request) (*db.QueueSummary, []db.PartitionSummary, bool) {
 	name := r.PathValue("queue")
-	var q *store.Queue
-	var parts []store.Partition
+	var q *db.QueueSummary
+	var parts []db.PartitionSummary
 	var err error
 	if isText(name) {
 		q, parts, err = a.store.QueueDetail(r.Context(), tenant(r), name)
@@ -203,18 +203,18 @@ func (a *API) handleResourceQueue(w http.ResponseWriter, r *http.Request) {
 
 // handleNamespaces is GET /api/v1/resources/namespaces.
 func (a *API) handleNamespaces(w http.ResponseWriter, r *http.Request) {
-	a.groupQueues(w, r, "namespace", func(q *store.Queue) string { return q.Namespace })
+	a.groupQueues(w, r, "namespace", func(q *db.QueueSummary) string { return q.Namespace })
 }
 
 // handleTasks is GET /api/v1/resources/tasks.
 func (a *API) handleTasks(w http.ResponseWriter, r *http.Request) {
-	a.groupQueues(w, r, "task", func(q *store.Queue) string { return q.Task })
+	a.groupQueues(w, r, "task", func(q *db.QueueSummary) string { return q.Task })
 }
 
 // groupQueues answers {"<key>s": [...]}: the non-empty values of key, sorted,
 // with their queues, partitions and counts (pending without processing).
-func (a *API) groupQueues(w http.ResponseWriter, r *http.Request, key string, of func(*store.Queue) string) {
-	qs, err := a.store.Queues(r.Context(), tenant(r))
+func (a *API) groupQueues(w http.ResponseWriter, r *http.Request, key string, of func(*db.QueueSummary) string) {
+	qs, err := a.store.QueueSummaries(r.Context(), tenant(r))
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -5,10 +5,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/regent-mq/regent/broker/admin/store"
 	"github.com/regent-mq/regent/broker/counters"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 )
 
@@ -51,7 +49,7 @@ func (a *API) handleStatus(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	win := store.Window{From: from, To: to, Width: bucketWidth(to.Sub(from)), AcrossQueues: true}
+	win := db.Window{From: from, To: to, Width: bucketWidth(to.Sub(from)), AcrossQueues: true}
 	if slices.ContainsFunc(filters, func(f *string) bool { return f != nil }) {
 		win.Queues = []string{} // none matches: no counts
 		for _, q := range qs {
@@ -60,20 +58,20 @@ func (a *API) handleStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, t, now := r.Context(), tenant(r), time.Now()
 	var (
-		o             store.Overview
-		l             store.Leases
-		rows          []store.Minutes
-		life          store.Minutes
-		samples, live []store.Sample
+		o             db.Overview
+		l             db.LeaseFigures
+		rows          []db.QueueMinutes
+		life          db.QueueMinutes
+		samples, live []db.ReplicaSample
 	)
 	err = inTurn(
 		func() (err error) { o, err = a.store.Overview(ctx, t); return },
-		func() (err error) { l, err = a.store.Leases(ctx, t); return },
-		func() (err error) { rows, err = a.store.Minutes(ctx, t, win); return },
+		func() (err error) { l, err = a.store.LeaseFigures(ctx, t); return },
+		func() (err error) { rows, err = a.store.QueueMinutes(ctx, t, win); return },
 		func() (err error) { life, err = a.lifetime(r); return },
-		func() (err error) { samples, err = a.store.Samples(ctx, win); return },
+		func() (err error) { samples, err = a.store.ReplicaSamples(ctx, win); return },
 		func() (err error) {
-			live, err = a.store.Samples(ctx, store.Window{From: now.Add(-liveFor), To: now})
+			live, err = a.store.ReplicaSamples(ctx, db.Window{From: now.Add(-liveFor), To: now})
 			return
 		},
 	)
@@ -165,8 +163,8 @@ type statusRow struct {
 // with the counts summed over queues and the health averaged over the
 // bucket's samples of every replica (minFreeSlots: the fewest idle
 // connections of any).
-func statusSeries(win store.Window, rows []store.Minutes, samples []store.Sample) []statusRow {
-	counts := map[int64]*store.Minutes{}
+func statusSeries(win db.Window, rows []db.QueueMinutes, samples []db.ReplicaSample) []statusRow {
+	counts := map[int64]*db.QueueMinutes{}
 	for i := range rows {
 		counts[rows[i].Bucket.Unix()] = &rows[i]
 	}
@@ -210,9 +208,9 @@ func statusSeries(win store.Window, rows []store.Minutes, samples []store.Sample
 
 // workers are the replicas sampled in the last 2 minutes (§4), and this
 // one with its live pool figures while it has no sample yet.
-func (a *API) workers(live []store.Sample) []map[string]any {
+func (a *API) workers(live []db.ReplicaSample) []map[string]any {
 	out := workers(live, nil)
-	if !slices.ContainsFunc(live, func(s store.Sample) bool { return s.Replica == a.replica }) {
+	if !slices.ContainsFunc(live, func(s db.ReplicaSample) bool { return s.Replica == a.replica }) {
 		out = append(out, a.worker())
 	}
 	return out
@@ -220,13 +218,9 @@ func (a *API) workers(live []store.Sample) []map[string]any {
 
 // worker describes this replica, unsampled, as §4's workers element.
 func (a *API) worker() map[string]any {
-	m := map[string]any{"hostname": a.replica, "workerId": 0, "avgEventLoopLagMs": 0, "maxEventLoopLagMs": 0,
-		"freeSlots": nil, "dbConnections": nil, "jobQueueSize": 0, "messagesProcessed": 0}
-	if p, ok := a.db.(interface{ Stat() *pgxpool.Stat }); ok {
-		s := p.Stat()
-		m["dbConnections"], m["freeSlots"] = s.TotalConns(), s.IdleConns()
-	}
-	return m
+	total, idle := a.store.PoolConns()
+	return map[string]any{"hostname": a.replica, "workerId": 0, "avgEventLoopLagMs": 0, "maxEventLoopLagMs": 0,
+		"freeSlots": idle, "dbConnections": total, "jobQueueSize": 0, "messagesProcessed": 0}
 }
 
 // handleStatusQueues is GET /api/v1/status/queues: newest first, paged;
@@ -286,7 +280,6 @@ func (a *API) handleStatusQueue(w http.ResponseWriter, r *http.Request) {
 // handleBuffers is GET /api/v1/status/buffers: this replica's push spool and
 // whether the database answers.
 func (a *API) handleBuffers(w http.ResponseWriter, r *http.Request) {
-	var one int
-	healthy := a.db.QueryRow(r.Context(), `SELECT 1`).Scan(&one) == nil
+	healthy := a.store.Ping(r.Context()) == nil
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"pending": a.spool.Pending(tenant(r)), "failed": 0, "dbHealthy": healthy, "worker": 0})
 }

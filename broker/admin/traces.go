@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/regent-mq/regent/broker/admin/store"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/pg"
@@ -26,7 +25,7 @@ const (
 
 // handleAddTrace is POST /api/v1/traces: a consumer's note on a message
 // (§6). An unknown message, or another tenant's, is a 404 with Queen's
-// body. Cost: one statement (see store.AddTrace).
+// body. Cost: one statement (see db.AddTrace).
 func (a *Analytics) handleAddTrace(w http.ResponseWriter, r *http.Request) {
 	t, err := a.parseTrace(r)
 	if err != nil {
@@ -45,8 +44,8 @@ func (a *Analytics) handleAddTrace(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusCreated, map[string]any{"success": true, "traceId": t.ID})
 }
 
-func (a *Analytics) parseTrace(r *http.Request) (store.NewTrace, error) {
-	t := store.NewTrace{ID: pg.NewID(), ConsumerGroup: db.QueueMode, EventType: "info", Worker: a.replica, Names: []string{}}
+func (a *Analytics) parseTrace(r *http.Request) (db.NewTrace, error) {
+	t := db.NewTrace{ID: pg.NewID(), ConsumerGroup: db.QueueMode, EventType: "info", Worker: a.replica, Names: []string{}}
 	var fields map[string]json.RawMessage
 	if err := readBody(r, &fields); err != nil {
 		return t, err
@@ -122,7 +121,7 @@ func nulEscape(j []byte) bool {
 
 // handleMessageTraces is GET /api/v1/traces/{partitionId}/{transactionId}:
 // the message's traces, oldest first; an unknown message, or another
-// tenant's, has none. Cost: one statement (see store.MessageTraces).
+// tenant's, has none. Cost: one statement (see db.MessageTraces).
 func (a *Analytics) handleMessageTraces(w http.ResponseWriter, r *http.Request) {
 	partition, err := uuid.Parse(r.PathValue("partitionId"))
 	if err != nil {
@@ -146,14 +145,14 @@ func (a *Analytics) handleMessageTraces(w http.ResponseWriter, r *http.Request) 
 }
 
 // traceJSON is a trace in Queen's snake_case.
-func traceJSON(t store.Trace) map[string]any {
+func traceJSON(t db.Trace) map[string]any {
 	return map[string]any{"id": t.ID, "event_type": t.EventType, "data": t.Data, "consumer_group": t.ConsumerGroup,
 		"worker_id": t.Worker, "created_at": instantOf(t.CreatedAt), "trace_names": nonNil(t.Names)}
 }
 
 // handleTracesByName is GET /api/v1/traces/by-name/{traceName}: a page of
 // the traces that carry the name, oldest first, with their messages'
-// payloads, decrypted. Cost: two statements (see store.TracesByName), and
+// payloads, decrypted. Cost: two statements (see db.TracesByName), and
 // the decoding of one segment per trace on the page.
 func (a *Analytics) handleTracesByName(w http.ResponseWriter, r *http.Request) {
 	// Queen reads + as a space here, as in a query string; PathValue does not.
@@ -191,17 +190,17 @@ func (a *Analytics) handleTracesByName(w http.ResponseWriter, r *http.Request) {
 
 // payload is the plaintext payload of a trace's message, or null when its
 // segment is gone.
-func (a *Analytics) payload(t store.Trace) (json.RawMessage, error) {
-	if !t.Base.Valid {
+func (a *Analytics) payload(t db.Trace) (json.RawMessage, error) {
+	if t.Base == nil {
 		return nil, nil
 	}
-	frames, err := segment.Decode(t.Body, uint64(t.Checksum.Int64), int(t.Count.Int32))
+	frames, err := segment.Decode(t.Body, uint64(*t.Checksum), int(*t.Count))
 	if err != nil {
-		return nil, fmt.Errorf("decode the segment of partition %s at %d: %w", t.PartitionID, t.Base.Int64, err)
+		return nil, fmt.Errorf("decode the segment of partition %s at %d: %w", t.PartitionID, *t.Base, err)
 	}
-	i := t.Offset - t.Base.Int64
+	i := t.Offset - *t.Base
 	if i < 0 || i >= int64(len(frames)) {
-		return nil, fmt.Errorf("partition %s: offset %d is not in the segment at %d", t.PartitionID, t.Offset, t.Base.Int64)
+		return nil, fmt.Errorf("partition %s: offset %d is not in the segment at %d", t.PartitionID, t.Offset, *t.Base)
 	}
 	f := &frames[i]
 	if !f.Sealed() {
@@ -219,7 +218,7 @@ func (a *Analytics) payload(t store.Trace) (json.RawMessage, error) {
 
 // handleTraceNames is GET /api/v1/traces/names: a page of the tenant's
 // trace names, most recently seen first. Cost: one statement (see
-// store.TraceNames).
+// db.TraceNames).
 func (a *Analytics) handleTraceNames(w http.ResponseWriter, r *http.Request) {
 	limit, offset := min(intQuery(r, "limit", 50), 1000), min(intQuery(r, "offset", 0), 1<<30)
 	names, total, err := a.store.TraceNames(r.Context(), tenant(r), limit, offset)

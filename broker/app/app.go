@@ -116,10 +116,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
 	routes = append(routes, streams.New(store, logs, m, logger, cfg.Tenancy).Routes()...)
-	routes = append(routes, admin.New(pool, switches, spooled, logs, cfg.Replica, logger).Routes()...)
+	routes = append(routes, admin.New(store, switches, spooled, logs, cfg.Replica, logger).Routes()...)
 	routes = append(routes, console.Routes()...)
 	routes = append(routes, admin.NewHistory(store, logger).Routes()...)
-	analytics := admin.NewAnalytics(pool, cfg.Replica, sealer, logger)
+	analytics := admin.NewAnalytics(store, cfg.Replica, sealer, logger)
 	routes = append(routes, analytics.Routes()...)
 	h := server.New(server.Deps{
 		Pool: pool, Auth: authn, Metrics: m, Log: logger, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,

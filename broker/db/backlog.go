@@ -82,26 +82,28 @@ type Backlog struct {
 func (d *DB) Backlog(ctx context.Context) (Backlog, error) {
 	var s Backlog
 	var err error
-	s.Groups, err = collect(ctx, d, groupsSQL, "consumer group lag", func(r pgx.CollectableRow) (g BacklogGroup, err error) {
+	s.Groups, err = collect(ctx, d, groupsSQL, "read consumer group lag", func(r pgx.CollectableRow) (g BacklogGroup, err error) {
 		return g, r.Scan(&g.Tenant, &g.Queue, &g.Group, &g.Lag, &g.OldestAgeSeconds)
 	})
 	if err != nil {
 		return s, err
 	}
-	s.DeadLetters, err = collect(ctx, d, deadLettersSQL, "dead letters", func(r pgx.CollectableRow) (l BacklogDeadLetters, err error) {
+	s.DeadLetters, err = collect(ctx, d, deadLettersSQL, "read dead letters", func(r pgx.CollectableRow) (l BacklogDeadLetters, err error) {
 		return l, r.Scan(&l.Tenant, &l.Queue, &l.Count)
 	})
 	return s, err
 }
 
-func collect[T any](ctx context.Context, d *DB, sql, what string, scan pgx.RowToFunc[T]) ([]T, error) {
-	rows, err := d.q.Query(ctx, sql)
+// collect runs a statement and scans each of its rows; what says, in an
+// error, what it was doing.
+func collect[T any](ctx context.Context, d *DB, sql, what string, scan pgx.RowToFunc[T], args ...any) ([]T, error) {
+	rows, err := d.q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	out, err := pgx.CollectRows(rows, scan)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }

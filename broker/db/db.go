@@ -4,9 +4,12 @@
 // refusal by the rules comes back as a typed error, never as SQL text.
 //
 // The streams family (the cycle, the state read, registration and the
-// query listing), the system flags, the backlog and the charts' history,
-// and the retention sweeps live here; the queue, admin, counters, quota and
-// catalog families move in next (TestOnlyTheSeamImportsPgx lists the
+// query listing), the system flags, the admin family (admin_*.go: the
+// consumer groups and their seeks, the message, resources, status,
+// analytics and trace reads, PostgreSQL's statistics), the backlog and the
+// charts' history, the retention sweeps and the quota's limits and leases
+// live here; the queue, counters and catalog families move in next
+// (TestOnlyTheSeamImportsPgx lists the
 // packages that still talk to PostgreSQL themselves, and the list only
 // shrinks).
 package db

@@ -8,4 +8,7 @@ package migrate
 var Previous = []string{
 	// Replaced by queen_streams.cycle_v2 (state-op preconditions).
 	"queen_streams.cycle",
+	// Replaced by queen.seek_to_v2 (the seek to the end and of one
+	// partition), whose wrapper it is meanwhile.
+	"queen.seek_to",
 }

@@ -131,6 +131,15 @@ CREATE FUNCTION queen.seek_to(p_tenant text, p_queue text, p_group text, p_at ti
 $$;
 
 --
+-- Name: seek_to_v2(text, text, text, text, timestamp with time zone); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.seek_to_v2(p_tenant text, p_queue text, p_group text, p_partition text, p_at timestamp with time zone) RETURNS TABLE(queue_id uuid, partition_id uuid)
+    LANGUAGE sql
+    AS $$ -- the body of functions/queen.seek_to_v2.sql
+$$;
+
+--
 -- Name: txid_offsets(uuid, bigint, bigint, text[]); Type: FUNCTION; Schema: queen; Owner: -
 --
 

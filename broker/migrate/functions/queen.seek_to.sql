@@ -1,39 +1,8 @@
--- Moves the group's cursors on the tenant's queue just after the last
--- message created at or before p_at, at segment granularity as the
--- subscription start is. A cursor with no message that old starts over
--- where the group's subscription starts (the beginning without one), as on
--- the group's first pop; its row stays, so that an ack of the batch it left
--- is refused for its lease rather than not found. A partition the group has
--- not reached has no cursor and is left alone: its first pop starts it. No
--- cursor goes below its partition's floor: what is below was deleted by
--- retention or eviction.
---
--- Every moved cursor loses its lease, and with it the retry count, which
--- counted a batch that is no longer the one at the cursor. The batch bounds
--- stay, so that an ack of a message of the old batch is still recognised:
--- behind the cursor it reads as already acknowledged, ahead of it the
--- missing lease refuses it. Returns the cursors moved: the pops must look
--- at their partitions again. The admin API's seek and the StreamQuery
--- rewind (queen_streams.query_rewind) both move cursors through here.
+-- Replaced by queen.seek_to_v2, which also seeks to the end and one
+-- partition; kept for one release, for the brokers of the previous release
+-- (migrate.Previous). The same seek, through the one rule.
 CREATE OR REPLACE FUNCTION queen.seek_to(p_tenant text, p_queue text, p_group text, p_at timestamptz)
 RETURNS TABLE (queue_id uuid, partition_id uuid) LANGUAGE sql AS $$
-    WITH t AS (
-        SELECT c.partition_id, q.id AS queue_id,
-               greatest(coalesce((SELECT s.base_offset + s.frame_count FROM queen.log_segments s
-                          WHERE s.partition_id = c.partition_id AND s.max_created_at <= p_at
-                          ORDER BY s.base_offset DESC LIMIT 1),
-                        (SELECT s.base_offset + s.frame_count FROM queen.log_segments s, queen.subscriptions x
-                          WHERE s.partition_id = c.partition_id AND x.queue_id = q.id AND x.consumer_group = p_group
-                            AND s.max_created_at <= x.starts_after
-                          ORDER BY s.base_offset DESC LIMIT 1),
-                        0), p.floor_offset) AS at
-          FROM queen.cursors c
-          JOIN queen.partitions p ON p.id = c.partition_id
-          JOIN queen.queues q ON q.id = p.queue_id
-         WHERE q.tenant = p_tenant AND q.name = p_queue AND c.consumer_group = p_group
-           FOR UPDATE OF c
-    )
-    UPDATE queen.cursors c SET committed = t.at, lease_id = NULL, lease_expires_at = NULL, retry_count = 0
-      FROM t WHERE c.partition_id = t.partition_id AND c.consumer_group = p_group
-    RETURNING t.queue_id, c.partition_id
+    SELECT m.queue_id, m.partition_id
+      FROM queen.seek_to_v2(p_tenant => p_tenant, p_queue => p_queue, p_group => p_group, p_partition => NULL, p_at => p_at) m
 $$;

@@ -3,7 +3,7 @@
 -- state row of the query and moves the query's consumer group p_group, on
 -- every partition of the source queue where it has a cursor, to the first
 -- message created at or after p_to. At segment granularity, as every seek
--- (queen.seek_to): the segment that holds p_to is delivered again whole,
+-- (queen.seek_to_v2): the segment that holds p_to is delivered again whole,
 -- messages created before p_to with it. A partition the group has not
 -- reached is left to start where its subscription says.
 --
@@ -68,8 +68,8 @@ BEGIN
     -- microseconds.
     partitions := 0;
     FOR v_m IN SELECT m.queue_id, m.partition_id
-                 FROM queen.seek_to(p_tenant => p_tenant, p_queue => v_q.source_queue, p_group => p_group,
-                                    p_at => p_to - interval '1 microsecond') m
+                 FROM queen.seek_to_v2(p_tenant => p_tenant, p_queue => v_q.source_queue, p_group => p_group,
+                                       p_partition => NULL, p_at => p_to - interval '1 microsecond') m
     LOOP
         PERFORM pg_notify('regent_log', v_m.queue_id || ':' || v_m.partition_id);
         partitions := partitions + 1;

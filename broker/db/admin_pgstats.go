@@ -1,4 +1,4 @@
-package store
+package db
 
 import (
 	"context"
@@ -62,13 +62,13 @@ var pgStats = []struct{ name, sql string }{
 // schemas, each list under its name, and the database's name. Cost: one
 // round trip, a batch of ten reads of the statistics views, whose rows
 // are the broker's 15 or so tables and their indexes.
-func (s *Store) PostgresStats(ctx context.Context) (string, map[string][]map[string]any, error) {
+func (d *DB) PostgresStats(ctx context.Context) (string, map[string][]map[string]any, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT current_database()`)
 	for _, q := range pgStats {
 		b.Queue(q.sql)
 	}
-	res := s.db.SendBatch(ctx, b)
+	res := d.q.SendBatch(ctx, b)
 	defer res.Close()
 	var database string
 	if err := res.QueryRow().Scan(&database); err != nil {

@@ -1,4 +1,4 @@
-package store
+package db
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // Window is the time range of an analytics read, with its bucket width;
 // Queue and Replica narrow it when not empty, and Queues when not nil.
-// PerReplica keeps the replicas' counts apart; otherwise Minutes sums
+// PerReplica keeps the replicas' counts apart; otherwise QueueMinutes sums
 // them, and with AcrossQueues the queues' too. Parked keeps only the
 // minutes in which long-polls were parked.
 type Window struct {
@@ -33,48 +33,40 @@ func bucketSQL(column string) string {
 	return `date_bin($2::interval, ` + column + `, '1970-01-01T00:00:00Z')`
 }
 
-// Minutes is one (bucket, queue, replica) of the counters, summed over the
+// QueueMinutes is one (bucket, queue, replica) of the counters, summed over the
 // minutes of the bucket.
-type Minutes struct {
+type QueueMinutes struct {
 	Bucket         time.Time
 	Queue, Replica string
 	N              [counters.Fields]int64
 	LagMax         int64
 }
 
-// Minutes reads the tenant's counters in the window, by bucket, queue
+// QueueMinutes reads the tenant's counters in the window, by bucket, queue
 // (but with w.AcrossQueues) and (with w.PerReplica) replica, ascending. One
 // statement: a range scan of queue_minutes' primary key (tenant, minute)
 // over minutes × queues × replicas rows of the window.
-func (s *Store) Minutes(ctx context.Context, tenant string, w Window) ([]Minutes, error) {
+func (d *DB) QueueMinutes(ctx context.Context, tenant string, w Window) ([]QueueMinutes, error) {
 	sums := make([]string, 0, counters.Fields)
 	for _, c := range counters.Columns {
 		sums = append(sums, "sum("+c+")::bigint")
 	}
-	rows, err := s.db.Query(ctx, `SELECT `+bucketSQL("minute")+` AS bucket, CASE WHEN $9 THEN '' ELSE queue END,
+	return collect(ctx, d, `SELECT `+bucketSQL("minute")+` AS bucket, CASE WHEN $9 THEN '' ELSE queue END,
 			CASE WHEN $7 THEN replica ELSE '' END,
 			`+strings.Join(sums, ", ")+`, max(lag_max_ms)
 		  FROM queen.queue_minutes
 		 WHERE tenant = $1 AND minute >= date_trunc('minute', $3::timestamptz) AND minute <= $4
 		   AND ($5::text = '' OR queue = $5) AND ($6::text = '' OR replica = $6) AND (NOT $8 OR parked_sum > 0)
 		   AND ($10::text[] IS NULL OR queue = ANY($10))
-		 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, tenant, w.Width, w.From, w.To, w.Queue, w.Replica, w.PerReplica, w.Parked,
-		w.AcrossQueues, w.Queues)
-	if err != nil {
-		return nil, fmt.Errorf("read queue minutes: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Minutes, error) {
-		var m Minutes
+		 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, "read queue minutes", func(r pgx.CollectableRow) (QueueMinutes, error) {
+		var m QueueMinutes
 		dest := []any{&m.Bucket, &m.Queue, &m.Replica}
 		for i := range m.N {
 			dest = append(dest, &m.N[i])
 		}
 		return m, r.Scan(append(dest, &m.LagMax)...)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read queue minutes: %w", err)
-	}
-	return out, nil
+	}, tenant, w.Width, w.From, w.To, w.Queue, w.Replica, w.PerReplica, w.Parked,
+		w.AcrossQueues, w.Queues)
 }
 
 // LagMinute is one queue's pop lag in one minute, summed over replicas.
@@ -91,31 +83,23 @@ const maxLagRows = 10000
 // LagMinutes reads the raw per-minute pop lag of the tenant's queues in the
 // window, newest first, at most maxLagRows. One statement: a range scan of
 // queue_minutes' primary key.
-func (s *Store) LagMinutes(ctx context.Context, tenant string, w Window) ([]LagMinute, error) {
-	rows, err := s.db.Query(ctx, `SELECT queue, minute, sum(lag_count)::bigint, sum(lag_sum_ms)::bigint, max(lag_max_ms)
+func (d *DB) LagMinutes(ctx context.Context, tenant string, w Window) ([]LagMinute, error) {
+	return collect(ctx, d, `SELECT queue, minute, sum(lag_count)::bigint, sum(lag_sum_ms)::bigint, max(lag_max_ms)
 		  FROM queen.queue_minutes
 		 WHERE tenant = $1 AND minute >= date_trunc('minute', $2::timestamptz) AND minute <= $3
 		   AND ($4::text = '' OR queue = $4) AND lag_count > 0
-		 GROUP BY queue, minute ORDER BY minute DESC, queue LIMIT $5`, tenant, w.From, w.To, w.Queue, maxLagRows)
-	if err != nil {
-		return nil, fmt.Errorf("read queue lag: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (LagMinute, error) {
+		 GROUP BY queue, minute ORDER BY minute DESC, queue LIMIT $5`, "read queue lag", func(r pgx.CollectableRow) (LagMinute, error) {
 		var m LagMinute
 		return m, r.Scan(&m.Queue, &m.Minute, &m.Pops, &m.LagSum, &m.LagMax)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read queue lag: %w", err)
-	}
-	return out, nil
+	}, tenant, w.From, w.To, w.Queue, maxLagRows)
 }
 
 // PartitionsCreated counts the partitions of the tenant's named queues by
 // the bucket they were created in (Unix seconds of its start); partitions created before the window
 // fall in its first bucket. One statement: the queues by (tenant, name),
 // their partitions by the (queue_id, name) index.
-func (s *Store) PartitionsCreated(ctx context.Context, tenant string, w Window, queues []string) (map[string]map[int64]int64, error) {
-	rows, err := s.db.Query(ctx, `SELECT q.name, `+bucketSQL("greatest(p.created_at, $3)")+`, count(*)
+func (d *DB) PartitionsCreated(ctx context.Context, tenant string, w Window, queues []string) (map[string]map[int64]int64, error) {
+	rows, err := d.q.Query(ctx, `SELECT q.name, `+bucketSQL("greatest(p.created_at, $3)")+`, count(*)
 		  FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
 		 WHERE q.tenant = $1 AND q.name = ANY($4) AND p.created_at <= $5
 		 GROUP BY 1, 2`, tenant, w.Width, w.From, queues, w.To)
@@ -139,13 +123,13 @@ func (s *Store) PartitionsCreated(ctx context.Context, tenant string, w Window, 
 	return out, nil
 }
 
-// Stored counts the tenant's messages still stored by the bucket of their
+// StoredCounts counts the tenant's messages still stored by the bucket of their
 // creation (Unix seconds of its start) (segment granularity: a segment is one push request), filtered
 // by queue, namespace and task when not empty. One statement: the
 // segments whose time range meets the window, found through the BRIN
 // index on max_created_at, joined to their partitions and queues.
-func (s *Store) Stored(ctx context.Context, tenant string, w Window, namespace, task string) (map[int64]int64, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+bucketSQL("s.min_created_at")+`, sum(s.frame_count)::bigint
+func (d *DB) StoredCounts(ctx context.Context, tenant string, w Window, namespace, task string) (map[int64]int64, error) {
+	rows, err := d.q.Query(ctx, `SELECT `+bucketSQL("s.min_created_at")+`, sum(s.frame_count)::bigint
 		  FROM queen.log_segments s
 		  JOIN queen.partitions p ON p.id = s.partition_id
 		  JOIN queen.queues q ON q.id = p.queue_id
@@ -172,32 +156,24 @@ type RetentionBucket struct {
 	Events                        int64
 }
 
-// Retention reads the tenant's retention events in the window by bucket,
+// RetentionBuckets reads the tenant's retention events in the window by bucket,
 // ascending. One statement: a range scan of retention_events (tenant, at).
-func (s *Store) Retention(ctx context.Context, tenant string, w Window) ([]RetentionBucket, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+bucketSQL("at")+`,
+func (d *DB) RetentionBuckets(ctx context.Context, tenant string, w Window) ([]RetentionBucket, error) {
+	return collect(ctx, d, `SELECT `+bucketSQL("at")+`,
 			coalesce(sum(messages) FILTER (WHERE kind = 'retention'), 0)::bigint,
 			coalesce(sum(messages) FILTER (WHERE kind = 'completed_retention'), 0)::bigint,
 			coalesce(sum(messages) FILTER (WHERE kind = 'eviction'), 0)::bigint,
 			count(*)
 		  FROM queen.retention_events
 		 WHERE tenant = $1 AND at >= $3 AND at <= $4 AND ($5::text = '' OR queue = $5)
-		 GROUP BY 1 ORDER BY 1`, tenant, w.Width, w.From, w.To, w.Queue)
-	if err != nil {
-		return nil, fmt.Errorf("read retention events: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RetentionBucket, error) {
+		 GROUP BY 1 ORDER BY 1`, "read retention events", func(r pgx.CollectableRow) (RetentionBucket, error) {
 		var b RetentionBucket
 		return b, r.Scan(&b.Bucket, &b.Retention, &b.Completed, &b.Evicted, &b.Events)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read retention events: %w", err)
-	}
-	return out, nil
+	}, tenant, w.Width, w.From, w.To, w.Queue)
 }
 
-// Sample is one replica's sample of one minute.
-type Sample struct {
+// ReplicaSample is one replica's sample of one minute.
+type ReplicaSample struct {
 	Replica                        string
 	Minute, SampledAt              time.Time
 	CPUUser, CPUSys                float64
@@ -205,26 +181,18 @@ type Sample struct {
 	PoolSize, PoolIdle, PoolActive int64
 }
 
-// Samples reads the replicas' samples in the window (of one replica when
+// ReplicaSamples reads the replicas' samples in the window (of one replica when
 // w.Replica is set), by replica and minute. One statement: a range scan of
 // replica_samples' primary key (minute, replica), one row per replica and
 // minute.
-func (s *Store) Samples(ctx context.Context, w Window) ([]Sample, error) {
-	rows, err := s.db.Query(ctx, `SELECT replica, minute, sampled_at, cpu_user_pct, cpu_sys_pct, rss_bytes, virtual_bytes,
+func (d *DB) ReplicaSamples(ctx context.Context, w Window) ([]ReplicaSample, error) {
+	return collect(ctx, d, `SELECT replica, minute, sampled_at, cpu_user_pct, cpu_sys_pct, rss_bytes, virtual_bytes,
 			pool_size, pool_idle, pool_active
 		  FROM queen.replica_samples
 		 WHERE minute >= date_trunc('minute', $1::timestamptz) AND minute <= $2 AND ($3::text = '' OR replica = $3)
-		 ORDER BY replica, minute`, w.From, w.To, w.Replica)
-	if err != nil {
-		return nil, fmt.Errorf("read replica samples: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Sample, error) {
-		var x Sample
+		 ORDER BY replica, minute`, "read replica samples", func(r pgx.CollectableRow) (ReplicaSample, error) {
+		var x ReplicaSample
 		return x, r.Scan(&x.Replica, &x.Minute, &x.SampledAt, &x.CPUUser, &x.CPUSys, &x.RSS, &x.Virtual,
 			&x.PoolSize, &x.PoolIdle, &x.PoolActive)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read replica samples: %w", err)
-	}
-	return out, nil
+	}, w.From, w.To, w.Replica)
 }

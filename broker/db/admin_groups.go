@@ -1,5 +1,18 @@
-// Package store is the storage of the admin API's consumer-group routes
-// (queue-admin-api.md §1) over queen.cursors and queen.subscriptions. Every
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// The admin API's consumer-group routes (queue-admin-api.md §1) read and
+// move queen.cursors and queen.subscriptions. Every
 // statement is limited to one tenant's queues, so another tenant's group or
 // queue reads exactly like a missing one.
 //
@@ -15,33 +28,14 @@
 // reported and updated as none. The oldest unconsumed message of a cursor
 // is read at segment granularity (the first segment past committed, its
 // min_created_at), as the pop's subscription start is.
-package store
-
-import (
-	"context"
-	"errors"
-	"fmt"
-	"time"
-
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-
-	"github.com/regent-mq/regent/broker/pg"
-)
-
-// Store runs the consumer-group statements on a pool.
-type Store struct{ db pg.DB }
-
-// New returns a Store on db.
-func New(db pg.DB) *Store { return &Store{db: db} }
 
 // oldestJoin joins o.oldest, the creation time of the oldest message that
 // cursor c of partition p has not consumed, or NULL.
 const oldestJoin = `LEFT JOIN LATERAL queen.oldest_unconsumed(p_partition_id => c.partition_id, p_committed => c.committed,
 	p_next_offset => p.next_offset) o ON true`
 
-// Group is one (group, queue) pair of the group list.
-type Group struct {
+// GroupSummary is one (group, queue) pair of the group list.
+type GroupSummary struct {
 	Name, Queue          string
 	Members, WithLag     int
 	LagMessages          int64
@@ -51,11 +45,11 @@ type Group struct {
 	SubStart, SubCreated *time.Time
 }
 
-// Groups lists the tenant's (group, queue) pairs that hold a cursor, sorted
+// ConsumerGroups lists the tenant's (group, queue) pairs that hold a cursor, sorted
 // by group, then queue. One statement: a scan of the tenant's cursors, each
 // with two index probes into its partition's segments.
-func (s *Store) Groups(ctx context.Context, tenant string) ([]Group, error) {
-	rows, err := s.db.Query(ctx, `SELECT c.consumer_group, q.name, count(*)::int,
+func (d *DB) ConsumerGroups(ctx context.Context, tenant string) ([]GroupSummary, error) {
+	return collect(ctx, d, `SELECT c.consumer_group, q.name, count(*)::int,
 			count(*) FILTER (WHERE o.oldest IS NOT NULL)::int,
 			coalesce(sum(greatest(p.next_offset - c.committed, 0)), 0)::bigint,
 			min(o.oldest), bool_or(c.last_consumed_at IS NOT NULL OR c.batch_end IS NULL),
@@ -70,24 +64,16 @@ func (s *Store) Groups(ctx context.Context, tenant string) ([]Group, error) {
 		                      WHERE x.queue_id = q.id AND x.consumer_group = c.consumer_group
 		                        AND x.starts_after > '-infinity') sub ON true
 		 GROUP BY c.consumer_group, q.name, sub.mode, sub.starts_after, sub.created_at
-		 ORDER BY c.consumer_group, q.name`, tenant)
-	if err != nil {
-		return nil, fmt.Errorf("list consumer groups: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Group, error) {
-		var g Group
+		 ORDER BY c.consumer_group, q.name`, "list consumer groups", func(r pgx.CollectableRow) (GroupSummary, error) {
+		var g GroupSummary
 		err := r.Scan(&g.Name, &g.Queue, &g.Members, &g.WithLag, &g.LagMessages, &g.Oldest, &g.Moved,
 			&g.SubMode, &g.SubStart, &g.SubCreated)
 		return g, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list consumer groups: %w", err)
-	}
-	return out, nil
+	}, tenant)
 }
 
-// Cursor is one cursor of a group on a partition, with its lag.
-type Cursor struct {
+// GroupCursor is one cursor of a group on a partition, with its lag.
+type GroupCursor struct {
 	Group, Queue, Partition string
 	PartitionID             uuid.UUID
 	LeaseID                 *uuid.UUID
@@ -103,60 +89,44 @@ const cursorColumns = `c.consumer_group, q.name, p.name, p.id, c.lease_id,
 	CASE WHEN o.oldest IS NULL THEN 0 ELSE greatest(p.next_offset - c.committed, 0) END,
 	o.oldest, c.last_consumed_at, c.total_consumed`
 
-func scanCursor(r pgx.CollectableRow) (Cursor, error) {
-	var c Cursor
+func scanCursor(r pgx.CollectableRow) (GroupCursor, error) {
+	var c GroupCursor
 	err := r.Scan(&c.Group, &c.Queue, &c.Partition, &c.PartitionID, &c.LeaseID, &c.LeaseActive,
 		&c.OffsetLag, &c.Oldest, &c.LastConsumedAt, &c.TotalConsumed)
 	return c, err
 }
 
-// Lagging lists the tenant's cursors whose oldest unconsumed message is
+// LaggingCursors lists the tenant's cursors whose oldest unconsumed message is
 // strictly older than minLag, the most lagging first.
-func (s *Store) Lagging(ctx context.Context, tenant string, minLag time.Duration) ([]Cursor, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+cursorColumns+`
+func (d *DB) LaggingCursors(ctx context.Context, tenant string, minLag time.Duration) ([]GroupCursor, error) {
+	return collect(ctx, d, `SELECT `+cursorColumns+`
 		  FROM queen.cursors c
 		  JOIN queen.partitions p ON p.id = c.partition_id
 		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
 		  `+oldestJoin+`
 		 WHERE o.oldest < now() - make_interval(secs => $2)
-		 ORDER BY o.oldest, c.consumer_group, q.name, p.name`, tenant, minLag.Seconds())
-	if err != nil {
-		return nil, fmt.Errorf("list lagging cursors: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, scanCursor)
-	if err != nil {
-		return nil, fmt.Errorf("list lagging cursors: %w", err)
-	}
-	return out, nil
+		 ORDER BY o.oldest, c.consumer_group, q.name, p.name`, "list lagging cursors", scanCursor, tenant, minLag.Seconds())
 }
 
-// Cursors lists one group's cursors on the tenant's queues, by queue, then
+// GroupCursors lists one group's cursors on the tenant's queues, by queue, then
 // partition.
-func (s *Store) Cursors(ctx context.Context, tenant, group string) ([]Cursor, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+cursorColumns+`
+func (d *DB) GroupCursors(ctx context.Context, tenant, group string) ([]GroupCursor, error) {
+	return collect(ctx, d, `SELECT `+cursorColumns+`
 		  FROM queen.cursors c
 		  JOIN queen.partitions p ON p.id = c.partition_id
 		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
 		  `+oldestJoin+`
 		 WHERE c.consumer_group = $2
-		 ORDER BY q.name, p.name`, tenant, group)
-	if err != nil {
-		return nil, fmt.Errorf("describe consumer group: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, scanCursor)
-	if err != nil {
-		return nil, fmt.Errorf("describe consumer group: %w", err)
-	}
-	return out, nil
+		 ORDER BY q.name, p.name`, "describe consumer group", scanCursor, tenant, group)
 }
 
-// Delete deletes the group's cursors, with their leases and retry counts, on
+// DeleteGroup deletes the group's cursors, with their leases and retry counts, on
 // the tenant's queues (on the one queue when queue is not nil), and its
 // subscriptions too when metadata is set. It returns the cursors deleted:
 // the group starts over on their partitions, which the pops must look at
 // again.
-func (s *Store) Delete(ctx context.Context, tenant, group string, queue *string, metadata bool) ([]Moved, error) {
-	rows, err := s.db.Query(ctx, `WITH c AS (
+func (d *DB) DeleteGroup(ctx context.Context, tenant, group string, queue *string, metadata bool) ([]MovedCursor, error) {
+	rows, err := d.q.Query(ctx, `WITH c AS (
 			DELETE FROM queen.cursors c USING queen.partitions p, queen.queues q
 			 WHERE c.partition_id = p.id AND p.queue_id = q.id AND q.tenant = $1 AND c.consumer_group = $2
 			   AND ($3::text IS NULL OR q.name = $3)
@@ -171,39 +141,34 @@ func (s *Store) Delete(ctx context.Context, tenant, group string, queue *string,
 	return collectMoved(rows, err, "delete consumer group %q", group)
 }
 
-// Moved is a cursor a seek moved: the pops must look at its partition again.
-type Moved struct{ Queue, Partition uuid.UUID }
+// MovedCursor is a cursor a seek moved: the pops must look at its partition
+// again.
+type MovedCursor struct{ Queue, Partition uuid.UUID }
 
-// released is what every seek does to the cursors it moves: the lease goes,
-// and with it the retry count, which counted a batch that is no longer the
-// one at the cursor. The batch bounds stay, so that an ack of a message of
-// the old batch is still recognised: behind the cursor it reads as already
-// acknowledged, ahead of it the missing lease refuses it.
-const released = `lease_id = NULL, lease_expires_at = NULL, retry_count = 0`
+// seekSQL moves cursors by the one seek rule, queen.seek_to_v2: every
+// seek releases the leases of the cursors it moves, and says how.
+const seekSQL = `SELECT queue_id, partition_id
+	  FROM queen.seek_to_v2(p_tenant => $1, p_queue => $2, p_group => $3, p_partition => NULL, p_at => $4)`
 
 // SeekToEnd moves the group's cursors on the tenant's queue just past each
 // partition's newest message; a partition without messages is left alone.
-func (s *Store) SeekToEnd(ctx context.Context, tenant, group, queue string) ([]Moved, error) {
-	rows, err := s.db.Query(ctx, `UPDATE queen.cursors c SET committed = p.next_offset, `+released+`
-		  FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-		 WHERE c.partition_id = p.id AND q.tenant = $1 AND q.name = $2 AND c.consumer_group = $3
-		   AND EXISTS (SELECT FROM queen.log_segments s WHERE s.partition_id = p.id)
-		RETURNING q.id, p.id`, tenant, queue, group)
+// One statement: queen.seek_to_v2 to 'infinity'.
+func (d *DB) SeekToEnd(ctx context.Context, tenant, group, queue string) ([]MovedCursor, error) {
+	rows, err := d.q.Query(ctx, seekSQL, tenant, queue, group, pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true})
 	return collectMoved(rows, err, "seek %q to the end", group)
 }
 
 // SeekTo moves the group's cursors on the tenant's queue just after the
-// last message created at or before t; queen.seek_to says how.
-func (s *Store) SeekTo(ctx context.Context, tenant, group, queue string, t time.Time) ([]Moved, error) {
-	rows, err := s.db.Query(ctx, `SELECT queue_id, partition_id
-		  FROM queen.seek_to(p_tenant => $1, p_queue => $2, p_group => $3, p_at => $4)`, tenant, queue, group, t)
+// last message created at or before t; queen.seek_to_v2 says how.
+func (d *DB) SeekTo(ctx context.Context, tenant, group, queue string, t time.Time) ([]MovedCursor, error) {
+	rows, err := d.q.Query(ctx, seekSQL, tenant, queue, group, t)
 	return collectMoved(rows, err, "seek %q to a time", group)
 }
 
-func collectMoved(rows pgx.Rows, err error, format string, args ...any) ([]Moved, error) {
+func collectMoved(rows pgx.Rows, err error, format string, args ...any) ([]MovedCursor, error) {
 	if err == nil {
-		var out []Moved
-		out, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Moved])
+		var out []MovedCursor
+		out, err = pgx.CollectRows(rows, pgx.RowToStructByPos[MovedCursor])
 		if err == nil {
 			return out, nil
 		}
@@ -211,32 +176,33 @@ func collectMoved(rows pgx.Rows, err error, format string, args ...any) ([]Moved
 	return nil, fmt.Errorf(format+": %w", append(args, err)...)
 }
 
-// ErrNoPartition is the partition seek's answer for a queue or partition
+// ErrNoSuchPartition is the partition seek's answer for a queue or partition
 // that does not exist, or is another tenant's.
-var ErrNoPartition = errors.New("partition not found")
+var ErrNoSuchPartition = errors.New("partition not found")
 
 // SeekPartitionToEnd moves the group's cursor on one partition of the
-// tenant's queue past its newest message. It reports whether a cursor moved
-// and, if so, the creation time of that message (at segment granularity).
-func (s *Store) SeekPartitionToEnd(ctx context.Context, tenant, group, queue, partition string) (*Moved, *time.Time, error) {
-	var m Moved
+// tenant's queue past its newest message, by queen.seek_to_v2. It reports
+// whether a cursor moved and, if so, the creation time of that message (at
+// segment granularity). One statement: the partition by
+// queues_tenant_name_key and its (queue_id, name) key, its newest segment by
+// log_segments_pkey, and the seek.
+func (d *DB) SeekPartitionToEnd(ctx context.Context, tenant, group, queue, partition string) (*MovedCursor, *time.Time, error) {
+	var m MovedCursor
 	var at *time.Time
 	var updated bool
-	err := s.db.QueryRow(ctx, `WITH p AS (
-			SELECT p.id, p.queue_id, p.next_offset,
+	err := d.q.QueryRow(ctx, `WITH p AS (
+			SELECT p.id, p.queue_id,
 			       (SELECT s.max_created_at FROM queen.log_segments s
 			         WHERE s.partition_id = p.id ORDER BY s.base_offset DESC LIMIT 1) AS newest
 			  FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
 			 WHERE q.tenant = $1 AND q.name = $2 AND p.name = $3
-		), u AS (
-			UPDATE queen.cursors c SET committed = p.next_offset, `+released+`
-			  FROM p WHERE c.partition_id = p.id AND c.consumer_group = $4 AND p.newest IS NOT NULL
-			RETURNING 1
+		), u AS MATERIALIZED (
+			SELECT FROM queen.seek_to_v2(p_tenant => $1, p_queue => $2, p_group => $4, p_partition => $3, p_at => 'infinity')
 		)
 		SELECT p.queue_id, p.id, EXISTS (SELECT FROM u), p.newest FROM p`, tenant, queue, partition, group).
 		Scan(&m.Queue, &m.Partition, &updated, &at)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, ErrNoPartition
+		return nil, nil, ErrNoSuchPartition
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("seek %q on partition %q to the end: %w", group, partition, err)
@@ -251,8 +217,8 @@ func (s *Store) SeekPartitionToEnd(ctx context.Context, tenant, group, queue, pa
 // on the tenant's queues to just after t, keeping each one's mode; mode all
 // has no record and is left alone. Only partitions the group has not reached
 // yet notice. It returns the subscriptions changed.
-func (s *Store) SetSubscriptionStart(ctx context.Context, tenant, group string, t time.Time) (int, error) {
-	tag, err := s.db.Exec(ctx, `UPDATE queen.subscriptions s
+func (d *DB) SetSubscriptionStart(ctx context.Context, tenant, group string, t time.Time) (int, error) {
+	tag, err := d.q.Exec(ctx, `UPDATE queen.subscriptions s
 		   SET mode = coalesce(s.mode, CASE WHEN s.starts_after = s.created_at THEN 'new' ELSE 'timestamp' END),
 		       starts_after = $3
 		  FROM queen.queues q

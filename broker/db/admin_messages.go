@@ -1,4 +1,4 @@
-package store
+package db
 
 import (
 	"context"
@@ -15,16 +15,16 @@ import (
 // read segments, newest first, and decode only those they list; a message's
 // status is computed from its partition's cursors and dead letters.
 
-// Where narrows the segments a listing reads: the tenant's, of the named
+// SegmentFilter narrows the segments a listing reads: the tenant's, of the named
 // queue, partition, namespace and task when not nil, overlapping the window
 // [From, To).
-type Where struct {
+type SegmentFilter struct {
 	Queue, Partition, Namespace, Task *string
 	From, To                          time.Time
 }
 
-// Segment is a stored segment with the names of its partition and queue.
-type Segment struct {
+// StoredSegment is a stored segment with the names of its partition and queue.
+type StoredSegment struct {
 	PartitionID      uuid.UUID
 	Queue, Partition string
 	Namespace, Task  string
@@ -37,19 +37,19 @@ type Segment struct {
 	MaxCreatedAt     time.Time
 }
 
-// SegmentKey is where a listing stopped, the last segment it read.
-type SegmentKey struct {
+// StoredSegmentKey is where a listing stopped, the last segment it read.
+type StoredSegmentKey struct {
 	MaxCreatedAt time.Time
 	PartitionID  uuid.UUID
 	Base         int64
 }
 
 // Key is the key of segment g.
-func (g *Segment) Key() SegmentKey {
-	return SegmentKey{MaxCreatedAt: g.MaxCreatedAt, PartitionID: g.PartitionID, Base: g.Base}
+func (g *StoredSegment) Key() StoredSegmentKey {
+	return StoredSegmentKey{MaxCreatedAt: g.MaxCreatedAt, PartitionID: g.PartitionID, Base: g.Base}
 }
 
-// Segments returns up to n of the tenant's segments that overlap the window
+// StoredSegments returns up to n of the tenant's segments that overlap the window
 // and whose newest frame is in the slice [lo, hi), newest (by
 // max_created_at) first, after the key when not nil. A frame of a later
 // segment is never newer than the segments before it, so a listing stops
@@ -57,12 +57,12 @@ func (g *Segment) Key() SegmentKey {
 // slice goes to log_segments_time_brin, so that a call reads the segments of
 // its slice and sorts only those; a queue or a partition goes to
 // queues_tenant_name_key and the partitions' and segments' primary keys.
-func (s *Store) Segments(ctx context.Context, tenant string, w Where, lo, hi time.Time, after *SegmentKey, n int) ([]Segment, error) {
-	var k SegmentKey
+func (d *DB) StoredSegments(ctx context.Context, tenant string, w SegmentFilter, lo, hi time.Time, after *StoredSegmentKey, n int) ([]StoredSegment, error) {
+	var k StoredSegmentKey
 	if after != nil {
 		k = *after
 	}
-	rows, err := s.db.Query(ctx, `SELECT s.partition_id, q.name, p.name, coalesce(q.namespace, ''), coalesce(q.task, ''),
+	return collect(ctx, d, `SELECT s.partition_id, q.name, p.name, coalesce(q.namespace, ''), coalesce(q.task, ''),
 			q.priority, p.floor_offset, s.base_offset, s.frame_count, s.body, s.checksum, s.max_created_at
 		  FROM queen.log_segments s
 		  JOIN queen.partitions p ON p.id = s.partition_id
@@ -72,21 +72,13 @@ func (s *Store) Segments(ctx context.Context, tenant string, w Where, lo, hi tim
 		   AND s.max_created_at >= $6 AND s.max_created_at < $7 AND s.min_created_at < $8
 		   AND ($9::boolean OR (s.max_created_at, s.partition_id, s.base_offset) < ($10, $11, $12))
 		 ORDER BY s.max_created_at DESC, s.partition_id DESC, s.base_offset DESC
-		 LIMIT $13`, tenant, w.Queue, w.Partition, w.Namespace, w.Task, lo, hi, w.To,
-		after == nil, k.MaxCreatedAt, k.PartitionID, k.Base, n)
-	if err != nil {
-		return nil, fmt.Errorf("read segments: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Segment, error) {
-		var g Segment
+		 LIMIT $13`, "read segments", func(r pgx.CollectableRow) (StoredSegment, error) {
+		var g StoredSegment
 		err := r.Scan(&g.PartitionID, &g.Queue, &g.Partition, &g.Namespace, &g.Task, &g.Priority,
 			&g.Floor, &g.Base, &g.Frames, &g.Body, &g.Checksum, &g.MaxCreatedAt)
 		return g, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read segments: %w", err)
-	}
-	return out, nil
+	}, tenant, w.Queue, w.Partition, w.Namespace, w.Task, lo, hi, w.To,
+		after == nil, k.MaxCreatedAt, k.PartitionID, k.Base, n)
 }
 
 // CursorState is what a message's status needs of one cursor.
@@ -98,10 +90,10 @@ type CursorState struct {
 	LeaseExpiresAt       *time.Time
 }
 
-// CursorsOf returns the cursors of the partitions by partition: one scan of
+// CursorStates returns the cursors of the partitions by partition: one scan of
 // cursors_pkey per partition.
-func (s *Store) CursorsOf(ctx context.Context, partitions []uuid.UUID) (map[uuid.UUID][]CursorState, error) {
-	rows, err := s.db.Query(ctx, `SELECT x.partition_id, x.consumer_group, x.committed, x.batch_start, x.batch_end,
+func (d *DB) CursorStates(ctx context.Context, partitions []uuid.UUID) (map[uuid.UUID][]CursorState, error) {
+	rows, err := d.q.Query(ctx, `SELECT x.partition_id, x.consumer_group, x.committed, x.batch_start, x.batch_end,
 			x.lease_id IS NOT NULL AND queen.lease_live(x.lease_expires_at), x.lease_expires_at
 		  FROM queen.cursors x WHERE x.partition_id = ANY($1) ORDER BY x.partition_id, x.consumer_group`, pg.IDs(partitions))
 	if err != nil {
@@ -123,31 +115,31 @@ func (s *Store) CursorsOf(ctx context.Context, partitions []uuid.UUID) (map[uuid
 	return out, nil
 }
 
-// DeadLetter is a message's dead-letter entry (the latest, when several
+// DeadLetterEntry is a message's dead-letter entry (the latest, when several
 // groups dead-lettered it).
-type DeadLetter struct {
+type DeadLetterEntry struct {
 	ErrorMessage *string
 	RetryCount   int
 }
 
 // DeadLettered returns the dead-letter entries of the messages, by message
 // id: a probe of dead_letters_pkey's partition prefix per partition.
-func (s *Store) DeadLettered(ctx context.Context, partitions, messages []uuid.UUID) (map[uuid.UUID]DeadLetter, error) {
-	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (d.message_id) d.message_id, d.error_message, d.retry_count
+func (d *DB) DeadLettered(ctx context.Context, partitions, messages []uuid.UUID) (map[uuid.UUID]DeadLetterEntry, error) {
+	rows, err := d.q.Query(ctx, `SELECT DISTINCT ON (d.message_id) d.message_id, d.error_message, d.retry_count
 		  FROM queen.dead_letters d WHERE d.partition_id = ANY($1) AND d.message_id = ANY($2)
 		 ORDER BY d.message_id, d.failed_at DESC`, pg.IDs(partitions), pg.IDs(messages))
 	if err != nil {
 		return nil, fmt.Errorf("read dead letters: %w", err)
 	}
 	defer rows.Close()
-	out := map[uuid.UUID]DeadLetter{}
+	out := map[uuid.UUID]DeadLetterEntry{}
 	for rows.Next() {
 		var id uuid.UUID
-		var d DeadLetter
-		if err := rows.Scan(&id, &d.ErrorMessage, &d.RetryCount); err != nil {
+		var e DeadLetterEntry
+		if err := rows.Scan(&id, &e.ErrorMessage, &e.RetryCount); err != nil {
 			return nil, fmt.Errorf("read dead letters: %w", err)
 		}
-		out[id] = d
+		out[id] = e
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read dead letters: %w", err)
@@ -155,11 +147,11 @@ func (s *Store) DeadLettered(ctx context.Context, partitions, messages []uuid.UU
 	return out, nil
 }
 
-// Modes are the queue-mode cursor and the named groups over the tenant's
+// ConsumptionModes are the queue-mode cursor and the named groups over the tenant's
 // partitions (of one queue when queue is not nil): one scan of their
 // cursors.
-func (s *Store) Modes(ctx context.Context, tenant string, queue *string) (hasQueueMode bool, groups int, err error) {
-	err = s.db.QueryRow(ctx, `SELECT coalesce(bool_or(x.consumer_group = '__QUEUE_MODE__'), false),
+func (d *DB) ConsumptionModes(ctx context.Context, tenant string, queue *string) (hasQueueMode bool, groups int, err error) {
+	err = d.q.QueryRow(ctx, `SELECT coalesce(bool_or(x.consumer_group = '__QUEUE_MODE__'), false),
 			count(DISTINCT x.consumer_group) FILTER (WHERE x.consumer_group <> '__QUEUE_MODE__')::int
 		  FROM queen.cursors x
 		  JOIN queen.partitions p ON p.id = x.partition_id
@@ -171,9 +163,9 @@ func (s *Store) Modes(ctx context.Context, tenant string, queue *string) (hasQue
 	return hasQueueMode, groups, nil
 }
 
-// Found is a message's segment, with its queue's settings.
-type Found struct {
-	Segment
+// FoundMessage is a message's segment, with its queue's settings.
+type FoundMessage struct {
+	StoredSegment
 	Encrypted                              bool
 	LeaseTime, RetryLimit, RetryDelay, TTL int
 	// Index is the message's frame in the segment.
@@ -186,9 +178,9 @@ type Found struct {
 // log_segments_pkey, without decoding, and stops at the first that holds
 // it: a recent message costs a probe or two, an old one a scan of that one
 // partition's segment rows (never of its bodies, nor of another partition).
-func (s *Store) FindMessage(ctx context.Context, tenant string, partition uuid.UUID, txid string) (*Found, error) {
-	var f Found
-	err := s.db.QueryRow(ctx, `SELECT s.partition_id, q.name, p.name, coalesce(q.namespace, ''), coalesce(q.task, ''),
+func (d *DB) FindMessage(ctx context.Context, tenant string, partition uuid.UUID, txid string) (*FoundMessage, error) {
+	var f FoundMessage
+	err := d.q.QueryRow(ctx, `SELECT s.partition_id, q.name, p.name, coalesce(q.namespace, ''), coalesce(q.task, ''),
 			q.priority, p.floor_offset, s.base_offset, s.frame_count, s.body, s.checksum, s.max_created_at,
 			q.encryption_enabled, q.lease_time, q.retry_limit, q.retry_delay, q.ttl,
 			(SELECT max(t.n) FROM unnest(s.txids) WITH ORDINALITY AS t (txid, n) WHERE t.txid = $3)::int - 1
@@ -208,8 +200,8 @@ func (s *Store) FindMessage(ctx context.Context, tenant string, partition uuid.U
 	return &f, nil
 }
 
-// Rewrite is a segment whose body a deletion re-encoded.
-type Rewrite struct {
+// SegmentRewrite is a segment whose body a deletion re-encoded.
+type SegmentRewrite struct {
 	Body      []byte
 	Checksum  int64
 	MessageID uuid.UUID
@@ -221,9 +213,9 @@ type Rewrite struct {
 // letters and traces and frees the id for a later push (queen.push_dedup). One
 // statement, on condition that the segment is still as it was read: false
 // when a concurrent deletion or retention changed it first.
-func (s *Store) DeleteMessage(ctx context.Context, f *Found, txid string, r Rewrite) (bool, error) {
+func (d *DB) DeleteMessage(ctx context.Context, f *FoundMessage, txid string, r SegmentRewrite) (bool, error) {
 	var done bool
-	err := s.db.QueryRow(ctx, `WITH seg AS (
+	err := d.q.QueryRow(ctx, `WITH seg AS (
 			UPDATE queen.log_segments s
 			   SET body = $4, checksum = $5, txids[$6 + 1] = ''
 			 WHERE s.partition_id = $1 AND s.base_offset = $2 AND s.checksum = $3 AND s.txids[$6 + 1] = $7

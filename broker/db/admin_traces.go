@@ -1,4 +1,4 @@
-package store
+package db
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // NewTrace is a trace to record against a message.
@@ -29,9 +28,9 @@ type NewTrace struct {
 // current batch, so the offset is looked for among the transaction ids of
 // that batch's segments first; only a message outside it costs a walk
 // over every segment of the partition.
-func (s *Store) AddTrace(ctx context.Context, tenant string, t NewTrace) (bool, error) {
+func (d *DB) AddTrace(ctx context.Context, tenant string, t NewTrace) (bool, error) {
 	var n int
-	err := s.db.QueryRow(ctx, `WITH m AS (
+	err := d.q.QueryRow(ctx, `WITH m AS (
 			SELECT p.id, coalesce(
 			         (SELECT (queen.txid_offsets(p_partition_id => p.id, p_from => c.batch_start, p_to => c.batch_end,
 			                                     p_txids => ARRAY[$3::text]))[1]
@@ -71,10 +70,10 @@ type Trace struct {
 	// The segment that holds the message, when it is still stored, and
 	// the message's offset in the partition.
 	Offset   int64
-	Base     pgtype.Int8
-	Count    pgtype.Int4
+	Base     *int64 // nil when the segment is gone; then so are the three below
+	Count    *int32
 	Body     []byte
-	Checksum pgtype.Int8
+	Checksum *int64
 }
 
 // maxMessageTraces bounds the traces of one message that a read returns.
@@ -86,24 +85,16 @@ const traceNamesSQL = `coalesce((SELECT array_agg(n.name ORDER BY n.name) FROM q
 // MessageTraces lists the traces of the tenant's message, oldest first, at
 // most 1,000. One statement: traces (partition_id, transaction_id, id),
 // with each trace's names by trace_names (trace_id).
-func (s *Store) MessageTraces(ctx context.Context, tenant string, partition uuid.UUID, txid string) ([]Trace, error) {
-	rows, err := s.db.Query(ctx, `SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at, `+traceNamesSQL+`
+func (d *DB) MessageTraces(ctx context.Context, tenant string, partition uuid.UUID, txid string) ([]Trace, error) {
+	return collect(ctx, d, `SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at, `+traceNamesSQL+`
 		  FROM queen.traces t
 		  JOIN queen.partitions p ON p.id = t.partition_id
 		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
 		 WHERE t.partition_id = $2 AND t.transaction_id = $3
-		 ORDER BY t.id LIMIT $4`, tenant, partition, txid, maxMessageTraces)
-	if err != nil {
-		return nil, fmt.Errorf("read a message's traces: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Trace, error) {
+		 ORDER BY t.id LIMIT $4`, "read a message's traces", func(r pgx.CollectableRow) (Trace, error) {
 		var t Trace
 		return t, r.Scan(&t.ID, &t.EventType, &t.Data, &t.ConsumerGroup, &t.Worker, &t.CreatedAt, &t.Names)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read a message's traces: %w", err)
-	}
-	return out, nil
+	}, tenant, partition, txid, maxMessageTraces)
 }
 
 // TracesByName is a page of the tenant's traces that carry a name, oldest
@@ -111,13 +102,13 @@ func (s *Store) MessageTraces(ctx context.Context, tenant string, partition uuid
 // trace_names' primary key (tenant, name), and the page along it, each
 // trace joined to its partition, queue, names and the segment that holds
 // its message (log_segments' primary key).
-func (s *Store) TracesByName(ctx context.Context, tenant, name string, limit, offset int) ([]Trace, int64, error) {
+func (d *DB) TracesByName(ctx context.Context, tenant, name string, limit, offset int) ([]Trace, int64, error) {
 	var total int64
-	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM queen.trace_names WHERE tenant = $1 AND name = $2`, tenant, name).
+	if err := d.q.QueryRow(ctx, `SELECT count(*) FROM queen.trace_names WHERE tenant = $1 AND name = $2`, tenant, name).
 		Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count traces by name: %w", err)
 	}
-	rows, err := s.db.Query(ctx, `SELECT t.id, t.partition_id, t.transaction_id, t.event_type, t.data, t.consumer_group,
+	rows, err := d.q.Query(ctx, `SELECT t.id, t.partition_id, t.transaction_id, t.event_type, t.data, t.consumer_group,
 			t.worker_id, t.created_at, `+traceNamesSQL+`, q.name, p.name, t.message_offset,
 			sg.base_offset, sg.frame_count, sg.body, sg.checksum
 		  FROM queen.trace_names tn
@@ -154,8 +145,8 @@ type TraceName struct {
 // first, and how many names there are. One statement: an aggregate over
 // the tenant's range of trace_names (tenant, name), each joined to its
 // trace; its cost grows with the tenant's traces, which retention bounds.
-func (s *Store) TraceNames(ctx context.Context, tenant string, limit, offset int) ([]TraceName, int64, error) {
-	rows, err := s.db.Query(ctx, `SELECT tn.name, count(*), count(DISTINCT (t.partition_id, t.transaction_id)),
+func (d *DB) TraceNames(ctx context.Context, tenant string, limit, offset int) ([]TraceName, int64, error) {
+	rows, err := d.q.Query(ctx, `SELECT tn.name, count(*), count(DISTINCT (t.partition_id, t.transaction_id)),
 			max(t.created_at), count(*) OVER ()
 		  FROM queen.trace_names tn JOIN queen.traces t ON t.id = tn.trace_id
 		 WHERE tn.tenant = $1
@@ -173,7 +164,7 @@ func (s *Store) TraceNames(ctx context.Context, tenant string, limit, offset int
 	}
 	if len(out) == 0 && offset > 0 {
 		// A page past the end still says how many names there are.
-		if err := s.db.QueryRow(ctx, `SELECT count(DISTINCT name) FROM queen.trace_names WHERE tenant = $1`, tenant).
+		if err := d.q.QueryRow(ctx, `SELECT count(DISTINCT name) FROM queen.trace_names WHERE tenant = $1`, tenant).
 			Scan(&total); err != nil {
 			return nil, 0, fmt.Errorf("count trace names: %w", err)
 		}

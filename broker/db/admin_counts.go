@@ -1,4 +1,4 @@
-package store
+package db
 
 import (
 	"context"
@@ -56,17 +56,17 @@ const partitionCounts = `
 	 CROSS JOIN LATERAL (SELECT count(*) AS n FROM queen.dead_letters d WHERE d.partition_id = p.id) d
 	 WHERE q.tenant = $1 AND ($2::text IS NULL OR q.name = $2)`
 
-// Counts are the counters of §3 over some partitions. Pending includes
+// MessageCounts are the counters of §3 over some partitions. Pending includes
 // processing; Waiting is pending without it.
-type Counts struct {
+type MessageCounts struct {
 	Total, Pending, Waiting, Processing, DeadLetter int64
 }
 
 // Completed is what is stored and neither pending nor dead-lettered.
-func (c Counts) Completed() int64 { return max(c.Total-c.Pending-c.DeadLetter, 0) }
+func (c MessageCounts) Completed() int64 { return max(c.Total-c.Pending-c.DeadLetter, 0) }
 
 // Add sums o into c.
-func (c *Counts) Add(o Counts) {
+func (c *MessageCounts) Add(o MessageCounts) {
 	c.Total += o.Total
 	c.Pending += o.Pending
 	c.Waiting += o.Waiting
@@ -74,8 +74,8 @@ func (c *Counts) Add(o Counts) {
 	c.DeadLetter += o.DeadLetter
 }
 
-// Queue is a queue of the tenant with its settings and summed counts.
-type Queue struct {
+// QueueSummary is a queue of the tenant with its settings and summed counts.
+type QueueSummary struct {
 	ID                         uuid.UUID
 	Name, Namespace, Task      string
 	CreatedAt                  time.Time
@@ -87,50 +87,42 @@ type Queue struct {
 	// Given is every message the queue was ever given (read by Queues
 	// only), Consumed the sum of its cursors' consumed counts.
 	Given, Consumed int64
-	Counts          Counts
+	Counts          MessageCounts
 }
 
 const queueColumns = `q.id, q.name, coalesce(q.namespace, ''), coalesce(q.task, ''), q.created_at,
 	q.lease_time, q.retry_limit, q.retry_delay, q.ttl, q.priority, q.max_size, q.dead_letter_queue,
 	q.encryption_enabled`
 
-// Queues lists the tenant's queues, newest first, with the counts of their
+// QueueSummaries lists the tenant's queues, newest first, with the counts of their
 // partitions summed: partitionCounts once, grouped by queue.
-func (s *Store) Queues(ctx context.Context, tenant string) ([]Queue, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+queueColumns+`, count(pc.partition_id)::int,
+func (d *DB) QueueSummaries(ctx context.Context, tenant string) ([]QueueSummary, error) {
+	return collect(ctx, d, `SELECT `+queueColumns+`, count(pc.partition_id)::int,
 			coalesce(sum(pc.given), 0)::bigint, coalesce(sum(pc.consumed), 0)::bigint, coalesce(sum(pc.total), 0)::bigint, coalesce(sum(pc.pending), 0)::bigint,
 			coalesce(sum(pc.waiting), 0)::bigint, coalesce(sum(pc.processing), 0)::bigint, coalesce(sum(pc.dead_letter), 0)::bigint
 		  FROM queen.queues q
 		  LEFT JOIN (`+partitionCounts+`) pc ON pc.queue_id = q.id
 		 WHERE q.tenant = $1
 		 GROUP BY q.id
-		 ORDER BY q.created_at DESC, q.name`, tenant, nil)
-	if err != nil {
-		return nil, fmt.Errorf("list queues: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Queue, error) {
-		var q Queue
+		 ORDER BY q.created_at DESC, q.name`, "list queues", func(r pgx.CollectableRow) (QueueSummary, error) {
+		var q QueueSummary
 		err := r.Scan(queueFields(&q, &q.Partitions, &q.Given, &q.Consumed, &q.Counts.Total, &q.Counts.Pending,
 			&q.Counts.Waiting, &q.Counts.Processing, &q.Counts.DeadLetter)...)
 		return q, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list queues: %w", err)
-	}
-	return out, nil
+	}, tenant, nil)
 }
 
-func queueFields(q *Queue, more ...any) []any {
+func queueFields(q *QueueSummary, more ...any) []any {
 	return append([]any{&q.ID, &q.Name, &q.Namespace, &q.Task, &q.CreatedAt, &q.LeaseTime, &q.RetryLimit,
 		&q.RetryDelay, &q.TTL, &q.Priority, &q.MaxSize, &q.DeadLetterQueue, &q.Encrypted}, more...)
 }
 
-// Partition is one partition of a queue with its counts.
-type Partition struct {
+// PartitionSummary is one partition of a queue with its counts.
+type PartitionSummary struct {
 	ID                    uuid.UUID
 	Name                  string
 	CreatedAt             time.Time
-	Counts                Counts
+	Counts                MessageCounts
 	Consumed              int64
 	LastActivity          *time.Time
 	OldestPending, Newest *time.Time
@@ -142,14 +134,14 @@ type Partition struct {
 // it plus two probes of log_segments_pkey per partition for the oldest
 // pending and the newest message (segment granularity: a segment's
 // min_created_at and max_created_at).
-func (s *Store) QueueDetail(ctx context.Context, tenant, name string) (*Queue, []Partition, error) {
-	var q *Queue
-	var parts []Partition
+func (d *DB) QueueDetail(ctx context.Context, tenant, name string) (*QueueSummary, []PartitionSummary, error) {
+	var q *QueueSummary
+	var parts []PartitionSummary
 	b := &pgx.Batch{}
 	b.Queue(`SELECT `+queueColumns+` FROM queen.queues q WHERE q.tenant = $1 AND q.name = $2`, tenant, name).
 		Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				q = &Queue{}
+				q = &QueueSummary{}
 				if err := rows.Scan(queueFields(q)...); err != nil {
 					return err
 				}
@@ -166,7 +158,7 @@ func (s *Store) QueueDetail(ctx context.Context, tenant, name string) (*Queue, [
 		  FROM (`+partitionCounts+`) pc
 		 ORDER BY pc.name`, tenant, name).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var p Partition
+			var p PartitionSummary
 			c := &p.Counts
 			if err := rows.Scan(&p.ID, &p.Name, &p.CreatedAt, &c.Total, &c.Pending, &c.Waiting, &c.Processing,
 				&c.DeadLetter, &p.Consumed, &p.LastActivity, &p.OldestPending, &p.Newest); err != nil {
@@ -176,7 +168,7 @@ func (s *Store) QueueDetail(ctx context.Context, tenant, name string) (*Queue, [
 		}
 		return rows.Err()
 	})
-	if err := s.db.SendBatch(ctx, b).Close(); err != nil {
+	if err := d.q.SendBatch(ctx, b).Close(); err != nil {
 		return nil, nil, fmt.Errorf("describe queue %q: %w", name, err)
 	}
 	if q == nil {
@@ -195,16 +187,16 @@ type Overview struct {
 	Queues, Partitions, Namespaces, Tasks int
 	// Given is every message ever pushed: the sum of the partitions' ends.
 	Given  int64
-	Counts Counts
+	Counts MessageCounts
 	// Over the partitions' pending counts.
 	PendingAvg, PendingMedian float64
 	PendingMin, PendingMax    int64
 }
 
 // Overview sums partitionCounts over the tenant: one statement.
-func (s *Store) Overview(ctx context.Context, tenant string) (Overview, error) {
+func (d *DB) Overview(ctx context.Context, tenant string) (Overview, error) {
 	var o Overview
-	err := s.db.QueryRow(ctx, `SELECT
+	err := d.q.QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM queen.queues q WHERE q.tenant = $1)::int,
 			count(*)::int,
 			(SELECT count(DISTINCT q.namespace) FILTER (WHERE q.namespace <> '') FROM queen.queues q WHERE q.tenant = $1)::int,
@@ -222,9 +214,9 @@ func (s *Store) Overview(ctx context.Context, tenant string) (Overview, error) {
 	return o, nil
 }
 
-// Leases are the figures of the tenant's live leases and dead letters on
+// LeaseFigures are the figures of the tenant's live leases and dead letters on
 // GET /api/v1/status.
-type Leases struct {
+type LeaseFigures struct {
 	Active, Partitions          int
 	BatchSize, Acked            int64
 	DeadLetters, DeadPartitions int64
@@ -237,11 +229,11 @@ type ErrorCount struct {
 	Count int64  `json:"count"`
 }
 
-// Leases reads the tenant's live leases and dead letters: a scan of the
+// LeaseFigures reads the tenant's live leases and dead letters: a scan of the
 // tenant's cursors that hold a lease (cursors_lease_idx), and of its dead
 // letters, in one round trip.
-func (s *Store) Leases(ctx context.Context, tenant string) (Leases, error) {
-	var l Leases
+func (d *DB) LeaseFigures(ctx context.Context, tenant string) (LeaseFigures, error) {
+	var l LeaseFigures
 	b := &pgx.Batch{}
 	b.Queue(`SELECT count(DISTINCT x.lease_id)::int, count(DISTINCT x.partition_id)::int,
 			coalesce(sum(x.batch_end - x.batch_start), 0)::bigint, coalesce(sum(greatest(x.committed - x.batch_start, 0)), 0)::bigint
@@ -262,7 +254,7 @@ func (s *Store) Leases(ctx context.Context, tenant string) (Leases, error) {
 		l.TopErrors, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ErrorCount])
 		return err
 	})
-	if err := s.db.SendBatch(ctx, b).Close(); err != nil {
+	if err := d.q.SendBatch(ctx, b).Close(); err != nil {
 		return l, fmt.Errorf("read leases and dead letters: %w", err)
 	}
 	if l.TopErrors == nil {
