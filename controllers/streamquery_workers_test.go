@@ -145,11 +145,11 @@ func TestWorkerPodsMeetTheRestrictedPodSecurityStandard(t *testing.T) {
 
 func TestSpecWorkersImageOverridesTheOperatorsWorkerImage(t *testing.T) {
 	h, _, _, q := registered(t, operatorOpts{}, revenuePipeline, func(q *v1.StreamQuery) {
-		q.Spec.Workers = &v1.Workers{Image: "mirror.test/worker:2"}
+		q.Spec.Workers = &v1.Workers{Image: "mirror.test/worker:2", Replicas: ptr.To[int32](1)}
 	})
 	dep, _, _ := h.workers(q)
 	if got := dep.Spec.Template.Spec.Containers[0].Image; got != "mirror.test/worker:2" || *dep.Spec.Replicas != 1 {
-		t.Fatalf("image %q, replicas %d; want spec.workers.image and the default 1 replica", got, *dep.Spec.Replicas)
+		t.Fatalf("image %q, replicas %d; want spec.workers.image and 1 replica", got, *dep.Spec.Replicas)
 	}
 }
 
