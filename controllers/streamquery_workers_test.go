@@ -161,7 +161,7 @@ func TestSuspendScalesTheWorkersToZeroAndResumeRestoresThem(t *testing.T) {
 	// envtest runs no controller manager: no pod ever becomes ready.
 	q = eventually(h, q, "reporting 0 of 2 workers", func(q *v1.StreamQuery) bool {
 		c := meta.FindStatusCondition(q.Status.Conditions, v1.ConditionWorkersReady)
-		return q.Status.Workers != nil && *q.Status.Workers == v1.WorkersStatus{Desired: 2, Ready: 0} &&
+		return q.Status.Workers != nil && q.Status.Workers.Desired == 2 && q.Status.Workers.Ready == 0 &&
 			c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1.ReasonWorkersStarting
 	})
 	h.wantEvent(q, "WorkersStarting", "0 of 2 worker pods")

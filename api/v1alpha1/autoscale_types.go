@@ -48,9 +48,12 @@ type Autoscale struct {
 type AutoscaleStatus struct {
 	// replicas is the autoscaler's last decision (before spec.suspend).
 	Replicas int32 `json:"replicas"`
-	// reason is why, in a word: Started, ScaledOut, ScaledIn, ScaledToZero, Woke,
-	// Capped, Bounded or Steady.
+	// reason is why the autoscaler last changed the replicas, in a word:
+	// Started, ScaledOut, ScaledIn, ScaledToZero, Woke, Capped or Bounded.
 	Reason string `json:"reason"`
+	// message says why in a sentence.
+	// +optional
+	Message string `json:"message,omitempty"`
 	// lastScaleTime is when the autoscaler last changed replicas.
 	// +optional
 	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`

@@ -54,13 +54,19 @@ type Input struct {
 	Previous *Observation
 	// Last is the previous decision, nil before the first.
 	Last *v1.AutoscaleStatus
+	// Interval is how often the lag is read (the operator's resync): the
+	// workers are scaled out at most once per interval, since workers just
+	// added show in the lag only at the next reading.
+	Interval time.Duration
 }
 
 // Decision is how many workers to run and why.
 type Decision struct {
+	// Status is the decision to record; its reason and message are those
+	// of the last change.
 	Status v1.AutoscaleStatus
-	// Message says why in a sentence, for the Event.
-	Message string
+	// Reason and Message say why, this time.
+	Reason, Message string
 }
 
 // Changed says whether the decision changes the replicas.
@@ -73,7 +79,7 @@ func (d Decision) Changed(in Input) bool {
 //   - Out: when the oldest waiting message is older than targetLagSeconds
 //     and the lag or that age grew since the previous resync, in proportion
 //     to how far past target it is, at least one more and at most twice as
-//     many, every resync.
+//     many, at most once per Interval.
 //   - In: by half, once the lag stayed within target for a whole
 //     StabilizationWindow since the last change.
 //   - Never more than the source's partitions with data (but never fewer
@@ -97,15 +103,17 @@ func Decide(in Input) Decision {
 	behind := int32(min(in.Obs.PartitionsBehind, math.MaxInt32))
 	cur := st.Replicas
 	set := func(n int32, reason, msg string, args ...any) Decision {
-		st.Reason = reason
+		d := Decision{Reason: reason, Message: fmt.Sprintf(msg, args...)}
 		if in.Last == nil || n != cur {
+			st.Reason, st.Message = d.Reason, d.Message
 			st.LastScaleTime = ptime(now)
 			st.PeakPartitionsBehind = 0 // the window starts afresh
 		} else {
 			st.PeakPartitionsBehind = max(st.PeakPartitionsBehind, behind)
 		}
 		st.Replicas = n
-		return Decision{Status: st, Message: fmt.Sprintf(msg, args...)}
+		d.Status = st
+		return d
 	}
 
 	if in.Last == nil {
@@ -122,7 +130,7 @@ func Decide(in Input) Decision {
 		n := clamp(cur, lo, hi)
 		return set(n, ReasonBounded, "scaled from %d to %d to stay within minReplicas %d and maxReplicas %d", cur, n, lo, hi)
 	}
-	if busy && growing(in) {
+	if busy && growing(in) && (st.LastScaleTime == nil || now.Sub(st.LastScaleTime.Time) >= in.Interval) {
 		// limit: what the source can keep busy, within the spec's bounds.
 		limit := clamp(behind, lo, hi)
 		want := int64(math.Ceil(float64(cur) * float64(in.Obs.LagSeconds) / float64(target)))

@@ -34,12 +34,12 @@ func newSim(t *testing.T, spec v1.Autoscale) *sim {
 // tick advances the clock by one resync and decides on obs.
 func (s *sim) tick(obs autoscaler.Observation) int32 {
 	s.now = s.now.Add(resync)
-	d := autoscaler.Decide(autoscaler.Input{Spec: s.spec, Now: s.now, Obs: obs, Previous: s.prev, Last: s.last})
+	d := autoscaler.Decide(autoscaler.Input{Spec: s.spec, Now: s.now, Obs: obs, Previous: s.prev, Last: s.last, Interval: resync})
 	if d.Message == "" {
 		s.t.Fatalf("decision %+v has no message", d.Status)
 	}
 	s.prev, s.last = &obs, &d.Status
-	s.reasons = append(s.reasons, d.Status.Reason)
+	s.reasons = append(s.reasons, d.Reason)
 	return d.Status.Replicas
 }
 
@@ -222,5 +222,17 @@ func TestChangedBoundsApplyAtOnce(t *testing.T) {
 	want(t, "min raised to 3", s.series(behind(2000, 100, 8)), []int32{3})
 	if s.reasons[len(s.reasons)-1] != autoscaler.ReasonBounded {
 		t.Fatalf("reasons %v", s.reasons)
+	}
+}
+
+// A reading between two resyncs (the workers' Deployment changed) does
+// not scale out again before the added workers could show in the lag.
+func TestTheWorkersScaleOutAtMostOncePerInterval(t *testing.T) {
+	s := newSim(t, spec(1, 8, 30))
+	s.series(behind(0, 0, 0), behind(900, 60, 8))
+	d := autoscaler.Decide(autoscaler.Input{Spec: s.spec, Now: s.now.Add(time.Second), Obs: behind(1000, 61, 8),
+		Previous: s.prev, Last: s.last, Interval: resync})
+	if d.Status.Replicas != 2 {
+		t.Fatalf("a second after scaling out to 2: %d (%s), want 2", d.Status.Replicas, d.Message)
 	}
 }
