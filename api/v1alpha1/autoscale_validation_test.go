@@ -2,14 +2,19 @@ package v1alpha1_test
 
 import (
 	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/test/kubetest"
 )
 
 // The rules of spec.workers.autoscale, each with a manifest that breaks it,
@@ -117,5 +122,34 @@ func TestTheScaleSubresourceRefusesAnAutoscaledQuery(t *testing.T) {
 	}
 	if q.Spec.Workers.Replicas != nil || q.Spec.Workers.Autoscale == nil {
 		t.Fatalf("workers %+v after a refused scale, want autoscale and no replicas", q.Spec.Workers)
+	}
+}
+
+// The README's `kubectl scale sq`, and its refusal for an autoscaled query.
+func TestKubectlScaleSetsTheWorkersReplicasAndIsRefusedWithAutoscale(t *testing.T) {
+	for _, u := range []*unstructured.Unstructured{
+		query(t, "kubectl-scaled", source, sink, orders, "workers: {replicas: 1}"),
+		query(t, "kubectl-autoscaled", source, sink, orders, "workers: {autoscale: {maxReplicas: 4}}"),
+	} {
+		if err := create(t, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeconfig, err := env.Kubeconfig(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl := func(args ...string) (string, error) {
+		out, err := exec.Command(filepath.Join(kubetest.AssetsDir(), "kubectl"), append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := kubectl("scale", "sq", "kubectl-scaled", "--replicas=2"); err != nil {
+		t.Fatalf("kubectl scale: %v\n%s", err, out)
+	}
+	if out, err := kubectl("get", "sq", "kubectl-scaled", "-o", "jsonpath={.spec.workers.replicas}"); err != nil || out != "2" {
+		t.Fatalf("spec.workers.replicas %q (%v) after kubectl scale --replicas=2", out, err)
+	}
+	if out, err := kubectl("scale", "sq", "kubectl-autoscaled", "--replicas=2"); err == nil || !strings.Contains(out, "spec.workers needs exactly one of replicas and autoscale") {
+		t.Fatalf("kubectl scale of an autoscaled query: %v\n%s; want the CRD rule's refusal", err, out)
 	}
 }
