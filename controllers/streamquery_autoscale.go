@@ -56,7 +56,7 @@ func (r *StreamQueryReconciler) autoscale(ctx context.Context, s *step) error {
 	if q.Status.Workers == nil {
 		q.Status.Workers = &v1.WorkersStatus{}
 	}
-	in.Last = q.Status.Workers.Autoscaler
+	in.Last, in.Running = q.Status.Workers.Autoscaler, q.Status.Workers.Desired
 	d := autoscaler.Decide(in)
 	if d.Changed(in) {
 		r.event(q, corev1.EventTypeNormal, d.Reason, "Autoscale", d.Message)

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -72,6 +73,28 @@ func TestTheWorkersDeploymentFollowsTheAutoscalerOnAFedLag(t *testing.T) {
 	if err := h.k8s.Get(h.ctx, client.ObjectKeyFromObject(dep), dep); err != nil || *dep.Spec.Replicas != 3 {
 		t.Fatalf("Deployment replicas %d (%v) after ten more resyncs, want 3: the partitions with data", *dep.Spec.Replicas, err)
 	}
+}
+
+// A source nobody pushes to: after scaleToZeroAfter the Deployment has no
+// replicas; the first message wakes minReplicas within a resync or two.
+func TestAQuietSourceScalesTheWorkersToZeroAndNewDataWakesThem(t *testing.T) {
+	const resync = 300 * time.Millisecond
+	h, _, _, q := registered(t, operatorOpts{resync: resync}, revenuePipeline, func(q *v1.StreamQuery) {
+		autoscaled(2, 4, 30)(q)
+		q.Spec.Workers.Autoscale.ScaleToZeroAfter = &metav1.Duration{Duration: 10 * time.Second}
+	})
+	dep, _, _ := h.workers(q)
+	eventually(h, dep, "started at minReplicas", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 2 })
+	start := time.Now()
+	eventually(h, dep, "scaled to zero", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 0 })
+	t.Logf("scaled to zero %s after the start (scaleToZeroAfter 10s, resync %s)", time.Since(start).Round(100*time.Millisecond), resync)
+	h.wantEvent(q, autoscaler.ReasonScaledToZero, "scaled to zero")
+
+	h.pushPartitions(1)
+	pushed := time.Now()
+	eventually(h, dep, "woken", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 2 })
+	t.Logf("woke 2 workers %s after the push", time.Since(pushed).Round(100*time.Millisecond))
+	h.wantEvent(q, autoscaler.ReasonWoke, "woke 2 workers")
 }
 
 // Suspend scales an autoscaled query's workers to zero and forgets the

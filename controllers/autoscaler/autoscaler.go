@@ -54,6 +54,10 @@ type Input struct {
 	Previous *Observation
 	// Last is the previous decision, nil before the first.
 	Last *v1.AutoscaleStatus
+	// Running is how many workers run before the first decision (0 for a
+	// new or suspended query): the first decision keeps them, within
+	// minReplicas and maxReplicas.
+	Running int32
 	// Interval is how often the lag is read (the operator's resync): the
 	// workers are scaled out at most once per interval, since workers just
 	// added show in the lag only at the next reading.
@@ -117,7 +121,8 @@ func Decide(in Input) Decision {
 	}
 
 	if in.Last == nil {
-		return set(lo, ReasonStarted, "autoscaling starts at minReplicas %d", lo)
+		n := clamp(in.Running, lo, hi)
+		return set(n, ReasonStarted, "autoscaling starts at %d workers (minReplicas %d, maxReplicas %d, %d running)", n, lo, hi, in.Running)
 	}
 	if quiet, idle := quiet(in, st); quiet {
 		return set(0, ReasonScaledToZero, "nothing was pushed to the source for %s and nothing waits (scaleToZeroAfter %s): %d workers, scaled to zero",

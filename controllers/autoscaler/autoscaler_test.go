@@ -87,6 +87,17 @@ func TestTheFirstDecisionIsMinReplicas(t *testing.T) {
 	}
 }
 
+// Switching a running query from replicas to autoscale keeps its workers,
+// within the bounds.
+func TestTheFirstDecisionKeepsTheWorkersThatRunWithinTheBounds(t *testing.T) {
+	for _, c := range []struct{ running, want int32 }{{0, 2}, {3, 3}, {12, 8}} {
+		d := autoscaler.Decide(autoscaler.Input{Spec: spec(2, 8, 30), Now: time.Now(), Running: c.running})
+		if d.Status.Replicas != c.want || d.Reason != autoscaler.ReasonStarted {
+			t.Errorf("%d running: starts at %d (%s), want %d", c.running, d.Status.Replicas, d.Reason, c.want)
+		}
+	}
+}
+
 // A burst: the oldest message ages past target while the lag grows. The
 // workers double at most per resync, in proportion to how far past target
 // the age is, up to maxReplicas.
