@@ -1,6 +1,8 @@
 package controllers_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"testing"
@@ -13,7 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/controllers"
 	"github.com/regent-mq/regent/controllers/autoscaler"
+	"github.com/regent-mq/regent/controllers/celldb"
 )
 
 func autoscaled(min, max, target int32) func(*v1.StreamQuery) {
@@ -140,4 +144,29 @@ func TestScalingTheStreamQueryThroughTheScaleSubresourceScalesItsWorkers(t *test
 	}
 	eventually(h, dep, "scaled to 3", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 3 })
 	eventually(h, q, "desiring 3", func(q *v1.StreamQuery) bool { return q.Status.Workers != nil && q.Status.Workers.Desired == 3 })
+}
+
+// unreadableSource is a cell database whose source load cannot be read.
+type unreadableSource struct{ controllers.CellDB }
+
+func (unreadableSource) SourceLoad(context.Context, string, string, string) (celldb.SourceLoad, error) {
+	return celldb.SourceLoad{}, errors.New("the source cannot be read")
+}
+
+// When the source's load cannot be read the autoscaler decides nothing,
+// and the Deployment is applied all the same, at minReplicas.
+func TestAnUnreadableSourceDecidesNothingAndTheWorkersStillRun(t *testing.T) {
+	h, _, _, q := registered(t, operatorOpts{db: func(db controllers.CellDB) controllers.CellDB { return unreadableSource{db} }},
+		revenuePipeline, autoscaled(2, 4, 30))
+	dep, _, _ := h.workers(q)
+	if *dep.Spec.Replicas != 2 {
+		t.Fatalf("Deployment replicas %d, want minReplicas 2", *dep.Spec.Replicas)
+	}
+	q = eventually(h, q, "reporting its workers", func(q *v1.StreamQuery) bool {
+		return q.Status.Workers != nil && q.Status.Workers.Desired == 2
+	})
+	if q.Status.Workers.Autoscaler != nil {
+		t.Fatalf("a decision %+v without the source's load", q.Status.Workers.Autoscaler)
+	}
+	h.noEvent(q, autoscaler.ReasonStarted)
 }

@@ -17,6 +17,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -130,15 +131,15 @@ func (r *StreamQueryReconciler) syncWorkers(ctx context.Context, s *step) error 
 	if err != nil {
 		return err
 	}
-	if err := r.autoscale(ctx, s); err != nil {
-		return err
-	}
+	// A source that cannot be read holds the last decision; the rest of
+	// the Deployment is applied all the same.
+	scaleErr := r.autoscale(ctx, s)
 	dep, err := r.applyDeployment(ctx, s, image, expires)
 	if err != nil {
-		return err
+		return errors.Join(scaleErr, err)
 	}
 	r.reportWorkers(s, dep)
-	return nil
+	return scaleErr
 }
 
 func (r *StreamQueryReconciler) applyPipeline(ctx context.Context, q *v1.StreamQuery) error {
