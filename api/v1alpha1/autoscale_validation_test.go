@@ -49,14 +49,7 @@ func TestAutoscaleBoundsAreTheCRDs(t *testing.T) {
 }
 
 func TestAutoscaleDefaultsToOneReplicaAndThirtySecondsOfLag(t *testing.T) {
-	u := query(t, "defaults", source, sink, orders, "workers: {autoscale: {maxReplicas: 4}}")
-	if err := create(t, u); err != nil {
-		t.Fatal(err)
-	}
-	var q v1.StreamQuery
-	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(u), &q); err != nil {
-		t.Fatal(err)
-	}
+	q := created(t, query(t, "defaults", source, sink, orders, "workers: {autoscale: {maxReplicas: 4}}"))
 	a := q.Spec.Workers.Autoscale
 	if a.MinReplicas != 1 || a.TargetLagSeconds != 30 || a.ScaleToZeroAfter != nil || q.Spec.Workers.Replicas != nil {
 		t.Fatalf("autoscale %+v, replicas %v: want minReplicas 1, targetLagSeconds 30, no scaleToZeroAfter, no replicas", a, q.Spec.Workers.Replicas)
@@ -67,14 +60,7 @@ func TestAutoscaleDefaultsToOneReplicaAndThirtySecondsOfLag(t *testing.T) {
 // and status.workers.selector, and writes spec.workers.replicas: what
 // kubectl scale, an HPA and KEDA use.
 func TestTheScaleSubresourceReadsAndWritesTheWorkersReplicas(t *testing.T) {
-	u := query(t, "scaled", source, sink, orders, "workers: {replicas: 2}")
-	if err := create(t, u); err != nil {
-		t.Fatal(err)
-	}
-	q := &v1.StreamQuery{}
-	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(u), q); err != nil {
-		t.Fatal(err)
-	}
+	q := created(t, query(t, "scaled", source, sink, orders, "workers: {replicas: 2}"))
 	q.Status.Workers = &v1.WorkersStatus{Desired: 2, Ready: 1, Selector: "app.kubernetes.io/name=regent-worker,streams.regent.dev/streamquery=scaled"}
 	if err := k8s.Status().Update(context.Background(), q); err != nil {
 		t.Fatal(err)
@@ -90,7 +76,7 @@ func TestTheScaleSubresourceReadsAndWritesTheWorkersReplicas(t *testing.T) {
 	if err := k8s.SubResource("scale").Update(context.Background(), q, client.WithSubResourceBody(&sc)); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(u), q); err != nil {
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(q), q); err != nil {
 		t.Fatal(err)
 	}
 	if r := q.Spec.Workers.Replicas; r == nil || *r != 5 {
@@ -135,14 +121,7 @@ func TestKubectlScaleSetsTheWorkersReplicasAndIsRefusedWithAutoscale(t *testing.
 			t.Fatal(err)
 		}
 	}
-	kubeconfig, err := env.Kubeconfig(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubectl := func(args ...string) (string, error) {
-		out, err := exec.Command(filepath.Join(kubetest.AssetsDir(), "kubectl"), append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...)...).CombinedOutput()
-		return string(out), err
-	}
+	kubectl := kubectlIn(t)
 	if out, err := kubectl("scale", "sq", "kubectl-scaled", "--replicas=2"); err != nil {
 		t.Fatalf("kubectl scale: %v\n%s", err, out)
 	}
@@ -152,4 +131,77 @@ func TestKubectlScaleSetsTheWorkersReplicasAndIsRefusedWithAutoscale(t *testing.
 	if out, err := kubectl("scale", "sq", "kubectl-autoscaled", "--replicas=2"); err == nil || !strings.Contains(out, "spec.workers needs exactly one of replicas and autoscale") {
 		t.Fatalf("kubectl scale of an autoscaled query: %v\n%s; want the CRD rule's refusal", err, out)
 	}
+}
+
+// `kubectl get sq` shows the ready workers and the lag; -o wide adds the
+// workers the operator asks for.
+func TestKubectlGetStreamQueriesShowsTheWorkersAndTheLag(t *testing.T) {
+	q := created(t, query(t, "columns", source, sink, orders, "workers: {autoscale: {maxReplicas: 4}}"))
+	lag := int64(4711)
+	q.Status.Lag = &lag
+	q.Status.Workers = &v1.WorkersStatus{Desired: 3, Ready: 2}
+	if err := k8s.Status().Update(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+	kubectl := kubectlIn(t)
+	for _, c := range []struct {
+		wide bool
+		cols []string
+		vals []string
+	}{
+		{false, []string{"WORKERS", "LAG"}, []string{"2", "4711"}},
+		{true, []string{"WORKERS", "DESIRED", "LAG"}, []string{"2", "3", "4711"}},
+	} {
+		args := []string{"get", "sq", "columns"}
+		if c.wide {
+			args = append(args, "-o", "wide")
+		}
+		out, err := kubectl(args...)
+		if err != nil {
+			t.Fatalf("kubectl get sq: %v\n%s", err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("kubectl get sq:\n%s", out)
+		}
+		// Columns are left-aligned under their headers; some cells are
+		// empty, so the row is read at each header's offset.
+		for i, col := range c.cols {
+			at := strings.Index(lines[0], " "+col+" ") + 1
+			var cell []string
+			if at > 0 && at < len(lines[1]) {
+				cell = strings.Fields(lines[1][at:])
+			}
+			if len(cell) == 0 || cell[0] != c.vals[i] {
+				t.Errorf("wide=%t: column %s is not %s:\n%s", c.wide, col, c.vals[i], out)
+			}
+		}
+	}
+}
+
+// kubectlIn returns a kubectl of the test's control plane, in namespace ns,
+// that answers with its combined output.
+func kubectlIn(t *testing.T) func(args ...string) (string, error) {
+	t.Helper()
+	kubeconfig, err := env.Kubeconfig(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(args ...string) (string, error) {
+		out, err := exec.Command(filepath.Join(kubetest.AssetsDir(), "kubectl"), append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+}
+
+// created creates u and returns it as the apiserver stored it.
+func created(t *testing.T, u *unstructured.Unstructured) *v1.StreamQuery {
+	t.Helper()
+	if err := create(t, u); err != nil {
+		t.Fatal(err)
+	}
+	q := &v1.StreamQuery{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(u), q); err != nil {
+		t.Fatal(err)
+	}
+	return q
 }
