@@ -207,6 +207,10 @@ func (c *fakeCell) Rewind(context.Context, string, string, string, string, time.
 	return celldb.Rewind{}, errors.New("the fake cell does not rewind")
 }
 
+func (c *fakeCell) SourceLoad(context.Context, string, string, string) (celldb.SourceLoad, error) {
+	return celldb.SourceLoad{}, c.dbErr
+}
+
 var errDied = errors.New("the operator died: nothing it sends lands any more")
 
 // world is an API server (the fake client), a cell, and operators that

@@ -45,6 +45,8 @@ type CellDB interface {
 	// celldb.ErrNoQuery when it does not.
 	Suspend(ctx context.Context, tenant, name, group string, suspended bool) (found bool, err error)
 	Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (celldb.Rewind, error)
+	// SourceLoad reads what the autoscaler needs of a query's source.
+	SourceLoad(ctx context.Context, tenant, source, group string) (celldb.SourceLoad, error)
 }
 
 // Config is what both reconcilers need.

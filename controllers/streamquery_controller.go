@@ -253,6 +253,9 @@ type step struct {
 	tenant string
 	before v1.StreamQueryStatus
 	hash   string // the config hash last sent to the broker
+	// progressRead says that this reconcile read the query's progress:
+	// the autoscaler decides on nothing older.
+	progressRead bool
 }
 
 func (r *StreamQueryReconciler) register(ctx context.Context, s *step, hash string, reset bool) registration.Result {
@@ -288,8 +291,10 @@ func (r *StreamQueryReconciler) settle(ctx context.Context, s *step, res registr
 			r.event(q, corev1.EventTypeNormal, v1.ReasonRegistered, "Register", msg)
 		}
 		if progressErr = r.lifecycle(ctx, s); progressErr == nil {
-			// Workers that cannot be applied do not hide the lag.
-			progressErr = errors.Join(r.syncWorkers(ctx, s), r.readProgress(ctx, s))
+			// The lag first, for the autoscaler; workers that cannot be
+			// applied do not hide it.
+			progress := r.readProgress(ctx, s)
+			progressErr = errors.Join(r.syncWorkers(ctx, s), progress)
 		}
 	case registration.Conflict:
 		r.notReady(q, v1.ReasonConfigConflict, res.Message)
@@ -336,6 +341,7 @@ func (r *StreamQueryReconciler) readProgress(ctx context.Context, s *step) error
 		age = max(int64(time.Since(*p.Oldest)/time.Second), 0)
 	}
 	st.Lag, st.LagSeconds, st.StateRows = &p.Lag, &age, &p.StateRows
+	s.progressRead = true
 	r.fresh(s)
 	st.LastCycleTime = nil
 	if p.LastCycle != nil {

@@ -17,6 +17,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsac "k8s.io/client-go/applyconfigurations/apps/v1"
 	coreac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -129,12 +131,15 @@ func (r *StreamQueryReconciler) syncWorkers(ctx context.Context, s *step) error 
 	if err != nil {
 		return err
 	}
+	// A source that cannot be read holds the last decision; the rest of
+	// the Deployment is applied all the same.
+	scaleErr := r.autoscale(ctx, s)
 	dep, err := r.applyDeployment(ctx, s, image, expires)
 	if err != nil {
-		return err
+		return errors.Join(scaleErr, err)
 	}
 	r.reportWorkers(s, dep)
-	return nil
+	return scaleErr
 }
 
 func (r *StreamQueryReconciler) applyPipeline(ctx context.Context, q *v1.StreamQuery) error {
@@ -199,12 +204,14 @@ func orNone(expires string) string {
 	return expires
 }
 
-// desiredReplicas is spec.workers.replicas (1 by default), or 0 while
-// suspended.
+// desiredReplicas is spec.workers.replicas (1 without spec.workers), or the
+// autoscaler's decision, or 0 while suspended.
 func desiredReplicas(q *v1.StreamQuery) int32 {
 	switch {
 	case q.Spec.Suspend:
 		return 0
+	case autoscaleOf(q) != nil:
+		return autoscaledReplicas(q, autoscaleOf(q))
 	case q.Spec.Workers != nil && q.Spec.Workers.Replicas != nil:
 		return *q.Spec.Workers.Replicas
 	}
@@ -272,7 +279,12 @@ func (r *StreamQueryReconciler) reportWorkers(s *step, dep *appsac.DeploymentApp
 	if dep.Status != nil && dep.Status.ReadyReplicas != nil {
 		ready = *dep.Status.ReadyReplicas
 	}
-	q.Status.Workers = &v1.WorkersStatus{Desired: desired, Ready: ready}
+	var decision *v1.AutoscaleStatus
+	if q.Status.Workers != nil {
+		decision = q.Status.Workers.Autoscaler
+	}
+	q.Status.Workers = &v1.WorkersStatus{Desired: desired, Ready: ready,
+		Selector: labels.SelectorFromSet(selectorLabels(q)).String(), Autoscaler: decision}
 	on, reason := ready >= desired, v1.ReasonWorkersAvailable
 	msg := fmt.Sprintf("%d of %d worker pods of Deployment %s are ready", ready, desired, workersName(q))
 	switch {

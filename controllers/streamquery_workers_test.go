@@ -145,11 +145,11 @@ func TestWorkerPodsMeetTheRestrictedPodSecurityStandard(t *testing.T) {
 
 func TestSpecWorkersImageOverridesTheOperatorsWorkerImage(t *testing.T) {
 	h, _, _, q := registered(t, operatorOpts{}, revenuePipeline, func(q *v1.StreamQuery) {
-		q.Spec.Workers = &v1.Workers{Image: "mirror.test/worker:2"}
+		q.Spec.Workers = &v1.Workers{Image: "mirror.test/worker:2", Replicas: ptr.To[int32](1)}
 	})
 	dep, _, _ := h.workers(q)
 	if got := dep.Spec.Template.Spec.Containers[0].Image; got != "mirror.test/worker:2" || *dep.Spec.Replicas != 1 {
-		t.Fatalf("image %q, replicas %d; want spec.workers.image and the default 1 replica", got, *dep.Spec.Replicas)
+		t.Fatalf("image %q, replicas %d; want spec.workers.image and 1 replica", got, *dep.Spec.Replicas)
 	}
 }
 
@@ -161,7 +161,7 @@ func TestSuspendScalesTheWorkersToZeroAndResumeRestoresThem(t *testing.T) {
 	// envtest runs no controller manager: no pod ever becomes ready.
 	q = eventually(h, q, "reporting 0 of 2 workers", func(q *v1.StreamQuery) bool {
 		c := meta.FindStatusCondition(q.Status.Conditions, v1.ConditionWorkersReady)
-		return q.Status.Workers != nil && *q.Status.Workers == v1.WorkersStatus{Desired: 2, Ready: 0} &&
+		return q.Status.Workers != nil && q.Status.Workers.Desired == 2 && q.Status.Workers.Ready == 0 &&
 			c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1.ReasonWorkersStarting
 	})
 	h.wantEvent(q, "WorkersStarting", "0 of 2 worker pods")

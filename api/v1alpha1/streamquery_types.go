@@ -147,6 +147,7 @@ type StreamQuerySpec struct {
 }
 
 // Workers is the Deployment the operator runs a pipeline with.
+// +kubebuilder:validation:XValidation:rule="has(self.replicas) != has(self.autoscale)",message="spec.workers needs exactly one of replicas and autoscale"
 type Workers struct {
 	// image is the regent-worker image. Absent: the operator's
 	// --worker-image, which the Helm chart sets to its own worker image.
@@ -157,11 +158,16 @@ type Workers struct {
 	// replicas is how many worker pods run; spec.suspend scales them to
 	// zero whatever this says. Each pod folds the partitions it holds a
 	// lease on, so more replicas than the source has partitions with data
-	// only wait.
+	// only wait. It is the /scale subresource's replicas. A query with a
+	// pipeline and no spec.workers runs one.
 	// +optional
-	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	Replicas *int32 `json:"replicas,omitempty"`
+
+	// autoscale lets the operator set the replicas from the query's lag,
+	// instead of replicas.
+	// +optional
+	Autoscale *Autoscale `json:"autoscale,omitempty"`
 
 	// resources are the worker container's requests and limits.
 	// +optional
@@ -170,11 +176,19 @@ type Workers struct {
 
 // WorkersStatus is what the operator last saw of the query's workers.
 type WorkersStatus struct {
-	// desired is how many worker pods the operator asks for: spec.workers.replicas,
-	// or 0 while suspended.
+	// desired is how many worker pods the operator asks for: spec.workers.replicas
+	// or the autoscaler's decision, or 0 while suspended.
 	Desired int32 `json:"desired"`
-	// ready is how many of them are ready.
+	// ready is how many of them are ready; the /scale subresource's
+	// status.replicas.
 	Ready int32 `json:"ready"`
+	// selector selects the worker pods, for the /scale subresource (an
+	// HPA reads their metrics through it).
+	// +optional
+	Selector string `json:"selector,omitempty"`
+	// autoscaler is the autoscaler's last decision, with spec.workers.autoscale.
+	// +optional
+	Autoscaler *AutoscaleStatus `json:"autoscaler,omitempty"`
 }
 
 // Freshness is how far behind its source a query may fall. The query is
@@ -306,6 +320,7 @@ type StreamQueryStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.workers.replicas,statuspath=.status.workers.ready,selectorpath=.status.workers.selector
 // +kubebuilder:resource:shortName=sq,categories=regent
 // +kubebuilder:printcolumn:name="Tenant",type=string,JSONPath=`.status.tenant`
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.spec.sourceQueue`

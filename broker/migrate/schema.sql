@@ -221,6 +221,15 @@ CREATE FUNCTION queen_streams.query_rewind(p_tenant text, p_name text, p_group t
 $$;
 
 --
+-- Name: query_source_load(text, text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.query_source_load(p_tenant text, p_source text, p_group text) RETURNS TABLE(partitions_behind bigint, last_push timestamp with time zone)
+    LANGUAGE sql STABLE
+    AS $$ -- the body of functions/queen_streams.query_source_load.sql
+$$;
+
+--
 -- Name: query_suspend(text, text, text, boolean); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 

@@ -124,8 +124,8 @@ func TestTheAlertsTheIssueAsksForAreThere(t *testing.T) {
 // tour's cluster has no KEDA.
 func TestTheScalingSamplesPassServerSideDryRun(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(kubetest.RepoRoot(), "config", "samples", "scaling", "*.yaml"))
-	if err != nil || len(files) != 3 {
-		t.Fatalf("scaling samples %v (%v), want worker, hpa and keda", files, err)
+	if err != nil || len(files) != 2 {
+		t.Fatalf("scaling samples %v (%v), want hpa and keda", files, err)
 	}
 	ns := namespace(t, nil)
 	kinds := map[string]bool{}
@@ -147,7 +147,7 @@ func TestTheScalingSamplesPassServerSideDryRun(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{"Deployment", "HorizontalPodAutoscaler", "ScaledObject"} {
+	for _, k := range []string{"HorizontalPodAutoscaler", "ScaledObject"} {
 		if !kinds[k] {
 			t.Errorf("no %s among the scaling samples", k)
 		}
