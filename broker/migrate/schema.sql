@@ -176,6 +176,15 @@ CREATE FUNCTION queen_streams.query_delete(p_tenant text, p_name text) RETURNS b
 $$;
 
 --
+-- Name: query_lock_cycles(text, uuid, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.query_lock_cycles(p_tenant text, p_query_id uuid, p_source text) RETURNS void
+    LANGUAGE sql
+    AS $$ -- the body of functions/queen_streams.query_lock_cycles.sql
+$$;
+
+--
 -- Name: query_progress_v2(text, text, text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 
@@ -281,6 +290,42 @@ $$;
 CREATE FUNCTION queen_streams.register(p_tenant text, p_name text, p_source text, p_sink text, p_config_hash text, p_reset boolean, p_new_id uuid, OUT outcome text, OUT query_id uuid, OUT fresh boolean, OUT message text) RETURNS record
     LANGUAGE plpgsql
     AS $$ -- the body of functions/queen_streams.register.sql
+$$;
+
+--
+-- Name: savepoint_list(text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.savepoint_list(p_tenant text, p_name text) RETURNS TABLE(name text, taken_at timestamp with time zone, config_hash text, state_rows bigint, cursors integer)
+    LANGUAGE sql STABLE
+    AS $$ -- the body of functions/queen_streams.savepoint_list.sql
+$$;
+
+--
+-- Name: savepoint_prune(text, text, integer); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.savepoint_prune(p_tenant text, p_name text, p_keep integer) RETURNS integer
+    LANGUAGE sql
+    AS $$ -- the body of functions/queen_streams.savepoint_prune.sql
+$$;
+
+--
+-- Name: savepoint_restore(text, text, text, text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.savepoint_restore(p_tenant text, p_name text, p_group text, p_savepoint text, p_token text, OUT outcome text, OUT restored_at timestamp with time zone, OUT config_hash text, OUT pipeline text, OUT state_rows bigint, OUT cursors integer) RETURNS record
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.savepoint_restore.sql
+$$;
+
+--
+-- Name: savepoint_take(text, text, text, text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.savepoint_take(p_tenant text, p_name text, p_group text, p_savepoint text, p_pipeline text, OUT outcome text, OUT taken_at timestamp with time zone, OUT config_hash text, OUT state_rows bigint, OUT cursors integer) RETURNS record
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.savepoint_take.sql
 $$;
 
 --
@@ -530,7 +575,10 @@ CREATE TABLE queen_streams.queries (
     rewind_token text,
     rewound_at timestamp with time zone,
     rewind_to timestamp with time zone,
-    rewind_partitions integer
+    rewind_partitions integer,
+    restore_token text,
+    restored_at timestamp with time zone,
+    restored_from text
 );
 
 --
@@ -591,6 +639,45 @@ CREATE TABLE queen_streams.quota_refusals (
     tenant text NOT NULL,
     quota text NOT NULL,
     refused_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: savepoint_cursors; Type: TABLE; Schema: queen_streams; Owner: -
+--
+
+CREATE TABLE queen_streams.savepoint_cursors (
+    query_id uuid NOT NULL,
+    name text NOT NULL,
+    partition_id uuid NOT NULL,
+    committed bigint NOT NULL
+);
+
+--
+-- Name: savepoint_state; Type: TABLE; Schema: queen_streams; Owner: -
+--
+
+CREATE TABLE queen_streams.savepoint_state (
+    query_id uuid NOT NULL,
+    name text NOT NULL,
+    partition_id uuid NOT NULL,
+    key text NOT NULL COLLATE pg_catalog."C",
+    value jsonb NOT NULL,
+    updated_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: savepoints; Type: TABLE; Schema: queen_streams; Owner: -
+--
+
+CREATE TABLE queen_streams.savepoints (
+    query_id uuid NOT NULL,
+    name text NOT NULL,
+    consumer_group text NOT NULL,
+    config_hash text NOT NULL,
+    pipeline text,
+    state_rows bigint NOT NULL,
+    cursors integer NOT NULL,
+    taken_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 --
@@ -756,6 +843,20 @@ ALTER TABLE ONLY queen_streams.quota_refusals
     ADD CONSTRAINT quota_refusals_pkey PRIMARY KEY (tenant, quota);
 
 --
+-- Name: savepoint_cursors savepoint_cursors_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.savepoint_cursors
+    ADD CONSTRAINT savepoint_cursors_pkey PRIMARY KEY (query_id, name, partition_id);
+
+--
+-- Name: savepoints savepoints_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.savepoints
+    ADD CONSTRAINT savepoints_pkey PRIMARY KEY (query_id, name);
+
+--
 -- Name: state state_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
 --
 
@@ -816,6 +917,12 @@ CREATE INDEX trace_names_trace_idx ON queen.trace_names USING btree (trace_id);
 --
 
 CREATE INDEX traces_message_idx ON queen.traces USING btree (partition_id, transaction_id, id);
+
+--
+-- Name: savepoint_state_of; Type: INDEX; Schema: queen_streams; Owner: -
+--
+
+CREATE INDEX savepoint_state_of ON queen_streams.savepoint_state USING btree (query_id, name);
 
 --
 -- Name: cursors cursors_partition_id_fkey; Type: FK CONSTRAINT; Schema: queen; Owner: -
@@ -886,6 +993,27 @@ ALTER TABLE ONLY queen_streams.quota_meter
 
 ALTER TABLE ONLY queen_streams.quota_refusals
     ADD CONSTRAINT quota_refusals_tenant_fkey FOREIGN KEY (tenant) REFERENCES queen_streams.quota(tenant) ON DELETE CASCADE;
+
+--
+-- Name: savepoint_cursors savepoint_cursors_query_id_name_fkey; Type: FK CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.savepoint_cursors
+    ADD CONSTRAINT savepoint_cursors_query_id_name_fkey FOREIGN KEY (query_id, name) REFERENCES queen_streams.savepoints(query_id, name) ON DELETE CASCADE;
+
+--
+-- Name: savepoint_state savepoint_state_query_id_name_fkey; Type: FK CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.savepoint_state
+    ADD CONSTRAINT savepoint_state_query_id_name_fkey FOREIGN KEY (query_id, name) REFERENCES queen_streams.savepoints(query_id, name) ON DELETE CASCADE;
+
+--
+-- Name: savepoints savepoints_query_id_fkey; Type: FK CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.savepoints
+    ADD CONSTRAINT savepoints_query_id_fkey FOREIGN KEY (query_id) REFERENCES queen_streams.queries(id) ON DELETE CASCADE;
 
 --
 -- Name: state state_query_id_fkey; Type: FK CONSTRAINT; Schema: queen_streams; Owner: -
