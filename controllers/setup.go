@@ -45,6 +45,13 @@ type CellDB interface {
 	// celldb.ErrNoQuery when it does not.
 	Suspend(ctx context.Context, tenant, name, group string, suspended bool) (found bool, err error)
 	Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (celldb.Rewind, error)
+	// The savepoints (controllers/celldb/savepoint.go); Leases counts the
+	// live leases of the query's group, which a drain waits out.
+	TakeSavepoint(ctx context.Context, tenant, name, group, savepoint string, pipeline *string) (celldb.Savepoint, bool, error)
+	Savepoints(ctx context.Context, tenant, name string) ([]celldb.Savepoint, error)
+	PruneSavepoints(ctx context.Context, tenant, name string, keep int32) (int32, error)
+	RestoreSavepoint(ctx context.Context, tenant, name, group, savepoint, token string) (celldb.Restore, error)
+	Leases(ctx context.Context, tenant, name, group string) (int32, error)
 }
 
 // Config is what both reconcilers need.

@@ -138,7 +138,7 @@ func (r *StreamQueryReconciler) syncWorkers(ctx context.Context, s *step) error 
 }
 
 func (r *StreamQueryReconciler) applyPipeline(ctx context.Context, q *v1.StreamQuery) error {
-	body, err := yaml.Marshal(map[string]any{"pipeline": q.Spec.Pipeline})
+	body, err := yaml.Marshal(map[string]any{"pipeline": runPipeline(q)})
 	if err != nil {
 		return fmt.Errorf("encode the pipeline of StreamQuery %s/%s: %w", q.Namespace, q.Name, err)
 	}
@@ -253,7 +253,12 @@ func (r *StreamQueryReconciler) applyDeployment(ctx context.Context, s *step, im
 				WithSeccompProfile(coreac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 			WithContainers(container).
 			WithVolumes(coreac.Volume().WithName("pipeline").WithConfigMap(coreac.ConfigMapVolumeSource().WithName(name))))
+	running, err := pipelineJSON(runPipeline(q))
+	if err != nil {
+		return nil, err
+	}
 	dep := appsac.Deployment(name, q.Namespace).WithLabels(workerLabels(q)).WithOwnerReferences(ownerRef(q)).
+		WithAnnotations(map[string]string{pipelineAnnotation: *running}).
 		WithSpec(appsac.DeploymentSpec().WithReplicas(desiredReplicas(q)).
 			WithSelector(metaac.LabelSelector().WithMatchLabels(selectorLabels(q))).
 			WithTemplate(pod))

@@ -176,6 +176,15 @@ CREATE FUNCTION queen_streams.query_delete(p_tenant text, p_name text) RETURNS b
 $$;
 
 --
+-- Name: query_leases(text, text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.query_leases(p_tenant text, p_name text, p_group text) RETURNS integer
+    LANGUAGE sql STABLE
+    AS $$ -- the body of functions/queen_streams.query_leases.sql
+$$;
+
+--
 -- Name: query_lock_cycles(text, uuid, text); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 

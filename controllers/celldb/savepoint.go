@@ -129,3 +129,14 @@ func (d *DB) RestoreSavepoint(ctx context.Context, tenant, name, group, savepoin
 	rs.At, rs.ConfigHash, rs.StateRows, rs.Cursors = deref(at), deref(hash), deref(rows), deref(cursors)
 	return rs, nil
 }
+
+// Leases returns on how many source partitions of the tenant's query name
+// its consumer group, group, holds a live lease.
+func (d *DB) Leases(ctx context.Context, tenant, name, group string) (int32, error) {
+	var n int32
+	if err := d.pool.QueryRow(ctx, `SELECT queen_streams.query_leases(p_tenant => $1, p_name => $2, p_group => $3)`,
+		tenant, name, group).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the live leases of query %q of tenant %q: %w", name, tenant, err)
+	}
+	return n, nil
+}

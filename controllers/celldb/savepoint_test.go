@@ -368,3 +368,29 @@ func TestSavepointAndRestoreOf100000StateRows(t *testing.T) {
 	}
 	t.Logf("100,000 state rows over 4 partitions: savepoint %v, restore %v", took.Round(time.Millisecond), restored.Round(time.Millisecond))
 }
+
+func TestLeasesCountsTheGroupsLiveLeasesOnTheSource(t *testing.T) {
+	b, db, id := setup(t)
+	pushParts(t, b, 5)
+	count := func() int32 {
+		t.Helper()
+		n, err := db.Leases(ctx, auth.DefaultTenant, "q", "streams.q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("%d leases before any pop", n)
+	}
+	l0, _ := popPart(t, b, "p0", 5)
+	popPart(t, b, "p1", 5)
+	if n := count(); n != 2 {
+		t.Fatalf("%d leases after two pops, want 2", n)
+	}
+	cycleCount(t, b, id, l0)
+	exec(t, b, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 second' WHERE consumer_group = 'streams.q' AND lease_id IS NOT NULL`)
+	if n := count(); n != 0 {
+		t.Fatalf("%d leases after one cycle released its lease and the other expired, want 0", n)
+	}
+}
