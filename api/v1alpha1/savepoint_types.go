@@ -35,7 +35,6 @@ const (
 	ReasonSavepointInvalid = "InvalidSavepoint"
 	ReasonRestored         = "Restored"
 	ReasonRestoreFailed    = "RestoreFailed"
-	ReasonUpgraded         = "Upgraded"
 )
 
 // Savepoints bounds the query's savepoints.

@@ -8,4 +8,6 @@ package migrate
 var Previous = []string{
 	// Replaced by queen_streams.cycle_v2 (state-op preconditions).
 	"queen_streams.cycle",
+	// Replaced by queen_streams.register_v2 (the reset generation).
+	"queen_streams.register",
 }
