@@ -6,8 +6,8 @@ package controllers
 // A savepoint (queen_streams.savepoint_take) and a restore
 // (queen_streams.savepoint_restore) each commit in one transaction that no
 // cycle falls inside, and each is fenced in the database rather than in
-// the status: a savepoint name is taken once, and a restore token (the
-// StreamQuery's UID and the savepoint's name) restores once. An operator
+// the status: a savepoint name is taken once, and a restore token (below)
+// restores once. An operator
 // that dies after the commit and before its status write finds the work
 // done at its next reconcile and only records it.
 //
@@ -16,8 +16,11 @@ package controllers
 // worker of the pipeline being replaced folds into the restored state.
 // While spec.restoreFrom names the restored savepoint, the query runs the
 // savepoint's pipeline and hash (status.lastRestore), whatever
-// spec.pipeline says; removing restoreFrom makes spec.pipeline the query's
-// again, which is an upgrade under upgradeMode.
+// spec.pipeline says; removing restoreFrom releases it (lastRestore.released)
+// and makes spec.pipeline the query's again, which is an upgrade under
+// upgradeMode. The restore's fence is the StreamQuery's UID, the
+// savepoint's name and the count of its restores, so that naming the same
+// savepoint again after a release restores it again.
 
 import (
 	"context"
@@ -50,7 +53,7 @@ var savepointName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,63}$`)
 
 // restored is the restore whose savepoint the query runs, or nil.
 func restored(q *v1.StreamQuery) *v1.RestoreStatus {
-	if lr := q.Status.LastRestore; lr != nil && q.Spec.RestoreFrom != "" && lr.Savepoint == q.Spec.RestoreFrom {
+	if lr := q.Status.LastRestore; lr != nil && !lr.Released && lr.Savepoint == q.Spec.RestoreFrom {
 		return lr
 	}
 	return nil
@@ -117,9 +120,19 @@ func (r *StreamQueryReconciler) drain(ctx context.Context, s *step, why string) 
 // restored. done says the reconcile ends here, with res and err.
 func (r *StreamQueryReconciler) restore(ctx context.Context, s *step) (res ctrl.Result, done bool, err error) {
 	q, st := s.q, &s.q.Status
-	name := q.Spec.RestoreFrom
-	if name == "" || (st.LastRestore != nil && st.LastRestore.Savepoint == name) {
+	name, last := q.Spec.RestoreFrom, st.LastRestore
+	switch {
+	case name == "" && last != nil && !last.Released:
+		last.Released, last.Pipeline = true, nil
+		r.event(q, corev1.EventTypeNormal, v1.ReasonRestoreReleased, "Restore", fmt.Sprintf(
+			"spec.restoreFrom is gone: the query leaves savepoint %q's pipeline and runs spec.pipeline, under upgradeMode %s", last.Savepoint, q.Spec.Upgrade()))
 		return res, false, nil
+	case name == "" || restored(q) != nil:
+		return res, false, nil
+	}
+	count := int64(1)
+	if last != nil {
+		count = last.Count + 1
 	}
 	if !hasSavepoint(st.Savepoints, name) {
 		// The list in the status may be stale: read it again first.
@@ -138,7 +151,7 @@ func (r *StreamQueryReconciler) restore(ctx context.Context, s *step) (res ctrl.
 			return ctrl.Result{RequeueAfter: drainPoll}, true, err
 		}
 	}
-	rs, err := r.DB.RestoreSavepoint(ctx, s.tenant, q.QueryName(), consumerGroup(q), name, string(q.UID)+"/"+name)
+	rs, err := r.DB.RestoreSavepoint(ctx, s.tenant, q.QueryName(), consumerGroup(q), name, fmt.Sprintf("%s/%s/%d", q.UID, name, count))
 	switch {
 	case errors.Is(err, celldb.ErrNoQuery), errors.Is(err, celldb.ErrNoSavepoint):
 		r.event(q, corev1.EventTypeWarning, v1.ReasonRestoreFailed, "Restore", err.Error())
@@ -146,7 +159,7 @@ func (r *StreamQueryReconciler) restore(ctx context.Context, s *step) (res ctrl.
 	case err != nil:
 		return res, true, err
 	}
-	lr := &v1.RestoreStatus{Savepoint: name, Time: metav1.NewTime(rs.At.Truncate(time.Second)), ConfigHash: rs.ConfigHash}
+	lr := &v1.RestoreStatus{Savepoint: name, Time: metav1.NewTime(rs.At.Truncate(time.Second)), ConfigHash: rs.ConfigHash, Count: count}
 	if rs.Pipeline != nil {
 		lr.Pipeline = &v1.Pipeline{}
 		if err := json.Unmarshal([]byte(*rs.Pipeline), lr.Pipeline); err != nil {
@@ -154,6 +167,10 @@ func (r *StreamQueryReconciler) restore(ctx context.Context, s *step) (res ctrl.
 		}
 	}
 	st.LastRestore = lr
+	// The restore registered the savepoint's hash, as a reset would have:
+	// an upgrade to the hash the restore left is then not a second reset
+	// for one hash.
+	st.LastResetHash = rs.ConfigHash
 	msg := fmt.Sprintf("restored savepoint %q of query %q of tenant %q: %d state rows, the positions of consumer group %s on %d partitions and config hash %q; its leases released; the workers restart with the savepoint's pipeline",
 		name, q.QueryName(), s.tenant, rs.StateRows, consumerGroup(q), rs.Cursors, rs.ConfigHash)
 	if rs.Already {

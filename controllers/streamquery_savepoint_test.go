@@ -139,6 +139,22 @@ func TestTheSavepointAnnotationTakesOneAndRestoreFromRollsBackToItsStateHashAndP
 	}
 	h.wantEvent(q, v1.ReasonRestored, `restored savepoint "before-v2"`)
 
+	// Removing restoreFrom releases the savepoint's pipeline: spec.pipeline
+	// is an upgrade again. Naming the savepoint again restores it again.
+	edit(h, q, func(q *v1.StreamQuery) { q.Spec.RestoreFrom = "" })
+	q = eventually(h, q, "upgraded again", func(q *v1.StreamQuery) bool {
+		return q.Status.RegisteredHash == newHash && q.Status.LastRestore.Released
+	})
+	h.wantEvent(q, v1.ReasonRestoreReleased, `leaves savepoint "before-v2"'s pipeline`)
+	h.writeState(q.Status.QueryID, "d")
+	edit(h, q, func(q *v1.StreamQuery) { q.Spec.RestoreFrom = "before-v2" })
+	q = eventually(h, q, "restored again", func(q *v1.StreamQuery) bool {
+		return q.Status.LastRestore.Count == 2 && !q.Status.LastRestore.Released && q.Status.RegisteredHash == old
+	})
+	if keys := h.stateKeys(q.Status.QueryID); !slices.Equal(keys, []string{"a", "b"}) {
+		t.Fatalf("state %v after the second restore, want the savepoint's a, b", keys)
+	}
+
 	// keep bounds the list: one more savepoint under keep 1 leaves one.
 	edit(h, q, func(q *v1.StreamQuery) {
 		q.Spec.Savepoints = &v1.Savepoints{Keep: 1}

@@ -35,6 +35,7 @@ const (
 	ReasonSavepointInvalid = "InvalidSavepoint"
 	ReasonRestored         = "Restored"
 	ReasonRestoreFailed    = "RestoreFailed"
+	ReasonRestoreReleased  = "RestoreReleased"
 )
 
 // Savepoints bounds the query's savepoints.
@@ -69,9 +70,19 @@ type RestoreStatus struct {
 	// configHash is the hash registered by the restore, the savepoint's.
 	ConfigHash string `json:"configHash"`
 	// pipeline is the savepoint's pipeline, which the workers run while
-	// spec.restoreFrom names this savepoint; absent when it had none.
+	// spec.restoreFrom names this savepoint; absent when it had none, and
+	// once released.
 	// +optional
 	Pipeline *Pipeline `json:"pipeline,omitempty"`
+	// count is how many restores this StreamQuery has carried out, this
+	// one included. The next restore's fence in the database is made of
+	// it, so that a restore is carried out once, and the same savepoint
+	// can be restored again later.
+	Count int64 `json:"count"`
+	// released says that spec.restoreFrom was removed since: the query
+	// runs spec.pipeline again.
+	// +optional
+	Released bool `json:"released,omitempty"`
 }
 
 // Upgrade is the effective upgradeMode: spec.upgradeMode, else the
