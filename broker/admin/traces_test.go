@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/retention"
 	"github.com/regent-mq/regent/test/brokertest"
 )
@@ -192,7 +193,7 @@ func TestTracesGoWithTheirMessagesSegmentAndWithTheirQueue(t *testing.T) {
 // broker's database now.
 func sweepTraces(t *testing.T, b *brokertest.Broker) (int64, error) {
 	t.Helper()
-	st, err := retention.New(b.Pool, slog.New(slog.NewTextHandler(io.Discard, nil)), retention.Settings{
+	st, err := retention.New(db.New(b.Pool), slog.New(slog.NewTextHandler(io.Discard, nil)), retention.Settings{
 		DedupWindow: time.Hour, RetentionChunk: 1000, EvictionChunk: 1000, CleanupAfter: 24 * time.Hour,
 		MetricsAge: 24 * time.Hour}, func(uuid.UUID, uuid.UUID) {}).Sweep(context.Background())
 	return st.Traces, err

@@ -103,7 +103,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	hot := hotlist.New()
 	logs := log.New(pool, sealer, m, hot, logger)
 	logs.JoinPushes(cfg.PushCalls)
-	quotas := quota.New(pool, m.QuotaRefusals, logger)
+	quotas := quota.New(store, m.QuotaRefusals, logger)
 	logs.Limit(quotas)
 	switches := flags.New(store, logger)
 	spooled, err := spool.Open(cfg.SpoolDir, logs, pool, switches, m.SpoolBuffered, logger)
@@ -118,6 +118,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	routes = append(routes, streams.New(store, logs, m, logger, cfg.Tenancy).Routes()...)
 	routes = append(routes, admin.New(pool, switches, spooled, logs, cfg.Replica, logger).Routes()...)
 	routes = append(routes, console.Routes()...)
+	routes = append(routes, admin.NewHistory(store, logger).Routes()...)
 	analytics := admin.NewAnalytics(pool, cfg.Replica, sealer, logger)
 	routes = append(routes, analytics.Routes()...)
 	h := server.New(server.Deps{
@@ -130,7 +131,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		var wg sync.WaitGroup
 		wg.Go(func() { consumers.Run(bg, cfg.ReseedInterval) })
 		wg.Go(func() {
-			retention.New(pool, logger, retention.Settings{
+			retention.New(store, logger, retention.Settings{
 				DedupWindow: cfg.DedupWindow, RetentionChunk: cfg.RetentionBatch, EvictionChunk: cfg.EvictionBatch,
 				CleanupAfter: time.Duration(cfg.PartitionCleanupDays) * 24 * time.Hour, MetricsAge: cfg.MetricsRetention,
 			}, logs.Announce).Run(bg, cfg.RetentionEvery, cfg.EvictionEvery)

@@ -104,6 +104,15 @@ func TestTenantBCannotReadModifyAckLeasePopOrDetectTenantAsObjects(t *testing.T)
 	}
 	time.Sleep(200 * time.Millisecond) // ten flushes of A's counters
 	now := time.Now().UTC().Truncate(time.Minute)
+	// A's history, as the backlog refresh and the cycle counters write it.
+	for _, seed := range [][]any{
+		{`INSERT INTO queen.group_minutes (tenant, queue, consumer_group, minute, lag, lag_seconds) VALUES ('A', $1, 'g', $2, 5, 30)`, queueName, now},
+		{`INSERT INTO queen_streams.query_minutes (tenant, query_id, minute, replica, cycles, refused) VALUES ('A', $1, $2, 'r', 4, 1)`, a.queryID, now},
+	} {
+		if _, err := b.Pool.Exec(context.Background(), seed[0].(string), seed[1:]...); err != nil {
+			t.Fatalf("seeding tenant A's history: %v", err)
+		}
+	}
 	window := "&from=" + now.Add(-time.Hour).Format(time.RFC3339) + "&to=" + now.Add(time.Hour).Format(time.RFC3339)
 	before := snapshot(t, b)
 	missing := uuid.Must(uuid.NewV7()).String()
@@ -149,6 +158,8 @@ func TestTenantBCannotReadModifyAckLeasePopOrDetectTenantAsObjects(t *testing.T)
 		{"traces of A's message", "GET", func(id string) string { return "/api/v1/traces/" + id + "/" + a.txID }, nil, a.partitionID, ""},
 		{"traces by A's trace name", "GET", func(id string) string { return "/api/v1/traces/by-name/" + id }, nil, "a-trace", ""},
 		{"operations of A's queue", "GET", func(id string) string { return "/api/v1/analytics/queue-ops?queue=" + id + window }, nil, queueName, ""},
+		{"lag history of A's queue", "GET", func(id string) string { return "/api/v1/analytics/group-lag?queue=" + id + window }, nil, queueName, ""},
+		{"cycle history of A's query", "GET", func(id string) string { return "/api/v1/analytics/query-cycles?queryId=" + id + window }, nil, a.queryID, ""},
 		{"pop lag of A's queue", "GET", func(id string) string { return "/api/v1/analytics/queue-lag?queue=" + id + window }, nil, queueName, ""},
 		{"stored messages of A's queue", "GET", func(id string) string { return "/api/v1/status/analytics?interval=minute&queue=" + id + window }, nil, queueName, ""},
 		{"dead letters of A's queue", "GET", func(id string) string { return "/api/v1/dlq?queue=" + id }, nil, queueName, ""},

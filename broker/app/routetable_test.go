@@ -102,10 +102,13 @@ var contract = []struct {
 	{"GET", "", "/internal/api/peers", auth.None, unserved},
 	{"POST", "", "/internal/api/sync", auth.None, unserved},
 	// Regent's own, beyond the page's table: the console, public like
-	// Queen's dashboard (its data routes do the checking), and its listing
-	// of the stream queries.
+	// Queen's dashboard (its data routes do the checking), its listing of
+	// the stream queries...
 	{"GET", "/console/", "/console/", auth.None, served},
 	{"GET", "/streams/v1/queries", "/streams/v1/queries", auth.ReadOnly, served},
+	// and the history the console charts.
+	{"GET", "/api/v1/analytics/group-lag", "/api/v1/analytics/group-lag?queue=q", auth.ReadOnly, served},
+	{"GET", "/api/v1/analytics/query-cycles", "/api/v1/analytics/query-cycles?queryId=0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f", auth.ReadOnly, served},
 }
 
 // apiRoutes are the contract's rows that the broker registers as API

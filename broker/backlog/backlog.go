@@ -7,7 +7,8 @@
 // Two queries (db.Backlog) refresh everything in the background; scrapes are served from
 // the last result, so a scrape never touches the database, and however often
 // Prometheus (or several of them) scrape, the database sees two queries per
-// interval per broker replica.
+// interval per broker replica. The first refresh of each minute also writes
+// the groups' lag to queen.group_minutes, the history the console charts.
 package backlog
 
 import (
@@ -42,8 +43,9 @@ type Collector struct {
 	m   *metrics.Metrics
 	log *slog.Logger
 
-	mu   sync.Mutex
-	last db.Backlog
+	mu       sync.Mutex
+	last     db.Backlog
+	recorded time.Time // the minute whose sample went to queen.group_minutes
 }
 
 // New registers the collector on m's registry; Run keeps it fresh.
@@ -82,6 +84,24 @@ func (c *Collector) Refresh(ctx context.Context) bool {
 	c.m.DatabaseUp.Set(1)
 	c.mu.Lock()
 	c.last = s
+	c.mu.Unlock()
+	// The first refresh of each minute is its sample in the charts'
+	// history; losing one leaves a gap, so it is only logged.
+	now := time.Now().Truncate(time.Minute)
+	c.mu.Lock()
+	due := now.After(c.recorded)
+	c.mu.Unlock()
+	if !due {
+		return true
+	}
+	if err := c.db.RecordGroupMinutes(ctx, now, s.Groups); err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("record the groups' lag for the charts", "err", err)
+		}
+		return true
+	}
+	c.mu.Lock()
+	c.recorded = now
 	c.mu.Unlock()
 	return true
 }

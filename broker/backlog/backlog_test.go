@@ -22,7 +22,7 @@ import (
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -237,5 +237,26 @@ func TestDeadLettersAreCountedPerQueue(t *testing.T) {
 	want := []db.BacklogDeadLetters{{Tenant: b.Tenant, Queue: "q", Count: 2}}
 	if len(s.DeadLetters) != 1 || s.DeadLetters[0] != want[0] {
 		t.Fatalf("dead letters %+v, want %+v", s.DeadLetters, want)
+	}
+}
+
+func TestARefreshRecordsEachGroupsLagAsItsMinutesSampleForTheCharts(t *testing.T) {
+	b := brokertest.Start(t)
+	push(t, b, "charted", "p", 4)
+	consume(t, b, "charted", "p", "g", 1)
+	ageOf(t, b, "charted", "p", 0, 90*time.Second)
+	if !backlog.New(db.New(b.Pool), metrics.New(), quiet).Refresh(t.Context()) {
+		t.Fatal("refresh failed")
+	}
+	var lag int64
+	var age float64
+	err := b.Pool.QueryRow(t.Context(), `SELECT lag, lag_seconds FROM queen.group_minutes
+		WHERE tenant = $1 AND queue = 'charted' AND consumer_group = 'g' AND minute >= date_trunc('minute', now()) - interval '1 minute'
+		ORDER BY minute DESC LIMIT 1`, b.Tenant).Scan(&lag, &age)
+	if err != nil {
+		t.Fatalf("no sample of g's lag: %v", err)
+	}
+	if lag != 3 || !near(age, 90) {
+		t.Fatalf("sample: lag %d, %v s; want 3 and about 90 s", lag, age)
 	}
 }

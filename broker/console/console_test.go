@@ -202,10 +202,14 @@ func TestDeadLetterBrowserListsAndFiltersByQueue(t *testing.T) {
 	tab.shot("dead-letters")
 }
 
-func TestMessageBrowseListsTheWindowsMessages(t *testing.T) {
+func TestMessageBrowseListsTheWindowsMessagesWithAPayloadPreview(t *testing.T) {
 	t.Parallel()
 	_, tab := shopAt(t, "#/messages")
 	mustContain(t, "the messages", tab.panel("Messages"), "shop-orders-tx-3", "shop-orders-tx-0", "dead_letter", "shop-page-views-tx-1")
+	for _, tx := range []string{"shop-orders-tx-3", "shop-orders-tx-0"} {
+		tab.do(chromedp.WaitVisible(`#main span.preview[data-preview="` + tx + `"][title]`))
+	}
+	mustContain(t, "the payload previews", tab.panel("Messages"), `{"customer":"shop-customer","n":3}`, `{"customer":"shop-customer","n":0}`)
 	tab.do(chromedp.Click(chromedp.CSS(`#main button.link[data-tx="shop-orders-tx-0"]`)))
 	mustContain(t, "the dead-lettered message", tab.panel("Message shop-orders-tx-0"),
 		"dead_letter", "the order has no customer", `"customer": "shop-customer"`)
@@ -558,5 +562,92 @@ func TestAGroupIsSoughtFromTheQueuePage(t *testing.T) {
 	tab.waitText("#seek-result", "shop-audit: 1 partition moved to after 1970-01-01 00:00:00 UTC.")
 	if s := popStatus(); s != http.StatusOK {
 		t.Fatalf("shop-audit pops %d after the seek to 1970, want 200", s)
+	}
+}
+
+// The queue page charts each consumer group's lag, in messages and in
+// seconds, from the minutes the backlog refresh samples: an hour of two
+// groups' samples shows each group's line and its peak.
+func TestQueuePageChartsEachGroupsLagInMessagesAndSeconds(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	if r := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "lagging"}); r.Status != http.StatusOK {
+		t.Fatalf("configure: %d %s", r.Status, r.Body)
+	}
+	if _, err := b.Pool.Exec(context.Background(), `INSERT INTO queen.group_minutes (tenant, queue, consumer_group, minute, lag, lag_seconds)
+		SELECT 'default', 'lagging', g, date_trunc('minute', now()) - make_interval(mins => 59 - i), i * k, i * k * 10
+		  FROM generate_series(0, 59) i, (VALUES ('billing', 1), ('audit', 2)) AS x (g, k)`); err != nil {
+		t.Fatal(err)
+	}
+	tab := newTab(t)
+	tab.open(b.URL + "/console/#/queue/lagging")
+	text := tab.waitText("#lag-chart", "audit: peak 118")
+	mustContain(t, "the lag charts", text, "Messages behind", "billing: peak 59", "Seconds behind", "audit: peak 1,180", "billing: peak 590")
+	lines := run(tab, chromedp.Evaluate[int](`document.querySelectorAll("#lag-chart polyline").length`))
+	if lines != 4 {
+		t.Fatalf("%d lines in the lag charts, want 4 (two groups, two charts)", lines)
+	}
+	tab.shot("queue-lag-chart")
+}
+
+// The query page charts the query's cycles, committed and refused, from
+// the per-minute counts of its cycles.
+func TestQueryPageChartsItsCyclesAndRefusedCycles(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	var q struct {
+		QueryID string `json:"query_id"`
+	}
+	r := b.Do(t, "POST", "/streams/v1/queries", "", map[string]any{"name": "busy", "source_queue": "busy-src", "config_hash": "h"})
+	if r.Status != http.StatusOK {
+		t.Fatalf("register: %d %s", r.Status, r.Body)
+	}
+	r.JSON(t, &q)
+	if _, err := b.Pool.Exec(context.Background(), `INSERT INTO queen_streams.query_minutes (tenant, query_id, minute, replica, cycles, refused)
+		SELECT 'default', $1, date_trunc('minute', now()) - make_interval(mins => 29 - i), r, 10, i % 2
+		  FROM generate_series(0, 29) i, (VALUES ('r1'), ('r2')) AS x (r)`, q.QueryID); err != nil {
+		t.Fatal(err)
+	}
+	tab := newTab(t)
+	tab.open(b.URL + "/console/#/query/busy")
+	mustContain(t, "the cycles chart", tab.waitText("#cycle-chart", "refused"), "600 cycles", "30 refused")
+	tab.shot("query-cycles")
+}
+
+// Retry pushes the dead letter's payload again as a new message of its
+// partition, which its group is then delivered, and deletes the dead one.
+func TestADeadLetterIsRetriedThenDeliveredAgain(t *testing.T) {
+	t.Parallel()
+	b, tab := shopAt(t, "#/dlq")
+	mustContain(t, "the dead letters", tab.panel("Dead letters"), "shop-orders-tx-0")
+	tab.do(chromedp.Click(chromedp.CSS(`button[data-retry="shop-orders-tx-0"]`)))
+	tab.waitText(`section[data-panel="Dead letters"]`, "Push the payload again to shop-orders/Default")
+	tab.shot("dead-letter-retry")
+	tab.do(chromedp.Click(chromedp.CSS(`button[data-confirm="shop-orders-tx-0"][data-action="Retry"]`)))
+	tab.waitText(`section[data-panel="Dead letters"][data-state]`, "No dead letters.")
+	// shop-audit had consumed only the message it dead-lettered: it is
+	// delivered the retried one next.
+	var p struct {
+		Messages []struct {
+			TransactionID string         `json:"transactionId"`
+			Data          map[string]any `json:"data"`
+		} `json:"messages"`
+	}
+	r := b.Do(t, "GET", "/api/v1/pop/queue/shop-orders?batch=10&consumerGroup=shop-audit&autoAck=true", "", nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("pop after the retry: %d %s", r.Status, r.Body)
+	}
+	r.JSON(t, &p)
+	var retried int
+	for _, m := range p.Messages {
+		if m.TransactionID == "shop-orders-tx-0" {
+			t.Fatal("the dead message was delivered again; it was to be deleted")
+		}
+		if m.Data["n"] == float64(0) && m.Data["customer"] == "shop-customer" {
+			retried++
+		}
+	}
+	if retried != 1 || len(p.Messages) != 4 {
+		t.Fatalf("shop-audit got %d messages, %d of them the retried payload; want tx-1..3 and the retry: %+v", len(p.Messages), retried, p.Messages)
 	}
 }

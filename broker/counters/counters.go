@@ -1,14 +1,18 @@
 // Package counters keeps the per-minute operation counts behind the
 // analytics routes (queue-admin-api.md §5): pushes, pops, acks, dead
 // letters, transactions and pop lag per tenant, queue and minute, and the
-// long-polls parked on each queue. The data path only adds to a map in
-// memory; Run adds the counts to queen.queue_minutes every few seconds, so
-// counting never costs a push, pop or ack a database round trip.
+// long-polls parked on each queue; and each stream query's cycles, committed
+// and refused, per minute. The data path only adds to a map in memory; Run
+// adds the counts to queen.queue_minutes and queen_streams.query_minutes
+// every few seconds, so counting never costs a push, pop, ack or cycle a
+// database round trip.
 package counters
 
 import (
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Field is one count of a queue's minute.
@@ -43,6 +47,16 @@ type key struct {
 	minute int64 // Unix minutes
 }
 
+// queryKey is a stream query's minute.
+type queryKey struct {
+	tenant string
+	query  uuid.UUID
+	minute int64 // Unix minutes
+}
+
+// cycles are a query's minute: committed and refused.
+type cycles [2]int64
+
 type bucket struct {
 	n      [Fields]int64
 	lagMax int64
@@ -54,12 +68,31 @@ type Counters struct {
 	mu      sync.Mutex
 	buckets map[key]*bucket
 	parked  map[queueKey]int64 // long-polls parked now
+	cycles  map[queryKey]*cycles
 	now     func() time.Time
 }
 
 // New returns empty counters.
 func New() *Counters {
-	return &Counters{buckets: map[key]*bucket{}, parked: map[queueKey]int64{}, now: time.Now}
+	return &Counters{buckets: map[key]*bucket{}, parked: map[queueKey]int64{}, cycles: map[queryKey]*cycles{}, now: time.Now}
+}
+
+// Cycle counts a cycle of a stream query that reached the database:
+// committed, or refused by the rules.
+func (c *Counters) Cycle(tenant string, query uuid.UUID, refused bool) {
+	k := queryKey{tenant, query, c.now().Unix() / 60}
+	c.mu.Lock()
+	n := c.cycles[k]
+	if n == nil {
+		n = &cycles{}
+		c.cycles[k] = n
+	}
+	if refused {
+		n[1]++
+	} else {
+		n[0]++
+	}
+	c.mu.Unlock()
 }
 
 // bucketLocked is the current minute's bucket of a queue.
@@ -115,18 +148,26 @@ func (c *Counters) sampleParked() {
 }
 
 // take returns the counts so far and starts afresh.
-func (c *Counters) take() map[key]*bucket {
+func (c *Counters) take() (map[key]*bucket, map[queryKey]*cycles) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := c.buckets
+	out, cyc := c.buckets, c.cycles
 	c.buckets = make(map[key]*bucket, len(out))
-	return out
+	c.cycles = make(map[queryKey]*cycles, len(cyc))
+	return out, cyc
 }
 
 // giveBack adds counts that could not be flushed back in, for the next try.
-func (c *Counters) giveBack(taken map[key]*bucket) {
+func (c *Counters) giveBack(taken map[key]*bucket, cyc map[queryKey]*cycles) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for k, t := range cyc {
+		if n := c.cycles[k]; n != nil {
+			n[0], n[1] = n[0]+t[0], n[1]+t[1]
+		} else {
+			c.cycles[k] = t
+		}
+	}
 	for k, t := range taken {
 		b := c.buckets[k]
 		if b == nil {

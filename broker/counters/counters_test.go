@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 // at pins the counters' clock.
 func at(c *Counters, t time.Time) { c.now = func() time.Time { return t } }
@@ -63,6 +64,31 @@ func TestAFailedFlushKeepsItsCountsForTheNext(t *testing.T) {
 	require.EqualValues(t, 5, n)
 }
 
+func TestCyclesAreCountedPerQueryAndMinuteAndAFailedFlushKeepsThem(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	c := New()
+	q, other := uuid.New(), uuid.New()
+	at(c, time.Date(2026, 5, 6, 12, 0, 30, 0, time.UTC))
+	c.Cycle("acme", q, false)
+	c.Cycle("acme", q, true)
+	c.Cycle("acme", other, false)
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	require.Error(t, c.Flush(cancelled, pool, "r1"))
+	c.Cycle("acme", q, false)
+	require.NoError(t, c.Flush(ctx, pool, "r1"))
+	require.NoError(t, c.Flush(ctx, pool, "r2"), "nothing new: nothing written")
+	var cycles, refused int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT cycles, refused FROM queen_streams.query_minutes
+		WHERE tenant = 'acme' AND query_id = $1 AND replica = 'r1' AND minute = '2026-05-06T12:00:00Z'`, q).Scan(&cycles, &refused))
+	require.Equal(t, [2]int64{2, 1}, [2]int64{cycles, refused})
+	var rows int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM queen_streams.query_minutes`).Scan(&rows))
+	require.Equal(t, 2, rows, "one row per query and minute")
+}
+
 func TestParkedLongPollsAreSampledIntoTheirQueuesMinute(t *testing.T) {
 	t.Parallel()
 	c := New()
@@ -74,35 +100,12 @@ func TestParkedLongPollsAreSampledIntoTheirQueuesMinute(t *testing.T) {
 	c.sampleParked()
 	c.Park("default", "q", -1)
 	c.sampleParked()
-	taken := c.take()
+	taken, _ := c.take()
 	require.Len(t, taken, 1)
 	for _, b := range taken {
 		require.EqualValues(t, 3, b.n[ParkedSum], "2 then 1 then none")
 	}
 	require.Empty(t, c.parked, "a queue with nothing parked is forgotten")
-}
-
-func TestSweepDeletesMinutesOlderThanTheRetention(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := pgtest.New(t)
-	c := New()
-	at(c, time.Now().Add(-3*time.Hour))
-	c.Add("default", "old", PushMessages, 1)
-	at(c, time.Now())
-	c.Add("default", "new", PushMessages, 1)
-	require.NoError(t, c.Flush(ctx, pool, "r1"))
-	require.NoError(t, Sweep(ctx, pool, 2*time.Hour))
-	var queues []string
-	rows, err := pool.Query(ctx, `SELECT queue FROM queen.queue_minutes`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var q string
-		require.NoError(t, rows.Scan(&q))
-		queues = append(queues, q)
-	}
-	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"new"}, queues)
 }
 
 func TestTheSampleRecordsTheProcessAndThePool(t *testing.T) {

@@ -1,6 +1,7 @@
 package counters
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/pg"
@@ -78,19 +81,36 @@ var upsert = func() string {
 		ON CONFLICT (tenant, minute, queue, replica) DO UPDATE SET ` + strings.TrimPrefix(sets.String(), ", ")
 }()
 
-// Flush adds the counts so far to the replica's rows. Counts that fail to
-// reach the database stay for the next flush.
-func (c *Counters) Flush(ctx context.Context, db pg.DB, replica string) error {
-	taken := c.take()
-	if len(taken) == 0 {
+// Flush adds the counts so far to the replica's rows, in one transaction of
+// at most two statements. Counts that fail to reach the database stay for
+// the next flush.
+func (c *Counters) Flush(ctx context.Context, db *pgxpool.Pool, replica string) error {
+	taken, cyc := c.take()
+	if len(taken) == 0 && len(cyc) == 0 {
 		return nil
 	}
+	batch := &pgx.Batch{}
+	if len(taken) > 0 {
+		batch.Queue(upsert, queueArgs(taken, replica)...)
+	}
+	if len(cyc) > 0 {
+		batch.Queue(upsertCycles, cycleArgs(cyc, replica)...)
+	}
+	if err := db.SendBatch(ctx, batch).Close(); err != nil {
+		c.giveBack(taken, cyc)
+		return fmt.Errorf("flush %d queue minutes and %d query minutes: %w", len(taken), len(cyc), err)
+	}
+	return nil
+}
+
+// queueArgs lays the queues' minutes out for upsert, in the same order in
+// every flush, so that two replicas that share a name never lock each
+// other's rows in opposite orders.
+func queueArgs(taken map[key]*bucket, replica string) []any {
 	keys := make([]key, 0, len(taken))
 	for k := range taken {
 		keys = append(keys, k)
 	}
-	// The same order in every flush, so that two replicas that share a
-	// name never lock each other's rows in opposite orders.
 	slices.SortFunc(keys, func(a, b key) int {
 		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.minute, b.minute), cmp.Compare(a.queue, b.queue))
 	})
@@ -112,21 +132,29 @@ func (c *Counters) Flush(ctx context.Context, db pg.DB, replica string) error {
 	for _, col := range counts {
 		args = append(args, col)
 	}
-	if _, err := db.Exec(ctx, upsert, args...); err != nil {
-		c.giveBack(taken)
-		return fmt.Errorf("flush %d queue minutes: %w", len(keys), err)
-	}
-	return nil
+	return args
 }
 
-// Sweep deletes the minutes, samples and retention events older than
-// retention.
-func Sweep(ctx context.Context, db pg.DB, retention time.Duration) error {
-	for _, table := range []string{"queen.queue_minutes WHERE minute", "queen.replica_samples WHERE minute", "queen.retention_events WHERE at"} {
-		if _, err := db.Exec(ctx, `DELETE FROM `+table+` < now() - make_interval(secs => $1)`,
-			retention.Seconds()); err != nil {
-			return fmt.Errorf("delete old rows of %s: %w", table, err)
-		}
+// upsertCycles adds one row per (tenant, query, minute) to the replica's.
+const upsertCycles = `INSERT INTO queen_streams.query_minutes (tenant, query_id, minute, replica, cycles, refused)
+	SELECT u.tenant, u.query_id, to_timestamp(u.minute * 60), $4, u.cycles, u.refused
+	  FROM unnest($1::text[], $2::uuid[], $3::bigint[], $5::bigint[], $6::bigint[]) AS u (tenant, query_id, minute, cycles, refused)
+	ON CONFLICT (tenant, query_id, minute, replica) DO UPDATE
+	   SET cycles = query_minutes.cycles + EXCLUDED.cycles, refused = query_minutes.refused + EXCLUDED.refused`
+
+func cycleArgs(cyc map[queryKey]*cycles, replica string) []any {
+	keys := make([]queryKey, 0, len(cyc))
+	for k := range cyc {
+		keys = append(keys, k)
 	}
-	return nil
+	slices.SortFunc(keys, func(a, b queryKey) int {
+		return cmp.Or(cmp.Compare(a.tenant, b.tenant), bytes.Compare(a.query[:], b.query[:]), cmp.Compare(a.minute, b.minute))
+	})
+	tenants, queries := make([]string, len(keys)), make([]uuid.UUID, len(keys))
+	minutes, done, refused := make([]int64, len(keys)), make([]int64, len(keys)), make([]int64, len(keys))
+	for i, k := range keys {
+		tenants[i], queries[i], minutes[i] = k.tenant, k.query, k.minute
+		done[i], refused[i] = cyc[k][0], cyc[k][1]
+	}
+	return []any{tenants, pg.IDs(queries), minutes, replica, done, refused}
 }

@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -103,4 +104,27 @@ func collect[T any](ctx context.Context, d *DB, sql, what string, scan pgx.RowTo
 		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	return out, nil
+}
+
+// RecordGroupMinutes writes each group's lag as the sample of minute, for
+// the console's charts: one statement, and a later sample of the same
+// minute (this replica's or another's) replaces it.
+func (d *DB) RecordGroupMinutes(ctx context.Context, minute time.Time, groups []BacklogGroup) error {
+	if len(groups) == 0 {
+		return nil
+	}
+	tenants, queues, names := make([]string, len(groups)), make([]string, len(groups)), make([]string, len(groups))
+	lags, ages := make([]int64, len(groups)), make([]float64, len(groups))
+	for i, g := range groups {
+		tenants[i], queues[i], names[i], lags[i], ages[i] = g.Tenant, g.Queue, g.Group, g.Lag, g.OldestAgeSeconds
+	}
+	_, err := d.q.Exec(ctx, `INSERT INTO queen.group_minutes (tenant, queue, consumer_group, minute, lag, lag_seconds)
+		SELECT u.tenant, u.queue, u.grp, date_trunc('minute', $6::timestamptz), u.lag, u.age
+		  FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::float8[]) AS u (tenant, queue, grp, lag, age)
+		ON CONFLICT (tenant, queue, minute, consumer_group) DO UPDATE SET lag = EXCLUDED.lag, lag_seconds = EXCLUDED.lag_seconds`,
+		tenants, queues, names, lags, ages, minute)
+	if err != nil {
+		return fmt.Errorf("record %d groups' lag: %w", len(groups), err)
+	}
+	return nil
 }

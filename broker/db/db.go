@@ -4,8 +4,9 @@
 // refusal by the rules comes back as a typed error, never as SQL text.
 //
 // The streams family (the cycle, the state read, registration and the
-// query listing) and the system flags live here; the queue, admin,
-// retention, counters, quota and catalog families move in next (TestOnlyTheSeamImportsPgx lists the
+// query listing), the system flags, the backlog and the charts' history,
+// and the retention sweeps live here; the queue, admin, counters, quota and
+// catalog families move in next (TestOnlyTheSeamImportsPgx lists the
 // packages that still talk to PostgreSQL themselves, and the list only
 // shrinks).
 package db

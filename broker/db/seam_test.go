@@ -21,8 +21,6 @@ var stillOwnSQL = []string{
 	"broker/pg",
 	"broker/queue",
 	"broker/queue/store",
-	"broker/quota",
-	"broker/retention",
 	"broker/server",
 	"cmd/operator",
 	"controllers/celldb",

@@ -31,6 +31,15 @@ CREATE FUNCTION queen.ack_cursor(p_tenant text, p_partition_id uuid, p_group tex
 $$;
 
 --
+-- Name: drop_below_floors(uuid, integer); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.drop_below_floors(p_queue_id uuid, p_chunk integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen.drop_below_floors.sql
+$$;
+
+--
 -- Name: lease_held_by(uuid, timestamp with time zone, uuid); Type: FUNCTION; Schema: queen; Owner: -
 --
 
@@ -408,6 +417,19 @@ CREATE TABLE queen.dead_letters (
 );
 
 --
+-- Name: group_minutes; Type: TABLE; Schema: queen; Owner: -
+--
+
+CREATE TABLE queen.group_minutes (
+    tenant text NOT NULL,
+    queue text NOT NULL,
+    consumer_group text NOT NULL,
+    minute timestamp with time zone NOT NULL,
+    lag bigint NOT NULL,
+    lag_seconds double precision NOT NULL
+);
+
+--
 -- Name: log_segments; Type: TABLE; Schema: queen; Owner: -
 --
 
@@ -609,6 +631,19 @@ CREATE TABLE queen_streams.queries (
 );
 
 --
+-- Name: query_minutes; Type: TABLE; Schema: queen_streams; Owner: -
+--
+
+CREATE TABLE queen_streams.query_minutes (
+    tenant text NOT NULL,
+    query_id uuid NOT NULL,
+    minute timestamp with time zone NOT NULL,
+    replica text NOT NULL,
+    cycles bigint DEFAULT 0 NOT NULL,
+    refused bigint DEFAULT 0 NOT NULL
+);
+
+--
 -- Name: quota; Type: TABLE; Schema: queen_streams; Owner: -
 --
 
@@ -744,6 +779,13 @@ ALTER TABLE ONLY queen.dead_letters
     ADD CONSTRAINT dead_letters_pkey PRIMARY KEY (partition_id, consumer_group, message_id);
 
 --
+-- Name: group_minutes group_minutes_pkey; Type: CONSTRAINT; Schema: queen; Owner: -
+--
+
+ALTER TABLE ONLY queen.group_minutes
+    ADD CONSTRAINT group_minutes_pkey PRIMARY KEY (tenant, queue, minute, consumer_group);
+
+--
 -- Name: log_segments log_segments_pkey; Type: CONSTRAINT; Schema: queen; Owner: -
 --
 
@@ -842,6 +884,13 @@ ALTER TABLE ONLY queen_streams.queries
     ADD CONSTRAINT queries_tenant_name_key UNIQUE (tenant, name);
 
 --
+-- Name: query_minutes query_minutes_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.query_minutes
+    ADD CONSTRAINT query_minutes_pkey PRIMARY KEY (tenant, query_id, minute, replica);
+
+--
 -- Name: quota_budget quota_budget_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
 --
 
@@ -910,6 +959,12 @@ CREATE INDEX cursors_lease_idx ON queen.cursors USING btree (lease_id) WHERE (le
 CREATE INDEX dead_letters_failed_idx ON queen.dead_letters USING btree (failed_at);
 
 --
+-- Name: group_minutes_minute_brin; Type: INDEX; Schema: queen; Owner: -
+--
+
+CREATE INDEX group_minutes_minute_brin ON queen.group_minutes USING brin (minute);
+
+--
 -- Name: log_segments_time_brin; Type: INDEX; Schema: queen; Owner: -
 --
 
@@ -944,6 +999,12 @@ CREATE INDEX trace_names_trace_idx ON queen.trace_names USING btree (trace_id);
 --
 
 CREATE INDEX traces_message_idx ON queen.traces USING btree (partition_id, transaction_id, id);
+
+--
+-- Name: query_minutes_minute_brin; Type: INDEX; Schema: queen_streams; Owner: -
+--
+
+CREATE INDEX query_minutes_minute_brin ON queen_streams.query_minutes USING brin (minute);
 
 --
 -- Name: savepoint_state_of; Type: INDEX; Schema: queen_streams; Owner: -

@@ -43,8 +43,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/regent-mq/regent/broker/httpx"
@@ -104,17 +102,51 @@ func (r *Refusal) Answer(w http.ResponseWriter) {
 // Quotas is this replica's view of every tenant's limits. A nil *Quotas
 // limits nothing. It is safe for concurrent use.
 type Quotas struct {
-	pool     *pgxpool.Pool
+	db       Store
 	log      *slog.Logger
 	refusals *prometheus.CounterVec
 	tenants  atomic.Pointer[map[string]*tenant]
 	kick     chan struct{}
 }
 
-// New returns Quotas reading through pool, limiting nothing until the first
+// Store is where the limits and the cluster's buckets live: broker/db.
+type Store interface {
+	QuotaLimits(ctx context.Context) ([]TenantLimits, error)
+	RecordQuotaUsage(ctx context.Context, u Usage) error
+	LeaseQuota(ctx context.Context, leases []Lease) error
+	Listen(ctx context.Context, channel string, retry time.Duration, log *slog.Logger, what string, heard func(context.Context))
+}
+
+// TenantLimits is one limited tenant's limits and stored bytes, as the
+// database holds them: a nil limit is none.
+type TenantLimits struct {
+	Tenant                                       string
+	PushMessagesPerSecond, PushMessagesBurst     *int64
+	PushBytesPerSecond, PushBytesBurst           *int64
+	PopMessagesPerSecond, MaxStoredBytes, Stored *int64
+}
+
+// Usage is what one replica pushed and popped per tenant, and which limits
+// refused whom, since it last recorded: parallel slices.
+type Usage struct {
+	Tenants                       []string
+	Pushed, Popped                []int64
+	RefusedTenants, RefusedQuotas []string
+}
+
+// Lease asks for Want tokens of a tenant's rate (Kind: push_messages,
+// push_bytes or pop_messages); Granted is called with what the cluster's
+// bucket gave.
+type Lease struct {
+	Tenant, Kind string
+	Want         int64
+	Granted      func(int64)
+}
+
+// New returns Quotas reading through d, limiting nothing until the first
 // read; refusals count in refusals (tenant, quota).
-func New(pool *pgxpool.Pool, refusals *prometheus.CounterVec, log *slog.Logger) *Quotas {
-	return &Quotas{pool: pool, log: log, refusals: refusals, kick: make(chan struct{}, 1)}
+func New(d Store, refusals *prometheus.CounterVec, log *slog.Logger) *Quotas {
+	return &Quotas{db: d, log: log, refusals: refusals, kick: make(chan struct{}, 1)}
 }
 
 // tenant is one limited tenant. Its limits are replaced whole when the row
@@ -313,7 +345,7 @@ func (q *Quotas) wake() {
 func (q *Quotas) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { pg.Listen(ctx, q.pool, Channel, Reread, q.log, "quota", q.reread) })
+	wg.Go(func() { q.db.Listen(ctx, Channel, Reread, q.log, "quota", q.reread) })
 	wg.Go(func() { q.leaseLoop(ctx) })
 	t := time.NewTicker(Reread)
 	defer t.Stop()
@@ -338,23 +370,9 @@ func (q *Quotas) reread(ctx context.Context) {
 
 // Read reads every tenant's limits and stored bytes, and installs them.
 func (q *Quotas) Read(ctx context.Context) error {
-	rows, err := q.pool.Query(ctx, `SELECT tenant, push_messages_per_second, push_messages_burst,
-		push_bytes_per_second, push_bytes_burst, pop_messages_per_second, max_stored_bytes, stored_bytes
-		FROM queen_streams.quota_limits()`)
+	read, err := q.db.QuotaLimits(ctx)
 	if err != nil {
-		return fmt.Errorf("read quota limits: %w", err)
-	}
-	type row struct {
-		name                                       string
-		pushMsgs, pushMsgsBurst, pushBytes         *int64
-		pushBytesBurst, popMsgs, maxStored, stored *int64
-	}
-	read, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-		var x row
-		return x, r.Scan(&x.name, &x.pushMsgs, &x.pushMsgsBurst, &x.pushBytes, &x.pushBytesBurst, &x.popMsgs, &x.maxStored, &x.stored)
-	})
-	if err != nil {
-		return fmt.Errorf("read quota limits: %w", err)
+		return err
 	}
 	var old map[string]*tenant
 	if m := q.tenants.Load(); m != nil {
@@ -363,31 +381,31 @@ func (q *Quotas) Read(ctx context.Context) error {
 	next := make(map[string]*tenant, len(read))
 	var fresh []claim
 	for _, x := range read {
-		t := old[x.name]
+		t := old[x.Tenant]
 		if t == nil {
-			t = &tenant{name: x.name}
+			t = &tenant{name: x.Tenant}
 		}
 		var was limits
 		if l := t.limits.Load(); l != nil {
 			was = *l
 		}
 		l := &limits{
-			pushMessages: was.pushMessages.resized("push_messages", x.pushMsgs, x.pushMsgsBurst),
-			pushBytes:    was.pushBytes.resized("push_bytes", x.pushBytes, x.pushBytesBurst),
-			popMessages:  was.popMessages.resized("pop_messages", x.popMsgs, nil),
+			pushMessages: was.pushMessages.resized("push_messages", x.PushMessagesPerSecond, x.PushMessagesBurst),
+			pushBytes:    was.pushBytes.resized("push_bytes", x.PushBytesPerSecond, x.PushBytesBurst),
+			popMessages:  was.popMessages.resized("pop_messages", x.PopMessagesPerSecond, nil),
 			maxStored:    -1,
 		}
 		for _, nb := range [][2]*bucket{{was.pushMessages, l.pushMessages}, {was.pushBytes, l.pushBytes}, {was.popMessages, l.popMessages}} {
 			if nb[1] != nil && nb[1] != nb[0] {
-				fresh = append(fresh, claim{x.name, nb[1]})
+				fresh = append(fresh, claim{x.Tenant, nb[1]})
 			}
 		}
-		if x.maxStored != nil {
-			l.maxStored = *x.maxStored
-			t.stored.Store(*x.stored)
+		if x.MaxStoredBytes != nil {
+			l.maxStored = *x.MaxStoredBytes
+			t.stored.Store(*x.Stored)
 		}
 		t.limits.Store(l)
-		next[x.name] = t
+		next[x.Tenant] = t
 	}
 	// A new bucket holds its first slices before it is used, so that a
 	// push is never refused for a lease that has not happened yet.
@@ -403,28 +421,22 @@ func (q *Quotas) Record(ctx context.Context) error {
 	if m == nil {
 		return nil
 	}
-	var names, refusedNames, refusedQuotas []string
-	var pushed, popped []int64
+	var u Usage
 	for name, t := range *m {
 		if p, o := t.pushed.Swap(0), t.popped.Swap(0); p != 0 || o != 0 {
-			names, pushed, popped = append(names, name), append(pushed, p), append(popped, o)
+			u.Tenants, u.Pushed, u.Popped = append(u.Tenants, name), append(u.Pushed, p), append(u.Popped, o)
 		}
 		t.refusedMu.Lock()
 		for quota := range t.refused {
-			refusedNames, refusedQuotas = append(refusedNames, name), append(refusedQuotas, quota)
+			u.RefusedTenants, u.RefusedQuotas = append(u.RefusedTenants, name), append(u.RefusedQuotas, quota)
 		}
 		t.refused = nil
 		t.refusedMu.Unlock()
 	}
-	if len(names) == 0 && len(refusedNames) == 0 {
+	if len(u.Tenants) == 0 && len(u.RefusedTenants) == 0 {
 		return nil
 	}
-	_, err := q.pool.Exec(ctx, `SELECT queen_streams.quota_record(p_tenants => $1, p_pushed => $2, p_popped => $3,
-		p_refused_tenants => $4, p_refused_quotas => $5)`, names, pushed, popped, refusedNames, refusedQuotas)
-	if err != nil {
-		return fmt.Errorf("record quota usage: %w", err)
-	}
-	return nil
+	return q.db.RecordQuotaUsage(ctx, u)
 }
 
 // leaseLoop tops up the buckets that run low, on a kick, and at least
@@ -477,25 +489,11 @@ type claim struct {
 
 // leaseFor leases what each claim's bucket wants, in one round trip.
 func (q *Quotas) leaseFor(ctx context.Context, claims []claim) error {
-	batch := &pgx.Batch{}
+	var leases []Lease
 	for _, c := range claims {
 		if want := c.b.want(); want > 0 {
-			batch.Queue(`SELECT queen_streams.quota_lease(p_tenant => $1, p_kind => $2, p_want => $3)`, c.tenant, c.b.kind, want).
-				QueryRow(func(row pgx.Row) error {
-					var granted int64
-					if err := row.Scan(&granted); err != nil {
-						return err
-					}
-					c.b.credit(granted)
-					return nil
-				})
+			leases = append(leases, Lease{Tenant: c.tenant, Kind: c.b.kind, Want: want, Granted: c.b.credit})
 		}
 	}
-	if batch.Len() == 0 {
-		return nil
-	}
-	if err := q.pool.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("lease quota tokens: %w", err)
-	}
-	return nil
+	return q.db.LeaseQuota(ctx, leases)
 }

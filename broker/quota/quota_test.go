@@ -14,7 +14,7 @@ import (
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 // Limits are a TenantQuota's, as the operator writes them; nil: no limit.
 type Limits struct {

@@ -11,13 +11,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/retention"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 func do(t *testing.T, b *brokertest.Broker, method, path string, body any) brokertest.Response {
 	t.Helper()
@@ -50,7 +51,7 @@ func sweeper(b *brokertest.Broker, window time.Duration) *retention.Sweeper {
 // sweeperWith announces through the broker's own channel, as its
 // replicas' sweepers do.
 func sweeperWith(b *brokertest.Broker, set retention.Settings) *retention.Sweeper {
-	return retention.New(b.Pool, slog.New(slog.NewTextHandler(io.Discard, nil)), set, func(q, p uuid.UUID) {
+	return retention.New(db.New(b.Pool), slog.New(slog.NewTextHandler(io.Discard, nil)), set, func(q, p uuid.UUID) {
 		if _, err := b.Pool.Exec(context.Background(), `SELECT pg_notify($1, $2)`, hotlist.Channel, q.String()+":"+p.String()); err != nil {
 			panic(err)
 		}
@@ -241,4 +242,31 @@ func TestRetentionKeepsTheStoredBytesCounterEqualToTheLog(t *testing.T) {
 	counter, after := counted()
 	require.Less(t, after, actual)
 	require.Equal(t, after, counter, "after the sweep")
+}
+
+func TestASweepDeletesTheMinutesSamplesAndEventsOlderThanTheMetricsRetention(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	for _, at := range []string{"now() - interval '3 hours'", "now()"} {
+		for _, sql := range []string{
+			`INSERT INTO queen.queue_minutes (tenant, minute, queue, replica) VALUES ('t', date_trunc('minute', ` + at + `), 'q', 'r')`,
+			`INSERT INTO queen_streams.query_minutes (tenant, query_id, minute, replica) VALUES ('t', gen_random_uuid(), date_trunc('minute', ` + at + `), 'r')`,
+			`INSERT INTO queen.group_minutes (tenant, queue, consumer_group, minute, lag, lag_seconds) VALUES ('t', 'q', 'g', date_trunc('minute', ` + at + `), 1, 1)`,
+			`INSERT INTO queen.replica_samples (replica, minute, sampled_at, cpu_user_pct, cpu_sys_pct, rss_bytes, virtual_bytes, pool_size, pool_idle, pool_active)
+				VALUES ('t', date_trunc('minute', ` + at + `), ` + at + `, 0, 0, 0, 0, 0, 0, 0)`,
+			`INSERT INTO queen.retention_events (tenant, at, queue, partition_id, kind, messages) VALUES ('t', ` + at + `, 'q', gen_random_uuid(), 'retention', 1)`,
+		} {
+			_, err := b.Pool.Exec(t.Context(), sql)
+			require.NoError(t, err)
+		}
+	}
+	_, err := sweeperWith(b, retention.Settings{DedupWindow: time.Hour, RetentionChunk: 1000, EvictionChunk: 1000,
+		CleanupAfter: 30 * 24 * time.Hour, MetricsAge: 2 * time.Hour}).Sweep(t.Context())
+	require.NoError(t, err)
+	for _, table := range []string{"queen.queue_minutes WHERE tenant", "queen_streams.query_minutes WHERE tenant",
+		"queen.group_minutes WHERE tenant", "queen.replica_samples WHERE replica", "queen.retention_events WHERE tenant"} {
+		var n int
+		require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT count(*) FROM `+table+` = 't'`).Scan(&n))
+		require.Equal(t, 1, n, "%s keeps only its recent row", table)
+	}
 }

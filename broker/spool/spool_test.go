@@ -23,7 +23,7 @@ import (
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 func maintenance(t *testing.T, b *brokertest.Broker, on bool) {
 	t.Helper()

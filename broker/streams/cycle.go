@@ -179,6 +179,7 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleCommitted).Inc()
+	s.metrics.Ops.Cycle(c.Tenant, c.QueryID, false)
 
 	// The cycle committed: the bookkeeping of the push and ack routes is
 	// done here, counters and the announcements that make the sink emits
@@ -218,6 +219,7 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cyc
 	var refused *db.Failure
 	if errors.As(err, &refused) {
 		s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleRefused).Inc()
+		s.metrics.Ops.Cycle(c.Tenant, c.QueryID, true)
 		if q := quota.InSQL(refused.Code); q != "" {
 			s.logs.Quotas().Refused(c.Tenant, q, refused.Message)
 		}

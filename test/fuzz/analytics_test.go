@@ -8,7 +8,8 @@ import (
 // analyticsRoutes are the read routes whose whole input is the query.
 var analyticsRoutes = []string{"/api/v1/status/analytics", "/api/v1/analytics/queue-lag", "/api/v1/analytics/queue-ops",
 	"/api/v1/analytics/queue-parked-replicas", "/api/v1/analytics/retention", "/api/v1/analytics/system-metrics",
-	"/api/v1/analytics/worker-metrics", "/api/v1/analytics/postgres-stats", "/api/v1/traces/names"}
+	"/api/v1/analytics/worker-metrics", "/api/v1/analytics/postgres-stats", "/api/v1/traces/names",
+	"/api/v1/analytics/group-lag", "/api/v1/analytics/query-cycles"}
 
 func FuzzAnalytics(f *testing.F) {
 	br := start(f)

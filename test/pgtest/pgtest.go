@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/user"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/regent-mq/regent/broker/migrate"
 )
@@ -52,6 +54,25 @@ type server struct {
 // Main runs the tests and stops the throwaway cluster afterwards, whatever
 // their outcome. It does not return.
 func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// MainNoLeaks is Main for a package that starts background loops: once
+// its tests pass, any goroutine still running (a loop a test started and
+// did not stop) fails the package. Idle keep-alive connections of the
+// default HTTP client are closed first: they are the client's, not a leak
+// of the code under test.
+func MainNoLeaks(m *testing.M) {
+	code := Run(m)
+	if code == 0 {
+		http.DefaultClient.CloseIdleConnections()
+		// The cluster's own goroutine, locked to the thread that started
+		// PostgreSQL, lives until the process ends.
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/regent-mq/regent/test/pgtest.StartCluster.func1")); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines left running after the tests: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // Run is Main for a TestMain that has more to stop before it exits (an
 // envtest control plane, say): it runs the tests, stops the throwaway

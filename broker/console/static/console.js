@@ -279,6 +279,7 @@ const pages = {
   queue(name) {
     return [el("h1", {}, name, el("span", { class: "sub" }, "queue")), el("div", { class: "grid" },
       panel("Messages in and out", async () => opsChart(name), { wide: true }),
+      panel("Consumer group lag", async () => lagChart(name), { wide: true }),
       panel("Partitions", async (count) => {
         const q = await api("/api/v1/resources/queues/" + enc(name));
         count(q.partitions.length);
@@ -349,6 +350,7 @@ const pages = {
         return el("div", { class: "stats" }, stat("lag", fmt.num(q.lag)), stat("state rows", fmt.num(q.state_rows)),
           stat("last cycle", fmt.time(q.last_cycle), true), stat("state", queryState(q), true));
       }),
+      panel("Cycles", async () => cycleChart(await load), { wide: true }),
       panel("Source partitions", async (count) => {
         const q = await load;
         count(q.partitions.length);
@@ -393,14 +395,23 @@ const pages = {
         if (f.queue) q.set("queue", f.queue);
         if (f.status) q.set("status", f.status);
         const a = await api("/api/v1/messages?" + q);
-        return el("div", {}, table([
+        const payloads = [];
+        const payload = (m) => {
+          const cell = el("span", { class: "preview mono", "data-preview": m.transactionId }, "…");
+          payloads.push([cell, m]);
+          return cell;
+        };
+        const shown = el("div", {}, table([
           ["Created", (m) => fmt.time(m.createdAt)],
           ["Queue", (m) => link("#/queue/" + enc(m.queue), m.queue)],
           ["Partition", (m) => m.partition],
           ["Transaction", (m) => el("button", { type: "button", class: "link", "data-tx": m.transactionId, onclick: () => showMessage(detail, m) }, m.transactionId)],
           ["Status", (m) => pill(m.status, { completed: "ok", pending: "idle", processing: "warn", dead_letter: "bad" }[m.status] || "idle")],
           ["Groups done", (m) => m.busStatus ? m.busStatus.consumedBy + " of " + m.busStatus.totalGroups : "—", "num"],
+          ["Payload", payload],
         ], a.messages, "No message in this window."), pager(params, "#/messages", offset, limit, a.messages.length));
+        previews(payloads);
+        return shown;
       }, { wide: true }), detail)];
   },
 };
@@ -415,31 +426,75 @@ function dlqTable(ms, withQueue) {
     ["Retries", (m) => fmt.num(m.retryCount), "num"],
     ["Error", (m) => m.errorMessage || "—"],
     ["Payload", (m) => el("pre", {}, JSON.stringify(m.data))],
-    level() >= READ_WRITE && ["", deleteButton],
+    level() >= READ_WRITE && ["", (m) => el("span", {}, retryButton(m), " ", deleteButton(m))],
   ].filter(Boolean), ms, "No dead letters.");
 }
 
-// deleteButton deletes a dead letter's message (read-write), after asking:
-// the message goes for every consumer group, its dead letters with it.
-function deleteButton(m) {
+// confirming is an action's cell: a button that asks first, then does
+// act and shows the page again, or the error it met.
+function confirming(m, label, question, act) {
   const cell = el("span", { class: "action" });
   const ask = () => cell.replaceChildren(
-    el("span", { class: "muted" }, "Delete the message for every group? "),
-    el("button", { type: "button", class: "danger", "data-confirm": m.transactionId, onclick: async (ev) => {
+    el("span", { class: "muted" }, question + " "),
+    el("button", { type: "button", class: "danger", "data-confirm": m.transactionId, "data-action": label, onclick: async (ev) => {
       ev.target.disabled = true;
       try {
-        await api("/api/v1/messages/" + enc(m.partitionId) + "/" + enc(m.transactionId), undefined, "DELETE");
+        await act();
         route();
       } catch (e) {
         if (e instanceof Down || e instanceof Denied) failPage(e);
         else cell.replaceChildren(el("span", { class: "error" }, e.message));
       }
-    } }, "Delete"),
+    } }, label),
     " ", el("button", { type: "button", class: "secondary", onclick: idle }, "Keep"));
   const idle = () => cell.replaceChildren(
-    el("button", { type: "button", class: "secondary", "data-delete": m.transactionId, onclick: ask }, "Delete…"));
+    el("button", { type: "button", class: "secondary", ["data-" + label.toLowerCase()]: m.transactionId, onclick: ask }, label + "…"));
   idle();
   return cell;
+}
+
+const deleteMessage = (m) => api("/api/v1/messages/" + enc(m.partitionId) + "/" + enc(m.transactionId), undefined, "DELETE");
+
+// deleteButton deletes a dead letter's message (read-write), after asking:
+// the message goes for every consumer group, its dead letters with it.
+function deleteButton(m) {
+  return confirming(m, "Delete", "Delete the message for every group?", () => deleteMessage(m));
+}
+
+// retryButton retries a dead letter (read-write) with the routes the API
+// has, since Queen's retry route is not served: it pushes the payload again
+// to the same partition as a new message, which every group of the queue
+// is delivered, then deletes the dead one. A push that fails leaves the
+// dead letter as it was.
+function retryButton(m) {
+  return confirming(m, "Retry", "Push the payload again to " + m.queue + "/" + m.partition +
+    " as a new message (every group gets it) and delete this one?", async () => {
+    await api("/api/v1/push", { items: [{ queue: m.queue, partition: m.partition, payload: m.data }] });
+    await deleteMessage(m);
+  });
+}
+
+// previews fills each listed message's payload cell from the message's own
+// route, a few at a time: the listing carries no payload (Queen's wire), and
+// a page lists at most 50 messages.
+function previews(cells) {
+  let next = 0;
+  const work = async () => {
+    while (next < cells.length) {
+      const [cell, m] = cells[next++];
+      try {
+        const d = await api("/api/v1/messages/" + enc(m.partitionId) + "/" + enc(m.transactionId));
+        const text = JSON.stringify(d.payload);
+        cell.textContent = text.length > 80 ? text.slice(0, 79) + "…" : text;
+        cell.title = JSON.stringify(d.payload, null, 2);
+      } catch (e) {
+        if (e instanceof Down || e instanceof Denied) return failPage(e);
+        cell.textContent = "—";
+        cell.title = e.message; // deleted since it was listed, say
+      }
+    }
+  };
+  for (let i = 0; i < 4; i++) work();
 }
 
 function showMessage(detail, m) {
@@ -589,10 +644,10 @@ function seekForm(queue, groups) {
 // per-minute counters into buckets whose width follows the window.
 const chartWindows = [["15 min", 15], ["1 h", 60], ["6 h", 360], ["24 h", 1440], ["7 d", 10080]];
 
-// opsChart charts a queue's messages in (pushed) and out (popped) per
-// bucket over a chosen window, from GET /api/v1/analytics/queue-ops.
-function opsChart(name) {
-  const out = el("div", { id: "ops-chart" });
+// windowed is a chart over a window the user picks (an hour at first):
+// draw(from, to) reads the window and returns the chart's nodes.
+function windowed(id, draw) {
+  const out = el("div", { id });
   const buttons = chartWindows.map(([label, minutes]) => el("button", {
     type: "button", class: "secondary", "data-minutes": minutes, onclick: () => show(minutes) }, label));
   const show = async (minutes) => {
@@ -600,10 +655,7 @@ function opsChart(name) {
     const to = new Date(), from = new Date(to - minutes * 60e3);
     out.replaceChildren(el("p", { class: "muted" }, "Reading…"));
     try {
-      const q = new URLSearchParams({ queue: name, from: from.toISOString(), to: to.toISOString() });
-      const a = await api("/api/v1/analytics/queue-ops?" + q);
-      out.replaceChildren(lineChart(from, to, a.bucketMinutes, a.series,
-        [["in", "messages in", (r) => r.pushMessages], ["out", "messages out", (r) => r.popMessages]]));
+      out.replaceChildren(...[].concat(await draw(from, to)));
       out.dataset.state = "ready";
     } catch (e) {
       if (e instanceof Down || e instanceof Denied) failPage(e);
@@ -614,15 +666,61 @@ function opsChart(name) {
   return el("div", {}, el("div", { class: "windows" }, buttons), out);
 }
 
+function windowQuery(from, to, extra) {
+  return new URLSearchParams({ ...extra, from: from.toISOString(), to: to.toISOString() });
+}
+
+// opsChart charts a queue's messages in (pushed) and out (popped) per
+// bucket, from GET /api/v1/analytics/queue-ops.
+function opsChart(name) {
+  return windowed("ops-chart", async (from, to) => {
+    const a = await api("/api/v1/analytics/queue-ops?" + windowQuery(from, to, { queue: name }));
+    return lineChart(from, to, a.bucketMinutes, a.series,
+      [["in", "messages in", (r) => r.pushMessages], ["out", "messages out", (r) => r.popMessages]]);
+  });
+}
+
+// lagChart charts the lag of each consumer group of a queue, in messages
+// and in seconds, from Regent's GET /api/v1/analytics/group-lag: each
+// bucket shows its largest sample, taken once a minute.
+function lagChart(name) {
+  return windowed("lag-chart", async (from, to) => {
+    const a = await api("/api/v1/analytics/group-lag?" + windowQuery(from, to, { queue: name }));
+    if (!a.groups.length) return el("p", { class: "muted" }, "No consumer group's lag was sampled in this window.");
+    const rows = new Map();
+    for (const r of a.series) {
+      if (!rows.has(r.bucket)) rows.set(r.bucket, { bucket: r.bucket, lag: {}, secs: {} });
+      rows.get(r.bucket).lag[r.consumerGroup] = r.lag;
+      rows.get(r.bucket).secs[r.consumerGroup] = r.lagSeconds;
+    }
+    const series = (of) => a.groups.map((g, i) => ["s" + (i % 6), g, (r) => r[of][g] || 0]);
+    return [el("h3", {}, "Messages behind"), lineChart(from, to, a.bucketMinutes, [...rows.values()], series("lag"), true),
+      el("h3", {}, "Seconds behind (the oldest unconsumed message's age)"),
+      lineChart(from, to, a.bucketMinutes, [...rows.values()], series("secs"), true)];
+  });
+}
+
+// cycleChart charts a stream query's cycles, committed and refused, from
+// Regent's GET /api/v1/analytics/query-cycles.
+function cycleChart(q) {
+  return windowed("cycle-chart", async (from, to) => {
+    const a = await api("/api/v1/analytics/query-cycles?" + windowQuery(from, to, { queryId: q.query_id }));
+    return lineChart(from, to, a.bucketMinutes, a.series,
+      [["in", "cycles", (r) => r.cycles], ["bad", "refused", (r) => r.refused]]);
+  });
+}
+
 // SVG_NS is the SVG namespace, as the HTML parser gives an <svg> element: no
 // address appears in the console's files, which load nothing from elsewhere.
 const SVG_NS = new DOMParser().parseFromString("<svg></svg>", "text/html").querySelector("svg").namespaceURI;
 
 // lineChart draws each series [class, label, value(row)] of rows keyed by
 // bucket over every bucket from from to to: a bucket without a row had no
-// traffic, so it is a zero, not a gap. Each line carries its values in
-// data-values, and each bucket a title with its time and values.
-function lineChart(from, to, bucketMinutes, rows, series) {
+// traffic (or, for a gauge, no sample), so it is a zero, not a gap. Each
+// line carries its values in data-values, and each bucket a title with its
+// time and values. The legend gives each series' total, or its peak for a
+// gauge, whose values do not add up.
+function lineChart(from, to, bucketMinutes, rows, series, gauge) {
   const width = bucketMinutes * 60e3, W = 600, H = 160;
   const byBucket = new Map(rows.map((r) => [Date.parse(r.bucket), r]));
   const buckets = [];
@@ -646,7 +744,7 @@ function lineChart(from, to, bucketMinutes, rows, series) {
   const total = (s) => values[s].reduce((a, b) => a + b, 0);
   return el("div", {},
     el("div", { class: "chart-legend" }, series.map(([cls, label], s) =>
-      el("span", { class: "key " + cls }, fmt.num(total(s)) + " " + label)),
+      el("span", { class: "key " + cls }, gauge ? label + ": peak " + fmt.num(Math.max(...values[s])) : fmt.num(total(s)) + " " + label)),
       el("span", { class: "muted" }, "per " + (bucketMinutes < 60 ? bucketMinutes + " min" : bucketMinutes / 60 + " h") +
         "; peak " + fmt.num(max))),
     chart,

@@ -1,0 +1,125 @@
+package admin
+
+import (
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/server"
+)
+
+// History serves Regent's own history routes, which the console charts
+// beside queue-ops' throughput: each consumer group's lag per minute, which
+// the backlog refresh samples, and each stream query's cycles per minute,
+// which broker/counters counts. Queen has neither. Both read the caller's
+// tenant only: another tenant's queue or query reads as one with no
+// history.
+type History struct {
+	db  *db.DB
+	log *slog.Logger
+}
+
+// NewHistory returns the history routes' handlers.
+func NewHistory(d *db.DB, log *slog.Logger) *History { return &History{db: d, log: log} }
+
+// Routes are the history routes, both read-only.
+func (h *History) Routes() []server.Route {
+	return []server.Route{
+		{Method: "GET", Path: "/api/v1/analytics/group-lag", Level: auth.ReadOnly, Handler: h.handleGroupLag},
+		{Method: "GET", Path: "/api/v1/analytics/query-cycles", Level: auth.ReadOnly, Handler: h.handleQueryCycles},
+	}
+}
+
+// history reads a history route's window: from and to (the last hour), in
+// the analytics routes' buckets.
+func history(r *http.Request) (db.History, error) {
+	from, to, err := timeRange(r, time.Hour)
+	if err != nil {
+		return db.History{}, err
+	}
+	return db.History{From: from, To: to, Width: bucketWidth(to.Sub(from))}, nil
+}
+
+func historyJSON(h db.History) (map[string]string, int) {
+	return map[string]string{"from": instantOf(h.From), "to": instantOf(h.To)}, int(h.Width / time.Minute)
+}
+
+type lagRow struct {
+	Bucket        string  `json:"bucket"`
+	ConsumerGroup string  `json:"consumerGroup"`
+	Lag           int64   `json:"lag"`
+	LagSeconds    float64 `json:"lagSeconds"`
+}
+
+// handleGroupLag is GET /api/v1/analytics/group-lag?queue=: the lag of each
+// of the queue's consumer groups, in messages and in the seconds its oldest
+// unconsumed message waited, by bucket (the bucket's largest sample).
+func (h *History) handleGroupLag(w http.ResponseWriter, r *http.Request) {
+	queue := r.URL.Query().Get("queue")
+	if queue == "" {
+		httpx.Fail(w, httpx.BadRequest("queue is required"))
+		return
+	}
+	if err := httpx.CheckTexts("queue", queue); err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	win, err := history(r)
+	if err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	rows, err := h.db.GroupLag(r.Context(), tenant(r), queue, win)
+	if err != nil {
+		fail(h.log, w, r, err)
+		return
+	}
+	series := make([]lagRow, len(rows))
+	groups := []string{}
+	for i, g := range rows {
+		series[i] = lagRow{Bucket: bucketKey(g.Bucket), ConsumerGroup: g.Group, Lag: g.Lag, LagSeconds: round2(g.LagSeconds)}
+		groups = append(groups, g.Group)
+	}
+	slices.Sort(groups)
+	span, minutes := historyJSON(win)
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"timeRange": span, "bucketMinutes": minutes, "queue": queue,
+		"groups": slices.Compact(groups), "series": series})
+}
+
+type cycleRow struct {
+	Bucket  string `json:"bucket"`
+	Cycles  int64  `json:"cycles"`
+	Refused int64  `json:"refused"`
+}
+
+// handleQueryCycles is GET /api/v1/analytics/query-cycles?queryId=: a
+// stream query's cycles, committed and refused, by bucket.
+func (h *History) handleQueryCycles(w http.ResponseWriter, r *http.Request) {
+	id, err := uuid.Parse(r.URL.Query().Get("queryId"))
+	if err != nil {
+		httpx.Fail(w, httpx.BadRequest("queryId must be a query's id (a UUID), not %q", r.URL.Query().Get("queryId")))
+		return
+	}
+	win, err := history(r)
+	if err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	rows, err := h.db.QueryCycles(r.Context(), tenant(r), id, win)
+	if err != nil {
+		fail(h.log, w, r, err)
+		return
+	}
+	series := make([]cycleRow, len(rows))
+	for i, c := range rows {
+		series[i] = cycleRow{Bucket: bucketKey(c.Bucket), Cycles: c.Cycles, Refused: c.Refused}
+	}
+	span, minutes := historyJSON(win)
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"timeRange": span, "bucketMinutes": minutes, "queryId": id, "series": series})
+}
