@@ -80,6 +80,14 @@ func pipelineJSON(p *v1.Pipeline) (*string, error) {
 	return &s, nil
 }
 
+// runsWorkers says whether the operator runs the query's workers, which a
+// restore or an upgrade then drains first. Workers the user runs (no
+// pipeline, or no worker image) are not drained: their cycles are refused
+// for their lease or their reset generation instead.
+func (r *StreamQueryReconciler) runsWorkers(q *v1.StreamQuery) bool {
+	return wantsWorkers(q) && r.workerImage(q) != ""
+}
+
 // drain scales the query's workers to zero and reports whether they are
 // gone: no pod of the Deployment and no live lease of the query's group.
 // why says what waits for it, for the condition and the event.
@@ -145,7 +153,7 @@ func (r *StreamQueryReconciler) restore(ctx context.Context, s *step) (res ctrl.
 			return res, false, nil
 		}
 	}
-	if wantsWorkers(q) {
+	if r.runsWorkers(q) {
 		drained, err := r.drain(ctx, s, fmt.Sprintf("the restore of savepoint %q", name))
 		if err != nil || !drained {
 			return ctrl.Result{RequeueAfter: drainPoll}, true, err

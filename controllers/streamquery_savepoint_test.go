@@ -175,3 +175,15 @@ func TestRestoreFromAnUnknownSavepointRestoresNothingAndSaysSo(t *testing.T) {
 		t.Fatalf("last restore %+v, state %v; want no restore", q.Status.LastRestore, h.stateKeys(q.Status.QueryID))
 	}
 }
+
+// Workers the operator does not run are the user's: an upgrade does not
+// wait for their leases (it could wait forever), it resets at once, and
+// the broker refuses their cycles by their reset generation.
+func TestAnUpgradeOfAQueryWhoseWorkersTheUserRunsDoesNotWaitForTheirLeases(t *testing.T) {
+	h, _, _, q := registered(t, operatorOpts{noWorkerImage: true}, revenuePipeline, func(q *v1.StreamQuery) { q.Spec.UpgradeMode = v1.UpgradeReset })
+	h.holdLease(q, "acme")
+	edit(h, q, func(q *v1.StreamQuery) { q.Spec.Pipeline.Filter = "payload.amount > 1" })
+	want := q.Spec.Pipeline.ConfigHash()
+	q = eventually(h, q, "upgraded", func(q *v1.StreamQuery) bool { return q.Status.RegisteredHash == want })
+	h.noEvent(q, v1.ReasonDraining)
+}

@@ -6,9 +6,9 @@ package controllers
 // applied only once the query is registered). The operator then
 //
 //  1. drains: scales the old workers to zero and waits until their pods
-//     are gone and the query's group holds no live lease (a query without
-//     the operator's workers has nothing to drain: its workers are the
-//     user's, and it resets at once, as before upgradeMode);
+//     are gone and the query's group holds no live lease (a query whose
+//     workers the operator does not run has nothing to drain: its workers
+//     are the user's, and it resets at once, as before upgradeMode);
 //  2. under Savepoint, takes the savepoint upgrade-<metadata.generation>,
 //     with the pipeline the old Deployment ran;
 //  3. resets and registers the new hash (streamquery_reset.go), which
@@ -35,7 +35,7 @@ import (
 // refused for now holding another.
 func (r *StreamQueryReconciler) upgrade(ctx context.Context, s *step, hash string) (ctrl.Result, error) {
 	q := s.q
-	if wantsWorkers(q) {
+	if r.runsWorkers(q) {
 		drained, err := r.drain(ctx, s, fmt.Sprintf("the upgrade to config hash %q", hash))
 		if err != nil || !drained {
 			return ctrl.Result{RequeueAfter: drainPoll}, err

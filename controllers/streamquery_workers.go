@@ -109,10 +109,7 @@ func (r *StreamQueryReconciler) syncWorkers(ctx context.Context, s *step) error 
 		}
 		return r.removeWorkers(ctx, s)
 	}
-	image := r.WorkerImage
-	if w := q.Spec.Workers; w != nil && w.Image != "" {
-		image = w.Image
-	}
+	image := r.workerImage(q)
 	if image == "" {
 		// An operator without --worker-image (regent-local, which has no
 		// kubelet): the query runs, with workers started by hand.
@@ -135,6 +132,15 @@ func (r *StreamQueryReconciler) syncWorkers(ctx context.Context, s *step) error 
 	}
 	r.reportWorkers(s, dep)
 	return nil
+}
+
+// workerImage is the query's worker image: spec.workers.image, else the
+// operator's --worker-image; empty when neither is set.
+func (r *StreamQueryReconciler) workerImage(q *v1.StreamQuery) string {
+	if w := q.Spec.Workers; w != nil && w.Image != "" {
+		return w.Image
+	}
+	return r.WorkerImage
 }
 
 func (r *StreamQueryReconciler) applyPipeline(ctx context.Context, q *v1.StreamQuery) error {
