@@ -211,6 +211,27 @@ func (c *fakeCell) SourceLoad(context.Context, string, string, string) (celldb.S
 	return celldb.SourceLoad{}, c.dbErr
 }
 
+// Savepoints are not part of the fake's rules either: they are tested on
+// PostgreSQL (celldb) and through the envtest suite. The fake has none,
+// and no leases.
+func (c *fakeCell) TakeSavepoint(context.Context, string, string, string, string, *string) (celldb.Savepoint, bool, error) {
+	return celldb.Savepoint{}, false, errors.New("the fake cell takes no savepoints")
+}
+
+func (c *fakeCell) Savepoints(context.Context, string, string) ([]celldb.Savepoint, error) {
+	return nil, nil
+}
+
+func (c *fakeCell) PruneSavepoints(context.Context, string, string, int32) (int32, error) {
+	return 0, nil
+}
+
+func (c *fakeCell) RestoreSavepoint(context.Context, string, string, string, string, string) (celldb.Restore, error) {
+	return celldb.Restore{}, errors.New("the fake cell restores nothing")
+}
+
+func (c *fakeCell) Leases(context.Context, string, string, string) (int32, error) { return 0, nil }
+
 var errDied = errors.New("the operator died: nothing it sends lands any more")
 
 // world is an API server (the fake client), a cell, and operators that

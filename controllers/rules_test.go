@@ -243,7 +243,7 @@ func TestEachBrokerAnswerSetsItsReadyCondition(t *testing.T) {
 		backoff bool // the reconcile fails, for the work queue to retry
 	}{
 		"200 registered": {registration.Result{Outcome: registration.Registered, QueryID: "query-7"}, metav1.ConditionTrue, v1.ReasonRegistered, `config hash "h1"`, false},
-		"409 conflict":   {registration.Result{Outcome: registration.Conflict, Message: "registered with a different config_hash"}, metav1.ConditionFalse, v1.ReasonConfigConflict, "different config_hash (onConfigChange is Block", false},
+		"409 conflict":   {registration.Result{Outcome: registration.Conflict, Message: "registered with a different config_hash"}, metav1.ConditionFalse, v1.ReasonConfigConflict, "different config_hash (upgradeMode is Block", false},
 		"403 denied":     {registration.Result{Outcome: registration.Denied, Message: "tenant has no quota grant"}, metav1.ConditionFalse, v1.ReasonQuotaDenied, "no quota grant", false},
 		"anything else":  {registration.Result{Outcome: registration.Unavailable, Message: "HTTP 500: Internal server error"}, metav1.ConditionFalse, v1.ReasonBrokerUnavailable, "HTTP 500", true},
 	} {

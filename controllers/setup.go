@@ -47,6 +47,13 @@ type CellDB interface {
 	Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (celldb.Rewind, error)
 	// SourceLoad reads what the autoscaler needs of a query's source.
 	SourceLoad(ctx context.Context, tenant, source, group string) (celldb.SourceLoad, error)
+	// The savepoints (controllers/celldb/savepoint.go); Leases counts the
+	// live leases of the query's group, which a drain waits out.
+	TakeSavepoint(ctx context.Context, tenant, name, group, savepoint string, pipeline *string) (celldb.Savepoint, bool, error)
+	Savepoints(ctx context.Context, tenant, name string) ([]celldb.Savepoint, error)
+	PruneSavepoints(ctx context.Context, tenant, name string, keep int32) (int32, error)
+	RestoreSavepoint(ctx context.Context, tenant, name, group, savepoint, token string) (celldb.Restore, error)
+	Leases(ctx context.Context, tenant, name, group string) (int32, error)
 }
 
 // Config is what both reconcilers need.

@@ -191,6 +191,10 @@ func (r *StreamQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	q.Status.Tenant = tenant
 	q.Status.ObservedGeneration = q.Generation
+	// A restore comes first: it decides the hash.
+	if res, done, err := r.restore(ctx, s); done {
+		return res, err
+	}
 	hash, err := configHash(&q)
 	if err != nil {
 		return r.pipelineInvalid(ctx, s, err)
@@ -205,10 +209,10 @@ func (r *StreamQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	res := r.register(ctx, s, hash, false)
 	if res.Outcome == registration.Conflict {
 		switch {
-		case q.Spec.OnConfigChange == v1.OnConfigChangeBlock:
-			res.Message += fmt.Sprintf(" (onConfigChange is Block: set it to Reset, or set the %s annotation, to discard the query's state)", v1.ResetTokenAnnotation)
+		case q.Spec.Upgrade() == v1.UpgradeBlock:
+			res.Message += fmt.Sprintf(" (upgradeMode is Block: set it to Reset or Savepoint, or set the %s annotation, to discard the query's state)", v1.ResetTokenAnnotation)
 		case q.Status.LastResetHash != hash:
-			return r.startReset(ctx, s, v1.PendingReset{ConfigHash: hash})
+			return r.upgrade(ctx, s, hash)
 		default:
 			res.Message += fmt.Sprintf(" (the operator already reset the query once for config hash %q and does not reset twice for one hash: "+
 				"someone else registered another hash since; set the %s annotation to reset anyway)", hash, v1.ResetTokenAnnotation)
@@ -217,10 +221,14 @@ func (r *StreamQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	return r.settle(ctx, s, res)
 }
 
-// configHash is the hash the query registers with: spec.configHash, or
+// configHash is the hash the query registers with: the restored
+// savepoint's while spec.restoreFrom names it, else spec.configHash, or
 // its pipeline's. A pipeline that does not compile, or a configHash that is
 // not the pipeline's, is an error the user must fix.
 func configHash(q *v1.StreamQuery) (string, error) {
+	if lr := restored(q); lr != nil {
+		return lr.ConfigHash, nil
+	}
 	if q.Spec.Pipeline == nil {
 		return q.Spec.ConfigHash, nil
 	}

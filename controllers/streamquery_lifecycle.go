@@ -34,13 +34,16 @@ import (
 // consumerGroup is the consumer group the query's workers pop its source as.
 func consumerGroup(q *v1.StreamQuery) string { return v1.ConsumerGroup(q.QueryName()) }
 
-// lifecycle applies spec.suspend and the rewind-to annotation to the
-// registered query.
+// lifecycle applies spec.suspend, the rewind-to annotation and the
+// savepoint annotation to the registered query.
 func (r *StreamQueryReconciler) lifecycle(ctx context.Context, s *step) error {
 	if err := r.suspend(ctx, s); err != nil {
 		return err
 	}
-	return r.rewind(ctx, s)
+	if err := r.rewind(ctx, s); err != nil {
+		return err
+	}
+	return r.savepoints(ctx, s)
 }
 
 func (r *StreamQueryReconciler) suspend(ctx context.Context, s *step) error {

@@ -126,7 +126,7 @@ func why(pr v1.PendingReset) string {
 	if pr.Token != "" {
 		return fmt.Sprintf("%s annotation set to %q", v1.ResetTokenAnnotation, pr.Token)
 	}
-	return "config hash changed under onConfigChange: Reset"
+	return "config hash changed under upgradeMode Reset or Savepoint"
 }
 
 // cacheIsCurrent reports whether q, read from the cache, is the latest

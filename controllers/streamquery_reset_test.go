@@ -52,7 +52,7 @@ func TestConfigConflictThenResetResetsTheStateExactlyOnce(t *testing.T) {
 	if row, _ := h.registration("acme", "clicks"); row.Hash != "h2" || row.ID != id {
 		t.Fatalf("registration %+v, want hash h2 under the same id %s", row, id)
 	}
-	h.wantEvent(q, "Reset", "config hash changed under onConfigChange: Reset")
+	h.wantEvent(q, "Reset", "config hash changed under upgradeMode Reset or Savepoint")
 
 	// The worker folds under the new hash; resyncs must leave that alone.
 	h.writeState(id, "c")

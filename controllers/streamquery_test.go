@@ -98,7 +98,7 @@ func TestChangedHashIsAConfigConflictUnderBlock(t *testing.T) {
 
 	edit(h, q, func(q *v1.StreamQuery) { q.Spec.ConfigHash = "h2" })
 	q = h.reason(q, v1.ReasonConfigConflict)
-	if m := message(q.Status.Conditions); !strings.Contains(m, "different config_hash") || !strings.Contains(m, "onConfigChange is Block") {
+	if m := message(q.Status.Conditions); !strings.Contains(m, "different config_hash") || !strings.Contains(m, "upgradeMode is Block") {
 		t.Fatalf("message %q should carry the broker's error and say the policy is Block", m)
 	}
 	if row, _ := h.registration("acme", "clicks"); row.Hash != "h1" {

@@ -111,10 +111,7 @@ func (r *StreamQueryReconciler) syncWorkers(ctx context.Context, s *step) error 
 		}
 		return r.removeWorkers(ctx, s)
 	}
-	image := r.WorkerImage
-	if w := q.Spec.Workers; w != nil && w.Image != "" {
-		image = w.Image
-	}
+	image := r.workerImage(q)
 	if image == "" {
 		// An operator without --worker-image (regent-local, which has no
 		// kubelet): the query runs, with workers started by hand.
@@ -142,8 +139,17 @@ func (r *StreamQueryReconciler) syncWorkers(ctx context.Context, s *step) error 
 	return scaleErr
 }
 
+// workerImage is the query's worker image: spec.workers.image, else the
+// operator's --worker-image; empty when neither is set.
+func (r *StreamQueryReconciler) workerImage(q *v1.StreamQuery) string {
+	if w := q.Spec.Workers; w != nil && w.Image != "" {
+		return w.Image
+	}
+	return r.WorkerImage
+}
+
 func (r *StreamQueryReconciler) applyPipeline(ctx context.Context, q *v1.StreamQuery) error {
-	body, err := yaml.Marshal(map[string]any{"pipeline": q.Spec.Pipeline})
+	body, err := yaml.Marshal(map[string]any{"pipeline": runPipeline(q)})
 	if err != nil {
 		return fmt.Errorf("encode the pipeline of StreamQuery %s/%s: %w", q.Namespace, q.Name, err)
 	}
@@ -260,7 +266,12 @@ func (r *StreamQueryReconciler) applyDeployment(ctx context.Context, s *step, im
 				WithSeccompProfile(coreac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 			WithContainers(container).
 			WithVolumes(coreac.Volume().WithName("pipeline").WithConfigMap(coreac.ConfigMapVolumeSource().WithName(name))))
+	running, err := pipelineJSON(runPipeline(q))
+	if err != nil {
+		return nil, err
+	}
 	dep := appsac.Deployment(name, q.Namespace).WithLabels(workerLabels(q)).WithOwnerReferences(ownerRef(q)).
+		WithAnnotations(map[string]string{pipelineAnnotation: *running}).
 		WithSpec(appsac.DeploymentSpec().WithReplicas(desiredReplicas(q)).
 			WithSelector(metaac.LabelSelector().WithMatchLabels(selectorLabels(q))).
 			WithTemplate(pod))

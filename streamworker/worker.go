@@ -94,6 +94,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/broker/streams/wire"
 	"github.com/regent-mq/regent/pipeline"
 )
 
@@ -118,8 +119,13 @@ type Worker struct {
 	log     *slog.Logger
 	m       *Metrics
 	queryID string
-	group   string
-	ready   atomic.Bool
+	// generation is the query's reset generation the registration
+	// answered (in the header wire.ResetGenerationHeader); every cycle carries it, and the broker refuses them with a
+	// 409 once a reset or a restore has moved it: this worker's pipeline
+	// is then no longer the query's, and it stops.
+	generation *int64
+	group      string
+	ready      atomic.Bool
 
 	mu         sync.Mutex
 	partitions map[string]*partition // by id: every partition seen
@@ -210,7 +216,7 @@ func (w *Worker) register(ctx context.Context) error {
 		QueryID string `json:"query_id"`
 		Error   string `json:"error"`
 	}
-	status, err := w.c.call(ctx, "POST", "/streams/v1/queries", map[string]any{
+	status, header, err := w.c.callHeader(ctx, "POST", "/streams/v1/queries", map[string]any{
 		"name": w.cfg.Query, "source_queue": w.cfg.Source, "sink_queue": w.cfg.Sink, "config_hash": w.cfg.Program.Hash,
 	}, &out)
 	switch {
@@ -220,6 +226,15 @@ func (w *Worker) register(ctx context.Context) error {
 		return fmt.Errorf("register query %q with config hash %s: %d %s", w.cfg.Query, w.cfg.Program.Hash, status, out.Error)
 	}
 	w.queryID = out.QueryID
+	// A broker of the previous release sends no generation: its cycles
+	// then check none.
+	if g := header.Get(wire.ResetGenerationHeader); g != "" {
+		n, err := strconv.ParseInt(g, 10, 64)
+		if err != nil {
+			return fmt.Errorf("register query %q: header %s %q: %w", w.cfg.Query, wire.ResetGenerationHeader, g, err)
+		}
+		w.generation = &n
+	}
 	return nil
 }
 
@@ -442,7 +457,7 @@ func (w *Worker) cycle(ctx context.Context, p *partition, kind string, ops []pip
 		pushes = []pipeline.Push{}
 	}
 	body := map[string]any{"query_id": w.queryID, "partition_id": p.id, "consumer_group": w.group,
-		"state_ops": ops, "push_items": pushes, "ack": ack}
+		"state_ops": ops, "push_items": pushes, "ack": ack, "reset_generation": w.generation}
 	start := time.Now()
 	var out cycleAnswer
 	status, err := w.c.call(ctx, "POST", "/streams/v1/cycle", body, &out)

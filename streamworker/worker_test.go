@@ -19,15 +19,14 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused is the rule the
-// exactly-once argument rests on when a flush runs beside a fold: both read
-// the partition's state, the fold commits, and the flush, whose clock row
-// and window rows carry the updated_at they were read with, is refused by a
-// real broker, writing nothing.
-func TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused(t *testing.T) {
+// countingWorker starts a broker and a worker of query on source "src"
+// and sink "out", whose pipeline counts each key's events by the minute.
+func countingWorker(t *testing.T, query string) (*brokertest.Broker, *Worker, *pipeline.Program) {
+	t.Helper()
 	b := brokertest.Start(t)
-	token := b.Token // empty unless REGENT_TEST_MODE=secure, where the tenant needs a quota grant first
 	if brokertest.Secure() {
+		// b.Token is empty unless REGENT_TEST_MODE=secure, where the
+		// tenant needs a quota grant first.
 		t.Skip("the broker's tenancy rules have their own tests; this one is about the cycle")
 	}
 	prog, err := pipeline.Compile(v1.Pipeline{KeyBy: "payload.k", EventTime: "payload.ts",
@@ -36,8 +35,19 @@ func TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := New(Config{Broker: b.URL, Token: token, Query: "race", Source: "src", Sink: "out", Program: prog, Batch: 10,
+	w := New(Config{Broker: b.URL, Token: b.Token, Query: query, Source: "src", Sink: "out", Program: prog, Batch: 10,
 		Concurrency: 1, Wait: 100 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return b, w, prog
+}
+
+// TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused is the rule the
+// exactly-once argument rests on when a flush runs beside a fold: both read
+// the partition's state, the fold commits, and the flush, whose clock row
+// and window rows carry the updated_at they were read with, is refused by a
+// real broker, writing nothing.
+func TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused(t *testing.T) {
+	b, w, prog := countingWorker(t, "race")
+	token := b.Token
 	ctx := context.Background()
 	push := func(ts int64) {
 		if r := b.Do(t, "POST", "/api/v1/push", token, map[string]any{"items": []map[string]any{
@@ -109,5 +119,37 @@ func TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused(t *testing.T) {
 	}
 	if s.Watermark() != 2_000 || len(after) != 2 || !strings.Contains(string(window.Value), `"aggs": [{"n": 2}]`) {
 		t.Fatalf("state after the refused flush: %s; want the fold's window of two events and watermark 2000", after)
+	}
+}
+
+// A worker of the old pipeline that is still running when the query is
+// reset to a new one (an upgrade) has its next cycle refused with a 409,
+// writes nothing, and stops: it never folds the old shape into the new
+// state.
+func TestAWorkerWhoseQueryWasResetSinceItRegisteredStops(t *testing.T) {
+	b, w, _ := countingWorker(t, "upgraded")
+	ctx := context.Background()
+	if err := w.register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w.generation == nil || *w.generation != 0 {
+		t.Fatalf("the worker registered with generation %v, want 0 from the broker's header", w.generation)
+	}
+	if r := b.Do(t, "POST", "/streams/v1/queries", "", map[string]any{"name": "upgraded", "source_queue": "src",
+		"sink_queue": "out", "config_hash": "the new pipeline's", "reset": true}); r.Status != http.StatusOK {
+		t.Fatalf("reset = %d %s", r.Status, r.Body)
+	}
+	if r := b.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": []map[string]any{
+		{"queue": "src", "partition": "p", "payload": map[string]any{"k": "a", "ts": 1_000}}}}); r.Status != http.StatusCreated {
+		t.Fatalf("push = %d %s", r.Status, r.Body)
+	}
+	run, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := w.loop(run, run)
+	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "stale generation") {
+		t.Fatalf("the worker's loop ended with %v, want the cycle's 409 stale generation", err)
+	}
+	if n := b.Count(t, `SELECT count(*) FROM queen_streams.state`); n != 0 {
+		t.Fatalf("the refused worker wrote %d state rows", n)
 	}
 }

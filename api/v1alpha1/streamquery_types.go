@@ -72,6 +72,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.configHash) || has(self.pipeline)",message="configHash is required when there is no pipeline"
 // +kubebuilder:validation:XValidation:rule="!has(self.workers) || has(self.pipeline)",message="workers run a pipeline: spec.workers needs spec.pipeline"
 // +kubebuilder:validation:XValidation:rule="!has(self.pipeline) || has(self.sinkQueue)",message="a pipeline needs sinkQueue: its workers push their output there"
+// +kubebuilder:validation:XValidation:rule="!has(self.upgradeMode) || !has(self.onConfigChange) || self.upgradeMode == self.onConfigChange",message="onConfigChange is the deprecated alias of upgradeMode: remove it, or make it equal"
 type StreamQuerySpec struct {
 	// queryName is the query's name on the broker, unique per tenant; a
 	// worker's SDK registers and runs the query under the same name. When
@@ -118,13 +119,32 @@ type StreamQuerySpec struct {
 	// +optional
 	Workers *Workers `json:"workers,omitempty"`
 
-	// onConfigChange says what to do when the broker holds the query under
-	// a different configHash: Block reports ConfigConflict and changes
-	// nothing; Reset re-registers with reset, which deletes every state row
-	// of the query, exactly once for each new hash.
+	// onConfigChange is the deprecated alias of upgradeMode, kept for one
+	// release: used only when upgradeMode is absent.
 	// +optional
-	// +kubebuilder:default=Block
 	OnConfigChange OnConfigChange `json:"onConfigChange,omitempty"`
+
+	// upgradeMode says what to do when the broker holds the query under a
+	// different configHash (Block when absent): Block reports
+	// ConfigConflict and changes nothing; Reset stops the old workers,
+	// waits until none holds a lease, resets the query's state (exactly
+	// once for each new hash) and starts the new workers; Savepoint takes
+	// a savepoint before the reset.
+	// +optional
+	UpgradeMode UpgradeMode `json:"upgradeMode,omitempty"`
+
+	// savepoints bounds the query's savepoints (3 when absent).
+	// +optional
+	Savepoints *Savepoints `json:"savepoints,omitempty"`
+
+	// restoreFrom names a savepoint to roll back to: the operator stops the
+	// workers, restores the savepoint's state rows, consumer group
+	// positions and configHash in one transaction, and runs the
+	// savepoint's pipeline until restoreFrom is removed. Each new value
+	// restores once.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]{1,63}$`
+	RestoreFrom string `json:"restoreFrom,omitempty"`
 
 	// deletionPolicy says what deleting this StreamQuery does to the
 	// registration: Retain leaves it and its state in place; Delete removes
@@ -292,6 +312,19 @@ type StreamQueryStatus struct {
 	// rewinds once.
 	// +optional
 	LastRewind *Rewind `json:"lastRewind,omitempty"`
+
+	// savepoints are the query's savepoints, newest first.
+	// +optional
+	Savepoints []SavepointStatus `json:"savepoints,omitempty"`
+
+	// lastSavepointRequest is the streams.regent.dev/savepoint annotation
+	// value last honoured.
+	// +optional
+	LastSavepointRequest string `json:"lastSavepointRequest,omitempty"`
+
+	// lastRestore is the last restore carried out for spec.restoreFrom.
+	// +optional
+	LastRestore *RestoreStatus `json:"lastRestore,omitempty"`
 
 	// lastCycleTime is when a cycle of the query last wrote state or acked
 	// the source, whichever is later.

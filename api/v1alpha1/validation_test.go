@@ -141,8 +141,8 @@ func TestStreamQueryAcceptsAValidManifestAndDefaultsItsPolicies(t *testing.T) {
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(u), &q); err != nil {
 		t.Fatal(err)
 	}
-	if q.Spec.OnConfigChange != v1.OnConfigChangeBlock || q.Spec.DeletionPolicy != v1.DeletionPolicyRetain {
-		t.Fatalf("defaults: onConfigChange=%q deletionPolicy=%q, want Block and Retain", q.Spec.OnConfigChange, q.Spec.DeletionPolicy)
+	if q.Spec.Upgrade() != v1.UpgradeBlock || q.Spec.Keep() != 3 || q.Spec.DeletionPolicy != v1.DeletionPolicyRetain {
+		t.Fatalf("defaults: upgrade mode %q, keep %d, deletionPolicy %q; want Block, 3 and Retain", q.Spec.Upgrade(), q.Spec.Keep(), q.Spec.DeletionPolicy)
 	}
 }
 

@@ -32,6 +32,10 @@ type Cycle struct {
 	Ops         StateOps
 	Segments    []*log.Segment
 	Ack         *Ack // nil: an idle-flush cycle
+	// Generation, when set, is the reset generation the worker registered
+	// under: the cycle is refused once the query's has moved
+	// (queen_streams.cycle_v3).
+	Generation *int64
 }
 
 // StateOps are a cycle's state_ops folded to their effect: each key once,
@@ -74,6 +78,10 @@ type CycleResult struct {
 // Committed reports whether the cycle committed.
 func (r *CycleResult) Committed() bool { return r.Duplicates == nil && !r.Gone }
 
+// StaleGeneration is the Code of a cycle refused for the reset generation
+// it carried: the query was reset or restored since its worker registered.
+const StaleGeneration = "streams.stale_generation"
+
 // Failure is a cycle refused by the rules: nothing of it committed.
 // Message is meant for the client; Code names the rule, when the broker
 // acts on it (pg.Refused).
@@ -87,13 +95,13 @@ type Duplicates map[uuid.UUID]map[string]uuid.UUID
 
 const cycleSQL = `SELECT outcome, queue_id, queue_name, base_offsets, ack_count, lease_released, announce,
 		partition_id, dup_txids, dup_message_ids
-	FROM queen_streams.cycle_v2(p_tenant => $1, p_query_id => $2, p_partition_id => $3, p_group => $4,
+	FROM queen_streams.cycle_v3(p_tenant => $1, p_query_id => $2, p_partition_id => $3, p_group => $4,
 		p_upsert_keys => $5, p_upsert_values => $6, p_delete_keys => $7,
 		p_seg_partitions => $8, p_seg_frames => $9, p_seg_bodies => $10, p_seg_checksums => $11,
 		p_seg_txids => $12, p_seg_min_at => $13, p_seg_max_at => $14, p_seg_dedups => $15,
 		p_dedup_txids => $16, p_dedup_msg_ids => $17,
 		p_ack => $18, p_lease_id => $19, p_ack_ok => $20, p_count => $21, p_release => $22,
-		p_expect_keys => $23, p_expect_at => $24)`
+		p_expect_keys => $23, p_expect_at => $24, p_generation => $25)`
 
 // RunCycle runs one cycle in one transaction and one round trip. A cycle
 // the rules refuse is a *Failure. Any other error means the call itself
@@ -122,7 +130,7 @@ func (d *DB) RunCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 		a.Partitions, a.Frames, a.Bodies, a.Checksums, a.TxIDs, a.MinAt, a.MaxAt,
 		a.Dedups, a.DedupTxIDs, a.DedupMsgIDs,
 		hasAck, lease, ok, count, release,
-		c.Ops.ExpectKeys, c.Ops.ExpectAt,
+		c.Ops.ExpectKeys, c.Ops.ExpectAt, c.Generation,
 	)
 	if err != nil {
 		return CycleResult{}, refusal(err)

@@ -37,6 +37,10 @@ type RegisterResult struct {
 	QueryID uuid.UUID
 	Fresh   bool
 	Message string // why, for Conflict and Denied
+	// ResetGeneration is the query's reset generation once registered:
+	// its workers' cycles carry it, and the broker refuses them once a
+	// reset or a restore has moved it.
+	ResetGeneration int64
 }
 
 // Register registers or re-registers a query by name, within its tenant.
@@ -49,11 +53,12 @@ func (d *DB) Register(ctx context.Context, r Registration) (RegisterResult, erro
 	var res RegisterResult
 	var qid *uuid.UUID
 	var msg *string
-	err := d.q.QueryRow(ctx, `SELECT outcome, query_id, fresh, message
-		FROM queen_streams.register(p_tenant => $1, p_name => $2, p_source => $3, p_sink => $4,
+	var gen *int64
+	err := d.q.QueryRow(ctx, `SELECT outcome, query_id, fresh, message, reset_generation
+		FROM queen_streams.register_v2(p_tenant => $1, p_name => $2, p_source => $3, p_sink => $4,
 			p_config_hash => $5, p_reset => $6, p_new_id => $7)`,
 		r.Tenant, r.Name, r.Source, sink, r.ConfigHash, r.Reset, id,
-	).Scan(&res.Outcome, &qid, &res.Fresh, &msg)
+	).Scan(&res.Outcome, &qid, &res.Fresh, &msg, &gen)
 	if err != nil {
 		return RegisterResult{}, fmt.Errorf("register query %q: %w", r.Name, err)
 	}
@@ -62,6 +67,9 @@ func (d *DB) Register(ctx context.Context, r Registration) (RegisterResult, erro
 	}
 	if msg != nil {
 		res.Message = *msg
+	}
+	if gen != nil {
+		res.ResetGeneration = *gen
 	}
 	return res, nil
 }

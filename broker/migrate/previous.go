@@ -11,4 +11,6 @@ var Previous = []string{
 	// Replaced by queen.seek_to_v2 (the seek to the end and of one
 	// partition), whose wrapper it is meanwhile.
 	"queen.seek_to",
+	// Replaced by queen_streams.register_v2 (the reset generation).
+	"queen_streams.register",
 }

@@ -176,6 +176,15 @@ CREATE FUNCTION queen_streams.cycle_v2(p_tenant text, p_query_id uuid, p_partiti
 $$;
 
 --
+-- Name: cycle_v3(text, uuid, uuid, text, text[], jsonb[], text[], text[], timestamp with time zone[], uuid[], integer[], bytea[], bigint[], text[], timestamp with time zone[], timestamp with time zone[], integer[], text[], uuid[], boolean, uuid, boolean, bigint, boolean, bigint); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.cycle_v3(p_tenant text, p_query_id uuid, p_partition_id uuid, p_group text, p_upsert_keys text[], p_upsert_values jsonb[], p_delete_keys text[], p_expect_keys text[], p_expect_at timestamp with time zone[], p_seg_partitions uuid[], p_seg_frames integer[], p_seg_bodies bytea[], p_seg_checksums bigint[], p_seg_txids text[], p_seg_min_at timestamp with time zone[], p_seg_max_at timestamp with time zone[], p_seg_dedups integer[], p_dedup_txids text[], p_dedup_msg_ids uuid[], p_ack boolean, p_lease_id uuid, p_ack_ok boolean, p_count bigint, p_release boolean, p_generation bigint) RETURNS TABLE(outcome text, queue_id uuid, queue_name text, base_offsets bigint[], ack_count bigint, lease_released boolean, announce boolean, partition_id uuid, dup_txids text[], dup_message_ids uuid[])
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.cycle_v3.sql
+$$;
+
+--
 -- Name: query_count(text); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 
@@ -191,6 +200,24 @@ $$;
 CREATE FUNCTION queen_streams.query_delete(p_tenant text, p_name text) RETURNS boolean
     LANGUAGE sql
     AS $$ -- the body of functions/queen_streams.query_delete.sql
+$$;
+
+--
+-- Name: query_leases(text, text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.query_leases(p_tenant text, p_name text, p_group text) RETURNS integer
+    LANGUAGE sql STABLE
+    AS $$ -- the body of functions/queen_streams.query_leases.sql
+$$;
+
+--
+-- Name: query_lock_cycles(text, uuid, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.query_lock_cycles(p_tenant text, p_query_id uuid, p_source text) RETURNS void
+    LANGUAGE sql
+    AS $$ -- the body of functions/queen_streams.query_lock_cycles.sql
 $$;
 
 --
@@ -306,8 +333,53 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.register(p_tenant text, p_name text, p_source text, p_sink text, p_config_hash text, p_reset boolean, p_new_id uuid, OUT outcome text, OUT query_id uuid, OUT fresh boolean, OUT message text) RETURNS record
-    LANGUAGE plpgsql
+    LANGUAGE sql
     AS $$ -- the body of functions/queen_streams.register.sql
+$$;
+
+--
+-- Name: register_v2(text, text, text, text, text, boolean, uuid); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.register_v2(p_tenant text, p_name text, p_source text, p_sink text, p_config_hash text, p_reset boolean, p_new_id uuid, OUT outcome text, OUT query_id uuid, OUT fresh boolean, OUT message text, OUT reset_generation bigint) RETURNS record
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.register_v2.sql
+$$;
+
+--
+-- Name: savepoint_list(text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.savepoint_list(p_tenant text, p_name text) RETURNS TABLE(name text, taken_at timestamp with time zone, config_hash text, state_rows bigint, cursors integer)
+    LANGUAGE sql STABLE
+    AS $$ -- the body of functions/queen_streams.savepoint_list.sql
+$$;
+
+--
+-- Name: savepoint_prune(text, text, integer); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.savepoint_prune(p_tenant text, p_name text, p_keep integer) RETURNS integer
+    LANGUAGE sql
+    AS $$ -- the body of functions/queen_streams.savepoint_prune.sql
+$$;
+
+--
+-- Name: savepoint_restore(text, text, text, text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.savepoint_restore(p_tenant text, p_name text, p_group text, p_savepoint text, p_token text, OUT outcome text, OUT restored_at timestamp with time zone, OUT config_hash text, OUT pipeline text, OUT state_rows bigint, OUT cursors integer) RETURNS record
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.savepoint_restore.sql
+$$;
+
+--
+-- Name: savepoint_take(text, text, text, text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.savepoint_take(p_tenant text, p_name text, p_group text, p_savepoint text, p_pipeline text, OUT outcome text, OUT taken_at timestamp with time zone, OUT config_hash text, OUT state_rows bigint, OUT cursors integer) RETURNS record
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.savepoint_take.sql
 $$;
 
 --
@@ -570,7 +642,10 @@ CREATE TABLE queen_streams.queries (
     rewind_token text,
     rewound_at timestamp with time zone,
     rewind_to timestamp with time zone,
-    rewind_partitions integer
+    rewind_partitions integer,
+    restore_token text,
+    restored_at timestamp with time zone,
+    restored_from text
 );
 
 --
@@ -644,6 +719,45 @@ CREATE TABLE queen_streams.quota_refusals (
     tenant text NOT NULL,
     quota text NOT NULL,
     refused_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: savepoint_cursors; Type: TABLE; Schema: queen_streams; Owner: -
+--
+
+CREATE TABLE queen_streams.savepoint_cursors (
+    query_id uuid NOT NULL,
+    name text NOT NULL,
+    partition_id uuid NOT NULL,
+    committed bigint NOT NULL
+);
+
+--
+-- Name: savepoint_state; Type: TABLE; Schema: queen_streams; Owner: -
+--
+
+CREATE TABLE queen_streams.savepoint_state (
+    query_id uuid NOT NULL,
+    name text NOT NULL,
+    partition_id uuid NOT NULL,
+    key text NOT NULL COLLATE pg_catalog."C",
+    value jsonb NOT NULL,
+    updated_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: savepoints; Type: TABLE; Schema: queen_streams; Owner: -
+--
+
+CREATE TABLE queen_streams.savepoints (
+    query_id uuid NOT NULL,
+    name text NOT NULL,
+    consumer_group text NOT NULL,
+    config_hash text NOT NULL,
+    pipeline text,
+    state_rows bigint NOT NULL,
+    cursors integer NOT NULL,
+    taken_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 --
@@ -823,6 +937,20 @@ ALTER TABLE ONLY queen_streams.quota_refusals
     ADD CONSTRAINT quota_refusals_pkey PRIMARY KEY (tenant, quota);
 
 --
+-- Name: savepoint_cursors savepoint_cursors_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.savepoint_cursors
+    ADD CONSTRAINT savepoint_cursors_pkey PRIMARY KEY (query_id, name, partition_id);
+
+--
+-- Name: savepoints savepoints_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.savepoints
+    ADD CONSTRAINT savepoints_pkey PRIMARY KEY (query_id, name);
+
+--
 -- Name: state state_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
 --
 
@@ -897,6 +1025,12 @@ CREATE INDEX traces_message_idx ON queen.traces USING btree (partition_id, trans
 CREATE INDEX query_minutes_minute_brin ON queen_streams.query_minutes USING brin (minute);
 
 --
+-- Name: savepoint_state_of; Type: INDEX; Schema: queen_streams; Owner: -
+--
+
+CREATE INDEX savepoint_state_of ON queen_streams.savepoint_state USING btree (query_id, name);
+
+--
 -- Name: cursors cursors_partition_id_fkey; Type: FK CONSTRAINT; Schema: queen; Owner: -
 --
 
@@ -965,6 +1099,27 @@ ALTER TABLE ONLY queen_streams.quota_meter
 
 ALTER TABLE ONLY queen_streams.quota_refusals
     ADD CONSTRAINT quota_refusals_tenant_fkey FOREIGN KEY (tenant) REFERENCES queen_streams.quota(tenant) ON DELETE CASCADE;
+
+--
+-- Name: savepoint_cursors savepoint_cursors_query_id_name_fkey; Type: FK CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.savepoint_cursors
+    ADD CONSTRAINT savepoint_cursors_query_id_name_fkey FOREIGN KEY (query_id, name) REFERENCES queen_streams.savepoints(query_id, name) ON DELETE CASCADE;
+
+--
+-- Name: savepoint_state savepoint_state_query_id_name_fkey; Type: FK CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.savepoint_state
+    ADD CONSTRAINT savepoint_state_query_id_name_fkey FOREIGN KEY (query_id, name) REFERENCES queen_streams.savepoints(query_id, name) ON DELETE CASCADE;
+
+--
+-- Name: savepoints savepoints_query_id_fkey; Type: FK CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.savepoints
+    ADD CONSTRAINT savepoints_query_id_fkey FOREIGN KEY (query_id) REFERENCES queen_streams.queries(id) ON DELETE CASCADE;
 
 --
 -- Name: state state_query_id_fkey; Type: FK CONSTRAINT; Schema: queen_streams; Owner: -

@@ -66,6 +66,29 @@ func BenchmarkCycle(b *testing.B) {
 	}
 }
 
+// BenchmarkCycleResetGeneration measures BenchmarkCycle's cycle without
+// and with the reset_generation a worker of the operator sends, in the
+// same run: the difference is what the old-generation check costs a cycle.
+//
+//	go test ./broker/streams -run '^$' -bench CycleResetGeneration -benchtime 1000x -count 5
+func BenchmarkCycleResetGeneration(b *testing.B) {
+	for _, withGeneration := range []bool{false, true} {
+		b.Run(fmt.Sprintf("reset_generation=%t", withGeneration), func(b *testing.B) {
+			f := newFixture(b)
+			for b.Loop() {
+				b.StopTimer()
+				push(b, f.b, "src", 0, 100)
+				body := benchCycleBody(f, pop(b, f.b, "src", 100, ""), "k0")
+				if withGeneration {
+					body = append(bytes.TrimSuffix(body, []byte("}")), `,"reset_generation":0}`...)
+				}
+				b.StartTimer()
+				benchPost(b, f.b, "/streams/v1/cycle", body, `"success":true`)
+			}
+		})
+	}
+}
+
 // BenchmarkCycleQuota measures BenchmarkCycle's cycle, with one new state
 // key in every cycle so that the maxStateRows check runs, for a tenant whose
 // quota row sets no limit and for one whose row sets every limit (none of

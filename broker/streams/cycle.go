@@ -26,6 +26,10 @@ type cycleRequest struct {
 	PushItems     []pushItem      `json:"push_items"`
 	Ack           *ackRequest     `json:"ack"`
 	ReleaseLease  *bool           `json:"release_lease"`
+	// ResetGeneration is the reset_generation the worker's registration
+	// answered: with it, the cycle is refused (409) once a reset or a
+	// restore has moved the query's. Absent checks nothing.
+	ResetGeneration *int64 `json:"reset_generation"`
 }
 
 type ackRequest struct {
@@ -95,9 +99,12 @@ func (r *cycleResponse) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-// write answers the cycle with r.
-func (r *cycleResponse) write(w http.ResponseWriter) {
-	httpx.WriteAppended(w, http.StatusOK, r.appendJSON)
+// write answers the cycle with r, with status 200: a refusal by the rules
+// is success false in the body.
+func (r *cycleResponse) write(w http.ResponseWriter) { r.writeStatus(w, http.StatusOK) }
+
+func (r *cycleResponse) writeStatus(w http.ResponseWriter, status int) {
+	httpx.WriteAppended(w, status, r.appendJSON)
 }
 
 // ackResult reports an ack the cycle applied; a cycle whose ack could not
@@ -216,8 +223,15 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cyc
 		if q := quota.InSQL(refused.Code); q != "" {
 			s.logs.Quotas().Refused(c.Tenant, q, refused.Message)
 		}
+		status := http.StatusOK
+		if refused.Code == db.StaleGeneration {
+			// The registration's 409, for the same reason: old accumulators
+			// and a new fold shape do not mix. A worker must stop, not
+			// retry: its registration is no longer the query's.
+			status = http.StatusConflict
+		}
 		(&cycleResponse{QueryID: c.QueryID, PartitionID: c.PartitionID,
-			Error: refused.Message, PushResults: []pushResult{}}).write(w)
+			Error: refused.Message, PushResults: []pushResult{}}).writeStatus(w, status)
 		return
 	}
 	s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleFailed).Inc()
@@ -273,6 +287,10 @@ func cycleFrom(req *cycleRequest) (db.Cycle, error) {
 	if c.Ops, err = foldStateOps(req.StateOps, req.Ack == nil); err != nil {
 		return c, err
 	}
+	if g := req.ResetGeneration; g != nil && *g < 0 {
+		return c, httpx.BadRequest("reset_generation must not be negative")
+	}
+	c.Generation = req.ResetGeneration
 	if a := req.Ack; a != nil {
 		ack := &db.Ack{OK: ackOK(a.Status), Count: a.Count, Release: req.ReleaseLease == nil || *req.ReleaseLease}
 		if a.LeaseID != "" {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/streams/wire"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
 )
@@ -126,6 +127,7 @@ type registered struct {
 	ConfigHash string `json:"config_hash"`
 	Fresh      bool   `json:"fresh"`
 	Reset      bool   `json:"reset"`
+	Generation string `json:"-"` // the Regent-Reset-Generation header
 }
 
 // register registers a query and requires a 200.
@@ -136,5 +138,6 @@ func register(t testing.TB, b *brokertest.Broker, name, source, sink, hash strin
 	wantStatus(t, r, 200)
 	var out registered
 	r.JSON(t, &out)
+	out.Generation = r.Header.Get(wire.ResetGenerationHeader)
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/google/uuid"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/streams/wire"
 )
 
 type registerRequest struct {
@@ -82,6 +84,9 @@ func (s *Service) register(w http.ResponseWriter, r *http.Request) {
 	case db.Denied:
 		httpx.WriteJSON(w, http.StatusForbidden, refusal{Denied: true, Error: res.Message, Name: req.Name})
 	default:
+		// The reset generation goes in a header: the body is exactly the
+		// contract's.
+		w.Header().Set(wire.ResetGenerationHeader, strconv.FormatInt(res.ResetGeneration, 10))
 		httpx.WriteJSON(w, http.StatusOK, registerResponse{
 			Success: true, QueryID: res.QueryID, Name: req.Name, ConfigHash: req.ConfigHash,
 			Fresh: res.Fresh, Reset: req.Reset,

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -104,46 +103,31 @@ func generate(partitions, perPartition, lateEvery int, step int64) [][]foldref.E
 
 func startPipelineRun(t *testing.T, name string, pipeline v1.Pipeline, events [][]foldref.Event) *pipelineRun {
 	t.Helper()
+	r := newPipelineRun(t, name, len(events), 2)
+	r.pipeline, r.events = pipeline, events
+	r.push(events)
+	r.startWorkers(pipeline, "events.out", pipelineWorkers)
+	return r
+}
+
+// newPipelineRun starts the brokers of a run over a source of partitions
+// partitions, with no event and no worker yet.
+func newPipelineRun(t *testing.T, name string, partitions, brokers int) *pipelineRun {
+	t.Helper()
 	db := pgtest.URL(t)
-	r := &pipelineRun{t: t, name: name, pipeline: pipeline, partitions: len(events), events: events, bs: cluster.Start(t, db, 2)}
+	r := &pipelineRun{t: t, name: name, partitions: partitions, bs: cluster.Start(t, db, brokers)}
 	r.api = brokertest.At(r.bs[0].URL)
 	// A short lease: a pop whose answer a kill swallowed leaves a lease
 	// that hides its partition until it expires.
 	if res := r.api.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "events", "options": map[string]any{"leaseTime": 2}}); res.Status != http.StatusOK {
 		t.Fatalf("configure = %d %s", res.Status, res.Body)
 	}
-	r.push(events)
 	pool, err := pgxpool.New(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	r.pool = pool
-
-	dir := t.TempDir()
-	file := filepath.Join(dir, "pipeline.json")
-	doc, _ := json.Marshal(map[string]any{"pipeline": pipeline})
-	if err := os.WriteFile(file, doc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for i := range pipelineWorkers {
-		log, err := os.Create(filepath.Join(dir, fmt.Sprintf("worker-%d.log", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := &workerProc{t: t, log: log, args: []string{"-broker", r.bs[i%len(r.bs)].URL, "-query", name, "-source", "events",
-			"-sink", "events.out", "-pipeline", file, "-batch", "20", "-workers", "2", "-wait", "500ms", "-listen", ""}}
-		r.workers = append(r.workers, w)
-		w.start()
-		t.Cleanup(func() {
-			w.kill()
-			log.Close()
-			if t.Failed() {
-				out, _ := os.ReadFile(log.Name())
-				t.Logf("worker %d log (tail):\n%s", i, out[max(0, len(out)-3000):])
-			}
-		})
-	}
 	return r
 }
 

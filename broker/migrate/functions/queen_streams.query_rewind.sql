@@ -16,13 +16,12 @@
 -- rewound_at, partitions and state_rows describe it, state_rows NULL), or
 -- 'missing' (the tenant has no query of that name).
 --
--- The rewind takes the advisory lock of every (query, partition) the
--- query's cycles could hold (queen_streams.cycle_owner), in partition
--- order, so that no cycle that read the state before the rewind commits
--- after it. A cycle that acks a batch leased before the rewind is then
--- refused for its lease, which the seek released; an idle flush takes no
--- lease and is not refused, but it only deletes and emits windows that it
--- found ripe. The moved partitions are announced with the commit (a
+-- The rewind waits for the query's cycles and keeps them out
+-- (queen_streams.query_lock_cycles), so that no cycle that read the state
+-- before the rewind commits after it. A cycle that acks a batch leased
+-- before the rewind is then refused for its lease, which the seek
+-- released; an idle flush takes no lease and is not refused, but it only
+-- deletes and emits windows that it found ripe. The moved partitions are announced with the commit (a
 -- NOTIFY in the transaction: a rewind is rare).
 CREATE OR REPLACE FUNCTION queen_streams.query_rewind(
     p_tenant text,
@@ -53,12 +52,7 @@ BEGIN
         RETURN;
     END IF;
 
-    PERFORM pg_advisory_xact_lock(hashtextextended(v_q.id::text || x.pid::text, 0))
-       FROM (SELECT p.id AS pid FROM queen.partitions p JOIN queen.queues qu ON qu.id = p.queue_id
-              WHERE qu.tenant = p_tenant AND qu.name = v_q.source_queue
-             UNION
-             SELECT DISTINCT s.partition_id FROM queen_streams.state s WHERE s.query_id = v_q.id) x
-      ORDER BY x.pid;
+    PERFORM queen_streams.query_lock_cycles(p_tenant, v_q.id, v_q.source_queue);
     DELETE FROM queen_streams.state s WHERE s.query_id = v_q.id;
     GET DIAGNOSTICS state_rows = ROW_COUNT;
     -- The tenant quota's count of state rows (maxStateRows) goes with them.
