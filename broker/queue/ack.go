@@ -36,7 +36,7 @@ func (a *wireAck) parse(field, group string) (store.Ack, error) {
 	if err != nil {
 		return out, httpx.NotUUID(field+"partitionId", *a.PartitionID)
 	}
-	out = store.Ack{PartitionID: pid, TransactionID: *a.TransactionID, Status: "completed", Group: group, Error: a.Error}
+	out = store.Ack{PartitionID: pid, TransactionID: *a.TransactionID, Status: db.AckCompleted, Group: group, Error: a.Error}
 	if err := httpx.CheckText(field+"transactionId", out.TransactionID); err != nil {
 		return out, err
 	}
@@ -51,12 +51,9 @@ func (a *wireAck) parse(field, group string) (store.Ack, error) {
 		}
 	}
 	if a.Status != nil {
-		switch *a.Status {
-		case "completed", "success":
-		case "failed", "dlq", "retry":
-			out.Status = *a.Status
-		default:
-			return out, httpx.BadRequest("%sstatus must be completed, success, failed, dlq or retry, not %q", field, *a.Status)
+		var ok bool
+		if out.Status, ok = db.QueueAckStatus(*a.Status); !ok {
+			return out, httpx.BadRequest("%sstatus must be %s, not %q", field, db.QueueAckWords, *a.Status)
 		}
 	}
 	if a.LeaseID != nil && *a.LeaseID != "" {

@@ -9,7 +9,7 @@
 -- retention or eviction.
 --
 -- Every moved cursor loses its lease, and with it the retry count, which
--- counted a batch that is no longer the one at the cursor. The batch bounds
+-- counted a batch that is no longer the one at the cursor (queen.lease_release). The batch bounds
 -- stay, so that an ack of a message of the old batch is still recognised:
 -- behind the cursor it reads as already acknowledged, ahead of it the
 -- missing lease refuses it. Returns the cursors moved: the pops must look
@@ -33,7 +33,10 @@ RETURNS TABLE (queue_id uuid, partition_id uuid) LANGUAGE sql AS $$
          WHERE q.tenant = p_tenant AND q.name = p_queue AND c.consumer_group = p_group
            FOR UPDATE OF c
     )
-    UPDATE queen.cursors c SET committed = t.at, lease_id = NULL, lease_expires_at = NULL, retry_count = 0
+    UPDATE queen.cursors c
+       SET committed = t.at,
+           (lease_id, lease_expires_at, retry_count) = (SELECT r.lease_id, r.lease_expires_at, r.retry_count
+                                                          FROM queen.lease_release(c, true, true) r)
       FROM t WHERE c.partition_id = t.partition_id AND c.consumer_group = p_group
     RETURNING t.queue_id, c.partition_id
 $$;

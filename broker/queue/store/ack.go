@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/regent-mq/regent/broker/counters"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/pg"
 	"github.com/regent-mq/regent/broker/segment"
 )
@@ -19,7 +20,7 @@ import (
 type Ack struct {
 	PartitionID   uuid.UUID
 	TransactionID string
-	Status        string      // completed, failed, dlq or retry
+	Status        string      // db.AckCompleted, AckFailed, AckDLQ or AckRetry
 	LeaseID       pgtype.UUID // optional
 	Group         string
 	Error         *string // kept with a dead letter
@@ -41,24 +42,24 @@ type AckResult struct {
 	announce bool
 }
 
-// Ack applies acks in order in one procedure call (on db, a pool or a
+// Ack applies acks in order in one procedure call (on q, a pool or a
 // transaction); dead letters cost one more, since the database cannot
 // decode the payloads they keep. Once the acks have committed, the caller
 // passes them and their results to AfterAck.
-func (s *Store) Ack(ctx context.Context, db pg.DB, tenant string, acks []Ack) ([]AckResult, error) {
+func (s *Store) Ack(ctx context.Context, q pg.DB, tenant string, acks []Ack) ([]AckResult, error) {
 	var out []AckResult
 	var err error
 	if oneCursorCompleted(acks) {
-		out, err = s.ackCursor(ctx, db, tenant, acks)
+		out, err = s.ackCursor(ctx, q, tenant, acks)
 	} else {
-		out, err = s.ackEach(ctx, db, tenant, acks)
+		out, err = s.ackEach(ctx, q, tenant, acks)
 	}
 	if err != nil {
 		return nil, err
 	}
 	acked := map[string]int{}
 	for i, r := range out {
-		if r.Success && r.QueueName != nil && acks[i].Status == "completed" {
+		if r.Success && r.QueueName != nil && acks[i].Status == db.AckCompleted {
 			acked[*r.QueueName]++
 		}
 		countAck(s.metrics.Ops, tenant, out[:i], r)
@@ -108,7 +109,7 @@ func (s *Store) AfterAck(acks []Ack, out []AckResult) {
 // it popped, all 'completed', on one partition and group, under one lease.
 func oneCursorCompleted(acks []Ack) bool {
 	for _, a := range acks {
-		if a.Status != "completed" || a.PartitionID != acks[0].PartitionID || a.Group != acks[0].Group || a.LeaseID != acks[0].LeaseID {
+		if a.Status != db.AckCompleted || a.PartitionID != acks[0].PartitionID || a.Group != acks[0].Group || a.LeaseID != acks[0].LeaseID {
 			return false
 		}
 	}

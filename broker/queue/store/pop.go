@@ -308,8 +308,8 @@ func (s *Store) trimDeleted(ctx context.Context, p *PopRequest, q *log.Queue, le
 	rows, err := s.pool.Query(ctx, `UPDATE queen.cursors c
 		   SET batch_end = CASE WHEN t.e > c.batch_start THEN t.e ELSE c.batch_end END,
 		       committed = CASE WHEN t.e > c.batch_start THEN c.committed ELSE c.batch_end END,
-		       lease_id = CASE WHEN t.e > c.batch_start THEN c.lease_id END,
-		       lease_expires_at = CASE WHEN t.e > c.batch_start THEN c.lease_expires_at END
+		       (lease_id, lease_expires_at) = (SELECT r.lease_id, r.lease_expires_at
+		                                         FROM queen.lease_release(c, t.e > c.batch_start IS NOT TRUE, false) r)
 		  FROM unnest($2::uuid[], $3::bigint[]) AS t (pid, e)
 		 WHERE c.partition_id = t.pid AND c.consumer_group = $1 AND c.lease_id = $4
 		RETURNING c.partition_id, c.lease_id IS NULL`, p.Group, pg.IDs(ids), at, leaseID)
@@ -339,7 +339,9 @@ func (s *Store) open(f *segment.Frame) ([]byte, error) {
 // release gives back the leases of a pop whose answer nobody will read, and
 // announces the partitions so that other consumers pick them up.
 func (s *Store) release(ctx context.Context, leaseID uuid.UUID) {
-	rows, _ := s.pool.Query(ctx, `UPDATE queen.cursors c SET lease_id = NULL, lease_expires_at = NULL
+	rows, _ := s.pool.Query(ctx, `UPDATE queen.cursors c
+		   SET (lease_id, lease_expires_at) = (SELECT r.lease_id, r.lease_expires_at
+		                                         FROM queen.lease_release(c, true, false) r)
 		  FROM queen.partitions p
 		 WHERE c.lease_id = $1 AND p.id = c.partition_id
 		RETURNING p.queue_id, p.id`, leaseID)
