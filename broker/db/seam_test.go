@@ -19,8 +19,6 @@ var stillOwnSQL = []string{
 	"broker/log",
 	"broker/metrics",
 	"broker/pg",
-	"broker/queue",
-	"broker/queue/store",
 	"broker/quota",
 	"broker/retention",
 	"broker/server",

@@ -22,12 +22,10 @@ var (
 		"broker/admin/store",
 		"broker/counters",
 		"broker/log",
-		"broker/queue/store",
 		"broker/retention",
 	}
 	stillWriteCursors = []string{
 		"broker/admin/store",
-		"broker/queue/store",
 	}
 )
 
