@@ -18,7 +18,6 @@ type PopCall struct {
 	Tenant     string
 	Queue      string // the queue's name, for errors
 	QueueID    uuid.UUID
-	Candidates []uuid.UUID // the partitions to try, in order
 	Group      string
 	Partitions int // how many to claim at most
 	Batch      int
@@ -50,15 +49,18 @@ type PopLook struct {
 	RetryAt time.Time
 }
 
-// Pop calls queen.pop, one round trip: the claimed partitions with their
-// segments, the outcome of each candidate it looked at, in order, and gone
-// when the queue no longer exists.
-func (d *DB) Pop(ctx context.Context, c *PopCall) (claims []PopClaim, looks []PopLook, gone bool, err error) {
+// Pop calls queen.pop on the candidate partitions, in order, one round
+// trip: the claimed partitions with their segments, the outcome of each
+// candidate it looked at, in order, and gone when the queue no longer
+// exists. The candidates are not a field of c: its strings go into the
+// call's arguments, so its content escapes, and the caller's slice of
+// candidates would be allocated on the heap with it.
+func (d *DB) Pop(ctx context.Context, c *PopCall, candidates []uuid.UUID) (claims []PopClaim, looks []PopLook, gone bool, err error) {
 	rows, err := d.q.Query(ctx, `SELECT partition_id, partition_name, outcome, retry_at, batch_start, batch_end,
 			base_offset, frame_count, body, checksum
 		FROM queen.pop(p_tenant => $1, p_queue_id => $2, p_candidates => $3, p_group => $4,
 			p_partitions => $5, p_batch => $6, p_lease_id => $7, p_sub_start => $8, p_max_bytes => $9)`,
-		c.Tenant, pg.ID(c.QueueID), pg.IDs(c.Candidates), c.Group, c.Partitions, c.Batch,
+		c.Tenant, pg.ID(c.QueueID), pg.IDs(candidates), c.Group, c.Partitions, c.Batch,
 		pgtype.UUID{Bytes: c.LeaseID, Valid: c.LeaseID != uuid.Nil}, c.SubStart, c.MaxBytes)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("pop %q: %w", c.Queue, err)

@@ -157,8 +157,8 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 // claim calls queen.pop and returns the claimed partitions with their
 // segments, and the outcome of each candidate it looked at, in order.
 func (s *Store) claim(ctx context.Context, p *PopRequest, q *log.Queue, ids []uuid.UUID, leaseID uuid.UUID) ([]db.PopClaim, []db.PopLook, error) {
-	claims, looks, gone, err := s.db.Pop(ctx, &db.PopCall{Tenant: p.Tenant, Queue: p.Queue, QueueID: q.ID, Candidates: ids,
-		Group: p.Group, Partitions: p.Partitions, Batch: p.Batch, LeaseID: leaseID, SubStart: p.SubStart, MaxBytes: s.maxPopBytes})
+	claims, looks, gone, err := s.db.Pop(ctx, &db.PopCall{Tenant: p.Tenant, Queue: p.Queue, QueueID: q.ID,
+		Group: p.Group, Partitions: p.Partitions, Batch: p.Batch, LeaseID: leaseID, SubStart: p.SubStart, MaxBytes: s.maxPopBytes}, ids)
 	if gone {
 		s.log.Invalidate(p.Tenant, p.Queue)
 		s.hot.Forget(q.ID)
