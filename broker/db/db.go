@@ -4,10 +4,12 @@
 // refusal by the rules comes back as a typed error, never as SQL text.
 //
 // The streams family (the cycle, the state read, registration and the
-// query listing) and the system flags live here; the queue, admin,
-// retention, counters, quota and catalog families move in next (TestOnlyTheSeamImportsPgx lists the
-// packages that still talk to PostgreSQL themselves, and the list only
-// shrinks).
+// query listing), the queue's consumer side (queue_*.go: pop, ack, lease,
+// dead letters, configure) and the system flags live here; the push,
+// admin, retention, counters, quota and catalog families move in next
+// (TestOnlyTheSeamImportsPgx and TestOnlyTheSeamNamesTables list the
+// packages that still talk to PostgreSQL themselves, and the lists only
+// shrink).
 package db
 
 import (
