@@ -111,8 +111,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		pool.Close()
 		return nil, err
 	}
-	consumers := qstore.New(pool, logs, m, hot, logger, cfg.MaxPopBytes)
-	queues := queue.New(consumers, logs, pool, m, logger, switches.PopMaintenance, cfg.DefaultSubscriptionMode, spooled)
+	consumers := qstore.New(store, logs, m, hot, logger, cfg.MaxPopBytes)
+	queues := queue.New(consumers, logs, store, m, logger, switches.PopMaintenance, cfg.DefaultSubscriptionMode, spooled)
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
 	routes = append(routes, streams.New(store, logs, m, logger, cfg.Tenancy).Routes()...)

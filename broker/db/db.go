@@ -4,14 +4,15 @@
 // refusal by the rules comes back as a typed error, never as SQL text.
 //
 // The streams family (the cycle, the state read, registration and the
-// query listing), the system flags, the admin family (admin_*.go: the
-// consumer groups and their seeks, the message, resources, status,
+// query listing), the queue's consumer side (queue_*.go: pop, ack, lease,
+// dead letters, configure), the system flags, the admin family (admin_*.go:
+// the consumer groups and their seeks, the message, resources, status,
 // analytics and trace reads, PostgreSQL's statistics), the backlog and the
 // charts' history, the retention sweeps and the quota's limits and leases
-// live here; the queue, counters and catalog families move in next
-// (TestOnlyTheSeamImportsPgx lists the
-// packages that still talk to PostgreSQL themselves, and the list only
-// shrinks).
+// live here; the push, counters and catalog families move in next
+// (TestOnlyTheSeamImportsPgx and TestOnlyTheSeamNamesTables list the
+// packages that still talk to PostgreSQL themselves, and the lists only
+// shrink).
 package db
 
 import (

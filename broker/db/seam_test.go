@@ -17,8 +17,6 @@ var stillOwnSQL = []string{
 	"broker/log",
 	"broker/metrics",
 	"broker/pg",
-	"broker/queue",
-	"broker/queue/store",
 	"broker/server",
 	"cmd/operator",
 	"controllers/celldb",

@@ -31,6 +31,15 @@ CREATE FUNCTION queen.ack_cursor(p_tenant text, p_partition_id uuid, p_group tex
 $$;
 
 --
+-- Name: ack_verdict(bigint, bigint, uuid, timestamp with time zone, text, uuid); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.ack_verdict(p_offset bigint, p_committed bigint, p_lease_id uuid, p_expires_at timestamp with time zone, p_status text, p_given uuid) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$ -- the body of functions/queen.ack_verdict.sql
+$$;
+
+--
 -- Name: drop_below_floors(uuid, integer); Type: FUNCTION; Schema: queen; Owner: -
 --
 
@@ -55,6 +64,32 @@ $$;
 CREATE FUNCTION queen.lease_live(p_expires_at timestamp with time zone) RETURNS boolean
     LANGUAGE sql STABLE
     AS $$ -- the body of functions/queen.lease_live.sql
+$$;
+
+--
+-- Name: cursors; Type: TABLE; Schema: queen; Owner: -
+--
+
+CREATE TABLE queen.cursors (
+    partition_id uuid NOT NULL,
+    consumer_group text NOT NULL,
+    committed bigint DEFAULT 0 NOT NULL,
+    batch_start bigint,
+    batch_end bigint,
+    lease_id uuid,
+    lease_expires_at timestamp with time zone,
+    retry_count integer DEFAULT 0 NOT NULL,
+    total_consumed bigint DEFAULT 0 NOT NULL,
+    last_consumed_at timestamp with time zone
+);
+
+--
+-- Name: lease_release(queen.cursors, boolean, boolean); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.lease_release(c queen.cursors, p_release boolean, p_batch_left boolean) RETURNS queen.cursors
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$ -- the body of functions/queen.lease_release.sql
 $$;
 
 --
@@ -399,23 +434,6 @@ CREATE FUNCTION queen_streams.walk_frames(p_partition_id uuid, p_from bigint, p_
     LANGUAGE plpgsql STABLE
     AS $$ -- the body of functions/queen_streams.walk_frames.sql
 $$;
-
---
--- Name: cursors; Type: TABLE; Schema: queen; Owner: -
---
-
-CREATE TABLE queen.cursors (
-    partition_id uuid NOT NULL,
-    consumer_group text NOT NULL,
-    committed bigint DEFAULT 0 NOT NULL,
-    batch_start bigint,
-    batch_end bigint,
-    lease_id uuid,
-    lease_expires_at timestamp with time zone,
-    retry_count integer DEFAULT 0 NOT NULL,
-    total_consumed bigint DEFAULT 0 NOT NULL,
-    last_consumed_at timestamp with time zone
-);
 
 --
 -- Name: dead_letters; Type: TABLE; Schema: queen; Owner: -

@@ -5,12 +5,10 @@ import (
 	"net/http"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/queue/store"
 )
 
 // wireAck is an acknowledgement as a client sends it.
@@ -24,8 +22,8 @@ type wireAck struct {
 }
 
 // parse validates a wire ack; field names the element in messages.
-func (a *wireAck) parse(field, group string) (store.Ack, error) {
-	var out store.Ack
+func (a *wireAck) parse(field, group string) (db.QueueAck, error) {
+	var out db.QueueAck
 	if a.TransactionID == nil || *a.TransactionID == "" {
 		return out, httpx.BadRequest("%stransactionId is required", field)
 	}
@@ -36,7 +34,7 @@ func (a *wireAck) parse(field, group string) (store.Ack, error) {
 	if err != nil {
 		return out, httpx.NotUUID(field+"partitionId", *a.PartitionID)
 	}
-	out = store.Ack{PartitionID: pid, TransactionID: *a.TransactionID, Status: "completed", Group: group, Error: a.Error}
+	out = db.QueueAck{PartitionID: pid, TransactionID: *a.TransactionID, Status: db.AckCompleted, Group: group, Error: a.Error}
 	if err := httpx.CheckText(field+"transactionId", out.TransactionID); err != nil {
 		return out, err
 	}
@@ -51,12 +49,9 @@ func (a *wireAck) parse(field, group string) (store.Ack, error) {
 		}
 	}
 	if a.Status != nil {
-		switch *a.Status {
-		case "completed", "success":
-		case "failed", "dlq", "retry":
-			out.Status = *a.Status
-		default:
-			return out, httpx.BadRequest("%sstatus must be completed, success, failed, dlq or retry, not %q", field, *a.Status)
+		var ok bool
+		if out.Status, ok = db.QueueAckStatus(*a.Status); !ok {
+			return out, httpx.BadRequest("%sstatus must be %s, not %q", field, db.QueueAckWords, *a.Status)
 		}
 	}
 	if a.LeaseID != nil && *a.LeaseID != "" {
@@ -64,7 +59,7 @@ func (a *wireAck) parse(field, group string) (store.Ack, error) {
 		if err != nil {
 			return out, httpx.NotUUID(field+"leaseId", *a.LeaseID)
 		}
-		out.LeaseID = pgtype.UUID{Bytes: id, Valid: true}
+		out.LeaseID, out.HasLease = id, true
 	}
 	if a.ConsumerGroup != nil && *a.ConsumerGroup != "" {
 		out.Group = *a.ConsumerGroup
@@ -84,8 +79,8 @@ func (s *Handler) handleAck(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
-	acks := []store.Ack{a}
-	out, err := s.store.Ack(r.Context(), s.pool, auth.FromContext(r.Context()).Tenant, acks)
+	acks := []db.QueueAck{a}
+	out, err := s.store.Ack(r.Context(), s.db, auth.FromContext(r.Context()).Tenant, acks)
 	if err != nil {
 		s.fail(w, r, "ack", err)
 		return
@@ -113,7 +108,7 @@ func (s *Handler) handleAckBatch(w http.ResponseWriter, r *http.Request) {
 	if body.ConsumerGroup != nil && *body.ConsumerGroup != "" {
 		group = *body.ConsumerGroup
 	}
-	acks := make([]store.Ack, len(*body.Acks))
+	acks := make([]db.QueueAck, len(*body.Acks))
 	for i := range *body.Acks {
 		a, err := (*body.Acks)[i].parse(fmt.Sprintf("acknowledgments[%d].", i), group)
 		if err != nil {
@@ -126,10 +121,10 @@ func (s *Handler) handleAckBatch(w http.ResponseWriter, r *http.Request) {
 		acks[i] = a
 	}
 	if len(acks) == 0 {
-		httpx.WriteJSON(w, http.StatusOK, []store.AckResult{})
+		httpx.WriteJSON(w, http.StatusOK, []db.AckResult{})
 		return
 	}
-	out, err := s.store.Ack(r.Context(), s.pool, auth.FromContext(r.Context()).Tenant, acks)
+	out, err := s.store.Ack(r.Context(), s.db, auth.FromContext(r.Context()).Tenant, acks)
 	if err != nil {
 		s.fail(w, r, "ack batch", err)
 		return

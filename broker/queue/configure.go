@@ -5,14 +5,14 @@ import (
 	"net/http"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/queue/store"
 )
 
 // checkOptions refuses values no queue can have. Every integer option is
 // stored as a 32-bit integer.
-func checkOptions(o *store.Options) error {
+func checkOptions(o *db.QueueOptions) error {
 	if o.LeaseTime < 1 || o.LeaseTime > math.MaxInt32 {
 		return httpx.BadRequest("options.leaseTime must be from 1 to %d seconds", math.MaxInt32)
 	}
@@ -40,12 +40,12 @@ func checkOptions(o *store.Options) error {
 // exists.
 func (s *Handler) handleConfigure(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		Queue     *string        `json:"queue"`
-		Namespace *string        `json:"namespace"`
-		Task      *string        `json:"task"`
-		Options   *store.Options `json:"options"`
+		Queue     *string          `json:"queue"`
+		Namespace *string          `json:"namespace"`
+		Task      *string          `json:"task"`
+		Options   *db.QueueOptions `json:"options"`
 	}
-	opts := store.DefaultOptions
+	opts := db.DefaultQueueOptions
 	body.Options = &opts
 	if err := httpx.ReadJSON(r, &body); err != nil {
 		httpx.Fail(w, err)

@@ -6,8 +6,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/queue/store"
 )
 
 // deadLetter is a dead letter as GET /api/v1/dlq shows it.
@@ -45,7 +45,7 @@ func (s *Handler) handleDLQ(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
-	total, found, err := s.store.DeadLetters(r.Context(), store.DeadLetterFilter{
+	total, found, err := s.store.DeadLetters(r.Context(), db.DeadLetterFilter{
 		Tenant: tenant, Queue: queue, Group: group, Limit: limit, Offset: offset})
 	if err != nil {
 		s.fail(w, r, "list dead letters", err)

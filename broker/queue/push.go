@@ -127,7 +127,7 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 		sp.Take(w, id.Tenant, id.Subject, in)
 		return
 	}
-	pushed, segs, err := s.log.Push(r.Context(), s.pool, id.Tenant, id.Subject, in)
+	pushed, segs, err := s.log.Push(r.Context(), s.db.Conn(), id.Tenant, id.Subject, in)
 	if err != nil {
 		s.fail(w, r, "push", err)
 		return

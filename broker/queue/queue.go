@@ -14,8 +14,7 @@ package queue
 import (
 	"log/slog"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/queue/store"
@@ -26,7 +25,7 @@ import (
 type Handler struct {
 	store   *store.Store
 	log     *log.Log
-	pool    *pgxpool.Pool // what pushes write through (broker/log takes a pg.DB)
+	db      *db.DB // what pushes and acks outside a transaction run on
 	metrics *metrics.Metrics
 	logger  *slog.Logger
 	// popPaused reports pop maintenance (queue-admin-api.md §7): while it
@@ -42,6 +41,6 @@ type Handler struct {
 
 // New returns the handlers over st and the write path l; sp (nil: none)
 // takes the pushes while push maintenance is on.
-func New(st *store.Store, l *log.Log, pool *pgxpool.Pool, m *metrics.Metrics, logger *slog.Logger, popPaused func() bool, defaultMode string, sp *spool.Spool) *Handler {
-	return &Handler{store: st, log: l, pool: pool, metrics: m, logger: logger, popPaused: popPaused, defaultMode: defaultMode, spool: sp}
+func New(st *store.Store, l *log.Log, d *db.DB, m *metrics.Metrics, logger *slog.Logger, popPaused func() bool, defaultMode string, sp *spool.Spool) *Handler {
+	return &Handler{store: st, log: l, db: d, metrics: m, logger: logger, popPaused: popPaused, defaultMode: defaultMode, spool: sp}
 }

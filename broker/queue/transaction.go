@@ -5,15 +5,12 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/pg"
-	"github.com/regent-mq/regent/broker/queue/store"
 )
 
 // operation is one element of a transaction, as a client sends it.
@@ -26,7 +23,7 @@ type operation struct {
 // op is a validated operation: a push or an ack.
 type op struct {
 	push []log.Item
-	ack  *store.Ack
+	ack  *db.QueueAck
 }
 
 func parseOperations(in []operation) ([]op, error) {
@@ -78,7 +75,7 @@ type opResult struct {
 	Success bool         `json:"success"`
 	Error   *string      `json:"error,omitempty"`
 	Results *pushResults `json:"results,omitempty"`
-	*store.AckResult
+	*db.AckResult
 }
 
 // handleTransaction is POST /api/v1/transaction: every operation in one
@@ -104,13 +101,13 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	results := make([]opResult, 0, len(ops))
 	var pushed []*log.Segment
-	var acks []store.Ack
-	var acked []store.AckResult
+	var acks []db.QueueAck
+	var acked []db.AckResult
 	var failure string
-	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
+	err = s.db.InTx(ctx, func(tx *db.DB) error {
 		for i, o := range ops {
 			if o.ack != nil {
-				out, err := s.store.Ack(ctx, tx, id.Tenant, []store.Ack{*o.ack})
+				out, err := s.store.Ack(ctx, tx, id.Tenant, []db.QueueAck{*o.ack})
 				if err != nil {
 					return err
 				}
@@ -123,7 +120,7 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 				}
 				continue
 			}
-			out, segs, err := s.log.Push(ctx, tx, id.Tenant, id.Subject, o.push)
+			out, segs, err := s.log.Push(ctx, tx.Conn(), id.Tenant, id.Subject, o.push)
 			if err != nil {
 				return err
 			}
@@ -159,7 +156,7 @@ var errRollback = fmt.Errorf("transaction rolled back")
 
 // countTransaction counts a committed transaction once in each queue it
 // pushed to or acked in.
-func countTransaction(ops *counters.Counters, tenant string, pushed []*log.Segment, acked []store.AckResult) {
+func countTransaction(ops *counters.Counters, tenant string, pushed []*log.Segment, acked []db.AckResult) {
 	var queues []string
 	for _, g := range pushed {
 		queues = append(queues, g.Partition.Queue.Name)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/queue/store"
 )
@@ -15,7 +16,7 @@ import (
 // same few fields, and re-validating payloads that were validated when
 // pushed.
 
-func writePop(w http.ResponseWriter, queue, group string, msgs []store.Message, claims []store.Claim, lease string) {
+func writePop(w http.ResponseWriter, queue, group string, msgs []store.Message, claims []db.PopClaim, lease string) {
 	httpx.WriteStreamed(w, http.StatusOK, func(st *httpx.Stream, b []byte) []byte {
 		return appendPop(st, b, queue, group, msgs, claims, lease)
 	})
@@ -23,7 +24,7 @@ func writePop(w http.ResponseWriter, queue, group string, msgs []store.Message, 
 
 // appendPop appends the answer through st, which sends it on in pieces
 // when it is large (a pop may carry up to --max-pop-bytes).
-func appendPop(st *httpx.Stream, b []byte, queue, group string, msgs []store.Message, claims []store.Claim, lease string) []byte {
+func appendPop(st *httpx.Stream, b []byte, queue, group string, msgs []store.Message, claims []db.PopClaim, lease string) []byte {
 	b = append(b, `{"success":true,"queue":`...)
 	b = httpx.AppendString(b, queue)
 	b = append(b, `,"partition":`...)

@@ -116,20 +116,6 @@ type ackResult struct {
 	DLQ           bool  `json:"dlq"`
 }
 
-// ackOK reports whether an ack status counts as success: the four success
-// words, or no status at all. Anything else, a misspelling included, is a
-// nack.
-func ackOK(status *string) bool {
-	if status == nil {
-		return true
-	}
-	switch *status {
-	case "completed", "success", "acked", "ok":
-		return true
-	}
-	return false
-}
-
 // cycle is POST /streams/v1/cycle: one call of queen_streams.cycle_v2, whose
 // file (broker/migrate/functions/queen_streams.cycle_v2.sql) holds the rules
 // of the cycle: what its ack does to the cursor, the gate partial ack, and
@@ -292,7 +278,7 @@ func cycleFrom(req *cycleRequest) (db.Cycle, error) {
 	}
 	c.Generation = req.ResetGeneration
 	if a := req.Ack; a != nil {
-		ack := &db.Ack{OK: ackOK(a.Status), Count: a.Count, Release: req.ReleaseLease == nil || *req.ReleaseLease}
+		ack := &db.Ack{OK: db.CycleAckOK(a.Status), Count: a.Count, Release: req.ReleaseLease == nil || *req.ReleaseLease}
 		if a.LeaseID != "" {
 			id, err := uuid.Parse(a.LeaseID)
 			if err != nil {

@@ -1,11 +1,11 @@
 -- Applies acknowledgements in order, for any mix of statuses and cursors,
 -- and answers each one by item, its 1-based position (queen.ack_cursor is the
 -- common case). The rules, per item:
---   * a message outside the segments of its cursor's last batch (see
---     queen.txid_offsets) is 'Message not found';
---   * a message behind the cursor is already acknowledged;
---   * a lease given must be the cursor's live lease (queen.lease_held_by);
---   * 'completed' needs a held lease, and moves the cursor just past the
+--   * whether it applies at all is queen.ack_verdict's: a message outside
+--     the segments of its cursor's last batch is 'Message not found', one
+--     behind the cursor is already acknowledged, a lease given must be the
+--     cursor's live lease, and 'completed' needs a held lease;
+--   * 'completed' moves the cursor just past the
 --     message: a batch that a failure released is delivered again whole;
 --   * 'retry' releases the lease, for redelivery at once;
 --   * 'failed' releases the lease and counts a retry, and the batch may be
@@ -14,6 +14,8 @@
 --     the message goes to the dead letters and the cursor moves past it
 --     ('failed' releasing the lease as well);
 --   * reaching the end of the batch releases the lease at once.
+-- Every release is queen.lease_release's, which says what becomes of the
+-- retry count.
 -- announce is set on the last item of each run of items on one cursor that
 -- released its lease with data left to deliver: the broker announces it once
 -- the transaction has committed.
@@ -78,6 +80,7 @@ DECLARE
     v_offs    bigint[];
     o         bigint;
     d         integer;
+    v_verdict text;
     v_ok      boolean;
     v_error   text;
     v_dead    boolean;
@@ -138,16 +141,11 @@ BEGIN
         v_ok := false;
         v_error := NULL;
         v_dead := false;
-        IF o IS NULL THEN
-            v_error := 'Message not found';
-        ELSIF o < c.committed THEN
-            v_ok := true; -- already acknowledged
-        ELSIF p_lease_ids[i] IS NOT NULL AND NOT queen.lease_held_by(c.lease_id, c.lease_expires_at, p_lease_ids[i]) THEN
-            v_error := 'Invalid or expired lease';
-        ELSIF c.lease_id IS NULL AND p_statuses[i] = 'completed' THEN
-            v_error := 'Invalid or expired lease';
-        ELSIF c.lease_id IS NULL AND p_statuses[i] = 'failed' THEN
+        v_verdict := queen.ack_verdict(o, c.committed, c.lease_id, c.lease_expires_at, p_statuses[i], p_lease_ids[i]);
+        IF v_verdict = 'done' THEN
             v_ok := true;
+        ELSIF v_verdict <> 'apply' THEN
+            v_error := v_verdict;
         ELSE
             v_ok := true;
             v_dirty[k] := true;
@@ -159,15 +157,14 @@ BEGIN
                 c.last_consumed_at := now();
             WHEN p_statuses[i] = 'retry' THEN
                 IF c.lease_id IS NOT NULL THEN
-                    c.lease_id := NULL;
-                    c.lease_expires_at := NULL;
+                    c := queen.lease_release(c, true, false);
                     v_wake := true;
                 END IF;
             WHEN p_statuses[i] = 'failed' AND c.retry_count < v_limit THEN
                 -- Released, but not deliverable again before retryDelay:
                 -- the expiry stays as the time pops wait for.
+                c := queen.lease_release(c, true, false);
                 c.retry_count := c.retry_count + 1;
-                c.lease_id := NULL;
                 c.lease_expires_at := now() + make_interval(secs => v_delay / 1000.0);
                 v_wake := true;
             ELSE -- a dead letter
@@ -186,14 +183,12 @@ BEGIN
                 c.retry_count := 0;
                 c.last_consumed_at := now();
                 IF p_statuses[i] = 'failed' THEN
-                    c.lease_id := NULL;
-                    c.lease_expires_at := NULL;
+                    c := queen.lease_release(c, true, false);
                     v_wake := true;
                 END IF;
             END CASE;
             IF c.lease_id IS NOT NULL AND c.committed >= c.batch_end THEN
-                c.lease_id := NULL; -- the whole batch is done: release at once
-                c.lease_expires_at := NULL;
+                c := queen.lease_release(c, true, true); -- the whole batch is done: release at once
                 v_wake := true;
             END IF;
         END IF;

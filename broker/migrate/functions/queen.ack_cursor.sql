@@ -1,11 +1,12 @@
 -- The common case of queen.ack, set-based: a consumer acknowledging what it
 -- popped, all 'completed', on one cursor, under one lease (p_lease_id NULL
 -- for none). It answers as queen.ack does on the same state, in the same
--- columns (dlq is always false): a message behind the cursor is already
--- acknowledged; otherwise the lease must be held (and, when given, be the
--- cursor's live lease, queen.lease_held_by), and the cursor moves just past
--- the message; reaching the end of the batch releases the lease, and
--- announce asks the broker to announce a release that left data to deliver.
+-- columns (dlq is always false), by the same verdict (queen.ack_verdict):
+-- a message behind the cursor is already acknowledged; otherwise the lease
+-- must be held (and, when given, be the cursor's live lease), and the cursor
+-- moves just past the message; reaching the end of the batch releases the
+-- lease (queen.lease_release), and announce asks the broker to announce a
+-- release that left data to deliver.
 -- Doing this item by item in PL/pgSQL cost the database twice as much as the
 -- rest of the ack.
 CREATE OR REPLACE FUNCTION queen.ack_cursor(
@@ -34,21 +35,26 @@ DECLARE
     v_committed bigint;
     v_start     bigint;
     v_end       bigint;
+    v_lease     uuid;
+    v_expires   timestamptz;
     v_held      boolean;
-    v_moves     boolean; -- the lease is held, and is the one given
+    v_moves     boolean;
     v_offs      bigint[];
     v_after     bigint;
 BEGIN
     -- No partition of the tenant, or no cursor: no row, and every item is
     -- 'Message not found', as without a batch.
-    SELECT q.id, q.name, p.name, p.next_offset, x.committed, x.batch_start, x.batch_end, x.lease_id IS NOT NULL,
-           x.lease_id IS NOT NULL AND (p_lease_id IS NULL OR queen.lease_held_by(x.lease_id, x.lease_expires_at, p_lease_id))
-      INTO v_qid, v_qname, v_pname, v_next, v_committed, v_start, v_end, v_held, v_moves
+    SELECT q.id, q.name, p.name, p.next_offset, x.committed, x.batch_start, x.batch_end, x.lease_id,
+           x.lease_expires_at
+      INTO v_qid, v_qname, v_pname, v_next, v_committed, v_start, v_end, v_lease, v_expires
       FROM queen.partitions p
       JOIN queen.queues q ON q.id = p.queue_id
       JOIN queen.cursors x ON x.partition_id = p.id AND x.consumer_group = p_group
      WHERE p.id = p_partition_id AND q.tenant = p_tenant
        FOR UPDATE OF x;
+    v_held := v_lease IS NOT NULL;
+    -- An ack of the message at the cursor would apply.
+    v_moves := queen.ack_verdict(v_committed, v_committed, v_lease, v_expires, 'completed', p_lease_id) = 'apply';
     IF v_end IS NOT NULL THEN
         v_offs := queen.txid_offsets(p_partition_id, v_start, v_end, p_txids);
     END IF;
@@ -56,8 +62,8 @@ BEGIN
         UPDATE queen.cursors x
            SET committed = a.after, total_consumed = x.total_consumed + (a.after - x.committed),
                retry_count = 0, last_consumed_at = now(),
-               lease_id = CASE WHEN a.after >= x.batch_end THEN NULL ELSE x.lease_id END,
-               lease_expires_at = CASE WHEN a.after >= x.batch_end THEN NULL ELSE x.lease_expires_at END
+               (lease_id, lease_expires_at) = (SELECT r.lease_id, r.lease_expires_at
+                                                 FROM queen.lease_release(x, a.after >= x.batch_end, true) r)
           FROM (SELECT max(o) + 1 AS after FROM unnest(v_offs) AS o) a
          WHERE x.partition_id = p_partition_id AND x.consumer_group = p_group AND a.after > x.committed
         RETURNING a.after INTO v_after;
@@ -69,17 +75,18 @@ BEGIN
     SELECT u.i::integer,
            CASE WHEN u.o IS NOT NULL THEN v_qid END,
            u.ok,
-           CASE WHEN u.o IS NULL THEN 'Message not found' WHEN NOT u.ok THEN 'Invalid or expired lease' END,
+           CASE WHEN NOT u.ok THEN u.verdict END,
            CASE WHEN u.o IS NOT NULL THEN v_qname END,
            CASE WHEN u.o IS NOT NULL THEN v_pname END,
            r.released,
            false,
            r.released AND coalesce(v_after >= v_end AND v_after < v_next, false)
-      FROM (SELECT t.i, v_offs[t.i] AS o,
-                   v_offs[t.i] IS NOT NULL AND (v_moves OR v_offs[t.i] < v_committed) AS ok,
+      FROM (SELECT t.i, v_offs[t.i] AS o, v.verdict, v.verdict IN ('done', 'apply') AS ok,
                    CASE WHEN v_moves THEN greatest(v_committed, max(v_offs[t.i]) OVER (ORDER BY t.i) + 1)
                         ELSE v_committed END AS reach
-              FROM unnest(p_txids) WITH ORDINALITY AS t (txid, i)) u
+              FROM unnest(p_txids) WITH ORDINALITY AS t (txid, i)
+             CROSS JOIN LATERAL (SELECT queen.ack_verdict(v_offs[t.i], v_committed, v_lease, v_expires,
+                                                          'completed', p_lease_id) AS verdict) v) u
      CROSS JOIN LATERAL (SELECT u.ok AND (NOT v_held OR u.reach >= v_end) AS released) r
      ORDER BY u.i;
 END

@@ -246,9 +246,10 @@ BEGIN
             CONTINUE;
         ELSIF p_lease_id IS NULL THEN
             UPDATE queen.cursors c
-               SET committed = v_end, batch_start = v_from, batch_end = v_end, lease_id = NULL,
-                   lease_expires_at = NULL, retry_count = 0, total_consumed = c.total_consumed + v_got,
-                   last_consumed_at = now()
+               SET committed = v_end, batch_start = v_from, batch_end = v_end,
+                   (lease_id, lease_expires_at, retry_count) = (SELECT r.lease_id, r.lease_expires_at, r.retry_count
+                                                                  FROM queen.lease_release(c, true, true) r),
+                   total_consumed = c.total_consumed + v_got, last_consumed_at = now()
              WHERE c.partition_id = v_c.pid AND c.consumer_group = p_group
                AND c.ctid = (SELECT x.ctid FROM queen.cursors x
                               WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)

@@ -15,7 +15,8 @@
 -- deleted by retention or eviction.
 --
 -- Every moved cursor loses its lease, and with it the retry count, which
--- counted a batch that is no longer the one at the cursor. The batch bounds
+-- counted a batch that is no longer the one at the cursor
+-- (queen.lease_release). The batch bounds
 -- stay, so that an ack of a message of the old batch is still recognised:
 -- behind the cursor it reads as already acknowledged, ahead of it the
 -- missing lease refuses it. The admin API's seeks (to a time, to the end,
@@ -43,7 +44,10 @@ RETURNS TABLE (queue_id uuid, partition_id uuid) LANGUAGE sql AS $$
            AND (p_at IS DISTINCT FROM 'infinity' OR EXISTS (SELECT FROM queen.log_segments s WHERE s.partition_id = p.id))
            FOR UPDATE OF c
     )
-    UPDATE queen.cursors c SET committed = t.at, lease_id = NULL, lease_expires_at = NULL, retry_count = 0
+    UPDATE queen.cursors c
+       SET committed = t.at,
+           (lease_id, lease_expires_at, retry_count) = (SELECT r.lease_id, r.lease_expires_at, r.retry_count
+                                                          FROM queen.lease_release(c, true, true) r)
       FROM t WHERE c.partition_id = t.partition_id AND c.consumer_group = p_group
     RETURNING t.queue_id, c.partition_id
 $$;

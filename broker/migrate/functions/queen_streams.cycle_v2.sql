@@ -62,6 +62,10 @@
 --      race as an event later than the window's end, which a flush by the
 --      wall clock cannot tell from one.
 --
+-- The lease check is queen.ack_verdict's, asked as for a 'completed' ack of
+-- the message at the cursor: whatever its status, the ack needs the live
+-- lease it names. Every release is queen.lease_release's.
+--
 -- What the ack does to the cursor:
 --   status ok, p_release: committed jumps to batch_end, the lease and the
 --     retry state are cleared, total_consumed grows by the count;
@@ -134,7 +138,8 @@ BEGIN
         SELECT * INTO v_cursor FROM queen.cursors c
          WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group
            FOR UPDATE;
-        IF NOT FOUND OR NOT queen.lease_held_by(v_cursor.lease_id, v_cursor.lease_expires_at, p_lease_id) THEN
+        IF queen.ack_verdict(v_cursor.committed, v_cursor.committed, v_cursor.lease_id, v_cursor.lease_expires_at,
+                             'completed', p_lease_id) <> 'apply' THEN
             PERFORM queen_streams.refuse_lease(p_partition_id, p_group, p_lease_id);
         END IF;
     END IF;
@@ -227,10 +232,11 @@ BEGIN
     ELSIF v_one THEN
         UPDATE queen.cursors c
            SET committed = greatest(c.committed, c.batch_end),
-               lease_id = NULL, lease_expires_at = NULL, retry_count = 0,
+               (lease_id, lease_expires_at, retry_count) = (SELECT r.lease_id, r.lease_expires_at, r.retry_count
+                                                              FROM queen.lease_release(c, true, true) r),
                total_consumed = c.total_consumed + p_count, last_consumed_at = now()
          WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group
-           AND queen.lease_held_by(c.lease_id, c.lease_expires_at, p_lease_id)
+           AND queen.ack_verdict(c.committed, c.committed, c.lease_id, c.lease_expires_at, 'completed', p_lease_id) = 'apply'
         RETURNING c.committed INTO v_cursor.committed;
         IF NOT FOUND THEN
             PERFORM queen_streams.refuse_lease(p_partition_id, p_group, p_lease_id);
@@ -240,7 +246,8 @@ BEGIN
     ELSIF NOT p_ack_ok THEN
         -- A nack: the whole batch redelivers.
         UPDATE queen.cursors c
-           SET lease_id = NULL, lease_expires_at = NULL
+           SET (lease_id, lease_expires_at) = (SELECT r.lease_id, r.lease_expires_at
+                                                 FROM queen.lease_release(c, true, false) r)
          WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group;
         ack_count := 0;
         lease_released := true;
@@ -251,7 +258,8 @@ BEGIN
                                             v_cursor.batch_end - v_cursor.committed) w;
         UPDATE queen.cursors c
            SET committed = greatest(c.committed, c.batch_end),
-               lease_id = NULL, lease_expires_at = NULL, retry_count = 0,
+               (lease_id, lease_expires_at, retry_count) = (SELECT r.lease_id, r.lease_expires_at, r.retry_count
+                                                              FROM queen.lease_release(c, true, true) r),
                total_consumed = c.total_consumed + ack_count, last_consumed_at = now()
          WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group;
         v_cursor.committed := greatest(v_cursor.committed, v_cursor.batch_end);

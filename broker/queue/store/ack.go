@@ -2,63 +2,32 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/regent-mq/regent/broker/counters"
-	"github.com/regent-mq/regent/broker/pg"
-	"github.com/regent-mq/regent/broker/segment"
+	"github.com/regent-mq/regent/broker/db"
 )
 
-// Ack is one acknowledgement.
-type Ack struct {
-	PartitionID   uuid.UUID
-	TransactionID string
-	Status        string      // completed, failed, dlq or retry
-	LeaseID       pgtype.UUID // optional
-	Group         string
-	Error         *string // kept with a dead letter
-}
-
-// AckResult is the outcome of one Ack, as the wire shows it.
-type AckResult struct {
-	Index         int     `json:"index"`
-	TransactionID string  `json:"transactionId"`
-	Success       bool    `json:"success"`
-	Error         *string `json:"error"`
-	QueueName     *string `json:"queueName"`
-	PartitionName *string `json:"partitionName"`
-	LeaseReleased bool    `json:"leaseReleased"`
-	DLQ           bool    `json:"dlq"`
-	queueID       uuid.UUID
-	// announce: the release left data to deliver, and the database left
-	// announcing it to the broker (see AfterAck).
-	announce bool
-}
-
-// Ack applies acks in order in one procedure call (on db, a pool or a
-// transaction); dead letters cost one more, since the database cannot
-// decode the payloads they keep. Once the acks have committed, the caller
-// passes them and their results to AfterAck.
-func (s *Store) Ack(ctx context.Context, db pg.DB, tenant string, acks []Ack) ([]AckResult, error) {
-	var out []AckResult
+// Ack applies acks in order on d (the pool or a transaction), in one
+// round trip; dead letters cost one more, since the database cannot decode
+// the payloads they keep. Once the acks have committed, the caller passes
+// them and their results to AfterAck.
+func (s *Store) Ack(ctx context.Context, d *db.DB, tenant string, acks []db.QueueAck) ([]db.AckResult, error) {
+	var out []db.AckResult
 	var err error
 	if oneCursorCompleted(acks) {
-		out, err = s.ackCursor(ctx, db, tenant, acks)
+		out, err = d.AckCursor(ctx, tenant, acks)
 	} else {
-		out, err = s.ackEach(ctx, db, tenant, acks)
+		out, err = d.Ack(ctx, tenant, acks)
 	}
 	if err != nil {
 		return nil, err
 	}
 	acked := map[string]int{}
 	for i, r := range out {
-		if r.Success && r.QueueName != nil && acks[i].Status == "completed" {
+		if r.Success && r.QueueName != nil && acks[i].Status == db.AckCompleted {
 			acked[*r.QueueName]++
 		}
 		countAck(s.metrics.Ops, tenant, out[:i], r)
@@ -71,12 +40,12 @@ func (s *Store) Ack(ctx context.Context, db pg.DB, tenant string, acks []Ack) ([
 
 // countAck adds an ack's result to its queue's minute; the first result of
 // a queue in a request counts the request.
-func countAck(ops *counters.Counters, tenant string, before []AckResult, r AckResult) {
+func countAck(ops *counters.Counters, tenant string, before []db.AckResult, r db.AckResult) {
 	if r.QueueName == nil {
 		return // no such message: no queue to charge it to
 	}
 	q := *r.QueueName
-	if !slices.ContainsFunc(before, func(e AckResult) bool { return e.QueueName != nil && *e.QueueName == q }) {
+	if !slices.ContainsFunc(before, func(e db.AckResult) bool { return e.QueueName != nil && *e.QueueName == q }) {
 		ops.Add(tenant, q, counters.AckRequests, 1)
 	}
 	if r.Success {
@@ -93,206 +62,25 @@ func countAck(ops *counters.Counters, tenant string, before []AckResult, r AckRe
 // release marks its partition in this replica's hot list at once (the
 // consumer that acked usually pops again at once), and a release that left
 // data to deliver is announced to every replica.
-func (s *Store) AfterAck(acks []Ack, out []AckResult) {
+func (s *Store) AfterAck(acks []db.QueueAck, out []db.AckResult) {
 	for i, r := range out {
 		switch {
-		case r.announce:
-			s.log.Announce(r.queueID, acks[i].PartitionID)
-		case r.Success && r.LeaseReleased && r.queueID != uuid.Nil:
-			s.hot.Mark(r.queueID, acks[i].PartitionID)
+		case r.Announce:
+			s.log.Announce(r.QueueID, acks[i].PartitionID)
+		case r.Success && r.LeaseReleased && r.QueueID != uuid.Nil:
+			s.hot.Mark(r.QueueID, acks[i].PartitionID)
 		}
 	}
 }
 
 // oneCursorCompleted reports the common case: a consumer acknowledging what
 // it popped, all 'completed', on one partition and group, under one lease.
-func oneCursorCompleted(acks []Ack) bool {
+func oneCursorCompleted(acks []db.QueueAck) bool {
 	for _, a := range acks {
-		if a.Status != "completed" || a.PartitionID != acks[0].PartitionID || a.Group != acks[0].Group || a.LeaseID != acks[0].LeaseID {
+		if a.Status != db.AckCompleted || a.PartitionID != acks[0].PartitionID || a.Group != acks[0].Group ||
+			a.LeaseID != acks[0].LeaseID || a.HasLease != acks[0].HasLease {
 			return false
 		}
 	}
 	return len(acks) > 0
-}
-
-// answerColumns are the columns of the answer to one item, as queen.ack and
-// queen.ack_cursor return them.
-const answerColumns = `item, queue_id, success, error, queue_name, partition_name, lease_released, dlq, announce`
-
-// scanAnswer scans the answerColumns of a row, then extra. txids are the
-// acks' transaction ids, by index.
-func scanAnswer(row pgx.CollectableRow, txids []string, extra ...any) (AckResult, error) {
-	var r AckResult
-	var item int
-	var qid pgtype.UUID
-	dest := append([]any{&item, &qid, &r.Success, &r.Error, &r.QueueName, &r.PartitionName, &r.LeaseReleased, &r.DLQ, &r.announce}, extra...)
-	if err := row.Scan(dest...); err != nil {
-		return r, err
-	}
-	r.Index, r.TransactionID = item-1, txids[item-1]
-	if qid.Valid {
-		r.queueID = qid.Bytes
-	}
-	return r, nil
-}
-
-// ackCursor is the common case, set-based in queen.ack_cursor.
-func (s *Store) ackCursor(ctx context.Context, db pg.DB, tenant string, acks []Ack) ([]AckResult, error) {
-	txids := make([]string, len(acks))
-	for i, a := range acks {
-		txids[i] = a.TransactionID
-	}
-	rows, err := db.Query(ctx, `SELECT `+answerColumns+` FROM queen.ack_cursor(p_tenant => $1, p_partition_id => $2,
-		p_group => $3, p_lease_id => $4, p_txids => $5)`, tenant, pg.ID(acks[0].PartitionID), acks[0].Group, acks[0].LeaseID, txids)
-	if err != nil {
-		return nil, fmt.Errorf("ack: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AckResult, error) { return scanAnswer(row, txids) })
-	if err != nil {
-		return nil, fmt.Errorf("ack: %w", err)
-	}
-	return out, nil
-}
-
-// ackEach runs queen.ack, item by item in the database, for any mix of
-// statuses and cursors.
-func (s *Store) ackEach(ctx context.Context, db pg.DB, tenant string, acks []Ack) ([]AckResult, error) {
-	n := len(acks)
-	pids := make([][16]byte, n)
-	groups := make([]string, n)
-	txids := make([]string, n)
-	statuses := make([]string, n)
-	// No lease is the zero id and no error text is "": slices of plain
-	// values encode without reflection, which NULL elements would need.
-	leases := make([][16]byte, n)
-	errs := make([]string, n)
-	for i, a := range acks {
-		pids[i], groups[i], txids[i], statuses[i] = pg.ID(a.PartitionID), a.Group, a.TransactionID, a.Status
-		if a.LeaseID.Valid {
-			leases[i] = a.LeaseID.Bytes
-		}
-		if a.Error != nil {
-			errs[i] = *a.Error
-		}
-	}
-	// A call asks only for payloads not passed yet, and a frame found gone
-	// is no message for the next one, so each call after the first asks for
-	// items never asked for before: the loop ends, after two calls when
-	// nothing changes meanwhile.
-	args := []any{tenant, pids, groups, txids, statuses, leases, errs}
-	var dl deadLetters
-	asked := map[int32]bool{}
-	for {
-		out, frames, err := ackOnce(ctx, db, txids,
-			append(slices.Clip(args), dl.items, pg.IDs(dl.ids), dl.payloads, dl.keys, dl.created))
-		if err != nil {
-			return nil, err
-		}
-		if len(frames) == 0 {
-			return out, nil
-		}
-		for _, q := range frames {
-			if asked[q.item] {
-				return nil, fmt.Errorf("ack: queen.ack asked twice for the payload of item %d (partition %s offset %d)",
-					q.item, acks[q.item-1].PartitionID, q.offset.Int64)
-			}
-			asked[q.item] = true
-		}
-		if err := dl.decode(frames, acks); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// ackOnce calls queen.ack once: it answers every item, or asks for the
-// payloads of dead letters that args lack.
-func ackOnce(ctx context.Context, db pg.DB, txids []string, args []any) ([]AckResult, []frameRequest, error) {
-	rows, err := db.Query(ctx, `SELECT `+answerColumns+`, frame_offset, segment_base, segment_frames, segment_body, segment_checksum
-		FROM queen.ack(p_tenant => $1, p_partition_ids => $2, p_groups => $3, p_txids => $4, p_statuses => $5,
-			p_lease_ids => $6, p_errors => $7, p_dlq_items => $8, p_dlq_message_ids => $9, p_dlq_payloads => $10,
-			p_dlq_key_ids => $11, p_dlq_created => $12)`, args...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("ack: %w", err)
-	}
-	defer rows.Close()
-	var out []AckResult
-	var frames []frameRequest
-	for rows.Next() {
-		var q frameRequest
-		r, err := scanAnswer(rows, txids, &q.offset, &q.base, &q.count, &q.body, &q.checksum)
-		if err != nil {
-			return nil, nil, fmt.Errorf("ack: %w", err)
-		}
-		if q.offset.Valid {
-			q.item = int32(r.Index + 1)
-			frames = append(frames, q)
-		} else {
-			out = append(out, r)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("ack: %w", err)
-	}
-	return out, frames, nil
-}
-
-// frameRequest is queen.ack asking for the payload of a dead letter: the
-// frame at offset, in the segment from base (its body only on the first
-// request of each segment). No base: retention removed the segment.
-type frameRequest struct {
-	item     int32
-	offset   pgtype.Int8
-	base     pgtype.Int8
-	count    pgtype.Int4
-	body     []byte
-	checksum pgtype.Int8
-}
-
-// deadLetters are the payloads of dead letters passed to queen.ack, by item
-// (1-based).
-type deadLetters struct {
-	items    []int32
-	ids      []uuid.UUID
-	payloads [][]byte
-	keys     []pgtype.Int8
-	created  []time.Time
-}
-
-// decode adds the frames asked for, decoding each segment once.
-func (dl *deadLetters) decode(asked []frameRequest, acks []Ack) error {
-	type segmentKey struct {
-		partition uuid.UUID
-		base      int64
-	}
-	segments := map[segmentKey][]segment.Frame{}
-	for _, q := range asked {
-		if !q.base.Valid {
-			continue // the next call finds no message
-		}
-		pid := acks[q.item-1].PartitionID
-		key := segmentKey{pid, q.base.Int64}
-		frames, ok := segments[key]
-		if !ok {
-			var err error
-			if frames, err = segment.Decode(q.body, uint64(q.checksum.Int64), int(q.count.Int32)); err != nil {
-				return fmt.Errorf("ack: decode the segment of a dead letter (partition %s offset %d): %w", pid, q.offset.Int64, err)
-			}
-			segments[key] = frames
-		}
-		i := q.offset.Int64 - q.base.Int64
-		if i < 0 || i >= int64(len(frames)) {
-			return fmt.Errorf("ack: dead letter (partition %s offset %d) outside its segment", pid, q.offset.Int64)
-		}
-		f := &frames[i]
-		var keyID pgtype.Int8
-		if f.Sealed() {
-			keyID = pgtype.Int8{Int64: int64(f.KeyID), Valid: true}
-		}
-		dl.items = append(dl.items, q.item)
-		dl.ids = append(dl.ids, f.ID)
-		dl.payloads = append(dl.payloads, f.Payload)
-		dl.keys = append(dl.keys, keyID)
-		dl.created = append(dl.created, time.UnixMicro(f.CreatedAt))
-	}
-	return nil
 }

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/regent-mq/regent/broker/log"
 )
 
@@ -27,7 +25,7 @@ func BenchmarkAck(b *testing.B) {
 				for j := range items {
 					items[j] = log.Item{Queue: "q", Payload: json.RawMessage(fmt.Sprint(i + j))}
 				}
-				if _, _, err := s.log.Push(ctx, s.pool, "default", "", items); err != nil {
+				if _, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", items); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -40,10 +38,10 @@ func BenchmarkAck(b *testing.B) {
 				if err != nil || len(msgs) != 10 {
 					b.Fatalf("pop: %d messages, %v", len(msgs), err)
 				}
-				acks := make([]Ack, len(msgs))
+				acks := make([]db.QueueAck, len(msgs))
 				for j, m := range msgs {
-					acks[j] = Ack{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: "completed", Group: db.QueueMode,
-						LeaseID: pgtype.UUID{Bytes: lease, Valid: true}}
+					acks[j] = db.QueueAck{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: "completed", Group: db.QueueMode,
+						LeaseID: lease, HasLease: true}
 					switch {
 					case path == "deadletters":
 						acks[j].Status = "dlq"
@@ -52,7 +50,7 @@ func BenchmarkAck(b *testing.B) {
 					}
 				}
 				b.StartTimer()
-				out, err := s.Ack(ctx, s.pool, "default", acks)
+				out, err := s.Ack(ctx, s.db, "default", acks)
 				if err != nil || !out[len(out)-1].Success {
 					b.Fatalf("ack: %v %+v", err, out)
 				}

@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/pg"
 	"github.com/stretchr/testify/require"
@@ -36,9 +35,9 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 			items[i] = log.Item{Queue: queue, Payload: json.RawMessage(fmt.Sprint(i))}
 		}
 		// Two segments, so that batches span them.
-		pushed, _, err := s.log.Push(ctx, s.pool, "default", "", items[:5])
+		pushed, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", items[:5])
 		require.NoError(t, err)
-		more, _, err := s.log.Push(ctx, s.pool, "default", "", items[5:])
+		more, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", items[5:])
 		require.NoError(t, err)
 		pushed = append(pushed, more...)
 		pid := pushed[0].Partition.ID
@@ -50,13 +49,13 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 		require.NotEmpty(t, msgs)
 		switch rng.IntN(4) { // the state the ack meets
 		case 0: // part of the batch acknowledged already
-			_, err = s.Ack(ctx, s.pool, "default", []Ack{{PartitionID: pid, TransactionID: msgs[rng.IntN(len(msgs))].TransactionID,
+			_, err = s.Ack(ctx, s.db, "default", []regentdb.QueueAck{{PartitionID: pid, TransactionID: msgs[rng.IntN(len(msgs))].TransactionID,
 				Status: "completed", Group: regentdb.QueueMode}})
 		case 1: // released by a failure
-			_, err = s.Ack(ctx, s.pool, "default", []Ack{{PartitionID: pid, TransactionID: msgs[0].TransactionID,
+			_, err = s.Ack(ctx, s.db, "default", []regentdb.QueueAck{{PartitionID: pid, TransactionID: msgs[0].TransactionID,
 				Status: "failed", Group: regentdb.QueueMode}})
 		case 2: // expired
-			_, err = s.pool.Exec(ctx, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 s' WHERE partition_id = $1`, pid)
+			_, err = s.db.Conn().Exec(ctx, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 s' WHERE partition_id = $1`, pid)
 		}
 		require.NoError(t, err)
 
@@ -67,29 +66,29 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 		case 1:
 			lease = pgtype.UUID{Bytes: uuid.New(), Valid: true}
 		}
-		var acks []Ack
+		var acks []regentdb.QueueAck
 		for range 1 + rng.IntN(8) {
 			txid := "unknown"
 			if k := rng.IntN(len(pushed) + 2); k < len(pushed) {
 				txid = pushed[k].TransactionID
 			}
-			acks = append(acks, Ack{PartitionID: pid, TransactionID: txid, Status: "completed", LeaseID: lease, Group: regentdb.QueueMode})
+			acks = append(acks, regentdb.QueueAck{PartitionID: pid, TransactionID: txid, Status: "completed", LeaseID: lease.Bytes, HasLease: lease.Valid, Group: regentdb.QueueMode})
 		}
 		require.True(t, oneCursorCompleted(acks))
 
-		run := func(f func(context.Context, pg.DB, string, []Ack) ([]AckResult, error)) ([]AckResult, string, bool) {
-			var out []AckResult
+		run := func(f func(*regentdb.DB, context.Context, string, []regentdb.QueueAck) ([]regentdb.AckResult, error)) ([]regentdb.AckResult, string, bool) {
+			var out []regentdb.AckResult
 			var state string
 			var held, released, left bool
-			err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-				if err := tx.QueryRow(ctx, `SELECT lease_id IS NOT NULL FROM queen.cursors WHERE partition_id = $1`, pid).Scan(&held); err != nil {
+			err := s.db.InTx(ctx, func(tx *regentdb.DB) error {
+				if err := tx.Conn().QueryRow(ctx, `SELECT lease_id IS NOT NULL FROM queen.cursors WHERE partition_id = $1`, pid).Scan(&held); err != nil {
 					return err
 				}
 				var err error
-				if out, err = f(ctx, tx, "default", acks); err != nil {
+				if out, err = f(tx, ctx, "default", acks); err != nil {
 					return err
 				}
-				if err := tx.QueryRow(ctx, `SELECT format('%s %s %s %s %s', committed, lease_id IS NULL,
+				if err := tx.Conn().QueryRow(ctx, `SELECT format('%s %s %s %s %s', committed, lease_id IS NULL,
 						lease_expires_at IS NULL, retry_count, total_consumed), lease_id IS NULL, committed < $2
 						FROM queen.cursors WHERE partition_id = $1`,
 					pid, len(items)).Scan(&state, &released, &left); err != nil {
@@ -100,8 +99,8 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 			require.ErrorIs(t, err, errUndo, "round %d", round)
 			return out, state, held && released && left
 		}
-		wantOut, wantState, wantAnnounce := run(s.ackEach)
-		gotOut, gotState, _ := run(s.ackCursor)
+		wantOut, wantState, wantAnnounce := run((*regentdb.DB).Ack)
+		gotOut, gotState, _ := run((*regentdb.DB).AckCursor)
 		require.Equal(t, wantAnnounce, announced(wantOut), "round %d: ack's announce", round)
 		require.Equal(t, wantAnnounce, announced(gotOut), "round %d: ack_cursor's announce", round)
 		require.Equal(t, wantOut, gotOut, "round %d", round)
@@ -111,11 +110,11 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 
 // announced reports whether any answer asks for an announcement, and clears
 // the flags.
-func announced(out []AckResult) bool {
+func announced(out []regentdb.AckResult) bool {
 	yes := false
 	for i := range out {
-		yes = yes || out[i].announce
-		out[i].announce = false
+		yes = yes || out[i].Announce
+		out[i].Announce = false
 	}
 	return yes
 }
@@ -124,7 +123,7 @@ func announced(out []AckResult) bool {
 // store after its first query: retention landing between queen.ack naming a
 // dead letter's frame and the broker passing its payload.
 type retentionAfterFirstCall struct {
-	*pgxpool.Pool
+	pg.DB
 	t     *testing.T
 	calls int
 }
@@ -134,45 +133,45 @@ func (r *retentionAfterFirstCall) Query(ctx context.Context, sql string, args ..
 		_, err := r.Exec(ctx, `DELETE FROM queen.log_segments`)
 		require.NoError(r.t, err)
 	}
-	return r.Pool.Query(ctx, sql, args...)
+	return r.DB.Query(ctx, sql, args...)
 }
 
 func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
-	_, _, err := s.log.Push(ctx, s.pool, "default", "", []log.Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
+	_, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", []log.Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
 	require.NoError(t, err)
 	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: "q", Group: regentdb.QueueMode, Batch: 1, Partitions: 1, SubStart: "all"})
 	msgs := got.Messages
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 
-	out, err := s.Ack(ctx, &retentionAfterFirstCall{Pool: s.pool, t: t}, "default", []Ack{{PartitionID: msgs[0].PartitionID,
+	out, err := s.Ack(ctx, regentdb.Over(&retentionAfterFirstCall{DB: s.db.Conn(), t: t}), "default", []regentdb.QueueAck{{PartitionID: msgs[0].PartitionID,
 		TransactionID: msgs[0].TransactionID, Status: "dlq", Group: regentdb.QueueMode}})
 	require.NoError(t, err)
 	require.Len(t, out, 1)
 	require.False(t, out[0].Success)
 	require.Equal(t, "Message not found", *out[0].Error)
 	var letters int
-	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM queen.dead_letters`).Scan(&letters))
+	require.NoError(t, s.db.Conn().QueryRow(ctx, `SELECT count(*) FROM queen.dead_letters`).Scan(&letters))
 	require.Zero(t, letters)
 }
 
 // countingQuerier is a pg.DB that counts the round trips made through it.
 type countingQuerier struct {
-	*pgxpool.Pool
+	pg.DB
 	calls int
 }
 
 func (c *countingQuerier) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	c.calls++
-	return c.Pool.Query(ctx, sql, args...)
+	return c.DB.Query(ctx, sql, args...)
 }
 
 func (c *countingQuerier) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	c.calls++
-	return c.Pool.QueryRow(ctx, sql, args...)
+	return c.DB.QueryRow(ctx, sql, args...)
 }
 
 // popAll pushes n messages to queue/partition in segments of per, and pops
@@ -185,7 +184,7 @@ func popAll(t *testing.T, s *Store, queue, partition string, n, per int) []Messa
 		for j := i; j < min(i+per, n); j++ {
 			items = append(items, log.Item{Queue: queue, Partition: partition, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, j))})
 		}
-		_, _, err := s.log.Push(ctx, s.pool, "default", "", items)
+		_, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", items)
 		require.NoError(t, err)
 	}
 	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: queue, Partition: partition, Group: regentdb.QueueMode,
@@ -203,16 +202,16 @@ func TestAnAckWithManyDeadLettersTakesOneMoreCallAtMost(t *testing.T) {
 	// Dead letters over three segments of two partitions, between acks of
 	// other statuses.
 	popped := append(popAll(t, s, "q", "a", 20, 10), popAll(t, s, "q", "b", 5, 5)...)
-	var acks []Ack
+	var acks []regentdb.QueueAck
 	for i, m := range popped {
-		a := Ack{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: "dlq", Group: regentdb.QueueMode}
+		a := regentdb.QueueAck{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: "dlq", Group: regentdb.QueueMode}
 		if i%7 == 3 {
 			a.Status = "completed"
 		}
 		acks = append(acks, a)
 	}
-	db := &countingQuerier{Pool: s.pool}
-	out, err := s.Ack(ctx, db, "default", acks)
+	db := &countingQuerier{DB: s.db.Conn()}
+	out, err := s.Ack(ctx, regentdb.Over(db), "default", acks)
 	require.NoError(t, err)
 	require.Equal(t, 2, db.calls, "one call naming the frames, one passing their payloads")
 	require.Len(t, out, len(acks))
@@ -224,7 +223,7 @@ func TestAnAckWithManyDeadLettersTakesOneMoreCallAtMost(t *testing.T) {
 			want[popped[i].ID.String()] = string(popped[i].Data)
 		}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT message_id::text, convert_from(payload, 'UTF8') FROM queen.dead_letters`)
+	rows, err := s.db.Conn().Query(ctx, `SELECT message_id::text, convert_from(payload, 'UTF8') FROM queen.dead_letters`)
 	require.NoError(t, err)
 	got := map[string]string{}
 	for rows.Next() {
@@ -238,7 +237,7 @@ func TestAnAckWithManyDeadLettersTakesOneMoreCallAtMost(t *testing.T) {
 	// Without dead letters, one call.
 	popped = popAll(t, s, "q", "c", 3, 3)
 	db.calls = 0
-	_, err = s.Ack(ctx, db, "default", []Ack{{PartitionID: popped[0].PartitionID, TransactionID: popped[0].TransactionID,
+	_, err = s.Ack(ctx, regentdb.Over(db), "default", []regentdb.QueueAck{{PartitionID: popped[0].PartitionID, TransactionID: popped[0].TransactionID,
 		Status: "retry", Group: regentdb.QueueMode}})
 	require.NoError(t, err)
 	require.Equal(t, 1, db.calls)
@@ -251,7 +250,7 @@ func TestAnAckThatNeedsPayloadsWritesNothingAndSendsEachSegmentOnce(t *testing.T
 	popped := popAll(t, s, "q", "a", 6, 3)
 	var before string
 	cursor := `SELECT format('%s %s %s %s', committed, lease_id, retry_count, total_consumed) FROM queen.cursors`
-	require.NoError(t, s.pool.QueryRow(ctx, cursor).Scan(&before))
+	require.NoError(t, s.db.Conn().QueryRow(ctx, cursor).Scan(&before))
 
 	n := len(popped)
 	pids, groups, txids, statuses, leases, errs := make([][16]byte, n), make([]string, n), make([]string, n),
@@ -260,7 +259,7 @@ func TestAnAckThatNeedsPayloadsWritesNothingAndSendsEachSegmentOnce(t *testing.T
 		pids[i], groups[i], txids[i], statuses[i] = m.PartitionID, regentdb.QueueMode, m.TransactionID, "dlq"
 	}
 	statuses[0] = "completed"
-	rows, err := s.pool.Query(ctx, `SELECT item, success, frame_offset, segment_base, segment_body IS NOT NULL
+	rows, err := s.db.Conn().Query(ctx, `SELECT item, success, frame_offset, segment_base, segment_body IS NOT NULL
 		FROM queen.ack(p_tenant => 'default', p_partition_ids => $1, p_groups => $2, p_txids => $3, p_statuses => $4,
 			p_lease_ids => $5, p_errors => $6, p_dlq_items => '{}', p_dlq_message_ids => '{}', p_dlq_payloads => '{}',
 			p_dlq_key_ids => '{}', p_dlq_created => '{}')`, pids, groups, txids, statuses, leases, errs)
@@ -277,10 +276,10 @@ func TestAnAckThatNeedsPayloadsWritesNothingAndSendsEachSegmentOnce(t *testing.T
 	require.Equal(t, []string{"2:1@0 true", "3:2@0 false", "4:3@3 true", "5:4@3 false", "6:5@3 false"}, got)
 
 	var after string
-	require.NoError(t, s.pool.QueryRow(ctx, cursor).Scan(&after))
+	require.NoError(t, s.db.Conn().QueryRow(ctx, cursor).Scan(&after))
 	require.Equal(t, before, after, "the cursor is untouched")
 	var letters int
-	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM queen.dead_letters`).Scan(&letters))
+	require.NoError(t, s.db.Conn().QueryRow(ctx, `SELECT count(*) FROM queen.dead_letters`).Scan(&letters))
 	require.Zero(t, letters)
 }
 
@@ -290,10 +289,10 @@ func TestAGeneralAckRefusesAnExpiredLease(t *testing.T) {
 	ctx := t.Context()
 	popped := popAll(t, s, "q", "a", 2, 2)
 	var lease pgtype.UUID
-	require.NoError(t, s.pool.QueryRow(ctx, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 s'
+	require.NoError(t, s.db.Conn().QueryRow(ctx, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 s'
 		RETURNING lease_id`).Scan(&lease))
-	out, err := s.Ack(ctx, s.pool, "default", []Ack{{PartitionID: popped[0].PartitionID, TransactionID: popped[0].TransactionID,
-		Status: "failed", LeaseID: lease, Group: regentdb.QueueMode}})
+	out, err := s.Ack(ctx, s.db, "default", []regentdb.QueueAck{{PartitionID: popped[0].PartitionID, TransactionID: popped[0].TransactionID,
+		Status: "failed", LeaseID: lease.Bytes, HasLease: lease.Valid, Group: regentdb.QueueMode}})
 	require.NoError(t, err)
 	require.False(t, out[0].Success)
 	require.Equal(t, "Invalid or expired lease", *out[0].Error)
@@ -307,10 +306,10 @@ func TestAnAckAskedTwiceForOnePayloadFails(t *testing.T) {
 	s := newStore(t)
 	ctx := t.Context()
 	popped := popAll(t, s, "q", "a", 3, 3)
-	_, err := s.pool.Exec(ctx, `UPDATE queen.log_segments SET frame_count = 1`)
+	_, err := s.db.Conn().Exec(ctx, `UPDATE queen.log_segments SET frame_count = 1`)
 	require.NoError(t, err)
-	db := &countingQuerier{Pool: s.pool}
-	_, err = s.Ack(ctx, db, "default", []Ack{{PartitionID: popped[2].PartitionID, TransactionID: popped[2].TransactionID,
+	db := &countingQuerier{DB: s.db.Conn()}
+	_, err = s.Ack(ctx, regentdb.Over(db), "default", []regentdb.QueueAck{{PartitionID: popped[2].PartitionID, TransactionID: popped[2].TransactionID,
 		Status: "dlq", Group: regentdb.QueueMode}})
 	require.ErrorContains(t, err, "asked twice for the payload of item 1")
 	require.Equal(t, 2, db.calls)

@@ -2,95 +2,30 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
-	"github.com/regent-mq/regent/broker/hotlist"
-	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/db"
 )
-
-// Options are a queue's options, with the wire names of queue-api.md.
-type Options struct {
-	LeaseTime                 int  `json:"leaseTime"`
-	RetryLimit                int  `json:"retryLimit"`
-	RetryDelay                int  `json:"retryDelay"`
-	MaxSize                   int  `json:"maxSize"`
-	TTL                       int  `json:"ttl"`
-	Priority                  int  `json:"priority"`
-	DelayedProcessing         int  `json:"delayedProcessing"`
-	WindowBuffer              int  `json:"windowBuffer"`
-	RetentionSeconds          int  `json:"retentionSeconds"`
-	CompletedRetentionSeconds int  `json:"completedRetentionSeconds"`
-	RetentionEnabled          bool `json:"retentionEnabled"`
-	EncryptionEnabled         bool `json:"encryptionEnabled"`
-	DeadLetterQueue           bool `json:"deadLetterQueue"`
-	DLQAfterMaxRetries        bool `json:"dlqAfterMaxRetries"`
-	MaxWaitTimeSeconds        int  `json:"maxWaitTimeSeconds"`
-}
-
-// DefaultOptions are the options of a queue that sets none.
-var DefaultOptions = Options{LeaseTime: 300, RetryLimit: 3, RetryDelay: 1000, TTL: 3600}
 
 // Configure creates or updates the queue name of tenant (the options as
 // given) and makes sure its partition Default exists.
-func (s *Store) Configure(ctx context.Context, tenant, name string, namespace, task *string, o *Options) (queueID, partitionID uuid.UUID, err error) {
-	b := &pgx.Batch{}
-	// The batch is one transaction: the gate's lock holds until the insert
-	// commits.
-	b.Queue(`SELECT queen.queue_admit(p_tenant => $1, p_queue => $2)`, tenant, name)
-	b.Queue(`INSERT INTO queen.queues AS q (id, tenant, name, namespace, task, lease_time, retry_limit, retry_delay,
-			max_size, ttl, priority, delayed_processing, window_buffer, retention_seconds,
-			completed_retention_seconds, retention_enabled, encryption_enabled, dead_letter_queue,
-			dlq_after_max_retries, max_wait_time_seconds)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
-		ON CONFLICT (tenant, name) DO UPDATE SET namespace = EXCLUDED.namespace, task = EXCLUDED.task,
-			lease_time = EXCLUDED.lease_time, retry_limit = EXCLUDED.retry_limit, retry_delay = EXCLUDED.retry_delay,
-			max_size = EXCLUDED.max_size, ttl = EXCLUDED.ttl, priority = EXCLUDED.priority,
-			delayed_processing = EXCLUDED.delayed_processing, window_buffer = EXCLUDED.window_buffer,
-			retention_seconds = EXCLUDED.retention_seconds,
-			completed_retention_seconds = EXCLUDED.completed_retention_seconds,
-			retention_enabled = EXCLUDED.retention_enabled, encryption_enabled = EXCLUDED.encryption_enabled,
-			dead_letter_queue = EXCLUDED.dead_letter_queue, dlq_after_max_retries = EXCLUDED.dlq_after_max_retries,
-			max_wait_time_seconds = EXCLUDED.max_wait_time_seconds, updated_at = now()
-		RETURNING q.id`,
-		pg.NewID(), tenant, name, namespace, task, o.LeaseTime, o.RetryLimit, o.RetryDelay,
-		o.MaxSize, o.TTL, o.Priority, o.DelayedProcessing, o.WindowBuffer, o.RetentionSeconds,
-		o.CompletedRetentionSeconds, o.RetentionEnabled, o.EncryptionEnabled, o.DeadLetterQueue,
-		o.DLQAfterMaxRetries, o.MaxWaitTimeSeconds).QueryRow(func(row pgx.Row) error { return row.Scan(&queueID) })
-	b.Queue(`SELECT partition_id FROM queen.resolve_partition_v2(p_tenant => $1, p_queue => $2, p_partition => $3,
-			p_create => true, p_new_queue_id => NULL, p_new_partition_id => $4)`,
-		tenant, name, log.DefaultPartition, pg.NewID()).QueryRow(func(row pgx.Row) error { return row.Scan(&partitionID) })
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+func (s *Store) Configure(ctx context.Context, tenant, name string, namespace, task *string, o *db.QueueOptions) (queueID, partitionID uuid.UUID, err error) {
+	queueID, partitionID, err = s.db.ConfigureQueue(ctx, tenant, name, namespace, task, o)
+	if err != nil {
 		return uuid.Nil, uuid.Nil, fmt.Errorf("configure queue %q: %w", name, s.log.Quotas().FromSQL(tenant, err))
 	}
 	s.log.Invalidate(tenant, name)
 	return queueID, partitionID, nil
 }
 
-// DeleteQueue deletes the queue name of tenant with its partitions,
-// segments, cursors, subscriptions, dead letters and dedup rows, and
-// reports whether it existed. Every replica forgets it through the NOTIFY.
+// DeleteQueue deletes the queue name of tenant with everything it holds,
+// and reports whether it existed.
 func (s *Store) DeleteQueue(ctx context.Context, tenant, name string) (bool, error) {
-	var deleted []uuid.UUID
-	b := &pgx.Batch{}
-	b.Queue(`DELETE FROM queen.push_dedup d USING queen.partitions p, queen.queues q
-		WHERE d.partition_id = p.id AND p.queue_id = q.id AND q.tenant = $1 AND q.name = $2`, tenant, name)
-	b.Queue(`WITH d AS (DELETE FROM queen.queues WHERE tenant = $1 AND name = $2 RETURNING id)
-		SELECT id, pg_notify($3, id::text || ':') FROM d`, tenant, name, hotlist.Channel).
-		Query(func(rows pgx.Rows) error {
-			var err error
-			deleted, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (uuid.UUID, error) {
-				var id uuid.UUID
-				return id, row.Scan(&id, nil)
-			})
-			return err
-		})
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return false, fmt.Errorf("delete queue %q: %w", name, err)
+	deleted, err := s.db.DeleteQueue(ctx, tenant, name)
+	if err != nil {
+		return false, err
 	}
 	s.log.Invalidate(tenant, name)
 	for _, id := range deleted {

@@ -2,77 +2,12 @@ package store
 
 import (
 	"context"
-	"fmt"
-	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/regent-mq/regent/broker/segment"
+	"github.com/regent-mq/regent/broker/db"
 )
 
-// DeadLetter is a message that went to the dead letter queue, its payload
-// opened.
-type DeadLetter struct {
-	ID            uuid.UUID
-	TransactionID string
-	PartitionID   uuid.UUID
-	Queue         string
-	Partition     string
-	ConsumerGroup string
-	ErrorMessage  *string
-	RetryCount    int
-	Data          []byte // raw JSON
-	CreatedAt     time.Time
-	FailedAt      time.Time
-}
-
-// DeadLetterFilter selects dead letters; an empty Queue or Group matches
-// all.
-type DeadLetterFilter struct {
-	Tenant, Queue, Group string
-	Limit, Offset        int
-}
-
 // DeadLetters returns the tenant's dead letters that f selects, newest
-// first, and how many there are in all.
-func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) (int, []DeadLetter, error) {
-	const where = ` FROM queen.dead_letters d
-		JOIN queen.partitions p ON p.id = d.partition_id
-		JOIN queen.queues q ON q.id = p.queue_id
-		WHERE q.tenant = $1 AND ($2 = '' OR q.name = $2) AND ($3 = '' OR d.consumer_group = $3)`
-	var total int
-	var out []DeadLetter
-	b := &pgx.Batch{}
-	b.Queue(`SELECT count(*)`+where, f.Tenant, f.Queue, f.Group).QueryRow(func(row pgx.Row) error { return row.Scan(&total) })
-	b.Queue(`SELECT d.message_id, d.transaction_id, d.partition_id, q.name, p.name, d.consumer_group,
-			d.error_message, d.retry_count, d.payload, d.key_id, d.created_at, d.failed_at`+where+`
-		ORDER BY d.failed_at DESC, d.message_id LIMIT $4 OFFSET $5`, f.Tenant, f.Queue, f.Group, f.Limit, f.Offset).
-		Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var d DeadLetter
-				var payload []byte
-				var key pgtype.Int8
-				if err := rows.Scan(&d.ID, &d.TransactionID, &d.PartitionID, &d.Queue, &d.Partition, &d.ConsumerGroup,
-					&d.ErrorMessage, &d.RetryCount, &payload, &key, &d.CreatedAt, &d.FailedAt); err != nil {
-					return err
-				}
-				fr := segment.Frame{Payload: payload}
-				if key.Valid {
-					fr.Flags, fr.KeyID = segment.FlagSealed, uint32(key.Int64)
-				}
-				data, err := s.open(&fr)
-				if err != nil {
-					return err
-				}
-				d.Data = data
-				out = append(out, d)
-			}
-			return rows.Err()
-		})
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return 0, nil, fmt.Errorf("list dead letters: %w", err)
-	}
-	return total, out, nil
+// first, their payloads opened, and how many there are in all.
+func (s *Store) DeadLetters(ctx context.Context, f db.DeadLetterFilter) (int, []db.DeadLetter, error) {
+	return s.db.DeadLetters(ctx, f, s.open)
 }

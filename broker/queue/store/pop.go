@@ -7,10 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/regent-mq/regent/broker/counters"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/pg"
@@ -38,7 +37,7 @@ type PopRequest struct {
 // partition becomes due.
 type Popped struct {
 	Messages []Message
-	Claims   []Claim
+	Claims   []db.PopClaim
 	LeaseID  uuid.UUID
 	Wake     <-chan struct{}
 	Due      time.Time
@@ -56,22 +55,6 @@ type Message struct {
 	Partition     string
 	LeaseID       string
 	ConsumerGroup string
-}
-
-// Claim is one partition a pop claimed.
-type Claim struct {
-	ID         uuid.UUID
-	Name       string
-	batchStart int64
-	batchEnd   int64
-	segments   []popSegment
-}
-
-type popSegment struct {
-	base     int64
-	count    int
-	body     []byte
-	checksum int64
 }
 
 // Pop makes one attempt at p. The claim runs to its end even if the client
@@ -116,25 +99,23 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 		}
 	}
 
-	var leaseID uuid.UUID
-	var lease pgtype.UUID
+	var leaseID uuid.UUID // none: auto-ack
 	if !p.AutoAck {
 		leaseID = pg.NewID()
-		lease = pgtype.UUID{Bytes: leaseID, Valid: true}
 	}
-	claims, outcomes, err := s.claim(context.WithoutCancel(ctx), p, q, ids, lease)
+	claims, outcomes, err := s.claim(context.WithoutCancel(ctx), p, q, ids, leaseID)
 	if err != nil {
 		return Popped{}, err
 	}
 	for i, o := range outcomes {
 		if cands != nil {
-			s.hot.Settle(q.ID, p.Group, cands[i], o.outcome, o.retryAt)
+			s.hot.Settle(q.ID, p.Group, cands[i], o.Outcome, o.RetryAt)
 		}
 		// A deferred partition (a lease, a retryDelay, delayedProcessing or
 		// windowBuffer) wakes a long-poll when it is due, since no push may
 		// come to wake it.
-		if o.outcome == hotlist.Busy && !o.retryAt.IsZero() && (idle.Due.IsZero() || o.retryAt.Before(idle.Due)) {
-			idle.Due = o.retryAt
+		if o.Outcome == hotlist.Busy && !o.RetryAt.IsZero() && (idle.Due.IsZero() || o.RetryAt.Before(idle.Due)) {
+			idle.Due = o.RetryAt
 		}
 	}
 	if len(claims) == 0 {
@@ -173,94 +154,48 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 	return Popped{Messages: msgs, Claims: claims, LeaseID: leaseID, Wake: idle.Wake, Due: idle.Due}, nil
 }
 
-type candidateOutcome struct {
-	outcome hotlist.Outcome
-	retryAt time.Time
-}
-
 // claim calls queen.pop and returns the claimed partitions with their
 // segments, and the outcome of each candidate it looked at, in order.
-func (s *Store) claim(ctx context.Context, p *PopRequest, q *log.Queue, ids []uuid.UUID, lease pgtype.UUID) ([]Claim, []candidateOutcome, error) {
-	rows, err := s.pool.Query(ctx, `SELECT partition_id, partition_name, outcome, retry_at, batch_start, batch_end,
-			base_offset, frame_count, body, checksum
-		FROM queen.pop(p_tenant => $1, p_queue_id => $2, p_candidates => $3, p_group => $4,
-			p_partitions => $5, p_batch => $6, p_lease_id => $7, p_sub_start => $8, p_max_bytes => $9)`,
-		p.Tenant, pg.ID(q.ID), pg.IDs(ids), p.Group, p.Partitions, p.Batch, lease, p.SubStart, s.maxPopBytes)
-	if err != nil {
-		return nil, nil, fmt.Errorf("pop %q: %w", p.Queue, err)
+func (s *Store) claim(ctx context.Context, p *PopRequest, q *log.Queue, ids []uuid.UUID, leaseID uuid.UUID) ([]db.PopClaim, []db.PopLook, error) {
+	claims, looks, gone, err := s.db.Pop(ctx, &db.PopCall{Tenant: p.Tenant, Queue: p.Queue, QueueID: q.ID,
+		Group: p.Group, Partitions: p.Partitions, Batch: p.Batch, LeaseID: leaseID, SubStart: p.SubStart, MaxBytes: s.maxPopBytes}, ids)
+	if gone {
+		s.log.Invalidate(p.Tenant, p.Queue)
+		s.hot.Forget(q.ID)
 	}
-	defer rows.Close()
-	var claims []Claim
-	var outcomes []candidateOutcome
-	var segs []popSegment
-	for rows.Next() {
-		var (
-			pid                   uuid.UUID
-			name                  pgtype.Text
-			outcome               string
-			retryAt               pgtype.Timestamptz
-			start, end, base, sum pgtype.Int8
-			count                 pgtype.Int4
-			body                  []byte
-		)
-		if err := rows.Scan(&pid, &name, &outcome, &retryAt, &start, &end, &base, &count, &body, &sum); err != nil {
-			return nil, nil, fmt.Errorf("pop %q: %w", p.Queue, err)
-		}
-		switch outcome {
-		case "segment":
-			segs = append(segs, popSegment{base: base.Int64, count: int(count.Int32), body: body, checksum: sum.Int64})
-			continue
-		case "claimed":
-			claims = append(claims, Claim{ID: pid, Name: name.String, batchStart: start.Int64, batchEnd: end.Int64, segments: segs})
-			segs = nil
-			outcomes = append(outcomes, candidateOutcome{hotlist.Claimed, retryAt.Time})
-		case "busy":
-			// A claim that failed after its segments were read voids them.
-			segs = nil
-			outcomes = append(outcomes, candidateOutcome{hotlist.Busy, retryAt.Time})
-		case "empty":
-			outcomes = append(outcomes, candidateOutcome{hotlist.Empty, time.Time{}})
-		case "gone":
-			s.log.Invalidate(p.Tenant, p.Queue)
-			s.hot.Forget(q.ID)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("pop %q: %w", p.Queue, err)
-	}
-	return claims, outcomes, nil
+	return claims, looks, err
 }
 
 // decode turns the claimed segments into messages: only the frames inside
 // each batch, payloads opened when sealed, and never a frame that DELETE
 // /api/v1/messages marked deleted. ends are where each claim's delivered
 // messages end: its batch start when it delivered none.
-func (s *Store) decode(q *log.Queue, claims []Claim, p *PopRequest, leaseID uuid.UUID) (msgs []Message, ends []int64, err error) {
+func (s *Store) decode(q *log.Queue, claims []db.PopClaim, p *PopRequest, leaseID uuid.UUID) (msgs []Message, ends []int64, err error) {
 	lease := ""
 	if !p.AutoAck {
 		lease = leaseID.String()
 	}
 	n := 0
 	for _, c := range claims {
-		n += int(c.batchEnd - c.batchStart)
+		n += int(c.BatchEnd - c.BatchStart)
 	}
 	msgs = make([]Message, 0, n)
 	ends = make([]int64, len(claims))
 	for k, c := range claims {
-		ends[k] = c.batchStart
-		for j := range c.segments {
-			sg := &c.segments[j]
-			frames, err := segment.Decode(sg.body, uint64(sg.checksum), sg.count)
+		ends[k] = c.BatchStart
+		for j := range c.Segments {
+			sg := &c.Segments[j]
+			frames, err := segment.Decode(sg.Body, uint64(sg.Checksum), sg.Count)
 			if err != nil {
-				return nil, nil, fmt.Errorf("queue %q partition %s segment %d: %w", q.Name, c.ID, sg.base, err)
+				return nil, nil, fmt.Errorf("queue %q partition %s segment %d: %w", q.Name, c.ID, sg.Base, err)
 			}
 			// The frames hold their own copy: the stored body can go now,
 			// not with the answer.
-			sg.body = nil
+			sg.Body = nil
 			for i := range frames {
-				off := sg.base + int64(i)
+				off := sg.Base + int64(i)
 				f := &frames[i]
-				if off < c.batchStart || off >= c.batchEnd || f.Deleted() {
+				if off < c.BatchStart || off >= c.BatchEnd || f.Deleted() {
 					continue
 				}
 				ends[k] = off + 1
@@ -290,40 +225,27 @@ func (s *Store) decode(q *log.Queue, claims []Claim, p *PopRequest, leaseID uuid
 // last delivered message, so that acking what was delivered releases the
 // lease, and consumes at once a batch that delivered nothing (auto-ack has
 // moved past them already). It returns the claims that delivered something.
-func (s *Store) trimDeleted(ctx context.Context, p *PopRequest, q *log.Queue, leaseID uuid.UUID, claims []Claim, ends []int64) ([]Claim, error) {
+func (s *Store) trimDeleted(ctx context.Context, p *PopRequest, q *log.Queue, leaseID uuid.UUID, claims []db.PopClaim, ends []int64) ([]db.PopClaim, error) {
 	var ids []uuid.UUID
 	var at []int64
 	kept := claims[:0:0]
 	for i, c := range claims {
-		if ends[i] < c.batchEnd {
+		if ends[i] < c.BatchEnd {
 			ids, at = append(ids, c.ID), append(at, ends[i])
 		}
-		if ends[i] > c.batchStart {
+		if ends[i] > c.BatchStart {
 			kept = append(kept, c)
 		}
 	}
 	if len(ids) == 0 || p.AutoAck {
 		return kept, nil
 	}
-	rows, err := s.pool.Query(ctx, `UPDATE queen.cursors c
-		   SET batch_end = CASE WHEN t.e > c.batch_start THEN t.e ELSE c.batch_end END,
-		       committed = CASE WHEN t.e > c.batch_start THEN c.committed ELSE c.batch_end END,
-		       lease_id = CASE WHEN t.e > c.batch_start THEN c.lease_id END,
-		       lease_expires_at = CASE WHEN t.e > c.batch_start THEN c.lease_expires_at END
-		  FROM unnest($2::uuid[], $3::bigint[]) AS t (pid, e)
-		 WHERE c.partition_id = t.pid AND c.consumer_group = $1 AND c.lease_id = $4
-		RETURNING c.partition_id, c.lease_id IS NULL`, p.Group, pg.IDs(ids), at, leaseID)
-	released, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
-		Partition uuid.UUID
-		Released  bool
-	}])
+	released, err := s.db.EndBatches(ctx, p.Group, leaseID, ids, at)
 	if err != nil {
 		return nil, fmt.Errorf("queue %q: end batches at their deleted messages: %w", q.Name, err)
 	}
-	for _, r := range released {
-		if r.Released {
-			s.log.Announce(q.ID, r.Partition)
-		}
+	for _, pid := range released {
+		s.log.Announce(q.ID, pid)
 	}
 	return kept, nil
 }
@@ -339,11 +261,7 @@ func (s *Store) open(f *segment.Frame) ([]byte, error) {
 // release gives back the leases of a pop whose answer nobody will read, and
 // announces the partitions so that other consumers pick them up.
 func (s *Store) release(ctx context.Context, leaseID uuid.UUID) {
-	rows, _ := s.pool.Query(ctx, `UPDATE queen.cursors c SET lease_id = NULL, lease_expires_at = NULL
-		  FROM queen.partitions p
-		 WHERE c.lease_id = $1 AND p.id = c.partition_id
-		RETURNING p.queue_id, p.id`, leaseID)
-	released, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Queue, Partition uuid.UUID }])
+	released, err := s.db.ReleaseLease(ctx, leaseID)
 	if err != nil {
 		s.logger.Error("release the lease of an abandoned pop", "lease_id", leaseID, "err", err)
 		return

@@ -2,12 +2,10 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/regent-mq/regent/broker/hotlist"
 )
@@ -20,7 +18,7 @@ func (s *Store) Run(ctx context.Context, reseedEvery time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
-		hotlist.Listen(ctx, s.pool.Config().ConnConfig.ConnString(), s.hot, s.logger, s.reseedAll, s.log.ForgetQueueID)
+		hotlist.Listen(ctx, s.db.ConnString(), s.hot, s.logger, s.reseedAll, s.log.ForgetQueueID)
 	})
 	wg.Go(func() { s.log.Run(ctx) })
 	t := time.NewTicker(reseedEvery)
@@ -48,15 +46,9 @@ func (s *Store) reseedAll(ctx context.Context) {
 // seed adds to the hot list the partitions of queueID whose log reaches past
 // group's cursor (or that the group has never read).
 func (s *Store) seed(ctx context.Context, queueID uuid.UUID, group string) error {
-	rows, err := s.pool.Query(ctx, `SELECT p.id FROM queen.partitions p
-		LEFT JOIN queen.cursors c ON c.partition_id = p.id AND c.consumer_group = $2
-		WHERE p.queue_id = $1 AND p.next_offset > 0 AND p.next_offset > COALESCE(c.committed, 0)`, queueID, group)
+	ids, err := s.db.HotPartitions(ctx, queueID, group)
 	if err != nil {
-		return fmt.Errorf("seed hot list: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		return fmt.Errorf("seed hot list: %w", err)
+		return err
 	}
 	s.hot.Seed(queueID, group, ids)
 	return nil

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/regent-mq/regent/broker/db"
 
 	"encoding/json"
@@ -8,10 +9,8 @@ import (
 	"log/slog"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/hotlist"
@@ -27,7 +26,7 @@ func newStore(t testing.TB) *Store {
 	pool := pgtest.New(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, hot := metrics.New(), hotlist.New()
-	return New(pool, log.New(pool, nil, m, hot, logger), m, hot, logger, 64<<20)
+	return New(db.New(pool), log.New(pool, nil, m, hot, logger), m, hot, logger, 64<<20)
 }
 
 // A pop that took a lease but cannot answer (here a segment fails its
@@ -39,20 +38,20 @@ func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testi
 	s := newStore(t)
 	ctx := t.Context()
 	items := []log.Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}}
-	_, segs, err := s.log.Push(ctx, s.pool, "default", "", items)
+	_, segs, err := s.log.Push(ctx, s.db.Conn(), "default", "", items)
 	require.NoError(t, err)
 	s.log.AfterPush(segs)
 	p := &PopRequest{Tenant: "default", Queue: "q", Group: db.QueueMode, Batch: 2, Partitions: 1, SubStart: "all"}
 
-	_, err = s.pool.Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum + 1`)
+	_, err = s.db.Conn().Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum + 1`)
 	require.NoError(t, err)
 	_, err = s.Pop(ctx, p)
 	require.ErrorIs(t, err, segment.ErrCorrupt)
 	var leased int
-	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`).Scan(&leased))
+	require.NoError(t, s.db.Conn().QueryRow(ctx, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`).Scan(&leased))
 	require.Zero(t, leased, "the lease stayed")
 
-	_, err = s.pool.Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum - 1`)
+	_, err = s.db.Conn().Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum - 1`)
 	require.NoError(t, err)
 	got, err := s.Pop(ctx, p)
 	msgs := got.Messages
@@ -72,24 +71,24 @@ func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
 	for i, part := range []string{"a", "a", "b", "b"} {
 		items = append(items, log.Item{Queue: "q", Partition: part, Payload: json.RawMessage(strconv.Itoa(i))})
 	}
-	out, _, err := s.log.Push(ctx, s.pool, "default", "", items)
+	out, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", items)
 	require.NoError(t, err)
 	a, b := out[0].Partition.ID, out[2].Partition.ID
 	q, err := s.log.LookupQueue(ctx, "default", "q")
 	require.NoError(t, err)
-	_, err = s.pool.Exec(ctx, `INSERT INTO queen.cursors (partition_id, consumer_group) VALUES ($1, $2)`, pg.ID(a), db.QueueMode)
+	_, err = s.db.Conn().Exec(ctx, `INSERT INTO queen.cursors (partition_id, consumer_group) VALUES ($1, $2)`, pg.ID(a), db.QueueMode)
 	require.NoError(t, err)
 
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.db.Conn().(*pgxpool.Pool).Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
 	_, err = tx.Exec(ctx, `SELECT FROM queen.cursors WHERE partition_id = $1 FOR UPDATE`, pg.ID(a))
 	require.NoError(t, err)
 
 	p := &PopRequest{Tenant: "default", Queue: "q", Group: db.QueueMode, Batch: 10, Partitions: 2, SubStart: "all"}
-	claims, outcomes, err := s.claim(ctx, p, q, []uuid.UUID{a, b}, pgtype.UUID{Bytes: uuid.New(), Valid: true})
+	claims, outcomes, err := s.claim(ctx, p, q, []uuid.UUID{a, b}, uuid.New())
 	require.NoError(t, err)
-	require.Equal(t, []candidateOutcome{{hotlist.Busy, time.Time{}}, {hotlist.Claimed, outcomes[1].retryAt}}, outcomes)
+	require.Equal(t, []db.PopLook{{Outcome: hotlist.Busy}, {Outcome: hotlist.Claimed, RetryAt: outcomes[1].RetryAt}}, outcomes)
 	require.Len(t, claims, 1)
 	require.Equal(t, b, claims[0].ID)
 	msgs, _, err := s.decode(q, claims, p, uuid.New())

@@ -1,4 +1,4 @@
-package store
+package db
 
 import (
 	"context"
@@ -17,10 +17,10 @@ type Extension struct {
 
 // ExtendLease gives every (partition, group) of tenant holding the live
 // lease leaseID expires = max(expires, now + seconds).
-func (s *Store) ExtendLease(ctx context.Context, tenant string, leaseID uuid.UUID, seconds int) (Extension, error) {
+func (d *DB) ExtendLease(ctx context.Context, tenant string, leaseID uuid.UUID, seconds int) (Extension, error) {
 	var held int
 	var expires pgtype.Timestamptz
-	err := s.pool.QueryRow(ctx, `WITH owned AS (
+	err := d.q.QueryRow(ctx, `WITH owned AS (
 			SELECT c.partition_id, c.consumer_group, c.lease_expires_at
 			  FROM queen.cursors c
 			  JOIN queen.partitions p ON p.id = c.partition_id
