@@ -207,7 +207,7 @@ func (c *fakeCell) Rewind(context.Context, string, string, string, string, time.
 	return celldb.Rewind{}, errors.New("the fake cell does not rewind")
 }
 
-func (c *fakeCell) SourceLoad(context.Context, string, string, string) (celldb.SourceLoad, error) {
+func (c *fakeCell) SourceLoad(context.Context, string, string, string, string) (celldb.SourceLoad, error) {
 	return celldb.SourceLoad{}, c.dbErr
 }
 

@@ -46,7 +46,7 @@ type CellDB interface {
 	Suspend(ctx context.Context, tenant, name, group string, suspended bool) (found bool, err error)
 	Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (celldb.Rewind, error)
 	// SourceLoad reads what the autoscaler needs of a query's source.
-	SourceLoad(ctx context.Context, tenant, source, group string) (celldb.SourceLoad, error)
+	SourceLoad(ctx context.Context, tenant, query, source, group string) (celldb.SourceLoad, error)
 	// The savepoints (controllers/celldb/savepoint.go); Leases counts the
 	// live leases of the query's group, which a drain waits out.
 	TakeSavepoint(ctx context.Context, tenant, name, group, savepoint string, pipeline *string) (celldb.Savepoint, bool, error)

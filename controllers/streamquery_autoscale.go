@@ -39,7 +39,7 @@ func (r *StreamQueryReconciler) autoscale(ctx context.Context, s *step) error {
 	if !s.progressRead {
 		return nil // nothing new to decide on: the last decision holds
 	}
-	load, err := r.DB.SourceLoad(ctx, s.tenant, q.Spec.SourceQueue, consumerGroup(q))
+	load, err := r.DB.SourceLoad(ctx, s.tenant, q.QueryName(), q.Spec.SourceQueue, consumerGroup(q))
 	if err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func (r *StreamQueryReconciler) autoscale(ctx context.Context, s *step) error {
 		Spec: *spec,
 		Now:  time.Now(),
 		Obs: autoscaler.Observation{Lag: *q.Status.Lag, LagSeconds: *q.Status.LagSeconds,
-			PartitionsBehind: load.PartitionsBehind, LastPush: load.LastPush},
+			PartitionsBehind: load.PartitionsBehind, LastPush: load.LastPush, OpenWindows: load.OpenWindows},
 		Interval: r.ResyncInterval,
 	}
 	if b := s.before; b.Lag != nil && b.LagSeconds != nil {

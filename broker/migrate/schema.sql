@@ -256,6 +256,15 @@ CREATE FUNCTION queen_streams.query_lock_cycles(p_tenant text, p_query_id uuid, 
 $$;
 
 --
+-- Name: query_open_windows(text, text, text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.query_open_windows(p_tenant text, p_name text, p_prefix text, p_clock text) RETURNS bigint
+    LANGUAGE sql STABLE
+    AS $$ -- the body of functions/queen_streams.query_open_windows.sql
+$$;
+
+--
 -- Name: query_progress_v2(text, text, text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 

@@ -42,6 +42,9 @@ type Observation struct {
 	PartitionsBehind int64
 	// LastPush is when the source last received a message; nil: never.
 	LastPush *time.Time
+	// OpenWindows counts the pipeline's windows that the workers have
+	// still to emit.
+	OpenWindows int64
 }
 
 // Input is everything a decision depends on.
@@ -88,9 +91,9 @@ func (d Decision) Changed(in Input) bool {
 //     StabilizationWindow since the last change.
 //   - Never more than the source's partitions with data (but never fewer
 //     than minReplicas): beyond them workers find every partition leased.
-//   - To zero, with scaleToZeroAfter, when nothing waits and nothing was
-//     pushed for that long; back to minReplicas at the first resync that
-//     sees the source pushed to again.
+//   - To zero, with scaleToZeroAfter, when nothing waits, no window is left
+//     to emit and nothing was pushed for that long; back to minReplicas at
+//     the first resync that sees the source pushed to again.
 func Decide(in Input) Decision {
 	s, now := in.Spec, in.Now
 	hi := s.MaxReplicas
@@ -125,7 +128,7 @@ func Decide(in Input) Decision {
 		return set(n, ReasonStarted, "autoscaling starts at %d workers (minReplicas %d, maxReplicas %d, %d running)", n, lo, hi, in.Running)
 	}
 	if quiet, idle := quiet(in, st); quiet {
-		return set(0, ReasonScaledToZero, "nothing was pushed to the source for %s and nothing waits (scaleToZeroAfter %s): %d workers, scaled to zero",
+		return set(0, ReasonScaledToZero, "nothing was pushed to the source for %s, nothing waits and no window is left to emit (scaleToZeroAfter %s): %d workers, scaled to zero",
 			idle.Round(time.Second), s.ScaleToZeroAfter.Duration, cur)
 	}
 	switch {
@@ -176,11 +179,16 @@ func Decide(in Input) Decision {
 // since the autoscaler last changed the replicas). At zero it stays quiet
 // until something waits or is pushed after the scale to zero. It returns
 // how long it has been quiet.
+//
+// A window left open is not quiet: once the source stops, only a running
+// worker's idle flush emits it, and at zero it would wait for the next
+// push, however long that takes.
 func quiet(in Input, st v1.AutoscaleStatus) (bool, time.Duration) {
 	after, push := in.Spec.ScaleToZeroAfter, in.Obs.LastPush
 	// Partitions behind rather than the lag: the lag counts offsets that
 	// retention removed, which no worker can pop.
-	if after == nil || in.Obs.PartitionsBehind > 0 || st.LastScaleTime == nil {
+	if after == nil || in.Obs.PartitionsBehind > 0 || st.LastScaleTime == nil ||
+		(st.Replicas > 0 && in.Obs.OpenWindows > 0) {
 		return false, 0
 	}
 	since := st.LastScaleTime.Time

@@ -205,6 +205,22 @@ func TestAQuietSourceScalesToZeroAndNewDataWakesMinReplicas(t *testing.T) {
 	want(t, "busy without a lag", s.quietFor(3, &pushed), []int32{2, 2, 2})
 }
 
+// Windows left open keep the workers past scaleToZeroAfter: only a running
+// worker's idle flush emits them once the source is quiet. Zero comes at
+// the first resync that finds them all emitted.
+func TestOpenWindowsKeepTheWorkersUntilTheyAreEmitted(t *testing.T) {
+	sp := spec(1, 4, 30)
+	sp.ScaleToZeroAfter = &metav1.Duration{Duration: time.Minute}
+	s := newSim(t, sp)
+	pushed := s.now
+	open := autoscaler.Observation{LastPush: &pushed, OpenWindows: 40}
+	want(t, "windows open", s.series(open, open, open, open, open), []int32{1, 1, 1, 1, 1})
+	want(t, "emitted", s.quietFor(1, &pushed), []int32{0})
+	if s.reasons[len(s.reasons)-1] != autoscaler.ReasonScaledToZero {
+		t.Fatalf("reasons %v, want ScaledToZero last", s.reasons)
+	}
+}
+
 // Without scaleToZeroAfter the workers stay at minReplicas however quiet.
 func TestWithoutScaleToZeroAfterTheWorkersStayAtMinReplicas(t *testing.T) {
 	s := newSim(t, spec(1, 4, 30))

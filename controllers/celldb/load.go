@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/regent-mq/regent/pipeline"
 )
 
 // SourceLoad is how loaded a query's source queue is: what the autoscaler
@@ -16,16 +18,21 @@ type SourceLoad struct {
 	// LastPush is when a message was last pushed to the source; nil when
 	// none ever was.
 	LastPush *time.Time
+	// OpenWindows counts the windows of the query's pipeline that its
+	// workers have still to emit.
+	OpenWindows int64
 }
 
 // SourceLoad reads the load of the tenant's queue source for consumer group
-// group (queen_streams.query_source_load). A queue that does not exist yet
-// has no load.
-func (d *DB) SourceLoad(ctx context.Context, tenant, source, group string) (SourceLoad, error) {
+// group (queen_streams.query_source_load), and the open windows of query
+// (queen_streams.query_open_windows), in one round trip. A queue that does
+// not exist yet has no load.
+func (d *DB) SourceLoad(ctx context.Context, tenant, query, source, group string) (SourceLoad, error) {
 	var l SourceLoad
-	err := d.pool.QueryRow(ctx, `SELECT partitions_behind, last_push
-  FROM queen_streams.query_source_load(p_tenant => $1, p_source => $2, p_group => $3)`,
-		tenant, source, group).Scan(&l.PartitionsBehind, &l.LastPush)
+	err := d.pool.QueryRow(ctx, `SELECT l.partitions_behind, l.last_push,
+       queen_streams.query_open_windows(p_tenant => $1, p_name => $4, p_prefix => $5, p_clock => $6)
+  FROM queen_streams.query_source_load(p_tenant => $1, p_source => $2, p_group => $3) l`,
+		tenant, source, group, query, pipeline.Prefix, pipeline.ClockKey).Scan(&l.PartitionsBehind, &l.LastPush, &l.OpenWindows)
 	if err != nil {
 		return l, fmt.Errorf("load of source %q of tenant %q: %w", source, tenant, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/pipeline"
 )
 
 // A partition counts while the group has messages there left to pop:
@@ -22,7 +23,7 @@ func TestPartitionsBehindCountsThePartitionsWithMessagesTheGroupHasNotConsumed(t
 		('0193f0c4-0000-7000-8000-000000000002', 'streams.q', 4),
 		('0193f0c4-0000-7000-8000-000000000003', 'streams.q', 5),
 		('0193f0c4-0000-7000-8000-000000000004', 'other-group', 3)`)
-	l, err := db.SourceLoad(ctx, auth.DefaultTenant, "src", "streams.q")
+	l, err := db.SourceLoad(ctx, auth.DefaultTenant, "q", "src", "streams.q")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,15 +33,38 @@ func TestPartitionsBehindCountsThePartitionsWithMessagesTheGroupHasNotConsumed(t
 	if l.LastPush == nil || time.Since(*l.LastPush) < 59*time.Minute || time.Since(*l.LastPush) > 61*time.Minute {
 		t.Errorf("last push = %v, want an hour ago (the newest partition's)", l.LastPush)
 	}
-	if other, err := db.SourceLoad(ctx, "acme", "src", "streams.q"); err != nil || other.PartitionsBehind != 0 || other.LastPush != nil {
+	if other, err := db.SourceLoad(ctx, "acme", "q", "src", "streams.q"); err != nil || other.PartitionsBehind != 0 || other.LastPush != nil {
 		t.Errorf("another tenant's queue of the same name has load %+v (%v), want none", other, err)
 	}
 }
 
 func TestASourceThatDoesNotExistYetHasNoLoad(t *testing.T) {
 	_, db, _ := setup(t)
-	l, err := db.SourceLoad(ctx, auth.DefaultTenant, "absent", "streams.q")
+	l, err := db.SourceLoad(ctx, auth.DefaultTenant, "q", "absent", "streams.q")
 	if err != nil || l.PartitionsBehind != 0 || l.LastPush != nil {
 		t.Fatalf("load %+v (%v), want none", l, err)
+	}
+}
+
+// Open windows are the query's state rows under the pipeline's prefix, but
+// each partition's clock row, and only the tenant's query of that name.
+func TestOpenWindowsAreThePipelinesStateRowsButTheClock(t *testing.T) {
+	b, db, mine := setup(t)
+	exec(t, b, `INSERT INTO queen_streams.queries (id, tenant, name, source_queue, config_hash) VALUES
+		('0193f0c4-0000-7000-8000-0000000000a2', 'acme', 'q', 'src', 'h')`)
+	state := func(query, partition, key string) {
+		exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, $2, $3, '{}')`, query, partition, key)
+	}
+	theirs := "0193f0c4-0000-7000-8000-0000000000a2"
+	p1, p2 := "0193f0c4-0000-7000-8000-0000000000b1", "0193f0c4-0000-7000-8000-0000000000b2"
+	state(mine, p1, pipeline.ClockKey)
+	state(mine, p2, pipeline.ClockKey)
+	state(mine, p1, pipeline.Prefix+"2026-08-17T10:00:00Z\u001fk1")
+	state(mine, p2, pipeline.Prefix+"2026-08-17T10:01:00Z\u001fk2")
+	state(mine, p2, "user-key") // not the pipeline's
+	state(theirs, p1, pipeline.Prefix+"2026-08-17T10:00:00Z\u001fk1")
+	l, err := db.SourceLoad(ctx, auth.DefaultTenant, "q", "src", "streams.q")
+	if err != nil || l.OpenWindows != 2 {
+		t.Fatalf("open windows = %d (%v), want 2", l.OpenWindows, err)
 	}
 }
