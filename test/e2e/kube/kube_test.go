@@ -13,12 +13,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -477,6 +479,289 @@ spec:
 	// The owner references: deleting the StreamQuery collects its workers.
 	kubectl(t, "-n", ns, "delete", "streamquery/counts", "--wait=true", "--timeout=60s")
 	kubectl(t, "-n", ns, "wait", "--for=delete", "deployment/counts-worker", "configmap/counts-worker", "secret/counts-worker", "--timeout=60s")
+}
+
+// An autoscaled StreamQuery's workers scale out under a burst, count every
+// event exactly once while pods come and go, and scale to zero once the
+// source is quiet. The burst waits while the query is suspended, so that it
+// is there at once when the workers start (one worker folds some 10,000
+// events a second here, faster than a push loop fills the source). The log
+// line gives the figures: time to scale out, peak lag, and time back to zero.
+func TestAnAutoscaledStreamQueryScalesOutUnderABurstAndToZeroWhenQuiet(t *testing.T) {
+	need(t)
+	const ns, events, partitions = "autoscale-e2e", 300000, 8
+	manifest := filepath.Join(t.TempDir(), "query.yaml")
+	if err := os.WriteFile(manifest, []byte(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: `+ns+`
+  labels:
+    pod-security.kubernetes.io/enforce: restricted
+---
+apiVersion: streams.regent.dev/v1alpha1
+kind: StreamQuery
+metadata:
+  name: burst
+  namespace: `+ns+`
+spec:
+  sourceQueue: e2e.burst
+  sinkQueue: e2e.burst-counts
+  deletionPolicy: Delete
+  suspend: true
+  pipeline:
+    keyBy: "payload.key"
+    eventTime: "payload.ts"
+    window: {type: Tumbling, size: 60s, idleFlush: 3s}
+    aggregate: [{name: count, fn: count}]
+  workers:
+    autoscale: {minReplicas: 1, maxReplicas: 4, targetLagSeconds: 5, scaleToZeroAfter: 20s}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "apply", "-f", manifest)
+	t.Cleanup(func() { _, _ = stack.Kubectl("", "delete", "--wait=true", "--timeout=90s", "-f", manifest) })
+	for deadline := time.Now().Add(120 * time.Second); kubectl(t, "-n", ns, "get", "streamquery/burst", "-o", "jsonpath={.status.queryId}") == ""; {
+		if time.Now().After(deadline) {
+			t.Fatal("the suspended query was not registered within 120 s")
+		}
+		time.Sleep(time.Second)
+	}
+
+	// The status, sampled every second from the burst on.
+	type sample struct {
+		at              time.Duration
+		desired, ready  int
+		lag, lagSeconds int64
+	}
+	var (
+		mu      sync.Mutex
+		samples []sample
+	)
+	watch, stop := context.WithCancel(context.Background())
+	defer stop()
+	var start time.Time
+	sampling := func() {
+		for watch.Err() == nil {
+			out, err := stack.Kubectl("", "-n", ns, "get", "streamquery/burst", "-o",
+				"jsonpath={.status.workers.desired} {.status.workers.ready} {.status.lag} {.status.lagSeconds}")
+			var s sample
+			if n, _ := fmt.Sscan(out, &s.desired, &s.ready, &s.lag, &s.lagSeconds); err == nil && n >= 2 {
+				s.at = time.Since(start)
+				mu.Lock()
+				samples = append(samples, s)
+				mu.Unlock()
+			}
+			time.Sleep(time.Second)
+		}
+	}
+
+	base := time.Date(2026, 8, 17, 10, 0, 0, 0, time.UTC).UnixMilli()
+	api := brokertest.At(broker)
+	pushing := time.Now()
+	for b := 0; b < events; b += 1000 {
+		items := make([]map[string]any, 0, 1000)
+		for i := b; i < b+1000; i++ {
+			items = append(items, map[string]any{
+				"queue": "e2e.burst", "partition": fmt.Sprintf("p%d", i%partitions),
+				"payload": map[string]any{"key": fmt.Sprintf("k%d", i%5), "ts": base + int64(i)*10},
+			})
+		}
+		if r := api.Do(t, "POST", "/api/v1/push", token, map[string]any{"items": items}); r.Status != http.StatusCreated {
+			t.Fatalf("push = %d %s", r.Status, r.Body)
+		}
+	}
+	pushed := time.Since(pushing)
+	start = time.Now()
+	go sampling()
+	kubectl(t, "-n", ns, "patch", "streamquery/burst", "--type=merge", "-p", `{"spec":{"suspend":false}}`)
+	counted := api.SinkCounts(t, "e2e.burst-counts", "e2e", token, events, 240*time.Second)
+	drained := time.Since(start)
+	if counted != events {
+		t.Fatalf("the sink counted %d events, want exactly %d", counted, events)
+	}
+	// Back to zero once nothing is pushed for scaleToZeroAfter.
+	deadline := time.Now().Add(120 * time.Second)
+	for kubectl(t, "-n", ns, "get", "streamquery/burst", "-o", "jsonpath={.status.workers.desired}") != "0" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the workers did not scale to zero 120 s after the burst was counted; events:\n%s",
+				kubectl(t, "-n", ns, "get", "events", "--field-selector", "involvedObject.name=burst"))
+		}
+		time.Sleep(time.Second)
+	}
+	zero := time.Since(start)
+	stop()
+
+	mu.Lock()
+	defer mu.Unlock()
+	var out time.Duration
+	var peak sample
+	for _, s := range samples {
+		if out == 0 && s.desired > 1 {
+			out = s.at
+		}
+		peak.desired, peak.ready = max(peak.desired, s.desired), max(peak.ready, s.ready)
+		peak.lag, peak.lagSeconds = max(peak.lag, s.lag), max(peak.lagSeconds, s.lagSeconds)
+	}
+	t.Logf("burst of %d events on %d partitions (pushed in %.1f s while suspended); from the resume: scaled out at %.1f s, "+
+		"to %d desired (%d ready) at most; peak lag %d messages, %d s; counted exactly once by %.1f s; "+
+		"back to zero at %.1f s (%.1f s after the last event was counted)",
+		events, partitions, pushed.Seconds(), out.Seconds(), peak.desired, peak.ready, peak.lag, peak.lagSeconds,
+		drained.Seconds(), zero.Seconds(), (zero - drained).Seconds())
+	if out == 0 || peak.desired < 2 {
+		t.Fatalf("the burst never scaled the workers out (peak desired %d); events:\n%s", peak.desired,
+			kubectl(t, "-n", ns, "get", "events", "--field-selector", "involvedObject.name=burst"))
+	}
+	r := api.Do(t, "GET", "/api/v1/pop/queue/e2e.burst-counts?batch=100&wait=true&timeout=3000&autoAck=true&consumerGroup=e2e", token, nil)
+	if r.Status != http.StatusNoContent {
+		t.Fatalf("after all %d events were counted the sink still answers %d %s", events, r.Status, r.Body)
+	}
+}
+
+// An upgrade under upgradeMode Savepoint and a rollback to the savepoint,
+// done with kubectl as a user does them, keep the sink exact: the old
+// pipeline's windows (aggregate "count") hold every event exactly once,
+// the ones it folded before the upgrade and the ones it folds again after
+// the rollback, and the new pipeline's windows (aggregate "total") are
+// each emitted at most once.
+func TestAnUpgradeThroughASavepointAndARollbackKeepTheSinkExact(t *testing.T) {
+	need(t)
+	const ns, half, partitions = "upgrade-e2e", 2000, 4
+	query := func(aggregate, size, restore string) string {
+		if restore != "" {
+			restore = "\n  restoreFrom: " + restore
+		}
+		return `apiVersion: streams.regent.dev/v1alpha1
+kind: StreamQuery
+metadata:
+  name: upgraded
+  namespace: ` + ns + `
+spec:
+  sourceQueue: e2e.up
+  sinkQueue: e2e.up-out
+  deletionPolicy: Delete
+  upgradeMode: Savepoint` + restore + `
+  pipeline:
+    keyBy: "payload.key"
+    eventTime: "payload.ts"
+    window: {type: Tumbling, size: ` + size + `, idleFlush: 3s}
+    aggregate: [{name: ` + aggregate + `, fn: count}]
+  workers:
+    replicas: 2
+`
+	}
+	apply := func(doc string) {
+		t.Helper()
+		f := filepath.Join(t.TempDir(), "query.yaml")
+		if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		kubectl(t, "apply", "-f", f)
+	}
+	apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n  labels:\n    pod-security.kubernetes.io/enforce: restricted\n")
+	t.Cleanup(func() { _, _ = stack.Kubectl("", "delete", "namespace", ns, "--wait=true", "--timeout=120s") })
+	apply(query("count", "60s", ""))
+	status := func(path string) string {
+		return kubectl(t, "-n", ns, "get", "streamquery/upgraded", "-o", "jsonpath="+path)
+	}
+	until := func(what string, within time.Duration, done func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(within); !done(); time.Sleep(time.Second) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within %s; the query's events:\n%s", what, within,
+					kubectl(t, "-n", ns, "get", "events", "--field-selector", "involvedObject.name=upgraded"))
+			}
+		}
+	}
+	kubectl(t, "-n", ns, "wait", "--for=condition=WorkersReady", "streamquery/upgraded", "--timeout=180s")
+
+	api := brokertest.At(broker)
+	base := time.Date(2026, 8, 17, 10, 0, 0, 0, time.UTC).UnixMilli()
+	push := func(from int) {
+		t.Helper()
+		items := make([]map[string]any, 0, half)
+		for i := from; i < from+half; i++ {
+			items = append(items, map[string]any{"queue": "e2e.up", "partition": fmt.Sprintf("p%d", i%partitions),
+				"payload": map[string]any{"key": fmt.Sprintf("k%d", i%5), "ts": base + int64(i)*1000}})
+		}
+		if r := api.Do(t, "POST", "/api/v1/push", token, map[string]any{"items": items}); r.Status != http.StatusCreated {
+			t.Fatalf("push = %d %s", r.Status, r.Body)
+		}
+	}
+	caughtUp := func() bool { return status("{.status.lag}") == "0" }
+
+	// The old pipeline folds the first half.
+	push(0)
+	until("the old pipeline consumes the first half", 120*time.Second, caughtUp)
+	// The upgrade: drain, savepoint, reset, the new pipeline's workers.
+	apply(query("total", "120s", ""))
+	until("the upgrade takes its savepoint", 180*time.Second, func() bool { return status("{.status.savepoints[*].name}") != "" })
+	savepoint := strings.Fields(status("{.status.savepoints[*].name}"))[0]
+	kubectl(t, "-n", ns, "wait", "--for=condition=WorkersReady", "streamquery/upgraded", "--timeout=180s")
+	push(half)
+	until("the new pipeline consumes the second half", 120*time.Second, caughtUp)
+	// The rollback: the old pipeline folds the second half again, from
+	// the savepoint's state and positions.
+	apply(query("total", "120s", savepoint))
+	until("the rollback", 180*time.Second, func() bool { return status("{.status.lastRestore.savepoint}") == savepoint })
+	kubectl(t, "-n", ns, "wait", "--for=condition=WorkersReady", "streamquery/upgraded", "--timeout=180s")
+
+	type window struct {
+		Key         string          `json:"key"`
+		WindowStart json.RawMessage `json:"windowStart"`
+		Count       *int64          `json:"count"`
+		Total       *int64          `json:"total"`
+	}
+	seen := map[string]int{}
+	var counted, totals int64
+	quiet := 0
+	for deadline := time.Now().Add(180 * time.Second); quiet < 3; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the old pipeline's windows hold %d events 180 s after the rollback, want %d", counted, 2*half)
+		}
+		r := api.Do(t, "GET", "/api/v1/pop/queue/e2e.up-out?batch=100&wait=true&timeout=2000&autoAck=true&consumerGroup=e2e", token, nil)
+		if r.Status == http.StatusNoContent {
+			if counted >= 2*half {
+				quiet++
+			}
+			continue
+		}
+		var pop struct {
+			Messages []struct {
+				Partition string `json:"partition"`
+				Data      window `json:"data"`
+			} `json:"messages"`
+		}
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &pop) != nil {
+			t.Fatalf("pop the sink = %d %s", r.Status, r.Body)
+		}
+		for _, m := range pop.Messages {
+			w := m.Data
+			switch {
+			case w.Count != nil:
+				counted += *w.Count
+				seen["count "+m.Partition+"/"+w.Key+"/"+string(w.WindowStart)]++
+			case w.Total != nil:
+				totals += *w.Total
+				seen["total "+m.Partition+"/"+w.Key+"/"+string(w.WindowStart)]++
+			default:
+				t.Fatalf("a sink message of neither pipeline: %+v", w)
+			}
+		}
+	}
+	for id, n := range seen {
+		if n > 1 {
+			t.Errorf("window %s emitted %d times", id, n)
+		}
+	}
+	t.Logf("savepoint %s; the old pipeline's windows hold %d events (want %d: the first half folded before the upgrade, "+
+		"the second after the rollback), the new pipeline's %d (of the %d it saw; its open windows went with the rollback)",
+		savepoint, counted, 2*half, totals, half)
+	if counted != 2*half {
+		t.Fatalf("the old pipeline's windows hold %d events, want exactly %d", counted, 2*half)
+	}
+	if totals == 0 || totals > half {
+		t.Fatalf("the new pipeline's windows hold %d events, want some and at most %d", totals, half)
+	}
 }
 
 // helm uninstall removes the release's workloads, and keeps the CRDs (and so
