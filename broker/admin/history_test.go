@@ -78,6 +78,10 @@ type cycleHistory struct {
 func TestQueryCyclesHistoryCountsCommittedAndRefusedCycles(t *testing.T) {
 	t.Parallel()
 	b := start(t, fastFlush("r1"))
+	// In secure mode the tenant registers queries under a grant.
+	_, err := b.Pool.Exec(context.Background(), `INSERT INTO queen_streams.quota (tenant, enabled) VALUES ($1, true)
+		ON CONFLICT (tenant) DO NOTHING`, b.Tenant)
+	require.NoError(t, err)
 	var reg struct {
 		QueryID string `json:"query_id"`
 	}
