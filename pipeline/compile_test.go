@@ -149,6 +149,34 @@ func TestAStatelessPipelineEmitsEachEventThatPassesTheFilter(t *testing.T) {
 	}
 }
 
+// After an upgrade and a rollback, two pipelines of one query emit into
+// one sink: their outputs must not share transaction ids, or the broker
+// would store the second as a duplicate of the first.
+func TestTheOutputsOfTwoPipelinesOfOneQueryHaveDistinctTransactionIds(t *testing.T) {
+	emit := func(spec v1.Pipeline) string {
+		t.Helper()
+		p, err := Compile(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := p.NewShard(Scope{QueryID: "q", PartitionID: "pid", Partition: "p0", Sink: "out"}, nil)
+		s.Fold([]Event{{Data: json.RawMessage(`{"customer":"acme","amount":3}`), TransactionID: "a", CreatedAt: time.UnixMilli(1760000000123)}})
+		_, pushes, err := s.Commit(nil)
+		if err != nil || len(pushes) != 1 {
+			t.Fatalf("pushes %+v, %v", pushes, err)
+		}
+		return pushes[0].TransactionID
+	}
+	a := v1.Pipeline{Filter: "payload.amount > 0"}
+	b := v1.Pipeline{Filter: "payload.amount > 1"}
+	if emit(a) != emit(a) {
+		t.Fatal("one pipeline's output got two transaction ids")
+	}
+	if emit(a) == emit(b) {
+		t.Fatal("two pipelines' outputs share a transaction id")
+	}
+}
+
 func TestLateEventsGoToTheLateQueueWhenOneIsNamed(t *testing.T) {
 	spec := mustParse(t, ordersYAML)
 	spec.Late, spec.Having, spec.Filter = "orders.late", "", ""

@@ -605,12 +605,17 @@ func (s *Shard) lateEvent(e *Event) {
 		TransactionID: s.txid("l", e.TransactionID)})
 }
 
-// txid is an output's transaction id: the same output of the same query
-// and source partition always gets the same one, and the broker stores a
-// transaction id once per sink partition, so no path emits anything twice.
+// txid is an output's transaction id: the same output of the same
+// pipeline (its config hash), query and source partition always gets the
+// same one, and the broker stores a transaction id once per sink
+// partition, so no path emits anything twice, a fold again after a
+// rollback to a savepoint included. Another pipeline's output is another
+// output: after an upgrade and a rollback both pipelines emit windows of
+// the same start and key into one sink, and the second must not be taken
+// for a duplicate of the first.
 func (s *Shard) txid(kind string, parts ...string) string {
 	h := sha256.New()
-	for _, p := range append([]string{s.scope.QueryID, s.scope.PartitionID}, parts...) {
+	for _, p := range append([]string{s.p.Hash, s.scope.QueryID, s.scope.PartitionID}, parts...) {
 		h.Write([]byte(p))
 		h.Write([]byte{0})
 	}

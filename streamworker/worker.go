@@ -66,9 +66,10 @@
 //     a cycle creates carry no precondition; they did not exist when it
 //     read, and only a cycle that read the clock row after them could have
 //     seen them.
-//   - Each emit carries a deterministic transactionId (the query, the source
-//     partition, the window start and key; or the source message for a
-//     stateless or late output), and the broker stores a transaction id
+//   - Each emit carries a deterministic transactionId (the pipeline's config
+//     hash, the query, the source partition, the window start and key; or
+//     the source message for a stateless or late output), and the broker
+//     stores a transaction id
 //     only once per sink partition: a retried flush whose answer was lost
 //     is answered "duplicate", and no path stores an output twice.
 //
