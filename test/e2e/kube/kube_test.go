@@ -103,7 +103,7 @@ func setUp() error {
 operator:
   image:
     repository: %[1]s/regent-operator
-  resyncInterval: 10s
+  resyncInterval: 5s
 worker:
   image:
     repository: %[1]s/regent-worker
@@ -484,12 +484,15 @@ spec:
 // An autoscaled StreamQuery's workers scale out under a burst, count every
 // event exactly once while pods come and go, and scale to zero once the
 // source is quiet. The burst waits while the query is suspended, so that it
-// is there at once when the workers start (one worker folds some 10,000
-// events a second here, faster than a push loop fills the source). The log
-// line gives the figures: time to scale out, peak lag, and time back to zero.
+// is there at once when the workers start (one worker folds 10,000 to
+// 40,000 events a second here, faster than a push loop fills the source),
+// and it is large enough to outlast two of the operator's resyncs (5 s
+// here) however fast the worker: the resume's first decision starts the
+// workers, the next one scales them out. The log line gives the figures:
+// time to scale out, peak lag, and time back to zero.
 func TestAnAutoscaledStreamQueryScalesOutUnderABurstAndToZeroWhenQuiet(t *testing.T) {
 	need(t)
-	const ns, events, partitions = "autoscale-e2e", 300000, 8
+	const ns, events, partitions = "autoscale-e2e", 600000, 8
 	manifest := filepath.Join(t.TempDir(), "query.yaml")
 	if err := os.WriteFile(manifest, []byte(`apiVersion: v1
 kind: Namespace
