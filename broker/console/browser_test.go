@@ -69,6 +69,20 @@ func (b tab) do(steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// press clicks the element sel names from inside the page, in one step: a
+// button whose action renders the page again is gone by the time a mouse
+// click through the protocol looks at it once more.
+func (b tab) press(sel string) {
+	b.t.Helper()
+	js, err := json.Marshal(sel)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if !run(b, chromedp.Evaluate[bool](`(() => { const e = document.querySelector(`+string(js)+`); if (!e) return false; e.click(); return true; })()`)) {
+		b.t.Fatalf("browser: no %s to press", sel)
+	}
+}
+
 func run[T any](b tab, a chromedp.Action[T]) T {
 	b.t.Helper()
 	v, err := chromedp.Run(b.ctx, a)
@@ -80,8 +94,22 @@ func run[T any](b tab, a chromedp.Action[T]) T {
 
 func (b tab) text(sel string) string {
 	b.t.Helper()
-	b.do(chromedp.WaitVisible(chromedp.CSS(sel)))
-	return run(b, chromedp.Text(chromedp.CSS(sel)))
+	// One step in the page, not a node looked up and then read: after an
+	// action the page draws itself again, and a node found before that is
+	// gone when it is read.
+	js, err := json.Marshal(sel)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	expr := `(() => { const e = document.querySelector(` + string(js) + `); return e && e.getClientRects().length ? e.innerText : null; })()`
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if text := run(b, chromedp.Evaluate[*string](expr)); text != nil {
+			return *text
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("browser: %s never showed", sel)
+		}
+	}
 }
 
 // open loads a page of the console and waits until its script has drawn it.

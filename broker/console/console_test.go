@@ -512,7 +512,7 @@ func TestADeadLetterIsDeletedFromTheDeadLetterPageAfterAsking(t *testing.T) {
 	tab.do(chromedp.Click(chromedp.CSS(`button[data-delete="shop-orders-tx-0"]`)))
 	tab.waitText(`section[data-panel="Dead letters"]`, "Delete the message for every group?")
 	tab.shot("dead-letter-delete")
-	tab.do(chromedp.Click(chromedp.CSS(`button[data-confirm="shop-orders-tx-0"]`)))
+	tab.press(`button[data-confirm="shop-orders-tx-0"]`)
 	tab.waitText(`section[data-panel="Dead letters"][data-state]`, "No dead letters.")
 	var d struct {
 		Total    int `json:"total"`
@@ -623,7 +623,7 @@ func TestADeadLetterIsRetriedThenDeliveredAgain(t *testing.T) {
 	tab.do(chromedp.Click(chromedp.CSS(`button[data-retry="shop-orders-tx-0"]`)))
 	tab.waitText(`section[data-panel="Dead letters"]`, "Push the payload again to shop-orders/Default")
 	tab.shot("dead-letter-retry")
-	tab.do(chromedp.Click(chromedp.CSS(`button[data-confirm="shop-orders-tx-0"][data-action="Retry"]`)))
+	tab.press(`button[data-confirm="shop-orders-tx-0"][data-action="Retry"]`)
 	tab.waitText(`section[data-panel="Dead letters"][data-state]`, "No dead letters.")
 	// shop-audit had consumed only the message it dead-lettered: it is
 	// delivered the retried one next.
