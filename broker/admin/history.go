@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -36,20 +35,6 @@ func (h *History) Routes() []server.Route {
 	}
 }
 
-// history reads a history route's window: from and to (the last hour), in
-// the analytics routes' buckets.
-func history(r *http.Request) (db.History, error) {
-	from, to, err := timeRange(r, time.Hour)
-	if err != nil {
-		return db.History{}, err
-	}
-	return db.History{From: from, To: to, Width: bucketWidth(to.Sub(from))}, nil
-}
-
-func historyJSON(h db.History) (map[string]string, int) {
-	return map[string]string{"from": instantOf(h.From), "to": instantOf(h.To)}, int(h.Width / time.Minute)
-}
-
 type lagRow struct {
 	Bucket        string  `json:"bucket"`
 	ConsumerGroup string  `json:"consumerGroup"`
@@ -61,21 +46,15 @@ type lagRow struct {
 // of the queue's consumer groups, in messages and in the seconds its oldest
 // unconsumed message waited, by bucket (the bucket's largest sample).
 func (h *History) handleGroupLag(w http.ResponseWriter, r *http.Request) {
-	queue := r.URL.Query().Get("queue")
-	if queue == "" {
-		httpx.Fail(w, httpx.BadRequest("queue is required"))
-		return
+	win, err := window(r)
+	if err == nil && win.Queue == "" {
+		err = httpx.BadRequest("queue is required")
 	}
-	if err := httpx.CheckTexts("queue", queue); err != nil {
-		httpx.Fail(w, err)
-		return
-	}
-	win, err := history(r)
 	if err != nil {
 		httpx.Fail(w, err)
 		return
 	}
-	rows, err := h.db.GroupLag(r.Context(), tenant(r), queue, win)
+	rows, err := h.db.GroupLag(r.Context(), tenant(r), win)
 	if err != nil {
 		fail(h.log, w, r, err)
 		return
@@ -87,9 +66,8 @@ func (h *History) handleGroupLag(w http.ResponseWriter, r *http.Request) {
 		groups = append(groups, g.Group)
 	}
 	slices.Sort(groups)
-	span, minutes := historyJSON(win)
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"timeRange": span, "bucketMinutes": minutes, "queue": queue,
-		"groups": slices.Compact(groups), "series": series})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"timeRange": timeRangeJSON(win), "bucketMinutes": bucketMinutes(win),
+		"queue": win.Queue, "groups": slices.Compact(groups), "series": series})
 }
 
 type cycleRow struct {
@@ -106,7 +84,7 @@ func (h *History) handleQueryCycles(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, httpx.BadRequest("queryId must be a query's id (a UUID), not %q", r.URL.Query().Get("queryId")))
 		return
 	}
-	win, err := history(r)
+	win, err := window(r)
 	if err != nil {
 		httpx.Fail(w, err)
 		return
@@ -120,6 +98,6 @@ func (h *History) handleQueryCycles(w http.ResponseWriter, r *http.Request) {
 	for i, c := range rows {
 		series[i] = cycleRow{Bucket: bucketKey(c.Bucket), Cycles: c.Cycles, Refused: c.Refused}
 	}
-	span, minutes := historyJSON(win)
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"timeRange": span, "bucketMinutes": minutes, "queryId": id, "series": series})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"timeRange": timeRangeJSON(win), "bucketMinutes": bucketMinutes(win),
+		"queryId": id, "series": series})
 }
