@@ -175,6 +175,26 @@ func kubectl(t *testing.T, args ...string) string {
 	return out
 }
 
+// kubectlApply applies doc, a manifest, with kubectl.
+func kubectlApply(t *testing.T, doc string) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "manifest.yaml")
+	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "apply", "-f", f)
+}
+
+// applyInNamespace applies doc in a namespace of its own under the
+// restricted Pod Security Standard, which the test's end deletes with all
+// it holds.
+func applyInNamespace(t *testing.T, ns, doc string) {
+	t.Helper()
+	kubectlApply(t, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: "+ns+
+		"\n  labels:\n    pod-security.kubernetes.io/enforce: restricted\n---\n"+doc)
+	t.Cleanup(func() { _, _ = stack.Kubectl("", "delete", "namespace", ns, "--wait=true", "--timeout=120s") })
+}
+
 // The migration hook Job runs before any broker pod (they start with
 // REGENT_MIGRATE=false) and helm install --wait only returns once it
 // succeeded and every pod is Ready.
@@ -420,15 +440,7 @@ func brokerPods(t *testing.T) map[string]string {
 func TestAStreamQueryWithAPipelineRunsItsWorkerPods(t *testing.T) {
 	need(t)
 	const ns, events = "pipeline-e2e", 600
-	manifest := filepath.Join(t.TempDir(), "query.yaml")
-	if err := os.WriteFile(manifest, []byte(`apiVersion: v1
-kind: Namespace
-metadata:
-  name: `+ns+`
-  labels:
-    pod-security.kubernetes.io/enforce: restricted
----
-apiVersion: streams.regent.dev/v1alpha1
+	applyInNamespace(t, ns, `apiVersion: streams.regent.dev/v1alpha1
 kind: StreamQuery
 metadata:
   name: counts
@@ -444,11 +456,7 @@ spec:
     aggregate: [{name: count, fn: count}]
   workers:
     replicas: 2
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	kubectl(t, "apply", "-f", manifest)
-	t.Cleanup(func() { _, _ = stack.Kubectl("", "delete", "--wait=true", "--timeout=90s", "-f", manifest) })
+`)
 	kubectl(t, "-n", ns, "wait", "--for=condition=WorkersReady", "streamquery/counts", "--timeout=180s")
 	if got := kubectl(t, "-n", ns, "get", "streamquery/counts", "-o", "jsonpath={.status.workers.ready}/{.status.workers.desired}"); got != "2/2" {
 		t.Fatalf("status.workers = %s, want 2/2", got)
@@ -493,15 +501,7 @@ spec:
 func TestAnAutoscaledStreamQueryScalesOutUnderABurstAndToZeroWhenQuiet(t *testing.T) {
 	need(t)
 	const ns, events, partitions = "autoscale-e2e", 600000, 8
-	manifest := filepath.Join(t.TempDir(), "query.yaml")
-	if err := os.WriteFile(manifest, []byte(`apiVersion: v1
-kind: Namespace
-metadata:
-  name: `+ns+`
-  labels:
-    pod-security.kubernetes.io/enforce: restricted
----
-apiVersion: streams.regent.dev/v1alpha1
+	applyInNamespace(t, ns, `apiVersion: streams.regent.dev/v1alpha1
 kind: StreamQuery
 metadata:
   name: burst
@@ -518,11 +518,7 @@ spec:
     aggregate: [{name: count, fn: count}]
   workers:
     autoscale: {minReplicas: 1, maxReplicas: 4, targetLagSeconds: 5, scaleToZeroAfter: 20s}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	kubectl(t, "apply", "-f", manifest)
-	t.Cleanup(func() { _, _ = stack.Kubectl("", "delete", "--wait=true", "--timeout=90s", "-f", manifest) })
+`)
 	for deadline := time.Now().Add(120 * time.Second); kubectl(t, "-n", ns, "get", "streamquery/burst", "-o", "jsonpath={.status.queryId}") == ""; {
 		if time.Now().After(deadline) {
 			t.Fatal("the suspended query was not registered within 120 s")
@@ -652,17 +648,7 @@ spec:
     replicas: 2
 `
 	}
-	apply := func(doc string) {
-		t.Helper()
-		f := filepath.Join(t.TempDir(), "query.yaml")
-		if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		kubectl(t, "apply", "-f", f)
-	}
-	apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n  labels:\n    pod-security.kubernetes.io/enforce: restricted\n")
-	t.Cleanup(func() { _, _ = stack.Kubectl("", "delete", "namespace", ns, "--wait=true", "--timeout=120s") })
-	apply(query("count", "60s", ""))
+	applyInNamespace(t, ns, query("count", "60s", ""))
 	status := func(path string) string {
 		return kubectl(t, "-n", ns, "get", "streamquery/upgraded", "-o", "jsonpath="+path)
 	}
@@ -719,7 +705,7 @@ spec:
 	push(0)
 	until("the old pipeline consumes the first half", 120*time.Second, caughtUp)
 	// The upgrade: drain, savepoint, reset, the new pipeline's workers.
-	apply(query("total", "120s", ""))
+	kubectlApply(t, query("total", "120s", ""))
 	until("the upgrade takes its savepoint", 180*time.Second, func() bool { return status("{.status.savepoints[*].name}") != "" })
 	savepoint := strings.Fields(status("{.status.savepoints[*].name}"))[0]
 	kubectl(t, "-n", ns, "wait", "--for=condition=WorkersReady", "streamquery/upgraded", "--timeout=180s")
@@ -727,7 +713,7 @@ spec:
 	until("the new pipeline consumes the second half", 120*time.Second, caughtUp)
 	// The rollback: the old pipeline folds the second half again, from
 	// the savepoint's state and positions.
-	apply(query("total", "120s", savepoint))
+	kubectlApply(t, query("total", "120s", savepoint))
 	until("the rollback", 180*time.Second, func() bool { return status("{.status.lastRestore.savepoint}") == savepoint })
 	kubectl(t, "-n", ns, "wait", "--for=condition=WorkersReady", "streamquery/upgraded", "--timeout=180s")
 
