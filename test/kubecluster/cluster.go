@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/regent-mq/regent/test/kubetest"
+	"github.com/regent-mq/regent/test/pgtest"
 )
 
 // The cluster's fixed network. The node's address is the pod bridge's own,
@@ -275,14 +275,11 @@ func (c *Cluster) certificates() error {
 }
 
 func (c *Cluster) controlPlane(ctx context.Context) error {
-	etcdPort, err := freePort()
+	ports, err := pgtest.FreePorts(2)
 	if err != nil {
 		return err
 	}
-	peerPort, err := freePort()
-	if err != nil {
-		return err
-	}
+	etcdPort, peerPort := ports[0], ports[1]
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
 	if _, err := c.spawn("etcd", controlPlaneBin("etcd"), "--data-dir", c.path("etcd"),
@@ -445,14 +442,11 @@ maxPods: 60
 		return err
 	}
 
-	healthzPort, err := freePort()
+	ports, err := pgtest.FreePorts(2)
 	if err != nil {
 		return err
 	}
-	metricsPort, err := freePort()
-	if err != nil {
-		return err
-	}
+	healthzPort, metricsPort := ports[0], ports[1]
 	proxyConfig := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection:
@@ -567,15 +561,6 @@ func waitFor(ctx context.Context, within time.Duration, check func() error) erro
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // lockFile takes an exclusive lock that the kernel releases when this

@@ -216,11 +216,22 @@ func startBroker(t *testing.T, objs chart.Objects, sec secrets, env ...string) b
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	port, err := pgtest.FreePort()
+	return freeAddrs(t, 1)[0]
+}
+
+// freeAddrs are n distinct free loopback addresses, for servers of one
+// process that listen at once.
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	ports, err := pgtest.FreePorts(n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf("127.0.0.1:%d", port)
+	addrs := make([]string, n)
+	for i, p := range ports {
+		addrs[i] = fmt.Sprintf("127.0.0.1:%d", p)
+	}
+	return addrs
 }
 
 // token is what the operator does with the mounted signing secret: a
@@ -324,10 +335,10 @@ func startStack(t *testing.T, set, tenant string, brokerEnv ...string) stack {
 
 	op := deploymentContainer(t, objs, chart.Operator, sec)
 	op.set("REGENT_BROKER_URL", st.broker.url)
-	metrics := freeAddr(t)
+	addrs := freeAddrs(t, 2)
+	metrics, probes := addrs[0], addrs[1]
 	st.metrics = "http://" + metrics + "/metrics"
 	op.set("REGENT_METRICS_ADDR", metrics)
-	probes := freeAddr(t)
 	op.set("REGENT_PROBE_ADDR", probes)
 	op.mount(t, "/kube", map[string][]byte{"config": plane.kubeconfig}, 0o440)
 	op.set("KUBECONFIG", "/kube/config")
