@@ -17,9 +17,7 @@ var throwaway = []string{"fsync=off", "synchronous_commit=off", "full_page_write
 // (c.URL("postgres")) is empty; a broker started on it migrates it.
 func Own(t testing.TB, settings ...string) *Cluster {
 	t.Helper()
-	// Not t.TempDir: its parent is private to root, and as root PostgreSQL
-	// runs as the postgres user, which must reach the data directory.
-	dir, err := os.MkdirTemp("", "regent-pgtest-own-")
+	dir, err := scratchDir("regent-pgtest-own-")
 	if err != nil {
 		t.Fatalf("pgtest: make cluster directory: %v", err)
 	}
