@@ -76,7 +76,7 @@ func opsUntil(t *testing.T, b *brokertest.Broker, query string, done func(queueO
 	t.Helper()
 	var o queueOps
 	for range 100 {
-		call(t, b, http.StatusOK, "GET", "/api/v1/analytics/queue-ops?"+query, nil).JSON(t, &o)
+		b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/queue-ops?"+query, nil).JSON(t, &o)
 		if done(o) {
 			return o
 		}
@@ -89,22 +89,22 @@ func opsUntil(t *testing.T, b *brokertest.Broker, query string, done func(queueO
 func TestQueueOpsCountsPushesPopsAcksEmptyPopsAndTransactionsPerQueue(t *testing.T) {
 	t.Parallel()
 	b := start(t, fastFlush("r1"))
-	push(t, b, "orders", "a", 0, 3)
-	push(t, b, "orders", "b", 0, 2)
-	push(t, b, "other", "Default", 0, 1)
-	p, _ := pop(t, b, "/api/v1/pop/queue/orders/partition/a?batch=3")
+	b.PushN(t, "orders", "a", 0, 3)
+	b.PushN(t, "orders", "b", 0, 2)
+	b.PushN(t, "other", "Default", 0, 1)
+	p := b.Pop(t, "/api/v1/pop/queue/orders/partition/a?batch=3")
 	require.Len(t, p.Messages, 3)
 	var acks []map[string]any
-	call(t, b, http.StatusOK, "POST", "/api/v1/ack/batch", map[string]any{"acknowledgments": []any{
+	b.Call(t, http.StatusOK, "POST", "/api/v1/ack/batch", map[string]any{"acknowledgments": []any{
 		map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID, "leaseId": p.LeaseID},
 		map[string]any{"transactionId": "nope", "partitionId": p.PartitionID, "leaseId": p.LeaseID},
 		map[string]any{"transactionId": p.Messages[2].TransactionID, "partitionId": p.PartitionID,
 			"leaseId": "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f"},
 	}}).JSON(t, &acks)
 	require.Equal(t, []any{true, false, false}, []any{acks[0]["success"], acks[1]["success"], acks[2]["success"]})
-	pop(t, b, "/api/v1/pop/queue/orders/partition/a?batch=3") // leased: 204
-	pop(t, b, "/api/v1/pop/queue/none?batch=3")               // no such queue: 204 too
-	call(t, b, http.StatusOK, "POST", "/api/v1/transaction", map[string]any{"operations": []any{
+	b.Pop(t, "/api/v1/pop/queue/orders/partition/a?batch=3") // leased: 204
+	b.Pop(t, "/api/v1/pop/queue/none?batch=3")               // no such queue: 204 too
+	b.Call(t, http.StatusOK, "POST", "/api/v1/transaction", map[string]any{"operations": []any{
 		map[string]any{"type": "push", "items": []any{map[string]any{"queue": "orders", "payload": 1}}}}})
 
 	o := opsUntil(t, b, lastHour(), func(o queueOps) bool { return o.totals("orders").Transactions == 1 })
@@ -132,10 +132,10 @@ func TestCountersFlushedByTwoBrokersOnOneDatabaseAddUp(t *testing.T) {
 	one := start(t, fastFlush("replica-1"))
 	two := brokertest.StartOn(t, one.DatabaseURL, fastFlush("replica-2"), func(c *config.Config) { c.ReseedInterval = time.Hour })
 	for i := range 3 {
-		push(t, one, "orders", "Default", i, 2)
-		push(t, two, "orders", "Default", 10+i, 1)
+		one.PushN(t, "orders", "Default", i, 2)
+		two.PushN(t, "orders", "Default", 10+i, 1)
 	}
-	pop(t, two, "/api/v1/pop/queue/orders?batch=4&autoAck=true")
+	two.Pop(t, "/api/v1/pop/queue/orders?batch=4&autoAck=true")
 	o := opsUntil(t, one, lastHour(), func(o queueOps) bool {
 		g := o.totals("orders")
 		return g.PushMessages == 9 && g.PopMessages == 4
@@ -145,11 +145,11 @@ func TestCountersFlushedByTwoBrokersOnOneDatabaseAddUp(t *testing.T) {
 	var w struct {
 		Summary map[string]int64 `json:"summary"`
 	}
-	call(t, one, http.StatusOK, "GET", "/api/v1/analytics/worker-metrics?hostname=replica-2&"+lastHour(), nil).JSON(t, &w)
+	one.Call(t, http.StatusOK, "GET", "/api/v1/analytics/worker-metrics?hostname=replica-2&"+lastHour(), nil).JSON(t, &w)
 	require.EqualValues(t, 3, w.Summary["totalPushMessages"], "one replica's share")
 	require.EqualValues(t, 4, w.Summary["totalPopMessages"])
 	require.EqualValues(t, 3, w.Summary["totalPushRequests"])
-	call(t, two, http.StatusOK, "GET", "/api/v1/analytics/worker-metrics?"+lastHour(), nil).JSON(t, &w)
+	two.Call(t, http.StatusOK, "GET", "/api/v1/analytics/worker-metrics?"+lastHour(), nil).JSON(t, &w)
 	require.EqualValues(t, 9, w.Summary["totalPushMessages"], "every replica's")
 }
 
@@ -173,7 +173,7 @@ func TestParkedLongPollsAreAveragedPerQueueAndReplica(t *testing.T) {
 		Replicas []map[string]any `json:"replicas"`
 	}
 	for range 100 {
-		call(t, b, http.StatusOK, "GET", "/api/v1/analytics/queue-parked-replicas?"+lastHour(), nil).JSON(t, &got)
+		b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/queue-parked-replicas?"+lastHour(), nil).JSON(t, &got)
 		if len(got.Series) > 0 {
 			break
 		}
@@ -196,12 +196,12 @@ func TestParkedLongPollsAreAveragedPerQueueAndReplica(t *testing.T) {
 func TestQueueLagIsABareArrayOfPerMinuteRowsNewestFirst(t *testing.T) {
 	t.Parallel()
 	b := start(t, fastFlush("r1"))
-	push(t, b, "lagged", "Default", 0, 2)
+	b.PushN(t, "lagged", "Default", 0, 2)
 	time.Sleep(120 * time.Millisecond)
-	pop(t, b, "/api/v1/pop/queue/lagged?batch=2&autoAck=true")
+	b.Pop(t, "/api/v1/pop/queue/lagged?batch=2&autoAck=true")
 	var rows []map[string]any
 	for range 100 {
-		call(t, b, http.StatusOK, "GET", "/api/v1/analytics/queue-lag?queue=lagged&"+lastHour(), nil).JSON(t, &rows)
+		b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/queue-lag?queue=lagged&"+lastHour(), nil).JSON(t, &rows)
 		if len(rows) > 0 {
 			break
 		}
@@ -214,7 +214,7 @@ func TestQueueLagIsABareArrayOfPerMinuteRowsNewestFirst(t *testing.T) {
 	require.GreaterOrEqual(t, r["avgLagMs"], 100.0)
 	require.GreaterOrEqual(t, r["maxLagMs"], r["avgLagMs"])
 	require.Regexp(t, `:00Z$`, r["bucketTime"])
-	require.JSONEq(t, `[]`, string(call(t, b, http.StatusOK, "GET", "/api/v1/analytics/queue-lag?queue=other&"+lastHour(), nil).Body))
+	require.JSONEq(t, `[]`, string(b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/queue-lag?queue=other&"+lastHour(), nil).Body))
 }
 
 func TestBucketWidthFollowsTheLengthOfTheRange(t *testing.T) {
@@ -226,7 +226,7 @@ func TestBucketWidthFollowsTheLengthOfTheRange(t *testing.T) {
 	} {
 		q := "from=" + to.Add(-span).Format(time.RFC3339) + "&to=" + to.Format(time.RFC3339)
 		for _, route := range []string{"queue-ops", "queue-parked-replicas", "retention", "worker-metrics", "system-metrics"} {
-			got := call(t, b, http.StatusOK, "GET", "/api/v1/analytics/"+route+"?"+q, nil).Map(t)
+			got := b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/"+route+"?"+q, nil).Map(t)
 			require.Equal(t, want, got["bucketMinutes"], "%s over %s", route, span)
 		}
 	}
@@ -240,25 +240,25 @@ func TestEveryAnalyticsRouteRefusesABadTimeWithA400(t *testing.T) {
 		"/api/v1/analytics/worker-metrics"}
 	for _, route := range routes {
 		for _, q := range []string{"queue=%E2", "queue=a%00", "from=yesterday", "to=2026-13-01T00:00:00Z", "from=2026-05-06T12:00:00Z&to=2026-05-06T11:00:00Z"} {
-			r := call(t, b, http.StatusBadRequest, "GET", route+"?"+q, nil)
+			r := b.Call(t, http.StatusBadRequest, "GET", route+"?"+q, nil)
 			require.NotEmpty(t, r.Map(t)["error"], "%s?%s", route, q)
 		}
 		// Integers never are: workerId is not one Regent reads.
-		call(t, b, http.StatusOK, "GET", route+"?workerId=x&limit=y", nil)
+		b.Call(t, http.StatusOK, "GET", route+"?workerId=x&limit=y", nil)
 	}
-	r := call(t, b, http.StatusBadRequest, "GET", "/api/v1/status/analytics?interval=minute&from=2020-01-01T00:00:00Z&to=2026-01-01T00:00:00Z", nil)
+	r := b.Call(t, http.StatusBadRequest, "GET", "/api/v1/status/analytics?interval=minute&from=2020-01-01T00:00:00Z&to=2026-01-01T00:00:00Z", nil)
 	require.Contains(t, r.Map(t)["error"], "span more than")
-	call(t, b, http.StatusBadRequest, "GET", "/api/v1/analytics/worker-metrics?hostname=%E2", nil)
-	call(t, b, http.StatusBadRequest, "GET", "/api/v1/status/analytics?namespace=a%00", nil)
-	call(t, b, http.StatusNotFound, "GET", "/api/v1/analytics", nil)
+	b.Call(t, http.StatusBadRequest, "GET", "/api/v1/analytics/worker-metrics?hostname=%E2", nil)
+	b.Call(t, http.StatusBadRequest, "GET", "/api/v1/status/analytics?namespace=a%00", nil)
+	b.Call(t, http.StatusNotFound, "GET", "/api/v1/analytics", nil)
 }
 
 func TestStatusAnalyticsCountsStoredMessagesPerBucketAscendingAndZeroFilled(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "stored", "Default", 0, 3)
-	push(t, b, "stored", "Default", 3, 2)
-	push(t, b, "elsewhere", "Default", 0, 4)
+	b.PushN(t, "stored", "Default", 0, 3)
+	b.PushN(t, "stored", "Default", 3, 2)
+	b.PushN(t, "elsewhere", "Default", 0, 4)
 	now := time.Now().UTC()
 	q := "interval=minute&from=" + url.QueryEscape(now.Add(-5*time.Minute).Format(time.RFC3339)) +
 		"&to=" + url.QueryEscape(now.Add(time.Minute).Format(time.RFC3339))
@@ -269,7 +269,7 @@ func TestStatusAnalyticsCountsStoredMessagesPerBucketAscendingAndZeroFilled(t *t
 		} `json:"dataPoints"`
 		Interval string `json:"interval"`
 	}
-	call(t, b, http.StatusOK, "GET", "/api/v1/status/analytics?queue=stored&"+q, nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/status/analytics?queue=stored&"+q, nil).JSON(t, &got)
 	require.Equal(t, "minute", got.Interval)
 	require.Len(t, got.DataPoints, 7, "every minute of the range, the empty ones too")
 	var sum int64
@@ -281,7 +281,7 @@ func TestStatusAnalyticsCountsStoredMessagesPerBucketAscendingAndZeroFilled(t *t
 	}
 	require.EqualValues(t, 5, sum)
 
-	call(t, b, http.StatusOK, "GET", "/api/v1/status/analytics?interval=week", nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/status/analytics?interval=week", nil).JSON(t, &got)
 	require.Equal(t, "hour", got.Interval, "an interval Regent does not know is hour")
 	require.Len(t, got.DataPoints, 25, "the last 24 hours by default, both ends included")
 	sum = 0
@@ -306,12 +306,12 @@ func TestRetentionSeriesSumsEachKindOfEventPerBucket(t *testing.T) {
 		Series []map[string]any `json:"series"`
 		Totals map[string]any   `json:"totals"`
 	}
-	call(t, b, http.StatusOK, "GET", "/api/v1/analytics/retention?"+lastHour(), nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/retention?"+lastHour(), nil).JSON(t, &got)
 	require.Len(t, got.Series, 1)
 	require.Equal(t, at.Format("2006-01-02T15:04:05Z"), got.Series[0]["bucket"])
 	want := map[string]any{"retentionMsgs": 5.0, "completedRetentionMsgs": 2.0, "evictionMsgs": 1.0, "totalMsgs": 8.0, "eventCount": 3.0}
 	require.Equal(t, want, got.Totals)
-	call(t, b, http.StatusOK, "GET", "/api/v1/analytics/retention?queue=r&"+lastHour(), nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/retention?queue=r&"+lastHour(), nil).JSON(t, &got)
 	require.Equal(t, 1.0, got.Totals["evictionMsgs"])
 	require.Equal(t, 1.0, got.Totals["totalMsgs"])
 }
@@ -331,7 +331,7 @@ func TestSystemMetricsReportsEachReplicasSamplesInQueensShape(t *testing.T) {
 		ReplicaCount int `json:"replicaCount"`
 	}
 	for range 100 { // the first sample is taken as the broker starts
-		call(t, b, http.StatusOK, "GET", "/api/v1/analytics/system-metrics?"+lastHour(), nil).JSON(t, &got)
+		b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/system-metrics?"+lastHour(), nil).JSON(t, &got)
 		if got.ReplicaCount > 0 {
 			break
 		}
@@ -349,7 +349,7 @@ func TestSystemMetricsReportsEachReplicasSamplesInQueensShape(t *testing.T) {
 		require.Contains(t, m["database"]["pool_active"], leaf)
 	}
 	require.NotContains(t, m, "threadpool")
-	call(t, b, http.StatusOK, "GET", "/api/v1/analytics/system-metrics?hostname=nobody&"+lastHour(), nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/system-metrics?hostname=nobody&"+lastHour(), nil).JSON(t, &got)
 	require.Zero(t, got.ReplicaCount)
 	require.NotNil(t, got.Replicas, "an empty list, not null")
 }
@@ -357,8 +357,8 @@ func TestSystemMetricsReportsEachReplicasSamplesInQueensShape(t *testing.T) {
 func TestPostgresStatsCoversTheBrokerSchemasOnly(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q", "Default", 0, 1)
-	got := call(t, b, http.StatusOK, "GET", "/api/v1/analytics/postgres-stats", nil).Map(t)
+	b.PushN(t, "q", "Default", 0, 1)
+	got := b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/postgres-stats", nil).Map(t)
 	for _, k := range []string{"timestamp", "database", "databaseCache", "tableCache", "indexCache", "cacheSummary",
 		"deadTuples", "hotUpdates", "autovacuumStatus", "activeQueries", "bufferConfig", "bufferUsage", "tableSizes"} {
 		require.Contains(t, got, k)

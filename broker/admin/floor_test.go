@@ -12,13 +12,13 @@ import (
 func TestSeekNeverMovesACursorBelowThePartitionsFloor(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q", "Default", 0, 4)
-	pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
+	b.PushN(t, "q", "Default", 0, 4)
+	b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
 	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.partitions SET floor_offset = 2`)
 	require.NoError(t, err)
-	call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
+	b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
 	require.Equal(t, 2, b.Count(t, `SELECT committed FROM queen.cursors WHERE consumer_group = 'g'`))
-	_, ns := pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
+	ns := b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g").Ns()
 	require.Equal(t, []int{2, 3}, ns)
 }
 
@@ -31,11 +31,11 @@ func TestNothingBelowAPartitionsFloorIsCountedListedOrFound(t *testing.T) {
 	require.NoError(t, err)
 	pid := partitionID(t, b, "q", "p")
 
-	m := call(t, b, http.StatusOK, "GET", "/api/v1/resources/queues/q", nil).Map(t)
+	m := b.Call(t, http.StatusOK, "GET", "/api/v1/resources/queues/q", nil).Map(t)
 	require.Equal(t, map[string]any{"total": 2.0, "pending": 2.0, "processing": 0.0, "completed": 0.0, "failed": 0.0, "deadLetter": 0.0}, m["totals"])
 	require.Equal(t, []string{"d", "c"}, txids(list(t, b, "").Messages))
-	require.Equal(t, []string{"d", "c"}, txids(array(t, call(t, b, http.StatusOK, "GET", "/api/v1/status/queues/q/messages", nil))))
-	call(t, b, http.StatusNotFound, "GET", "/api/v1/messages/"+pid+"/a", nil)
-	call(t, b, http.StatusOK, "GET", "/api/v1/messages/"+pid+"/c", nil)
+	require.Equal(t, []string{"d", "c"}, txids(array(t, b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues/q/messages", nil))))
+	b.Call(t, http.StatusNotFound, "GET", "/api/v1/messages/"+pid+"/a", nil)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/messages/"+pid+"/c", nil)
 	require.Equal(t, false, deleteMessage(t, b, pid, "b")["success"])
 }

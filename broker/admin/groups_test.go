@@ -11,15 +11,15 @@ import (
 func TestConsumerGroupsListIsABareArrayOfGroupQueuePairsSortedByGroupThenQueue(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q1", "a", 0, 3)
-	push(t, b, "q1", "b", 10, 2)
-	push(t, b, "q2", "Default", 20, 1)
-	pop(t, b, "/api/v1/pop/queue/q1/partition/a?batch=1&autoAck=true&consumerGroup=g")
-	pop(t, b, "/api/v1/pop/queue/q1/partition/b?batch=5&autoAck=true&consumerGroup=g")
-	pop(t, b, "/api/v1/pop/queue/q2?batch=5&autoAck=true&consumerGroup=f&subscriptionMode=new")
-	pop(t, b, "/api/v1/pop/queue/q2?batch=5&consumerGroup=d")
+	b.PushN(t, "q1", "a", 0, 3)
+	b.PushN(t, "q1", "b", 10, 2)
+	b.PushN(t, "q2", "Default", 20, 1)
+	b.Pop(t, "/api/v1/pop/queue/q1/partition/a?batch=1&autoAck=true&consumerGroup=g")
+	b.Pop(t, "/api/v1/pop/queue/q1/partition/b?batch=5&autoAck=true&consumerGroup=g")
+	b.Pop(t, "/api/v1/pop/queue/q2?batch=5&autoAck=true&consumerGroup=f&subscriptionMode=new")
+	b.Pop(t, "/api/v1/pop/queue/q2?batch=5&consumerGroup=d")
 
-	got := array(t, call(t, b, http.StatusOK, "GET", "/api/v1/consumer-groups", nil))
+	got := array(t, b.Call(t, http.StatusOK, "GET", "/api/v1/consumer-groups", nil))
 	require.Len(t, got, 3)
 	d, f, g := got[0], got[1], got[2]
 	require.Equal(t, "d", d["name"])
@@ -49,13 +49,13 @@ func TestConsumerGroupsListIsABareArrayOfGroupQueuePairsSortedByGroupThenQueue(t
 func TestConsumerGroupsLaggingListsCursorsOlderThanMinLagSeconds(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q", "a", 0, 3)
-	push(t, b, "q", "b", 0, 1)
-	p, _ := pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=1&consumerGroup=g")
-	pop(t, b, "/api/v1/pop/queue/q/partition/b?batch=1&autoAck=true&consumerGroup=g")
+	b.PushN(t, "q", "a", 0, 3)
+	b.PushN(t, "q", "b", 0, 1)
+	p := b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=1&consumerGroup=g")
+	b.Pop(t, "/api/v1/pop/queue/q/partition/b?batch=1&autoAck=true&consumerGroup=g")
 	time.Sleep(1100 * time.Millisecond)
 
-	got := array(t, call(t, b, http.StatusOK, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=0", nil))
+	got := array(t, b.Call(t, http.StatusOK, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=0", nil))
 	require.Len(t, got, 1, "a cursor with nothing unconsumed never appears")
 	c := got[0]
 	require.Equal(t, "g", c["consumer_group"])
@@ -69,11 +69,11 @@ func TestConsumerGroupsLaggingListsCursorsOlderThanMinLagSeconds(t *testing.T) {
 	require.Contains(t, c, "lag_hours")
 	require.Contains(t, c, "last_consumed_at")
 
-	require.Empty(t, array(t, call(t, b, http.StatusOK, "GET", "/api/v1/consumer-groups/lagging", nil)),
+	require.Empty(t, array(t, b.Call(t, http.StatusOK, "GET", "/api/v1/consumer-groups/lagging", nil)),
 		"the default is an hour")
-	require.Empty(t, array(t, call(t, b, http.StatusOK, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=3600", nil)))
+	require.Empty(t, array(t, b.Call(t, http.StatusOK, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=3600", nil)))
 	for _, bad := range []string{"x", "1.5", "-1"} {
-		r := call(t, b, http.StatusBadRequest, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds="+bad, nil)
+		r := b.Call(t, http.StatusBadRequest, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds="+bad, nil)
 		require.NotEmpty(t, r.Map(t)["error"])
 	}
 }
@@ -81,15 +81,15 @@ func TestConsumerGroupsLaggingListsCursorsOlderThanMinLagSeconds(t *testing.T) {
 func TestConsumerGroupDescribeIsKeyedByQueueAndAnUnknownGroupIsEmpty(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q", "b", 0, 2)
-	push(t, b, "q", "a", 0, 1)
-	pop(t, b, "/api/v1/pop/queue/q/partition/b?batch=1&autoAck=true&consumerGroup=g")
-	pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=1&consumerGroup=g")
+	b.PushN(t, "q", "b", 0, 2)
+	b.PushN(t, "q", "a", 0, 1)
+	b.Pop(t, "/api/v1/pop/queue/q/partition/b?batch=1&autoAck=true&consumerGroup=g")
+	b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=1&consumerGroup=g")
 
 	var got map[string]struct {
 		Partitions []map[string]any `json:"partitions"`
 	}
-	call(t, b, http.StatusOK, "GET", "/api/v1/consumer-groups/g", nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/consumer-groups/g", nil).JSON(t, &got)
 	require.Len(t, got, 1)
 	ps := got["q"].Partitions
 	require.Len(t, ps, 2)
@@ -104,56 +104,56 @@ func TestConsumerGroupDescribeIsKeyedByQueueAndAnUnknownGroupIsEmpty(t *testing.
 	require.Nil(t, ps[1]["workerId"])
 	require.NotNil(t, ps[1]["lastConsumedAt"])
 
-	r := call(t, b, http.StatusOK, "GET", "/api/v1/consumer-groups/nobody", nil)
+	r := b.Call(t, http.StatusOK, "GET", "/api/v1/consumer-groups/nobody", nil)
 	require.JSONEq(t, `{}`, string(r.Body))
 }
 
 func TestDeleteConsumerGroupDropsItsCursorsLeasesAndSubscriptions(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q", "Default", 0, 2)
-	push(t, b, "r", "Default", 0, 1)
-	p, _ := pop(t, b, "/api/v1/pop/queue/q?batch=1&consumerGroup=g&subscriptionFrom=1970-01-01T00:00:00Z")
-	pop(t, b, "/api/v1/pop/queue/r?batch=1&consumerGroup=g&subscriptionMode=new")
+	b.PushN(t, "q", "Default", 0, 2)
+	b.PushN(t, "r", "Default", 0, 1)
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=1&consumerGroup=g&subscriptionFrom=1970-01-01T00:00:00Z")
+	b.Pop(t, "/api/v1/pop/queue/r?batch=1&consumerGroup=g&subscriptionMode=new")
 
-	r := call(t, b, http.StatusOK, "DELETE", "/api/v1/consumer-groups/g", nil)
+	r := b.Call(t, http.StatusOK, "DELETE", "/api/v1/consumer-groups/g", nil)
 	require.JSONEq(t, `{"success": true, "consumerGroup": "g", "deletedPartitions": 2, "metadataDeleted": true}`, string(r.Body))
 	var acks []map[string]any
-	call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
+	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "consumerGroup": "g"}).JSON(t, &acks)
 	require.Equal(t, false, acks[0]["success"], "the lease went with the cursor")
 	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors`))
 	// The records went too: mode all now redelivers everything retained.
-	_, ns := pop(t, b, "/api/v1/pop/queue/r?batch=5&consumerGroup=g")
+	ns := b.Pop(t, "/api/v1/pop/queue/r?batch=5&consumerGroup=g").Ns()
 	require.Equal(t, []int{0}, ns)
 
-	r = call(t, b, http.StatusOK, "DELETE", "/api/v1/consumer-groups/nobody?deleteMetadata=false", nil)
+	r = b.Call(t, http.StatusOK, "DELETE", "/api/v1/consumer-groups/nobody?deleteMetadata=false", nil)
 	require.JSONEq(t, `{"success": true, "consumerGroup": "nobody", "deletedPartitions": 0, "metadataDeleted": false}`, string(r.Body))
 }
 
 func TestDeleteConsumerGroupWithoutMetadataKeepsWhereItsSubscriptionStarts(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q", "Default", 0, 2)
-	pop(t, b, "/api/v1/pop/queue/q?batch=5&consumerGroup=g&subscriptionMode=new")
-	push(t, b, "q", "Default", 2, 1)
-	r := call(t, b, http.StatusOK, "DELETE", "/api/v1/consumer-groups/g/queues/q?deleteMetadata=false", nil)
+	b.PushN(t, "q", "Default", 0, 2)
+	b.Pop(t, "/api/v1/pop/queue/q?batch=5&consumerGroup=g&subscriptionMode=new")
+	b.PushN(t, "q", "Default", 2, 1)
+	r := b.Call(t, http.StatusOK, "DELETE", "/api/v1/consumer-groups/g/queues/q?deleteMetadata=false", nil)
 	require.JSONEq(t, `{"success": true, "consumerGroup": "g", "queueName": "q", "deletedPartitions": 1,
 		"metadataDeleted": false}`, string(r.Body))
-	_, ns := pop(t, b, "/api/v1/pop/queue/q?batch=5&consumerGroup=g")
+	ns := b.Pop(t, "/api/v1/pop/queue/q?batch=5&consumerGroup=g").Ns()
 	require.Equal(t, []int{2}, ns, "the new cursor starts after the old subscription time")
 }
 
 func TestDeleteConsumerGroupOnOneQueueLeavesItsOtherQueues(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q", "Default", 0, 1)
-	push(t, b, "r", "Default", 0, 1)
-	pop(t, b, "/api/v1/pop/queue/q?autoAck=true&consumerGroup=g")
-	pop(t, b, "/api/v1/pop/queue/r?autoAck=true&consumerGroup=g")
-	r := call(t, b, http.StatusOK, "DELETE", "/api/v1/consumer-groups/g/queues/q", nil)
+	b.PushN(t, "q", "Default", 0, 1)
+	b.PushN(t, "r", "Default", 0, 1)
+	b.Pop(t, "/api/v1/pop/queue/q?autoAck=true&consumerGroup=g")
+	b.Pop(t, "/api/v1/pop/queue/r?autoAck=true&consumerGroup=g")
+	r := b.Call(t, http.StatusOK, "DELETE", "/api/v1/consumer-groups/g/queues/q", nil)
 	require.EqualValues(t, 1, r.Map(t)["deletedPartitions"])
-	got := array(t, call(t, b, http.StatusOK, "GET", "/api/v1/consumer-groups", nil))
+	got := array(t, b.Call(t, http.StatusOK, "GET", "/api/v1/consumer-groups", nil))
 	require.Len(t, got, 1)
 	require.Equal(t, "r", got[0]["queueName"])
 }
@@ -161,10 +161,10 @@ func TestDeleteConsumerGroupOnOneQueueLeavesItsOtherQueues(t *testing.T) {
 func TestSeekToEndSkipsEverythingPendingAndVoidsTheLease(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q", "a", 0, 3)
-	push(t, b, "q", "empty", 0, 1)
-	pop(t, b, "/api/v1/pop/queue/q/partition/empty?autoAck=true&consumerGroup=g")
-	p, _ := pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=1&consumerGroup=g")
+	b.PushN(t, "q", "a", 0, 3)
+	b.PushN(t, "q", "empty", 0, 1)
+	b.Pop(t, "/api/v1/pop/queue/q/partition/empty?autoAck=true&consumerGroup=g")
+	p := b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=1&consumerGroup=g")
 	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.cursors SET retry_count = 2 WHERE partition_id = $1`, p.PartitionID)
 	require.NoError(t, err)
 	// Retention took every message of "empty": its cursor is left alone.
@@ -172,93 +172,93 @@ func TestSeekToEndSkipsEverythingPendingAndVoidsTheLease(t *testing.T) {
 		WHERE s.partition_id = p.id AND p.name = 'empty'`)
 	require.NoError(t, err)
 
-	r := call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"toEnd": true, "timestamp": "garbage is ignored"})
+	r := b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"toEnd": true, "timestamp": "garbage is ignored"})
 	require.JSONEq(t, `{"success": true, "consumerGroup": "g", "queueName": "q", "seekToEnd": true,
 		"targetTimestamp": null, "partitionsUpdated": 1}`, string(r.Body))
 	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`))
 	// An ack of the old batch, now behind the cursor, changes nothing.
-	call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
+	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "consumerGroup": "g", "status": "failed"})
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE partition_id = $1 AND committed = 3
 		AND lease_expires_at IS NULL`, p.PartitionID))
 	var retries int
 	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT retry_count FROM queen.cursors WHERE partition_id = $1`, p.PartitionID).Scan(&retries))
 	require.Zero(t, retries, "the retry count belonged to the batch the seek left behind")
-	push(t, b, "q", "a", 3, 1)
-	_, ns := pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=5&consumerGroup=g")
+	b.PushN(t, "q", "a", 3, 1)
+	ns := b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=5&consumerGroup=g").Ns()
 	require.Equal(t, []int{3}, ns)
 }
 
 func TestSeekToATimeResumesWithTheFirstMessageAfterItAndIsPoppedAtOnce(t *testing.T) {
 	t.Parallel()
 	b := start(t) // the hot list is never reseeded: only the seek's announcement brings the pop back
-	push(t, b, "q", "Default", 0, 2)
+	b.PushN(t, "q", "Default", 0, 2)
 	time.Sleep(5 * time.Millisecond)
 	at := time.Now().UTC()
 	time.Sleep(5 * time.Millisecond)
-	push(t, b, "q", "Default", 2, 2)
-	pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
-	pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true")
-	_, ns := pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
+	b.PushN(t, "q", "Default", 2, 2)
+	b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
+	b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true")
+	ns := b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g").Ns()
 	require.Empty(t, ns)
 
-	r := call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": at.Format(time.RFC3339Nano)})
+	r := b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": at.Format(time.RFC3339Nano)})
 	m := r.Map(t)
 	require.Equal(t, false, m["seekToEnd"])
 	require.Equal(t, at.Format("2006-01-02T15:04:05.000Z"), m["targetTimestamp"])
 	require.EqualValues(t, 1, m["partitionsUpdated"])
-	_, ns = pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
+	ns = b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g").Ns()
 	require.Equal(t, []int{2, 3}, ns)
 
 	// Before every message: the cursor is unmoved again, and a group in
 	// mode all restarts at the beginning. So does plain queue mode.
-	call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
-	_, ns = pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
+	ns = b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g").Ns()
 	require.Equal(t, []int{0, 1, 2, 3}, ns)
-	call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/__QUEUE_MODE__/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
-	_, ns = pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/__QUEUE_MODE__/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
+	ns = b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true").Ns()
 	require.Equal(t, []int{0, 1, 2, 3}, ns)
 }
 
 func TestSeekBackVoidsTheLeaseOfTheBatchItLeftBehind(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q", "Default", 0, 1)
-	pop(t, b, "/api/v1/pop/queue/q?autoAck=true&consumerGroup=g")
-	push(t, b, "q", "Default", 1, 1)
-	p, _ := pop(t, b, "/api/v1/pop/queue/q?consumerGroup=g")
-	call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
+	b.PushN(t, "q", "Default", 0, 1)
+	b.Pop(t, "/api/v1/pop/queue/q?autoAck=true&consumerGroup=g")
+	b.PushN(t, "q", "Default", 1, 1)
+	p := b.Pop(t, "/api/v1/pop/queue/q?consumerGroup=g")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
 	var acks []map[string]any
-	call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
+	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "consumerGroup": "g"}).JSON(t, &acks)
 	require.Equal(t, "Invalid or expired lease", acks[0]["error"])
-	_, ns := pop(t, b, "/api/v1/pop/queue/q?batch=5&autoAck=true&consumerGroup=g")
+	ns := b.Pop(t, "/api/v1/pop/queue/q?batch=5&autoAck=true&consumerGroup=g").Ns()
 	require.Equal(t, []int{0, 1}, ns)
 }
 
 func TestSeekBeforeEverythingGoesBackOnlyToTheSubscriptionTime(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q", "Default", 0, 2)
-	pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g&subscriptionMode=new")
-	push(t, b, "q", "Default", 2, 2)
-	pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
-	call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
-	_, ns := pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
+	b.PushN(t, "q", "Default", 0, 2)
+	b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g&subscriptionMode=new")
+	b.PushN(t, "q", "Default", 2, 2)
+	b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
+	ns := b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g").Ns()
 	require.Equal(t, []int{2, 3}, ns)
 }
 
 func TestSeekMovesOnlyTheCursorsTheGroupHas(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q", "a", 0, 1)
-	push(t, b, "q", "b", 0, 1)
-	pop(t, b, "/api/v1/pop/queue/q/partition/a?autoAck=true&consumerGroup=g")
-	r := call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"toEnd": true})
+	b.PushN(t, "q", "a", 0, 1)
+	b.PushN(t, "q", "b", 0, 1)
+	b.Pop(t, "/api/v1/pop/queue/q/partition/a?autoAck=true&consumerGroup=g")
+	r := b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"toEnd": true})
 	require.EqualValues(t, 1, r.Map(t)["partitionsUpdated"])
-	_, ns := pop(t, b, "/api/v1/pop/queue/q/partition/b?consumerGroup=g&autoAck=true")
+	ns := b.Pop(t, "/api/v1/pop/queue/q/partition/b?consumerGroup=g&autoAck=true").Ns()
 	require.Equal(t, []int{0}, ns, "no cursor on b: the group starts there by its subscription")
-	r = call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/nowhere/seek", map[string]any{"toEnd": true})
+	r = b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/nowhere/seek", map[string]any{"toEnd": true})
 	require.EqualValues(t, 0, r.Map(t)["partitionsUpdated"])
 }
 
@@ -276,7 +276,7 @@ func TestSeekRefusesABodyWithNeitherUsableForm(t *testing.T) {
 		`[1]`:                                "",
 		`{not json`:                          "",
 	} {
-		r := call(t, b, http.StatusBadRequest, "POST", "/api/v1/consumer-groups/g/queues/q/seek", body)
+		r := b.Call(t, http.StatusBadRequest, "POST", "/api/v1/consumer-groups/g/queues/q/seek", body)
 		if want != "" {
 			require.Equal(t, want, r.Map(t)["error"], body)
 		}
@@ -287,22 +287,22 @@ func TestSeekRefusesABodyWithNeitherUsableForm(t *testing.T) {
 func TestPartitionSeekMovesOnePartitionToItsEndAndTakesNoBody(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q", "a", 0, 3)
-	push(t, b, "q", "b", 0, 1)
-	pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=1&autoAck=true&consumerGroup=g")
-	pop(t, b, "/api/v1/pop/queue/q/partition/b?batch=1&autoAck=true&consumerGroup=g")
+	b.PushN(t, "q", "a", 0, 3)
+	b.PushN(t, "q", "b", 0, 1)
+	b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=1&autoAck=true&consumerGroup=g")
+	b.Pop(t, "/api/v1/pop/queue/q/partition/b?batch=1&autoAck=true&consumerGroup=g")
 	var newest time.Time
 	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT max(s.max_created_at) FROM queen.log_segments s
 		JOIN queen.partitions p ON p.id = s.partition_id WHERE p.name = 'a'`).Scan(&newest))
 
-	r := call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/partitions/a/seek", nil)
+	r := b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/partitions/a/seek", nil)
 	require.JSONEq(t, `{"success": true, "consumerGroup": "g", "queueName": "q", "partitionName": "a", "updated": true,
 		"cursorMovedTo": "`+newest.UTC().Format("2006-01-02T15:04:05.000Z")+`"}`, string(r.Body))
-	push(t, b, "q", "a", 3, 1)
-	_, ns := pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=5&autoAck=true&consumerGroup=g")
+	b.PushN(t, "q", "a", 3, 1)
+	ns := b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=5&autoAck=true&consumerGroup=g").Ns()
 	require.Equal(t, []int{3}, ns)
 
-	r = call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/other/queues/q/partitions/a/seek", "{}")
+	r = b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/other/queues/q/partitions/a/seek", "{}")
 	require.Equal(t, false, r.Map(t)["updated"], "a missing cursor is not created")
 	require.Nil(t, r.Map(t)["cursorMovedTo"])
 	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE consumer_group = 'other'`))
@@ -311,9 +311,9 @@ func TestPartitionSeekMovesOnePartitionToItsEndAndTakesNoBody(t *testing.T) {
 func TestPartitionSeekOfAnUnknownQueueOrPartitionIs404(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q", "a", 0, 1)
+	b.PushN(t, "q", "a", 0, 1)
 	for _, path := range []string{"/api/v1/consumer-groups/g/queues/q/partitions/zz/seek", "/api/v1/consumer-groups/g/queues/zz/partitions/a/seek"} {
-		r := call(t, b, http.StatusNotFound, "POST", path, nil)
+		r := b.Call(t, http.StatusNotFound, "POST", path, nil)
 		require.JSONEq(t, `{"success": false, "error": "Partition not found"}`, string(r.Body))
 	}
 }
@@ -321,23 +321,23 @@ func TestPartitionSeekOfAnUnknownQueueOrPartitionIs404(t *testing.T) {
 func TestSubscriptionRouteMovesTheStartOfPartitionsTheGroupHasNotReached(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q", "a", 0, 1)
-	pop(t, b, "/api/v1/pop/queue/q/partition/a?autoAck=true&consumerGroup=g&subscriptionMode=new")
-	pop(t, b, "/api/v1/pop/queue/q/partition/a?autoAck=true&consumerGroup=all")
-	push(t, b, "q", "b", 10, 2)
+	b.PushN(t, "q", "a", 0, 1)
+	b.Pop(t, "/api/v1/pop/queue/q/partition/a?autoAck=true&consumerGroup=g&subscriptionMode=new")
+	b.Pop(t, "/api/v1/pop/queue/q/partition/a?autoAck=true&consumerGroup=all")
+	b.PushN(t, "q", "b", 10, 2)
 
-	r := call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/g/subscription", map[string]any{"subscriptionTimestamp": "1970-01-01T00:00:00Z"})
+	r := b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/subscription", map[string]any{"subscriptionTimestamp": "1970-01-01T00:00:00Z"})
 	require.JSONEq(t, `{"success": true, "consumerGroup": "g", "newTimestamp": "1970-01-01T00:00:00Z", "rowsUpdated": 1}`, string(r.Body))
-	_, ns := pop(t, b, "/api/v1/pop/queue/q/partition/b?batch=5&autoAck=true&consumerGroup=g")
+	ns := b.Pop(t, "/api/v1/pop/queue/q/partition/b?batch=5&autoAck=true&consumerGroup=g").Ns()
 	require.Equal(t, []int{10, 11}, ns, "b was not reached yet: it starts after the new time")
-	_, ns = pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=5&autoAck=true&consumerGroup=g")
+	ns = b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=5&autoAck=true&consumerGroup=g").Ns()
 	require.Empty(t, ns, "a's cursor has moved and keeps its place")
-	got := array(t, call(t, b, http.StatusOK, "GET", "/api/v1/consumer-groups", nil))
+	got := array(t, b.Call(t, http.StatusOK, "GET", "/api/v1/consumer-groups", nil))
 	require.Equal(t, "g", got[1]["name"])
 	require.Equal(t, "new", got[1]["subscriptionMode"], "the mode is kept")
 	require.Equal(t, "1970-01-01T00:00:00.000Z", got[1]["subscriptionTimestamp"])
 
-	r = call(t, b, http.StatusOK, "POST", "/api/v1/consumer-groups/all/subscription", map[string]any{"subscriptionTimestamp": "2026-01-01T00:00:00Z"})
+	r = b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/all/subscription", map[string]any{"subscriptionTimestamp": "2026-01-01T00:00:00Z"})
 	require.EqualValues(t, 0, r.Map(t)["rowsUpdated"], "mode all has no record, and none is created")
 }
 
@@ -351,7 +351,7 @@ func TestSubscriptionRouteRefusesAMissingOrBadTimestamp(t *testing.T) {
 		`{"subscriptionTimestamp": 1}`:    "subscriptionTimestamp must be an RFC 3339 time string",
 		`{"subscriptionTimestamp": "x"}`:  `subscriptionTimestamp must be an RFC 3339 time, not "x"`,
 	} {
-		r := call(t, b, http.StatusBadRequest, "POST", "/api/v1/consumer-groups/g/subscription", body)
+		r := b.Call(t, http.StatusBadRequest, "POST", "/api/v1/consumer-groups/g/subscription", body)
 		require.Equal(t, want, r.Map(t)["error"], body)
 	}
 }
@@ -359,6 +359,6 @@ func TestSubscriptionRouteRefusesAMissingOrBadTimestamp(t *testing.T) {
 func TestStatsRefreshTakesAnEmptyBody(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	r := call(t, b, http.StatusOK, "POST", "/api/v1/stats/refresh", nil)
+	r := b.Call(t, http.StatusOK, "POST", "/api/v1/stats/refresh", nil)
 	require.JSONEq(t, `{"success": true}`, string(r.Body))
 }

@@ -47,7 +47,7 @@ func TestGroupLagHistoryIsEachGroupsLargestSampleOfABucket(t *testing.T) {
 	}
 	var h lagHistory
 	// Six hours: buckets of 5 minutes.
-	call(t, b, http.StatusOK, "GET", "/api/v1/analytics/group-lag?queue=orders&"+span(t0.Add(-5*time.Hour), t0.Add(time.Hour)), nil).JSON(t, &h)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/group-lag?queue=orders&"+span(t0.Add(-5*time.Hour), t0.Add(time.Hour)), nil).JSON(t, &h)
 	require.Equal(t, 5, h.BucketMinutes)
 	require.Equal(t, []string{"audit", "billing"}, h.Groups)
 	type row struct {
@@ -85,9 +85,9 @@ func TestQueryCyclesHistoryCountsCommittedAndRefusedCycles(t *testing.T) {
 	var reg struct {
 		QueryID string `json:"query_id"`
 	}
-	call(t, b, http.StatusOK, "POST", "/streams/v1/queries", map[string]any{"name": "counted", "source_queue": "clicks", "config_hash": "h"}).JSON(t, &reg)
-	push(t, b, "clicks", "Default", 0, 2)
-	p, _ := pop(t, b, "/api/v1/pop/queue/clicks?batch=1&consumerGroup=streams.counted")
+	b.Call(t, http.StatusOK, "POST", "/streams/v1/queries", map[string]any{"name": "counted", "source_queue": "clicks", "config_hash": "h"}).JSON(t, &reg)
+	b.PushN(t, "clicks", "Default", 0, 2)
+	p := b.Pop(t, "/api/v1/pop/queue/clicks?batch=1&consumerGroup=streams.counted")
 	cycle := func(lease string) map[string]any {
 		return map[string]any{"query_id": reg.QueryID, "partition_id": p.PartitionID, "consumer_group": "streams.counted",
 			"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}},
@@ -96,15 +96,15 @@ func TestQueryCyclesHistoryCountsCommittedAndRefusedCycles(t *testing.T) {
 	var res struct {
 		Success bool `json:"success"`
 	}
-	call(t, b, http.StatusOK, "POST", "/streams/v1/cycle", cycle(p.LeaseID)).JSON(t, &res)
+	b.Call(t, http.StatusOK, "POST", "/streams/v1/cycle", cycle(p.LeaseID)).JSON(t, &res)
 	require.True(t, res.Success)
-	call(t, b, http.StatusOK, "POST", "/streams/v1/cycle", cycle(uuid.NewString())).JSON(t, &res)
+	b.Call(t, http.StatusOK, "POST", "/streams/v1/cycle", cycle(uuid.NewString())).JSON(t, &res)
 	require.False(t, res.Success, "a cycle with a lease the partition does not hold is refused")
 
 	path := "/api/v1/analytics/query-cycles?queryId=" + reg.QueryID + "&" + lastHour()
 	var h cycleHistory
 	for range 100 {
-		call(t, b, http.StatusOK, "GET", path, nil).JSON(t, &h)
+		b.Call(t, http.StatusOK, "GET", path, nil).JSON(t, &h)
 		if len(h.Series) == 1 && h.Series[0].Cycles == 1 && h.Series[0].Refused == 1 {
 			break
 		}
@@ -127,7 +127,7 @@ func TestHistoryRoutesAnswer400ForABadQueueQueryIdOrWindow(t *testing.T) {
 		"/api/v1/analytics/query-cycles?queryId=not-a-uuid",
 		"/api/v1/analytics/query-cycles?queryId=" + uuid.NewString() + "&to=soon",
 	} {
-		r := call(t, b, http.StatusBadRequest, "GET", path, nil)
+		r := b.Call(t, http.StatusBadRequest, "GET", path, nil)
 		require.Contains(t, r.Map(t), "error", path)
 	}
 }

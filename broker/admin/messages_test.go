@@ -23,7 +23,7 @@ func pushTx(t *testing.T, b *brokertest.Broker, queue, partition string, txids .
 	for i, tx := range txids {
 		items[i] = map[string]any{"queue": queue, "partition": partition, "transactionId": tx, "payload": map[string]any{"n": i}}
 	}
-	call(t, b, http.StatusCreated, "POST", "/api/v1/push", map[string]any{"items": items})
+	b.Call(t, http.StatusCreated, "POST", "/api/v1/push", map[string]any{"items": items})
 }
 
 type listing struct {
@@ -34,7 +34,7 @@ type listing struct {
 func list(t *testing.T, b *brokertest.Broker, query string) listing {
 	t.Helper()
 	var l listing
-	call(t, b, http.StatusOK, "GET", "/api/v1/messages?"+query, nil).JSON(t, &l)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/messages?"+query, nil).JSON(t, &l)
 	return l
 }
 
@@ -49,7 +49,7 @@ func txids(ms []map[string]any) []string {
 func TestMessagesListsTheLastHourNewestFirstWithEveryFieldAndNoPayload(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	call(t, b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "orders", "namespace": "shop", "task": "bill",
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "orders", "namespace": "shop", "task": "bill",
 		"options": map[string]any{"priority": 7}})
 	pushTx(t, b, "orders", "p1", "a")
 	pushTx(t, b, "orders", "p2", "b")
@@ -75,7 +75,7 @@ func TestMessagesListsTheLastHourNewestFirstWithEveryFieldAndNoPayload(t *testin
 func TestMessagesFilterByQueuePartitionNamespaceAndTask(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	call(t, b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q1", "namespace": "n1", "task": "t1"})
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q1", "namespace": "n1", "task": "t1"})
 	pushTx(t, b, "q1", "a", "1a")
 	pushTx(t, b, "q1", "b", "1b")
 	pushTx(t, b, "q2", "a", "2a")
@@ -102,10 +102,10 @@ func TestMessagesWithAnUnparsableFromOrToAre400(t *testing.T) {
 	t.Parallel()
 	b := start(t)
 	for _, q := range []string{"from=yesterday", "to=2026-13-01T00:00:00Z", "from=1"} {
-		r := call(t, b, http.StatusBadRequest, "GET", "/api/v1/messages?"+q, nil)
+		r := b.Call(t, http.StatusBadRequest, "GET", "/api/v1/messages?"+q, nil)
 		require.NotEmpty(t, r.Map(t)["error"], q)
 	}
-	r := call(t, b, http.StatusBadRequest, "GET", "/api/v1/messages?queue=a%00b", nil)
+	r := b.Call(t, http.StatusBadRequest, "GET", "/api/v1/messages?queue=a%00b", nil)
 	require.NotEmpty(t, r.Map(t)["error"])
 }
 
@@ -140,12 +140,12 @@ func TestMessageStatusComesFromTheQueueModeCursorAndDeadLetters(t *testing.T) {
 	t.Parallel()
 	b := start(t)
 	pushTx(t, b, "q", "p", "done", "dead", "leased", "waiting")
-	p, _ := pop(t, b, "/api/v1/pop/queue/q?batch=1")
-	call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "done", "partitionId": p.PartitionID, "leaseId": p.LeaseID})
-	p, _ = pop(t, b, "/api/v1/pop/queue/q?batch=1")
-	call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "dead", "partitionId": p.PartitionID,
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=1")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "done", "partitionId": p.PartitionID, "leaseId": p.LeaseID})
+	p = b.Pop(t, "/api/v1/pop/queue/q?batch=1")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "dead", "partitionId": p.PartitionID,
 		"leaseId": p.LeaseID, "status": "dlq", "error": "poison"})
-	pop(t, b, "/api/v1/pop/queue/q?batch=1")
+	b.Pop(t, "/api/v1/pop/queue/q?batch=1")
 
 	l := list(t, b, "")
 	got := map[string]string{}
@@ -167,8 +167,8 @@ func TestMessageStatusWithNamedGroupsIsCompletedOnlyWhenEveryGroupIsPast(t *test
 	t.Parallel()
 	b := start(t)
 	pushTx(t, b, "q", "p", "first", "second")
-	pop(t, b, "/api/v1/pop/queue/q?batch=2&autoAck=true&consumerGroup=fast")
-	pop(t, b, "/api/v1/pop/queue/q?batch=1&autoAck=true&consumerGroup=slow")
+	b.Pop(t, "/api/v1/pop/queue/q?batch=2&autoAck=true&consumerGroup=fast")
+	b.Pop(t, "/api/v1/pop/queue/q?batch=1&autoAck=true&consumerGroup=slow")
 
 	l := list(t, b, "queue=q")
 	require.Equal(t, map[string]any{"hasQueueMode": false, "busGroupsCount": 2.0, "type": "bus"}, l.Mode)
@@ -182,20 +182,20 @@ func TestMessageStatusWithNamedGroupsIsCompletedOnlyWhenEveryGroupIsPast(t *test
 	require.Equal(t, "pending", byTx["second"]["status"])
 	require.Equal(t, map[string]any{"consumedBy": 1.0, "totalGroups": 2.0}, byTx["second"]["busStatus"])
 
-	pop(t, b, "/api/v1/pop/queue/q?batch=1")
+	b.Pop(t, "/api/v1/pop/queue/q?batch=1")
 	require.Equal(t, "hybrid", list(t, b, "queue=q").Mode["type"])
 }
 
 func TestMessageDetailHasThePayloadTheQueueConfigAndEveryCursor(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	call(t, b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q",
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q",
 		"options": map[string]any{"leaseTime": 60, "retryLimit": 2, "retryDelay": 500, "ttl": 99, "priority": 3}})
 	pushTx(t, b, "q", "p", "x")
-	p, _ := pop(t, b, "/api/v1/pop/queue/q?batch=1&consumerGroup=g&autoAck=true")
-	pop(t, b, "/api/v1/pop/queue/q?batch=1")
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=1&consumerGroup=g&autoAck=true")
+	b.Pop(t, "/api/v1/pop/queue/q?batch=1")
 
-	m := call(t, b, http.StatusOK, "GET", "/api/v1/messages/"+p.PartitionID+"/x", nil).Map(t)
+	m := b.Call(t, http.StatusOK, "GET", "/api/v1/messages/"+p.PartitionID+"/x", nil).Map(t)
 	require.Equal(t, map[string]any{"n": 0.0}, m["payload"])
 	require.Equal(t, false, m["isEncrypted"])
 	require.Equal(t, "processing", m["status"])
@@ -221,10 +221,10 @@ func TestMessageDetailOfADeadLetterCarriesItsErrorAndRetryCount(t *testing.T) {
 	t.Parallel()
 	b := start(t)
 	pushTx(t, b, "q", "p", "x")
-	p, _ := pop(t, b, "/api/v1/pop/queue/q?batch=1")
-	call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "x", "partitionId": p.PartitionID,
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=1")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "x", "partitionId": p.PartitionID,
 		"leaseId": p.LeaseID, "status": "dlq", "error": "poison"})
-	m := call(t, b, http.StatusOK, "GET", "/api/v1/messages/"+p.PartitionID+"/x", nil).Map(t)
+	m := b.Call(t, http.StatusOK, "GET", "/api/v1/messages/"+p.PartitionID+"/x", nil).Map(t)
 	require.Equal(t, "dead_letter", m["status"])
 	require.Equal(t, "poison", m["errorMessage"])
 	require.NotNil(t, m["retryCount"])
@@ -234,10 +234,10 @@ func TestMessageDetailOpensASealedPayload(t *testing.T) {
 	t.Parallel()
 	key, _ := brokertest.KeyFile(t)
 	b := start(t, func(c *config.Config) { c.EncryptionKey = key })
-	call(t, b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q", "options": map[string]any{"encryptionEnabled": true}})
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q", "options": map[string]any{"encryptionEnabled": true}})
 	pushTx(t, b, "q", "p", "x")
 	pid := partitionID(t, b, "q", "p")
-	m := call(t, b, http.StatusOK, "GET", "/api/v1/messages/"+pid+"/x", nil).Map(t)
+	m := b.Call(t, http.StatusOK, "GET", "/api/v1/messages/"+pid+"/x", nil).Map(t)
 	require.Equal(t, true, m["isEncrypted"])
 	require.Equal(t, map[string]any{"n": 0.0}, m["payload"])
 }
@@ -256,10 +256,10 @@ func TestAnUnknownMessageOrAPartitionIdThatIsNotAUUIDIs404(t *testing.T) {
 	pushTx(t, b, "q", "p", "x")
 	pid := partitionID(t, b, "q", "p")
 	for _, path := range []string{pid + "/nope", "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f/x", "not-a-uuid/x", pid + "/a%00b"} {
-		r := call(t, b, http.StatusNotFound, "GET", "/api/v1/messages/"+path, nil)
+		r := b.Call(t, http.StatusNotFound, "GET", "/api/v1/messages/"+path, nil)
 		require.JSONEq(t, `{"error": "Message not found"}`, string(r.Body), path)
 	}
-	r := call(t, b, http.StatusNotFound, "GET", "/api/v1/messages/x", nil)
+	r := b.Call(t, http.StatusNotFound, "GET", "/api/v1/messages/x", nil)
 	require.JSONEq(t, `{"error": "Not found"}`, string(r.Body), "the older one-segment route is not served")
 }
 
@@ -268,19 +268,19 @@ func TestStatusQueueMessagesIsABareArrayNewestFirstWithQueueModeStatuses(t *test
 	b := start(t)
 	pushTx(t, b, "q", "p", "a", "b")
 	pushTx(t, b, "q", "r", "c")
-	pop(t, b, "/api/v1/pop/queue/q/partition/p?batch=1&autoAck=true")
-	got := array(t, call(t, b, http.StatusOK, "GET", "/api/v1/status/queues/q/messages", nil))
+	b.Pop(t, "/api/v1/pop/queue/q/partition/p?batch=1&autoAck=true")
+	got := array(t, b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues/q/messages", nil))
 	require.Equal(t, []string{"c", "b", "a"}, txids(got))
 	require.Equal(t, "completed", got[2]["status"])
 	require.Equal(t, "pending", got[1]["status"])
 	require.Len(t, got[0], 8, "id, transactionId, partitionId, queuePath, queue, partition, status, createdAt")
-	require.Equal(t, []string{"b"}, txids(array(t, call(t, b, http.StatusOK, "GET", "/api/v1/status/queues/q/messages?limit=1&offset=1", nil))))
-	require.JSONEq(t, `[]`, string(call(t, b, http.StatusOK, "GET", "/api/v1/status/queues/nope/messages", nil).Body))
+	require.Equal(t, []string{"b"}, txids(array(t, b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues/q/messages?limit=1&offset=1", nil))))
+	require.JSONEq(t, `[]`, string(b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues/nope/messages", nil).Body))
 }
 
 func deleteMessage(t *testing.T, b *brokertest.Broker, pid, tx string) map[string]any {
 	t.Helper()
-	return call(t, b, http.StatusOK, "DELETE", "/api/v1/messages/"+pid+"/"+tx, nil).Map(t)
+	return b.Call(t, http.StatusOK, "DELETE", "/api/v1/messages/"+pid+"/"+tx, nil).Map(t)
 }
 
 func TestADeletedMessageIsGoneFromLookupsListingsAndPops(t *testing.T) {
@@ -291,12 +291,12 @@ func TestADeletedMessageIsGoneFromLookupsListingsAndPops(t *testing.T) {
 	require.Equal(t, map[string]any{"success": true, "partitionId": pid, "transactionId": "b",
 		"message": "Message deleted successfully"}, deleteMessage(t, b, pid, "b"))
 
-	call(t, b, http.StatusNotFound, "GET", "/api/v1/messages/"+pid+"/b", nil)
-	call(t, b, http.StatusOK, "GET", "/api/v1/messages/"+pid+"/c", nil)
+	b.Call(t, http.StatusNotFound, "GET", "/api/v1/messages/"+pid+"/b", nil)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/messages/"+pid+"/c", nil)
 	require.Equal(t, []string{"c", "a"}, txids(list(t, b, "").Messages))
-	_, ns := pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true")
+	ns := b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true").Ns()
 	require.Equal(t, []int{0, 2}, ns)
-	_, ns = pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=late")
+	ns = b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=late").Ns()
 	require.Equal(t, []int{0, 2}, ns, "no group ever gets it")
 	for _, f := range b.Frames(t, b.Tenant, "q") {
 		if f.Deleted() {
@@ -309,17 +309,17 @@ func TestDeletingAMessageRemovesItsDeadLettersAndFreesItsTransactionId(t *testin
 	t.Parallel()
 	b := start(t)
 	pushTx(t, b, "q", "p", "x")
-	p, _ := pop(t, b, "/api/v1/pop/queue/q?batch=1")
-	call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "x", "partitionId": p.PartitionID,
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=1")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "x", "partitionId": p.PartitionID,
 		"leaseId": p.LeaseID, "status": "dlq"})
-	require.EqualValues(t, 1, call(t, b, http.StatusOK, "GET", "/api/v1/dlq", nil).Map(t)["total"])
+	require.EqualValues(t, 1, b.Call(t, http.StatusOK, "GET", "/api/v1/dlq", nil).Map(t)["total"])
 
 	require.Equal(t, true, deleteMessage(t, b, p.PartitionID, "x")["success"])
-	require.EqualValues(t, 0, call(t, b, http.StatusOK, "GET", "/api/v1/dlq", nil).Map(t)["total"], "CLI dlq drain")
-	r := call(t, b, http.StatusCreated, "POST", "/api/v1/push", map[string]any{"items": []any{
+	require.EqualValues(t, 0, b.Call(t, http.StatusOK, "GET", "/api/v1/dlq", nil).Map(t)["total"], "CLI dlq drain")
+	r := b.Call(t, http.StatusCreated, "POST", "/api/v1/push", map[string]any{"items": []any{
 		map[string]any{"queue": "q", "partition": "p", "transactionId": "x", "payload": map[string]any{"n": 9}}}})
 	require.Contains(t, string(r.Body), `"status":"queued"`, "not a duplicate of the deleted one")
-	m := call(t, b, http.StatusOK, "GET", "/api/v1/messages/"+p.PartitionID+"/x", nil).Map(t)
+	m := b.Call(t, http.StatusOK, "GET", "/api/v1/messages/"+p.PartitionID+"/x", nil).Map(t)
 	require.Equal(t, map[string]any{"n": 9.0}, m["payload"])
 }
 
@@ -339,16 +339,17 @@ func TestAckingADeletedMessageOfALeasedBatchIsMessageNotFoundAndTheCursorStays(t
 	t.Parallel()
 	b := start(t)
 	pushTx(t, b, "q", "p", "a", "b", "c")
-	p, ns := pop(t, b, "/api/v1/pop/queue/q?batch=3")
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=3")
+	ns := p.Ns()
 	require.Equal(t, []int{0, 1, 2}, ns)
 	deleteMessage(t, b, p.PartitionID, "a")
-	acks := array(t, call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "a",
+	acks := array(t, b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "a",
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID}))
 	require.Equal(t, false, acks[0]["success"])
 	require.Equal(t, "Message not found", acks[0]["error"])
 	require.Equal(t, 0, b.Count(t, `SELECT committed FROM queen.cursors`))
 	for _, tx := range []string{"b", "c"} {
-		call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": tx, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
+		b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": tx, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
 	}
 	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`), "acking the rest released the batch")
 }
@@ -359,10 +360,11 @@ func TestABatchEndsAtItsLastMessageThatWasNotDeleted(t *testing.T) {
 	pushTx(t, b, "q", "p", "a", "b", "c")
 	pid := partitionID(t, b, "q", "p")
 	deleteMessage(t, b, pid, "c")
-	p, ns := pop(t, b, "/api/v1/pop/queue/q?batch=10")
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=10")
+	ns := p.Ns()
 	require.Equal(t, []int{0, 1}, ns)
 	for _, tx := range []string{"a", "b"} {
-		call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": tx, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
+		b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": tx, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
 	}
 	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`),
 		"acking what was delivered releases the lease")
@@ -370,10 +372,10 @@ func TestABatchEndsAtItsLastMessageThatWasNotDeleted(t *testing.T) {
 	// A batch of nothing but deleted messages is passed over at once.
 	pushTx(t, b, "q", "p", "d")
 	deleteMessage(t, b, pid, "d")
-	_, ns = pop(t, b, "/api/v1/pop/queue/q/partition/p?batch=10")
+	ns = b.Pop(t, "/api/v1/pop/queue/q/partition/p?batch=10").Ns()
 	require.Empty(t, ns)
 	pushTx(t, b, "q", "p", "e")
-	_, ns = pop(t, b, "/api/v1/pop/queue/q/partition/p?batch=10")
+	ns = b.Pop(t, "/api/v1/pop/queue/q/partition/p?batch=10").Ns()
 	require.Equal(t, []int{0}, ns, "e, pushed after, is delivered")
 }
 
@@ -396,7 +398,7 @@ func TestMessagesListingReachesBackThroughOlderSegments(t *testing.T) {
 	require.Equal(t, []string{"10m0s", "3h0m0s"}, txids(list(t, b, from+"&limit=2&offset=1").Messages))
 	require.Equal(t, []string{"now", "10m0s"}, txids(list(t, b, "").Messages), "the last hour")
 	require.Equal(t, []string{"now", "10m0s", "3h0m0s", "48h0m0s"},
-		txids(array(t, call(t, b, http.StatusOK, "GET", "/api/v1/status/queues/q/messages", nil))))
+		txids(array(t, b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues/q/messages", nil))))
 }
 
 func TestMessagesToIsRoundedUpToTheEndOfItsMinute(t *testing.T) {

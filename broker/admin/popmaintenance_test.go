@@ -12,14 +12,14 @@ import (
 func TestPopMaintenanceHoldsLongPollsAndDeliversNothingUntilItEnds(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q", "Default", 0, 1)
-	call(t, b, http.StatusOK, "POST", "/api/v1/system/maintenance/pop", map[string]any{"enabled": true})
+	b.PushN(t, "q", "Default", 0, 1)
+	b.Call(t, http.StatusOK, "POST", "/api/v1/system/maintenance/pop", map[string]any{"enabled": true})
 
-	if _, ns := pop(t, b, "/api/v1/pop/queue/q"); ns != nil {
+	if ns := b.Pop(t, "/api/v1/pop/queue/q").Ns(); ns != nil {
 		t.Fatalf("a pop during pop maintenance delivered %v", ns)
 	}
 	start := time.Now()
-	if _, ns := pop(t, b, "/api/v1/pop/queue/q?wait=true&timeout=400"); ns != nil {
+	if ns := b.Pop(t, "/api/v1/pop/queue/q?wait=true&timeout=400").Ns(); ns != nil {
 		t.Fatalf("a long-poll during pop maintenance delivered %v", ns)
 	}
 	if held := time.Since(start); held < 350*time.Millisecond {
@@ -31,11 +31,11 @@ func TestPopMaintenanceHoldsLongPollsAndDeliversNothingUntilItEnds(t *testing.T)
 
 	got := make(chan []int, 1)
 	go func() {
-		_, ns := pop(t, b, "/api/v1/pop/queue/q?wait=true&timeout=10000")
+		ns := b.Pop(t, "/api/v1/pop/queue/q?wait=true&timeout=10000").Ns()
 		got <- ns
 	}()
 	time.Sleep(300 * time.Millisecond)
-	call(t, b, http.StatusOK, "POST", "/api/v1/system/maintenance/pop", map[string]any{"enabled": false})
+	b.Call(t, http.StatusOK, "POST", "/api/v1/system/maintenance/pop", map[string]any{"enabled": false})
 	select {
 	case ns := <-got:
 		if len(ns) != 1 || ns[0] != 0 {

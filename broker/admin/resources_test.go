@@ -17,15 +17,15 @@ import (
 func counted(t *testing.T, opts ...brokertest.Option) *brokertest.Broker {
 	t.Helper()
 	b := start(t, opts...)
-	push(t, b, "q", "a", 0, 5)
-	push(t, b, "q", "b", 0, 2)
+	b.PushN(t, "q", "a", 0, 5)
+	b.PushN(t, "q", "b", 0, 2)
 	pushTx(t, b, "q", "c", "poison")
-	p, _ := pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=1")
-	call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
+	p := b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=1")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID})
-	pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=2")
-	p, _ = pop(t, b, "/api/v1/pop/queue/q/partition/c?batch=1")
-	call(t, b, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "poison",
+	b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=2")
+	p = b.Pop(t, "/api/v1/pop/queue/q/partition/c?batch=1")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "poison",
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "status": "dlq"})
 	return b
 }
@@ -36,7 +36,7 @@ func deadLettered(t *testing.T, b *brokertest.Broker, path string) map[string]an
 	t.Helper()
 	var m map[string]any
 	for range 100 {
-		m = call(t, b, http.StatusOK, "GET", path, nil).Map(t)
+		m = b.Call(t, http.StatusOK, "GET", path, nil).Map(t)
 		if m["messages"].(map[string]any)["deadLetter"] == 1.0 {
 			return m
 		}
@@ -49,11 +49,11 @@ func deadLettered(t *testing.T, b *brokertest.Broker, path string) map[string]an
 func TestResourceQueuesCountFromPartitionEndsAndCursorsWithPendingExcludingProcessing(t *testing.T) {
 	t.Parallel()
 	b := counted(t)
-	push(t, b, "other", "Default", 0, 1)
+	b.PushN(t, "other", "Default", 0, 1)
 	var got struct {
 		Queues []map[string]any `json:"queues"`
 	}
-	call(t, b, http.StatusOK, "GET", "/api/v1/resources/queues", nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/resources/queues", nil).JSON(t, &got)
 	require.Len(t, got.Queues, 2)
 	require.Equal(t, "other", got.Queues[0]["name"], "newest first")
 	q := got.Queues[1]
@@ -69,7 +69,7 @@ func TestResourceQueuesCountFromPartitionEndsAndCursorsWithPendingExcludingProce
 func TestResourceQueueListsPartitionsByNameWithSixCountersAndPendingIncludingProcessing(t *testing.T) {
 	t.Parallel()
 	b := counted(t)
-	m := call(t, b, http.StatusOK, "GET", "/api/v1/resources/queues/q", nil).Map(t)
+	m := b.Call(t, http.StatusOK, "GET", "/api/v1/resources/queues/q", nil).Map(t)
 	ps := m["partitions"].([]any)
 	require.Len(t, ps, 3)
 	a, pb, c := ps[0].(map[string]any), ps[1].(map[string]any), ps[2].(map[string]any)
@@ -87,11 +87,11 @@ func TestResourceQueueListsPartitionsByNameWithSixCountersAndPendingIncludingPro
 func TestEachCounterOfAPartitionIsItsMaximumOverGroups(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	push(t, b, "q", "p", 0, 4)
-	pop(t, b, "/api/v1/pop/queue/q?batch=3&autoAck=true&consumerGroup=fast")
-	pop(t, b, "/api/v1/pop/queue/q?batch=1&autoAck=true&consumerGroup=slow")
-	pop(t, b, "/api/v1/pop/queue/q?batch=2&consumerGroup=fast")
-	m := call(t, b, http.StatusOK, "GET", "/api/v1/resources/queues/q", nil).Map(t)
+	b.PushN(t, "q", "p", 0, 4)
+	b.Pop(t, "/api/v1/pop/queue/q?batch=3&autoAck=true&consumerGroup=fast")
+	b.Pop(t, "/api/v1/pop/queue/q?batch=1&autoAck=true&consumerGroup=slow")
+	b.Pop(t, "/api/v1/pop/queue/q?batch=2&consumerGroup=fast")
+	m := b.Call(t, http.StatusOK, "GET", "/api/v1/resources/queues/q", nil).Map(t)
 	stats := m["partitions"].([]any)[0].(map[string]any)["stats"]
 	require.Equal(t, map[string]any{"total": 4.0, "pending": 3.0, "processing": 1.0, "completed": 1.0, "failed": 0.0, "deadLetter": 0.0}, stats,
 		"pending is slow's 3, processing fast's leased 1")
@@ -101,7 +101,7 @@ func TestAnUnknownQueueIs404QueueNotFound(t *testing.T) {
 	t.Parallel()
 	b := start(t)
 	for _, path := range []string{"/api/v1/resources/queues/nope", "/api/v1/status/queues/nope", "/api/v1/status/queues/a%00b"} {
-		r := call(t, b, http.StatusNotFound, "GET", path, nil)
+		r := b.Call(t, http.StatusNotFound, "GET", path, nil)
 		require.JSONEq(t, `{"error": "Queue not found"}`, string(r.Body), path)
 	}
 }
@@ -109,16 +109,16 @@ func TestAnUnknownQueueIs404QueueNotFound(t *testing.T) {
 func TestNamespacesAndTasksListTheNonEmptyValuesSortedWithTheirCounts(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	call(t, b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q1", "namespace": "zeta", "task": "t"})
-	call(t, b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q2", "namespace": "alpha", "task": "t"})
-	call(t, b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q3"})
-	push(t, b, "q1", "a", 0, 2)
-	push(t, b, "q2", "a", 0, 1)
-	push(t, b, "q2", "b", 0, 1)
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q1", "namespace": "zeta", "task": "t"})
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q2", "namespace": "alpha", "task": "t"})
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q3"})
+	b.PushN(t, "q1", "a", 0, 2)
+	b.PushN(t, "q2", "a", 0, 1)
+	b.PushN(t, "q2", "b", 0, 1)
 	var ns struct {
 		Namespaces []map[string]any `json:"namespaces"`
 	}
-	call(t, b, http.StatusOK, "GET", "/api/v1/resources/namespaces", nil).JSON(t, &ns)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/resources/namespaces", nil).JSON(t, &ns)
 	require.Len(t, ns.Namespaces, 2)
 	require.Equal(t, "alpha", ns.Namespaces[0]["namespace"])
 	require.EqualValues(t, 1, ns.Namespaces[0]["queues"])
@@ -128,7 +128,7 @@ func TestNamespacesAndTasksListTheNonEmptyValuesSortedWithTheirCounts(t *testing
 	var ts struct {
 		Tasks []map[string]any `json:"tasks"`
 	}
-	call(t, b, http.StatusOK, "GET", "/api/v1/resources/tasks", nil).JSON(t, &ts)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/resources/tasks", nil).JSON(t, &ts)
 	require.Len(t, ts.Tasks, 1)
 	require.Equal(t, "t", ts.Tasks[0]["task"])
 	require.EqualValues(t, 2, ts.Tasks[0]["queues"])
@@ -138,7 +138,7 @@ func TestNamespacesAndTasksListTheNonEmptyValuesSortedWithTheirCounts(t *testing
 func TestOverviewCountsRowsDistinctValuesAndLifetimeMessages(t *testing.T) {
 	t.Parallel()
 	b := counted(t, fastFlush("r1"))
-	call(t, b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q", "namespace": "n", "task": "t"})
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q", "namespace": "n", "task": "t"})
 	m := deadLettered(t, b, "/api/v1/resources/overview")
 	require.EqualValues(t, 1, m["queues"])
 	require.EqualValues(t, 4, m["partitions"], "a, b, c and configure's Default")
@@ -157,36 +157,36 @@ func TestOverviewCountsRowsDistinctValuesAndLifetimeMessages(t *testing.T) {
 func TestStatusQueuesFiltersByNamespaceAndTaskAndPagesNewestFirst(t *testing.T) {
 	t.Parallel()
 	b := counted(t)
-	call(t, b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "n1", "namespace": "x"})
-	call(t, b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "n2", "namespace": "x", "task": "y"})
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "n1", "namespace": "x"})
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "n2", "namespace": "x", "task": "y"})
 	var got struct {
 		Queues     []map[string]any `json:"queues"`
 		Pagination map[string]any   `json:"pagination"`
 	}
-	call(t, b, http.StatusOK, "GET", "/api/v1/status/queues?queue=ignored", nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues?queue=ignored", nil).JSON(t, &got)
 	require.Len(t, got.Queues, 3)
 	require.Equal(t, map[string]any{"limit": 100.0, "offset": 0.0}, got.Pagination)
 	q := got.Queues[2]
 	require.Equal(t, "q", q["name"])
 	require.Equal(t, map[string]any{"total": 8.0, "pending": 6.0, "processing": 2.0, "completed": 1.0}, q["messages"])
-	call(t, b, http.StatusOK, "GET", "/api/v1/status/queues?namespace=x", nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues?namespace=x", nil).JSON(t, &got)
 	require.Len(t, got.Queues, 2)
-	call(t, b, http.StatusOK, "GET", "/api/v1/status/queues?namespace=x&task=y", nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues?namespace=x&task=y", nil).JSON(t, &got)
 	require.Len(t, got.Queues, 1)
 	require.Equal(t, "n2", got.Queues[0]["name"])
-	call(t, b, http.StatusOK, "GET", "/api/v1/status/queues?limit=1&offset=1", nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues?limit=1&offset=1", nil).JSON(t, &got)
 	require.Len(t, got.Queues, 1)
 	require.Equal(t, "n1", got.Queues[0]["name"])
-	call(t, b, http.StatusOK, "GET", "/api/v1/status/queues?limit=1&offset=99", nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues?limit=1&offset=99", nil).JSON(t, &got)
 	require.Empty(t, got.Queues)
 }
 
 func TestStatusQueueHasConfigPartitionsCursorsAndTotals(t *testing.T) {
 	t.Parallel()
 	b := counted(t)
-	call(t, b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q",
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q",
 		"options": map[string]any{"maxSize": 50, "deadLetterQueue": true, "priority": 4}})
-	m := call(t, b, http.StatusOK, "GET", "/api/v1/status/queues/q?includePartitions=true", nil).Map(t)
+	m := b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues/q?includePartitions=true", nil).Map(t)
 	q := m["queue"].(map[string]any)
 	require.EqualValues(t, 4, q["priority"])
 	require.Equal(t, map[string]any{"leaseTime": 300.0, "retryLimit": 3.0, "retryDelay": 1000.0, "ttl": 3600.0,
@@ -215,7 +215,7 @@ func TestStatusLaysOutBucketsByTheRangeNewestFirst(t *testing.T) {
 		points int
 	}{{time.Hour, 1, 61}, {6 * time.Hour, 5, 73}, {24 * time.Hour, 15, 97}, {7 * 24 * time.Hour, 60, 169}, {30 * 24 * time.Hour, 360, 121}} {
 		q := "from=" + url.QueryEscape(to.Add(-c.span).Format(time.RFC3339)) + "&to=" + url.QueryEscape(to.Format(time.RFC3339))
-		m := call(t, b, http.StatusOK, "GET", "/api/v1/status?"+q, nil).Map(t)
+		m := b.Call(t, http.StatusOK, "GET", "/api/v1/status?"+q, nil).Map(t)
 		require.EqualValues(t, c.width, m["bucketMinutes"], c.span)
 		rows := m["throughput"].([]any)
 		require.Len(t, rows, c.points, c.span)
@@ -227,7 +227,7 @@ func TestStatusLaysOutBucketsByTheRangeNewestFirst(t *testing.T) {
 func TestStatusCountsQueuesLeasesAndDeadLetters(t *testing.T) {
 	t.Parallel()
 	b := counted(t, fastFlush("r1"))
-	call(t, b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "empty"})
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "empty"})
 	m := deadLettered(t, b, "/api/v1/status")
 	queues := m["queues"].([]any)
 	require.Len(t, queues, 1, "only queues that hold messages")
@@ -246,20 +246,20 @@ func TestStatusCountsQueuesLeasesAndDeadLetters(t *testing.T) {
 	require.Len(t, workers, 1)
 	require.Contains(t, workers[0], "hostname")
 	require.NotNil(t, workers[0].(map[string]any)["dbConnections"])
-	require.Empty(t, call(t, b, http.StatusOK, "GET", "/api/v1/status?queue=other", nil).Map(t)["queues"])
+	require.Empty(t, b.Call(t, http.StatusOK, "GET", "/api/v1/status?queue=other", nil).Map(t)["queues"])
 }
 
 func TestStatusWithAnUnparsableOrReversedRangeIs400(t *testing.T) {
 	t.Parallel()
 	b := start(t)
 	for _, q := range []string{"from=x", "to=2026-05-06", "from=2026-05-06T12:00:00Z&to=2026-05-06T11:00:00Z"} {
-		require.NotEmpty(t, call(t, b, http.StatusBadRequest, "GET", "/api/v1/status?"+q, nil).Map(t)["error"], q)
+		require.NotEmpty(t, b.Call(t, http.StatusBadRequest, "GET", "/api/v1/status?"+q, nil).Map(t)["error"], q)
 	}
 }
 
 func TestStatusBuffersReportsThisReplicasSpoolAndTheDatabase(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	r := call(t, b, http.StatusOK, "GET", "/api/v1/status/buffers", nil)
+	r := b.Call(t, http.StatusOK, "GET", "/api/v1/status/buffers", nil)
 	require.JSONEq(t, `{"pending": 0, "failed": 0, "dbHealthy": true, "worker": 0}`, string(r.Body))
 }

@@ -86,15 +86,15 @@ func statusUntil(t *testing.T, b *brokertest.Broker, token, query string, done f
 // the other 2 with autoAck.
 func traffic(t *testing.T, b *brokertest.Broker) {
 	t.Helper()
-	push(t, b, "q", "p", 0, 4)
-	p, _ := pop(t, b, "/api/v1/pop/queue/q?batch=2")
+	b.PushN(t, "q", "p", 0, 4)
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=2")
 	require.Len(t, p.Messages, 2)
-	call(t, b, http.StatusOK, "POST", "/api/v1/ack/batch", map[string]any{"acknowledgments": []any{
+	b.Call(t, http.StatusOK, "POST", "/api/v1/ack/batch", map[string]any{"acknowledgments": []any{
 		map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID, "leaseId": p.LeaseID},
 		map[string]any{"transactionId": p.Messages[1].TransactionID, "partitionId": p.PartitionID,
 			"leaseId": "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f"},
 	}})
-	_, ns := pop(t, b, "/api/v1/pop/queue/q?batch=2&autoAck=true&consumerGroup=g2&subscriptionMode=all")
+	ns := b.Pop(t, "/api/v1/pop/queue/q?batch=2&autoAck=true&consumerGroup=g2&subscriptionMode=all").Ns()
 	require.Len(t, ns, 2)
 }
 
@@ -158,9 +158,9 @@ func sampled(s status) int {
 func TestStatusQueueNamespaceAndTaskFilterTheCountsButNotTheHealth(t *testing.T) {
 	t.Parallel()
 	b := start(t, fastFlush("r1"))
-	call(t, b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q", "namespace": "n", "task": "t"})
-	push(t, b, "q", "p", 0, 3)
-	push(t, b, "other", "p", 0, 5)
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q", "namespace": "n", "task": "t"})
+	b.PushN(t, "q", "p", 0, 3)
+	b.PushN(t, "other", "p", 0, 5)
 	all := statusUntil(t, b, "", lastHour(), func(s status) bool { return s.sum().Ingested == 8 && sampled(s) > 0 })
 	for query, want := range map[string]int64{"queue=q": 3, "namespace=n": 3, "task=t": 3, "queue=other": 5,
 		"namespace=n&queue=other": 0, "task=none": 0, "queue=none": 0} {
@@ -232,13 +232,13 @@ func TestStatusWorkersHoldTheAnsweringReplicaBeforeItsFirstSample(t *testing.T) 
 func TestOverviewThroughputIsTheLastFiveMinutesPerSecondAndLagTimeIsInSeconds(t *testing.T) {
 	t.Parallel()
 	b := start(t, fastFlush("r1"))
-	push(t, b, "q", "p", 0, 90)
+	b.PushN(t, "q", "p", 0, 90)
 	time.Sleep(1100 * time.Millisecond) // a pop lag of over a second
-	_, ns := pop(t, b, "/api/v1/pop/queue/q?batch=90&autoAck=true")
+	ns := b.Pop(t, "/api/v1/pop/queue/q?batch=90&autoAck=true").Ns()
 	require.Len(t, ns, 90)
 	var m map[string]any
 	for range 100 {
-		m = call(t, b, http.StatusOK, "GET", "/api/v1/resources/overview", nil).Map(t)
+		m = b.Call(t, http.StatusOK, "GET", "/api/v1/resources/overview", nil).Map(t)
 		if m["throughput"].(map[string]any)["processedPerSecond"] != 0.0 {
 			break
 		}
@@ -253,7 +253,7 @@ func TestOverviewThroughputIsTheLastFiveMinutesPerSecondAndLagTimeIsInSeconds(t 
 	// Counts older than five minutes are not recent.
 	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.queue_minutes SET minute = minute - interval '10 minutes'`)
 	require.NoError(t, err)
-	m = call(t, b, http.StatusOK, "GET", "/api/v1/resources/overview", nil).Map(t)
+	m = b.Call(t, http.StatusOK, "GET", "/api/v1/resources/overview", nil).Map(t)
 	require.Equal(t, map[string]any{"ingestedPerSecond": 0.0, "processedPerSecond": 0.0}, m["throughput"])
 	require.Equal(t, map[string]any{"avg": 0.0, "median": 0.0, "min": 0.0, "max": 0.0}, m["lag"].(map[string]any)["time"])
 	require.EqualValues(t, 90, m["messages"].(map[string]any)["completed"], "lifetime")
@@ -262,8 +262,8 @@ func TestOverviewThroughputIsTheLastFiveMinutesPerSecondAndLagTimeIsInSeconds(t 
 func TestAnAutoAckPopCountsAsOneAckRequestWhoseItemsAllSucceeded(t *testing.T) {
 	t.Parallel()
 	b := start(t, fastFlush("r1"))
-	push(t, b, "q", "p", 0, 3)
-	pop(t, b, "/api/v1/pop/queue/q?batch=3&autoAck=true")
+	b.PushN(t, "q", "p", 0, 3)
+	b.Pop(t, "/api/v1/pop/queue/q?batch=3&autoAck=true")
 	got := opsUntil(t, b, lastHour(), func(o queueOps) bool { return o.totals("q").AckSuccess > 0 }).totals("q")
 	require.Equal(t, [3]int64{1, 3, 0}, [3]int64{got.AckRequests, got.AckSuccess, got.AckFailed})
 }

@@ -12,27 +12,27 @@ import (
 func TestMaintenanceRoutesAnswerQueensShapes(t *testing.T) {
 	t.Parallel()
 	b := start(t)
-	r := call(t, b, http.StatusOK, "GET", "/api/v1/system/maintenance", nil)
+	r := b.Call(t, http.StatusOK, "GET", "/api/v1/system/maintenance", nil)
 	require.JSONEq(t, `{"maintenanceMode": false, "popMaintenanceMode": false, "bufferedMessages": 0,
 		"bufferHealthy": true, "bufferStats": {"pendingCount": 0, "failedCount": 0, "dbHealthy": true,
 		"failedFiles": {"count": 0, "totalBytes": 0, "totalMB": 0, "failoverCount": 0, "qos0Count": 0}}}`, string(r.Body))
 
-	m := call(t, b, http.StatusOK, "POST", "/api/v1/system/maintenance", map[string]any{"enabled": true}).Map(t)
+	m := b.Call(t, http.StatusOK, "POST", "/api/v1/system/maintenance", map[string]any{"enabled": true}).Map(t)
 	require.Equal(t, true, m["maintenanceMode"])
 	require.EqualValues(t, 0, m["bufferedMessages"])
 	require.Equal(t, true, m["bufferHealthy"])
 	require.NotEmpty(t, m["message"])
 
-	m = call(t, b, http.StatusOK, "POST", "/api/v1/system/maintenance/pop", map[string]any{"enabled": true}).Map(t)
+	m = b.Call(t, http.StatusOK, "POST", "/api/v1/system/maintenance/pop", map[string]any{"enabled": true}).Map(t)
 	require.Equal(t, true, m["popMaintenanceMode"])
 	require.NotEmpty(t, m["message"])
-	m = call(t, b, http.StatusOK, "GET", "/api/v1/system/maintenance/pop", nil).Map(t)
+	m = b.Call(t, http.StatusOK, "GET", "/api/v1/system/maintenance/pop", nil).Map(t)
 	require.Equal(t, true, m["popMaintenanceMode"])
 	require.NotEmpty(t, m["message"])
 
-	m = call(t, b, http.StatusOK, "POST", "/api/v1/system/maintenance", map[string]any{"enabled": false}).Map(t)
+	m = b.Call(t, http.StatusOK, "POST", "/api/v1/system/maintenance", map[string]any{"enabled": false}).Map(t)
 	require.Equal(t, false, m["maintenanceMode"])
-	m = call(t, b, http.StatusOK, "GET", "/api/v1/system/maintenance", nil).Map(t)
+	m = b.Call(t, http.StatusOK, "GET", "/api/v1/system/maintenance", nil).Map(t)
 	require.Equal(t, false, m["maintenanceMode"])
 	require.Equal(t, true, m["popMaintenanceMode"], "the two switches are separate")
 }
@@ -40,9 +40,9 @@ func TestMaintenanceRoutesAnswerQueensShapes(t *testing.T) {
 func TestMaintenanceSwitchesAreSharedByReplicasAndSurviveRestarts(t *testing.T) {
 	t.Parallel()
 	a := start(t)
-	call(t, a, http.StatusOK, "POST", "/api/v1/system/maintenance/pop", map[string]any{"enabled": true})
+	a.Call(t, http.StatusOK, "POST", "/api/v1/system/maintenance/pop", map[string]any{"enabled": true})
 	b := brokertest.StartOn(t, a.DatabaseURL) // another replica, or the same one restarted
-	m := call(t, b, http.StatusOK, "GET", "/api/v1/system/shared-state", nil).Map(t)
+	m := b.Call(t, http.StatusOK, "GET", "/api/v1/system/shared-state", nil).Map(t)
 	require.Equal(t, map[string]any{"enabled": false, "reason": "not_applicable",
 		"maintenance_mode": false, "pop_maintenance_mode": true}, m)
 }
@@ -52,15 +52,15 @@ func TestMaintenanceRefusesAnythingButABooleanEnabled(t *testing.T) {
 	b := start(t)
 	for _, path := range []string{"/api/v1/system/maintenance", "/api/v1/system/maintenance/pop"} {
 		for _, body := range []string{``, `{}`, `{"enabled": null}`, `{"enabled": "true"}`, `{"enabled": 1}`} {
-			r := call(t, b, http.StatusBadRequest, "POST", path, body)
+			r := b.Call(t, http.StatusBadRequest, "POST", path, body)
 			require.Equal(t, "enabled (boolean) is required", r.Map(t)["error"], "%s %s", path, body)
 		}
-		r := call(t, b, http.StatusBadRequest, "POST", path, `[true]`)
+		r := b.Call(t, http.StatusBadRequest, "POST", path, `[true]`)
 		require.Equal(t, "Request body must be a JSON object", r.Map(t)["error"])
-		r = call(t, b, http.StatusBadRequest, "POST", path, `{bad`)
+		r = b.Call(t, http.StatusBadRequest, "POST", path, `{bad`)
 		require.Contains(t, r.Map(t)["error"], "Invalid JSON")
 	}
-	m := call(t, b, http.StatusOK, "GET", "/api/v1/system/maintenance", nil).Map(t)
+	m := b.Call(t, http.StatusOK, "GET", "/api/v1/system/maintenance", nil).Map(t)
 	require.Equal(t, false, m["maintenanceMode"])
 }
 
@@ -69,7 +69,7 @@ func TestMigrationRoutesAre501(t *testing.T) {
 	b := start(t)
 	for _, route := range [][2]string{{"POST", "test-connection"}, {"POST", "start"}, {"POST", "validate"},
 		{"POST", "reset"}, {"GET", "status"}} {
-		r := call(t, b, http.StatusNotImplemented, route[0], "/api/v1/migration/"+route[1], nil)
+		r := b.Call(t, http.StatusNotImplemented, route[0], "/api/v1/migration/"+route[1], nil)
 		require.JSONEq(t, `{"error": "migration is not supported by this broker"}`, string(r.Body))
 	}
 }

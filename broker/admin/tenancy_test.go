@@ -52,7 +52,7 @@ func TestTenantBProbingTenantAsGroupsAndQueuesReadsExactlyLikeMissing(t *testing
 	pushAs(3)
 	r := b.Do(t, "GET", "/api/v1/pop/queue/q/partition/p?batch=1&consumerGroup=g&subscriptionFrom=1970-01-01T00:00:01Z", a, nil)
 	require.Equal(t, http.StatusOK, r.Status)
-	var p popped
+	var p brokertest.Popped
 	r.JSON(t, &p)
 	before := b.Do(t, "GET", "/api/v1/consumer-groups/g", a, nil)
 	beforeList := b.Do(t, "GET", "/api/v1/consumer-groups", a, nil)

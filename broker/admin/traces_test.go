@@ -24,13 +24,13 @@ func pushed(t *testing.T, b *brokertest.Broker, queue, partition string, txids .
 	for i, id := range txids {
 		items = append(items, map[string]any{"queue": queue, "partition": partition, "transactionId": id, "payload": map[string]any{"n": i}})
 	}
-	out := array(t, call(t, b, http.StatusCreated, "POST", "/api/v1/push", map[string]any{"items": items}))
+	out := array(t, b.Call(t, http.StatusCreated, "POST", "/api/v1/push", map[string]any{"items": items}))
 	return out[0]["partition_id"].(string)
 }
 
 func trace(t *testing.T, b *brokertest.Broker, want int, body map[string]any) map[string]any {
 	t.Helper()
-	return call(t, b, want, "POST", "/api/v1/traces", body).Map(t)
+	return b.Call(t, want, "POST", "/api/v1/traces", body).Map(t)
 }
 
 func TestATraceIsRecordedAgainstItsMessageAndReadOldestFirstWithSortedNames(t *testing.T) {
@@ -48,7 +48,7 @@ func TestATraceIsRecordedAgainstItsMessageAndReadOldestFirstWithSortedNames(t *t
 	var got struct {
 		Traces []map[string]any `json:"traces"`
 	}
-	call(t, b, http.StatusOK, "GET", "/api/v1/traces/"+pid+"/inv-1", nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/traces/"+pid+"/inv-1", nil).JSON(t, &got)
 	require.Len(t, got.Traces, 2)
 	a, c := got.Traces[0], got.Traces[1]
 	require.Equal(t, first["traceId"], a["id"], "oldest first")
@@ -63,9 +63,9 @@ func TestATraceIsRecordedAgainstItsMessageAndReadOldestFirstWithSortedNames(t *t
 	require.Equal(t, "__QUEUE_MODE__", c["consumer_group"])
 	require.Equal(t, []any{"solo"}, c["trace_names"], "a string is one name")
 
-	require.JSONEq(t, `{"traces": []}`, string(call(t, b, http.StatusOK, "GET", "/api/v1/traces/"+pid+"/nobody", nil).Body))
-	require.JSONEq(t, `{"traces": []}`, string(call(t, b, http.StatusOK, "GET", "/api/v1/traces/0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f/inv-1", nil).Body))
-	require.NotEmpty(t, call(t, b, http.StatusBadRequest, "GET", "/api/v1/traces/not-a-uuid/inv-1", nil).Map(t)["error"])
+	require.JSONEq(t, `{"traces": []}`, string(b.Call(t, http.StatusOK, "GET", "/api/v1/traces/"+pid+"/nobody", nil).Body))
+	require.JSONEq(t, `{"traces": []}`, string(b.Call(t, http.StatusOK, "GET", "/api/v1/traces/0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f/inv-1", nil).Body))
+	require.NotEmpty(t, b.Call(t, http.StatusBadRequest, "GET", "/api/v1/traces/not-a-uuid/inv-1", nil).Map(t)["error"])
 }
 
 func TestATraceNeedsItsMessageIdsAndDataAndAnUnknownMessageIs404(t *testing.T) {
@@ -89,18 +89,18 @@ func TestATraceNeedsItsMessageIdsAndDataAndAnUnknownMessageIs404(t *testing.T) {
 		`{"x": 1`: "Invalid JSON",
 		``:        "transactionId and partitionId are required",
 	} {
-		r := call(t, b, http.StatusBadRequest, "POST", "/api/v1/traces", body)
+		r := b.Call(t, http.StatusBadRequest, "POST", "/api/v1/traces", body)
 		require.Contains(t, r.Map(t)["error"], want, "body %s", body)
 	}
-	r := call(t, b, http.StatusNotFound, "POST", "/api/v1/traces", map[string]any{"transactionId": "inv-9", "partitionId": pid, "data": map[string]any{}})
+	r := b.Call(t, http.StatusNotFound, "POST", "/api/v1/traces", map[string]any{"transactionId": "inv-9", "partitionId": pid, "data": map[string]any{}})
 	require.JSONEq(t, `{"success": false, "error": "Message not found"}`, string(r.Body))
-	r = call(t, b, http.StatusNotFound, "POST", "/api/v1/traces", map[string]any{"transactionId": "inv-1",
+	r = b.Call(t, http.StatusNotFound, "POST", "/api/v1/traces", map[string]any{"transactionId": "inv-1",
 		"partitionId": "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f", "data": map[string]any{}})
 	require.JSONEq(t, `{"success": false, "error": "Message not found"}`, string(r.Body))
 	require.Zero(t, b.Count(t, `SELECT count(*) FROM queen.traces`))
 	trace(t, b, http.StatusCreated, map[string]any{"transactionId": "inv-1", "partitionId": pid, "data": `a\u0000`})
 	for _, path := range []string{"/api/v1/traces/by-name/%E2", "/api/v1/traces/" + pid + "/%E2", "/api/v1/traces/" + pid + "/a%00"} {
-		require.NotEmpty(t, call(t, b, http.StatusBadRequest, "GET", path, nil).Map(t)["error"], path)
+		require.NotEmpty(t, b.Call(t, http.StatusBadRequest, "GET", path, nil).Map(t)["error"], path)
 	}
 }
 
@@ -117,7 +117,7 @@ func TestTracesByNamePagesOldestFirstWithTheirMessagesAndPayloads(t *testing.T) 
 		Total      int              `json:"total"`
 		Pagination map[string]int   `json:"pagination"`
 	}
-	call(t, b, http.StatusOK, "GET", "/api/v1/traces/by-name/tenant+acme?limit=2&offset=1", nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/traces/by-name/tenant+acme?limit=2&offset=1", nil).JSON(t, &got)
 	require.Equal(t, 4, got.Total)
 	require.Equal(t, map[string]int{"limit": 2, "offset": 1}, got.Pagination)
 	require.Len(t, got.Traces, 2)
@@ -131,10 +131,10 @@ func TestTracesByNamePagesOldestFirstWithTheirMessagesAndPayloads(t *testing.T) 
 	require.Equal(t, []any{"other", "tenant acme"}, x["trace_names"])
 	require.Equal(t, "m2", got.Traces[1]["transaction_id"])
 
-	call(t, b, http.StatusOK, "GET", "/api/v1/traces/by-name/tenant%20acme?limit=x", nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/traces/by-name/tenant%20acme?limit=x", nil).JSON(t, &got)
 	require.Equal(t, 100, got.Pagination["limit"], "a limit that does not parse is the default")
 	require.Len(t, got.Traces, 4)
-	call(t, b, http.StatusOK, "GET", "/api/v1/traces/by-name/names", nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/traces/by-name/names", nil).JSON(t, &got)
 	require.Zero(t, got.Total, "by-name/names is the name \"names\", which no trace carries")
 }
 
@@ -155,7 +155,7 @@ func TestTraceNamesCountTracesAndMessagesMostRecentlySeenFirst(t *testing.T) {
 		Total      int            `json:"total"`
 		Pagination map[string]int `json:"pagination"`
 	}
-	call(t, b, http.StatusOK, "GET", "/api/v1/traces/names", nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/traces/names", nil).JSON(t, &got)
 	require.Equal(t, 2, got.Total)
 	require.Equal(t, map[string]int{"limit": 50, "offset": 0}, got.Pagination)
 	require.Len(t, got.Names, 2)
@@ -164,7 +164,7 @@ func TestTraceNamesCountTracesAndMessagesMostRecentlySeenFirst(t *testing.T) {
 	require.Equal(t, 2, got.Names[0].Messages)
 	require.Equal(t, "old", got.Names[1].Name)
 	require.NotEmpty(t, got.Names[1].LastSeen)
-	call(t, b, http.StatusOK, "GET", "/api/v1/traces/names?limit=1&offset=5", nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/traces/names?limit=1&offset=5", nil).JSON(t, &got)
 	require.Empty(t, got.Names)
 	require.Equal(t, 2, got.Total, "a page past the end still counts the names")
 }
@@ -180,13 +180,13 @@ func TestTracesGoWithTheirMessagesSegmentAndWithTheirQueue(t *testing.T) {
 	}
 	// What retention does to the segment that held aged's message.
 	b.Count(t, `WITH d AS (DELETE FROM queen.log_segments WHERE partition_id = $1 RETURNING 1) SELECT count(*) FROM d`, gone)
-	call(t, b, http.StatusOK, "DELETE", "/api/v1/resources/queues/deleted", nil)
+	b.Call(t, http.StatusOK, "DELETE", "/api/v1/resources/queues/deleted", nil)
 	n, err := sweepTraces(t, b)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.traces`))
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.trace_names`), "names go with their trace")
-	require.Len(t, call(t, b, http.StatusOK, "GET", "/api/v1/traces/"+kept+"/m0", nil).Map(t)["traces"], 1)
+	require.Len(t, b.Call(t, http.StatusOK, "GET", "/api/v1/traces/"+kept+"/m0", nil).Map(t)["traces"], 1)
 }
 
 // sweepTraces runs the retention sweep, which sweeps the traces, on the
@@ -204,9 +204,9 @@ func TestATraceFindsItsMessageInTheGroupsBatchOrAnywhereInThePartition(t *testin
 	b := start(t)
 	pid := pushed(t, b, "orders", "Default", "m0", "m1")
 	pushed(t, b, "orders", "Default", "m2", "m3")
-	p, _ := pop(t, b, "/api/v1/pop/queue/orders?batch=1&consumerGroup=g")
+	p := b.Pop(t, "/api/v1/pop/queue/orders?batch=1&consumerGroup=g")
 	require.Len(t, p.Messages, 1)
-	p, _ = pop(t, b, "/api/v1/pop/queue/orders?batch=2&consumerGroup=h&subscriptionFrom=1970-01-01T00:00:00Z")
+	p = b.Pop(t, "/api/v1/pop/queue/orders?batch=2&consumerGroup=h&subscriptionFrom=1970-01-01T00:00:00Z")
 	require.Len(t, p.Messages, 2)
 	for _, x := range []struct{ tx, group string }{{"m0", "g"}, {"m1", "h"}, {"m3", "g"}, {"m2", "nobody"}} {
 		trace(t, b, http.StatusCreated, map[string]any{"transactionId": x.tx, "partitionId": pid, "consumerGroup": x.group,
@@ -215,7 +215,7 @@ func TestATraceFindsItsMessageInTheGroupsBatchOrAnywhereInThePartition(t *testin
 	var got struct {
 		Traces []map[string]any `json:"traces"`
 	}
-	call(t, b, http.StatusOK, "GET", "/api/v1/traces/by-name/n", nil).JSON(t, &got)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/traces/by-name/n", nil).JSON(t, &got)
 	require.Len(t, got.Traces, 4)
 	for i, want := range []float64{0, 1, 1, 0} { // each trace's own message: m0 and m2 are n 0, m1 and m3 n 1
 		require.Equal(t, map[string]any{"n": want}, got.Traces[i]["message_payload"], "trace %d", i)
@@ -231,10 +231,10 @@ func TestDeletingAMessageDeletesItsTraces(t *testing.T) {
 		trace(t, b, http.StatusCreated, map[string]any{"transactionId": tx, "partitionId": pid, "data": 1, "traceNames": "n"})
 	}
 	require.Equal(t, true, deleteMessage(t, b, pid, "inv-1")["success"])
-	require.JSONEq(t, `{"traces": []}`, string(call(t, b, http.StatusOK, "GET", "/api/v1/traces/"+pid+"/inv-1", nil).Body))
+	require.JSONEq(t, `{"traces": []}`, string(b.Call(t, http.StatusOK, "GET", "/api/v1/traces/"+pid+"/inv-1", nil).Body))
 	var kept struct {
 		Traces []map[string]any `json:"traces"`
 	}
-	call(t, b, http.StatusOK, "GET", "/api/v1/traces/"+pid+"/inv-2", nil).JSON(t, &kept)
+	b.Call(t, http.StatusOK, "GET", "/api/v1/traces/"+pid+"/inv-2", nil).JSON(t, &kept)
 	require.Len(t, kept.Traces, 1, "the other message keeps its trace")
 }

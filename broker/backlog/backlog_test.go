@@ -26,18 +26,6 @@ func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// push sends n messages to queue/partition in one request: one segment.
-func push(t *testing.T, b *brokertest.Broker, queue, partition string, n int) {
-	t.Helper()
-	items := make([]map[string]any, n)
-	for i := range items {
-		items[i] = map[string]any{"queue": queue, "partition": partition, "payload": map[string]any{"n": i}}
-	}
-	if r := b.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": items}); r.Status != http.StatusCreated {
-		t.Fatalf("push: %d %s", r.Status, r.Body)
-	}
-}
-
 // consume pops and auto-acks n messages of the partition for the group.
 func consume(t *testing.T, b *brokertest.Broker, queue, partition, group string, n int) {
 	t.Helper()
@@ -77,8 +65,8 @@ func near(got, want float64) bool { return math.Abs(got-want) < 60 }
 
 func TestLagIsEachPartitionsNextOffsetMinusTheGroupsCommittedSummed(t *testing.T) {
 	b := brokertest.Start(t)
-	push(t, b, "orders", "a", 5)
-	push(t, b, "orders", "b", 3)
+	b.PushN(t, "orders", "a", 0, 5)
+	b.PushN(t, "orders", "b", 0, 3)
 	consume(t, b, "orders", "a", "billing", 2)
 	consume(t, b, "orders", "b", "billing", 3)
 	consume(t, b, "orders", "a", "audit", 1)
@@ -98,8 +86,8 @@ func TestLagIsEachPartitionsNextOffsetMinusTheGroupsCommittedSummed(t *testing.T
 
 func TestOldestUnconsumedAgeIsTheAgeOfTheSegmentAtTheCursor(t *testing.T) {
 	b := brokertest.Start(t)
-	push(t, b, "q", "p", 2) // offsets 0-1
-	push(t, b, "q", "p", 2) // offsets 2-3
+	b.PushN(t, "q", "p", 0, 2) // offsets 0-1
+	b.PushN(t, "q", "p", 0, 2) // offsets 2-3
 	ageOf(t, b, "q", "p", 0, 2*time.Hour)
 	ageOf(t, b, "q", "p", 2, time.Hour)
 
@@ -119,8 +107,8 @@ func TestOldestUnconsumedAgeIsTheAgeOfTheSegmentAtTheCursor(t *testing.T) {
 
 func TestOldestUnconsumedAgeSkipsASegmentThatRetentionRemoved(t *testing.T) {
 	b := brokertest.Start(t)
-	push(t, b, "q", "p", 2)
-	push(t, b, "q", "p", 2)
+	b.PushN(t, "q", "p", 0, 2)
+	b.PushN(t, "q", "p", 0, 2)
 	ageOf(t, b, "q", "p", 2, time.Hour)
 	consume(t, b, "q", "p", "g", 1)
 	if _, err := b.Pool.Exec(t.Context(), `DELETE FROM queen.log_segments WHERE base_offset = 0`); err != nil {
@@ -133,7 +121,7 @@ func TestOldestUnconsumedAgeSkipsASegmentThatRetentionRemoved(t *testing.T) {
 
 func TestScrapesServeTheLastRefreshAndAGoneQueueDisappears(t *testing.T) {
 	b := brokertest.Start(t)
-	push(t, b, "q", "p", 4)
+	b.PushN(t, "q", "p", 0, 4)
 	consume(t, b, "q", "p", "g", 1)
 	m := metrics.New()
 	c := backlog.New(db.New(b.Pool), m, quiet)
@@ -144,7 +132,7 @@ func TestScrapesServeTheLastRefreshAndAGoneQueueDisappears(t *testing.T) {
 	if s := scrape(t, m); !strings.Contains(s, want) {
 		t.Fatalf("scrape lacks %s:\n%s", want, s)
 	}
-	push(t, b, "q", "p", 4)
+	b.PushN(t, "q", "p", 0, 4)
 	if s := scrape(t, m); !strings.Contains(s, want) {
 		t.Fatalf("a scrape between refreshes changed the lag, so it read the database:\n%s", s)
 	}
@@ -176,7 +164,7 @@ func TestDatabaseUpIsZeroWhenTheRefreshFails(t *testing.T) {
 
 func TestTheBrokerRefreshesTheLagInTheBackground(t *testing.T) {
 	b := brokertest.Start(t, func(c *config.Config) { c.LagEvery = 20 * time.Millisecond })
-	push(t, b, "q", "p", 3)
+	b.PushN(t, "q", "p", 0, 3)
 	consume(t, b, "q", "p", "g", 1)
 	want := fmt.Sprintf(`regent_consumer_group_lag{group="g",queue="q",tenant=%q} 2`, b.Tenant)
 	deadline := time.Now().Add(10 * time.Second)
@@ -214,7 +202,7 @@ func scrape(t *testing.T, m *metrics.Metrics) string {
 
 func TestDeadLettersAreCountedPerQueue(t *testing.T) {
 	b := brokertest.Start(t)
-	push(t, b, "q", "p", 3)
+	b.PushN(t, "q", "p", 0, 3)
 	r := b.Do(t, "GET", "/api/v1/pop/queue/q/partition/p?consumerGroup=g&batch=3", "", nil)
 	var p struct {
 		Messages []struct {
@@ -242,7 +230,7 @@ func TestDeadLettersAreCountedPerQueue(t *testing.T) {
 
 func TestARefreshRecordsEachGroupsLagAsItsMinutesSampleForTheCharts(t *testing.T) {
 	b := brokertest.Start(t)
-	push(t, b, "charted", "p", 4)
+	b.PushN(t, "charted", "p", 0, 4)
 	consume(t, b, "charted", "p", "g", 1)
 	ageOf(t, b, "charted", "p", 0, 90*time.Second)
 	if !backlog.New(db.New(b.Pool), metrics.New(), quiet).Refresh(t.Context()) {

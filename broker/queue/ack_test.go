@@ -23,8 +23,8 @@ func ackBatch(t *testing.T, b *brokertest.Broker, body map[string]any) []map[str
 func TestAckAnswersEveryField(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "p", 0, 2)...)
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
+	b.Push(t, brokertest.Numbered("q", "p", 0, 2)...)
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=2")
 	r := ack(t, b, map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID})
 	require.Equal(t, map[string]any{"index": 0.0, "transactionId": p.Messages[0].TransactionID, "success": true,
 		"error": nil, "queueName": "q", "partitionName": "p", "leaseReleased": false, "dlq": false}, r)
@@ -36,19 +36,19 @@ func TestAckAnswersEveryField(t *testing.T) {
 func TestFullBatchAckReleasesTheLeaseAtOnce(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "Default", 0, 4)...)
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 4)...)
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=2")
 	r := ackLast(t, b, p, "")
 	require.Equal(t, true, r["leaseReleased"])
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NULL AND committed = 2`))
-	require.Equal(t, []int{2, 3}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=2")))
+	require.Equal(t, []int{2, 3}, b.Pop(t, "/api/v1/pop/queue/q?batch=2").Ns())
 }
 
 func TestAckBatchAnswersInRequestOrderInOneCall(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "Default", 0, 3)...)
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=3&consumerGroup=g")
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 3)...)
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=3&consumerGroup=g")
 	var acks []map[string]any
 	for _, m := range p.Messages {
 		acks = append(acks, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": p.LeaseID})
@@ -68,8 +68,8 @@ func TestAckBatchAnswersInRequestOrderInOneCall(t *testing.T) {
 func TestCumulativeAckNeverMovesTheCursorBackwards(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "Default", 0, 5)...)
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=5")
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 5)...)
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=5")
 	r := ack(t, b, map[string]any{"transactionId": p.Messages[3].TransactionID, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
 	require.Equal(t, true, r["success"])
 	r = ack(t, b, map[string]any{"transactionId": p.Messages[1].TransactionID, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
@@ -81,8 +81,8 @@ func TestWrongOrExpiredLeaseIsRefusedPerItem(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"leaseTime": 1}})
-	push(t, b, msgs("q", "Default", 0, 2)...)
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 2)...)
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=2")
 	out := ackBatch(t, b, map[string]any{"acknowledgments": []any{
 		map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID, "leaseId": "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f"},
 		map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID, "leaseId": p.LeaseID},
@@ -101,20 +101,20 @@ func TestAfterLeaseExpiryEverythingAfterTheCursorIsRedeliveredInOrder(t *testing
 	t.Parallel()
 	b := brokertest.Start(t)
 	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"leaseTime": 1}})
-	push(t, b, msgs("q", "Default", 0, 3)...)
-	push(t, b, msgs("q", "Default", 3, 3)...)
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=4")
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 3)...)
+	b.Push(t, brokertest.Numbered("q", "Default", 3, 3)...)
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=4")
 	ack(t, b, map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?batch=10"))
-	p = pop(t, b, "/api/v1/pop/queue/q?batch=10&wait=true&timeout=3000")
-	require.Equal(t, []int{1, 2, 3, 4, 5}, ns(p))
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?batch=10"))
+	p = b.Pop(t, "/api/v1/pop/queue/q?batch=10&wait=true&timeout=3000")
+	require.Equal(t, []int{1, 2, 3, 4, 5}, p.Ns())
 }
 
 func TestTwoConsumersOfOneGroupNeverHoldTheSamePartition(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	for _, part := range []string{"a", "b", "c"} {
-		push(t, b, msgs("q", part, 0, 50)...)
+		b.Push(t, brokertest.Numbered("q", part, 0, 50)...)
 	}
 	var mu sync.Mutex
 	held := map[string]bool{}
@@ -129,7 +129,7 @@ func TestTwoConsumersOfOneGroupNeverHoldTheSamePartition(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 40; i++ {
-				p := pop(t, b, "/api/v1/pop/queue/q?batch=7")
+				p := b.Pop(t, "/api/v1/pop/queue/q?batch=7")
 				if p == nil {
 					return
 				}
@@ -164,10 +164,10 @@ func TestFailedRedeliversTheBatchAndAfterRetryLimitGoesToTheDLQ(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"retryLimit": 2, "retryDelay": 0}})
-	push(t, b, msgs("q", "Default", 0, 2)...)
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 2)...)
 	for round := 0; round < 2; round++ {
-		p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
-		require.Equal(t, []int{0, 1}, ns(p), "round %d", round)
+		p := b.Pop(t, "/api/v1/pop/queue/q?batch=2")
+		require.Equal(t, []int{0, 1}, p.Ns(), "round %d", round)
 		out := ackBatch(t, b, map[string]any{"acknowledgments": []any{
 			map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID, "status": "failed", "leaseId": p.LeaseID},
 			map[string]any{"transactionId": p.Messages[1].TransactionID, "partitionId": p.PartitionID, "status": "failed"},
@@ -178,12 +178,12 @@ func TestFailedRedeliversTheBatchAndAfterRetryLimitGoesToTheDLQ(t *testing.T) {
 		require.Equal(t, true, out[1]["success"])
 		require.Equal(t, round+1, b.Count(t, `SELECT retry_count FROM queen.cursors`), "once per leased batch")
 	}
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=2")
 	r := ack(t, b, map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID,
 		"status": "failed", "error": "boom"})
 	require.Equal(t, true, r["dlq"])
 	require.Equal(t, true, r["leaseReleased"])
-	require.Equal(t, []int{1}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=2")), "the cursor moved past the dead letter")
+	require.Equal(t, []int{1}, b.Pop(t, "/api/v1/pop/queue/q?batch=2").Ns(), "the cursor moved past the dead letter")
 
 	resp := b.Do(t, "GET", "/api/v1/dlq?queue=q", "", nil)
 	require.Equal(t, http.StatusOK, resp.Status)
@@ -207,22 +207,22 @@ func TestFailedRedeliversTheBatchAndAfterRetryLimitGoesToTheDLQ(t *testing.T) {
 func TestAckStatusDLQAndRetry(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "Default", 0, 3)...)
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=3")
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 3)...)
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=3")
 	r := ack(t, b, map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID, "status": "dlq"})
 	require.Equal(t, true, r["dlq"])
 	require.Equal(t, false, r["leaseReleased"])
 	r = ack(t, b, map[string]any{"transactionId": p.Messages[1].TransactionID, "partitionId": p.PartitionID, "status": "retry"})
 	require.Equal(t, true, r["leaseReleased"])
-	require.Equal(t, []int{1, 2}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=3")))
+	require.Equal(t, []int{1, 2}, b.Pop(t, "/api/v1/pop/queue/q?batch=3").Ns())
 	require.Equal(t, 0, b.Count(t, `SELECT retry_count FROM queen.cursors`), "retry does not count")
 }
 
 func TestDLQFiltersAndPaginates(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "Default", 0, 3)...)
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=3&consumerGroup=g")
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 3)...)
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=3&consumerGroup=g")
 	for _, m := range p.Messages {
 		ack(t, b, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "status": "dlq", "consumerGroup": "g"})
 	}
@@ -239,8 +239,8 @@ func TestLeaseExtend(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"leaseTime": 1}})
-	push(t, b, msgs("q", "Default", 0, 1)...)
-	p := pop(t, b, "/api/v1/pop/queue/q")
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
+	p := b.Pop(t, "/api/v1/pop/queue/q")
 	resp := b.Do(t, "POST", "/api/v1/lease/"+p.LeaseID+"/extend", "", map[string]any{})
 	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
 	var out []map[string]any
@@ -252,7 +252,7 @@ func TestLeaseExtend(t *testing.T) {
 	require.NoError(t, err)
 	require.WithinDuration(t, time.Now().Add(60*time.Second), exp, 5*time.Second, "default 60 s")
 	time.Sleep(1100 * time.Millisecond)
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q"), "still leased")
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q"), "still leased")
 
 	resp = b.Do(t, "POST", "/api/v1/lease/0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f/extend", "", map[string]any{"seconds": 5})
 	resp.JSON(t, &out)
@@ -271,13 +271,13 @@ func TestFailedBatchIsDeliveredAgainAfterRetryDelay(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"retryDelay": 300}})
-	push(t, b, msgs("q", "Default", 0, 2)...)
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 2)...)
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=2")
 	failed := time.Now()
 	r := ack(t, b, map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID, "status": "failed"})
 	require.Equal(t, true, r["leaseReleased"])
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?batch=2"), "not before retryDelay")
-	p = pop(t, b, "/api/v1/pop/queue/q?batch=2&wait=true&timeout=5000")
-	require.Equal(t, []int{0, 1}, ns(p))
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?batch=2"), "not before retryDelay")
+	p = b.Pop(t, "/api/v1/pop/queue/q?batch=2&wait=true&timeout=5000")
+	require.Equal(t, []int{0, 1}, p.Ns())
 	require.GreaterOrEqual(t, time.Since(failed), 300*time.Millisecond)
 }

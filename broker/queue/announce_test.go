@@ -21,17 +21,17 @@ func TestAnAckReleasingDataLeftAnnouncesItToEveryReplicaAfterItsCommit(t *testin
 	// What a replica hears until nothing more comes.
 	heard := func() map[string]int { return pgtest.Heard(t, conn, 40*hotlist.Linger) }
 
-	push(t, b, msgs("q", "Default", 0, 8)...)
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 8)...)
 	partition := b.Announcement(t, "q", "Default")
 	require.Equal(t, map[string]int{partition: 1}, heard(), "the push")
 
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=2")
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=2")
 	require.Empty(t, heard(), "a pop announces nothing")
 	r := ackLast(t, b, p, "")
 	require.Equal(t, true, r["leaseReleased"])
 	require.Equal(t, map[string]int{partition: 1}, heard(), "an ack on /ack that leaves 6 messages")
 
-	p = pop(t, b, "/api/v1/pop/queue/q?batch=2")
+	p = b.Pop(t, "/api/v1/pop/queue/q?batch=2")
 	m := p.Messages[1]
 	resp := b.Do(t, "POST", "/api/v1/transaction", "", map[string]any{"operations": []any{
 		map[string]any{"type": "ack", "transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": p.LeaseID},
@@ -40,7 +40,7 @@ func TestAnAckReleasingDataLeftAnnouncesItToEveryReplicaAfterItsCommit(t *testin
 	require.Equal(t, true, resp.Map(t)["success"])
 	require.Equal(t, map[string]int{partition: 1}, heard(), "an ack in a transaction that leaves 4 messages")
 
-	p = pop(t, b, "/api/v1/pop/queue/q?batch=2")
+	p = b.Pop(t, "/api/v1/pop/queue/q?batch=2")
 	var batch []map[string]any
 	for _, m := range p.Messages {
 		batch = append(batch, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": p.LeaseID})
@@ -48,7 +48,7 @@ func TestAnAckReleasingDataLeftAnnouncesItToEveryReplicaAfterItsCommit(t *testin
 	require.Equal(t, true, ackBatch(t, b, map[string]any{"acknowledgments": batch})[1]["leaseReleased"])
 	require.Equal(t, map[string]int{partition: 1}, heard(), "an ack on /ack/batch that leaves 2 messages")
 
-	p = pop(t, b, "/api/v1/pop/queue/q?batch=2")
+	p = b.Pop(t, "/api/v1/pop/queue/q?batch=2")
 	r = ackLast(t, b, p, "")
 	require.Equal(t, true, r["leaseReleased"])
 	require.Empty(t, heard(), "an ack that leaves nothing to deliver")
@@ -62,13 +62,13 @@ func TestAGeneralAckReleasingDataLeftAnnouncesItOnceAfterItsCommit(t *testing.T)
 	b := brokertest.Start(t)
 	conn := pgtest.Listen(t, b.DatabaseURL, hotlist.Channel)
 	heard := func() map[string]int { return pgtest.Heard(t, conn, 40*hotlist.Linger) }
-	push(t, b, append(msgs("q", "a", 0, 3), msgs("q", "b", 3, 3)...)...)
+	b.Push(t, append(brokertest.Numbered("q", "a", 0, 3), brokertest.Numbered("q", "b", 3, 3)...)...)
 	pa, pb := b.Announcement(t, "q", "a"), b.Announcement(t, "q", "b")
 	require.Equal(t, map[string]int{pa: 1, pb: 1}, heard(), "the push")
 
 	var batch []map[string]any
 	for _, part := range []string{"a", "b"} {
-		p := pop(t, b, "/api/v1/pop/queue/q/partition/"+part+"?batch=1")
+		p := b.Pop(t, "/api/v1/pop/queue/q/partition/"+part+"?batch=1")
 		m := p.Messages[0]
 		batch = append(batch, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": p.LeaseID})
 	}
@@ -77,7 +77,7 @@ func TestAGeneralAckReleasingDataLeftAnnouncesItOnceAfterItsCommit(t *testing.T)
 	require.Equal(t, true, out[1]["leaseReleased"])
 	require.Equal(t, map[string]int{pa: 1, pb: 1}, heard(), "an ack/batch over two cursors")
 
-	p := pop(t, b, "/api/v1/pop/queue/q/partition/a?batch=1")
+	p := b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=1")
 	r := ack(t, b, map[string]any{"transactionId": p.Messages[0].TransactionID, "partitionId": p.PartitionID,
 		"leaseId": p.LeaseID, "status": "failed"})
 	require.Equal(t, true, r["leaseReleased"])

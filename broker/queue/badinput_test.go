@@ -53,16 +53,16 @@ func TestPushOf20MiBIs413AndWritesNothing(t *testing.T) {
 func TestPushOf1MiBPayloadIsAccepted(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	out := push(t, b, map[string]any{"queue": "q", "payload": strings.Repeat("x", 1<<20)})
+	out := b.Push(t, map[string]any{"queue": "q", "payload": strings.Repeat("x", 1<<20)})
 	require.Equal(t, "queued", out[0]["status"])
-	p := pop(t, b, "/api/v1/pop/queue/q")
+	p := b.Pop(t, "/api/v1/pop/queue/q")
 	require.Len(t, p.Messages[0].Data, 1<<20)
 }
 
 func TestPopRefusesBadParameters(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "Default", 0, 1)...)
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
 	for _, q := range []string{"batch=-1", "batch=0", "batch=x", "partitions=0", "timeout=-5", "wait=maybe",
 		"autoAck=yes"} {
 		requireRefused(t, b, "GET", "/api/v1/pop/queue/q?"+q, nil)
@@ -73,8 +73,8 @@ func TestPopRefusesBadParameters(t *testing.T) {
 func TestAckRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "Default", 0, 1)...)
-	p := pop(t, b, "/api/v1/pop/queue/q")
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
+	p := b.Pop(t, "/api/v1/pop/queue/q")
 	tx, pid := p.Messages[0].TransactionID, p.PartitionID
 	requireRefused(t, b, "POST", "/api/v1/ack",
 		"", "{", `{"partitionId": "`+pid+`"}`, `{"transactionId": "`+tx+`"}`,

@@ -30,7 +30,7 @@ func BenchmarkPopOneBusyPartition(b *testing.B) {
 				}
 			}
 			for pushed := 0; pushed < b.N+1; pushed += 1000 {
-				resp := br.Do(b, "POST", "/api/v1/push", "", map[string]any{"items": msgs("q", "busy", pushed, 1000)})
+				resp := br.Do(b, "POST", "/api/v1/push", "", map[string]any{"items": brokertest.Numbered("q", "busy", pushed, 1000)})
 				if resp.Status != http.StatusCreated {
 					b.Fatalf("push: %d %s", resp.Status, resp.Body)
 				}

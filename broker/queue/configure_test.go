@@ -73,8 +73,8 @@ func TestConfigureRejectsBadQueueNameAndOptions(t *testing.T) {
 func TestDeleteQueueCascadesAndAnswersWhenAbsent(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, map[string]any{"queue": "gone", "payload": 1, "transactionId": "x"})
-	p := pop(t, b, "/api/v1/pop/queue/gone")
+	b.Push(t, map[string]any{"queue": "gone", "payload": 1, "transactionId": "x"})
+	p := b.Pop(t, "/api/v1/pop/queue/gone")
 	require.NotNil(t, p)
 	_, err := b.Pool.Exec(t.Context(), `INSERT INTO queen.dead_letters (message_id, partition_id, consumer_group, transaction_id, created_at)
 		VALUES (gen_random_uuid(), $1, 'g', 't', now())`, p.PartitionID)
@@ -90,7 +90,7 @@ func TestDeleteQueueCascadesAndAnswersWhenAbsent(t *testing.T) {
 	require.Equal(t, map[string]any{"deleted": true, "queue": "gone", "existed": false}, resp.Map(t))
 
 	// The cached ids are gone with it: a new push recreates the queue.
-	out := push(t, b, map[string]any{"queue": "gone", "payload": 2, "transactionId": "x"})
+	out := b.Push(t, map[string]any{"queue": "gone", "payload": 2, "transactionId": "x"})
 	require.Equal(t, "queued", out[0]["status"])
 	require.NotEqual(t, p.PartitionID, out[0]["partition_id"])
 }
@@ -99,11 +99,11 @@ func TestDeleteQueueOnOneReplicaIsSeenByAnother(t *testing.T) {
 	t.Parallel()
 	a := brokertest.Start(t)
 	b := brokertest.StartOn(t, a.DatabaseURL)
-	first := push(t, b, map[string]any{"queue": "shared", "payload": 1})
+	first := b.Push(t, map[string]any{"queue": "shared", "payload": 1})
 	resp := a.Do(t, "DELETE", "/api/v1/resources/queues/shared", "", nil)
 	require.Equal(t, true, resp.Map(t)["existed"])
 	// b still caches the deleted partition: its push must recover.
-	out := push(t, b, map[string]any{"queue": "shared", "payload": 2})
+	out := b.Push(t, map[string]any{"queue": "shared", "payload": 2})
 	require.Equal(t, "queued", out[0]["status"])
 	require.NotEqual(t, first[0]["partition_id"], out[0]["partition_id"])
 	require.Equal(t, 1, a.Count(t, `SELECT count(*) FROM queen.log_segments`))

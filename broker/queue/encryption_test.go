@@ -15,15 +15,15 @@ func TestEncryptedQueueSealsPayloadsAndPopOpensThem(t *testing.T) {
 	key, _ := brokertest.KeyFile(t)
 	b := brokertest.Start(t, func(c *config.Config) { c.EncryptionKey = key })
 	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "secret", "options": map[string]any{"encryptionEnabled": true}})
-	push(t, b, map[string]any{"queue": "secret", "payload": map[string]any{"card": "4111"}})
-	push(t, b, map[string]any{"queue": "plain", "payload": map[string]any{"card": "4111"}})
+	b.Push(t, map[string]any{"queue": "secret", "payload": map[string]any{"card": "4111"}})
+	b.Push(t, map[string]any{"queue": "plain", "payload": map[string]any{"card": "4111"}})
 
 	frames := b.Frames(t, b.Tenant, "secret")
 	require.True(t, frames[0].Sealed())
 	require.NotContains(t, string(frames[0].Payload), "4111")
-	p := pop(t, b, "/api/v1/pop/queue/secret")
+	p := b.Pop(t, "/api/v1/pop/queue/secret")
 	require.Equal(t, map[string]any{"card": "4111"}, p.Messages[0].Data)
-	p = pop(t, b, "/api/v1/pop/queue/plain")
+	p = b.Pop(t, "/api/v1/pop/queue/plain")
 	require.Equal(t, map[string]any{"card": "4111"}, p.Messages[0].Data)
 }
 
@@ -31,7 +31,7 @@ func TestEncryptionWithoutAKeyStoresPlaintextAndCountsTheFailure(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "secret", "options": map[string]any{"encryptionEnabled": true}})
-	out := push(t, b, map[string]any{"queue": "secret", "payload": 1}, map[string]any{"queue": "secret", "payload": 2})
+	out := b.Push(t, map[string]any{"queue": "secret", "payload": 1}, map[string]any{"queue": "secret", "payload": 2})
 	require.Equal(t, "queued", out[0]["status"])
 	frames := b.Frames(t, b.Tenant, "secret")
 	require.False(t, frames[0].Sealed())

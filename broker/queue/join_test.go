@@ -32,7 +32,7 @@ func metric(t *testing.T, b *brokertest.Broker, sample string) float64 {
 // than one request.
 func TestPushesThatWaitForACallJoinTheNextOne(t *testing.T) {
 	b := brokertest.Start(t)
-	push(t, b, map[string]any{"queue": "q", "payload": 0})
+	b.Push(t, map[string]any{"queue": "q", "payload": 0})
 	tx, err := b.Pool.Begin(t.Context())
 	require.NoError(t, err)
 	defer tx.Rollback(t.Context()) //nolint:errcheck // released below; a no-op then
@@ -43,7 +43,7 @@ func TestPushesThatWaitForACallJoinTheNextOne(t *testing.T) {
 	done := make(chan []map[string]any, n)
 	for i := range n {
 		go func() {
-			done <- push(t, b, map[string]any{"queue": "q", "payload": i, "transactionId": fmt.Sprint("t", i)})
+			done <- b.Push(t, map[string]any{"queue": "q", "payload": i, "transactionId": fmt.Sprint("t", i)})
 		}()
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {

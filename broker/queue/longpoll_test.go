@@ -16,16 +16,16 @@ import (
 func wakeLatency(t *testing.T, consumer, producer *brokertest.Broker, queue string) time.Duration {
 	t.Helper()
 	type result struct {
-		p  *popped
+		p  *brokertest.Popped
 		at time.Time
 	}
 	done := make(chan result, 1)
 	go func() {
-		p := pop(t, consumer, "/api/v1/pop/queue/"+queue+"?wait=true&timeout=10000&autoAck=true")
+		p := consumer.Pop(t, "/api/v1/pop/queue/"+queue+"?wait=true&timeout=10000&autoAck=true")
 		done <- result{p, time.Now()}
 	}()
 	time.Sleep(100 * time.Millisecond) // let it park
-	push(t, producer, msgs(queue, "Default", 0, 1)...)
+	producer.Push(t, brokertest.Numbered(queue, "Default", 0, 1)...)
 	pushed := time.Now()
 	r := <-done
 	require.NotNil(t, r.p)
@@ -71,10 +71,10 @@ func TestLongPollWakesForAQueueCreatedWhileParked(t *testing.T) {
 func TestLongPollReturns204CloseToTimeout(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "Default", 0, 1)...)
-	require.NotNil(t, pop(t, b, "/api/v1/pop/queue/q")) // leased from now on
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
+	require.NotNil(t, b.Pop(t, "/api/v1/pop/queue/q")) // leased from now on
 	start := time.Now()
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?wait=true&timeout=300"))
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?wait=true&timeout=300"))
 	took := time.Since(start)
 	require.GreaterOrEqual(t, took, 300*time.Millisecond)
 	require.Less(t, took, 2*time.Second)
@@ -98,8 +98,8 @@ func TestLongPollWhoseClientLeftClaimsNothing(t *testing.T) {
 	cancel()
 	<-gone
 	time.Sleep(50 * time.Millisecond) // the server sees the connection close
-	push(t, b, msgs("q", "Default", 0, 1)...)
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
 	time.Sleep(50 * time.Millisecond)
 	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`))
-	require.Equal(t, []int{0}, ns(pop(t, b, "/api/v1/pop/queue/q")))
+	require.Equal(t, []int{0}, b.Pop(t, "/api/v1/pop/queue/q").Ns())
 }

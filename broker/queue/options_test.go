@@ -35,22 +35,22 @@ func TestWindowBufferHoldsAPartitionWhileItsNewestMessageIsYounger(t *testing.T)
 	t.Parallel()
 	b := brokertest.Start(t)
 	configureQueue(t, b, "q", map[string]any{"windowBuffer": 60})
-	push(t, b, msgs("q", "held", 0, 2)...)
-	push(t, b, msgs("q", "quiet", 10, 1)...)
+	b.Push(t, brokertest.Numbered("q", "held", 0, 2)...)
+	b.Push(t, brokertest.Numbered("q", "quiet", 10, 1)...)
 	quiet(t, b, "q", "quiet", 2*time.Minute)
 
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q/partition/held?batch=10"), "the partition route answers 204")
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=10&partitions=10")
-	require.Equal(t, []int{10}, ns(p), "the queue-wide pop claims only the quiet partition")
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?batch=10&partitions=10"))
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q/partition/held?batch=10"), "the partition route answers 204")
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=10&partitions=10")
+	require.Equal(t, []int{10}, p.Ns(), "the queue-wide pop claims only the quiet partition")
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?batch=10&partitions=10"))
 	require.Zero(t, b.Count(t, `SELECT count(*) FROM queen.cursors c JOIN queen.partitions p ON p.id = c.partition_id
 		WHERE p.name = 'held' AND c.lease_id IS NOT NULL`), "a held partition takes no lease")
 
 	quiet(t, b, "q", "held", 2*time.Minute)
-	push(t, b, msgs("q", "held", 2, 1)...)
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q/partition/held?batch=10"), "a new push holds it again")
+	b.Push(t, brokertest.Numbered("q", "held", 2, 1)...)
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q/partition/held?batch=10"), "a new push holds it again")
 	quiet(t, b, "q", "held", 2*time.Minute)
-	require.Equal(t, []int{0, 1, 2}, ns(pop(t, b, "/api/v1/pop/queue/q/partition/held?batch=10")),
+	require.Equal(t, []int{0, 1, 2}, b.Pop(t, "/api/v1/pop/queue/q/partition/held?batch=10").Ns(),
 		"once quiet, everything after the cursor is delivered")
 }
 
@@ -58,13 +58,13 @@ func TestAParkedLongPollWakesWhenAHeldPartitionsWindowEnds(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	configureQueue(t, b, "q", map[string]any{"windowBuffer": 1})
-	push(t, b, msgs("q", "Default", 0, 2)...)
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 2)...)
 	for _, path := range []string{"/api/v1/pop/queue/q", "/api/v1/pop/queue/q/partition/Default"} {
 		quiet(t, b, "q", "Default", -500*time.Millisecond) // newest message 0.5 s in the future: 1.5 s to wait
 		start := time.Now()
-		p := pop(t, b, path+"?batch=10&autoAck=true&consumerGroup="+time.Now().Format("150405.000000")+"&wait=true&timeout=8000")
+		p := b.Pop(t, path+"?batch=10&autoAck=true&consumerGroup="+time.Now().Format("150405.000000")+"&wait=true&timeout=8000")
 		took := time.Since(start)
-		require.Equal(t, []int{0, 1}, ns(p), path)
+		require.Equal(t, []int{0, 1}, p.Ns(), path)
 		require.GreaterOrEqual(t, took, time.Second, path)
 		require.Less(t, took, 5*time.Second, "%s: woken by the window's end, not the timeout", path)
 	}
@@ -74,40 +74,40 @@ func TestWindowBufferAndDelayedProcessingMustBothPass(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	configureQueue(t, b, "q", map[string]any{"windowBuffer": 60, "delayedProcessing": 60})
-	push(t, b, msgs("q", "Default", 0, 1)...)
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
 	quiet(t, b, "q", "Default", 2*time.Minute)
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q/partition/Default"), "the window passed, the delay did not")
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q/partition/Default"), "the window passed, the delay did not")
 	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.log_segments SET max_created_at = now() - interval '2 minutes'`)
 	require.NoError(t, err)
 	quiet(t, b, "q", "Default", 0)
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q/partition/Default"), "the delay passed, the window did not")
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q/partition/Default"), "the delay passed, the window did not")
 	quiet(t, b, "q", "Default", 2*time.Minute)
-	require.Equal(t, []int{0}, ns(pop(t, b, "/api/v1/pop/queue/q/partition/Default")))
+	require.Equal(t, []int{0}, b.Pop(t, "/api/v1/pop/queue/q/partition/Default").Ns())
 }
 
 func TestTTLIsStoredAndEchoedAndExpiresNothing(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	require.Equal(t, 1.0, configureQueue(t, b, "q", map[string]any{"ttl": 1})["ttl"])
-	push(t, b, msgs("q", "Default", 0, 1)...)
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
 	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.log_segments SET min_created_at = now() - interval '1 day',
 		max_created_at = now() - interval '1 day'`)
 	require.NoError(t, err)
-	require.Equal(t, []int{0}, ns(pop(t, b, "/api/v1/pop/queue/q")), "a day past its ttl, the message is delivered")
+	require.Equal(t, []int{0}, b.Pop(t, "/api/v1/pop/queue/q").Ns(), "a day past its ttl, the message is delivered")
 }
 
 func TestMaxSizeIsStoredAndEchoedAndNotEnforcedOnPush(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	require.Equal(t, 2.0, configureQueue(t, b, "q", map[string]any{"maxSize": 2})["maxSize"])
-	out := push(t, b, msgs("q", "Default", 0, 5)...)
+	out := b.Push(t, brokertest.Numbered("q", "Default", 0, 5)...)
 	for _, o := range out {
 		require.Equal(t, "queued", o["status"])
 	}
 	resp := b.Do(t, "POST", "/api/v1/transaction", "", map[string]any{"operations": []any{
-		map[string]any{"type": "push", "items": msgs("q", "Default", 5, 2)}}})
+		map[string]any{"type": "push", "items": brokertest.Numbered("q", "Default", 5, 2)}}})
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
-	require.Equal(t, seq(0, 7), ns(pop(t, b, "/api/v1/pop/queue/q?batch=10")))
+	require.Equal(t, seq(0, 7), b.Pop(t, "/api/v1/pop/queue/q?batch=10").Ns())
 }
 
 func TestPriorityIsStoredAndEchoedAndNoPopReadsIt(t *testing.T) {
@@ -115,8 +115,8 @@ func TestPriorityIsStoredAndEchoedAndNoPopReadsIt(t *testing.T) {
 	b := brokertest.Start(t)
 	require.Equal(t, 9.0, configureQueue(t, b, "q", map[string]any{"priority": 9})["priority"])
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.queues WHERE name = 'q' AND priority = 9`))
-	push(t, b, msgs("q", "Default", 0, 3)...)
-	require.Equal(t, seq(0, 3), ns(pop(t, b, "/api/v1/pop/queue/q?batch=10")), "delivered as without it")
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 3)...)
+	require.Equal(t, seq(0, 3), b.Pop(t, "/api/v1/pop/queue/q?batch=10").Ns(), "delivered as without it")
 }
 
 func TestDeadLetteringHappensWhateverDeadLetterQueueAndDlqAfterMaxRetriesSay(t *testing.T) {
@@ -129,8 +129,8 @@ func TestDeadLetteringHappensWhateverDeadLetterQueueAndDlqAfterMaxRetriesSay(t *
 	require.Equal(t, true, o["deadLetterQueue"])
 	require.Equal(t, true, o["dlqAfterMaxRetries"])
 
-	push(t, b, msgs("q", "Default", 0, 1)...)
-	p := pop(t, b, "/api/v1/pop/queue/q")
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
+	p := b.Pop(t, "/api/v1/pop/queue/q")
 	m := p.Messages[0]
 	ack(t, b, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": p.LeaseID,
 		"status": "failed"})
@@ -140,25 +140,25 @@ func TestDeadLetteringHappensWhateverDeadLetterQueueAndDlqAfterMaxRetriesSay(t *
 func TestDeletingAQueueDeletesItsSubscriptionRecords(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "Default", 0, 1)...)
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?consumerGroup=g&subscriptionMode=new"))
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?consumerGroup=g&subscriptionMode=new"))
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.subscriptions WHERE consumer_group = 'g'`))
 	resp := b.Do(t, "DELETE", "/api/v1/resources/queues/q", "", nil)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	require.Zero(t, b.Count(t, `SELECT count(*) FROM queen.subscriptions`))
 
 	// The name reused: the group starts afresh, from the beginning.
-	push(t, b, msgs("q", "Default", 1, 2)...)
-	require.Equal(t, []int{1, 2}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=10&consumerGroup=g")))
+	b.Push(t, brokertest.Numbered("q", "Default", 1, 2)...)
+	require.Equal(t, []int{1, 2}, b.Pop(t, "/api/v1/pop/queue/q?batch=10&consumerGroup=g").Ns())
 }
 
 func TestDefaultSubscriptionModeAppliesToAPopThatSendsNone(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t, func(c *config.Config) { c.DefaultSubscriptionMode = "new" })
-	push(t, b, msgs("q", "Default", 0, 2)...)
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?consumerGroup=g"), "g starts at its first pop")
-	require.Equal(t, []int{0, 1}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=10&consumerGroup=h&subscriptionMode=all")),
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 2)...)
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?consumerGroup=g"), "g starts at its first pop")
+	require.Equal(t, []int{0, 1}, b.Pop(t, "/api/v1/pop/queue/q?batch=10&consumerGroup=h&subscriptionMode=all").Ns(),
 		"a mode sent wins")
-	push(t, b, msgs("q", "Default", 2, 1)...)
-	require.Equal(t, []int{2}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=10&consumerGroup=g")))
+	b.Push(t, brokertest.Numbered("q", "Default", 2, 1)...)
+	require.Equal(t, []int{2}, b.Pop(t, "/api/v1/pop/queue/q?batch=10&consumerGroup=g").Ns())
 }

@@ -12,59 +12,6 @@ import (
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
-type popped struct {
-	Success           bool      `json:"success"`
-	Queue             string    `json:"queue"`
-	Partition         string    `json:"partition"`
-	PartitionID       string    `json:"partitionId"`
-	LeaseID           string    `json:"leaseId"`
-	ConsumerGroup     string    `json:"consumerGroup"`
-	PartitionsClaimed int       `json:"partitionsClaimed"`
-	Messages          []poppedM `json:"messages"`
-}
-
-type poppedM struct {
-	ID            string  `json:"id"`
-	TransactionID string  `json:"transactionId"`
-	TraceID       *string `json:"traceId"`
-	Data          any     `json:"data"`
-	ProducerSub   *string `json:"producerSub"`
-	CreatedAt     string  `json:"createdAt"`
-	PartitionID   string  `json:"partitionId"`
-	Partition     string  `json:"partition"`
-	LeaseID       string  `json:"leaseId"`
-	ConsumerGroup string  `json:"consumerGroup"`
-}
-
-// pop pops and decodes a 200, or returns nil on 204.
-func pop(t *testing.T, b *brokertest.Broker, path string) *popped {
-	t.Helper()
-	resp := b.Do(t, "GET", path, "", nil)
-	switch resp.Status {
-	case http.StatusNoContent:
-		require.Empty(t, resp.Body)
-		return nil
-	case http.StatusOK:
-		var p popped
-		resp.JSON(t, &p)
-		return &p
-	}
-	t.Fatalf("pop %s: %d %s", path, resp.Status, resp.Body)
-	return nil
-}
-
-// ns returns the "n" of each popped payload.
-func ns(p *popped) []int {
-	if p == nil {
-		return nil
-	}
-	var out []int
-	for _, m := range p.Messages {
-		out = append(out, int(m.Data.(map[string]any)["n"].(float64)))
-	}
-	return out
-}
-
 func seq(from, n int) []int {
 	out := make([]int, n)
 	for i := range out {
@@ -84,7 +31,7 @@ func ack(t *testing.T, b *brokertest.Broker, body map[string]any) map[string]any
 }
 
 // ackLast acks the last message of a pop (cumulative: the whole batch).
-func ackLast(t *testing.T, b *brokertest.Broker, p *popped, group string) map[string]any {
+func ackLast(t *testing.T, b *brokertest.Broker, p *brokertest.Popped, group string) map[string]any {
 	t.Helper()
 	m := p.Messages[len(p.Messages)-1]
 	return ack(t, b, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID,
@@ -94,18 +41,18 @@ func ackLast(t *testing.T, b *brokertest.Broker, p *popped, group string) map[st
 func TestPopEmptyIs204WithNoBody(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/nothing"))
-	push(t, b, msgs("q", "Default", 0, 1)...)
-	require.NotNil(t, pop(t, b, "/api/v1/pop/queue/q"))
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q"), "the only message is leased")
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q/partition/other"))
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/nothing"))
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
+	require.NotNil(t, b.Pop(t, "/api/v1/pop/queue/q"))
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q"), "the only message is leased")
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q/partition/other"))
 }
 
 func TestPopAnswersEveryFieldWithDataAsPayloadKey(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	trace := "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f"
-	out := push(t, b, map[string]any{"queue": "q", "partition": "p1", "payload": map[string]any{"k": "v"},
+	out := b.Push(t, map[string]any{"queue": "q", "partition": "p1", "payload": map[string]any{"k": "v"},
 		"transactionId": "tx-1", "traceId": trace, "producerSub": "ignored"})
 	resp := b.Do(t, "GET", "/api/v1/pop/queue/q", "", nil)
 	require.Equal(t, http.StatusOK, resp.Status)
@@ -134,8 +81,8 @@ func TestPopCreatedAtIsMicrosecondUTC(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	before := time.Now().UTC()
-	push(t, b, msgs("q", "Default", 0, 1)...)
-	p := pop(t, b, "/api/v1/pop/queue/q")
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
+	p := b.Pop(t, "/api/v1/pop/queue/q")
 	require.Regexp(t, regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$`), p.Messages[0].CreatedAt)
 	at, err := time.Parse(time.RFC3339Nano, p.Messages[0].CreatedAt)
 	require.NoError(t, err)
@@ -145,12 +92,8 @@ func TestPopCreatedAtIsMicrosecondUTC(t *testing.T) {
 func TestPopPayloadNullAndDataAlias(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b,
-		map[string]any{"queue": "q", "payload": nil},
-		map[string]any{"queue": "q", "data": []any{1, "two"}},
-		map[string]any{"queue": "q"},
-	)
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=3")
+	b.Push(t, map[string]any{"queue": "q", "payload": nil}, map[string]any{"queue": "q", "data": []any{1, "two"}}, map[string]any{"queue": "q"})
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=3")
 	require.Nil(t, p.Messages[0].Data)
 	require.Equal(t, []any{1.0, "two"}, p.Messages[1].Data)
 	require.Nil(t, p.Messages[2].Data)
@@ -159,23 +102,23 @@ func TestPopPayloadNullAndDataAlias(t *testing.T) {
 func TestPopBatchDefaultsToOne(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "Default", 0, 3)...)
-	require.Equal(t, []int{0}, ns(pop(t, b, "/api/v1/pop/queue/q")))
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 3)...)
+	require.Equal(t, []int{0}, b.Pop(t, "/api/v1/pop/queue/q").Ns())
 }
 
 func TestOrderWithinPartitionIsPushOrderAcrossSegmentsAndRequests(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	for i := 0; i < 5; i++ {
-		push(t, b, msgs("q", "Default", i*7, 7)...)
+		b.Push(t, brokertest.Numbered("q", "Default", i*7, 7)...)
 	}
 	var got []int
 	for {
-		p := pop(t, b, "/api/v1/pop/queue/q?batch=4")
+		p := b.Pop(t, "/api/v1/pop/queue/q?batch=4")
 		if p == nil {
 			break
 		}
-		got = append(got, ns(p)...)
+		got = append(got, p.Ns()...)
 		ackLast(t, b, p, "")
 	}
 	require.Equal(t, seq(0, 35), got)
@@ -184,20 +127,20 @@ func TestOrderWithinPartitionIsPushOrderAcrossSegmentsAndRequests(t *testing.T) 
 func TestPopPartitionRouteClaimsThatPartitionOnly(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "a", 0, 2)...)
-	push(t, b, msgs("q", "b", 100, 2)...)
-	p := pop(t, b, "/api/v1/pop/queue/q/partition/b?batch=10")
+	b.Push(t, brokertest.Numbered("q", "a", 0, 2)...)
+	b.Push(t, brokertest.Numbered("q", "b", 100, 2)...)
+	p := b.Pop(t, "/api/v1/pop/queue/q/partition/b?batch=10")
 	require.Equal(t, "b", p.Partition)
-	require.Equal(t, []int{100, 101}, ns(p))
+	require.Equal(t, []int{100, 101}, p.Ns())
 }
 
 func TestPopPartitionsShareTheBatchBudget(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	for _, part := range []string{"a", "b", "c"} {
-		push(t, b, msgs("q", part, 0, 3)...)
+		b.Push(t, brokertest.Numbered("q", part, 0, 3)...)
 	}
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=5&partitions=3")
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=5&partitions=3")
 	require.Equal(t, 2, p.PartitionsClaimed)
 	require.Len(t, p.Messages, 5)
 	parts := map[string]int{}
@@ -207,7 +150,7 @@ func TestPopPartitionsShareTheBatchBudget(t *testing.T) {
 	}
 	require.Len(t, parts, 2)
 
-	p = pop(t, b, "/api/v1/pop/queue/q?batch=100&partitions=3")
+	p = b.Pop(t, "/api/v1/pop/queue/q?batch=100&partitions=3")
 	require.Equal(t, 1, p.PartitionsClaimed, "the other two are leased")
 	require.Len(t, p.Messages, 3)
 }
@@ -219,31 +162,31 @@ func TestPopFindsTheBusyPartitionAmongManyIdleOnes(t *testing.T) {
 		INSERT INTO queen.partitions (id, queue_id, name)
 		SELECT gen_random_uuid(), q.id, 'idle-' || i FROM queen.queues q, generate_series(1, 5000) i`)
 	require.NoError(t, err)
-	push(t, b, msgs("wide", "busy", 0, 3)...)
-	p := pop(t, b, "/api/v1/pop/queue/wide?batch=10")
+	b.Push(t, brokertest.Numbered("wide", "busy", 0, 3)...)
+	p := b.Pop(t, "/api/v1/pop/queue/wide?batch=10")
 	require.Equal(t, "busy", p.Partition)
-	require.Equal(t, []int{0, 1, 2}, ns(p))
+	require.Equal(t, []int{0, 1, 2}, p.Ns())
 }
 
 func TestAutoAckMovesTheCursorInTheSameTransaction(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "Default", 0, 3)...)
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=2&autoAck=true")
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 3)...)
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=2&autoAck=true")
 	require.Equal(t, "", p.LeaseID)
 	require.Equal(t, "", p.Messages[0].LeaseID)
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE committed = 2 AND lease_id IS NULL AND total_consumed = 2`))
-	require.Equal(t, []int{2}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=2&autoAck=1")))
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?autoAck=true"))
+	require.Equal(t, []int{2}, b.Pop(t, "/api/v1/pop/queue/q?batch=2&autoAck=1").Ns())
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?autoAck=true"))
 }
 
 func TestConsumerGroupsEachSeeEveryMessage(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "Default", 0, 4)...)
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 4)...)
 	for _, g := range []string{"g1", "g2", ""} {
-		p := pop(t, b, "/api/v1/pop/queue/q?batch=10&consumerGroup="+g)
-		require.Equal(t, seq(0, 4), ns(p), "group %q", g)
+		p := b.Pop(t, "/api/v1/pop/queue/q?batch=10&consumerGroup="+g)
+		require.Equal(t, seq(0, 4), p.Ns(), "group %q", g)
 		if g != "" {
 			require.Equal(t, g, p.ConsumerGroup)
 		}
@@ -253,19 +196,19 @@ func TestConsumerGroupsEachSeeEveryMessage(t *testing.T) {
 func TestSubscriptionAllStartsAtTheBeginning(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "Default", 0, 2)...)
-	require.Equal(t, []int{0, 1}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=10&consumerGroup=g&subscriptionMode=all")))
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 2)...)
+	require.Equal(t, []int{0, 1}, b.Pop(t, "/api/v1/pop/queue/q?batch=10&consumerGroup=g&subscriptionMode=all").Ns())
 }
 
 func TestAnySubscriptionModeButNewMeansAll(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "Default", 0, 2)...)
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 2)...)
 	for i, q := range []string{"subscriptionMode=from_beginning", "subscriptionMode=", "subscriptionMode=old",
 		"subscriptionMode=ALL", "subscriptionMode=new&subscriptionFrom=yesterday", "subscriptionFrom=yesterday"} {
-		got := pop(t, b, fmt.Sprintf("/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g%d&%s", i, q))
+		got := b.Pop(t, fmt.Sprintf("/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g%d&%s", i, q))
 		require.NotNil(t, got, q)
-		require.Equal(t, []int{0, 1}, ns(got), q)
+		require.Equal(t, []int{0, 1}, got.Ns(), q)
 	}
 }
 
@@ -275,14 +218,14 @@ func TestSubscriptionNewStartsAtTheGroupsFirstPopForEveryPartition(t *testing.T)
 		t.Run(q, func(t *testing.T) {
 			t.Parallel()
 			b := brokertest.Start(t)
-			push(t, b, msgs("q", "a", 0, 2)...)
-			push(t, b, msgs("q", "b", 0, 2)...)
-			require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?batch=10&consumerGroup=g&"+q))
-			push(t, b, msgs("q", "a", 10, 1)...)
-			push(t, b, msgs("q", "b", 20, 1)...)
+			b.Push(t, brokertest.Numbered("q", "a", 0, 2)...)
+			b.Push(t, brokertest.Numbered("q", "b", 0, 2)...)
+			require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?batch=10&consumerGroup=g&"+q))
+			b.Push(t, brokertest.Numbered("q", "a", 10, 1)...)
+			b.Push(t, brokertest.Numbered("q", "b", 20, 1)...)
 			// Later pops of the group keep the remembered start, whatever they say.
-			got := append(ns(pop(t, b, "/api/v1/pop/queue/q?batch=10&consumerGroup=g")),
-				ns(pop(t, b, "/api/v1/pop/queue/q?batch=10&consumerGroup=g&subscriptionMode=all"))...)
+			got := append(b.Pop(t, "/api/v1/pop/queue/q?batch=10&consumerGroup=g").Ns(),
+				b.Pop(t, "/api/v1/pop/queue/q?batch=10&consumerGroup=g&subscriptionMode=all").Ns()...)
 			require.ElementsMatch(t, []int{10, 20}, got)
 		})
 	}
@@ -291,25 +234,25 @@ func TestSubscriptionNewStartsAtTheGroupsFirstPopForEveryPartition(t *testing.T)
 func TestSubscriptionFromTimestampStartsStrictlyAfterIt(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	push(t, b, msgs("q", "Default", 0, 2)...)
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=10&consumerGroup=probe")
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 2)...)
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=10&consumerGroup=probe")
 	from := p.Messages[1].CreatedAt // the second push's time, exactly
-	push(t, b, msgs("q", "Default", 2, 1)...)
+	b.Push(t, brokertest.Numbered("q", "Default", 2, 1)...)
 	time.Sleep(2 * time.Millisecond)
-	push(t, b, msgs("q", "Default", 3, 2)...)
-	p = pop(t, b, "/api/v1/pop/queue/q?batch=10&consumerGroup=g&subscriptionFrom="+from)
-	require.Equal(t, []int{2, 3, 4}, ns(p))
+	b.Push(t, brokertest.Numbered("q", "Default", 3, 2)...)
+	p = b.Pop(t, "/api/v1/pop/queue/q?batch=10&consumerGroup=g&subscriptionFrom="+from)
+	require.Equal(t, []int{2, 3, 4}, p.Ns())
 }
 
 func TestDelayedProcessingHoldsYoungMessages(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"delayedProcessing": 1}})
-	push(t, b, msgs("q", "Default", 0, 2)...)
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?batch=10"))
+	b.Push(t, brokertest.Numbered("q", "Default", 0, 2)...)
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?batch=10"))
 	start := time.Now()
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=10&wait=true&timeout=5000")
-	require.Equal(t, []int{0, 1}, ns(p))
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=10&wait=true&timeout=5000")
+	require.Equal(t, []int{0, 1}, p.Ns())
 	require.GreaterOrEqual(t, time.Since(start), 500*time.Millisecond)
 }
 
@@ -317,20 +260,20 @@ func TestPopSkipsRetentionGaps(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	for i := 0; i < 3; i++ {
-		push(t, b, msgs("q", "Default", i*2, 2)...)
+		b.Push(t, brokertest.Numbered("q", "Default", i*2, 2)...)
 	}
 	_, err := b.Pool.Exec(t.Context(), `DELETE FROM queen.log_segments WHERE base_offset = 2`)
 	require.NoError(t, err)
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=3")
-	require.Equal(t, []int{0, 1, 4}, ns(p))
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=3")
+	require.Equal(t, []int{0, 1, 4}, p.Ns())
 	ackLast(t, b, p, "")
-	p = pop(t, b, "/api/v1/pop/queue/q?batch=3")
-	require.Equal(t, []int{5}, ns(p), "a batch starting inside a segment keeps its tail")
+	p = b.Pop(t, "/api/v1/pop/queue/q?batch=3")
+	require.Equal(t, []int{5}, p.Ns(), "a batch starting inside a segment keeps its tail")
 	ackLast(t, b, p, "")
-	push(t, b, msgs("q", "Default", 6, 1)...)
+	b.Push(t, brokertest.Numbered("q", "Default", 6, 1)...)
 	_, err = b.Pool.Exec(t.Context(), `DELETE FROM queen.log_segments WHERE base_offset = 6`)
 	require.NoError(t, err)
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q"))
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q"))
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE committed = 7`))
 }
 
@@ -338,13 +281,13 @@ func TestPopOnOneReplicaSeesPushesOnAnother(t *testing.T) {
 	t.Parallel()
 	a := brokertest.Start(t)
 	b := brokertest.StartOn(t, a.DatabaseURL)
-	push(t, a, msgs("q", "x", 0, 1)...)
-	require.Equal(t, []int{0}, ns(pop(t, b, "/api/v1/pop/queue/q")))
-	push(t, a, msgs("q", "y", 1, 1)...)
+	a.Push(t, brokertest.Numbered("q", "x", 0, 1)...)
+	require.Equal(t, []int{0}, b.Pop(t, "/api/v1/pop/queue/q").Ns())
+	a.Push(t, brokertest.Numbered("q", "y", 1, 1)...)
 	// b's hot list is seeded; the new partition reaches it by NOTIFY.
 	var got []int
 	for i := 0; i < 50 && got == nil; i++ {
-		got = ns(pop(t, b, "/api/v1/pop/queue/q"))
+		got = b.Pop(t, "/api/v1/pop/queue/q").Ns()
 		time.Sleep(10 * time.Millisecond)
 	}
 	require.Equal(t, []int{1}, got)

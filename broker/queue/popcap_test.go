@@ -37,7 +37,7 @@ func maxPopBytes(n int64) brokertest.Option {
 func pushApart(t *testing.T, b *brokertest.Broker, n, size int) []int64 {
 	t.Helper()
 	for i := range n {
-		push(t, b, bigItem("q", i, size))
+		b.Push(t, bigItem("q", i, size))
 	}
 	rows, err := b.Pool.Query(t.Context(), `SELECT octet_length(body)::bigint FROM queen.log_segments ORDER BY base_offset`)
 	require.NoError(t, err)
@@ -58,11 +58,11 @@ func TestAPopAnswerIsCappedByBytesButHoldsAtLeastOneMessage(t *testing.T) {
 	sizes := pushApart(t, brokertest.StartOn(t, db), 3, 200<<10)
 
 	capped := brokertest.StartOn(t, db, maxPopBytes(sizes[0]+sizes[1]+sizes[2]/2))
-	require.Equal(t, []int{0, 1}, ns(pop(t, capped, "/api/v1/pop/queue/q?batch=10&consumerGroup=g1")),
+	require.Equal(t, []int{0, 1}, capped.Pop(t, "/api/v1/pop/queue/q?batch=10&consumerGroup=g1").Ns(),
 		"two segments fit the cap, the third does not")
 
 	tiny := brokertest.StartOn(t, db, maxPopBytes(1))
-	require.Equal(t, []int{0}, ns(pop(t, tiny, "/api/v1/pop/queue/q?batch=10&consumerGroup=g2")),
+	require.Equal(t, []int{0}, tiny.Pop(t, "/api/v1/pop/queue/q?batch=10&consumerGroup=g2").Ns(),
 		"a message larger than the cap is still delivered, alone")
 }
 
@@ -79,11 +79,11 @@ func TestAPopCutShortByTheByteCapLeasesOnlyWhatItDelivered(t *testing.T) {
 	t.Parallel()
 	b := cutAfterTwo(t)
 
-	p := pop(t, b, "/api/v1/pop/queue/q?batch=10")
-	require.Equal(t, []int{0, 1}, ns(p))
+	p := b.Pop(t, "/api/v1/pop/queue/q?batch=10")
+	require.Equal(t, []int{0, 1}, p.Ns())
 	require.Equal(t, 2, b.Count(t, `SELECT batch_end::int FROM queen.cursors`), "the lease ends where the answer ends")
 	ackLast(t, b, p, "__QUEUE_MODE__")
-	require.Equal(t, []int{2, 3}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=10")),
+	require.Equal(t, []int{2, 3}, b.Pop(t, "/api/v1/pop/queue/q?batch=10").Ns(),
 		"the rest is free at once, not after the lease")
 }
 
@@ -91,10 +91,10 @@ func TestAnAutoAckedPopCutShortByTheByteCapCommitsOnlyWhatItDelivered(t *testing
 	t.Parallel()
 	b := cutAfterTwo(t)
 
-	require.Equal(t, []int{0, 1}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true")))
+	require.Equal(t, []int{0, 1}, b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true").Ns())
 	require.Equal(t, 2, b.Count(t, `SELECT committed::int FROM queen.cursors`))
-	require.Equal(t, []int{2, 3}, ns(pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true")))
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?batch=10&autoAck=true"))
+	require.Equal(t, []int{2, 3}, b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true").Ns())
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true"))
 }
 
 // rssBound is the growth of this test process's resident set, broker and
@@ -124,7 +124,7 @@ func TestPoppingAHundredMebibytesStaysUnderTheRSSBound(t *testing.T) {
 		for j := range items {
 			items[j] = bigItem("q", i+j, 1<<20)
 		}
-		push(t, b, items...)
+		b.Push(t, items...)
 	}
 	pushed := time.Now()
 	base := vmRSS(t)
@@ -173,7 +173,7 @@ func TestPoppingAHundredMebibytesStaysUnderTheRSSBound(t *testing.T) {
 		ack(t, b, map[string]any{"transactionId": last.TransactionID, "partitionId": last.PartitionID,
 			"leaseId": p.LeaseID, "consumerGroup": "__QUEUE_MODE__"})
 	}
-	require.Nil(t, pop(t, b, "/api/v1/pop/queue/q?batch=100"), "every message was delivered and acked")
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?batch=100"), "every message was delivered and acked")
 	close(stop)
 	<-sampled
 	t.Logf("pops (and acks) took %v", time.Since(pushed))
@@ -189,16 +189,16 @@ func TestAPopWhoseByteCapIsSpentLeavesTheNextPartitionUnclaimed(t *testing.T) {
 	for i, part := range []string{"p1", "p2"} {
 		item := bigItem("q", i, 100<<10)
 		item["partition"] = part
-		push(t, a, item)
+		a.Push(t, item)
 	}
 	var one int64
 	require.NoError(t, a.Pool.QueryRow(t.Context(), `SELECT max(octet_length(body)) FROM queen.log_segments`).Scan(&one))
 	b := brokertest.StartOn(t, db, maxPopBytes(one))
 
-	first := pop(t, b, "/api/v1/pop/queue/q?batch=10&partitions=2")
+	first := b.Pop(t, "/api/v1/pop/queue/q?batch=10&partitions=2")
 	require.Equal(t, 1, first.PartitionsClaimed)
 	require.Len(t, first.Messages, 1)
-	second := pop(t, b, "/api/v1/pop/queue/q?batch=10&partitions=2")
+	second := b.Pop(t, "/api/v1/pop/queue/q?batch=10&partitions=2")
 	require.NotNil(t, second, "the partition the cap left out is not leased")
 	require.Equal(t, 1, second.PartitionsClaimed)
 	require.NotEqual(t, first.Partition, second.Partition)

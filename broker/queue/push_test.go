@@ -11,10 +11,7 @@ import (
 
 func TestPushReturns201WithTopLevelArrayInItemOrder(t *testing.T) {
 	b := brokertest.Start(t)
-	out := push(t, b,
-		map[string]any{"queue": "orders", "payload": map[string]any{"a": 1}, "transactionId": "t1"},
-		map[string]any{"queue": "orders", "partition": "p2", "data": "x", "traceId": "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f"},
-	)
+	out := b.Push(t, map[string]any{"queue": "orders", "payload": map[string]any{"a": 1}, "transactionId": "t1"}, map[string]any{"queue": "orders", "partition": "p2", "data": "x", "traceId": "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f"})
 	require.Len(t, out, 2)
 	require.EqualValues(t, 0, out[0]["index"])
 	require.Equal(t, "t1", out[0]["transaction_id"])
@@ -37,9 +34,9 @@ func TestPushEmptyItemsIs201EmptyArray(t *testing.T) {
 
 func TestPushOneSegmentPerPartitionPerRequest(t *testing.T) {
 	b := brokertest.Start(t)
-	items := append(msgs("q", "a", 0, 5), msgs("q", "b", 0, 3)...)
-	items = append(items, msgs("q", "a", 5, 2)...)
-	push(t, b, items...)
+	items := append(brokertest.Numbered("q", "a", 0, 5), brokertest.Numbered("q", "b", 0, 3)...)
+	items = append(items, brokertest.Numbered("q", "a", 5, 2)...)
+	b.Push(t, items...)
 	var counts []int32
 	rows, err := b.Pool.Query(t.Context(), `SELECT s.frame_count FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id ORDER BY p.name`)
 	require.NoError(t, err)
@@ -53,12 +50,8 @@ func TestPushOneSegmentPerPartitionPerRequest(t *testing.T) {
 
 func TestPushDuplicateTransactionIDInSamePartition(t *testing.T) {
 	b := brokertest.Start(t)
-	first := push(t, b, map[string]any{"queue": "q", "payload": 1, "transactionId": "dup"})
-	out := push(t, b,
-		map[string]any{"queue": "q", "payload": 2, "transactionId": "dup"},
-		map[string]any{"queue": "q", "payload": 3, "transactionId": "fresh"},
-		map[string]any{"queue": "q", "payload": 4, "transactionId": "fresh"},
-	)
+	first := b.Push(t, map[string]any{"queue": "q", "payload": 1, "transactionId": "dup"})
+	out := b.Push(t, map[string]any{"queue": "q", "payload": 2, "transactionId": "dup"}, map[string]any{"queue": "q", "payload": 3, "transactionId": "fresh"}, map[string]any{"queue": "q", "payload": 4, "transactionId": "fresh"})
 	require.Equal(t, "duplicate", out[0]["status"])
 	require.Equal(t, first[0]["message_id"], out[0]["message_id"], "a duplicate answers the existing message id")
 	require.Equal(t, "queued", out[1]["status"])
@@ -69,12 +62,9 @@ func TestPushDuplicateTransactionIDInSamePartition(t *testing.T) {
 
 func TestPushSameTransactionIDInAnotherPartitionIsNotDuplicate(t *testing.T) {
 	b := brokertest.Start(t)
-	out := push(t, b,
-		map[string]any{"queue": "q", "partition": "a", "payload": 1, "transactionId": "same"},
-		map[string]any{"queue": "q", "partition": "b", "payload": 1, "transactionId": "same"},
-	)
+	out := b.Push(t, map[string]any{"queue": "q", "partition": "a", "payload": 1, "transactionId": "same"}, map[string]any{"queue": "q", "partition": "b", "payload": 1, "transactionId": "same"})
 	require.Equal(t, "queued", out[0]["status"])
 	require.Equal(t, "queued", out[1]["status"])
-	out = push(t, b, map[string]any{"queue": "q2", "partition": "a", "payload": 1, "transactionId": "same"})
+	out = b.Push(t, map[string]any{"queue": "q2", "partition": "a", "payload": 1, "transactionId": "same"})
 	require.Equal(t, "queued", out[0]["status"])
 }

@@ -28,28 +28,28 @@ func TestTenantsHaveSeparateQueuesOfTheSameName(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t, withTenancy)
 	a, o := token(t, "acme", auth.ReadWrite), token(t, "other", auth.ReadWrite)
-	resp := b.Do(t, "POST", "/api/v1/push", a, map[string]any{"items": msgs("q", "Default", 0, 1)})
+	resp := b.Do(t, "POST", "/api/v1/push", a, map[string]any{"items": brokertest.Numbered("q", "Default", 0, 1)})
 	require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
 	require.Equal(t, http.StatusNoContent, b.Do(t, "GET", "/api/v1/pop/queue/q", o, nil).Status)
 	require.Equal(t, http.StatusNoContent, b.Do(t, "GET", "/api/v1/pop/queue/q/partition/Default", o, nil).Status)
 	resp = b.Do(t, "GET", "/api/v1/pop/queue/q", a, nil)
 	require.Equal(t, http.StatusOK, resp.Status)
-	var p popped
+	var p brokertest.Popped
 	resp.JSON(t, &p)
 	require.Equal(t, "sub-acme", *p.Messages[0].ProducerSub, "the token's sub is stamped")
-	b.Do(t, "POST", "/api/v1/push", o, map[string]any{"items": msgs("q", "Default", 5, 1)})
+	b.Do(t, "POST", "/api/v1/push", o, map[string]any{"items": brokertest.Numbered("q", "Default", 5, 1)})
 	require.Equal(t, 2, b.Count(t, `SELECT count(*) FROM queen.queues WHERE name = 'q'`))
 	resp = b.Do(t, "GET", "/api/v1/pop/queue/q", o, nil)
 	resp.JSON(t, &p)
-	require.Equal(t, []int{5}, ns(&p))
+	require.Equal(t, []int{5}, p.Ns())
 }
 
 func TestAckAndLeaseNeverReachAnotherTenantsPartition(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t, withTenancy)
 	a, o := token(t, "acme", auth.ReadWrite), token(t, "other", auth.ReadWrite)
-	b.Do(t, "POST", "/api/v1/push", a, map[string]any{"items": msgs("q", "Default", 0, 2)})
-	var p popped
+	b.Do(t, "POST", "/api/v1/push", a, map[string]any{"items": brokertest.Numbered("q", "Default", 0, 2)})
+	var p brokertest.Popped
 	b.Do(t, "GET", "/api/v1/pop/queue/q?batch=2", a, nil).JSON(t, &p)
 
 	var out []map[string]any

@@ -38,7 +38,7 @@ func benchPost(b *testing.B, br *brokertest.Broker, path string, body []byte, wa
 // benchCycleBody is the cycle of regent-bench's cycle scenario on the
 // fixture: four state upserts, the first of key first, one sink item and
 // the ack of p's batch of 100.
-func benchCycleBody(f fixture, p *popped, first string) []byte {
+func benchCycleBody(f fixture, p *brokertest.Popped, first string) []byte {
 	body, _ := json.Marshal(f.body(map[string]any{
 		"state_ops": []any{
 			map[string]any{"type": "upsert", "key": first, "value": map[string]any{"acc": 100}},
@@ -53,13 +53,13 @@ func benchCycleBody(f fixture, p *popped, first string) []byte {
 }
 
 // BenchmarkCycle measures the cycle of regent-bench's cycle scenario: four
-// state upserts, one sink item and the ack of a popped batch of 100. The
+// state upserts, one sink item and the ack of a brokertest.Popped batch of 100. The
 // push and the pop before each cycle are not timed.
 func BenchmarkCycle(b *testing.B) {
 	f := newFixture(b)
 	for b.Loop() {
 		b.StopTimer()
-		push(b, f.b, "src", 0, 100)
+		f.b.PushN(b, "src", "", 0, 100)
 		body := benchCycleBody(f, pop(b, f.b, "src", 100, ""), "k0")
 		b.StartTimer()
 		benchPost(b, f.b, "/streams/v1/cycle", body, `"success":true`)
@@ -77,7 +77,7 @@ func BenchmarkCycleResetGeneration(b *testing.B) {
 			f := newFixture(b)
 			for b.Loop() {
 				b.StopTimer()
-				push(b, f.b, "src", 0, 100)
+				f.b.PushN(b, "src", "", 0, 100)
 				body := benchCycleBody(f, pop(b, f.b, "src", 100, ""), "k0")
 				if withGeneration {
 					body = append(bytes.TrimSuffix(body, []byte("}")), `,"reset_generation":0}`...)
@@ -114,7 +114,7 @@ func BenchmarkCycleQuota(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				b.StopTimer()
-				push(b, f.b, "src", 0, 100)
+				f.b.PushN(b, "src", "", 0, 100)
 				i++
 				body := benchCycleBody(f, pop(b, f.b, "src", 100, ""), fmt.Sprintf("new%d", i))
 				b.StartTimer()

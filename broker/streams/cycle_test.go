@@ -144,34 +144,15 @@ func (f fixture) cursor(t testing.TB, group string) cursor {
 	return c
 }
 
-// push pushes n messages {"n": i} to queue's partition Default in one request.
-func push(t testing.TB, b *brokertest.Broker, queue string, from, n int) {
-	t.Helper()
-	items := make([]map[string]any, n)
-	for i := range items {
-		items[i] = map[string]any{"queue": queue, "payload": map[string]any{"n": from + i}}
-	}
-	wantStatus(t, post(t, b, "/api/v1/push", map[string]any{"items": items}), 201)
-}
-
-type popped struct {
-	LeaseID  string `json:"leaseId"`
-	Messages []struct {
-		ID            string         `json:"id"`
-		TransactionID string         `json:"transactionId"`
-		Data          map[string]any `json:"data"`
-	} `json:"messages"`
-}
-
 // pop pops up to batch messages of queue's partition Default; nil on 204.
-func pop(t testing.TB, b *brokertest.Broker, queue string, batch int, query string) *popped {
+func pop(t testing.TB, b *brokertest.Broker, queue string, batch int, query string) *brokertest.Popped {
 	t.Helper()
 	r := b.Do(t, "GET", fmt.Sprintf("/api/v1/pop/queue/%s/partition/Default?batch=%d&%s", queue, batch, query), "", nil)
 	if r.Status == 204 {
 		return nil
 	}
 	wantStatus(t, r, 200)
-	var p popped
+	var p brokertest.Popped
 	r.JSON(t, &p)
 	return &p
 }
@@ -179,8 +160,8 @@ func pop(t testing.TB, b *brokertest.Broker, queue string, batch int, query stri
 // parkedPop starts a long-polling pop of queue's partition Default and
 // answers on the channel: the batch, or nil on a 204 or any failure. It does
 // not fail the test itself, since it runs on a goroutine of its own.
-func parkedPop(b *brokertest.Broker, queue, query string) <-chan *popped {
-	got := make(chan *popped, 1)
+func parkedPop(b *brokertest.Broker, queue, query string) <-chan *brokertest.Popped {
+	got := make(chan *brokertest.Popped, 1)
 	go func() {
 		req, err := http.NewRequest("GET", b.URL+"/api/v1/pop/queue/"+queue+"/partition/Default?wait=true&timeout=30000&"+query, nil)
 		if err != nil {
@@ -196,7 +177,7 @@ func parkedPop(b *brokertest.Broker, queue, query string) <-chan *popped {
 			return
 		}
 		defer resp.Body.Close()
-		var p popped
+		var p brokertest.Popped
 		if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&p) != nil {
 			got <- nil
 			return
@@ -204,14 +185,6 @@ func parkedPop(b *brokertest.Broker, queue, query string) <-chan *popped {
 		got <- &p
 	}()
 	return got
-}
-
-func (p *popped) ns() []int {
-	var out []int
-	for _, m := range p.Messages {
-		out = append(out, int(m.Data["n"].(float64)))
-	}
-	return out
 }
 
 func ack(lease string, status any, count any) map[string]any {
@@ -281,7 +254,7 @@ func TestCycleUnknownStateOpTypeFailsTheWholeCycleAndCommitsNothing(t *testing.T
 	t.Parallel()
 	f := newFixture(t)
 	committed(t, f.b, f.body(map[string]any{"state_ops": []any{map[string]any{"type": "upsert", "key": "a", "value": 1}}}))
-	push(t, f.b, "src", 0, 3)
+	f.b.PushN(t, "src", "", 0, 3)
 	p := pop(t, f.b, "src", 10, "")
 	before := f.cursor(t, "__QUEUE_MODE__")
 	refused(t, f.b, f.body(map[string]any{
@@ -324,7 +297,7 @@ func TestCyclePushItemPartitionDefaultsToDefaultAndDataIsThePayload(t *testing.T
 			t.Fatalf("push result %v, want queued on out/Default", r)
 		}
 	}
-	if got := pop(t, f.b, "out", 10, "").ns(); fmt.Sprint(got) != "[1 2]" {
+	if got := pop(t, f.b, "out", 10, "").Ns(); fmt.Sprint(got) != "[1 2]" {
 		t.Fatalf("sink delivered %v, want [1 2]", got)
 	}
 }
@@ -358,10 +331,10 @@ func TestCyclePushItemMessageIdAndTransactionIdAreHonoured(t *testing.T) {
 	}
 	r := f.b.Do(t, "GET", "/api/v1/pop/queue/out/partition/p1", "", nil)
 	wantStatus(t, r, 200)
-	var p popped
+	var p brokertest.Popped
 	r.JSON(t, &p)
 	if p.Messages[0].ID != mid || p.Messages[0].TransactionID != "win-1" {
-		t.Fatalf("popped id %s transactionId %s, want %s win-1", p.Messages[0].ID, p.Messages[0].TransactionID, mid)
+		t.Fatalf("brokertest.Popped id %s transactionId %s, want %s win-1", p.Messages[0].ID, p.Messages[0].TransactionID, mid)
 	}
 }
 
@@ -374,7 +347,7 @@ func TestCyclePushItemWithoutIdsGetsAUUIDv7ReusedAsTransactionId(t *testing.T) {
 		t.Fatalf("push result %v, want a UUIDv7 message id reused as the transaction id", a.PushResults[0])
 	}
 	if p := pop(t, f.b, "out", 1, ""); p.Messages[0].ID != id.String() || p.Messages[0].TransactionID != id.String() {
-		t.Fatalf("popped %+v, want id and transactionId %s", p.Messages[0], id)
+		t.Fatalf("brokertest.Popped %+v, want id and transactionId %s", p.Messages[0], id)
 	}
 }
 
@@ -422,7 +395,7 @@ func TestCyclePushItemRepeatingATransactionIdIsADuplicate(t *testing.T) {
 func TestCycleAckOkAndReleaseJumpsToBatchEndAndClearsTheLeaseAndRetryState(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	push(t, f.b, "src", 0, 10)
+	f.b.PushN(t, "src", "", 0, 10)
 	p := pop(t, f.b, "src", 4, "")
 	exec(t, f.b, `UPDATE queen.cursors SET retry_count = 2, total_consumed = 100 WHERE partition_id = $1`, f.partition)
 	a := committed(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, "completed", 4)}))
@@ -432,7 +405,7 @@ func TestCycleAckOkAndReleaseJumpsToBatchEndAndClearsTheLeaseAndRetryState(t *te
 	if c := f.cursor(t, "__QUEUE_MODE__"); c.Committed != 4 || c.Leased || c.RetryCount != 0 || c.TotalConsumed != 104 {
 		t.Fatalf("cursor %+v, want committed 4, no lease, retry 0, total 104", c)
 	}
-	if got := pop(t, f.b, "src", 1, "").ns(); fmt.Sprint(got) != "[4]" {
+	if got := pop(t, f.b, "src", 1, "").Ns(); fmt.Sprint(got) != "[4]" {
 		t.Fatalf("next pop %v, want [4]", got)
 	}
 }
@@ -440,7 +413,7 @@ func TestCycleAckOkAndReleaseJumpsToBatchEndAndClearsTheLeaseAndRetryState(t *te
 func TestCycleAckWithoutCountAcksTheWholeLeasedBatch(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	push(t, f.b, "src", 0, 10)
+	f.b.PushN(t, "src", "", 0, 10)
 	p := pop(t, f.b, "src", 6, "")
 	a := committed(t, f.b, f.body(map[string]any{"ack": map[string]any{"leaseId": p.LeaseID}}))
 	if a.AckResult.Count != 6 {
@@ -454,13 +427,13 @@ func TestCycleAckWithoutCountAcksTheWholeLeasedBatch(t *testing.T) {
 func TestCycleGatePartialAckAdvancesExactlyCountFramesAcrossARetentionGapAndKeepsTheLease(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	push(t, f.b, "src", 0, 3) // offsets 0-2
-	push(t, f.b, "src", 3, 3) // 3-5, removed by "retention" below
-	push(t, f.b, "src", 6, 3) // 6-8
+	f.b.PushN(t, "src", "", 0, 3) // offsets 0-2
+	f.b.PushN(t, "src", "", 3, 3) // 3-5, removed by "retention" below
+	f.b.PushN(t, "src", "", 6, 3) // 6-8
 	exec(t, f.b, `DELETE FROM queen.log_segments WHERE partition_id = $1 AND base_offset = 3`, f.partition)
 	p := pop(t, f.b, "src", 10, "")
-	if fmt.Sprint(p.ns()) != "[0 1 2 6 7 8]" {
-		t.Fatalf("pop across the gap delivered %v", p.ns())
+	if fmt.Sprint(p.Ns()) != "[0 1 2 6 7 8]" {
+		t.Fatalf("pop across the gap delivered %v", p.Ns())
 	}
 	a := committed(t, f.b, f.body(map[string]any{"release_lease": false, "ack": ack(p.LeaseID, "completed", 4)}))
 	if a.AckResult.Count != 4 || a.AckResult.LeaseReleased {
@@ -487,7 +460,7 @@ func TestCycleNackReleasesTheLeaseLeavesTheCursorAndCountsZero(t *testing.T) {
 		t.Run(status, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
-			push(t, f.b, "src", 0, 5)
+			f.b.PushN(t, "src", "", 0, 5)
 			p := pop(t, f.b, "src", 3, "")
 			a := committed(t, f.b, f.body(map[string]any{
 				"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}},
@@ -500,7 +473,7 @@ func TestCycleNackReleasesTheLeaseLeavesTheCursorAndCountsZero(t *testing.T) {
 				t.Fatalf("cursor %+v after a nack, want it untouched and unleased", c)
 			}
 			again := pop(t, f.b, "src", 3, "")
-			if again == nil || fmt.Sprint(again.ns()) != "[0 1 2]" {
+			if again == nil || fmt.Sprint(again.Ns()) != "[0 1 2]" {
 				t.Fatalf("after status %q the batch was not redelivered", status)
 			}
 		})
@@ -513,7 +486,7 @@ func TestCycleSuccessWordsAndAnAbsentStatusAck(t *testing.T) {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
-			push(t, f.b, "src", 0, 5)
+			f.b.PushN(t, "src", "", 0, 5)
 			p := pop(t, f.b, "src", 2, "")
 			a := committed(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, status, 2)}))
 			if a.AckResult.Count != 2 {
@@ -530,9 +503,9 @@ func TestCycleStolenLeaseFailsTheFirstWorkerWithNothingCommitted(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	wantStatus(t, post(t, f.b, "/api/v1/configure", map[string]any{"queue": "src", "options": map[string]any{"leaseTime": 1}}), 200)
-	push(t, f.b, "src", 0, 3)
+	f.b.PushN(t, "src", "", 0, 3)
 	first := pop(t, f.b, "src", 3, "")
-	var second *popped
+	var second *brokertest.Popped
 	for deadline := time.Now().Add(10 * time.Second); second == nil && time.Now().Before(deadline); {
 		time.Sleep(200 * time.Millisecond)
 		second = pop(t, f.b, "src", 3, "")
@@ -560,7 +533,7 @@ func TestCycleStolenLeaseFailsTheFirstWorkerWithNothingCommitted(t *testing.T) {
 func TestCycleExpiredLeaseFails(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	push(t, f.b, "src", 0, 3)
+	f.b.PushN(t, "src", "", 0, 3)
 	p := pop(t, f.b, "src", 3, "")
 	exec(t, f.b, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 second' WHERE partition_id = $1`, f.partition)
 	refused(t, f.b, f.body(map[string]any{
@@ -575,7 +548,7 @@ func TestCycleExpiredLeaseFails(t *testing.T) {
 func TestCycleAbsentLeaseFails(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	push(t, f.b, "src", 0, 3)
+	f.b.PushN(t, "src", "", 0, 3)
 	refused(t, f.b, f.body(map[string]any{"ack": ack(uuid.NewString(), "completed", 3)}), "no lease")
 	p := pop(t, f.b, "src", 3, "")
 	refused(t, f.b, f.body(map[string]any{"ack": map[string]any{"status": "completed", "count": 3}}), "leaseId")
@@ -620,7 +593,7 @@ func TestCycleLeaseGuardRefusesEveryKindOfAckAndCommitsNothing(t *testing.T) {
 		for leaseName, l := range leases {
 			t.Run(ackName+"/"+leaseName, func(t *testing.T) {
 				exec(t, f.b, `DELETE FROM queen.cursors WHERE partition_id = $1`, f.partition)
-				push(t, f.b, "src", 0, 3)
+				f.b.PushN(t, "src", "", 0, 3)
 				lease := l.lease(t, f)
 				before := f.cursor(t, "__QUEUE_MODE__")
 				req := f.body(body(lease))
@@ -636,7 +609,7 @@ func TestCycleLeaseGuardRefusesEveryKindOfAckAndCommitsNothing(t *testing.T) {
 func TestCycleRepeatedAfterItCommittedFailsOnTheLeaseAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	push(t, f.b, "src", 0, 3)
+	f.b.PushN(t, "src", "", 0, 3)
 	p := pop(t, f.b, "src", 3, "")
 	body := f.body(map[string]any{
 		"state_ops":  []any{map[string]any{"type": "upsert", "key": "k", "value": 3}},
@@ -656,7 +629,7 @@ func TestCycleRepeatedAfterItCommittedFailsOnTheLeaseAndChangesNothing(t *testin
 func TestCycleConsumerGroupDefaultsToQueueMode(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	push(t, f.b, "src", 0, 4)
+	f.b.PushN(t, "src", "", 0, 4)
 	p := pop(t, f.b, "src", 2, "")
 	committed(t, f.b, f.body(map[string]any{"consumer_group": "", "ack": ack(p.LeaseID, "completed", 2)}))
 	if c := f.cursor(t, "__QUEUE_MODE__"); c.Committed != 2 {
@@ -813,7 +786,7 @@ func TestCycleSinkEmitWakesAParkedPop(t *testing.T) {
 	start := time.Now()
 	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": 1}}}}))
 	p := <-got
-	if p == nil || fmt.Sprint(p.ns()) != "[1]" {
+	if p == nil || fmt.Sprint(p.Ns()) != "[1]" {
 		t.Fatalf("the parked pop got %+v, want the emit", p)
 	}
 	t.Logf("parked pop returned %v after the cycle was sent", time.Since(start))
@@ -836,7 +809,7 @@ func TestCycleAnnouncesItsSinkEmitsAndReleasedSourceOnTheLogChannel(t *testing.T
 		}
 		return n.Payload
 	}
-	push(t, f.b, "src", 0, 4)
+	f.b.PushN(t, "src", "", 0, 4)
 	if got, want := announced(), f.b.Announcement(t, "src", "Default"); got != want {
 		t.Fatalf("the push announced %s, want %s", got, want)
 	}
@@ -866,7 +839,7 @@ func TestCycleAnnouncesItsSinkEmitsAndReleasedSourceOnTheLogChannel(t *testing.T
 func TestCycleCountsItsPushesAndAcksInThePerQueueMetrics(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	push(t, f.b, "src", 0, 5)
+	f.b.PushN(t, "src", "", 0, 5)
 	p := pop(t, f.b, "src", 5, "")
 	committed(t, f.b, f.body(map[string]any{
 		"push_items": []any{map[string]any{"queue": "out", "payload": 1}, map[string]any{"queue": "out", "payload": 2}},

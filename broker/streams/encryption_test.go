@@ -18,7 +18,7 @@ func TestCycleSealsSinkPayloadsOfAnEncryptedQueueAndPopOpensThem(t *testing.T) {
 	if len(frames) != 1 || !frames[0].Sealed() || strings.Contains(string(frames[0].Payload), "4111") {
 		t.Fatalf("stored sink frame %+v, want it sealed", frames)
 	}
-	if got := pop(t, f.b, "out", 1, "").ns(); len(got) != 1 || got[0] != 4111 {
+	if got := pop(t, f.b, "out", 1, "").Ns(); len(got) != 1 || got[0] != 4111 {
 		t.Fatalf("pop opened %v, want [4111]", got)
 	}
 }

@@ -13,7 +13,7 @@ import (
 // the partition is idle, with no lease held.
 func (f fixture) drained(t *testing.T, n int) {
 	t.Helper()
-	push(t, f.b, "src", 0, n)
+	f.b.PushN(t, "src", "", 0, n)
 	p := pop(t, f.b, "src", n, "")
 	committed(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, "completed", n)}))
 }
@@ -47,7 +47,7 @@ func TestCycleIdleFlushOnAnIdlePartitionCommitsAndDoesNoLeaseWork(t *testing.T) 
 func TestCycleIdleFlushIsRefusedWhileAWorkerHoldsALiveLease(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	push(t, f.b, "src", 0, 5)
+	f.b.PushN(t, "src", "", 0, 5)
 	pop(t, f.b, "src", 5, "")
 	before := f.cursor(t, "__QUEUE_MODE__")
 	refused(t, f.b, f.flushBody(), "idle flush refused: a worker holds a live lease on this partition for consumer group __QUEUE_MODE__")
@@ -58,7 +58,7 @@ func TestCycleIdleFlushIsRefusedWhileThePartitionHoldsUnacknowledgedMessages(t *
 	t.Parallel()
 	f := newFixture(t)
 	f.drained(t, 3)
-	push(t, f.b, "src", 3, 1)
+	f.b.PushN(t, "src", "", 3, 1)
 	before := f.cursor(t, "__QUEUE_MODE__")
 	refused(t, f.b, f.flushBody(), "idle flush refused: the partition holds messages consumer group __QUEUE_MODE__ has not acknowledged")
 	f.wantNothingWritten(t, "out", before)
@@ -67,8 +67,8 @@ func TestCycleIdleFlushIsRefusedWhileThePartitionHoldsUnacknowledgedMessages(t *
 func TestCycleIdleFlushOfAPartitionTheGroupNeverPoppedCommits(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	push(t, f.b, "src", 0, 2)
-	committed(t, f.b, f.body(map[string]any{"ack": nil, "consumer_group": "never-popped",
+	f.b.PushN(t, "src", "", 0, 2)
+	committed(t, f.b, f.body(map[string]any{"ack": nil, "consumer_group": "never-brokertest.Popped",
 		"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}}}))
 }
 
@@ -90,7 +90,7 @@ func TestCycleIdleFlushIsRefusedWhenARowItRemovesIsGone(t *testing.T) {
 func TestCycleFoldMayDeleteARowThatIsGone(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	push(t, f.b, "src", 0, 1)
+	f.b.PushN(t, "src", "", 0, 1)
 	p := pop(t, f.b, "src", 1, "")
 	committed(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, "completed", 1),
 		"state_ops": []any{map[string]any{"type": "delete", "key": "gone"}}}))

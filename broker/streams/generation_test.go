@@ -17,7 +17,7 @@ func TestACycleOfAWorkerOfAnOlderResetGenerationIsRefusedWith409(t *testing.T) {
 	if old.Generation != "0" {
 		t.Fatalf("a new query's registration answered reset generation %q, want 0", old.Generation)
 	}
-	push(t, f.b, "src", 0, 3)
+	f.b.PushN(t, "src", "", 0, 3)
 	p := pop(t, f.b, "src", 3, "consumerGroup=streams.q")
 
 	// The upgrade: a new hash, registered with reset.
@@ -45,7 +45,7 @@ func TestACycleOfAWorkerOfAnOlderResetGenerationIsRefusedWith409(t *testing.T) {
 	// sends no generation is not checked.
 	body["reset_generation"] = 1
 	committed(t, f.b, body)
-	push(t, f.b, "src", 3, 1)
+	f.b.PushN(t, "src", "", 3, 1)
 	p = pop(t, f.b, "src", 1, "consumerGroup=streams.q")
 	delete(body, "reset_generation")
 	body["ack"] = map[string]any{"leaseId": p.LeaseID, "count": 1}

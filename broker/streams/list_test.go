@@ -166,7 +166,7 @@ func TestQueryListingShowsTheSuspensionAndTheLastRewind(t *testing.T) {
 	t.Parallel()
 	b := start(t)
 	register(t, b, "kube", "src", "", "h1", false)
-	push(t, b, "src", 0, 1)
+	b.PushN(t, "src", "", 0, 1)
 	wantStatus(t, b.Do(t, "GET", "/api/v1/pop/queue/src?batch=1&autoAck=true&consumerGroup=streams.kube", "", nil), 200)
 	var l struct {
 		Queries []struct {

@@ -42,7 +42,7 @@ func TestParkedPopsAreCountedWhileTheyWait(t *testing.T) {
 	b := start(t)
 	got := parkedPop(b, "parked", "")
 	waitForMetric(t, b, "regent_pops_parked 1")
-	push(t, b, "parked", 0, 1)
+	b.PushN(t, "parked", "", 0, 1)
 	if p := <-got; p == nil || len(p.Messages) != 1 {
 		t.Fatalf("the parked pop answered %+v, want the pushed message", p)
 	}

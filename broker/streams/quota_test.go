@@ -163,7 +163,7 @@ func TestQuotaStateRowsCapFailsTheCycleAsAWhole(t *testing.T) {
 	}
 	cycle := func(ops []any) map[string]any {
 		t.Helper()
-		push(t, b, "src", 0, 1)
+		b.PushN(t, "src", "", 0, 1)
 		p := pop(t, b, "src", 10, "consumerGroup=g")
 		r := post(t, b, "/streams/v1/cycle", f.body(map[string]any{"consumer_group": "g", "state_ops": ops,
 			"push_items": []any{map[string]any{"queue": "out", "payload": 1}}, "ack": ack(p.LeaseID, "completed", nil)}))
@@ -225,7 +225,7 @@ func TestQuotaStoredBytesCapFailsACycleThatEmits(t *testing.T) {
 	b.Token, b.Tenant = brokertest.Mint(t, "acme", auth.ReadWrite), "acme"
 	grant(t, b, "acme", nil)
 	f := fixture{b: b, query: register(t, b, "q", "src", "out", "h", false).QueryID, partition: sourcePartition(t, b, "src")}
-	push(t, b, "src", 0, 3)
+	b.PushN(t, "src", "", 0, 3)
 	exec(t, b, `UPDATE queen_streams.quota SET max_stored_bytes = 1 WHERE tenant = 'acme'`)
 	exec(t, b, `SELECT pg_notify('regent_quota', '')`)
 	// Once a push is refused, the broker has read the cap.

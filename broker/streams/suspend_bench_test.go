@@ -16,7 +16,7 @@ import (
 //	go test ./broker/streams -run '^$' -bench PopOfAQuerysGroup
 func BenchmarkPopOfAQuerysGroup(b *testing.B) {
 	f := newFixture(b)
-	push(b, f.b, "src", 0, 10)
+	f.b.PushN(b, "src", "", 0, 10)
 	queue := scalar[string](b, f.b, `SELECT id::text FROM queen.queues WHERE name = 'src'`)
 	for _, group := range []string{"streams.q", "__QUEUE_MODE__"} {
 		b.Run(group, func(b *testing.B) {

@@ -26,11 +26,11 @@ func (f fixture) leased(t testing.TB, group string) bool {
 func TestASuspendedQueryPopsNothingAndTakesNoLease(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	push(t, f.b, "src", 0, 5)
+	f.b.PushN(t, "src", "", 0, 5)
 	f.suspend(t, true)
 
 	if p := pop(t, f.b, "src", 10, "consumerGroup=streams.q"); p != nil {
-		t.Fatalf("the suspended query's group popped %v", p.ns())
+		t.Fatalf("the suspended query's group brokertest.Popped %v", p.Ns())
 	}
 	r := f.b.Do(t, "GET", "/api/v1/pop/queue/src?batch=10&consumerGroup=streams.q", "", nil)
 	wantStatus(t, r, 204)
@@ -39,7 +39,7 @@ func TestASuspendedQueryPopsNothingAndTakesNoLease(t *testing.T) {
 	}
 	// Other groups of the source are not the query's.
 	if p := pop(t, f.b, "src", 10, "consumerGroup=other"); p == nil || len(p.Messages) != 5 {
-		t.Fatalf("group other popped %v, want the 5 messages", p)
+		t.Fatalf("group other brokertest.Popped %v, want the 5 messages", p)
 	}
 
 	// Resuming wakes a pop parked meanwhile, and it starts where the
@@ -49,7 +49,7 @@ func TestASuspendedQueryPopsNothingAndTakesNoLease(t *testing.T) {
 	f.suspend(t, false)
 	select {
 	case p := <-parked:
-		if p == nil || fmt.Sprint(p.ns()) != "[0 1 2 3 4]" {
+		if p == nil || fmt.Sprint(p.Ns()) != "[0 1 2 3 4]" {
 			t.Fatalf("the parked pop answered %v after the resume, want [0 1 2 3 4]", p)
 		}
 	case <-time.After(20 * time.Second):
@@ -60,7 +60,7 @@ func TestASuspendedQueryPopsNothingAndTakesNoLease(t *testing.T) {
 func TestASuspendedQueryCyclesAreRefusedWithQuerySuspended(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	push(t, f.b, "src", 0, 5)
+	f.b.PushN(t, "src", "", 0, 5)
 	p := pop(t, f.b, "src", 3, "consumerGroup=streams.q")
 	f.suspend(t, true)
 
@@ -88,7 +88,7 @@ func TestASuspendedQueryCyclesAreRefusedWithQuerySuspended(t *testing.T) {
 	if c := f.cursor(t, "streams.q"); c.Committed != 3 || c.Leased {
 		t.Fatalf("cursor %+v after the resumed cycle, want committed 3, no lease", c)
 	}
-	if got := pop(t, f.b, "src", 10, "consumerGroup=streams.q").ns(); fmt.Sprint(got) != "[3 4]" {
+	if got := pop(t, f.b, "src", 10, "consumerGroup=streams.q").Ns(); fmt.Sprint(got) != "[3 4]" {
 		t.Fatalf("next pop %v, want [3 4]", got)
 	}
 }
@@ -119,7 +119,7 @@ func TestRegisteringASuspendedQueryAgainLeavesItSuspended(t *testing.T) {
 func TestARewindRefusesTheCycleOfABatchLeasedBeforeIt(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	push(t, f.b, "src", 0, 5)
+	f.b.PushN(t, "src", "", 0, 5)
 	p := pop(t, f.b, "src", 5, "consumerGroup=streams.q")
 	if outcome := scalar[string](t, f.b, `SELECT outcome FROM queen_streams.query_rewind(p_tenant => $1, p_name => 'q',
 		p_group => 'streams.q', p_token => 'r1', p_to => '-infinity')`, f.b.Tenant); outcome != "rewound" {
@@ -132,7 +132,7 @@ func TestARewindRefusesTheCycleOfABatchLeasedBeforeIt(t *testing.T) {
 	if s := f.state(t); len(s) != 0 {
 		t.Fatalf("state %v written from before the rewind", s)
 	}
-	if got := pop(t, f.b, "src", 10, "consumerGroup=streams.q").ns(); fmt.Sprint(got) != "[0 1 2 3 4]" {
+	if got := pop(t, f.b, "src", 10, "consumerGroup=streams.q").Ns(); fmt.Sprint(got) != "[0 1 2 3 4]" {
 		t.Fatalf("the pop after the rewind got %v, want the whole batch again", got)
 	}
 }
