@@ -39,10 +39,10 @@ func TestAnnounceMarksThisReplicaAtOnceAndNotifiesEachPartitionOnce(t *testing.T
 	done := make(chan struct{})
 	go func() { defer close(done); a.Run(ctx) }()
 	require.Equal(t, map[string]int{q.String() + ":" + p1.String(): 1, q.String() + ":" + p2.String(): 1},
-		pgtest.Heard(t, conn, 20*Linger), "the announcements of one linger, each partition once")
+		pgtest.Heard(t, conn, 2, 20*Linger), "the announcements of one linger, each partition once")
 
 	a.Announce(q, p2)
-	require.Equal(t, map[string]int{q.String() + ":" + p2.String(): 1}, pgtest.Heard(t, conn, 20*Linger))
+	require.Equal(t, map[string]int{q.String() + ":" + p2.String(): 1}, pgtest.Heard(t, conn, 1, 20*Linger))
 	stop()
 	<-done
 }
@@ -56,5 +56,5 @@ func TestAnnouncementsPendingWhenRunEndsAreSent(t *testing.T) {
 	stop()
 	a.Announce(q, p)
 	a.Run(ctx) // already cancelled: it only sends what is pending
-	require.Equal(t, map[string]int{q.String() + ":" + p.String(): 1}, pgtest.Heard(t, conn, 20*Linger))
+	require.Equal(t, map[string]int{q.String() + ":" + p.String(): 1}, pgtest.Heard(t, conn, 1, 20*Linger))
 }

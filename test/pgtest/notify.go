@@ -25,14 +25,23 @@ func Listen(t testing.TB, url, channel string) *pgx.Conn {
 	return conn
 }
 
-// Heard collects the payloads conn receives until none arrives for quiet,
-// with how many times each came.
-func Heard(t testing.TB, conn *pgx.Conn, quiet time.Duration) map[string]int {
+// Heard collects the payloads conn receives, with how many times each
+// came: it waits as long as it takes (up to 30 s) for want of them, then
+// until none arrives for quiet. Waiting for what is expected, not for a
+// quiet spell, keeps a loaded machine from passing off a late
+// notification as a missing one; the quiet spell after it still catches a
+// duplicate or an announcement that should not have been made.
+func Heard(t testing.TB, conn *pgx.Conn, want int, quiet time.Duration) map[string]int {
 	t.Helper()
 	got := map[string]int{}
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), quiet)
-		n, err := conn.WaitForNotification(ctx)
+	deadline := time.Now().Add(30 * time.Second)
+	for n := 0; ; n++ {
+		wait := quiet
+		if n < want {
+			wait = time.Until(deadline)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		note, err := conn.WaitForNotification(ctx)
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) {
 			return got
@@ -40,6 +49,6 @@ func Heard(t testing.TB, conn *pgx.Conn, quiet time.Duration) map[string]int {
 		if err != nil {
 			t.Fatalf("pgtest: wait for a notification: %v", err)
 		}
-		got[n.Payload]++
+		got[note.Payload]++
 	}
 }
