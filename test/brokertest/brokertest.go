@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -179,6 +180,16 @@ func (r Response) Map(t testing.TB) map[string]any {
 // or []byte is sent as is; anything else is encoded as JSON.
 func (b *Broker) Do(t testing.TB, method, path, token string, body any) Response {
 	t.Helper()
+	r, err := b.Send(method, path, token, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Send is Do for a goroutine other than the test's, where a failure must
+// be handed back rather than end the test.
+func (b *Broker) Send(method, path, token string, body any) (Response, error) {
 	var rd io.Reader
 	switch v := body.(type) {
 	case nil:
@@ -189,13 +200,13 @@ func (b *Broker) Do(t testing.TB, method, path, token string, body any) Response
 	default:
 		buf, err := json.Marshal(v)
 		if err != nil {
-			t.Fatalf("encode request: %v", err)
+			return Response{}, fmt.Errorf("encode request: %w", err)
 		}
 		rd = bytes.NewReader(buf)
 	}
 	req, err := http.NewRequest(method, b.URL+path, rd)
 	if err != nil {
-		t.Fatalf("new request: %v", err)
+		return Response{}, fmt.Errorf("new request: %w", err)
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -211,14 +222,14 @@ func (b *Broker) Do(t testing.TB, method, path, token string, body any) Response
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		return Response{}, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("read response: %v", err)
+		return Response{}, fmt.Errorf("%s %s: read response: %w", method, path, err)
 	}
-	return Response{Status: resp.StatusCode, Header: resp.Header, Body: out}
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: out}, nil
 }
 
 // Count runs a query that returns one number on the broker's database, for

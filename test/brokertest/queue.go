@@ -2,7 +2,10 @@ package brokertest
 
 import (
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // Numbered makes n push items for queue/partition whose payloads are
@@ -135,4 +138,33 @@ func (m Message) N() int {
 		return -1
 	}
 	return int(n)
+}
+
+// Metric is the value of an unlabelled metric on b's /metrics, or 0 when
+// b serves none of that name.
+func (b *Broker) Metric(t testing.TB, name string) float64 {
+	t.Helper()
+	r := b.Call(t, http.StatusOK, "GET", "/metrics", nil)
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metric %s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// WaitParked waits until at least n long-poll pops are parked on b, so that
+// what the test does next reaches them parked, not on their way in.
+func (b *Broker) WaitParked(t testing.TB, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); b.Metric(t, "regent_pops_parked") < float64(n); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pops were not parked within 30 s", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
