@@ -2,8 +2,11 @@ package db
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -32,8 +35,51 @@ type QueueOptions struct {
 	MaxWaitTimeSeconds        int  `json:"maxWaitTimeSeconds"`
 }
 
-// DefaultQueueOptions are the options of a queue that sets none.
-var DefaultQueueOptions = QueueOptions{LeaseTime: 300, RetryLimit: 3, RetryDelay: 1000, TTL: 3600}
+// QueueDefaults returns the options of a queue that sets none: the column
+// defaults of queen.queues, which a queue that a push creates takes too,
+// so the schema is their one home. An option's column is its JSON name in
+// snake case.
+func (d *DB) QueueDefaults(ctx context.Context) (QueueOptions, error) {
+	rows, err := d.q.Query(ctx, `SELECT a.attname, pg_get_expr(f.adbin, f.adrelid)
+		FROM pg_attrdef f JOIN pg_attribute a ON a.attrelid = f.adrelid AND a.attnum = f.adnum
+		WHERE f.adrelid = 'queen.queues'::regclass`)
+	if err != nil {
+		return QueueOptions{}, fmt.Errorf("read the queue option defaults: %w", err)
+	}
+	defaults := map[string]json.RawMessage{}
+	var column, value string
+	if _, err := pgx.ForEachRow(rows, []any{&column, &value}, func() error {
+		if literal.MatchString(value) {
+			defaults[camel(column)] = json.RawMessage(value)
+		}
+		return nil
+	}); err != nil {
+		return QueueOptions{}, fmt.Errorf("read the queue option defaults: %w", err)
+	}
+	b, err := json.Marshal(defaults)
+	if err != nil {
+		return QueueOptions{}, err
+	}
+	var o QueueOptions
+	if err := json.Unmarshal(b, &o); err != nil {
+		return QueueOptions{}, fmt.Errorf("read the queue option defaults: %w", err)
+	}
+	return o, nil
+}
+
+// literal is a default that is a number or a boolean: an option's. The
+// other columns' defaults (now(), 'default'::text) are not options.
+var literal = regexp.MustCompile(`^(-?[0-9]+|true|false)$`)
+
+// camel turns a column name into its option's JSON name: lease_time is
+// leaseTime.
+func camel(column string) string {
+	parts := strings.Split(column, "_")
+	for i := 1; i < len(parts); i++ {
+		parts[i] = strings.ToUpper(parts[i][:1]) + parts[i][1:]
+	}
+	return strings.Join(parts, "")
+}
 
 // ConfigureQueue creates or updates the queue name of tenant (the options as
 // given) and makes sure its partition Default exists. A refusal of the

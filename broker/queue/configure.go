@@ -45,7 +45,11 @@ func (s *Handler) handleConfigure(w http.ResponseWriter, r *http.Request) {
 		Task      *string          `json:"task"`
 		Options   *db.QueueOptions `json:"options"`
 	}
-	opts := db.DefaultQueueOptions
+	opts, err := s.store.QueueDefaults(r.Context())
+	if err != nil {
+		s.fail(w, r, "configure", err)
+		return
+	}
 	body.Options = &opts
 	if err := httpx.ReadJSON(r, &body); err != nil {
 		httpx.Fail(w, err)

@@ -20,6 +20,11 @@ func (s *Store) Configure(ctx context.Context, tenant, name string, namespace, t
 	return queueID, partitionID, nil
 }
 
+// QueueDefaults returns the options of a queue that sets none.
+func (s *Store) QueueDefaults(ctx context.Context) (db.QueueOptions, error) {
+	return s.db.QueueDefaults(ctx)
+}
+
 // DeleteQueue deletes the queue name of tenant with everything it holds,
 // and reports whether it existed.
 func (s *Store) DeleteQueue(ctx context.Context, tenant, name string) (bool, error) {
