@@ -18,6 +18,7 @@ import (
 	gojson "github.com/goccy/go-json"
 
 	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/quota"
 )
 
 // Error is a failure with the HTTP status it maps to. Its message is safe to
@@ -232,10 +233,10 @@ func WriteError(w http.ResponseWriter, status int, message string) {
 // whose detail stays in the server log, never in the body.
 func Fail(w http.ResponseWriter, err error) {
 	var e *Error
-	var a Answer
+	var q *quota.Refusal
 	switch {
-	case errors.As(err, &a):
-		a.Answer(w)
+	case errors.As(err, &q):
+		writeRefusal(w, q)
 	case errors.As(err, &e):
 		WriteError(w, e.Status, e.Message)
 	case pg.Unavailable(err):
@@ -246,11 +247,21 @@ func Fail(w http.ResponseWriter, err error) {
 	}
 }
 
-// Answer is a client error that writes its own answer, such as a quota
-// refusal's 429 with Retry-After and the fields naming the limit.
-type Answer interface {
-	error
-	Answer(w http.ResponseWriter)
+// writeRefusal writes a quota's refusal, whose body names the limit and
+// the tenant. A limit that waiting lifts is a 429 with Retry-After, as
+// HTTP says (RFC 6585). A request larger than the burst would be refused
+// at every retry, and a client that honours 429 and Retry-After (Queen's
+// retry on 429) would loop on it: it is a 413 without Retry-After, the
+// answer the broker already gives a body over --max-body-bytes, which
+// clients know means "split it, do not retry".
+func writeRefusal(w http.ResponseWriter, r *quota.Refusal) {
+	status := http.StatusTooManyRequests
+	if r.TooLarge {
+		status = http.StatusRequestEntityTooLarge
+	} else {
+		w.Header().Set("Retry-After", "1")
+	}
+	WriteJSON(w, status, map[string]string{"error": r.Message, "quota": r.Quota, "tenant": r.Tenant})
 }
 
 // RetryAfter is the Retry-After of a 503, in seconds: long enough for a
@@ -261,8 +272,8 @@ const RetryAfter = "1"
 // fault, which the caller logs.
 func Internal(err error) bool {
 	var e *Error
-	var a Answer
-	return !errors.As(err, &e) && !errors.As(err, &a) && !pg.Unavailable(err)
+	var q *quota.Refusal
+	return !errors.As(err, &e) && !errors.As(err, &q) && !pg.Unavailable(err)
 }
 
 type drainKey struct{}

@@ -37,7 +37,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,7 +44,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/pg"
 )
 
@@ -82,22 +80,6 @@ type Refusal struct {
 }
 
 func (r *Refusal) Error() string { return r.Message }
-
-// Answer writes the refusal. A limit that waiting lifts is a 429 with
-// Retry-After, as HTTP says (RFC 6585). A request larger than the burst
-// would be refused at every retry, and a client that honours 429 and
-// Retry-After (Queen's retry on 429) would loop on it: it is a 413 without
-// Retry-After, the answer the broker already gives a body over
-// --max-body-bytes, which clients know means "split it, do not retry".
-func (r *Refusal) Answer(w http.ResponseWriter) {
-	status := http.StatusTooManyRequests
-	if r.TooLarge {
-		status = http.StatusRequestEntityTooLarge
-	} else {
-		w.Header().Set("Retry-After", "1")
-	}
-	httpx.WriteJSON(w, status, map[string]string{"error": r.Message, "quota": r.Quota, "tenant": r.Tenant})
-}
 
 // Quotas is this replica's view of every tenant's limits. A nil *Quotas
 // limits nothing. It is safe for concurrent use.
