@@ -14,6 +14,7 @@ import (
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/spool"
 )
 
 // pushItem is an item as a client sends it.
@@ -124,7 +125,15 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 	}
 	id := auth.FromContext(r.Context())
 	if sp := s.spool; sp != nil && sp.Buffering() {
-		sp.Take(w, id.Tenant, id.Subject, in)
+		taken, err := sp.Take(id.Tenant, id.Subject, in)
+		switch {
+		case errors.Is(err, spool.ErrNotWritten):
+			httpx.WriteJSON(w, http.StatusInternalServerError, taken)
+		case err != nil:
+			s.fail(w, r, "push", err)
+		default:
+			httpx.WriteJSON(w, http.StatusCreated, taken)
+		}
 		return
 	}
 	pushed, segs, err := s.log.Push(r.Context(), s.db.Conn(), id.Tenant, id.Subject, in)

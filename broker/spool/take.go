@@ -2,16 +2,14 @@ package spool
 
 import (
 	"errors"
-	"net/http"
 
-	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/pg"
 )
 
-// taken is one item's answer while buffering (queue-admin-api.md §7):
+// Taken is one item's answer while buffering (queue-admin-api.md §7):
 // transactionId only when the client sent one, error only when it failed.
-type taken struct {
+type Taken struct {
 	Status        string `json:"status"`
 	Queue         string `json:"queue"`
 	Partition     string `json:"partition"`
@@ -19,26 +17,27 @@ type taken struct {
 	Error         string `json:"error,omitempty"`
 }
 
-// Take answers POST /api/v1/push while buffering: the items, validated as
-// the push route validates them, go to the spool, and the answer is 201
-// with one "buffered" element per item, or 500 with every item "failed"
-// when the spool could not take them.
-func (s *Spool) Take(w http.ResponseWriter, tenant, sub string, items []log.Item) {
+// ErrNotWritten is Take's error when the spool could not write the items:
+// its answers then say "failed" for every item, and POST /api/v1/push
+// answers them with a 500.
+var ErrNotWritten = errors.New("spool: the items could not be written")
+
+// Take buffers the items of a POST /api/v1/push while the database is
+// away: validated as the push route validates them, they go to the spool,
+// and each gets a "buffered" answer. A bad name is a *log.BadName and
+// nothing is taken; a failed write is ErrNotWritten, with every answer
+// "failed".
+func (s *Spool) Take(tenant, sub string, items []log.Item) ([]Taken, error) {
 	recs := make([]Record, len(items))
-	answer := make([]taken, len(items))
+	answer := make([]Taken, len(items))
 	for i, it := range items {
 		if it.Partition == "" {
 			it.Partition = log.DefaultPartition
 		}
 		if err := log.CheckNames(it.Queue, it.Partition); err != nil {
-			var bad *log.BadName
-			if errors.As(err, &bad) {
-				err = httpx.BadRequest("%s", bad.Message)
-			}
-			httpx.Fail(w, err)
-			return
+			return nil, err
 		}
-		answer[i] = taken{Status: "buffered", Queue: it.Queue, Partition: it.Partition, TransactionID: it.TransactionID}
+		answer[i] = Taken{Status: "buffered", Queue: it.Queue, Partition: it.Partition, TransactionID: it.TransactionID}
 		if it.TransactionID == "" {
 			// The id a push would have given it, now, so that the drain's
 			// replay after a crash deduplicates it too.
@@ -52,8 +51,7 @@ func (s *Spool) Take(w http.ResponseWriter, tenant, sub string, items []log.Item
 		for i := range answer {
 			answer[i].Status, answer[i].TransactionID, answer[i].Error = "failed", "", "File buffer write failed"
 		}
-		httpx.WriteJSON(w, http.StatusInternalServerError, answer)
-		return
+		return answer, ErrNotWritten
 	}
-	httpx.WriteJSON(w, http.StatusCreated, answer)
+	return answer, nil
 }
