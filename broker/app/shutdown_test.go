@@ -59,7 +59,7 @@ func TestAParkedPopAnswers204WhenTheBrokerStops(t *testing.T) {
 	b := brokertest.Start(t)
 	answer := make(chan brokertest.Response, 1)
 	go func() { answer <- b.Do(t, "GET", "/api/v1/pop/queue/idle?wait=true&timeout=30000", "", nil) }()
-	time.Sleep(500 * time.Millisecond) // parked
+	b.WaitParked(t, 1)
 	start := time.Now()
 	b.Stop()
 	r := <-answer

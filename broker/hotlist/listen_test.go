@@ -89,7 +89,7 @@ func wakeLatency(t *testing.T, consumer, producer *brokertest.Broker) time.Durat
 		}
 		done <- time.Now()
 	}()
-	time.Sleep(100 * time.Millisecond) // let it park
+	consumer.WaitParked(t, 1)
 	push(t, producer)
 	pushed := time.Now()
 	return (<-done).Sub(pushed)

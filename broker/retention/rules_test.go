@@ -290,7 +290,7 @@ func TestEvictingALeasedBatchLetsItsGroupReadWhatFollowsAtOnce(t *testing.T) {
 	go func() {
 		parked <- b.Do(t, "GET", "/api/v1/pop/queue/q?batch=10&consumerGroup=g&wait=true&timeout=8000", "", nil)
 	}()
-	time.Sleep(100 * time.Millisecond) // let it park
+	b.WaitParked(t, 1)
 	require.EqualValues(t, 2, evict(t, b).Evicted)
 	r := <-parked
 	require.Equal(t, http.StatusOK, r.Status, "the parked pop is woken by the eviction, not the lease's end")

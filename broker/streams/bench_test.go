@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/test/brokertest"
@@ -161,7 +160,7 @@ func BenchmarkSinkEmitToParkedPop(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		got := parkedPop(f.b, "out", "autoAck=true")
-		time.Sleep(20 * time.Millisecond) // let the pop park
+		f.b.WaitParked(b, 1)
 		b.StartTimer()
 		benchPost(b, f.b, "/streams/v1/cycle", body, `"success":true`)
 		if p := <-got; p == nil {

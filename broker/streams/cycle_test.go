@@ -782,7 +782,7 @@ func TestCycleSinkEmitWakesAParkedPop(t *testing.T) {
 	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": 0}}}}))
 	pop(t, f.b, "out", 1, "autoAck=true")
 	got := parkedPop(f.b, "out", "batch=1")
-	time.Sleep(100 * time.Millisecond) // let the pop park
+	f.b.WaitParked(t, 1)
 	start := time.Now()
 	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": 1}}}}))
 	p := <-got

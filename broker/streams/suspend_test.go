@@ -45,7 +45,7 @@ func TestASuspendedQueryPopsNothingAndTakesNoLease(t *testing.T) {
 	// Resuming wakes a pop parked meanwhile, and it starts where the
 	// cursor stood: at the first message.
 	parked := parkedPop(f.b, "src", "consumerGroup=streams.q&batch=10")
-	time.Sleep(200 * time.Millisecond) // let it park; it must not answer before the resume
+	f.b.WaitParked(t, 1) // it must not answer before the resume
 	f.suspend(t, false)
 	select {
 	case p := <-parked:
