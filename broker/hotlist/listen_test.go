@@ -16,33 +16,34 @@ import (
 
 // A replica learns of another replica's pushes only through its LISTEN
 // connection (or the reseed, which these brokers do hourly), so however
-// often PostgreSQL restarts, each LISTEN is back within moments of the
-// server, and a pop parked on one replica wakes at a push on the other.
-func TestTheListenerIsBackPromptlyAfterEveryPostgreSQLRestart(t *testing.T) {
+// often PostgreSQL restarts, each LISTEN comes back, and a pop parked on
+// one replica wakes at a push on the other. A LISTEN that is not back
+// loses the push's announcement: the parked pop then answers 204 at its
+// 30 s timeout, and the test fails on that, not on a clock.
+func TestTheListenerIsBackAfterEveryPostgreSQLRestart(t *testing.T) {
 	pg := pgtest.Own(t)
 	url := pg.URL("postgres").String()
 	noReseed := func(c *config.Config) { c.ReseedInterval = time.Hour }
 	a := brokertest.StartOn(t, url, noReseed)
 	b := brokertest.StartOn(t, url, noReseed)
-	push(t, a) // creates the queue
-	pop(t, b, "/api/v1/pop/queue/lp?autoAck=true")
+	a.PushN(t, "lp", "", 0, 1) // creates the queue
+	b.Pop(t, "/api/v1/pop/queue/lp?autoAck=true")
 	for i := range 6 {
 		if err := pg.Restart(); err != nil {
 			t.Fatal(err)
 		}
 		up := time.Now()
-		waitForListeners(t, pg, 2, 2*time.Second)
+		waitForListeners(t, pg, 2)
 		t.Logf("restart %d: both LISTENs back %v after PostgreSQL", i+1, time.Since(up).Round(time.Millisecond))
-		if d := wakeLatency(t, b, a); d > 500*time.Millisecond {
-			t.Fatalf("restart %d: a pop parked on one replica woke %v after a push on the other", i+1, d)
-		}
+		wakes(t, b, a, i+1)
 	}
 }
 
-// waitForListeners waits until n connections hold a LISTEN on the log's channel.
-func waitForListeners(t *testing.T, pg *pgtest.Cluster, n int, within time.Duration) {
+// waitForListeners waits until n connections hold a LISTEN on the log's
+// channel, for at most 30 s.
+func waitForListeners(t *testing.T, pg *pgtest.Cluster, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var got int
 	for ctx.Err() == nil {
@@ -56,41 +57,24 @@ func waitForListeners(t *testing.T, pg *pgtest.Cluster, n int, within time.Durat
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("%d of %d LISTEN connections were back %v after PostgreSQL", got, n, within)
+	t.Fatalf("%d of %d LISTEN connections were back 30 s after PostgreSQL", got, n)
 }
 
-func push(t *testing.T, b *brokertest.Broker) {
+// wakes parks a pop on consumer, pushes message n through producer, and
+// requires the parked pop to deliver it.
+func wakes(t *testing.T, consumer, producer *brokertest.Broker, n int) {
 	t.Helper()
-	r := b.Do(t, "POST", "/api/v1/push", "", map[string]any{
-		"items": []map[string]any{{"queue": "lp", "payload": map[string]int{"n": 1}}}})
-	if r.Status != http.StatusCreated && r.Status != http.StatusOK {
-		t.Fatalf("push = %d %s", r.Status, r.Body)
-	}
-}
-
-func pop(t *testing.T, b *brokertest.Broker, path string) brokertest.Response {
-	t.Helper()
-	r := b.Do(t, "GET", path, "", nil)
-	if r.Status != http.StatusOK && r.Status != http.StatusNoContent {
-		t.Errorf("pop = %d %s", r.Status, r.Body)
-	}
-	return r
-}
-
-// wakeLatency parks a pop on consumer, pushes through producer, and returns
-// how long after the push answered the pop answered with the message.
-func wakeLatency(t *testing.T, consumer, producer *brokertest.Broker) time.Duration {
-	t.Helper()
-	done := make(chan time.Time, 1)
+	got := make(chan brokertest.Response, 1)
 	go func() {
-		r := pop(t, consumer, "/api/v1/pop/queue/lp?wait=true&timeout=10000&autoAck=true")
-		if r.Status != http.StatusOK {
-			t.Errorf("parked pop = %d, want the message", r.Status)
+		r, err := consumer.Send("GET", "/api/v1/pop/queue/lp?wait=true&timeout=30000&autoAck=true", "", nil)
+		if err != nil {
+			r = brokertest.Response{Body: []byte(err.Error())}
 		}
-		done <- time.Now()
+		got <- r
 	}()
 	consumer.WaitParked(t, 1)
-	push(t, producer)
-	pushed := time.Now()
-	return (<-done).Sub(pushed)
+	producer.PushN(t, "lp", "", n, 1)
+	if r := <-got; r.Status != http.StatusOK {
+		t.Fatalf("the pop parked on one replica was not woken by the push on the other: %d %s", r.Status, r.Body)
+	}
 }
