@@ -317,7 +317,7 @@ func (a *API) handleMessage(w http.ResponseWriter, r *http.Request) {
 	it := item{seg: &f.StoredSegment, frame: frames[f.Index], off: f.Base + int64(f.Index)}
 	payload := it.frame.Payload
 	if it.frame.Sealed() {
-		if payload, err = a.log.Sealer().Open(nil, payload, it.frame.KeyID); err != nil {
+		if payload, err = a.sealer.Open(nil, payload, it.frame.KeyID); err != nil {
 			a.fail(w, r, err)
 			return
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/ids"
 	"github.com/regent-mq/regent/broker/segment"
 )
 
@@ -45,7 +45,7 @@ func (a *Analytics) handleAddTrace(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Analytics) parseTrace(r *http.Request) (db.NewTrace, error) {
-	t := db.NewTrace{ID: pg.NewID(), ConsumerGroup: db.QueueMode, EventType: "info", Worker: a.replica, Names: []string{}}
+	t := db.NewTrace{ID: ids.New(), ConsumerGroup: db.QueueMode, EventType: "info", Worker: a.replica, Names: []string{}}
 	var fields map[string]json.RawMessage
 	if err := readBody(r, &fields); err != nil {
 		return t, err

@@ -101,22 +101,23 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		return nil, err
 	}
 	hot := hotlist.New()
-	logs := log.New(pool, sealer, m, hot, logger)
-	logs.JoinPushes(cfg.PushCalls)
 	quotas := quota.New(store, m.QuotaRefusals, logger)
-	logs.Limit(quotas)
+	announcer := hotlist.NewAnnouncer(hot, pool, logger)
+	logs := log.New(store, log.Options{
+		Sealer: sealer, Metrics: m, Announcer: announcer, Quotas: quotas, PushCalls: cfg.PushCalls, Logger: logger,
+	})
 	switches := flags.New(store, logger)
-	spooled, err := spool.Open(cfg.SpoolDir, logs, pool, switches, m.SpoolBuffered, logger)
+	spooled, err := spool.Open(cfg.SpoolDir, logs, switches, m.SpoolBuffered, logger)
 	if err != nil {
 		pool.Close()
 		return nil, err
 	}
-	consumers := qstore.New(store, logs, m, hot, logger, cfg.MaxPopBytes)
-	queues := queue.New(consumers, logs, store, m, logger, switches.PopMaintenance, cfg.DefaultSubscriptionMode, spooled)
+	consumers := qstore.New(store, logs, sealer, quotas, m, hot, logger, cfg.MaxPopBytes)
+	queues := queue.New(consumers, logs, store, quotas, m, logger, switches.PopMaintenance, cfg.DefaultSubscriptionMode, spooled)
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
-	routes = append(routes, streams.New(store, logs, m, logger, cfg.Tenancy).Routes()...)
-	routes = append(routes, admin.New(store, switches, spooled, logs, cfg.Replica, logger).Routes()...)
+	routes = append(routes, streams.New(store, logs, quotas, m, logger, cfg.Tenancy).Routes()...)
+	routes = append(routes, admin.New(store, switches, spooled, logs, sealer, cfg.Replica, logger).Routes()...)
 	routes = append(routes, console.Routes()...)
 	routes = append(routes, admin.NewHistory(store, logger).Routes()...)
 	analytics := admin.NewAnalytics(store, cfg.Replica, sealer, logger)
@@ -130,6 +131,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		defer close(stopped)
 		var wg sync.WaitGroup
 		wg.Go(func() { consumers.Run(bg, cfg.ReseedInterval) })
+		wg.Go(func() { announcer.Run(bg) })
 		wg.Go(func() {
 			retention.New(store, logger, retention.Settings{
 				DedupWindow: cfg.DedupWindow, RetentionChunk: cfg.RetentionBatch, EvictionChunk: cfg.EvictionBatch,

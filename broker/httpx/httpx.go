@@ -16,8 +16,7 @@ import (
 	"sync"
 
 	gojson "github.com/goccy/go-json"
-
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/db"
 )
 
 // Error is a failure with the HTTP status it maps to. Its message is safe to
@@ -238,7 +237,7 @@ func Fail(w http.ResponseWriter, err error) {
 		a.Answer(w)
 	case errors.As(err, &e):
 		WriteError(w, e.Status, e.Message)
-	case pg.Unavailable(err):
+	case db.Unavailable(err):
 		w.Header().Set("Retry-After", RetryAfter)
 		WriteError(w, http.StatusServiceUnavailable, "Database unavailable")
 	default:
@@ -262,7 +261,7 @@ const RetryAfter = "1"
 func Internal(err error) bool {
 	var e *Error
 	var a Answer
-	return !errors.As(err, &e) && !errors.As(err, &a) && !pg.Unavailable(err)
+	return !errors.As(err, &e) && !errors.As(err, &a) && !db.Unavailable(err)
 }
 
 type drainKey struct{}

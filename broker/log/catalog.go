@@ -3,13 +3,11 @@ package log
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/db"
 )
 
 // Target names a partition by tenant, queue and partition name.
@@ -29,7 +27,7 @@ func (l *Log) Resolve(ctx context.Context, t Target) (*Partition, error) {
 
 // ResolveAll resolves every target, creating what is missing. Cached answers
 // cost nothing; all misses share one round trip. A target whose names break
-// the naming rules is a *BadName error.
+// the naming rules is a *catalog.BadName error.
 func (l *Log) ResolveAll(ctx context.Context, ts []Target) ([]*Partition, error) {
 	out := make([]*Partition, len(ts))
 	var missing []int
@@ -47,32 +45,35 @@ func (l *Log) ResolveAll(ctx context.Context, ts []Target) ([]*Partition, error)
 		return out, nil
 	}
 	for _, i := range missing {
-		if err := CheckNames(ts[i].Queue, ts[i].Partition); err != nil {
+		if err := catalog.CheckNames(ts[i].Queue, ts[i].Partition); err != nil {
 			return nil, err
 		}
 	}
 
-	b := &pgx.Batch{}
-	for _, i := range missing {
-		t := ts[i]
-		b.Queue(`SELECT queue_id, partition_id, lease_time, retry_limit, delayed_processing, encryption_enabled
-			FROM queen.resolve_partition_v2(p_tenant => $1, p_queue => $2, p_partition => $3, p_create => true,
-				p_new_queue_id => $4, p_new_partition_id => $5)`,
-			t.Tenant, t.Queue, t.Partition, pg.NewID(), pg.NewID()).QueryRow(func(row pgx.Row) error {
-			q := &Queue{Tenant: t.Tenant, Name: t.Queue, loaded: now}
-			p := &Partition{Name: t.Partition, Queue: q}
-			if err := row.Scan(&q.ID, &p.ID, &q.LeaseTime, &q.RetryLimit, &q.DelayedProcessing, &q.EncryptionEnabled); err != nil {
-				return fmt.Errorf("resolve queue %q partition %q: %w", t.Queue, t.Partition, err)
-			}
-			out[i] = l.remember(p)
-			return nil
-		})
+	names := make([]db.PartitionName, len(missing))
+	for j, i := range missing {
+		names[j] = db.PartitionName(ts[i])
 	}
-	if err := l.pool.SendBatch(ctx, b).Close(); err != nil {
+	found, err := l.db.ResolvePartitions(ctx, names)
+	if err != nil {
 		// A new queue past the tenant's maxQueues is refused in the batch.
 		return nil, l.quotas.FromSQL(ts[missing[0]].Tenant, err)
 	}
+	for j, i := range missing {
+		out[i] = l.remember(partitionFrom(ts[i].Tenant, found[j], now))
+	}
 	return out, nil
+}
+
+// queueFrom and partitionFrom make the catalog's values of what the
+// database answered at now.
+func queueFrom(tenant string, q db.CatalogQueue, now time.Time) *Queue {
+	return &Queue{ID: q.ID, Tenant: tenant, Name: q.Name, LeaseTime: q.LeaseTime, RetryLimit: q.RetryLimit,
+		DelayedProcessing: q.DelayedProcessing, EncryptionEnabled: q.EncryptionEnabled, loaded: now}
+}
+
+func partitionFrom(tenant string, p db.CatalogPartition, now time.Time) *Partition {
+	return &Partition{ID: p.ID, Name: p.Name, Queue: queueFrom(tenant, p.Queue, now)}
 }
 
 func (l *Log) cachedLocked(t Target, now time.Time) *Partition {
@@ -170,7 +171,7 @@ func (l *Log) ForgetQueueID(id uuid.UUID) {
 	}
 }
 
-// LookupQueue returns a tenant's queue without creating it: ErrNotFound when
+// LookupQueue returns a tenant's queue without creating it: catalog.ErrNotFound when
 // it does not exist.
 func (l *Log) LookupQueue(ctx context.Context, tenant, name string) (*Queue, error) {
 	now := time.Now()
@@ -180,22 +181,18 @@ func (l *Log) LookupQueue(ctx context.Context, tenant, name string) (*Queue, err
 	if q != nil && now.Sub(q.loaded) <= optionsTTL {
 		return q, nil
 	}
-	q = &Queue{Tenant: tenant, Name: name, loaded: now}
-	err := l.pool.QueryRow(ctx, `SELECT id, lease_time, retry_limit, delayed_processing, encryption_enabled
-		FROM queen.queues WHERE tenant = $1 AND name = $2`, tenant, name).
-		Scan(&q.ID, &q.LeaseTime, &q.RetryLimit, &q.DelayedProcessing, &q.EncryptionEnabled)
-	if errors.Is(err, pgx.ErrNoRows) {
+	found, err := l.db.LookupQueue(ctx, tenant, name)
+	if errors.Is(err, catalog.ErrNotFound) {
 		l.Invalidate(tenant, name)
-		return nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("look up queue %q: %w", name, err)
+		return nil, err
 	}
-	return l.rememberQueue(q), nil
+	return l.rememberQueue(queueFrom(tenant, found, now)), nil
 }
 
 // LookupPartition returns a partition of a tenant's queue by name without
-// creating it: ErrNotFound when either does not exist.
+// creating it: catalog.ErrNotFound when either does not exist.
 func (l *Log) LookupPartition(ctx context.Context, tenant, queue, partition string) (*Partition, error) {
 	t := Target{tenant, queue, partition}
 	l.mu.RLock()
@@ -208,19 +205,15 @@ func (l *Log) LookupPartition(ctx context.Context, tenant, queue, partition stri
 	if err != nil {
 		return nil, err
 	}
-	p = &Partition{Name: partition, Queue: q}
-	err = l.pool.QueryRow(ctx, `SELECT id FROM queen.partitions WHERE queue_id = $1 AND name = $2`, q.ID, partition).Scan(&p.ID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
+	id, err := l.db.LookupPartition(ctx, q.ID, partition)
 	if err != nil {
-		return nil, fmt.Errorf("look up partition %q of queue %q: %w", partition, queue, err)
+		return nil, err
 	}
-	return l.remember(p), nil
+	return l.remember(&Partition{ID: id, Name: partition, Queue: q}), nil
 }
 
 // OwnedPartition returns the partition with id when it belongs to tenant,
-// and ErrNotFound when it does not exist or belongs to another tenant. A
+// and catalog.ErrNotFound when it does not exist or belongs to another tenant. A
 // cached answer costs no round trip.
 func (l *Log) OwnedPartition(ctx context.Context, tenant string, id uuid.UUID) (*Partition, error) {
 	now := time.Now()
@@ -229,44 +222,13 @@ func (l *Log) OwnedPartition(ctx context.Context, tenant string, id uuid.UUID) (
 	l.mu.RUnlock()
 	if p != nil && now.Sub(p.Queue.loaded) <= optionsTTL {
 		if p.Queue.Tenant != tenant {
-			return nil, ErrNotFound
+			return nil, catalog.ErrNotFound
 		}
 		return p, nil
 	}
-	q := &Queue{Tenant: tenant, loaded: now}
-	p = &Partition{ID: id, Queue: q}
-	err := l.pool.QueryRow(ctx, `SELECT p.name, q.id, q.name, q.lease_time, q.retry_limit, q.delayed_processing, q.encryption_enabled
-		FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-		WHERE p.id = $1 AND q.tenant = $2`, id, tenant).
-		Scan(&p.Name, &q.ID, &q.Name, &q.LeaseTime, &q.RetryLimit, &q.DelayedProcessing, &q.EncryptionEnabled)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
+	found, err := l.db.OwnedPartition(ctx, tenant, id)
 	if err != nil {
-		return nil, fmt.Errorf("look up partition %s: %w", id, err)
+		return nil, err
 	}
-	return l.remember(p), nil
-}
-
-// BadName is a queue or partition name that breaks the naming rules.
-type BadName struct{ Message string }
-
-func (e *BadName) Error() string { return e.Message }
-
-func CheckNames(queue, partition string) error {
-	if err := CheckQueueName(queue); err != nil {
-		return err
-	}
-	if partition == "" || len(partition) > maxPartitionName {
-		return &BadName{fmt.Sprintf("Invalid partition name %q: use 1-%d bytes", partition, maxPartitionName)}
-	}
-	return nil
-}
-
-// CheckQueueName applies the queue-name rule of queue-api.md.
-func CheckQueueName(queue string) error {
-	if !queueName.MatchString(queue) {
-		return &BadName{fmt.Sprintf("Invalid queue name %q: use 1-255 letters, digits, '_', '.' or '-'", queue)}
-	}
-	return nil
+	return l.remember(partitionFrom(tenant, found, now)), nil
 }

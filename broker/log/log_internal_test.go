@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -21,7 +23,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func newLog(t *testing.T) *Log {
 	t.Helper()
-	return New(pgtest.New(t), nil, metrics.New(), hotlist.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	pool := pgtest.New(t)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return New(db.New(pool), Options{Metrics: metrics.New(), Announcer: hotlist.NewAnnouncer(hotlist.New(), pool, logger), Logger: logger})
 }
 
 func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {
@@ -35,17 +39,17 @@ func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, p.Segments, 2)
 	// One segment's partition disappears: the other must not be stored.
-	_, err = l.pool.Exec(ctx, `DELETE FROM queen.partitions WHERE id = $1`, p.Segments[1].Partition.ID)
+	_, err = l.db.Conn().Exec(ctx, `DELETE FROM queen.partitions WHERE id = $1`, p.Segments[1].Partition.ID)
 	require.NoError(t, err)
-	_, err = l.store(ctx, l.pool, p)
-	require.ErrorIs(t, err, ErrPartitionGone)
+	_, err = l.allocate(ctx, nil, p)
+	require.ErrorIs(t, err, catalog.ErrPartitionGone)
 	var n int
-	require.NoError(t, l.pool.QueryRow(ctx, `SELECT count(*) FROM queen.log_segments`).Scan(&n))
+	require.NoError(t, l.db.Conn().QueryRow(ctx, `SELECT count(*) FROM queen.log_segments`).Scan(&n))
 	require.Zero(t, n, "queen.log_push_one_v1 writes nothing when a partition is gone")
 	// Whichever partition it moved before it met the gone one, it moved back.
 	var offset int64
 	var lastPush *time.Time
-	require.NoError(t, l.pool.QueryRow(ctx, `SELECT next_offset, last_push_at FROM queen.partitions WHERE id = $1`,
+	require.NoError(t, l.db.Conn().QueryRow(ctx, `SELECT next_offset, last_push_at FROM queen.partitions WHERE id = $1`,
 		p.Segments[0].Partition.ID).Scan(&offset, &lastPush))
 	require.Zero(t, offset)
 	require.Nil(t, lastPush)
@@ -57,9 +61,9 @@ func TestPushRecoversWhenACachedPartitionVanished(t *testing.T) {
 	ctx := context.Background()
 	first, err := l.Resolve(ctx, Target{"default", "q", "Default"})
 	require.NoError(t, err)
-	_, err = l.pool.Exec(ctx, `DELETE FROM queen.queues`)
+	_, err = l.db.Conn().Exec(ctx, `DELETE FROM queen.queues`)
 	require.NoError(t, err)
-	out, _, err := l.Push(ctx, l.pool, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
+	out, _, err := l.Push(ctx, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
 	require.NoError(t, err)
 	require.NotEqual(t, first.ID, out[0].Partition.ID)
 }
@@ -76,7 +80,7 @@ func TestResolveCachesAndCreatesOnce(t *testing.T) {
 	c, err := l.Resolve(ctx, Target{"acme", "q", "p"})
 	require.NoError(t, err)
 	require.NotEqual(t, a.Queue.ID, c.Queue.ID, "queue names are per tenant")
-	var bad *BadName
+	var bad *catalog.BadName
 	_, err = l.Resolve(ctx, Target{"default", "no spaces", "p"})
 	require.ErrorAs(t, err, &bad)
 }
@@ -91,13 +95,13 @@ func TestOwnedPartitionIsNotFoundForAnotherTenant(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, p.ID, got.ID)
 	_, err = l.OwnedPartition(ctx, "other", p.ID)
-	require.True(t, errors.Is(err, ErrNotFound))
+	require.True(t, errors.Is(err, catalog.ErrNotFound))
 	_, err = l.OwnedPartition(ctx, "acme", uuid.New())
-	require.True(t, errors.Is(err, ErrNotFound))
+	require.True(t, errors.Is(err, catalog.ErrNotFound))
 	// Uncached: a second Log reads the database.
-	s2 := New(l.pool, nil, metrics.New(), hotlist.New(), l.logger)
+	s2 := New(l.db, Options{Metrics: metrics.New(), Announcer: l.announcer, Logger: l.logger})
 	_, err = s2.OwnedPartition(ctx, "other", p.ID)
-	require.True(t, errors.Is(err, ErrNotFound))
+	require.True(t, errors.Is(err, catalog.ErrNotFound))
 	got, err = s2.OwnedPartition(ctx, "acme", p.ID)
 	require.NoError(t, err)
 	require.Equal(t, "p", got.Name)
@@ -134,7 +138,7 @@ func TestJoinedPushesToOnePartitionTakeOffsetsInRequestOrder(t *testing.T) {
 	}
 	require.Equal(t, []int64{0, 2, 0, 3}, bases)
 	var segments int
-	require.NoError(t, l.pool.QueryRow(context.Background(), `SELECT count(*) FROM queen.log_segments`).Scan(&segments))
+	require.NoError(t, l.db.Conn().QueryRow(context.Background(), `SELECT count(*) FROM queen.log_segments`).Scan(&segments))
 	require.Equal(t, 4, segments)
 }
 
@@ -168,11 +172,11 @@ func TestAJoinedPushToAGonePartitionFailsAlone(t *testing.T) {
 	require.NoError(t, err)
 	kept, err := l.Pack(ctx, "default", "", []Item{{Queue: "kept", Payload: json.RawMessage(`2`)}})
 	require.NoError(t, err)
-	_, err = l.pool.Exec(ctx, `DELETE FROM queen.queues WHERE name = 'gone'`)
+	_, err = l.db.Conn().Exec(ctx, `DELETE FROM queen.queues WHERE name = 'gone'`)
 	require.NoError(t, err)
 	calls := []*pushCall{{p: gone}, {p: kept}}
 	l.joinPushes(ctx, calls)
-	require.ErrorIs(t, calls[0].err, ErrPartitionGone)
+	require.ErrorIs(t, calls[0].err, catalog.ErrPartitionGone)
 	require.NoError(t, calls[1].err)
 	require.Len(t, calls[1].segs, 1)
 }
@@ -181,7 +185,7 @@ func TestJoinedPushesDropWhatTheDatabaseHoldsPerRequest(t *testing.T) {
 	t.Parallel()
 	l := newLog(t)
 	ctx := context.Background()
-	before, _, err := l.Push(ctx, l.pool, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`0`), TransactionID: "held"}})
+	before, _, err := l.Push(ctx, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`0`), TransactionID: "held"}})
 	require.NoError(t, err)
 	calls := joinedPushes(t, l,
 		[]Item{{Queue: "q", Payload: json.RawMessage(`1`), TransactionID: "new"}},
@@ -197,7 +201,7 @@ func TestJoinedPushesDropWhatTheDatabaseHoldsPerRequest(t *testing.T) {
 	require.Equal(t, before[0].MessageID, mixed[0].MessageID)
 	require.False(t, mixed[1].Duplicate)
 	var messages int64
-	require.NoError(t, l.pool.QueryRow(ctx, `SELECT sum(frame_count) FROM queen.log_segments`).Scan(&messages))
+	require.NoError(t, l.db.Conn().QueryRow(ctx, `SELECT sum(frame_count) FROM queen.log_segments`).Scan(&messages))
 	require.EqualValues(t, 3, messages)
 }
 

@@ -9,8 +9,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/counters"
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/ids"
 	"github.com/regent-mq/regent/broker/segment"
 )
 
@@ -58,27 +60,11 @@ type Packed struct {
 	Stored map[int]Pushed
 }
 
-// SegmentArgs are segments as the parallel arrays that queen.log_push_one_v1 and
-// queen_streams.cycle take: one element per segment, and the per-frame
-// transaction ids and the dedup ids flattened segment after segment.
-type SegmentArgs struct {
-	Partitions  [][16]byte
-	Frames      []int32
-	Bodies      [][]byte
-	Checksums   []int64
-	TxIDs       []string
-	MinAt       []time.Time
-	MaxAt       []time.Time
-	Dedups      []int32
-	DedupTxIDs  []string
-	DedupMsgIDs [][16]byte
-}
-
 // Args lays segs out for the database. They must be sorted by partition id,
 // the lock order (SortSegments).
-func Args(segs []*Segment) SegmentArgs {
+func Args(segs []*Segment) db.Segments {
 	n := len(segs)
-	a := SegmentArgs{
+	a := db.Segments{
 		Partitions: make([][16]byte, n), Frames: make([]int32, n), Bodies: make([][]byte, n),
 		Checksums: make([]int64, n), MinAt: make([]time.Time, n), MaxAt: make([]time.Time, n),
 		Dedups: make([]int32, n),
@@ -113,7 +99,7 @@ func (l *Log) Pack(ctx context.Context, tenant, producerSub string, items []Item
 	for i := range items {
 		t := Target{tenant, items[i].Queue, items[i].Partition}
 		if t.Partition == "" {
-			t.Partition = DefaultPartition
+			t.Partition = catalog.DefaultPartition
 		}
 		j, ok := seen[t]
 		if !ok {
@@ -170,7 +156,7 @@ func (l *Log) Pack(ctx context.Context, tenant, producerSub string, items []Item
 			Payload:       it.Payload,
 		}
 		if f.ID == uuid.Nil {
-			f.ID = pg.NewID()
+			f.ID = ids.New()
 		}
 		if f.TransactionID == "" {
 			f.TransactionID = f.ID.String()

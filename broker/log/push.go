@@ -7,43 +7,55 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/db"
 )
 
-// Push packs and stores items on db in one call (plus one when the
-// database already holds some of their client transaction ids). On the
-// pool, a partition deleted behind the cache is resolved again and the
-// push retried once; in a transaction the error is returned. The caller runs
-// AfterPush on the segments once they are committed.
-func (l *Log) Push(ctx context.Context, db pg.DB, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
-	for attempt := 0; ; attempt++ {
-		p, err := l.Pack(ctx, tenant, producerSub, items)
-		if err != nil {
-			return nil, nil, err
-		}
-		if attempt == 0 {
-			// Whole requests or nothing: a refused push stores no item.
-			if err := l.quotas.AdmitPush(tenant, len(items), p.Bytes()); err != nil {
-				return nil, nil, err
-			}
-		}
-		segs, err := l.store(ctx, db, p)
-		if errors.Is(err, ErrPartitionGone) && attempt == 0 {
-			if _, inTx := db.(pgx.Tx); !inTx {
-				for _, it := range items {
-					l.Invalidate(tenant, it.Queue)
-				}
-				continue
-			}
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		return p.Results(segs), segs, nil
+// Push packs and stores items on the pool in one call (plus one when the
+// database already holds some of their client transaction ids), joined
+// with the pushes of other requests (see joinPushes). A partition deleted
+// behind the cache is resolved again and the push retried once. The caller
+// runs AfterPush on the segments, which are committed.
+func (l *Log) Push(ctx context.Context, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
+	return l.push(ctx, nil, tenant, producerSub, items)
+}
+
+// PushInTx is Push inside the caller's transaction tx (db.DB.InTx): not
+// joined, and a gone partition is returned as catalog.ErrPartitionGone,
+// since the transaction cannot run the push again. The caller runs
+// AfterPush once tx commits.
+func (l *Log) PushInTx(ctx context.Context, tx *db.DB, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
+	return l.push(ctx, tx, tenant, producerSub, items)
+}
+
+// push is Push on the pool when tx is nil, and PushInTx otherwise.
+func (l *Log) push(ctx context.Context, tx *db.DB, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
+	p, err := l.Pack(ctx, tenant, producerSub, items)
+	if err != nil {
+		return nil, nil, err
 	}
+	// Whole requests or nothing: a refused push stores no item.
+	if err := l.quotas.AdmitPush(tenant, len(items), p.Bytes()); err != nil {
+		return nil, nil, err
+	}
+	var segs []*Segment
+	repack := func() (err error) {
+		p, err = l.Pack(ctx, tenant, producerSub, items)
+		return err
+	}
+	if tx != nil {
+		repack = nil
+	}
+	// allocate drops what the database holds itself, per request of a joined
+	// call, so try never returns duplicates.
+	err = l.Store(tenant, items, func() (db.Duplicates, error) {
+		segs, err = l.allocate(ctx, tx, p)
+		return nil, err
+	}, nil, repack)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p.Results(segs), segs, nil
 }
 
 // Bytes is what the packed segments will store: the compressed bodies.
@@ -55,17 +67,14 @@ func (p *Packed) Bytes() int64 {
 	return n
 }
 
-const logPushSQL = `SELECT partition_id, outcome, base_offset, dup_txids, dup_message_ids FROM queen.log_push_one_v1(
-	p_partitions => $1, p_frames => $2, p_bodies => $3, p_checksums => $4, p_txids => $5, p_min_at => $6,
-	p_max_at => $7, p_dedups => $8, p_dedup_txids => $9, p_dedup_msg_ids => $10)`
-
-// store stores p's segments, dropping the items whose transaction ids the
-// database already holds, and returns the segments it stored. On the pool it
-// joins the pushes of other requests waiting for the same (see joinPushes).
-func (l *Log) store(ctx context.Context, db pg.DB, p *Packed) ([]*Segment, error) {
+// allocate stores p's segments, dropping the items whose transaction ids the
+// database already holds, and returns the segments it stored: in tx when
+// it is not nil, and otherwise on the pool, joined with the pushes of other
+// requests waiting for the same (see joinPushes).
+func (l *Log) allocate(ctx context.Context, tx *db.DB, p *Packed) ([]*Segment, error) {
 	c := &pushCall{p: p}
-	if db != pg.DB(l.pool) {
-		l.call(ctx, db, []*pushCall{c})
+	if tx != nil {
+		l.call(ctx, tx, []*pushCall{c})
 	} else if err := l.pushes.Do(ctx, c); err != nil {
 		return nil, fmt.Errorf("push: %w", err)
 	}
@@ -91,13 +100,13 @@ func (l *Log) joinPushes(ctx context.Context, batch []*pushCall) {
 	if len(batch) > 1 {
 		joined, alone = split(batch)
 	}
-	l.call(ctx, l.pool, joined)
-	if len(joined) > 1 && errors.Is(joined[0].err, ErrPartitionGone) {
+	l.call(ctx, l.db, joined)
+	if len(joined) > 1 && errors.Is(joined[0].err, catalog.ErrPartitionGone) {
 		alone = append(alone, joined...)
 	}
 	for _, c := range alone {
 		c.err = nil
-		l.call(ctx, l.pool, []*pushCall{c})
+		l.call(ctx, l.db, []*pushCall{c})
 	}
 }
 
@@ -165,7 +174,7 @@ func split(batch []*pushCall) (joined, alone []*pushCall) {
 // again without them), and answers each request: the segments it stored,
 // or the error. The requests must not repeat each other's client
 // transaction ids in a partition (split).
-func (l *Log) call(ctx context.Context, db pg.DB, calls []*pushCall) {
+func (l *Log) call(ctx context.Context, d *db.DB, calls []*pushCall) {
 	own := make([][]*Segment, len(calls))
 	n := 0
 	for i, c := range calls {
@@ -182,7 +191,7 @@ func (l *Log) call(ctx context.Context, db pg.DB, calls []*pushCall) {
 			break
 		}
 		SortSegments(segs)
-		dups, err := l.allocate(ctx, db, segs)
+		bases, dups, err := d.Push(ctx, Args(segs))
 		if err != nil {
 			for _, c := range calls {
 				c.err = err
@@ -190,6 +199,9 @@ func (l *Log) call(ctx context.Context, db pg.DB, calls []*pushCall) {
 			return
 		}
 		if dups == nil {
+			for i, g := range segs {
+				g.BaseOffset = bases[i]
+			}
 			break
 		}
 		for i, c := range calls {
@@ -199,49 +211,4 @@ func (l *Log) call(ctx context.Context, db pg.DB, calls []*pushCall) {
 	for i, c := range calls {
 		c.segs = own[i]
 	}
-}
-
-// allocate runs queen.log_push_one_v1 over segs, sorted by partition id: it
-// sets their BaseOffset, or returns the client transaction ids some
-// partitions already hold (and stores nothing).
-func (l *Log) allocate(ctx context.Context, db pg.DB, segs []*Segment) (map[uuid.UUID]map[string]uuid.UUID, error) {
-	a := Args(segs)
-	rows, err := db.Query(ctx, logPushSQL, a.Partitions, a.Frames, a.Bodies, a.Checksums, a.TxIDs,
-		a.MinAt, a.MaxAt, a.Dedups, a.DedupTxIDs, a.DedupMsgIDs)
-	if err != nil {
-		return nil, fmt.Errorf("push: %w", err)
-	}
-	var (
-		pid     uuid.UUID
-		outcome string
-		base    pgtype.Int8
-		txids   []string
-		ids     []uuid.UUID
-		dups    map[uuid.UUID]map[string]uuid.UUID
-		i       int
-	)
-	_, err = pgx.ForEachRow(rows, []any{&pid, &outcome, &base, &txids, &ids}, func() error {
-		switch outcome {
-		case "stored":
-			segs[i].BaseOffset = base.Int64
-			i++
-		case "duplicates":
-			if dups == nil {
-				dups = map[uuid.UUID]map[string]uuid.UUID{}
-			}
-			dups[pid] = make(map[string]uuid.UUID, len(txids))
-			for j, t := range txids {
-				dups[pid][t] = ids[j]
-			}
-		case "gone":
-			return fmt.Errorf("partition %s: %w", pid, ErrPartitionGone)
-		default:
-			return fmt.Errorf("partition %s: unknown outcome %q", pid, outcome)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("push: %w", err)
-	}
-	return dups, nil
 }

@@ -121,7 +121,7 @@ func (s *Handler) handlePop(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
-	if err := s.log.Quotas().AdmitPop(p.Tenant); err != nil {
+	if err := s.quotas.AdmitPop(p.Tenant); err != nil {
 		httpx.Fail(w, err)
 		return
 	}

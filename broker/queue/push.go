@@ -11,9 +11,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/pg"
 )
 
 // pushItem is an item as a client sends it.
@@ -127,7 +128,7 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 		sp.Take(w, id.Tenant, id.Subject, in)
 		return
 	}
-	pushed, segs, err := s.log.Push(r.Context(), s.db.Conn(), id.Tenant, id.Subject, in)
+	pushed, segs, err := s.log.Push(r.Context(), id.Tenant, id.Subject, in)
 	if err != nil {
 		s.fail(w, r, "push", err)
 		return
@@ -139,7 +140,7 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 // fail answers a failed request: client errors with their status, anything
 // else as a 500 whose detail goes to the log only.
 func (s *Handler) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
-	var bad *log.BadName
+	var bad *catalog.BadName
 	switch {
 	case errors.As(err, &bad):
 		httpx.Fail(w, httpx.BadRequest("%s", bad.Message))
@@ -149,7 +150,7 @@ func (s *Handler) fail(w http.ResponseWriter, r *http.Request, what string, err 
 		switch {
 		case httpx.Internal(err):
 			s.logger.Error(fmt.Sprintf("%s failed", what), "err", err)
-		case pg.Unavailable(err):
+		case db.Unavailable(err):
 			s.logger.Warn(fmt.Sprintf("%s: database unavailable", what), "err", err)
 		}
 		httpx.Fail(w, err)

@@ -18,14 +18,17 @@ import (
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/queue/store"
+	"github.com/regent-mq/regent/broker/quota"
 	"github.com/regent-mq/regent/broker/spool"
 )
 
 // Handler serves the queue's routes. It is safe for concurrent use.
 type Handler struct {
-	store   *store.Store
-	log     *log.Log
-	db      *db.DB // what pushes and acks outside a transaction run on
+	store *store.Store
+	log   *log.Log
+	db    *db.DB // what acks outside a transaction run on
+	// quotas limits the tenants' pops; nil: none.
+	quotas  *quota.Quotas
 	metrics *metrics.Metrics
 	logger  *slog.Logger
 	// popPaused reports pop maintenance (queue-admin-api.md §7): while it
@@ -40,7 +43,8 @@ type Handler struct {
 }
 
 // New returns the handlers over st and the write path l; sp (nil: none)
-// takes the pushes while push maintenance is on.
-func New(st *store.Store, l *log.Log, d *db.DB, m *metrics.Metrics, logger *slog.Logger, popPaused func() bool, defaultMode string, sp *spool.Spool) *Handler {
-	return &Handler{store: st, log: l, db: d, metrics: m, logger: logger, popPaused: popPaused, defaultMode: defaultMode, spool: sp}
+// takes the pushes while push maintenance is on, and quotas (nil: none)
+// limits the pops.
+func New(st *store.Store, l *log.Log, d *db.DB, quotas *quota.Quotas, m *metrics.Metrics, logger *slog.Logger, popPaused func() bool, defaultMode string, sp *spool.Spool) *Handler {
+	return &Handler{store: st, log: l, db: d, quotas: quotas, metrics: m, logger: logger, popPaused: popPaused, defaultMode: defaultMode, spool: sp}
 }

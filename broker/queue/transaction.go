@@ -6,11 +6,12 @@ import (
 	"slices"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/ids"
 	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/pg"
 )
 
 // operation is one element of a transaction, as a client sends it.
@@ -48,9 +49,9 @@ func parseOperations(in []operation) ([]op, error) {
 			for j, it := range items {
 				part := it.Partition
 				if part == "" {
-					part = log.DefaultPartition
+					part = catalog.DefaultPartition
 				}
-				if err := log.CheckNames(it.Queue, part); err != nil {
+				if err := catalog.CheckNames(it.Queue, part); err != nil {
 					return nil, httpx.BadRequest("%s.items[%d]: %s", field, j, err.Error())
 				}
 			}
@@ -120,7 +121,7 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 				}
 				continue
 			}
-			out, segs, err := s.log.Push(ctx, tx.Conn(), id.Tenant, id.Subject, o.push)
+			out, segs, err := s.log.PushInTx(ctx, tx, id.Tenant, id.Subject, o.push)
 			if err != nil {
 				return err
 			}
@@ -129,7 +130,7 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	})
-	txID := pg.NewID()
+	txID := ids.New()
 	switch {
 	case err == errRollback:
 		// Nothing of the operations before the failing one was kept: none

@@ -40,7 +40,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/pg"
 )
 
 // Switch is push maintenance as this replica sees it (flags.Flags).
@@ -67,7 +66,6 @@ const (
 type Spool struct {
 	dir    string
 	logs   *log.Log
-	db     pg.DB
 	sw     Switch
 	gauge  prometheus.Gauge
 	logger *slog.Logger
@@ -90,8 +88,8 @@ type Spool struct {
 // Open opens (creating it if need be) the spool directory dir, takes its
 // lock, and counts what earlier runs left to push. It fails when the
 // directory cannot be written, or another broker holds it.
-func Open(dir string, logs *log.Log, db pg.DB, sw Switch, gauge prometheus.Gauge, logger *slog.Logger) (*Spool, error) {
-	s := &Spool{dir: dir, logs: logs, db: db, sw: sw, gauge: gauge, logger: logger, next: 1}
+func Open(dir string, logs *log.Log, sw Switch, gauge prometheus.Gauge, logger *slog.Logger) (*Spool, error) {
+	s := &Spool{dir: dir, logs: logs, sw: sw, gauge: gauge, logger: logger, next: 1}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("spool dir %s: %w", dir, err)
 	}
@@ -467,7 +465,7 @@ func (s *Spool) push(ctx context.Context, batch []Record) error {
 		for k := range items {
 			items[k] = batch[i+k].Item
 		}
-		_, segs, err := s.logs.Push(ctx, s.db, batch[i].Tenant, batch[i].Sub, items)
+		_, segs, err := s.logs.Push(ctx, batch[i].Tenant, batch[i].Sub, items)
 		if err != nil {
 			return fmt.Errorf("drain spool: push %d messages: %w", len(items), err)
 		}

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/ids"
 	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/pg"
 )
 
 // taken is one item's answer while buffering (queue-admin-api.md §7):
@@ -28,10 +29,10 @@ func (s *Spool) Take(w http.ResponseWriter, tenant, sub string, items []log.Item
 	answer := make([]taken, len(items))
 	for i, it := range items {
 		if it.Partition == "" {
-			it.Partition = log.DefaultPartition
+			it.Partition = catalog.DefaultPartition
 		}
-		if err := log.CheckNames(it.Queue, it.Partition); err != nil {
-			var bad *log.BadName
+		if err := catalog.CheckNames(it.Queue, it.Partition); err != nil {
+			var bad *catalog.BadName
 			if errors.As(err, &bad) {
 				err = httpx.BadRequest("%s", bad.Message)
 			}
@@ -42,7 +43,7 @@ func (s *Spool) Take(w http.ResponseWriter, tenant, sub string, items []log.Item
 		if it.TransactionID == "" {
 			// The id a push would have given it, now, so that the drain's
 			// replay after a crash deduplicates it too.
-			it.MessageID = pg.NewID()
+			it.MessageID = ids.New()
 			it.TransactionID = it.MessageID.String()
 		}
 		recs[i] = Record{Tenant: tenant, Sub: sub, Item: it}

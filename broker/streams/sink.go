@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
@@ -113,7 +114,7 @@ func (s *Service) pack(ctx context.Context, tenant, producerSub string, in []pus
 	}
 	var err error
 	if k.packed, err = s.logs.Pack(ctx, tenant, producerSub, items); err != nil {
-		var bad *log.BadName
+		var bad *catalog.BadName
 		if errors.As(err, &bad) {
 			return nil, httpx.BadRequest("%s", bad.Message)
 		}

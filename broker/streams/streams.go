@@ -15,10 +15,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/quota"
 	"github.com/regent-mq/regent/broker/server"
 )
 
@@ -27,7 +29,10 @@ type Service struct {
 	db *db.DB
 	// logs is the write path of the sink pushes (resolution, packing,
 	// bookkeeping) and the partition ownership check.
-	logs    *log.Log
+	logs *log.Log
+	// quotas limits the stored bytes of the sink pushes, and records the
+	// database's refusals; nil: none.
+	quotas  *quota.Quotas
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	// With tenancy on, a partition id is checked against the caller's
@@ -35,9 +40,9 @@ type Service struct {
 	tenancy bool
 }
 
-// New returns the streams service.
-func New(store *db.DB, logs *log.Log, m *metrics.Metrics, logger *slog.Logger, tenancy bool) *Service {
-	return &Service{db: store, logs: logs, metrics: m, log: logger, tenancy: tenancy}
+// New returns the streams service; quotas may be nil.
+func New(store *db.DB, logs *log.Log, quotas *quota.Quotas, m *metrics.Metrics, logger *slog.Logger, tenancy bool) *Service {
+	return &Service{db: store, logs: logs, quotas: quotas, metrics: m, log: logger, tenancy: tenancy}
 }
 
 // ownPartition is the tenancy pre-gate of the state read and the cycle: a
@@ -50,7 +55,7 @@ func (s *Service) ownPartition(w http.ResponseWriter, r *http.Request, tenant st
 	}
 	_, err := s.logs.OwnedPartition(r.Context(), tenant, id)
 	switch {
-	case errors.Is(err, log.ErrNotFound):
+	case errors.Is(err, catalog.ErrNotFound):
 		httpx.WriteError(w, http.StatusNotFound, "not found")
 		return false
 	case err != nil:

@@ -25,7 +25,7 @@ func BenchmarkAck(b *testing.B) {
 				for j := range items {
 					items[j] = log.Item{Queue: "q", Payload: json.RawMessage(fmt.Sprint(i + j))}
 				}
-				if _, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", items); err != nil {
+				if _, _, err := s.log.Push(ctx, "default", "", items); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/pg"
 	"github.com/stretchr/testify/require"
 )
 
@@ -35,9 +34,9 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 			items[i] = log.Item{Queue: queue, Payload: json.RawMessage(fmt.Sprint(i))}
 		}
 		// Two segments, so that batches span them.
-		pushed, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", items[:5])
+		pushed, _, err := s.log.Push(ctx, "default", "", items[:5])
 		require.NoError(t, err)
-		more, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", items[5:])
+		more, _, err := s.log.Push(ctx, "default", "", items[5:])
 		require.NoError(t, err)
 		pushed = append(pushed, more...)
 		pid := pushed[0].Partition.ID
@@ -119,11 +118,11 @@ func announced(out []regentdb.AckResult) bool {
 	return yes
 }
 
-// retentionAfterFirstCall is a pg.DB that deletes every segment of the
+// retentionAfterFirstCall is a regentdb.Querier that deletes every segment of the
 // store after its first query: retention landing between queen.ack naming a
 // dead letter's frame and the broker passing its payload.
 type retentionAfterFirstCall struct {
-	pg.DB
+	regentdb.Querier
 	t     *testing.T
 	calls int
 }
@@ -133,21 +132,21 @@ func (r *retentionAfterFirstCall) Query(ctx context.Context, sql string, args ..
 		_, err := r.Exec(ctx, `DELETE FROM queen.log_segments`)
 		require.NoError(r.t, err)
 	}
-	return r.DB.Query(ctx, sql, args...)
+	return r.Querier.Query(ctx, sql, args...)
 }
 
 func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
-	_, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", []log.Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
+	_, _, err := s.log.Push(ctx, "default", "", []log.Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
 	require.NoError(t, err)
 	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: "q", Group: regentdb.QueueMode, Batch: 1, Partitions: 1, SubStart: "all"})
 	msgs := got.Messages
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 
-	out, err := s.Ack(ctx, regentdb.Over(&retentionAfterFirstCall{DB: s.db.Conn(), t: t}), "default", []regentdb.QueueAck{{PartitionID: msgs[0].PartitionID,
+	out, err := s.Ack(ctx, regentdb.Over(&retentionAfterFirstCall{Querier: s.db.Conn(), t: t}), "default", []regentdb.QueueAck{{PartitionID: msgs[0].PartitionID,
 		TransactionID: msgs[0].TransactionID, Status: "dlq", Group: regentdb.QueueMode}})
 	require.NoError(t, err)
 	require.Len(t, out, 1)
@@ -158,20 +157,20 @@ func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
 	require.Zero(t, letters)
 }
 
-// countingQuerier is a pg.DB that counts the round trips made through it.
+// countingQuerier is a regentdb.Querier that counts the round trips made through it.
 type countingQuerier struct {
-	pg.DB
+	regentdb.Querier
 	calls int
 }
 
 func (c *countingQuerier) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	c.calls++
-	return c.DB.Query(ctx, sql, args...)
+	return c.Querier.Query(ctx, sql, args...)
 }
 
 func (c *countingQuerier) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	c.calls++
-	return c.DB.QueryRow(ctx, sql, args...)
+	return c.Querier.QueryRow(ctx, sql, args...)
 }
 
 // popAll pushes n messages to queue/partition in segments of per, and pops
@@ -184,7 +183,7 @@ func popAll(t *testing.T, s *Store, queue, partition string, n, per int) []Messa
 		for j := i; j < min(i+per, n); j++ {
 			items = append(items, log.Item{Queue: queue, Partition: partition, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, j))})
 		}
-		_, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", items)
+		_, _, err := s.log.Push(ctx, "default", "", items)
 		require.NoError(t, err)
 	}
 	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: queue, Partition: partition, Group: regentdb.QueueMode,
@@ -210,7 +209,7 @@ func TestAnAckWithManyDeadLettersTakesOneMoreCallAtMost(t *testing.T) {
 		}
 		acks = append(acks, a)
 	}
-	db := &countingQuerier{DB: s.db.Conn()}
+	db := &countingQuerier{Querier: s.db.Conn()}
 	out, err := s.Ack(ctx, regentdb.Over(db), "default", acks)
 	require.NoError(t, err)
 	require.Equal(t, 2, db.calls, "one call naming the frames, one passing their payloads")
@@ -308,7 +307,7 @@ func TestAnAckAskedTwiceForOnePayloadFails(t *testing.T) {
 	popped := popAll(t, s, "q", "a", 3, 3)
 	_, err := s.db.Conn().Exec(ctx, `UPDATE queen.log_segments SET frame_count = 1`)
 	require.NoError(t, err)
-	db := &countingQuerier{DB: s.db.Conn()}
+	db := &countingQuerier{Querier: s.db.Conn()}
 	_, err = s.Ack(ctx, regentdb.Over(db), "default", []regentdb.QueueAck{{PartitionID: popped[2].PartitionID, TransactionID: popped[2].TransactionID,
 		Status: "dlq", Group: regentdb.QueueMode}})
 	require.ErrorContains(t, err, "asked twice for the payload of item 1")

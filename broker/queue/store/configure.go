@@ -14,7 +14,7 @@ import (
 func (s *Store) Configure(ctx context.Context, tenant, name string, namespace, task *string, o *db.QueueOptions) (queueID, partitionID uuid.UUID, err error) {
 	queueID, partitionID, err = s.db.ConfigureQueue(ctx, tenant, name, namespace, task, o)
 	if err != nil {
-		return uuid.Nil, uuid.Nil, fmt.Errorf("configure queue %q: %w", name, s.log.Quotas().FromSQL(tenant, err))
+		return uuid.Nil, uuid.Nil, fmt.Errorf("configure queue %q: %w", name, s.quotas.FromSQL(tenant, err))
 	}
 	s.log.Invalidate(tenant, name)
 	return queueID, partitionID, nil

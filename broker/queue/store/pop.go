@@ -8,11 +8,12 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/hotlist"
+	"github.com/regent-mq/regent/broker/ids"
 	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/pg"
 	"github.com/regent-mq/regent/broker/segment"
 )
 
@@ -62,7 +63,7 @@ type Message struct {
 // unknown; a claim whose client left is released.
 func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 	q, err := s.log.LookupQueue(ctx, p.Tenant, p.Queue)
-	if errors.Is(err, log.ErrNotFound) {
+	if errors.Is(err, catalog.ErrNotFound) {
 		return Popped{Wake: s.hot.Wait(uuid.Nil)}, nil
 	}
 	if err != nil {
@@ -73,16 +74,16 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 	idle := Popped{Wake: s.hot.Wait(q.ID)}
 
 	var cands []hotlist.Candidate
-	var ids []uuid.UUID
+	var parts []uuid.UUID
 	if p.Partition != "" {
 		part, err := s.log.LookupPartition(ctx, p.Tenant, p.Queue, p.Partition)
-		if errors.Is(err, log.ErrNotFound) {
+		if errors.Is(err, catalog.ErrNotFound) {
 			return idle, nil
 		}
 		if err != nil {
 			return Popped{}, err
 		}
-		ids = []uuid.UUID{part.ID}
+		parts = []uuid.UUID{part.ID}
 	} else {
 		if !s.hot.Seeded(q.ID, p.Group) {
 			if err := s.seed(ctx, q.ID, p.Group); err != nil {
@@ -93,17 +94,17 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 		if len(cands) == 0 {
 			return idle, nil
 		}
-		ids = make([]uuid.UUID, len(cands))
+		parts = make([]uuid.UUID, len(cands))
 		for i, c := range cands {
-			ids[i] = c.ID
+			parts[i] = c.ID
 		}
 	}
 
 	var leaseID uuid.UUID // none: auto-ack
 	if !p.AutoAck {
-		leaseID = pg.NewID()
+		leaseID = ids.New()
 	}
-	claims, outcomes, err := s.claim(context.WithoutCancel(ctx), p, q, ids, leaseID)
+	claims, outcomes, err := s.claim(context.WithoutCancel(ctx), p, q, parts, leaseID)
 	if err != nil {
 		return Popped{}, err
 	}
@@ -136,7 +137,7 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 		return Popped{}, err
 	}
 	s.metrics.Popped.WithLabelValues(q.Tenant, q.Name).Add(float64(len(msgs)))
-	s.log.Quotas().Popped(q.Tenant, len(msgs))
+	s.quotas.Popped(q.Tenant, len(msgs))
 	var lagSum, lagMax int64
 	nowUS := time.Now().UnixMicro()
 	for _, m := range msgs {

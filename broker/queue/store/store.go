@@ -26,15 +26,18 @@ import (
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/quota"
 	"github.com/regent-mq/regent/broker/seal"
 )
 
 // Store is the queue's consumer-side storage. It is safe for concurrent
 // use.
 type Store struct {
-	db      *db.DB
-	log     *log.Log
-	sealer  *seal.Sealer
+	db     *db.DB
+	log    *log.Log
+	sealer *seal.Sealer
+	// quotas counts the tenants' pops against their limits; nil: none.
+	quotas  *quota.Quotas
 	metrics *metrics.Metrics
 	logger  *slog.Logger
 	hot     *hotlist.List
@@ -43,7 +46,8 @@ type Store struct {
 	maxPopBytes int64
 }
 
-// New returns a Store over the write path l.
-func New(d *db.DB, l *log.Log, m *metrics.Metrics, hot *hotlist.List, logger *slog.Logger, maxPopBytes int64) *Store {
-	return &Store{db: d, log: l, sealer: l.Sealer(), metrics: m, logger: logger, hot: hot, maxPopBytes: maxPopBytes}
+// New returns a Store over the write path l. sealer opens what l sealed
+// (nil: no key); quotas may be nil.
+func New(d *db.DB, l *log.Log, sealer *seal.Sealer, quotas *quota.Quotas, m *metrics.Metrics, hot *hotlist.List, logger *slog.Logger, maxPopBytes int64) *Store {
+	return &Store{db: d, log: l, sealer: sealer, quotas: quotas, metrics: m, logger: logger, hot: hot, maxPopBytes: maxPopBytes}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/ids"
 
 	"encoding/json"
 	"io"
@@ -16,7 +17,6 @@ import (
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
-	"github.com/regent-mq/regent/broker/pg"
 	"github.com/regent-mq/regent/broker/segment"
 	"github.com/regent-mq/regent/test/pgtest"
 )
@@ -26,7 +26,9 @@ func newStore(t testing.TB) *Store {
 	pool := pgtest.New(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, hot := metrics.New(), hotlist.New()
-	return New(db.New(pool), log.New(pool, nil, m, hot, logger), m, hot, logger, 64<<20)
+	d := db.New(pool)
+	l := log.New(d, log.Options{Metrics: m, Announcer: hotlist.NewAnnouncer(hot, pool, logger), Logger: logger})
+	return New(d, l, nil, nil, m, hot, logger, 64<<20)
 }
 
 // A pop that took a lease but cannot answer (here a segment fails its
@@ -38,7 +40,7 @@ func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testi
 	s := newStore(t)
 	ctx := t.Context()
 	items := []log.Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}}
-	_, segs, err := s.log.Push(ctx, s.db.Conn(), "default", "", items)
+	_, segs, err := s.log.Push(ctx, "default", "", items)
 	require.NoError(t, err)
 	s.log.AfterPush(segs)
 	p := &PopRequest{Tenant: "default", Queue: "q", Group: db.QueueMode, Batch: 2, Partitions: 1, SubStart: "all"}
@@ -71,18 +73,18 @@ func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
 	for i, part := range []string{"a", "a", "b", "b"} {
 		items = append(items, log.Item{Queue: "q", Partition: part, Payload: json.RawMessage(strconv.Itoa(i))})
 	}
-	out, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", items)
+	out, _, err := s.log.Push(ctx, "default", "", items)
 	require.NoError(t, err)
 	a, b := out[0].Partition.ID, out[2].Partition.ID
 	q, err := s.log.LookupQueue(ctx, "default", "q")
 	require.NoError(t, err)
-	_, err = s.db.Conn().Exec(ctx, `INSERT INTO queen.cursors (partition_id, consumer_group) VALUES ($1, $2)`, pg.ID(a), db.QueueMode)
+	_, err = s.db.Conn().Exec(ctx, `INSERT INTO queen.cursors (partition_id, consumer_group) VALUES ($1, $2)`, ids.ID(a), db.QueueMode)
 	require.NoError(t, err)
 
 	tx, err := s.db.Conn().(*pgxpool.Pool).Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `SELECT FROM queen.cursors WHERE partition_id = $1 FOR UPDATE`, pg.ID(a))
+	_, err = tx.Exec(ctx, `SELECT FROM queen.cursors WHERE partition_id = $1 FOR UPDATE`, ids.ID(a))
 	require.NoError(t, err)
 
 	p := &PopRequest{Tenant: "default", Queue: "q", Group: db.QueueMode, Batch: 10, Partitions: 2, SubStart: "all"}
