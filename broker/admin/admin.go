@@ -24,10 +24,10 @@ import (
 	"github.com/regent-mq/regent/broker/server"
 )
 
-// Log is what the admin routes need of the write path (log.Log): seeks
-// announce the partitions they move, so that the pops of every replica find
-// them at once.
-type Log interface {
+// Announcer is what the admin routes need of the hot list's announcer
+// (hotlist.Announcer): seeks announce the partitions they move, so that the
+// pops of every replica find them at once.
+type Announcer interface {
 	Announce(queueID, partitionID uuid.UUID)
 }
 
@@ -40,10 +40,10 @@ type Spool interface {
 
 // API is the admin routes' handlers.
 type API struct {
-	store *db.DB
-	flags *flags.Flags
-	spool Spool
-	log   Log
+	store     *db.DB
+	flags     *flags.Flags
+	spool     Spool
+	announcer Announcer
 	// sealer opens the sealed payloads the message routes show (nil: no
 	// key).
 	sealer  *seal.Sealer
@@ -53,11 +53,11 @@ type API struct {
 	lifetimes lifetimes
 }
 
-// New returns the admin API on store, over the write path l; the maintenance
-// routes report on the spool sp, and the message routes open payloads with
+// New returns the admin API on store; seeks announce through announcer, the
+// maintenance routes report on the spool sp, and the message routes open payloads with
 // sealer. replica is this replica's name, as its samples carry it.
-func New(store *db.DB, fl *flags.Flags, sp Spool, l Log, sealer *seal.Sealer, replica string, logger *slog.Logger) *API {
-	return &API{store: store, flags: fl, spool: sp, log: l, sealer: sealer, replica: replica, logger: logger}
+func New(store *db.DB, fl *flags.Flags, sp Spool, announcer Announcer, sealer *seal.Sealer, replica string, logger *slog.Logger) *API {
+	return &API{store: store, flags: fl, spool: sp, announcer: announcer, sealer: sealer, replica: replica, logger: logger}
 }
 
 // Routes are the admin routes and their access levels (§10).

@@ -1,7 +1,18 @@
-// Package catalog holds what every layer of the broker shares about queues
-// and partitions, and depends on nothing that talks to PostgreSQL or HTTP:
-// the name rules, the shared defaults, and the errors of a lookup. The
-// seam (broker/db) and the write path (broker/log) both import it.
+// Package catalog is what the broker knows about queues and partitions
+// besides their data, and depends on nothing that talks to PostgreSQL or
+// HTTP: the cache of their ids and of the queue options the broker reads
+// in memory (Catalog, over a Store that broker/db implements), the
+// tenancy gate on partition ids (OwnedPartition), the name rules, the
+// shared defaults, and the errors of a lookup. The seam (broker/db) and
+// the write path (broker/produce) both import it.
+//
+// Resolve (or ResolveAll) turns (tenant, queue, partition) into a
+// *Partition, creating a queue and partition that do not exist with default
+// options. Answers are cached for optionsTTL; Invalidate drops a tenant's
+// queue (the queue deletion route does it, and so must any caller whose
+// push failed with ErrPartitionGone, because another replica deleted the
+// queue behind the cache). OwnedPartition answers ErrNotFound for a
+// partition that does not exist and another tenant's alike.
 package catalog
 
 import (

@@ -12,36 +12,14 @@ import (
 	"github.com/regent-mq/regent/broker/ids"
 )
 
-// CatalogQueue is a queue as the broker's catalog caches it: its id and
-// the options the broker reads in memory. The stored procedures read the
-// options from queen.queues themselves, so these copies may lag.
-type CatalogQueue struct {
-	ID                uuid.UUID
-	Name              string
-	LeaseTime         int // seconds
-	RetryLimit        int
-	DelayedProcessing int // seconds
-	EncryptionEnabled bool
-}
-
-// CatalogPartition is a partition of a CatalogQueue.
-type CatalogPartition struct {
-	ID    uuid.UUID
-	Name  string
-	Queue CatalogQueue
-}
-
-// PartitionName names a partition by tenant, queue and partition name.
-type PartitionName struct {
-	Tenant, Queue, Partition string
-}
+var _ catalog.Store = (*DB)(nil)
 
 // ResolvePartitions returns the partitions names name, in order, creating
 // the queues and partitions that do not exist with default options
 // (queen.resolve_partition_v2), all in one round trip. A new queue past
 // the tenant's maxQueues is refused (Refusal).
-func (d *DB) ResolvePartitions(ctx context.Context, names []PartitionName) ([]CatalogPartition, error) {
-	out := make([]CatalogPartition, len(names))
+func (d *DB) ResolvePartitions(ctx context.Context, names []catalog.Target) ([]catalog.PartitionRow, error) {
+	out := make([]catalog.PartitionRow, len(names))
 	b := &pgx.Batch{}
 	for i, n := range names {
 		b.Queue(`SELECT queue_id, partition_id, lease_time, retry_limit, delayed_processing, encryption_enabled
@@ -65,8 +43,8 @@ func (d *DB) ResolvePartitions(ctx context.Context, names []PartitionName) ([]Ca
 
 // LookupQueue returns a tenant's queue without creating it:
 // catalog.ErrNotFound when it does not exist.
-func (d *DB) LookupQueue(ctx context.Context, tenant, name string) (CatalogQueue, error) {
-	q := CatalogQueue{Name: name}
+func (d *DB) LookupQueue(ctx context.Context, tenant, name string) (catalog.QueueRow, error) {
+	q := catalog.QueueRow{Name: name}
 	err := d.q.QueryRow(ctx, `SELECT id, lease_time, retry_limit, delayed_processing, encryption_enabled
 		FROM queen.queues WHERE tenant = $1 AND name = $2`, tenant, name).
 		Scan(&q.ID, &q.LeaseTime, &q.RetryLimit, &q.DelayedProcessing, &q.EncryptionEnabled)
@@ -96,8 +74,8 @@ func (d *DB) LookupPartition(ctx context.Context, queueID uuid.UUID, name string
 // OwnedPartition returns the partition with id and its queue when they
 // belong to tenant: catalog.ErrNotFound when it does not exist or belongs to
 // another tenant, the two indistinguishable on purpose (the tenancy gate).
-func (d *DB) OwnedPartition(ctx context.Context, tenant string, id uuid.UUID) (CatalogPartition, error) {
-	p := CatalogPartition{ID: id}
+func (d *DB) OwnedPartition(ctx context.Context, tenant string, id uuid.UUID) (catalog.PartitionRow, error) {
+	p := catalog.PartitionRow{ID: id}
 	q := &p.Queue
 	err := d.q.QueryRow(ctx, `SELECT p.name, q.id, q.name, q.lease_time, q.retry_limit, q.delayed_processing, q.encryption_enabled
 		FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id

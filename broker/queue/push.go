@@ -14,7 +14,7 @@ import (
 	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/log"
+	"github.com/regent-mq/regent/broker/produce"
 )
 
 // pushItem is an item as a client sends it.
@@ -28,13 +28,13 @@ type pushItem struct {
 }
 
 // items validates what a client sent and turns it into Items.
-func items(in []pushItem, field string) ([]log.Item, error) {
-	out := make([]log.Item, len(in))
+func items(in []pushItem, field string) ([]produce.Item, error) {
+	out := make([]produce.Item, len(in))
 	for i, it := range in {
 		if it.Queue == nil || *it.Queue == "" {
 			return nil, httpx.BadRequest("%s[%d].queue is required", field, i)
 		}
-		o := log.Item{Queue: *it.Queue, Payload: it.Payload}
+		o := produce.Item{Queue: *it.Queue, Payload: it.Payload}
 		if o.Payload == nil {
 			o.Payload = it.Data
 		}
@@ -63,8 +63,8 @@ func items(in []pushItem, field string) ([]log.Item, error) {
 // {"index", "transaction_id", "message_id", "partition_id", "trace_id",
 // "queueName", "status"}. It is built by hand, as the pop answer is.
 type pushResults struct {
-	in     []log.Item
-	pushed []log.Pushed
+	in     []produce.Item
+	pushed []produce.Pushed
 }
 
 func (r pushResults) append(b []byte) []byte {
@@ -128,12 +128,12 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 		sp.Take(w, id.Tenant, id.Subject, in)
 		return
 	}
-	pushed, segs, err := s.log.Push(r.Context(), id.Tenant, id.Subject, in)
+	pushed, segs, err := s.producer.Push(r.Context(), id.Tenant, id.Subject, in)
 	if err != nil {
 		s.fail(w, r, "push", err)
 		return
 	}
-	s.log.AfterPush(segs)
+	s.producer.AfterPush(segs)
 	httpx.WriteAppended(w, http.StatusCreated, pushResults{in, pushed}.append)
 }
 

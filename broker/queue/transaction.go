@@ -11,7 +11,7 @@ import (
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/ids"
-	"github.com/regent-mq/regent/broker/log"
+	"github.com/regent-mq/regent/broker/produce"
 )
 
 // operation is one element of a transaction, as a client sends it.
@@ -23,7 +23,7 @@ type operation struct {
 
 // op is a validated operation: a push or an ack.
 type op struct {
-	push []log.Item
+	push []produce.Item
 	ack  *db.QueueAck
 }
 
@@ -101,7 +101,7 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	id := auth.FromContext(r.Context())
 	ctx := r.Context()
 	results := make([]opResult, 0, len(ops))
-	var pushed []*log.Segment
+	var pushed []*produce.Segment
 	var acks []db.QueueAck
 	var acked []db.AckResult
 	var failure string
@@ -121,7 +121,7 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 				}
 				continue
 			}
-			out, segs, err := s.log.PushInTx(ctx, tx, id.Tenant, id.Subject, o.push)
+			out, segs, err := s.producer.PushInTx(ctx, tx, id.Tenant, id.Subject, o.push)
 			if err != nil {
 				return err
 			}
@@ -144,7 +144,7 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.fail(w, r, "transaction", err)
 	default:
-		s.log.AfterPush(pushed)
+		s.producer.AfterPush(pushed)
 		s.store.AfterAck(acks, acked)
 		countTransaction(s.metrics.Ops, id.Tenant, pushed, acked)
 		httpx.WriteJSON(w, http.StatusOK, map[string]any{"transactionId": txID, "success": true, "results": results})
@@ -157,7 +157,7 @@ var errRollback = fmt.Errorf("transaction rolled back")
 
 // countTransaction counts a committed transaction once in each queue it
 // pushed to or acked in.
-func countTransaction(ops *counters.Counters, tenant string, pushed []*log.Segment, acked []db.AckResult) {
+func countTransaction(ops *counters.Counters, tenant string, pushed []*produce.Segment, acked []db.AckResult) {
 	var queues []string
 	for _, g := range pushed {
 		queues = append(queues, g.Partition.Queue.Name)

@@ -7,7 +7,7 @@ import (
 	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/ids"
-	"github.com/regent-mq/regent/broker/log"
+	"github.com/regent-mq/regent/broker/produce"
 )
 
 // taken is one item's answer while buffering (queue-admin-api.md §7):
@@ -24,7 +24,7 @@ type taken struct {
 // the push route validates them, go to the spool, and the answer is 201
 // with one "buffered" element per item, or 500 with every item "failed"
 // when the spool could not take them.
-func (s *Spool) Take(w http.ResponseWriter, tenant, sub string, items []log.Item) {
+func (s *Spool) Take(w http.ResponseWriter, tenant, sub string, items []produce.Item) {
 	recs := make([]Record, len(items))
 	answer := make([]taken, len(items))
 	for i, it := range items {

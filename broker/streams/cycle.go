@@ -14,8 +14,8 @@ import (
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/produce"
 	"github.com/regent-mq/regent/broker/quota"
 )
 
@@ -172,9 +172,9 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	// done here, counters and the announcements that make the sink emits
 	// and the released source visible to the pops of every replica.
 	k.committed(res.BaseOffsets)
-	s.logs.AfterPush(k.segs)
+	s.producer.AfterPush(k.segs)
 	if res.Announce {
-		s.logs.Announce(res.QueueID, c.PartitionID)
+		s.producer.Announce(res.QueueID, c.PartitionID)
 	}
 	resp := cycleResponse{Success: true, QueryID: c.QueryID, PartitionID: c.PartitionID,
 		QueueName: &res.QueueName, StateOpsApplied: c.Ops.Applied, PushResults: k.results()}
@@ -226,13 +226,13 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cyc
 }
 
 // run runs the cycle until it commits or is refused, through the log's
-// loop (log.Log.Store): items the database already holds under their
+// loop (produce.Producer.Store): items the database already holds under their
 // transaction id are dropped and the cycle runs again; a sink partition
 // deleted behind the cache is resolved again once.
-func (s *Service) run(r *http.Request, c *db.Cycle, k *sink, items []log.Item) (db.CycleResult, *sink, error) {
+func (s *Service) run(r *http.Request, c *db.Cycle, k *sink, items []produce.Item) (db.CycleResult, *sink, error) {
 	var res db.CycleResult
-	err := s.logs.Store(c.Tenant, items, func() (db.Duplicates, error) {
-		c.Segments = log.Args(k.segs)
+	err := s.producer.Store(c.Tenant, items, func() (db.Duplicates, error) {
+		c.Segments = produce.Args(k.segs)
 		var err error
 		if res, err = s.db.RunCycle(r.Context(), *c); err == nil && res.Gone {
 			err = fmt.Errorf("run cycle: %w", catalog.ErrPartitionGone)

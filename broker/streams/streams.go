@@ -18,8 +18,8 @@ import (
 	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/produce"
 	"github.com/regent-mq/regent/broker/quota"
 	"github.com/regent-mq/regent/broker/server"
 )
@@ -27,9 +27,11 @@ import (
 // Service holds what the streams handlers share.
 type Service struct {
 	db *db.DB
-	// logs is the write path of the sink pushes (resolution, packing,
-	// bookkeeping) and the partition ownership check.
-	logs *log.Log
+	// catalog answers the partition ownership check.
+	catalog *catalog.Catalog
+	// producer is the write path of the sink pushes (packing, the retry,
+	// bookkeeping).
+	producer *produce.Producer
 	// quotas limits the stored bytes of the sink pushes, and records the
 	// database's refusals; nil: none.
 	quotas  *quota.Quotas
@@ -41,8 +43,8 @@ type Service struct {
 }
 
 // New returns the streams service; quotas may be nil.
-func New(store *db.DB, logs *log.Log, quotas *quota.Quotas, m *metrics.Metrics, logger *slog.Logger, tenancy bool) *Service {
-	return &Service{db: store, logs: logs, quotas: quotas, metrics: m, log: logger, tenancy: tenancy}
+func New(store *db.DB, cat *catalog.Catalog, producer *produce.Producer, quotas *quota.Quotas, m *metrics.Metrics, logger *slog.Logger, tenancy bool) *Service {
+	return &Service{db: store, catalog: cat, producer: producer, quotas: quotas, metrics: m, log: logger, tenancy: tenancy}
 }
 
 // ownPartition is the tenancy pre-gate of the state read and the cycle: a
@@ -53,7 +55,7 @@ func (s *Service) ownPartition(w http.ResponseWriter, r *http.Request, tenant st
 	if !s.tenancy {
 		return true
 	}
-	_, err := s.logs.OwnedPartition(r.Context(), tenant, id)
+	_, err := s.catalog.OwnedPartition(r.Context(), tenant, id)
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):
 		httpx.WriteError(w, http.StatusNotFound, "not found")

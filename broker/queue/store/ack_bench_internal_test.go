@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/regent-mq/regent/broker/log"
+	"github.com/regent-mq/regent/broker/produce"
 )
 
 // BenchmarkAck acknowledges popped batches of 10 by each path: the common
@@ -21,9 +21,9 @@ func BenchmarkAck(b *testing.B) {
 			s := newStore(b)
 			ctx := b.Context()
 			for i := 0; i < 10*b.N+10; i += 10 {
-				items := make([]log.Item, 10)
+				items := make([]produce.Item, 10)
 				for j := range items {
-					items[j] = log.Item{Queue: "q", Payload: json.RawMessage(fmt.Sprint(i + j))}
+					items[j] = produce.Item{Queue: "q", Payload: json.RawMessage(fmt.Sprint(i + j))}
 				}
 				if _, _, err := s.log.Push(ctx, "default", "", items); err != nil {
 					b.Fatal(err)

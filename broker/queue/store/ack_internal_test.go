@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/regent-mq/regent/broker/log"
+	"github.com/regent-mq/regent/broker/produce"
 	"github.com/stretchr/testify/require"
 )
 
@@ -29,9 +29,9 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := 0; round < 40; round++ {
 		queue := fmt.Sprintf("q%d", round)
-		items := make([]log.Item, 12)
+		items := make([]produce.Item, 12)
 		for i := range items {
-			items[i] = log.Item{Queue: queue, Payload: json.RawMessage(fmt.Sprint(i))}
+			items[i] = produce.Item{Queue: queue, Payload: json.RawMessage(fmt.Sprint(i))}
 		}
 		// Two segments, so that batches span them.
 		pushed, _, err := s.log.Push(ctx, "default", "", items[:5])
@@ -139,7 +139,7 @@ func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
-	_, _, err := s.log.Push(ctx, "default", "", []log.Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
+	_, _, err := s.log.Push(ctx, "default", "", []produce.Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
 	require.NoError(t, err)
 	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: "q", Group: regentdb.QueueMode, Batch: 1, Partitions: 1, SubStart: "all"})
 	msgs := got.Messages
@@ -175,13 +175,13 @@ func (c *countingQuerier) QueryRow(ctx context.Context, sql string, args ...any)
 
 // popAll pushes n messages to queue/partition in segments of per, and pops
 // them all in one batch.
-func popAll(t *testing.T, s *Store, queue, partition string, n, per int) []Message {
+func popAll(t *testing.T, s testStore, queue, partition string, n, per int) []Message {
 	t.Helper()
 	ctx := t.Context()
 	for i := 0; i < n; i += per {
-		var items []log.Item
+		var items []produce.Item
 		for j := i; j < min(i+per, n); j++ {
-			items = append(items, log.Item{Queue: queue, Partition: partition, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, j))})
+			items = append(items, produce.Item{Queue: queue, Partition: partition, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, j))})
 		}
 		_, _, err := s.log.Push(ctx, "default", "", items)
 		require.NoError(t, err)

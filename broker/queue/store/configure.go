@@ -16,7 +16,7 @@ func (s *Store) Configure(ctx context.Context, tenant, name string, namespace, t
 	if err != nil {
 		return uuid.Nil, uuid.Nil, fmt.Errorf("configure queue %q: %w", name, s.quotas.FromSQL(tenant, err))
 	}
-	s.log.Invalidate(tenant, name)
+	s.catalog.Invalidate(tenant, name)
 	return queueID, partitionID, nil
 }
 
@@ -27,7 +27,7 @@ func (s *Store) DeleteQueue(ctx context.Context, tenant, name string) (bool, err
 	if err != nil {
 		return false, err
 	}
-	s.log.Invalidate(tenant, name)
+	s.catalog.Invalidate(tenant, name)
 	for _, id := range deleted {
 		s.hot.Forget(id)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/ids"
-	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/segment"
 )
 
@@ -62,7 +61,7 @@ type Message struct {
 // leaves meanwhile, since a claim cut short would leave its outcome
 // unknown; a claim whose client left is released.
 func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
-	q, err := s.log.LookupQueue(ctx, p.Tenant, p.Queue)
+	q, err := s.catalog.LookupQueue(ctx, p.Tenant, p.Queue)
 	if errors.Is(err, catalog.ErrNotFound) {
 		return Popped{Wake: s.hot.Wait(uuid.Nil)}, nil
 	}
@@ -76,7 +75,7 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 	var cands []hotlist.Candidate
 	var parts []uuid.UUID
 	if p.Partition != "" {
-		part, err := s.log.LookupPartition(ctx, p.Tenant, p.Queue, p.Partition)
+		part, err := s.catalog.LookupPartition(ctx, p.Tenant, p.Queue, p.Partition)
 		if errors.Is(err, catalog.ErrNotFound) {
 			return idle, nil
 		}
@@ -157,11 +156,11 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 
 // claim calls queen.pop and returns the claimed partitions with their
 // segments, and the outcome of each candidate it looked at, in order.
-func (s *Store) claim(ctx context.Context, p *PopRequest, q *log.Queue, ids []uuid.UUID, leaseID uuid.UUID) ([]db.PopClaim, []db.PopLook, error) {
+func (s *Store) claim(ctx context.Context, p *PopRequest, q *catalog.Queue, ids []uuid.UUID, leaseID uuid.UUID) ([]db.PopClaim, []db.PopLook, error) {
 	claims, looks, gone, err := s.db.Pop(ctx, &db.PopCall{Tenant: p.Tenant, Queue: p.Queue, QueueID: q.ID,
 		Group: p.Group, Partitions: p.Partitions, Batch: p.Batch, LeaseID: leaseID, SubStart: p.SubStart, MaxBytes: s.maxPopBytes}, ids)
 	if gone {
-		s.log.Invalidate(p.Tenant, p.Queue)
+		s.catalog.Invalidate(p.Tenant, p.Queue)
 		s.hot.Forget(q.ID)
 	}
 	return claims, looks, err
@@ -171,7 +170,7 @@ func (s *Store) claim(ctx context.Context, p *PopRequest, q *log.Queue, ids []uu
 // each batch, payloads opened when sealed, and never a frame that DELETE
 // /api/v1/messages marked deleted. ends are where each claim's delivered
 // messages end: its batch start when it delivered none.
-func (s *Store) decode(q *log.Queue, claims []db.PopClaim, p *PopRequest, leaseID uuid.UUID) (msgs []Message, ends []int64, err error) {
+func (s *Store) decode(q *catalog.Queue, claims []db.PopClaim, p *PopRequest, leaseID uuid.UUID) (msgs []Message, ends []int64, err error) {
 	lease := ""
 	if !p.AutoAck {
 		lease = leaseID.String()
@@ -226,7 +225,7 @@ func (s *Store) decode(q *log.Queue, claims []db.PopClaim, p *PopRequest, leaseI
 // last delivered message, so that acking what was delivered releases the
 // lease, and consumes at once a batch that delivered nothing (auto-ack has
 // moved past them already). It returns the claims that delivered something.
-func (s *Store) trimDeleted(ctx context.Context, p *PopRequest, q *log.Queue, leaseID uuid.UUID, claims []db.PopClaim, ends []int64) ([]db.PopClaim, error) {
+func (s *Store) trimDeleted(ctx context.Context, p *PopRequest, q *catalog.Queue, leaseID uuid.UUID, claims []db.PopClaim, ends []int64) ([]db.PopClaim, error) {
 	var ids []uuid.UUID
 	var at []int64
 	kept := claims[:0:0]
@@ -246,7 +245,7 @@ func (s *Store) trimDeleted(ctx context.Context, p *PopRequest, q *log.Queue, le
 		return nil, fmt.Errorf("queue %q: end batches at their deleted messages: %w", q.Name, err)
 	}
 	for _, pid := range released {
-		s.log.Announce(q.ID, pid)
+		s.announcer.Announce(q.ID, pid)
 	}
 	return kept, nil
 }
@@ -269,6 +268,6 @@ func (s *Store) release(ctx context.Context, leaseID uuid.UUID) {
 	}
 	// The statement has committed once its rows are read.
 	for _, r := range released {
-		s.log.Announce(r.Queue, r.Partition)
+		s.announcer.Announce(r.Queue, r.Partition)
 	}
 }

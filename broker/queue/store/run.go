@@ -17,7 +17,7 @@ func (s *Store) Run(ctx context.Context, reseedEvery time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
-		hotlist.Listen(ctx, s.db.ConnString(), s.hot, s.logger, s.reseedAll, s.log.ForgetQueueID)
+		hotlist.Listen(ctx, s.db.ConnString(), s.hot, s.logger, s.reseedAll, s.catalog.ForgetQueueID)
 	})
 	t := time.NewTicker(reseedEvery)
 	defer t.Stop()

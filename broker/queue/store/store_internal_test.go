@@ -2,6 +2,7 @@ package store
 
 import (
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/ids"
 
@@ -15,20 +16,27 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/hotlist"
-	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/produce"
 	"github.com/regent-mq/regent/broker/segment"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func newStore(t testing.TB) *Store {
+// testStore is a Store with the write path that fills it.
+type testStore struct {
+	*Store
+	log *produce.Producer
+}
+
+func newStore(t testing.TB) testStore {
 	t.Helper()
 	pool := pgtest.New(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, hot := metrics.New(), hotlist.New()
 	d := db.New(pool)
-	l := log.New(d, log.Options{Metrics: m, Announcer: hotlist.NewAnnouncer(hot, pool, logger), Logger: logger})
-	return New(d, l, nil, nil, m, hot, logger, 64<<20)
+	cat, announcer := catalog.New(d), hotlist.NewAnnouncer(hot, pool, logger)
+	p := produce.New(d, cat, produce.Options{Metrics: m, Announcer: announcer, Logger: logger})
+	return testStore{New(d, cat, announcer, nil, nil, m, hot, logger, 64<<20), p}
 }
 
 // A pop that took a lease but cannot answer (here a segment fails its
@@ -39,7 +47,7 @@ func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testi
 	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
-	items := []log.Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}}
+	items := []produce.Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}}
 	_, segs, err := s.log.Push(ctx, "default", "", items)
 	require.NoError(t, err)
 	s.log.AfterPush(segs)
@@ -69,14 +77,14 @@ func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
-	var items []log.Item
+	var items []produce.Item
 	for i, part := range []string{"a", "a", "b", "b"} {
-		items = append(items, log.Item{Queue: "q", Partition: part, Payload: json.RawMessage(strconv.Itoa(i))})
+		items = append(items, produce.Item{Queue: "q", Partition: part, Payload: json.RawMessage(strconv.Itoa(i))})
 	}
 	out, _, err := s.log.Push(ctx, "default", "", items)
 	require.NoError(t, err)
 	a, b := out[0].Partition.ID, out[2].Partition.ID
-	q, err := s.log.LookupQueue(ctx, "default", "q")
+	q, err := s.catalog.LookupQueue(ctx, "default", "q")
 	require.NoError(t, err)
 	_, err = s.db.Conn().Exec(ctx, `INSERT INTO queen.cursors (partition_id, consumer_group) VALUES ($1, $2)`, ids.ID(a), db.QueueMode)
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package log
+package produce
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // with the pushes of other requests (see joinPushes). A partition deleted
 // behind the cache is resolved again and the push retried once. The caller
 // runs AfterPush on the segments, which are committed.
-func (l *Log) Push(ctx context.Context, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
+func (l *Producer) Push(ctx context.Context, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
 	return l.push(ctx, nil, tenant, producerSub, items)
 }
 
@@ -24,12 +24,12 @@ func (l *Log) Push(ctx context.Context, tenant, producerSub string, items []Item
 // joined, and a gone partition is returned as catalog.ErrPartitionGone,
 // since the transaction cannot run the push again. The caller runs
 // AfterPush once tx commits.
-func (l *Log) PushInTx(ctx context.Context, tx *db.DB, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
+func (l *Producer) PushInTx(ctx context.Context, tx *db.DB, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
 	return l.push(ctx, tx, tenant, producerSub, items)
 }
 
 // push is Push on the pool when tx is nil, and PushInTx otherwise.
-func (l *Log) push(ctx context.Context, tx *db.DB, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
+func (l *Producer) push(ctx context.Context, tx *db.DB, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
 	p, err := l.Pack(ctx, tenant, producerSub, items)
 	if err != nil {
 		return nil, nil, err
@@ -71,7 +71,7 @@ func (p *Packed) Bytes() int64 {
 // database already holds, and returns the segments it stored: in tx when
 // it is not nil, and otherwise on the pool, joined with the pushes of other
 // requests waiting for the same (see joinPushes).
-func (l *Log) allocate(ctx context.Context, tx *db.DB, p *Packed) ([]*Segment, error) {
+func (l *Producer) allocate(ctx context.Context, tx *db.DB, p *Packed) ([]*Segment, error) {
 	c := &pushCall{p: p}
 	if tx != nil {
 		l.call(ctx, tx, []*pushCall{c})
@@ -95,7 +95,7 @@ type pushCall struct {
 // that it finds theirs stored, as it would have one after the other. When a
 // partition is gone, nothing was stored and every request runs on its own,
 // so that only those that push to it see it gone.
-func (l *Log) joinPushes(ctx context.Context, batch []*pushCall) {
+func (l *Producer) joinPushes(ctx context.Context, batch []*pushCall) {
 	joined, alone := batch, []*pushCall(nil)
 	if len(batch) > 1 {
 		joined, alone = split(batch)
@@ -174,7 +174,7 @@ func split(batch []*pushCall) (joined, alone []*pushCall) {
 // again without them), and answers each request: the segments it stored,
 // or the error. The requests must not repeat each other's client
 // transaction ids in a partition (split).
-func (l *Log) call(ctx context.Context, d *db.DB, calls []*pushCall) {
+func (l *Producer) call(ctx context.Context, d *db.DB, calls []*pushCall) {
 	own := make([][]*Segment, len(calls))
 	n := 0
 	for i, c := range calls {

@@ -1,4 +1,4 @@
-package log
+package produce
 
 import (
 	"errors"
@@ -15,14 +15,14 @@ import (
 // the items' queues are forgotten, repack packs the items again, and try
 // runs again, once. A write that cannot run again, inside the caller's
 // transaction, passes a nil repack and gets the error.
-func (l *Log) Store(tenant string, items []Item, try func() (db.Duplicates, error), drop func(db.Duplicates), repack func() error) error {
+func (l *Producer) Store(tenant string, items []Item, try func() (db.Duplicates, error), drop func(db.Duplicates), repack func() error) error {
 	for resolved := false; ; {
 		dups, err := try()
 		switch {
 		case errors.Is(err, catalog.ErrPartitionGone) && !resolved && repack != nil:
 			resolved = true
 			for _, it := range items {
-				l.Invalidate(tenant, it.Queue)
+				l.catalog.Invalidate(tenant, it.Queue)
 			}
 			if err := repack(); err != nil {
 				return err

@@ -1,4 +1,4 @@
-package log
+package produce
 
 import (
 	"context"
@@ -21,16 +21,17 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func newLog(t *testing.T) *Log {
+func newProducer(t *testing.T) *Producer {
 	t.Helper()
 	pool := pgtest.New(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return New(db.New(pool), Options{Metrics: metrics.New(), Announcer: hotlist.NewAnnouncer(hotlist.New(), pool, logger), Logger: logger})
+	d := db.New(pool)
+	return New(d, catalog.New(d), Options{Metrics: metrics.New(), Announcer: hotlist.NewAnnouncer(hotlist.New(), pool, logger), Logger: logger})
 }
 
 func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {
 	t.Parallel()
-	l := newLog(t)
+	l := newProducer(t)
 	ctx := context.Background()
 	p, err := l.Pack(ctx, "default", "", []Item{
 		{Queue: "q", Partition: "a", Payload: json.RawMessage(`1`)},
@@ -57,9 +58,9 @@ func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {
 
 func TestPushRecoversWhenACachedPartitionVanished(t *testing.T) {
 	t.Parallel()
-	l := newLog(t)
+	l := newProducer(t)
 	ctx := context.Background()
-	first, err := l.Resolve(ctx, Target{"default", "q", "Default"})
+	first, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "q", Partition: "Default"})
 	require.NoError(t, err)
 	_, err = l.db.Conn().Exec(ctx, `DELETE FROM queen.queues`)
 	require.NoError(t, err)
@@ -70,36 +71,36 @@ func TestPushRecoversWhenACachedPartitionVanished(t *testing.T) {
 
 func TestResolveCachesAndCreatesOnce(t *testing.T) {
 	t.Parallel()
-	l := newLog(t)
+	l := newProducer(t)
 	ctx := context.Background()
-	a, err := l.Resolve(ctx, Target{"default", "q", "p"})
+	a, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "q", Partition: "p"})
 	require.NoError(t, err)
-	b, err := l.Resolve(ctx, Target{"default", "q", "p"})
+	b, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "q", Partition: "p"})
 	require.NoError(t, err)
 	require.Same(t, a, b)
-	c, err := l.Resolve(ctx, Target{"acme", "q", "p"})
+	c, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "acme", Queue: "q", Partition: "p"})
 	require.NoError(t, err)
 	require.NotEqual(t, a.Queue.ID, c.Queue.ID, "queue names are per tenant")
 	var bad *catalog.BadName
-	_, err = l.Resolve(ctx, Target{"default", "no spaces", "p"})
+	_, err = l.catalog.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "no spaces", Partition: "p"})
 	require.ErrorAs(t, err, &bad)
 }
 
 func TestOwnedPartitionIsNotFoundForAnotherTenant(t *testing.T) {
 	t.Parallel()
-	l := newLog(t)
+	l := newProducer(t)
 	ctx := context.Background()
-	p, err := l.Resolve(ctx, Target{"acme", "q", "p"})
+	p, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "acme", Queue: "q", Partition: "p"})
 	require.NoError(t, err)
-	got, err := l.OwnedPartition(ctx, "acme", p.ID)
+	got, err := l.catalog.OwnedPartition(ctx, "acme", p.ID)
 	require.NoError(t, err)
 	require.Equal(t, p.ID, got.ID)
-	_, err = l.OwnedPartition(ctx, "other", p.ID)
+	_, err = l.catalog.OwnedPartition(ctx, "other", p.ID)
 	require.True(t, errors.Is(err, catalog.ErrNotFound))
-	_, err = l.OwnedPartition(ctx, "acme", uuid.New())
+	_, err = l.catalog.OwnedPartition(ctx, "acme", uuid.New())
 	require.True(t, errors.Is(err, catalog.ErrNotFound))
-	// Uncached: a second Log reads the database.
-	s2 := New(l.db, Options{Metrics: metrics.New(), Announcer: l.announcer, Logger: l.logger})
+	// Uncached: a second catalog reads the database.
+	s2 := catalog.New(l.db)
 	_, err = s2.OwnedPartition(ctx, "other", p.ID)
 	require.True(t, errors.Is(err, catalog.ErrNotFound))
 	got, err = s2.OwnedPartition(ctx, "acme", p.ID)
@@ -110,7 +111,7 @@ func TestOwnedPartitionIsNotFoundForAnotherTenant(t *testing.T) {
 
 // joinedPushes packs requests of items and runs them as one joined batch,
 // as the joiner does with the requests that waited for a call.
-func joinedPushes(t *testing.T, l *Log, requests ...[]Item) []*pushCall {
+func joinedPushes(t *testing.T, l *Producer, requests ...[]Item) []*pushCall {
 	t.Helper()
 	calls := make([]*pushCall, len(requests))
 	for i, items := range requests {
@@ -124,7 +125,7 @@ func joinedPushes(t *testing.T, l *Log, requests ...[]Item) []*pushCall {
 
 func TestJoinedPushesToOnePartitionTakeOffsetsInRequestOrder(t *testing.T) {
 	t.Parallel()
-	l := newLog(t)
+	l := newProducer(t)
 	calls := joinedPushes(t, l,
 		[]Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}},
 		[]Item{{Queue: "q", Payload: json.RawMessage(`3`)}},
@@ -144,7 +145,7 @@ func TestJoinedPushesToOnePartitionTakeOffsetsInRequestOrder(t *testing.T) {
 
 func TestAJoinedPushThatRepeatsAnotherOfItsBatchIsItsDuplicate(t *testing.T) {
 	t.Parallel()
-	l := newLog(t)
+	l := newProducer(t)
 	calls := joinedPushes(t, l,
 		[]Item{{Queue: "q", Payload: json.RawMessage(`1`), TransactionID: "a"}},
 		[]Item{{Queue: "q", Payload: json.RawMessage(`2`), TransactionID: "b"},
@@ -166,7 +167,7 @@ func TestAJoinedPushThatRepeatsAnotherOfItsBatchIsItsDuplicate(t *testing.T) {
 
 func TestAJoinedPushToAGonePartitionFailsAlone(t *testing.T) {
 	t.Parallel()
-	l := newLog(t)
+	l := newProducer(t)
 	ctx := context.Background()
 	gone, err := l.Pack(ctx, "default", "", []Item{{Queue: "gone", Payload: json.RawMessage(`1`)}})
 	require.NoError(t, err)
@@ -183,7 +184,7 @@ func TestAJoinedPushToAGonePartitionFailsAlone(t *testing.T) {
 
 func TestJoinedPushesDropWhatTheDatabaseHoldsPerRequest(t *testing.T) {
 	t.Parallel()
-	l := newLog(t)
+	l := newProducer(t)
 	ctx := context.Background()
 	before, _, err := l.Push(ctx, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`0`), TransactionID: "held"}})
 	require.NoError(t, err)
@@ -207,14 +208,14 @@ func TestJoinedPushesDropWhatTheDatabaseHoldsPerRequest(t *testing.T) {
 
 func TestANewPartitionOfACachedQueueLeavesItsOtherPartitionsCached(t *testing.T) {
 	t.Parallel()
-	l := newLog(t)
+	l := newProducer(t)
 	ctx := context.Background()
-	a, err := l.Resolve(ctx, Target{"default", "q", "a"})
+	a, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "q", Partition: "a"})
 	require.NoError(t, err)
-	b, err := l.Resolve(ctx, Target{"default", "q", "b"})
+	b, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "q", Partition: "b"})
 	require.NoError(t, err)
 	require.Same(t, a.Queue, b.Queue, "the new partition takes the options in force")
-	again, err := l.Resolve(ctx, Target{"default", "q", "a"})
+	again, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "q", Partition: "a"})
 	require.NoError(t, err)
 	require.Same(t, a, again, "a new partition refreshed the queue and replaced the cached ones")
 }
