@@ -3,13 +3,11 @@ package produce
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/catalog"
@@ -67,46 +65,6 @@ func TestPushRecoversWhenACachedPartitionVanished(t *testing.T) {
 	out, _, err := l.Push(ctx, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
 	require.NoError(t, err)
 	require.NotEqual(t, first.ID, out[0].Partition.ID)
-}
-
-func TestResolveCachesAndCreatesOnce(t *testing.T) {
-	t.Parallel()
-	l := newProducer(t)
-	ctx := context.Background()
-	a, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "q", Partition: "p"})
-	require.NoError(t, err)
-	b, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "q", Partition: "p"})
-	require.NoError(t, err)
-	require.Same(t, a, b)
-	c, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "acme", Queue: "q", Partition: "p"})
-	require.NoError(t, err)
-	require.NotEqual(t, a.Queue.ID, c.Queue.ID, "queue names are per tenant")
-	var bad *catalog.BadName
-	_, err = l.catalog.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "no spaces", Partition: "p"})
-	require.ErrorAs(t, err, &bad)
-}
-
-func TestOwnedPartitionIsNotFoundForAnotherTenant(t *testing.T) {
-	t.Parallel()
-	l := newProducer(t)
-	ctx := context.Background()
-	p, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "acme", Queue: "q", Partition: "p"})
-	require.NoError(t, err)
-	got, err := l.catalog.OwnedPartition(ctx, "acme", p.ID)
-	require.NoError(t, err)
-	require.Equal(t, p.ID, got.ID)
-	_, err = l.catalog.OwnedPartition(ctx, "other", p.ID)
-	require.True(t, errors.Is(err, catalog.ErrNotFound))
-	_, err = l.catalog.OwnedPartition(ctx, "acme", uuid.New())
-	require.True(t, errors.Is(err, catalog.ErrNotFound))
-	// Uncached: a second catalog reads the database.
-	s2 := catalog.New(l.db)
-	_, err = s2.OwnedPartition(ctx, "other", p.ID)
-	require.True(t, errors.Is(err, catalog.ErrNotFound))
-	got, err = s2.OwnedPartition(ctx, "acme", p.ID)
-	require.NoError(t, err)
-	require.Equal(t, "p", got.Name)
-	require.Equal(t, "q", got.Queue.Name)
 }
 
 // joinedPushes packs requests of items and runs them as one joined batch,
@@ -204,18 +162,4 @@ func TestJoinedPushesDropWhatTheDatabaseHoldsPerRequest(t *testing.T) {
 	var messages int64
 	require.NoError(t, l.db.Conn().QueryRow(ctx, `SELECT sum(frame_count) FROM queen.log_segments`).Scan(&messages))
 	require.EqualValues(t, 3, messages)
-}
-
-func TestANewPartitionOfACachedQueueLeavesItsOtherPartitionsCached(t *testing.T) {
-	t.Parallel()
-	l := newProducer(t)
-	ctx := context.Background()
-	a, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "q", Partition: "a"})
-	require.NoError(t, err)
-	b, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "q", Partition: "b"})
-	require.NoError(t, err)
-	require.Same(t, a.Queue, b.Queue, "the new partition takes the options in force")
-	again, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "q", Partition: "a"})
-	require.NoError(t, err)
-	require.Same(t, a, again, "a new partition refreshed the queue and replaced the cached ones")
 }
