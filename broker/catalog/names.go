@@ -3,8 +3,9 @@
 // HTTP: the cache of their ids and of the queue options the broker reads
 // in memory (Catalog, over a Store that broker/db implements), the
 // tenancy gate on partition ids (OwnedPartition), the name rules, the
-// shared defaults, and the errors of a lookup. The seam (broker/db) and
-// the write path (broker/produce) both import it.
+// shared defaults (DefaultPartition, QueueMode), and the errors of a
+// lookup. The seam (broker/db) and the write path (broker/produce) both
+// import it.
 //
 // Resolve (or ResolveAll) turns (tenant, queue, partition) into a
 // *Partition, creating a queue and partition that do not exist with default
@@ -23,6 +24,10 @@ import (
 
 // DefaultPartition is the partition of an item or pop that names none.
 const DefaultPartition = "Default"
+
+// QueueMode is the consumer group of a request that names none: plain
+// competing consumers. queen.pop knows it too, for its subscription rule.
+const QueueMode = "__QUEUE_MODE__"
 
 var (
 	// ErrNotFound is returned for a missing queue or partition, and for one

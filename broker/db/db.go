@@ -27,10 +27,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// QueueMode is the consumer group of a request that names none: plain
-// competing consumers. queen.pop knows it too, for its subscription rule.
-const QueueMode = "__QUEUE_MODE__"
-
 // Querier is what a DB runs its statements on: a pool or a transaction.
 type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)

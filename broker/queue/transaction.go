@@ -57,7 +57,7 @@ func parseOperations(in []operation) ([]op, error) {
 			}
 			out[i].push = items
 		case "ack":
-			a, err := o.wireAck.parse(field+".", db.QueueMode)
+			a, err := o.wireAck.parse(field+".", catalog.QueueMode)
 			if err != nil {
 				return nil, err
 			}

@@ -261,7 +261,7 @@ func cycleFrom(req *cycleRequest) (db.Cycle, error) {
 	}
 	c.Group = req.ConsumerGroup
 	if c.Group == "" {
-		c.Group = db.QueueMode
+		c.Group = catalog.QueueMode
 	}
 	if c.Ops, err = foldStateOps(req.StateOps, req.Ack == nil); err != nil {
 		return c, err

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 
 	"encoding/json"
@@ -32,7 +33,7 @@ func BenchmarkAck(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: "q", Group: db.QueueMode,
+				got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: "q", Group: catalog.QueueMode,
 					Batch: 10, Partitions: 1, SubStart: "all"})
 				msgs, lease := got.Messages, got.LeaseID
 				if err != nil || len(msgs) != 10 {
@@ -40,7 +41,7 @@ func BenchmarkAck(b *testing.B) {
 				}
 				acks := make([]db.QueueAck, len(msgs))
 				for j, m := range msgs {
-					acks[j] = db.QueueAck{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: "completed", Group: db.QueueMode,
+					acks[j] = db.QueueAck{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: "completed", Group: catalog.QueueMode,
 						LeaseID: lease, HasLease: true}
 					switch {
 					case path == "deadletters":

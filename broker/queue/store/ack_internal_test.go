@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/regent-mq/regent/broker/catalog"
 	regentdb "github.com/regent-mq/regent/broker/db"
 
 	"context"
@@ -41,7 +42,7 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 		pushed = append(pushed, more...)
 		pid := pushed[0].Partition.ID
 
-		got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: queue, Group: regentdb.QueueMode,
+		got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: queue, Group: catalog.QueueMode,
 			Batch: 2 + rng.IntN(10), Partitions: 1, SubStart: "all"})
 		msgs, leaseID := got.Messages, got.LeaseID
 		require.NoError(t, err)
@@ -49,10 +50,10 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 		switch rng.IntN(4) { // the state the ack meets
 		case 0: // part of the batch acknowledged already
 			_, err = s.Ack(ctx, s.db, "default", []regentdb.QueueAck{{PartitionID: pid, TransactionID: msgs[rng.IntN(len(msgs))].TransactionID,
-				Status: "completed", Group: regentdb.QueueMode}})
+				Status: "completed", Group: catalog.QueueMode}})
 		case 1: // released by a failure
 			_, err = s.Ack(ctx, s.db, "default", []regentdb.QueueAck{{PartitionID: pid, TransactionID: msgs[0].TransactionID,
-				Status: "failed", Group: regentdb.QueueMode}})
+				Status: "failed", Group: catalog.QueueMode}})
 		case 2: // expired
 			_, err = s.db.Conn().Exec(ctx, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 s' WHERE partition_id = $1`, pid)
 		}
@@ -71,7 +72,7 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 			if k := rng.IntN(len(pushed) + 2); k < len(pushed) {
 				txid = pushed[k].TransactionID
 			}
-			acks = append(acks, regentdb.QueueAck{PartitionID: pid, TransactionID: txid, Status: "completed", LeaseID: lease.Bytes, HasLease: lease.Valid, Group: regentdb.QueueMode})
+			acks = append(acks, regentdb.QueueAck{PartitionID: pid, TransactionID: txid, Status: "completed", LeaseID: lease.Bytes, HasLease: lease.Valid, Group: catalog.QueueMode})
 		}
 		require.True(t, oneCursorCompleted(acks))
 
@@ -141,13 +142,13 @@ func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
 	ctx := t.Context()
 	_, _, err := s.log.Push(ctx, "default", "", []produce.Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
 	require.NoError(t, err)
-	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: "q", Group: regentdb.QueueMode, Batch: 1, Partitions: 1, SubStart: "all"})
+	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: "q", Group: catalog.QueueMode, Batch: 1, Partitions: 1, SubStart: "all"})
 	msgs := got.Messages
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 
 	out, err := s.Ack(ctx, regentdb.Over(&retentionAfterFirstCall{Querier: s.db.Conn(), t: t}), "default", []regentdb.QueueAck{{PartitionID: msgs[0].PartitionID,
-		TransactionID: msgs[0].TransactionID, Status: "dlq", Group: regentdb.QueueMode}})
+		TransactionID: msgs[0].TransactionID, Status: "dlq", Group: catalog.QueueMode}})
 	require.NoError(t, err)
 	require.Len(t, out, 1)
 	require.False(t, out[0].Success)
@@ -186,7 +187,7 @@ func popAll(t *testing.T, s testStore, queue, partition string, n, per int) []Me
 		_, _, err := s.log.Push(ctx, "default", "", items)
 		require.NoError(t, err)
 	}
-	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: queue, Partition: partition, Group: regentdb.QueueMode,
+	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: queue, Partition: partition, Group: catalog.QueueMode,
 		Batch: n, Partitions: 1, SubStart: "all"})
 	msgs := got.Messages
 	require.NoError(t, err)
@@ -203,7 +204,7 @@ func TestAnAckWithManyDeadLettersTakesOneMoreCallAtMost(t *testing.T) {
 	popped := append(popAll(t, s, "q", "a", 20, 10), popAll(t, s, "q", "b", 5, 5)...)
 	var acks []regentdb.QueueAck
 	for i, m := range popped {
-		a := regentdb.QueueAck{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: "dlq", Group: regentdb.QueueMode}
+		a := regentdb.QueueAck{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: "dlq", Group: catalog.QueueMode}
 		if i%7 == 3 {
 			a.Status = "completed"
 		}
@@ -237,7 +238,7 @@ func TestAnAckWithManyDeadLettersTakesOneMoreCallAtMost(t *testing.T) {
 	popped = popAll(t, s, "q", "c", 3, 3)
 	db.calls = 0
 	_, err = s.Ack(ctx, regentdb.Over(db), "default", []regentdb.QueueAck{{PartitionID: popped[0].PartitionID, TransactionID: popped[0].TransactionID,
-		Status: "retry", Group: regentdb.QueueMode}})
+		Status: "retry", Group: catalog.QueueMode}})
 	require.NoError(t, err)
 	require.Equal(t, 1, db.calls)
 }
@@ -255,7 +256,7 @@ func TestAnAckThatNeedsPayloadsWritesNothingAndSendsEachSegmentOnce(t *testing.T
 	pids, groups, txids, statuses, leases, errs := make([][16]byte, n), make([]string, n), make([]string, n),
 		make([]string, n), make([][16]byte, n), make([]string, n)
 	for i, m := range popped {
-		pids[i], groups[i], txids[i], statuses[i] = m.PartitionID, regentdb.QueueMode, m.TransactionID, "dlq"
+		pids[i], groups[i], txids[i], statuses[i] = m.PartitionID, catalog.QueueMode, m.TransactionID, "dlq"
 	}
 	statuses[0] = "completed"
 	rows, err := s.db.Conn().Query(ctx, `SELECT item, success, frame_offset, segment_base, segment_body IS NOT NULL
@@ -291,7 +292,7 @@ func TestAGeneralAckRefusesAnExpiredLease(t *testing.T) {
 	require.NoError(t, s.db.Conn().QueryRow(ctx, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 s'
 		RETURNING lease_id`).Scan(&lease))
 	out, err := s.Ack(ctx, s.db, "default", []regentdb.QueueAck{{PartitionID: popped[0].PartitionID, TransactionID: popped[0].TransactionID,
-		Status: "failed", LeaseID: lease.Bytes, HasLease: lease.Valid, Group: regentdb.QueueMode}})
+		Status: "failed", LeaseID: lease.Bytes, HasLease: lease.Valid, Group: catalog.QueueMode}})
 	require.NoError(t, err)
 	require.False(t, out[0].Success)
 	require.Equal(t, "Invalid or expired lease", *out[0].Error)
@@ -309,7 +310,7 @@ func TestAnAckAskedTwiceForOnePayloadFails(t *testing.T) {
 	require.NoError(t, err)
 	db := &countingQuerier{Querier: s.db.Conn()}
 	_, err = s.Ack(ctx, regentdb.Over(db), "default", []regentdb.QueueAck{{PartitionID: popped[2].PartitionID, TransactionID: popped[2].TransactionID,
-		Status: "dlq", Group: regentdb.QueueMode}})
+		Status: "dlq", Group: catalog.QueueMode}})
 	require.ErrorContains(t, err, "asked twice for the payload of item 1")
 	require.Equal(t, 2, db.calls)
 }

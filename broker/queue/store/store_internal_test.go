@@ -51,7 +51,7 @@ func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testi
 	_, segs, err := s.log.Push(ctx, "default", "", items)
 	require.NoError(t, err)
 	s.log.AfterPush(segs)
-	p := &PopRequest{Tenant: "default", Queue: "q", Group: db.QueueMode, Batch: 2, Partitions: 1, SubStart: "all"}
+	p := &PopRequest{Tenant: "default", Queue: "q", Group: catalog.QueueMode, Batch: 2, Partitions: 1, SubStart: "all"}
 
 	_, err = s.db.Conn().Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum + 1`)
 	require.NoError(t, err)
@@ -86,7 +86,7 @@ func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
 	a, b := out[0].Partition.ID, out[2].Partition.ID
 	q, err := s.catalog.LookupQueue(ctx, "default", "q")
 	require.NoError(t, err)
-	_, err = s.db.Conn().Exec(ctx, `INSERT INTO queen.cursors (partition_id, consumer_group) VALUES ($1, $2)`, ids.ID(a), db.QueueMode)
+	_, err = s.db.Conn().Exec(ctx, `INSERT INTO queen.cursors (partition_id, consumer_group) VALUES ($1, $2)`, ids.ID(a), catalog.QueueMode)
 	require.NoError(t, err)
 
 	tx, err := s.db.Conn().(*pgxpool.Pool).Begin(ctx)
@@ -95,7 +95,7 @@ func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
 	_, err = tx.Exec(ctx, `SELECT FROM queen.cursors WHERE partition_id = $1 FOR UPDATE`, ids.ID(a))
 	require.NoError(t, err)
 
-	p := &PopRequest{Tenant: "default", Queue: "q", Group: db.QueueMode, Batch: 10, Partitions: 2, SubStart: "all"}
+	p := &PopRequest{Tenant: "default", Queue: "q", Group: catalog.QueueMode, Batch: 10, Partitions: 2, SubStart: "all"}
 	claims, outcomes, err := s.claim(ctx, p, q, []uuid.UUID{a, b}, uuid.New())
 	require.NoError(t, err)
 	require.Equal(t, []db.PopLook{{Outcome: hotlist.Busy}, {Outcome: hotlist.Claimed, RetryAt: outcomes[1].RetryAt}}, outcomes)
