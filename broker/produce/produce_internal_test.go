@@ -67,6 +67,26 @@ func TestPushRecoversWhenACachedPartitionVanished(t *testing.T) {
 	require.NotEqual(t, first.ID, out[0].Partition.ID)
 }
 
+// In the caller's transaction a push cannot run again: a partition deleted
+// behind the cache is the caller's error, and the transaction stores nothing.
+func TestAPushInATransactionReturnsAGonePartition(t *testing.T) {
+	t.Parallel()
+	l := newProducer(t)
+	ctx := context.Background()
+	_, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "q", Partition: "Default"})
+	require.NoError(t, err)
+	_, err = l.db.Conn().Exec(ctx, `DELETE FROM queen.queues`)
+	require.NoError(t, err)
+	err = l.db.InTx(ctx, func(tx *db.DB) error {
+		_, _, err := l.PushInTx(ctx, tx, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
+		return err
+	})
+	require.ErrorIs(t, err, catalog.ErrPartitionGone)
+	var queues int
+	require.NoError(t, l.db.Conn().QueryRow(ctx, `SELECT count(*) FROM queen.queues`).Scan(&queues))
+	require.Zero(t, queues, "the push in the transaction resolved nothing again")
+}
+
 // joinedPushes packs requests of items and runs them as one joined batch,
 // as the joiner does with the requests that waited for a call.
 func joinedPushes(t *testing.T, l *Producer, requests ...[]Item) []*pushCall {
