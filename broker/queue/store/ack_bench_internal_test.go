@@ -26,7 +26,7 @@ func BenchmarkAck(b *testing.B) {
 				for j := range items {
 					items[j] = produce.Item{Queue: "q", Payload: json.RawMessage(fmt.Sprint(i + j))}
 				}
-				if _, _, err := s.log.Push(ctx, "default", "", items); err != nil {
+				if _, _, err := s.producer.Push(ctx, "default", "", items); err != nil {
 					b.Fatal(err)
 				}
 			}

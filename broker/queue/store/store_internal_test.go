@@ -25,7 +25,7 @@ import (
 // testStore is a Store with the write path that fills it.
 type testStore struct {
 	*Store
-	log *produce.Producer
+	producer *produce.Producer
 }
 
 func newStore(t testing.TB) testStore {
@@ -48,9 +48,9 @@ func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testi
 	s := newStore(t)
 	ctx := t.Context()
 	items := []produce.Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}}
-	_, segs, err := s.log.Push(ctx, "default", "", items)
+	_, segs, err := s.producer.Push(ctx, "default", "", items)
 	require.NoError(t, err)
-	s.log.AfterPush(segs)
+	s.producer.AfterPush(segs)
 	p := &PopRequest{Tenant: "default", Queue: "q", Group: catalog.QueueMode, Batch: 2, Partitions: 1, SubStart: "all"}
 
 	_, err = s.db.Conn().Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum + 1`)
@@ -81,7 +81,7 @@ func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
 	for i, part := range []string{"a", "a", "b", "b"} {
 		items = append(items, produce.Item{Queue: "q", Partition: part, Payload: json.RawMessage(strconv.Itoa(i))})
 	}
-	out, _, err := s.log.Push(ctx, "default", "", items)
+	out, _, err := s.producer.Push(ctx, "default", "", items)
 	require.NoError(t, err)
 	a, b := out[0].Partition.ID, out[2].Partition.ID
 	q, err := s.catalog.LookupQueue(ctx, "default", "q")
