@@ -54,15 +54,22 @@ func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {
 	require.Nil(t, lastPush)
 }
 
+// vanished returns a producer whose catalog caches queue q's Default
+// partition, which another replica has deleted since.
+func vanished(t *testing.T) (*Producer, *catalog.Partition) {
+	t.Helper()
+	l := newProducer(t)
+	first, err := l.catalog.Resolve(t.Context(), catalog.Target{Tenant: "default", Queue: "q", Partition: "Default"})
+	require.NoError(t, err)
+	_, err = l.db.Conn().Exec(t.Context(), `DELETE FROM queen.queues`)
+	require.NoError(t, err)
+	return l, first
+}
+
 func TestPushRecoversWhenACachedPartitionVanished(t *testing.T) {
 	t.Parallel()
-	l := newProducer(t)
-	ctx := context.Background()
-	first, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "q", Partition: "Default"})
-	require.NoError(t, err)
-	_, err = l.db.Conn().Exec(ctx, `DELETE FROM queen.queues`)
-	require.NoError(t, err)
-	out, _, err := l.Push(ctx, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
+	l, first := vanished(t)
+	out, _, err := l.Push(t.Context(), "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
 	require.NoError(t, err)
 	require.NotEqual(t, first.ID, out[0].Partition.ID)
 }
@@ -71,13 +78,9 @@ func TestPushRecoversWhenACachedPartitionVanished(t *testing.T) {
 // behind the cache is the caller's error, and the transaction stores nothing.
 func TestAPushInATransactionReturnsAGonePartition(t *testing.T) {
 	t.Parallel()
-	l := newProducer(t)
-	ctx := context.Background()
-	_, err := l.catalog.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "q", Partition: "Default"})
-	require.NoError(t, err)
-	_, err = l.db.Conn().Exec(ctx, `DELETE FROM queen.queues`)
-	require.NoError(t, err)
-	err = l.db.InTx(ctx, func(tx *db.DB) error {
+	l, _ := vanished(t)
+	ctx := t.Context()
+	err := l.db.InTx(ctx, func(tx *db.DB) error {
 		_, _, err := l.PushInTx(ctx, tx, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
 		return err
 	})
