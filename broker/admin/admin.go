@@ -24,12 +24,11 @@ import (
 	"github.com/regent-mq/regent/broker/server"
 )
 
-// Log is what the admin routes need of the write path (log.Log): seeks
-// announce the partitions they move, so that the pops of every replica find
-// them at once, and the message routes open sealed payloads.
-type Log interface {
+// Announcer is what the admin routes need of the hot list's announcer
+// (hotlist.Announcer): seeks announce the partitions they move, so that the
+// pops of every replica find them at once.
+type Announcer interface {
 	Announce(queueID, partitionID uuid.UUID)
-	Sealer() *seal.Sealer
 }
 
 // Spool is this replica's push-maintenance spool (spool.Spool), which the
@@ -41,21 +40,24 @@ type Spool interface {
 
 // API is the admin routes' handlers.
 type API struct {
-	store   *db.DB
-	flags   *flags.Flags
-	spool   Spool
-	log     Log
+	store     *db.DB
+	flags     *flags.Flags
+	spool     Spool
+	announcer Announcer
+	// sealer opens the sealed payloads the message routes show (nil: no
+	// key).
+	sealer  *seal.Sealer
 	logger  *slog.Logger
 	replica string
 	// The tenants' settled lifetime counters, for status and overview.
 	lifetimes lifetimes
 }
 
-// New returns the admin API on store, over the write path l; the maintenance
-// routes report on the spool sp. replica is this replica's name, as its
-// samples carry it.
-func New(store *db.DB, fl *flags.Flags, sp Spool, l Log, replica string, logger *slog.Logger) *API {
-	return &API{store: store, flags: fl, spool: sp, log: l, replica: replica, logger: logger}
+// New returns the admin API on store; seeks announce through announcer, the
+// maintenance routes report on the spool sp, and the message routes open payloads with
+// sealer. replica is this replica's name, as its samples carry it.
+func New(store *db.DB, fl *flags.Flags, sp Spool, announcer Announcer, sealer *seal.Sealer, replica string, logger *slog.Logger) *API {
+	return &API{store: store, flags: fl, spool: sp, announcer: announcer, sealer: sealer, replica: replica, logger: logger}
 }
 
 // Routes are the admin routes and their access levels (§10).

@@ -226,7 +226,7 @@ func (a *API) handleSubscription(w http.ResponseWriter, r *http.Request) {
 // after a seek (§1).
 func (a *API) wake(moved []db.MovedCursor) {
 	for _, m := range moved {
-		a.log.Announce(m.Queue, m.Partition)
+		a.announcer.Announce(m.Queue, m.Partition)
 	}
 }
 

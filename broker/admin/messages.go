@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/segment"
@@ -55,7 +56,7 @@ func statusOf(off int64, cursors []db.CursorState, dead bool) status {
 	var qm *db.CursorState
 	for i := range cursors {
 		c := &cursors[i]
-		if c.Group == db.QueueMode {
+		if c.Group == catalog.QueueMode {
 			qm = c
 			continue
 		}
@@ -317,7 +318,7 @@ func (a *API) handleMessage(w http.ResponseWriter, r *http.Request) {
 	it := item{seg: &f.StoredSegment, frame: frames[f.Index], off: f.Base + int64(f.Index)}
 	payload := it.frame.Payload
 	if it.frame.Sealed() {
-		if payload, err = a.log.Sealer().Open(nil, payload, it.frame.KeyID); err != nil {
+		if payload, err = a.sealer.Open(nil, payload, it.frame.KeyID); err != nil {
 			a.fail(w, r, err)
 			return
 		}
@@ -338,7 +339,7 @@ func (a *API) handleMessage(w http.ResponseWriter, r *http.Request) {
 	groups := make([]map[string]any, 0, len(cs))
 	hasQM := false
 	for _, c := range cs {
-		hasQM = hasQM || c.Group == db.QueueMode
+		hasQM = hasQM || c.Group == catalog.QueueMode
 		var expires *time.Time
 		if c.LeaseLive {
 			expires = c.LeaseExpiresAt

@@ -11,9 +11,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/ids"
 	"github.com/regent-mq/regent/broker/segment"
 )
 
@@ -45,7 +46,7 @@ func (a *Analytics) handleAddTrace(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Analytics) parseTrace(r *http.Request) (db.NewTrace, error) {
-	t := db.NewTrace{ID: pg.NewID(), ConsumerGroup: db.QueueMode, EventType: "info", Worker: a.replica, Names: []string{}}
+	t := db.NewTrace{ID: ids.New(), ConsumerGroup: catalog.QueueMode, EventType: "info", Worker: a.replica, Names: []string{}}
 	var fields map[string]json.RawMessage
 	if err := readBody(r, &fields); err != nil {
 		return t, err

@@ -20,6 +20,7 @@ import (
 	"github.com/regent-mq/regent/broker/admin"
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/backlog"
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/console"
 	"github.com/regent-mq/regent/broker/counters"
@@ -27,9 +28,9 @@ import (
 	"github.com/regent-mq/regent/broker/flags"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/migrate"
+	"github.com/regent-mq/regent/broker/produce"
 	"github.com/regent-mq/regent/broker/queue"
 	qstore "github.com/regent-mq/regent/broker/queue/store"
 	"github.com/regent-mq/regent/broker/quota"
@@ -101,22 +102,24 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		return nil, err
 	}
 	hot := hotlist.New()
-	logs := log.New(pool, sealer, m, hot, logger)
-	logs.JoinPushes(cfg.PushCalls)
 	quotas := quota.New(store, m.QuotaRefusals, logger)
-	logs.Limit(quotas)
+	announcer := hotlist.NewAnnouncer(hot, pool, logger)
+	cat := catalog.New(store)
+	producer := produce.New(store, cat, produce.Options{
+		Sealer: sealer, Metrics: m, Announcer: announcer, Quotas: quotas, PushCalls: cfg.PushCalls, Logger: logger,
+	})
 	switches := flags.New(store, logger)
-	spooled, err := spool.Open(cfg.SpoolDir, logs, pool, switches, m.SpoolBuffered, logger)
+	spooled, err := spool.Open(cfg.SpoolDir, producer, switches, m.SpoolBuffered, logger)
 	if err != nil {
 		pool.Close()
 		return nil, err
 	}
-	consumers := qstore.New(store, logs, m, hot, logger, cfg.MaxPopBytes)
-	queues := queue.New(consumers, logs, store, m, logger, switches.PopMaintenance, cfg.DefaultSubscriptionMode, spooled)
+	consumers := qstore.New(store, cat, announcer, sealer, quotas, m, hot, logger, cfg.MaxPopBytes)
+	queues := queue.New(consumers, producer, store, quotas, m, logger, switches.PopMaintenance, cfg.DefaultSubscriptionMode, spooled)
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
-	routes = append(routes, streams.New(store, logs, m, logger, cfg.Tenancy).Routes()...)
-	routes = append(routes, admin.New(store, switches, spooled, logs, cfg.Replica, logger).Routes()...)
+	routes = append(routes, streams.New(store, cat, producer, quotas, m, logger, cfg.Tenancy).Routes()...)
+	routes = append(routes, admin.New(store, switches, spooled, announcer, sealer, cfg.Replica, logger).Routes()...)
 	routes = append(routes, console.Routes()...)
 	routes = append(routes, admin.NewHistory(store, logger).Routes()...)
 	analytics := admin.NewAnalytics(store, cfg.Replica, sealer, logger)
@@ -130,11 +133,12 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		defer close(stopped)
 		var wg sync.WaitGroup
 		wg.Go(func() { consumers.Run(bg, cfg.ReseedInterval) })
+		wg.Go(func() { announcer.Run(bg) })
 		wg.Go(func() {
 			retention.New(store, logger, retention.Settings{
 				DedupWindow: cfg.DedupWindow, RetentionChunk: cfg.RetentionBatch, EvictionChunk: cfg.EvictionBatch,
 				CleanupAfter: time.Duration(cfg.PartitionCleanupDays) * 24 * time.Hour, MetricsAge: cfg.MetricsRetention,
-			}, logs.Announce).Run(bg, cfg.RetentionEvery, cfg.EvictionEvery)
+			}, announcer.Announce).Run(bg, cfg.RetentionEvery, cfg.EvictionEvery)
 		})
 		wg.Go(func() { switches.Run(bg) })
 		wg.Go(func() { quotas.Run(bg) })

@@ -13,8 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/ids"
 )
 
 // Settings are where the counts come from and how often they are flushed.
@@ -156,5 +155,5 @@ func cycleArgs(cyc map[queryKey]*cycles, replica string) []any {
 		tenants[i], queries[i], minutes[i] = k.tenant, k.query, k.minute
 		done[i], refused[i] = cyc[k][0], cyc[k][1]
 	}
-	return []any{tenants, pg.IDs(queries), minutes, replica, done, refused}
+	return []any{tenants, ids.IDs(queries), minutes, replica, done, refused}
 }

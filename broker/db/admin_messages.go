@@ -7,8 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/ids"
 )
 
 // Messages live in segments, so the message routes (queue-admin-api.md §2)
@@ -95,7 +94,7 @@ type CursorState struct {
 func (d *DB) CursorStates(ctx context.Context, partitions []uuid.UUID) (map[uuid.UUID][]CursorState, error) {
 	rows, err := d.q.Query(ctx, `SELECT x.partition_id, x.consumer_group, x.committed, x.batch_start, x.batch_end,
 			x.lease_id IS NOT NULL AND queen.lease_live(x.lease_expires_at), x.lease_expires_at
-		  FROM queen.cursors x WHERE x.partition_id = ANY($1) ORDER BY x.partition_id, x.consumer_group`, pg.IDs(partitions))
+		  FROM queen.cursors x WHERE x.partition_id = ANY($1) ORDER BY x.partition_id, x.consumer_group`, ids.IDs(partitions))
 	if err != nil {
 		return nil, fmt.Errorf("read cursors: %w", err)
 	}
@@ -127,7 +126,7 @@ type DeadLetterEntry struct {
 func (d *DB) DeadLettered(ctx context.Context, partitions, messages []uuid.UUID) (map[uuid.UUID]DeadLetterEntry, error) {
 	rows, err := d.q.Query(ctx, `SELECT DISTINCT ON (d.message_id) d.message_id, d.error_message, d.retry_count
 		  FROM queen.dead_letters d WHERE d.partition_id = ANY($1) AND d.message_id = ANY($2)
-		 ORDER BY d.message_id, d.failed_at DESC`, pg.IDs(partitions), pg.IDs(messages))
+		 ORDER BY d.message_id, d.failed_at DESC`, ids.IDs(partitions), ids.IDs(messages))
 	if err != nil {
 		return nil, fmt.Errorf("read dead letters: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 )
 
@@ -150,8 +151,8 @@ func TestCursorStatesAndDeadLetteredDescribeTheMessagesPartitions(t *testing.T) 
 	f := newFixture(t)
 	q := f.queue("acme", "orders")
 	a, b := f.partition(q, "a"), f.partition(q, "b")
-	f.cursor(a, db.QueueMode, 2)
-	f.lease(a, db.QueueMode, 4, time.Now().Add(time.Hour), 0)
+	f.cursor(a, catalog.QueueMode, 2)
+	f.lease(a, catalog.QueueMode, 4, time.Now().Add(time.Hour), 0)
 	f.cursor(a, "g", 1)
 	f.cursor(b, "g", 0)
 	f.lease(b, "g", 1, time.Now().Add(-time.Hour), 0)
@@ -159,7 +160,7 @@ func TestCursorStatesAndDeadLetteredDescribeTheMessagesPartitions(t *testing.T) 
 	states, err := f.db.CursorStates(f.ctx, []uuid.UUID{a, b})
 	require.NoError(t, err)
 	require.Len(t, states[a], 2)
-	require.Equal(t, db.QueueMode, states[a][0].Group)
+	require.Equal(t, catalog.QueueMode, states[a][0].Group)
 	require.True(t, states[a][0].LeaseLive)
 	require.Equal(t, []int64{2, 4}, []int64{*states[a][0].BatchStart, *states[a][0].BatchEnd})
 	require.Equal(t, "g", states[a][1].Group)
@@ -182,7 +183,7 @@ func TestCursorStatesAndDeadLetteredDescribeTheMessagesPartitions(t *testing.T) 
 func TestConsumptionModesTellTheQueueModeCursorFromTheNamedGroups(t *testing.T) {
 	f := newFixture(t)
 	orders, invoices := f.queue("acme", "orders"), f.queue("acme", "invoices")
-	f.cursor(f.partition(orders, "a"), db.QueueMode, 0)
+	f.cursor(f.partition(orders, "a"), catalog.QueueMode, 0)
 	f.cursor(f.partition(invoices, "a"), "g1", 0)
 	ib := f.partition(invoices, "b")
 	f.cursor(ib, "g1", 0)

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 )
 
@@ -17,7 +18,7 @@ func (f *fixture) trace(tenant string, partition uuid.UUID, txid string, names .
 	f.t.Helper()
 	id := uuid.New()
 	ok, err := f.db.AddTrace(f.ctx, tenant, db.NewTrace{ID: id, PartitionID: partition, TransactionID: txid,
-		ConsumerGroup: db.QueueMode, EventType: "info", Data: json.RawMessage(`{"step":1}`), Names: names, Worker: "w"})
+		ConsumerGroup: catalog.QueueMode, EventType: "info", Data: json.RawMessage(`{"step":1}`), Names: names, Worker: "w"})
 	require.NoError(f.t, err)
 	require.True(f.t, ok, "trace of %s", txid)
 	return id
@@ -27,8 +28,8 @@ func TestAddTraceRecordsAgainstTheMessageAtItsOffsetOnlyWhenTheTenantHasIt(t *te
 	f := newFixture(t)
 	p := f.partition(f.queue("acme", "orders"), "p")
 	f.segments(p, "a b", "c")
-	f.cursor(p, db.QueueMode, 2)
-	f.lease(p, db.QueueMode, 3, time.Now().Add(time.Minute), 0)
+	f.cursor(p, catalog.QueueMode, 2)
+	f.lease(p, catalog.QueueMode, 3, time.Now().Add(time.Minute), 0)
 
 	for txid, want := range map[string]int64{"b": 1, "c": 2} { // outside and inside the group's batch
 		id := f.trace("acme", p, txid, "n")
@@ -40,7 +41,7 @@ func TestAddTraceRecordsAgainstTheMessageAtItsOffsetOnlyWhenTheTenantHasIt(t *te
 		tenant, txid string
 	}{{"other", "a"}, {"acme", "missing"}} {
 		ok, err := f.db.AddTrace(f.ctx, c.tenant, db.NewTrace{ID: uuid.New(), PartitionID: p, TransactionID: c.txid,
-			ConsumerGroup: db.QueueMode, EventType: "info", Data: json.RawMessage(`{}`), Names: []string{"n"}, Worker: "w"})
+			ConsumerGroup: catalog.QueueMode, EventType: "info", Data: json.RawMessage(`{}`), Names: []string{"n"}, Worker: "w"})
 		require.NoError(t, err)
 		require.False(t, ok, "%+v", c)
 	}

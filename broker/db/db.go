@@ -1,15 +1,19 @@
 // Package db is Regent's seam to PostgreSQL: every statement the broker
 // sends, and every call of a queen or queen_streams function, is a method
 // of DB, one file per family, named and typed, each one round trip. A
-// refusal by the rules comes back as a typed error, never as SQL text.
+// refusal by the rules comes back as a typed error (Refusal), never as SQL
+// text, and a database that cannot be reached is told apart (Unavailable).
 //
-// The streams family (the cycle, the state read, registration and the
-// query listing), the queue's consumer side (queue_*.go: pop, ack, lease,
-// dead letters, configure), the system flags, the admin family (admin_*.go:
-// the consumer groups and their seeks, the message, resources, status,
-// analytics and trace reads, PostgreSQL's statistics), the backlog and the
-// charts' history, the retention sweeps and the quota's limits and leases
-// live here; the push, counters and catalog families move in next
+// The families: the push (push.go, the allocator of the write path) and
+// the catalog (catalog.go: the queue and partition lookups and the
+// tenancy gate's); the streams family (the cycle, the state read,
+// registration and the query listing); the queue's consumer side
+// (queue_*.go: pop, ack, lease, dead letters, configure, a transaction);
+// the system flags; the admin family (admin_*.go: the consumer groups and
+// their seeks, the message, resources, status, analytics and trace reads,
+// PostgreSQL's statistics); the backlog and the charts' history; the
+// retention sweeps; the quota's limits and leases; and Listen, a
+// connection of its own for NOTIFY. The counters' flush moves in next
 // (TestOnlyTheSeamImportsPgx and TestOnlyTheSeamNamesTables list the
 // packages that still talk to PostgreSQL themselves, and the lists only
 // shrink).
@@ -17,29 +21,30 @@ package db
 
 import (
 	"context"
-	"log/slog"
-	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/regent-mq/regent/broker/pg"
 )
 
-// QueueMode is the consumer group of a request that names none: plain
-// competing consumers. queen.pop knows it too, for its subscription rule.
-const QueueMode = "__QUEUE_MODE__"
+// Querier is what a DB runs its statements on: a pool or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+var (
+	_ Querier = (*pgxpool.Pool)(nil)
+	_ Querier = pgx.Tx(nil)
+)
 
 // DB runs Regent's statements on a pool.
 type DB struct {
-	q    pg.DB
+	q    Querier
 	pool *pgxpool.Pool
 }
 
 // New returns a DB on pool.
 func New(pool *pgxpool.Pool) *DB { return &DB{q: pool, pool: pool} }
-
-// Listen calls heard on every NOTIFY on channel until ctx ends, from a
-// connection of its own; see pg.Listen.
-func (d *DB) Listen(ctx context.Context, channel string, retry time.Duration, log *slog.Logger, what string, heard func(context.Context)) {
-	pg.Listen(ctx, d.pool, channel, retry, log, what, heard)
-}

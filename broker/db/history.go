@@ -7,8 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/ids"
 )
 
 // GroupLag is a consumer group's lag in one bucket: the largest sample of
@@ -53,7 +52,7 @@ func (d *DB) QueryCycles(ctx context.Context, tenant string, query uuid.UUID, w 
 	rows, err := d.q.Query(ctx, `SELECT `+bucketSQL("minute")+`, sum(cycles)::bigint, sum(refused)::bigint
 		  FROM queen_streams.query_minutes
 		 WHERE tenant = $1 AND query_id = $5 AND minute >= date_trunc('minute', $3::timestamptz) AND minute <= $4
-		 GROUP BY 1 ORDER BY 1`, tenant, w.Width, w.From, w.To, pg.ID(query))
+		 GROUP BY 1 ORDER BY 1`, tenant, w.Width, w.From, w.To, ids.ID(query))
 	if err != nil {
 		return nil, fmt.Errorf("read the cycle history of query %s: %w", query, err)
 	}

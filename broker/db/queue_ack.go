@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/ids"
 	"github.com/regent-mq/regent/broker/segment"
 )
 
@@ -71,7 +71,7 @@ func (d *DB) AckCursor(ctx context.Context, tenant string, acks []QueueAck) ([]A
 		txids[i] = a.TransactionID
 	}
 	rows, err := d.q.Query(ctx, `SELECT `+answerColumns+` FROM queen.ack_cursor(p_tenant => $1, p_partition_id => $2,
-		p_group => $3, p_lease_id => $4, p_txids => $5)`, tenant, pg.ID(acks[0].PartitionID), acks[0].Group,
+		p_group => $3, p_lease_id => $4, p_txids => $5)`, tenant, ids.ID(acks[0].PartitionID), acks[0].Group,
 		pgtype.UUID{Bytes: acks[0].LeaseID, Valid: acks[0].HasLease}, txids)
 	if err != nil {
 		return nil, fmt.Errorf("ack: %w", err)
@@ -98,7 +98,7 @@ func (d *DB) Ack(ctx context.Context, tenant string, acks []QueueAck) ([]AckResu
 	leases := make([][16]byte, n)
 	errs := make([]string, n)
 	for i, a := range acks {
-		pids[i], groups[i], txids[i], statuses[i] = pg.ID(a.PartitionID), a.Group, a.TransactionID, a.Status
+		pids[i], groups[i], txids[i], statuses[i] = ids.ID(a.PartitionID), a.Group, a.TransactionID, a.Status
 		leases[i] = a.LeaseID
 		if a.Error != nil {
 			errs[i] = *a.Error
@@ -113,7 +113,7 @@ func (d *DB) Ack(ctx context.Context, tenant string, acks []QueueAck) ([]AckResu
 	asked := map[int32]bool{}
 	for {
 		out, frames, err := d.ackOnce(ctx, txids,
-			append(slices.Clip(args), dl.items, pg.IDs(dl.ids), dl.payloads, dl.keys, dl.created))
+			append(slices.Clip(args), dl.items, ids.IDs(dl.ids), dl.payloads, dl.keys, dl.created))
 		if err != nil {
 			return nil, err
 		}

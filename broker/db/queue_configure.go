@@ -11,9 +11,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/hotlist"
-	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/ids"
 )
 
 // QueueOptions are a queue's options, with the wire names of queue-api.md.
@@ -105,13 +105,13 @@ func (d *DB) ConfigureQueue(ctx context.Context, tenant, name string, namespace,
 			dead_letter_queue = EXCLUDED.dead_letter_queue, dlq_after_max_retries = EXCLUDED.dlq_after_max_retries,
 			max_wait_time_seconds = EXCLUDED.max_wait_time_seconds, updated_at = now()
 		RETURNING q.id`,
-		pg.NewID(), tenant, name, namespace, task, o.LeaseTime, o.RetryLimit, o.RetryDelay,
+		ids.New(), tenant, name, namespace, task, o.LeaseTime, o.RetryLimit, o.RetryDelay,
 		o.MaxSize, o.TTL, o.Priority, o.DelayedProcessing, o.WindowBuffer, o.RetentionSeconds,
 		o.CompletedRetentionSeconds, o.RetentionEnabled, o.EncryptionEnabled, o.DeadLetterQueue,
 		o.DLQAfterMaxRetries, o.MaxWaitTimeSeconds).QueryRow(func(row pgx.Row) error { return row.Scan(&queueID) })
 	b.Queue(`SELECT partition_id FROM queen.resolve_partition_v2(p_tenant => $1, p_queue => $2, p_partition => $3,
 			p_create => true, p_new_queue_id => NULL, p_new_partition_id => $4)`,
-		tenant, name, log.DefaultPartition, pg.NewID()).QueryRow(func(row pgx.Row) error { return row.Scan(&partitionID) })
+		tenant, name, catalog.DefaultPartition, ids.New()).QueryRow(func(row pgx.Row) error { return row.Scan(&partitionID) })
 	if err := d.q.SendBatch(ctx, b).Close(); err != nil {
 		return uuid.Nil, uuid.Nil, err
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/regent-mq/regent/broker/hotlist"
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/ids"
 )
 
 // PopCall is one call of queen.pop.
@@ -60,7 +60,7 @@ func (d *DB) Pop(ctx context.Context, c *PopCall, candidates []uuid.UUID) (claim
 			base_offset, frame_count, body, checksum
 		FROM queen.pop(p_tenant => $1, p_queue_id => $2, p_candidates => $3, p_group => $4,
 			p_partitions => $5, p_batch => $6, p_lease_id => $7, p_sub_start => $8, p_max_bytes => $9)`,
-		c.Tenant, pg.ID(c.QueueID), pg.IDs(candidates), c.Group, c.Partitions, c.Batch,
+		c.Tenant, ids.ID(c.QueueID), ids.IDs(candidates), c.Group, c.Partitions, c.Batch,
 		pgtype.UUID{Bytes: c.LeaseID, Valid: c.LeaseID != uuid.Nil}, c.SubStart, c.MaxBytes)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("pop %q: %w", c.Queue, err)
@@ -151,7 +151,7 @@ func (d *DB) EndBatches(ctx context.Context, group string, leaseID uuid.UUID, pa
 		                                         FROM queen.lease_release(c, t.e > c.batch_start IS NOT TRUE, false) r)
 		  FROM unnest($2::uuid[], $3::bigint[]) AS t (pid, e)
 		 WHERE c.partition_id = t.pid AND c.consumer_group = $1 AND c.lease_id = $4
-		RETURNING c.partition_id, c.lease_id IS NULL`, group, pg.IDs(partitions), ends, leaseID)
+		RETURNING c.partition_id, c.lease_id IS NULL`, group, ids.IDs(partitions), ends, leaseID)
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/ids"
 )
 
 // Ack is a cycle's source ack.
@@ -30,7 +29,7 @@ type Cycle struct {
 	PartitionID uuid.UUID
 	Group       string
 	Ops         StateOps
-	Segments    []*log.Segment
+	Segments    Segments
 	Ack         *Ack // nil: an idle-flush cycle
 	// Generation, when set, is the reset generation the worker registered
 	// under: the cycle is refused once the query's has moved
@@ -84,7 +83,7 @@ const StaleGeneration = "streams.stale_generation"
 
 // Failure is a cycle refused by the rules: nothing of it committed.
 // Message is meant for the client; Code names the rule, when the broker
-// acts on it (pg.Refused).
+// acts on it (Refused).
 type Failure struct{ Message, Code string }
 
 func (f *Failure) Error() string { return f.Message }
@@ -109,7 +108,7 @@ const cycleSQL = `SELECT outcome, queue_id, queue_name, base_offsets, ack_count,
 // commit was sent. The caller announces the sink partitions, and the source
 // when CycleResult.Announce says so, once it returns.
 func (d *DB) RunCycle(ctx context.Context, c Cycle) (CycleResult, error) {
-	a := log.Args(c.Segments)
+	a := c.Segments
 	var (
 		hasAck, ok, release bool
 		lease               *[16]byte
@@ -125,7 +124,7 @@ func (d *DB) RunCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 	// Ids go as [16]byte, which pgx encodes directly; a uuid.UUID would go
 	// through its driver.Valuer as a string, at a cost seen in profiles.
 	rows, err := d.q.Query(ctx, cycleSQL,
-		c.Tenant, pg.ID(c.QueryID), pg.ID(c.PartitionID), c.Group,
+		c.Tenant, ids.ID(c.QueryID), ids.ID(c.PartitionID), c.Group,
 		c.Ops.UpsertKeys, c.Ops.UpsertValues, c.Ops.DeleteKeys,
 		a.Partitions, a.Frames, a.Bodies, a.Checksums, a.TxIDs, a.MinAt, a.MaxAt,
 		a.Dedups, a.DedupTxIDs, a.DedupMsgIDs,
@@ -180,7 +179,7 @@ func (d *DB) RunCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 // calls it, so that those verdicts come first.
 func (d *DB) CheckOwner(ctx context.Context, tenant string, queryID, partitionID uuid.UUID) error {
 	_, err := d.q.Exec(ctx, `SELECT FROM queen_streams.cycle_owner(p_tenant => $1, p_query_id => $2, p_partition_id => $3)`,
-		tenant, pg.ID(queryID), pg.ID(partitionID))
+		tenant, ids.ID(queryID), ids.ID(partitionID))
 	if err != nil {
 		return refusal(err)
 	}
@@ -190,7 +189,7 @@ func (d *DB) CheckOwner(ctx context.Context, tenant string, queryID, partitionID
 // refusal turns a refusal the SQL raised into a *Failure; every other
 // error stays as it is (a 500, or a 503 when the database is unreachable).
 func refusal(err error) error {
-	if r, ok := pg.Refusal(err); ok {
+	if r, ok := Refusal(err); ok {
 		return &Failure{Message: r.Message, Code: r.Code}
 	}
 	return fmt.Errorf("run cycle: %w", err)

@@ -5,8 +5,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/ids"
 )
 
 // Registration is one POST /streams/v1/queries.
@@ -45,7 +44,7 @@ type RegisterResult struct {
 
 // Register registers or re-registers a query by name, within its tenant.
 func (d *DB) Register(ctx context.Context, r Registration) (RegisterResult, error) {
-	id := pg.NewID()
+	id := ids.New()
 	var sink *string
 	if r.Sink != "" {
 		sink = &r.Sink

@@ -8,8 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/ids"
 )
 
 // StateFilter selects the state rows of one query and one partition. The
@@ -53,7 +52,7 @@ func (d *DB) State(ctx context.Context, f StateFilter, row func(key string, valu
 			hi = &s
 		}
 	}
-	rows, err := d.q.Query(ctx, stateSQL, pg.ID(f.QueryID), f.Tenant, pg.ID(f.PartitionID), keys, lo, hi, f.RipeAtOrBefore)
+	rows, err := d.q.Query(ctx, stateSQL, ids.ID(f.QueryID), f.Tenant, ids.ID(f.PartitionID), keys, lo, hi, f.RipeAtOrBefore)
 	if err != nil {
 		return fmt.Errorf("read state of query %s partition %s: %w", f.QueryID, f.PartitionID, err)
 	}

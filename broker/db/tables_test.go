@@ -20,7 +20,6 @@ import (
 var (
 	stillNameTables = []string{
 		"broker/counters",
-		"broker/log",
 	}
 	stillWriteCursors []string // none is left
 )

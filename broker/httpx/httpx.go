@@ -17,7 +17,7 @@ import (
 
 	gojson "github.com/goccy/go-json"
 
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/quota"
 )
 
@@ -239,7 +239,7 @@ func Fail(w http.ResponseWriter, err error) {
 		writeRefusal(w, q)
 	case errors.As(err, &e):
 		WriteError(w, e.Status, e.Message)
-	case pg.Unavailable(err):
+	case db.Unavailable(err):
 		w.Header().Set("Retry-After", RetryAfter)
 		WriteError(w, http.StatusServiceUnavailable, "Database unavailable")
 	default:
@@ -273,7 +273,7 @@ const RetryAfter = "1"
 func Internal(err error) bool {
 	var e *Error
 	var q *quota.Refusal
-	return !errors.As(err, &e) && !errors.As(err, &q) && !pg.Unavailable(err)
+	return !errors.As(err, &e) && !errors.As(err, &q) && !db.Unavailable(err)
 }
 
 type drainKey struct{}

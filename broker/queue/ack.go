@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 )
@@ -74,7 +75,7 @@ func (s *Handler) handleAck(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
-	a, err := body.parse("", db.QueueMode)
+	a, err := body.parse("", catalog.QueueMode)
 	if err != nil {
 		httpx.Fail(w, err)
 		return
@@ -104,7 +105,7 @@ func (s *Handler) handleAckBatch(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, httpx.BadRequest("acknowledgments must be an array"))
 		return
 	}
-	group := db.QueueMode
+	group := catalog.QueueMode
 	if body.ConsumerGroup != nil && *body.ConsumerGroup != "" {
 		group = *body.ConsumerGroup
 	}

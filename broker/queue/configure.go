@@ -5,9 +5,9 @@ import (
 	"net/http"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/log"
 )
 
 // checkOptions refuses values no queue can have. Every integer option is
@@ -65,7 +65,7 @@ func (s *Handler) handleConfigure(w http.ResponseWriter, r *http.Request) {
 	// Queen accepts the empty name on configure, and its load test relies
 	// on it (queue-admin-api.md §9); everywhere else the name rule holds.
 	if *body.Queue != "" {
-		if err := log.CheckNames(*body.Queue, log.DefaultPartition); err != nil {
+		if err := catalog.CheckNames(*body.Queue, catalog.DefaultPartition); err != nil {
 			s.fail(w, r, "configure", err)
 			return
 		}

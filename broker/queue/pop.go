@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/counters"
-	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/queue/store"
 )
@@ -38,7 +38,7 @@ func parsePop(r *http.Request, defaultMode string) (*popRequest, error) {
 		SubStart:  "all",
 	}}
 	if p.Group == "" {
-		p.Group = db.QueueMode
+		p.Group = catalog.QueueMode
 	}
 	if err := httpx.CheckTexts("queue", p.Queue, "partition", p.Partition, "consumerGroup", p.Group); err != nil {
 		return nil, err
@@ -121,7 +121,7 @@ func (s *Handler) handlePop(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
-	if err := s.log.Quotas().AdmitPop(p.Tenant); err != nil {
+	if err := s.quotas.AdmitPop(p.Tenant); err != nil {
 		httpx.Fail(w, err)
 		return
 	}

@@ -11,9 +11,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/produce"
 	"github.com/regent-mq/regent/broker/spool"
 )
 
@@ -28,13 +29,13 @@ type pushItem struct {
 }
 
 // items validates what a client sent and turns it into Items.
-func items(in []pushItem, field string) ([]log.Item, error) {
-	out := make([]log.Item, len(in))
+func items(in []pushItem, field string) ([]produce.Item, error) {
+	out := make([]produce.Item, len(in))
 	for i, it := range in {
 		if it.Queue == nil || *it.Queue == "" {
 			return nil, httpx.BadRequest("%s[%d].queue is required", field, i)
 		}
-		o := log.Item{Queue: *it.Queue, Payload: it.Payload}
+		o := produce.Item{Queue: *it.Queue, Payload: it.Payload}
 		if o.Payload == nil {
 			o.Payload = it.Data
 		}
@@ -63,8 +64,8 @@ func items(in []pushItem, field string) ([]log.Item, error) {
 // {"index", "transaction_id", "message_id", "partition_id", "trace_id",
 // "queueName", "status"}. It is built by hand, as the pop answer is.
 type pushResults struct {
-	in     []log.Item
-	pushed []log.Pushed
+	in     []produce.Item
+	pushed []produce.Pushed
 }
 
 func (r pushResults) append(b []byte) []byte {
@@ -136,19 +137,19 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	pushed, segs, err := s.log.Push(r.Context(), s.db.Conn(), id.Tenant, id.Subject, in)
+	pushed, segs, err := s.producer.Push(r.Context(), id.Tenant, id.Subject, in)
 	if err != nil {
 		s.fail(w, r, "push", err)
 		return
 	}
-	s.log.AfterPush(segs)
+	s.producer.AfterPush(segs)
 	httpx.WriteAppended(w, http.StatusCreated, pushResults{in, pushed}.append)
 }
 
 // fail answers a failed request: client errors with their status, anything
 // else as a 500 whose detail goes to the log only.
 func (s *Handler) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
-	var bad *log.BadName
+	var bad *catalog.BadName
 	switch {
 	case errors.As(err, &bad):
 		httpx.Fail(w, httpx.BadRequest("%s", bad.Message))
@@ -158,7 +159,7 @@ func (s *Handler) fail(w http.ResponseWriter, r *http.Request, what string, err 
 		switch {
 		case httpx.Internal(err):
 			s.logger.Error(fmt.Sprintf("%s failed", what), "err", err)
-		case pg.Unavailable(err):
+		case db.Unavailable(err):
 			s.logger.Warn(fmt.Sprintf("%s: database unavailable", what), "err", err)
 		}
 		httpx.Fail(w, err)

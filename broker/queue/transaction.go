@@ -6,11 +6,12 @@ import (
 	"slices"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/ids"
+	"github.com/regent-mq/regent/broker/produce"
 )
 
 // operation is one element of a transaction, as a client sends it.
@@ -22,7 +23,7 @@ type operation struct {
 
 // op is a validated operation: a push or an ack.
 type op struct {
-	push []log.Item
+	push []produce.Item
 	ack  *db.QueueAck
 }
 
@@ -48,15 +49,15 @@ func parseOperations(in []operation) ([]op, error) {
 			for j, it := range items {
 				part := it.Partition
 				if part == "" {
-					part = log.DefaultPartition
+					part = catalog.DefaultPartition
 				}
-				if err := log.CheckNames(it.Queue, part); err != nil {
+				if err := catalog.CheckNames(it.Queue, part); err != nil {
 					return nil, httpx.BadRequest("%s.items[%d]: %s", field, j, err.Error())
 				}
 			}
 			out[i].push = items
 		case "ack":
-			a, err := o.wireAck.parse(field+".", db.QueueMode)
+			a, err := o.wireAck.parse(field+".", catalog.QueueMode)
 			if err != nil {
 				return nil, err
 			}
@@ -100,7 +101,7 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	id := auth.FromContext(r.Context())
 	ctx := r.Context()
 	results := make([]opResult, 0, len(ops))
-	var pushed []*log.Segment
+	var pushed []*produce.Segment
 	var acks []db.QueueAck
 	var acked []db.AckResult
 	var failure string
@@ -120,7 +121,7 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 				}
 				continue
 			}
-			out, segs, err := s.log.Push(ctx, tx.Conn(), id.Tenant, id.Subject, o.push)
+			out, segs, err := s.producer.PushInTx(ctx, tx, id.Tenant, id.Subject, o.push)
 			if err != nil {
 				return err
 			}
@@ -129,7 +130,7 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	})
-	txID := pg.NewID()
+	txID := ids.New()
 	switch {
 	case err == errRollback:
 		// Nothing of the operations before the failing one was kept: none
@@ -143,7 +144,7 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.fail(w, r, "transaction", err)
 	default:
-		s.log.AfterPush(pushed)
+		s.producer.AfterPush(pushed)
 		s.store.AfterAck(acks, acked)
 		countTransaction(s.metrics.Ops, id.Tenant, pushed, acked)
 		httpx.WriteJSON(w, http.StatusOK, map[string]any{"transactionId": txID, "success": true, "results": results})
@@ -156,7 +157,7 @@ var errRollback = fmt.Errorf("transaction rolled back")
 
 // countTransaction counts a committed transaction once in each queue it
 // pushed to or acked in.
-func countTransaction(ops *counters.Counters, tenant string, pushed []*log.Segment, acked []db.AckResult) {
+func countTransaction(ops *counters.Counters, tenant string, pushed []*produce.Segment, acked []db.AckResult) {
 	var queues []string
 	for _, g := range pushed {
 		queues = append(queues, g.Partition.Queue.Name)

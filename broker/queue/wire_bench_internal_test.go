@@ -8,8 +8,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/log"
+	"github.com/regent-mq/regent/broker/produce"
 )
 
 // The measurement that keeps the push answer's hand-written writer: the
@@ -18,9 +19,9 @@ import (
 //
 //	go test ./broker/queue -run '^$' -bench BenchmarkPushAnswer -benchmem
 func BenchmarkPushAnswer(b *testing.B) {
-	part := &log.Partition{ID: uuid.New(), Name: "Default", Queue: &log.Queue{Name: "orders"}}
-	in := make([]log.Item, 100)
-	pushed := make([]log.Pushed, 100)
+	part := &catalog.Partition{ID: uuid.New(), Name: "Default", Queue: &catalog.Queue{Name: "orders"}}
+	in := make([]produce.Item, 100)
+	pushed := make([]produce.Pushed, 100)
 	type wire struct {
 		Index         int       `json:"index"`
 		TransactionID string    `json:"transaction_id"`
@@ -33,7 +34,7 @@ func BenchmarkPushAnswer(b *testing.B) {
 	same := make([]wire, 100)
 	for i := range pushed {
 		id := uuid.New()
-		pushed[i] = log.Pushed{MessageID: id, TransactionID: id.String(), Partition: part}
+		pushed[i] = produce.Pushed{MessageID: id, TransactionID: id.String(), Partition: part}
 		same[i] = wire{Index: i, TransactionID: id.String(), MessageID: id, PartitionID: part.ID, QueueName: "orders", Status: "queued"}
 	}
 	r := pushResults{in, pushed}

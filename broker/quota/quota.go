@@ -44,7 +44,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/db"
 )
 
 // The limits, by their TenantQuota spec field: the "quota" of a refusal and
@@ -93,37 +93,13 @@ type Quotas struct {
 
 // Store is where the limits and the cluster's buckets live: broker/db.
 type Store interface {
-	QuotaLimits(ctx context.Context) ([]TenantLimits, error)
-	RecordQuotaUsage(ctx context.Context, u Usage) error
-	LeaseQuota(ctx context.Context, leases []Lease) error
+	QuotaLimits(ctx context.Context) ([]db.TenantLimits, error)
+	RecordQuotaUsage(ctx context.Context, u db.QuotaUsage) error
+	LeaseQuota(ctx context.Context, leases []db.QuotaLease) error
 	Listen(ctx context.Context, channel string, retry time.Duration, log *slog.Logger, what string, heard func(context.Context))
 }
 
-// TenantLimits is one limited tenant's limits and stored bytes, as the
-// database holds them: a nil limit is none.
-type TenantLimits struct {
-	Tenant                                       string
-	PushMessagesPerSecond, PushMessagesBurst     *int64
-	PushBytesPerSecond, PushBytesBurst           *int64
-	PopMessagesPerSecond, MaxStoredBytes, Stored *int64
-}
-
-// Usage is what one replica pushed and popped per tenant, and which limits
-// refused whom, since it last recorded: parallel slices.
-type Usage struct {
-	Tenants                       []string
-	Pushed, Popped                []int64
-	RefusedTenants, RefusedQuotas []string
-}
-
-// Lease asks for Want tokens of a tenant's rate (Kind: push_messages,
-// push_bytes or pop_messages); Granted is called with what the cluster's
-// bucket gave.
-type Lease struct {
-	Tenant, Kind string
-	Want         int64
-	Granted      func(int64)
-}
+var _ Store = (*db.DB)(nil)
 
 // New returns Quotas reading through d, limiting nothing until the first
 // read; refusals count in refusals (tenant, quota).
@@ -239,7 +215,7 @@ func (q *Quotas) Popped(name string, n int) {
 // (maxQueues, maxStateRows) into a *Refusal of the tenant, counted and
 // recorded; any other error is returned as it is.
 func (q *Quotas) FromSQL(name string, err error) error {
-	r, ok := pg.Refusal(err)
+	r, ok := db.Refusal(err)
 	if !ok {
 		return err
 	}
@@ -403,7 +379,7 @@ func (q *Quotas) Record(ctx context.Context) error {
 	if m == nil {
 		return nil
 	}
-	var u Usage
+	var u db.QuotaUsage
 	for name, t := range *m {
 		if p, o := t.pushed.Swap(0), t.popped.Swap(0); p != 0 || o != 0 {
 			u.Tenants, u.Pushed, u.Popped = append(u.Tenants, name), append(u.Pushed, p), append(u.Popped, o)
@@ -471,10 +447,10 @@ type claim struct {
 
 // leaseFor leases what each claim's bucket wants, in one round trip.
 func (q *Quotas) leaseFor(ctx context.Context, claims []claim) error {
-	var leases []Lease
+	var leases []db.QuotaLease
 	for _, c := range claims {
 		if want := c.b.want(); want > 0 {
-			leases = append(leases, Lease{Tenant: c.tenant, Kind: c.b.kind, Want: want, Granted: c.b.credit})
+			leases = append(leases, db.QuotaLease{Tenant: c.tenant, Kind: c.b.kind, Want: want, Granted: c.b.credit})
 		}
 	}
 	return q.db.LeaseQuota(ctx, leases)

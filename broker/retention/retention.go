@@ -72,8 +72,8 @@ type Stats struct {
 }
 
 // New returns a Sweeper. announce tells the hot lists that a partition
-// whose lease a sweep ended may have messages to deliver (broker/log's
-// Announce).
+// whose lease a sweep ended may have messages to deliver
+// (hotlist.Announcer.Announce).
 func New(d *db.DB, log *slog.Logger, set Settings, announce func(queue, partition uuid.UUID)) *Sweeper {
 	return &Sweeper{db: d, log: log, set: set, announce: announce}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/regent-mq/regent/broker/log"
+	"github.com/regent-mq/regent/broker/produce"
 )
 
 // on is push maintenance, held on: the benchmark only appends.
@@ -23,12 +23,12 @@ func (on) Known() bool       { return true }
 // item spools it, from a few and from many concurrent callers: with group
 // commit, concurrent callers share their fsyncs.
 func BenchmarkAppend(b *testing.B) {
-	rec := []Record{{Tenant: "default", Item: log.Item{Queue: "q", Partition: "Default",
+	rec := []Record{{Tenant: "default", Item: produce.Item{Queue: "q", Partition: "Default",
 		TransactionID: "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f",
 		Payload:       json.RawMessage(`{"n":1,"pad":"012345678901234567890123456789012345678901234567890123456789012345678901234"}`)}}}
 	for _, p := range []int{1, 32} {
 		b.Run(fmt.Sprintf("callers=%d", p*runtime.GOMAXPROCS(0)), func(b *testing.B) {
-			s, err := Open(b.TempDir(), nil, nil, on{}, prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}),
+			s, err := Open(b.TempDir(), nil, on{}, prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}),
 				slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err != nil {
 				b.Fatal(err)

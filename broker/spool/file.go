@@ -16,7 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/regent-mq/regent/broker/log"
+	"github.com/regent-mq/regent/broker/produce"
 )
 
 // A spool file is a sequence of records, each a header of the body's length
@@ -39,7 +39,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type Record struct {
 	Tenant string
 	Sub    string
-	Item   log.Item
+	Item   produce.Item
 }
 
 // meta is a record's metadata. The item's message id is its transaction id
@@ -128,7 +128,7 @@ func (r *reader) next() (Record, error) {
 		return Record{}, fmt.Errorf("decode spool record at %s:%d: %w", r.f.Name(), r.off, err)
 	}
 	r.off += headerSize + int64(n)
-	rec := Record{Tenant: m.Tenant, Sub: m.Sub, Item: log.Item{Queue: m.Queue, Partition: m.Partition,
+	rec := Record{Tenant: m.Tenant, Sub: m.Sub, Item: produce.Item{Queue: m.Queue, Partition: m.Partition,
 		TransactionID: m.TxID, TraceID: m.TraceID}}
 	if payload := p[4+mlen:]; len(payload) > 0 {
 		rec.Item.Payload = payload

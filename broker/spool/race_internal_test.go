@@ -12,9 +12,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/hotlist"
-	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/produce"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
@@ -38,7 +40,9 @@ func TestAppendsRacingDrainsAllReachTheDatabase(t *testing.T) {
 	m := metrics.New()
 	sw := &toggle{}
 	sw.on.Store(true)
-	s, err := Open(t.TempDir(), log.New(pool, nil, m, hotlist.New(), logger), pool, sw, m.SpoolBuffered, logger)
+	d := db.New(pool)
+	p := produce.New(d, catalog.New(d), produce.Options{Metrics: m, Announcer: hotlist.NewAnnouncer(hotlist.New(), pool, logger), Logger: logger})
+	s, err := Open(t.TempDir(), p, sw, m.SpoolBuffered, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +63,7 @@ func TestAppendsRacingDrainsAllReachTheDatabase(t *testing.T) {
 					return
 				default:
 				}
-				rec := Record{Tenant: "default", Item: log.Item{Queue: "raced", Partition: "Default",
+				rec := Record{Tenant: "default", Item: produce.Item{Queue: "raced", Partition: "Default",
 					TransactionID: fmt.Sprintf("w%d-%d", w, i), Payload: []byte(`1`)}}
 				if err := s.Append([]Record{rec}); err != nil {
 					t.Error(err)

@@ -3,7 +3,7 @@
 // this replica appends each item to a local file and answers "buffered" once
 // the file is fsync'd, so an acknowledged item survives a crash. When the
 // mode goes off, or at start when the spool holds items, the spool drains in
-// arrival order through the normal push path (broker/log).
+// arrival order through the normal push path (broker/produce).
 //
 // Exactly once: every spooled item carries a transaction id (a UUIDv7 that
 // is also its message id when the client sent none), so the database
@@ -39,8 +39,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/produce"
 )
 
 // Switch is push maintenance as this replica sees it (flags.Flags).
@@ -65,13 +64,12 @@ const (
 
 // Spool is one replica's spool directory. It is safe for concurrent use.
 type Spool struct {
-	dir    string
-	logs   *log.Log
-	db     pg.DB
-	sw     Switch
-	gauge  prometheus.Gauge
-	logger *slog.Logger
-	lock   *os.File // flock'd: one broker per directory
+	dir      string
+	producer *produce.Producer
+	sw       Switch
+	gauge    prometheus.Gauge
+	logger   *slog.Logger
+	lock     *os.File // flock'd: one broker per directory
 
 	pending pending // records not yet pushed
 
@@ -90,8 +88,8 @@ type Spool struct {
 // Open opens (creating it if need be) the spool directory dir, takes its
 // lock, and counts what earlier runs left to push. It fails when the
 // directory cannot be written, or another broker holds it.
-func Open(dir string, logs *log.Log, db pg.DB, sw Switch, gauge prometheus.Gauge, logger *slog.Logger) (*Spool, error) {
-	s := &Spool{dir: dir, logs: logs, db: db, sw: sw, gauge: gauge, logger: logger, next: 1}
+func Open(dir string, producer *produce.Producer, sw Switch, gauge prometheus.Gauge, logger *slog.Logger) (*Spool, error) {
+	s := &Spool{dir: dir, producer: producer, sw: sw, gauge: gauge, logger: logger, next: 1}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("spool dir %s: %w", dir, err)
 	}
@@ -463,15 +461,15 @@ func (s *Spool) push(ctx context.Context, batch []Record) error {
 		for j < len(batch) && batch[j].Tenant == batch[i].Tenant && batch[j].Sub == batch[i].Sub {
 			j++
 		}
-		items := make([]log.Item, j-i)
+		items := make([]produce.Item, j-i)
 		for k := range items {
 			items[k] = batch[i+k].Item
 		}
-		_, segs, err := s.logs.Push(ctx, s.db, batch[i].Tenant, batch[i].Sub, items)
+		_, segs, err := s.producer.Push(ctx, batch[i].Tenant, batch[i].Sub, items)
 		if err != nil {
 			return fmt.Errorf("drain spool: push %d messages: %w", len(items), err)
 		}
-		s.logs.AfterPush(segs)
+		s.producer.AfterPush(segs)
 		i = j
 	}
 	return nil

@@ -3,8 +3,9 @@ package spool
 import (
 	"errors"
 
-	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/ids"
+	"github.com/regent-mq/regent/broker/produce"
 )
 
 // Taken is one item's answer while buffering (queue-admin-api.md §7):
@@ -24,24 +25,24 @@ var ErrNotWritten = errors.New("spool: the items could not be written")
 
 // Take buffers the items of a POST /api/v1/push while the database is
 // away: validated as the push route validates them, they go to the spool,
-// and each gets a "buffered" answer. A bad name is a *log.BadName and
+// and each gets a "buffered" answer. A bad name is a *catalog.BadName and
 // nothing is taken; a failed write is ErrNotWritten, with every answer
 // "failed".
-func (s *Spool) Take(tenant, sub string, items []log.Item) ([]Taken, error) {
+func (s *Spool) Take(tenant, sub string, items []produce.Item) ([]Taken, error) {
 	recs := make([]Record, len(items))
 	answer := make([]Taken, len(items))
 	for i, it := range items {
 		if it.Partition == "" {
-			it.Partition = log.DefaultPartition
+			it.Partition = catalog.DefaultPartition
 		}
-		if err := log.CheckNames(it.Queue, it.Partition); err != nil {
+		if err := catalog.CheckNames(it.Queue, it.Partition); err != nil {
 			return nil, err
 		}
 		answer[i] = Taken{Status: "buffered", Queue: it.Queue, Partition: it.Partition, TransactionID: it.TransactionID}
 		if it.TransactionID == "" {
 			// The id a push would have given it, now, so that the drain's
 			// replay after a crash deduplicates it too.
-			it.MessageID = pg.NewID()
+			it.MessageID = ids.New()
 			it.TransactionID = it.MessageID.String()
 		}
 		recs[i] = Record{Tenant: tenant, Sub: sub, Item: it}

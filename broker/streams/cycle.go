@@ -10,11 +10,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/produce"
 	"github.com/regent-mq/regent/broker/quota"
 )
 
@@ -152,7 +153,7 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if k.packed != nil {
-		if err := s.logs.Quotas().AdmitStore(c.Tenant, k.packed.Bytes()); err != nil {
+		if err := s.quotas.AdmitStore(c.Tenant, k.packed.Bytes()); err != nil {
 			// Past maxStoredBytes the cycle fails as a whole, as past
 			// maxStateRows.
 			s.refuseOwned(w, r, &c, err.Error())
@@ -171,9 +172,9 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	// done here, counters and the announcements that make the sink emits
 	// and the released source visible to the pops of every replica.
 	k.committed(res.BaseOffsets)
-	s.logs.AfterPush(k.segs)
+	s.producer.AfterPush(k.segs)
 	if res.Announce {
-		s.logs.Announce(res.QueueID, c.PartitionID)
+		s.producer.Announce(res.QueueID, c.PartitionID)
 	}
 	resp := cycleResponse{Success: true, QueryID: c.QueryID, PartitionID: c.PartitionID,
 		QueueName: &res.QueueName, StateOpsApplied: c.Ops.Applied, PushResults: k.results()}
@@ -207,7 +208,7 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cyc
 		s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleRefused).Inc()
 		s.metrics.Ops.Cycle(c.Tenant, c.QueryID, true)
 		if q := quota.InSQL(refused.Code); q != "" {
-			s.logs.Quotas().Refused(c.Tenant, q, refused.Message)
+			s.quotas.Refused(c.Tenant, q, refused.Message)
 		}
 		status := http.StatusOK
 		if refused.Code == db.StaleGeneration {
@@ -224,33 +225,25 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cyc
 	s.fail(w, r, err)
 }
 
-// run runs the cycle until it commits or is refused. Items the database
-// already holds under their transaction id are dropped and the cycle runs
-// again; a sink partition deleted behind the cache is resolved again once.
-func (s *Service) run(r *http.Request, c *db.Cycle, k *sink, items []log.Item) (db.CycleResult, *sink, error) {
-	for resolved := false; ; {
-		c.Segments = k.segs
-		res, err := s.db.RunCycle(r.Context(), *c)
-		switch {
-		case err != nil:
-			return res, k, err
-		case res.Duplicates != nil:
-			k.drop(res.Duplicates)
-		case res.Gone && !resolved:
-			resolved = true
-			for _, it := range items {
-				s.logs.Invalidate(c.Tenant, it.Queue)
-			}
-			id := auth.FromContext(r.Context())
-			if k, err = s.pack(r.Context(), c.Tenant, id.Subject, k.items, items, k.index); err != nil {
-				return res, k, err
-			}
-		case res.Gone:
-			return res, k, fmt.Errorf("run cycle: %w", log.ErrPartitionGone)
-		default:
-			return res, k, nil
+// run runs the cycle until it commits or is refused, through the log's
+// loop (produce.Producer.Store): items the database already holds under their
+// transaction id are dropped and the cycle runs again; a sink partition
+// deleted behind the cache is resolved again once.
+func (s *Service) run(r *http.Request, c *db.Cycle, k *sink, items []produce.Item) (db.CycleResult, *sink, error) {
+	var res db.CycleResult
+	err := s.producer.Store(c.Tenant, items, func() (db.Duplicates, error) {
+		c.Segments = produce.Args(k.segs)
+		var err error
+		if res, err = s.db.RunCycle(r.Context(), *c); err == nil && res.Gone {
+			err = fmt.Errorf("run cycle: %w", catalog.ErrPartitionGone)
 		}
-	}
+		return res.Duplicates, err
+	}, func(d db.Duplicates) { k.drop(d) }, func() (err error) {
+		id := auth.FromContext(r.Context())
+		k, err = s.pack(r.Context(), c.Tenant, id.Subject, k.items, items, k.index)
+		return err
+	})
+	return res, k, err
 }
 
 // cycleFrom checks a cycle request and applies the defaults.
@@ -268,7 +261,7 @@ func cycleFrom(req *cycleRequest) (db.Cycle, error) {
 	}
 	c.Group = req.ConsumerGroup
 	if c.Group == "" {
-		c.Group = db.QueueMode
+		c.Group = catalog.QueueMode
 	}
 	if c.Ops, err = foldStateOps(req.StateOps, req.Ack == nil); err != nil {
 		return c, err

@@ -3,9 +3,10 @@ package streams
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/regent-mq/regent/broker/httpx"
 	"testing"
 	"time"
+
+	"github.com/regent-mq/regent/broker/httpx"
 
 	"github.com/google/uuid"
 )

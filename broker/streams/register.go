@@ -9,10 +9,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/pg"
 	"github.com/regent-mq/regent/broker/streams/wire"
 )
 
@@ -101,7 +100,7 @@ func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return // the client went away; nobody reads the answer
 	case httpx.Internal(err):
 		s.log.Error("streams request failed", "path", r.URL.Path, "err", err)
-	case pg.Unavailable(err):
+	case db.Unavailable(err):
 		s.log.Warn("streams request: database unavailable", "path", r.URL.Path, "err", err)
 	}
 	httpx.Fail(w, err)
@@ -118,7 +117,7 @@ func checkRegistration(req *registerRequest) error {
 		if q.name == "" {
 			continue // only the sink may be empty, and the source was required above
 		}
-		if err := log.CheckQueueName(q.name); err != nil {
+		if err := catalog.CheckQueueName(q.name); err != nil {
 			return httpx.BadRequest("%s: %s", q.field, err.Error())
 		}
 	}

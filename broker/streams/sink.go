@@ -10,9 +10,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/log"
+	"github.com/regent-mq/regent/broker/produce"
 )
 
 // pushItem is a sink message as the client sends it.
@@ -66,20 +67,20 @@ func (r *pushResult) appendJSON(b []byte) []byte {
 type sink struct {
 	items  []pushItem
 	index  []int // packed item j is items[index[j]]
-	packed *log.Packed
+	packed *produce.Packed
 	// segs are the segments still to push, sorted by partition id: the lock
 	// order of the push.
-	segs []*log.Segment
+	segs []*produce.Segment
 }
 
 // sinkItems checks the push items and turns the ones with a queue into
 // queue.Items; an item with an empty queue is skipped, not rejected.
-func sinkItems(in []pushItem) (items []log.Item, index []int, err error) {
+func sinkItems(in []pushItem) (items []produce.Item, index []int, err error) {
 	for i, it := range in {
 		if it.Queue == "" {
 			continue
 		}
-		o := log.Item{Queue: it.Queue, Partition: it.Partition, Payload: it.Payload, TransactionID: it.TransactionID}
+		o := produce.Item{Queue: it.Queue, Partition: it.Partition, Payload: it.Payload, TransactionID: it.TransactionID}
 		if err := httpx.CheckTexts(fmt.Sprintf("push_items[%d].partition", i), o.Partition,
 			fmt.Sprintf("push_items[%d].transactionId", i), o.TransactionID); err != nil {
 			return nil, nil, err
@@ -106,21 +107,21 @@ func sinkItems(in []pushItem) (items []log.Item, index []int, err error) {
 
 // pack resolves the sink partitions under the tenant (creating what is
 // missing) and packs the items of sinkItems into segments.
-func (s *Service) pack(ctx context.Context, tenant, producerSub string, in []pushItem, items []log.Item, index []int) (*sink, error) {
+func (s *Service) pack(ctx context.Context, tenant, producerSub string, in []pushItem, items []produce.Item, index []int) (*sink, error) {
 	k := &sink{items: in, index: index}
 	if len(items) == 0 {
 		return k, nil
 	}
 	var err error
-	if k.packed, err = s.logs.Pack(ctx, tenant, producerSub, items); err != nil {
-		var bad *log.BadName
+	if k.packed, err = s.producer.Pack(ctx, tenant, producerSub, items); err != nil {
+		var bad *catalog.BadName
 		if errors.As(err, &bad) {
 			return nil, httpx.BadRequest("%s", bad.Message)
 		}
 		return nil, err
 	}
 	k.segs = slices.Clone(k.packed.Segments)
-	log.SortSegments(k.segs)
+	produce.SortSegments(k.segs)
 	return k, nil
 }
 

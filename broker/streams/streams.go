@@ -15,19 +15,26 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
-	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/produce"
+	"github.com/regent-mq/regent/broker/quota"
 	"github.com/regent-mq/regent/broker/server"
 )
 
 // Service holds what the streams handlers share.
 type Service struct {
 	db *db.DB
-	// logs is the write path of the sink pushes (resolution, packing,
-	// bookkeeping) and the partition ownership check.
-	logs    *log.Log
+	// catalog answers the partition ownership check.
+	catalog *catalog.Catalog
+	// producer is the write path of the sink pushes (packing, the retry,
+	// bookkeeping).
+	producer *produce.Producer
+	// quotas limits the stored bytes of the sink pushes, and records the
+	// database's refusals; nil: none.
+	quotas  *quota.Quotas
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	// With tenancy on, a partition id is checked against the caller's
@@ -35,9 +42,9 @@ type Service struct {
 	tenancy bool
 }
 
-// New returns the streams service.
-func New(store *db.DB, logs *log.Log, m *metrics.Metrics, logger *slog.Logger, tenancy bool) *Service {
-	return &Service{db: store, logs: logs, metrics: m, log: logger, tenancy: tenancy}
+// New returns the streams service; quotas may be nil.
+func New(store *db.DB, cat *catalog.Catalog, producer *produce.Producer, quotas *quota.Quotas, m *metrics.Metrics, logger *slog.Logger, tenancy bool) *Service {
+	return &Service{db: store, catalog: cat, producer: producer, quotas: quotas, metrics: m, log: logger, tenancy: tenancy}
 }
 
 // ownPartition is the tenancy pre-gate of the state read and the cycle: a
@@ -48,9 +55,9 @@ func (s *Service) ownPartition(w http.ResponseWriter, r *http.Request, tenant st
 	if !s.tenancy {
 		return true
 	}
-	_, err := s.logs.OwnedPartition(r.Context(), tenant, id)
+	_, err := s.catalog.OwnedPartition(r.Context(), tenant, id)
 	switch {
-	case errors.Is(err, log.ErrNotFound):
+	case errors.Is(err, catalog.ErrNotFound):
 		httpx.WriteError(w, http.StatusNotFound, "not found")
 		return false
 	case err != nil:

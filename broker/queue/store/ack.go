@@ -66,7 +66,7 @@ func (s *Store) AfterAck(acks []db.QueueAck, out []db.AckResult) {
 	for i, r := range out {
 		switch {
 		case r.Announce:
-			s.log.Announce(r.QueueID, acks[i].PartitionID)
+			s.announcer.Announce(r.QueueID, acks[i].PartitionID)
 		case r.Success && r.LeaseReleased && r.QueueID != uuid.Nil:
 			s.hot.Mark(r.QueueID, acks[i].PartitionID)
 		}

@@ -1,13 +1,14 @@
 package store
 
 import (
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 
 	"encoding/json"
 	"fmt"
 	"testing"
 
-	"github.com/regent-mq/regent/broker/log"
+	"github.com/regent-mq/regent/broker/produce"
 )
 
 // BenchmarkAck acknowledges popped batches of 10 by each path: the common
@@ -21,18 +22,18 @@ func BenchmarkAck(b *testing.B) {
 			s := newStore(b)
 			ctx := b.Context()
 			for i := 0; i < 10*b.N+10; i += 10 {
-				items := make([]log.Item, 10)
+				items := make([]produce.Item, 10)
 				for j := range items {
-					items[j] = log.Item{Queue: "q", Payload: json.RawMessage(fmt.Sprint(i + j))}
+					items[j] = produce.Item{Queue: "q", Payload: json.RawMessage(fmt.Sprint(i + j))}
 				}
-				if _, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", items); err != nil {
+				if _, _, err := s.producer.Push(ctx, "default", "", items); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: "q", Group: db.QueueMode,
+				got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: "q", Group: catalog.QueueMode,
 					Batch: 10, Partitions: 1, SubStart: "all"})
 				msgs, lease := got.Messages, got.LeaseID
 				if err != nil || len(msgs) != 10 {
@@ -40,7 +41,7 @@ func BenchmarkAck(b *testing.B) {
 				}
 				acks := make([]db.QueueAck, len(msgs))
 				for j, m := range msgs {
-					acks[j] = db.QueueAck{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: "completed", Group: db.QueueMode,
+					acks[j] = db.QueueAck{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: "completed", Group: catalog.QueueMode,
 						LeaseID: lease, HasLease: true}
 					switch {
 					case path == "deadletters":

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/regent-mq/regent/broker/catalog"
 	regentdb "github.com/regent-mq/regent/broker/db"
 
 	"context"
@@ -13,8 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/produce"
 	"github.com/stretchr/testify/require"
 )
 
@@ -30,19 +30,19 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := 0; round < 40; round++ {
 		queue := fmt.Sprintf("q%d", round)
-		items := make([]log.Item, 12)
+		items := make([]produce.Item, 12)
 		for i := range items {
-			items[i] = log.Item{Queue: queue, Payload: json.RawMessage(fmt.Sprint(i))}
+			items[i] = produce.Item{Queue: queue, Payload: json.RawMessage(fmt.Sprint(i))}
 		}
 		// Two segments, so that batches span them.
-		pushed, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", items[:5])
+		pushed, _, err := s.producer.Push(ctx, "default", "", items[:5])
 		require.NoError(t, err)
-		more, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", items[5:])
+		more, _, err := s.producer.Push(ctx, "default", "", items[5:])
 		require.NoError(t, err)
 		pushed = append(pushed, more...)
 		pid := pushed[0].Partition.ID
 
-		got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: queue, Group: regentdb.QueueMode,
+		got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: queue, Group: catalog.QueueMode,
 			Batch: 2 + rng.IntN(10), Partitions: 1, SubStart: "all"})
 		msgs, leaseID := got.Messages, got.LeaseID
 		require.NoError(t, err)
@@ -50,10 +50,10 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 		switch rng.IntN(4) { // the state the ack meets
 		case 0: // part of the batch acknowledged already
 			_, err = s.Ack(ctx, s.db, "default", []regentdb.QueueAck{{PartitionID: pid, TransactionID: msgs[rng.IntN(len(msgs))].TransactionID,
-				Status: "completed", Group: regentdb.QueueMode}})
+				Status: "completed", Group: catalog.QueueMode}})
 		case 1: // released by a failure
 			_, err = s.Ack(ctx, s.db, "default", []regentdb.QueueAck{{PartitionID: pid, TransactionID: msgs[0].TransactionID,
-				Status: "failed", Group: regentdb.QueueMode}})
+				Status: "failed", Group: catalog.QueueMode}})
 		case 2: // expired
 			_, err = s.db.Conn().Exec(ctx, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 s' WHERE partition_id = $1`, pid)
 		}
@@ -72,7 +72,7 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 			if k := rng.IntN(len(pushed) + 2); k < len(pushed) {
 				txid = pushed[k].TransactionID
 			}
-			acks = append(acks, regentdb.QueueAck{PartitionID: pid, TransactionID: txid, Status: "completed", LeaseID: lease.Bytes, HasLease: lease.Valid, Group: regentdb.QueueMode})
+			acks = append(acks, regentdb.QueueAck{PartitionID: pid, TransactionID: txid, Status: "completed", LeaseID: lease.Bytes, HasLease: lease.Valid, Group: catalog.QueueMode})
 		}
 		require.True(t, oneCursorCompleted(acks))
 
@@ -119,11 +119,11 @@ func announced(out []regentdb.AckResult) bool {
 	return yes
 }
 
-// retentionAfterFirstCall is a pg.DB that deletes every segment of the
+// retentionAfterFirstCall is a regentdb.Querier that deletes every segment of the
 // store after its first query: retention landing between queen.ack naming a
 // dead letter's frame and the broker passing its payload.
 type retentionAfterFirstCall struct {
-	pg.DB
+	regentdb.Querier
 	t     *testing.T
 	calls int
 }
@@ -133,22 +133,22 @@ func (r *retentionAfterFirstCall) Query(ctx context.Context, sql string, args ..
 		_, err := r.Exec(ctx, `DELETE FROM queen.log_segments`)
 		require.NoError(r.t, err)
 	}
-	return r.DB.Query(ctx, sql, args...)
+	return r.Querier.Query(ctx, sql, args...)
 }
 
 func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
-	_, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", []log.Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
+	_, _, err := s.producer.Push(ctx, "default", "", []produce.Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
 	require.NoError(t, err)
-	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: "q", Group: regentdb.QueueMode, Batch: 1, Partitions: 1, SubStart: "all"})
+	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: "q", Group: catalog.QueueMode, Batch: 1, Partitions: 1, SubStart: "all"})
 	msgs := got.Messages
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 
-	out, err := s.Ack(ctx, regentdb.Over(&retentionAfterFirstCall{DB: s.db.Conn(), t: t}), "default", []regentdb.QueueAck{{PartitionID: msgs[0].PartitionID,
-		TransactionID: msgs[0].TransactionID, Status: "dlq", Group: regentdb.QueueMode}})
+	out, err := s.Ack(ctx, regentdb.Over(&retentionAfterFirstCall{Querier: s.db.Conn(), t: t}), "default", []regentdb.QueueAck{{PartitionID: msgs[0].PartitionID,
+		TransactionID: msgs[0].TransactionID, Status: "dlq", Group: catalog.QueueMode}})
 	require.NoError(t, err)
 	require.Len(t, out, 1)
 	require.False(t, out[0].Success)
@@ -158,36 +158,36 @@ func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
 	require.Zero(t, letters)
 }
 
-// countingQuerier is a pg.DB that counts the round trips made through it.
+// countingQuerier is a regentdb.Querier that counts the round trips made through it.
 type countingQuerier struct {
-	pg.DB
+	regentdb.Querier
 	calls int
 }
 
 func (c *countingQuerier) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	c.calls++
-	return c.DB.Query(ctx, sql, args...)
+	return c.Querier.Query(ctx, sql, args...)
 }
 
 func (c *countingQuerier) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	c.calls++
-	return c.DB.QueryRow(ctx, sql, args...)
+	return c.Querier.QueryRow(ctx, sql, args...)
 }
 
 // popAll pushes n messages to queue/partition in segments of per, and pops
 // them all in one batch.
-func popAll(t *testing.T, s *Store, queue, partition string, n, per int) []Message {
+func popAll(t *testing.T, s testStore, queue, partition string, n, per int) []Message {
 	t.Helper()
 	ctx := t.Context()
 	for i := 0; i < n; i += per {
-		var items []log.Item
+		var items []produce.Item
 		for j := i; j < min(i+per, n); j++ {
-			items = append(items, log.Item{Queue: queue, Partition: partition, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, j))})
+			items = append(items, produce.Item{Queue: queue, Partition: partition, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, j))})
 		}
-		_, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", items)
+		_, _, err := s.producer.Push(ctx, "default", "", items)
 		require.NoError(t, err)
 	}
-	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: queue, Partition: partition, Group: regentdb.QueueMode,
+	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: queue, Partition: partition, Group: catalog.QueueMode,
 		Batch: n, Partitions: 1, SubStart: "all"})
 	msgs := got.Messages
 	require.NoError(t, err)
@@ -204,13 +204,13 @@ func TestAnAckWithManyDeadLettersTakesOneMoreCallAtMost(t *testing.T) {
 	popped := append(popAll(t, s, "q", "a", 20, 10), popAll(t, s, "q", "b", 5, 5)...)
 	var acks []regentdb.QueueAck
 	for i, m := range popped {
-		a := regentdb.QueueAck{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: "dlq", Group: regentdb.QueueMode}
+		a := regentdb.QueueAck{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: "dlq", Group: catalog.QueueMode}
 		if i%7 == 3 {
 			a.Status = "completed"
 		}
 		acks = append(acks, a)
 	}
-	db := &countingQuerier{DB: s.db.Conn()}
+	db := &countingQuerier{Querier: s.db.Conn()}
 	out, err := s.Ack(ctx, regentdb.Over(db), "default", acks)
 	require.NoError(t, err)
 	require.Equal(t, 2, db.calls, "one call naming the frames, one passing their payloads")
@@ -238,7 +238,7 @@ func TestAnAckWithManyDeadLettersTakesOneMoreCallAtMost(t *testing.T) {
 	popped = popAll(t, s, "q", "c", 3, 3)
 	db.calls = 0
 	_, err = s.Ack(ctx, regentdb.Over(db), "default", []regentdb.QueueAck{{PartitionID: popped[0].PartitionID, TransactionID: popped[0].TransactionID,
-		Status: "retry", Group: regentdb.QueueMode}})
+		Status: "retry", Group: catalog.QueueMode}})
 	require.NoError(t, err)
 	require.Equal(t, 1, db.calls)
 }
@@ -256,7 +256,7 @@ func TestAnAckThatNeedsPayloadsWritesNothingAndSendsEachSegmentOnce(t *testing.T
 	pids, groups, txids, statuses, leases, errs := make([][16]byte, n), make([]string, n), make([]string, n),
 		make([]string, n), make([][16]byte, n), make([]string, n)
 	for i, m := range popped {
-		pids[i], groups[i], txids[i], statuses[i] = m.PartitionID, regentdb.QueueMode, m.TransactionID, "dlq"
+		pids[i], groups[i], txids[i], statuses[i] = m.PartitionID, catalog.QueueMode, m.TransactionID, "dlq"
 	}
 	statuses[0] = "completed"
 	rows, err := s.db.Conn().Query(ctx, `SELECT item, success, frame_offset, segment_base, segment_body IS NOT NULL
@@ -292,7 +292,7 @@ func TestAGeneralAckRefusesAnExpiredLease(t *testing.T) {
 	require.NoError(t, s.db.Conn().QueryRow(ctx, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 s'
 		RETURNING lease_id`).Scan(&lease))
 	out, err := s.Ack(ctx, s.db, "default", []regentdb.QueueAck{{PartitionID: popped[0].PartitionID, TransactionID: popped[0].TransactionID,
-		Status: "failed", LeaseID: lease.Bytes, HasLease: lease.Valid, Group: regentdb.QueueMode}})
+		Status: "failed", LeaseID: lease.Bytes, HasLease: lease.Valid, Group: catalog.QueueMode}})
 	require.NoError(t, err)
 	require.False(t, out[0].Success)
 	require.Equal(t, "Invalid or expired lease", *out[0].Error)
@@ -308,9 +308,9 @@ func TestAnAckAskedTwiceForOnePayloadFails(t *testing.T) {
 	popped := popAll(t, s, "q", "a", 3, 3)
 	_, err := s.db.Conn().Exec(ctx, `UPDATE queen.log_segments SET frame_count = 1`)
 	require.NoError(t, err)
-	db := &countingQuerier{DB: s.db.Conn()}
+	db := &countingQuerier{Querier: s.db.Conn()}
 	_, err = s.Ack(ctx, regentdb.Over(db), "default", []regentdb.QueueAck{{PartitionID: popped[2].PartitionID, TransactionID: popped[2].TransactionID,
-		Status: "dlq", Group: regentdb.QueueMode}})
+		Status: "dlq", Group: catalog.QueueMode}})
 	require.ErrorContains(t, err, "asked twice for the payload of item 1")
 	require.Equal(t, 2, db.calls)
 }

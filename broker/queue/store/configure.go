@@ -14,9 +14,9 @@ import (
 func (s *Store) Configure(ctx context.Context, tenant, name string, namespace, task *string, o *db.QueueOptions) (queueID, partitionID uuid.UUID, err error) {
 	queueID, partitionID, err = s.db.ConfigureQueue(ctx, tenant, name, namespace, task, o)
 	if err != nil {
-		return uuid.Nil, uuid.Nil, fmt.Errorf("configure queue %q: %w", name, s.log.Quotas().FromSQL(tenant, err))
+		return uuid.Nil, uuid.Nil, fmt.Errorf("configure queue %q: %w", name, s.quotas.FromSQL(tenant, err))
 	}
-	s.log.Invalidate(tenant, name)
+	s.catalog.Invalidate(tenant, name)
 	return queueID, partitionID, nil
 }
 
@@ -32,7 +32,7 @@ func (s *Store) DeleteQueue(ctx context.Context, tenant, name string) (bool, err
 	if err != nil {
 		return false, err
 	}
-	s.log.Invalidate(tenant, name)
+	s.catalog.Invalidate(tenant, name)
 	for _, id := range deleted {
 		s.hot.Forget(id)
 	}

@@ -8,11 +8,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/hotlist"
-	"github.com/regent-mq/regent/broker/log"
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/ids"
 	"github.com/regent-mq/regent/broker/segment"
 )
 
@@ -61,8 +61,8 @@ type Message struct {
 // leaves meanwhile, since a claim cut short would leave its outcome
 // unknown; a claim whose client left is released.
 func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
-	q, err := s.log.LookupQueue(ctx, p.Tenant, p.Queue)
-	if errors.Is(err, log.ErrNotFound) {
+	q, err := s.catalog.LookupQueue(ctx, p.Tenant, p.Queue)
+	if errors.Is(err, catalog.ErrNotFound) {
 		return Popped{Wake: s.hot.Wait(uuid.Nil)}, nil
 	}
 	if err != nil {
@@ -73,16 +73,16 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 	idle := Popped{Wake: s.hot.Wait(q.ID)}
 
 	var cands []hotlist.Candidate
-	var ids []uuid.UUID
+	var parts []uuid.UUID
 	if p.Partition != "" {
-		part, err := s.log.LookupPartition(ctx, p.Tenant, p.Queue, p.Partition)
-		if errors.Is(err, log.ErrNotFound) {
+		part, err := s.catalog.LookupPartition(ctx, p.Tenant, p.Queue, p.Partition)
+		if errors.Is(err, catalog.ErrNotFound) {
 			return idle, nil
 		}
 		if err != nil {
 			return Popped{}, err
 		}
-		ids = []uuid.UUID{part.ID}
+		parts = []uuid.UUID{part.ID}
 	} else {
 		if !s.hot.Seeded(q.ID, p.Group) {
 			if err := s.seed(ctx, q.ID, p.Group); err != nil {
@@ -93,17 +93,17 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 		if len(cands) == 0 {
 			return idle, nil
 		}
-		ids = make([]uuid.UUID, len(cands))
+		parts = make([]uuid.UUID, len(cands))
 		for i, c := range cands {
-			ids[i] = c.ID
+			parts[i] = c.ID
 		}
 	}
 
 	var leaseID uuid.UUID // none: auto-ack
 	if !p.AutoAck {
-		leaseID = pg.NewID()
+		leaseID = ids.New()
 	}
-	claims, outcomes, err := s.claim(context.WithoutCancel(ctx), p, q, ids, leaseID)
+	claims, outcomes, err := s.claim(context.WithoutCancel(ctx), p, q, parts, leaseID)
 	if err != nil {
 		return Popped{}, err
 	}
@@ -136,7 +136,7 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 		return Popped{}, err
 	}
 	s.metrics.Popped.WithLabelValues(q.Tenant, q.Name).Add(float64(len(msgs)))
-	s.log.Quotas().Popped(q.Tenant, len(msgs))
+	s.quotas.Popped(q.Tenant, len(msgs))
 	var lagSum, lagMax int64
 	nowUS := time.Now().UnixMicro()
 	for _, m := range msgs {
@@ -156,11 +156,11 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 
 // claim calls queen.pop and returns the claimed partitions with their
 // segments, and the outcome of each candidate it looked at, in order.
-func (s *Store) claim(ctx context.Context, p *PopRequest, q *log.Queue, ids []uuid.UUID, leaseID uuid.UUID) ([]db.PopClaim, []db.PopLook, error) {
+func (s *Store) claim(ctx context.Context, p *PopRequest, q *catalog.Queue, ids []uuid.UUID, leaseID uuid.UUID) ([]db.PopClaim, []db.PopLook, error) {
 	claims, looks, gone, err := s.db.Pop(ctx, &db.PopCall{Tenant: p.Tenant, Queue: p.Queue, QueueID: q.ID,
 		Group: p.Group, Partitions: p.Partitions, Batch: p.Batch, LeaseID: leaseID, SubStart: p.SubStart, MaxBytes: s.maxPopBytes}, ids)
 	if gone {
-		s.log.Invalidate(p.Tenant, p.Queue)
+		s.catalog.Invalidate(p.Tenant, p.Queue)
 		s.hot.Forget(q.ID)
 	}
 	return claims, looks, err
@@ -170,7 +170,7 @@ func (s *Store) claim(ctx context.Context, p *PopRequest, q *log.Queue, ids []uu
 // each batch, payloads opened when sealed, and never a frame that DELETE
 // /api/v1/messages marked deleted. ends are where each claim's delivered
 // messages end: its batch start when it delivered none.
-func (s *Store) decode(q *log.Queue, claims []db.PopClaim, p *PopRequest, leaseID uuid.UUID) (msgs []Message, ends []int64, err error) {
+func (s *Store) decode(q *catalog.Queue, claims []db.PopClaim, p *PopRequest, leaseID uuid.UUID) (msgs []Message, ends []int64, err error) {
 	lease := ""
 	if !p.AutoAck {
 		lease = leaseID.String()
@@ -225,7 +225,7 @@ func (s *Store) decode(q *log.Queue, claims []db.PopClaim, p *PopRequest, leaseI
 // last delivered message, so that acking what was delivered releases the
 // lease, and consumes at once a batch that delivered nothing (auto-ack has
 // moved past them already). It returns the claims that delivered something.
-func (s *Store) trimDeleted(ctx context.Context, p *PopRequest, q *log.Queue, leaseID uuid.UUID, claims []db.PopClaim, ends []int64) ([]db.PopClaim, error) {
+func (s *Store) trimDeleted(ctx context.Context, p *PopRequest, q *catalog.Queue, leaseID uuid.UUID, claims []db.PopClaim, ends []int64) ([]db.PopClaim, error) {
 	var ids []uuid.UUID
 	var at []int64
 	kept := claims[:0:0]
@@ -245,7 +245,7 @@ func (s *Store) trimDeleted(ctx context.Context, p *PopRequest, q *log.Queue, le
 		return nil, fmt.Errorf("queue %q: end batches at their deleted messages: %w", q.Name, err)
 	}
 	for _, pid := range released {
-		s.log.Announce(q.ID, pid)
+		s.announcer.Announce(q.ID, pid)
 	}
 	return kept, nil
 }
@@ -268,6 +268,6 @@ func (s *Store) release(ctx context.Context, leaseID uuid.UUID) {
 	}
 	// The statement has committed once its rows are read.
 	for _, r := range released {
-		s.log.Announce(r.Queue, r.Partition)
+		s.announcer.Announce(r.Queue, r.Partition)
 	}
 }

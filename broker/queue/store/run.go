@@ -12,15 +12,13 @@ import (
 
 // Run feeds the hot list until ctx ends: a LISTEN for the log's NOTIFYs, and
 // a reseed from the database every reseedEvery, which catches anything the
-// notifications missed (a lease that expired, a lost connection). It also
-// sends this replica's announcements.
+// notifications missed (a lease that expired, a lost connection).
 func (s *Store) Run(ctx context.Context, reseedEvery time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
-		hotlist.Listen(ctx, s.db.ConnString(), s.hot, s.logger, s.reseedAll, s.log.ForgetQueueID)
+		hotlist.Listen(ctx, s.db.ConnString(), s.hot, s.logger, s.reseedAll, s.catalog.ForgetQueueID)
 	})
-	wg.Go(func() { s.log.Run(ctx) })
 	t := time.NewTicker(reseedEvery)
 	defer t.Stop()
 	for {

@@ -4,9 +4,9 @@
 // (queue_pop.go, queue_ack.go, queue_dlq.go, queue_configure.go); what it
 // adds is what Go must do around them: decoding and opening the frames,
 // the hot list, the caches, the counters and the announcements. Every
-// write into the log goes through broker/log, which also resolves queues
-// and partitions. The HTTP handlers are broker/queue's; nothing here knows
-// about HTTP.
+// write into the log goes through broker/produce, and queues and
+// partitions are looked up in broker/catalog. The HTTP handlers are
+// broker/queue's; nothing here knows about HTTP.
 //
 // A pop takes candidate partitions from this replica's hot list
 // (broker/hotlist) and claims them in one call of queen.pop, which leases
@@ -22,10 +22,11 @@ package store
 import (
 	"log/slog"
 
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/hotlist"
-	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/quota"
 	"github.com/regent-mq/regent/broker/seal"
 )
 
@@ -33,8 +34,13 @@ import (
 // use.
 type Store struct {
 	db      *db.DB
-	log     *log.Log
-	sealer  *seal.Sealer
+	catalog *catalog.Catalog
+	// announcer makes the partitions a release leaves data in visible to
+	// the pops of every replica.
+	announcer *hotlist.Announcer
+	sealer    *seal.Sealer
+	// quotas counts the tenants' pops against their limits; nil: none.
+	quotas  *quota.Quotas
 	metrics *metrics.Metrics
 	logger  *slog.Logger
 	hot     *hotlist.List
@@ -43,7 +49,10 @@ type Store struct {
 	maxPopBytes int64
 }
 
-// New returns a Store over the write path l.
-func New(d *db.DB, l *log.Log, m *metrics.Metrics, hot *hotlist.List, logger *slog.Logger, maxPopBytes int64) *Store {
-	return &Store{db: d, log: l, sealer: l.Sealer(), metrics: m, logger: logger, hot: hot, maxPopBytes: maxPopBytes}
+// New returns a Store over the queues and partitions of cat. sealer opens
+// what the write path sealed (nil: no key); quotas may be nil.
+func New(d *db.DB, cat *catalog.Catalog, announcer *hotlist.Announcer, sealer *seal.Sealer, quotas *quota.Quotas,
+	m *metrics.Metrics, hot *hotlist.List, logger *slog.Logger, maxPopBytes int64) *Store {
+	return &Store{db: d, catalog: cat, announcer: announcer, sealer: sealer, quotas: quotas, metrics: m, logger: logger,
+		hot: hot, maxPopBytes: maxPopBytes}
 }

@@ -2,7 +2,9 @@ package store
 
 import (
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/ids"
 
 	"encoding/json"
 	"io"
@@ -14,19 +16,27 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/hotlist"
-	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/produce"
 	"github.com/regent-mq/regent/broker/segment"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func newStore(t testing.TB) *Store {
+// testStore is a Store with the write path that fills it.
+type testStore struct {
+	*Store
+	producer *produce.Producer
+}
+
+func newStore(t testing.TB) testStore {
 	t.Helper()
 	pool := pgtest.New(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, hot := metrics.New(), hotlist.New()
-	return New(db.New(pool), log.New(pool, nil, m, hot, logger), m, hot, logger, 64<<20)
+	d := db.New(pool)
+	cat, announcer := catalog.New(d), hotlist.NewAnnouncer(hot, pool, logger)
+	p := produce.New(d, cat, produce.Options{Metrics: m, Announcer: announcer, Logger: logger})
+	return testStore{New(d, cat, announcer, nil, nil, m, hot, logger, 64<<20), p}
 }
 
 // A pop that took a lease but cannot answer (here a segment fails its
@@ -37,11 +47,11 @@ func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testi
 	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
-	items := []log.Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}}
-	_, segs, err := s.log.Push(ctx, s.db.Conn(), "default", "", items)
+	items := []produce.Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}}
+	_, segs, err := s.producer.Push(ctx, "default", "", items)
 	require.NoError(t, err)
-	s.log.AfterPush(segs)
-	p := &PopRequest{Tenant: "default", Queue: "q", Group: db.QueueMode, Batch: 2, Partitions: 1, SubStart: "all"}
+	s.producer.AfterPush(segs)
+	p := &PopRequest{Tenant: "default", Queue: "q", Group: catalog.QueueMode, Batch: 2, Partitions: 1, SubStart: "all"}
 
 	_, err = s.db.Conn().Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum + 1`)
 	require.NoError(t, err)
@@ -67,25 +77,25 @@ func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
-	var items []log.Item
+	var items []produce.Item
 	for i, part := range []string{"a", "a", "b", "b"} {
-		items = append(items, log.Item{Queue: "q", Partition: part, Payload: json.RawMessage(strconv.Itoa(i))})
+		items = append(items, produce.Item{Queue: "q", Partition: part, Payload: json.RawMessage(strconv.Itoa(i))})
 	}
-	out, _, err := s.log.Push(ctx, s.db.Conn(), "default", "", items)
+	out, _, err := s.producer.Push(ctx, "default", "", items)
 	require.NoError(t, err)
 	a, b := out[0].Partition.ID, out[2].Partition.ID
-	q, err := s.log.LookupQueue(ctx, "default", "q")
+	q, err := s.catalog.LookupQueue(ctx, "default", "q")
 	require.NoError(t, err)
-	_, err = s.db.Conn().Exec(ctx, `INSERT INTO queen.cursors (partition_id, consumer_group) VALUES ($1, $2)`, pg.ID(a), db.QueueMode)
+	_, err = s.db.Conn().Exec(ctx, `INSERT INTO queen.cursors (partition_id, consumer_group) VALUES ($1, $2)`, ids.ID(a), catalog.QueueMode)
 	require.NoError(t, err)
 
 	tx, err := s.db.Conn().(*pgxpool.Pool).Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `SELECT FROM queen.cursors WHERE partition_id = $1 FOR UPDATE`, pg.ID(a))
+	_, err = tx.Exec(ctx, `SELECT FROM queen.cursors WHERE partition_id = $1 FOR UPDATE`, ids.ID(a))
 	require.NoError(t, err)
 
-	p := &PopRequest{Tenant: "default", Queue: "q", Group: db.QueueMode, Batch: 10, Partitions: 2, SubStart: "all"}
+	p := &PopRequest{Tenant: "default", Queue: "q", Group: catalog.QueueMode, Batch: 10, Partitions: 2, SubStart: "all"}
 	claims, outcomes, err := s.claim(ctx, p, q, []uuid.UUID{a, b}, uuid.New())
 	require.NoError(t, err)
 	require.Equal(t, []db.PopLook{{Outcome: hotlist.Busy}, {Outcome: hotlist.Claimed, RetryAt: outcomes[1].RetryAt}}, outcomes)

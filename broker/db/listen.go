@@ -1,4 +1,4 @@
-package pg
+package db
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Listen calls heard on every NOTIFY on channel until ctx ends, from a
@@ -14,9 +13,9 @@ import (
 // reconnects retry after a failure. Notifications sent while it reconnects
 // are lost: callers that must not miss a change also re-read periodically.
 // what names the listener in the log.
-func Listen(ctx context.Context, pool *pgxpool.Pool, channel string, retry time.Duration, log *slog.Logger, what string, heard func(context.Context)) {
+func (d *DB) Listen(ctx context.Context, channel string, retry time.Duration, log *slog.Logger, what string, heard func(context.Context)) {
 	for ctx.Err() == nil {
-		err := listenOnce(ctx, pool, channel, heard)
+		err := d.listenOnce(ctx, channel, heard)
 		if ctx.Err() != nil {
 			return
 		}
@@ -28,8 +27,8 @@ func Listen(ctx context.Context, pool *pgxpool.Pool, channel string, retry time.
 	}
 }
 
-func listenOnce(ctx context.Context, pool *pgxpool.Pool, channel string, heard func(context.Context)) error {
-	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+func (d *DB) listenOnce(ctx context.Context, channel string, heard func(context.Context)) error {
+	conn, err := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
 	}

@@ -1,32 +1,11 @@
-// Package pg is what the broker's storage code shares about PostgreSQL: the
-// one interface it runs statements on (a pool or a transaction), ids in the
-// form pgx encodes cheaply, and what an error from the database means for
-// the request that met it.
-package pg
+package db
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
-)
-
-// DB is a pool or a transaction.
-type DB interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
-
-var (
-	_ DB = (*pgxpool.Pool)(nil)
-	_ DB = pgx.Tx(nil)
 )
 
 // RefusalCode is the SQLSTATE of every refusal Regent's own SQL raises
@@ -69,28 +48,4 @@ func Unavailable(err error) bool {
 	return errors.As(err, &ce) || errors.As(err, &ne) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		pgconn.SafeToRetry(err)
-}
-
-// ID hands an id to pgx as [16]byte, which it encodes in binary; a
-// uuid.UUID goes through its text form (it is a driver.Valuer), which a
-// profile of the ack route found costing a fifth of its CPU.
-func ID(id uuid.UUID) [16]byte { return id }
-
-// IDs is ID for a slice.
-func IDs(ids []uuid.UUID) [][16]byte {
-	out := make([][16]byte, len(ids))
-	for i, id := range ids {
-		out[i] = id
-	}
-	return out
-}
-
-// NewID returns a UUIDv7, falling back to a random UUID only if the clock
-// source fails, which the uuid package reports as an error.
-func NewID() uuid.UUID {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return uuid.New()
-	}
-	return id
 }

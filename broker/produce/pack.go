@@ -1,4 +1,4 @@
-package log
+package produce
 
 import (
 	"bytes"
@@ -9,8 +9,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/counters"
-	"github.com/regent-mq/regent/broker/pg"
+	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/ids"
 	"github.com/regent-mq/regent/broker/segment"
 )
 
@@ -29,7 +31,7 @@ type Item struct {
 // Segment is the frames of one push request for one partition, packed for
 // queen.log_push_one_v1.
 type Segment struct {
-	Partition                  *Partition
+	Partition                  *catalog.Partition
 	Items                      []int // index in the request of each frame's item
 	Frames                     []segment.Frame
 	Body                       []byte
@@ -52,33 +54,17 @@ type Packed struct {
 	// repeats (same partition, same client transaction id), or -1.
 	DupOf []int
 	// Parts[i] is item i's partition.
-	Parts []*Partition
+	Parts []*catalog.Partition
 	// Stored[i] is the message the database already held under item i's
 	// transaction id (see Drop).
 	Stored map[int]Pushed
 }
 
-// SegmentArgs are segments as the parallel arrays that queen.log_push_one_v1 and
-// queen_streams.cycle take: one element per segment, and the per-frame
-// transaction ids and the dedup ids flattened segment after segment.
-type SegmentArgs struct {
-	Partitions  [][16]byte
-	Frames      []int32
-	Bodies      [][]byte
-	Checksums   []int64
-	TxIDs       []string
-	MinAt       []time.Time
-	MaxAt       []time.Time
-	Dedups      []int32
-	DedupTxIDs  []string
-	DedupMsgIDs [][16]byte
-}
-
 // Args lays segs out for the database. They must be sorted by partition id,
 // the lock order (SortSegments).
-func Args(segs []*Segment) SegmentArgs {
+func Args(segs []*Segment) db.Segments {
 	n := len(segs)
-	a := SegmentArgs{
+	a := db.Segments{
 		Partitions: make([][16]byte, n), Frames: make([]int32, n), Bodies: make([][]byte, n),
 		Checksums: make([]int64, n), MinAt: make([]time.Time, n), MaxAt: make([]time.Time, n),
 		Dedups: make([]int32, n),
@@ -106,14 +92,14 @@ func SortSegments(segs []*Segment) {
 // Pack resolves every item's partition (creating what is missing) and packs
 // the items into one segment per partition, in order of first appearance.
 // producerSub is stamped on every frame.
-func (l *Log) Pack(ctx context.Context, tenant, producerSub string, items []Item) (*Packed, error) {
-	targets := make([]Target, 0, 1)
+func (l *Producer) Pack(ctx context.Context, tenant, producerSub string, items []Item) (*Packed, error) {
+	targets := make([]catalog.Target, 0, 1)
 	targetOf := make([]int, len(items))
-	seen := make(map[Target]int, 1)
+	seen := make(map[catalog.Target]int, 1)
 	for i := range items {
-		t := Target{tenant, items[i].Queue, items[i].Partition}
+		t := catalog.Target{Tenant: tenant, Queue: items[i].Queue, Partition: items[i].Partition}
 		if t.Partition == "" {
-			t.Partition = DefaultPartition
+			t.Partition = catalog.DefaultPartition
 		}
 		j, ok := seen[t]
 		if !ok {
@@ -123,15 +109,16 @@ func (l *Log) Pack(ctx context.Context, tenant, producerSub string, items []Item
 		}
 		targetOf[i] = j
 	}
-	parts, err := l.ResolveAll(ctx, targets)
+	parts, err := l.catalog.ResolveAll(ctx, targets)
 	if err != nil {
-		return nil, err
+		// A new queue past the tenant's maxQueues is refused in the batch.
+		return nil, l.quotas.FromSQL(tenant, err)
 	}
 
 	out := &Packed{
 		Segments: make([]*Segment, len(parts)),
 		DupOf:    make([]int, len(items)),
-		Parts:    make([]*Partition, len(items)),
+		Parts:    make([]*catalog.Partition, len(items)),
 	}
 	type txKey struct {
 		seg  int
@@ -170,7 +157,7 @@ func (l *Log) Pack(ctx context.Context, tenant, producerSub string, items []Item
 			Payload:       it.Payload,
 		}
 		if f.ID == uuid.Nil {
-			f.ID = pg.NewID()
+			f.ID = ids.New()
 		}
 		if f.TransactionID == "" {
 			f.TransactionID = f.ID.String()
@@ -270,7 +257,7 @@ func (p *Packed) Drop(segs []*Segment, dups map[uuid.UUID]map[string]uuid.UUID) 
 type Pushed struct {
 	MessageID     uuid.UUID
 	TransactionID string
-	Partition     *Partition
+	Partition     *catalog.Partition
 	Duplicate     bool
 	BaseOffset    int64 // of the segment it was stored in; 0 for a duplicate
 }
@@ -300,7 +287,7 @@ func (p *Packed) Results(stored []*Segment) []Pushed {
 
 // AfterPush does the bookkeeping of committed segments: per-queue counters,
 // and the announcement of their partitions.
-func (l *Log) AfterPush(segs []*Segment) {
+func (l *Producer) AfterPush(segs []*Segment) {
 	for i, g := range segs {
 		if len(g.Frames) == 0 {
 			continue

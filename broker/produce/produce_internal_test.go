@@ -1,17 +1,17 @@
-package log
+package produce
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -19,14 +19,17 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func newLog(t *testing.T) *Log {
+func newProducer(t *testing.T) *Producer {
 	t.Helper()
-	return New(pgtest.New(t), nil, metrics.New(), hotlist.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	pool := pgtest.New(t)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	d := db.New(pool)
+	return New(d, catalog.New(d), Options{Metrics: metrics.New(), Announcer: hotlist.NewAnnouncer(hotlist.New(), pool, logger), Logger: logger})
 }
 
 func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {
 	t.Parallel()
-	l := newLog(t)
+	l := newProducer(t)
 	ctx := context.Background()
 	p, err := l.Pack(ctx, "default", "", []Item{
 		{Queue: "q", Partition: "a", Payload: json.RawMessage(`1`)},
@@ -35,78 +38,61 @@ func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, p.Segments, 2)
 	// One segment's partition disappears: the other must not be stored.
-	_, err = l.pool.Exec(ctx, `DELETE FROM queen.partitions WHERE id = $1`, p.Segments[1].Partition.ID)
+	_, err = l.db.Conn().Exec(ctx, `DELETE FROM queen.partitions WHERE id = $1`, p.Segments[1].Partition.ID)
 	require.NoError(t, err)
-	_, err = l.store(ctx, l.pool, p)
-	require.ErrorIs(t, err, ErrPartitionGone)
+	_, err = l.allocate(ctx, nil, p)
+	require.ErrorIs(t, err, catalog.ErrPartitionGone)
 	var n int
-	require.NoError(t, l.pool.QueryRow(ctx, `SELECT count(*) FROM queen.log_segments`).Scan(&n))
+	require.NoError(t, l.db.Conn().QueryRow(ctx, `SELECT count(*) FROM queen.log_segments`).Scan(&n))
 	require.Zero(t, n, "queen.log_push_one_v1 writes nothing when a partition is gone")
 	// Whichever partition it moved before it met the gone one, it moved back.
 	var offset int64
 	var lastPush *time.Time
-	require.NoError(t, l.pool.QueryRow(ctx, `SELECT next_offset, last_push_at FROM queen.partitions WHERE id = $1`,
+	require.NoError(t, l.db.Conn().QueryRow(ctx, `SELECT next_offset, last_push_at FROM queen.partitions WHERE id = $1`,
 		p.Segments[0].Partition.ID).Scan(&offset, &lastPush))
 	require.Zero(t, offset)
 	require.Nil(t, lastPush)
 }
 
+// vanished returns a producer whose catalog caches queue q's Default
+// partition, which another replica has deleted since.
+func vanished(t *testing.T) (*Producer, *catalog.Partition) {
+	t.Helper()
+	l := newProducer(t)
+	first, err := l.catalog.Resolve(t.Context(), catalog.Target{Tenant: "default", Queue: "q", Partition: "Default"})
+	require.NoError(t, err)
+	_, err = l.db.Conn().Exec(t.Context(), `DELETE FROM queen.queues`)
+	require.NoError(t, err)
+	return l, first
+}
+
 func TestPushRecoversWhenACachedPartitionVanished(t *testing.T) {
 	t.Parallel()
-	l := newLog(t)
-	ctx := context.Background()
-	first, err := l.Resolve(ctx, Target{"default", "q", "Default"})
-	require.NoError(t, err)
-	_, err = l.pool.Exec(ctx, `DELETE FROM queen.queues`)
-	require.NoError(t, err)
-	out, _, err := l.Push(ctx, l.pool, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
+	l, first := vanished(t)
+	out, _, err := l.Push(t.Context(), "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
 	require.NoError(t, err)
 	require.NotEqual(t, first.ID, out[0].Partition.ID)
 }
 
-func TestResolveCachesAndCreatesOnce(t *testing.T) {
+// In the caller's transaction a push cannot run again: a partition deleted
+// behind the cache is the caller's error, and the transaction stores nothing.
+func TestAPushInATransactionReturnsAGonePartition(t *testing.T) {
 	t.Parallel()
-	l := newLog(t)
-	ctx := context.Background()
-	a, err := l.Resolve(ctx, Target{"default", "q", "p"})
-	require.NoError(t, err)
-	b, err := l.Resolve(ctx, Target{"default", "q", "p"})
-	require.NoError(t, err)
-	require.Same(t, a, b)
-	c, err := l.Resolve(ctx, Target{"acme", "q", "p"})
-	require.NoError(t, err)
-	require.NotEqual(t, a.Queue.ID, c.Queue.ID, "queue names are per tenant")
-	var bad *BadName
-	_, err = l.Resolve(ctx, Target{"default", "no spaces", "p"})
-	require.ErrorAs(t, err, &bad)
-}
-
-func TestOwnedPartitionIsNotFoundForAnotherTenant(t *testing.T) {
-	t.Parallel()
-	l := newLog(t)
-	ctx := context.Background()
-	p, err := l.Resolve(ctx, Target{"acme", "q", "p"})
-	require.NoError(t, err)
-	got, err := l.OwnedPartition(ctx, "acme", p.ID)
-	require.NoError(t, err)
-	require.Equal(t, p.ID, got.ID)
-	_, err = l.OwnedPartition(ctx, "other", p.ID)
-	require.True(t, errors.Is(err, ErrNotFound))
-	_, err = l.OwnedPartition(ctx, "acme", uuid.New())
-	require.True(t, errors.Is(err, ErrNotFound))
-	// Uncached: a second Log reads the database.
-	s2 := New(l.pool, nil, metrics.New(), hotlist.New(), l.logger)
-	_, err = s2.OwnedPartition(ctx, "other", p.ID)
-	require.True(t, errors.Is(err, ErrNotFound))
-	got, err = s2.OwnedPartition(ctx, "acme", p.ID)
-	require.NoError(t, err)
-	require.Equal(t, "p", got.Name)
-	require.Equal(t, "q", got.Queue.Name)
+	l, _ := vanished(t)
+	ctx := t.Context()
+	err := l.db.InTx(ctx, func(tx *db.DB) error {
+		_, _, err := l.PushInTx(ctx, tx, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
+		return err
+	})
+	require.ErrorIs(t, err, catalog.ErrPartitionGone)
+	var queues int
+	require.NoError(t, l.db.Conn().QueryRow(ctx, `SELECT count(*) FROM queen.queues`).Scan(&queues))
+	require.Zero(t, queues, "the push in the transaction resolved nothing again")
 }
 
 // joinedPushes packs requests of items and runs them as one joined batch,
 // as the joiner does with the requests that waited for a call.
-func joinedPushes(t *testing.T, l *Log, requests ...[]Item) []*pushCall {
+func joinedPushes(t *testing.T, l *Producer, requests ...[]Item) []*pushCall {
 	t.Helper()
 	calls := make([]*pushCall, len(requests))
 	for i, items := range requests {
@@ -120,7 +106,7 @@ func joinedPushes(t *testing.T, l *Log, requests ...[]Item) []*pushCall {
 
 func TestJoinedPushesToOnePartitionTakeOffsetsInRequestOrder(t *testing.T) {
 	t.Parallel()
-	l := newLog(t)
+	l := newProducer(t)
 	calls := joinedPushes(t, l,
 		[]Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}},
 		[]Item{{Queue: "q", Payload: json.RawMessage(`3`)}},
@@ -134,13 +120,13 @@ func TestJoinedPushesToOnePartitionTakeOffsetsInRequestOrder(t *testing.T) {
 	}
 	require.Equal(t, []int64{0, 2, 0, 3}, bases)
 	var segments int
-	require.NoError(t, l.pool.QueryRow(context.Background(), `SELECT count(*) FROM queen.log_segments`).Scan(&segments))
+	require.NoError(t, l.db.Conn().QueryRow(context.Background(), `SELECT count(*) FROM queen.log_segments`).Scan(&segments))
 	require.Equal(t, 4, segments)
 }
 
 func TestAJoinedPushThatRepeatsAnotherOfItsBatchIsItsDuplicate(t *testing.T) {
 	t.Parallel()
-	l := newLog(t)
+	l := newProducer(t)
 	calls := joinedPushes(t, l,
 		[]Item{{Queue: "q", Payload: json.RawMessage(`1`), TransactionID: "a"}},
 		[]Item{{Queue: "q", Payload: json.RawMessage(`2`), TransactionID: "b"},
@@ -162,26 +148,26 @@ func TestAJoinedPushThatRepeatsAnotherOfItsBatchIsItsDuplicate(t *testing.T) {
 
 func TestAJoinedPushToAGonePartitionFailsAlone(t *testing.T) {
 	t.Parallel()
-	l := newLog(t)
+	l := newProducer(t)
 	ctx := context.Background()
 	gone, err := l.Pack(ctx, "default", "", []Item{{Queue: "gone", Payload: json.RawMessage(`1`)}})
 	require.NoError(t, err)
 	kept, err := l.Pack(ctx, "default", "", []Item{{Queue: "kept", Payload: json.RawMessage(`2`)}})
 	require.NoError(t, err)
-	_, err = l.pool.Exec(ctx, `DELETE FROM queen.queues WHERE name = 'gone'`)
+	_, err = l.db.Conn().Exec(ctx, `DELETE FROM queen.queues WHERE name = 'gone'`)
 	require.NoError(t, err)
 	calls := []*pushCall{{p: gone}, {p: kept}}
 	l.joinPushes(ctx, calls)
-	require.ErrorIs(t, calls[0].err, ErrPartitionGone)
+	require.ErrorIs(t, calls[0].err, catalog.ErrPartitionGone)
 	require.NoError(t, calls[1].err)
 	require.Len(t, calls[1].segs, 1)
 }
 
 func TestJoinedPushesDropWhatTheDatabaseHoldsPerRequest(t *testing.T) {
 	t.Parallel()
-	l := newLog(t)
+	l := newProducer(t)
 	ctx := context.Background()
-	before, _, err := l.Push(ctx, l.pool, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`0`), TransactionID: "held"}})
+	before, _, err := l.Push(ctx, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`0`), TransactionID: "held"}})
 	require.NoError(t, err)
 	calls := joinedPushes(t, l,
 		[]Item{{Queue: "q", Payload: json.RawMessage(`1`), TransactionID: "new"}},
@@ -197,20 +183,6 @@ func TestJoinedPushesDropWhatTheDatabaseHoldsPerRequest(t *testing.T) {
 	require.Equal(t, before[0].MessageID, mixed[0].MessageID)
 	require.False(t, mixed[1].Duplicate)
 	var messages int64
-	require.NoError(t, l.pool.QueryRow(ctx, `SELECT sum(frame_count) FROM queen.log_segments`).Scan(&messages))
+	require.NoError(t, l.db.Conn().QueryRow(ctx, `SELECT sum(frame_count) FROM queen.log_segments`).Scan(&messages))
 	require.EqualValues(t, 3, messages)
-}
-
-func TestANewPartitionOfACachedQueueLeavesItsOtherPartitionsCached(t *testing.T) {
-	t.Parallel()
-	l := newLog(t)
-	ctx := context.Background()
-	a, err := l.Resolve(ctx, Target{"default", "q", "a"})
-	require.NoError(t, err)
-	b, err := l.Resolve(ctx, Target{"default", "q", "b"})
-	require.NoError(t, err)
-	require.Same(t, a.Queue, b.Queue, "the new partition takes the options in force")
-	again, err := l.Resolve(ctx, Target{"default", "q", "a"})
-	require.NoError(t, err)
-	require.Same(t, a, again, "a new partition refreshed the queue and replaced the cached ones")
 }

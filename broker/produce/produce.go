@@ -1,0 +1,113 @@
+// Package produce owns the path that every write into the log takes, for
+// POST /api/v1/push, a transaction's pushes, the spool's drain and the
+// streams cycle's sink emits alike: resolve, pack, seal, store, then mark
+// and announce. Its statements are broker/db's (push.go); the queues and
+// partitions come from broker/catalog.
+//
+// Data enters the log only through the allocator queen.log_push_one_v1
+// (db.DB.Push), one call per request, which stores every segment of it. A
+// caller that pushes goes through these steps, all on *Producer:
+//
+//  1. Pack resolves every item's (tenant, queue, partition) in the catalog
+//     (catalog.Catalog.ResolveAll, which creates what does not exist), and
+//     frames the items into one *Segment per partition, in order of first
+//     appearance: a UUIDv7 message id unless the item brings one, the
+//     transaction id (the message id when absent), createdAt in
+//     microseconds, producer sub and trace id, the payload sealed when the
+//     queue has encryptionEnabled (a sealing failure logs a warning, counts
+//     in regent_encryption_failures_total and stores plaintext), the encoded
+//     body and checksum, the time range and the txids in frame order. Items
+//     that repeat a client transaction id of an earlier item of the same
+//     partition are not packed; Packed.DupOf names the earlier item.
+//  2. Args lays the segments, sorted by partition id (SortSegments), out as
+//     the arrays queen.log_push_one_v1 (or queen_streams.cycle) takes. The
+//     function stores all of them or, when a partition is gone or already
+//     holds some of the client transaction ids, none. Store is the loop
+//     every write runs then, the push and the cycle alike: Drop takes the
+//     items the database held out (Packed.Stored remembers them) and the
+//     call runs again; a partition gone behind the catalog's cache is
+//     resolved again, once. Results answers every item once the rest is
+//     stored. Push runs on the pool: pushes that arrive while
+//     Options.PushCalls calls are in flight wait and join the next call
+//     (broker/batch), one round trip and one commit for all of them, each
+//     request answered on its own. PushInTx runs in the caller's
+//     transaction, alone, and returns a gone partition.
+//  3. After the commit, AfterPush counts the messages per queue and
+//     announces the partitions (Announce): this replica's hot list at once,
+//     the other replicas by a NOTIFY the announcer sends, not the
+//     transaction. The announcer's loop is the caller's to run.
+package produce
+
+import (
+	"log/slog"
+
+	"github.com/google/uuid"
+
+	"github.com/regent-mq/regent/broker/batch"
+	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/hotlist"
+	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/quota"
+	"github.com/regent-mq/regent/broker/seal"
+)
+
+// Producer is the write path. It is safe for concurrent use.
+type Producer struct {
+	db      *db.DB
+	catalog *catalog.Catalog
+	sealer  *seal.Sealer // nil: no key; sealing fails and stores plaintext
+	metrics *metrics.Metrics
+	logger  *slog.Logger
+	// announcer marks hot partitions here and tells the other replicas.
+	announcer *hotlist.Announcer
+	// quotas limits the tenants' pushes and queue creations; nil: none.
+	quotas *quota.Quotas
+	// pushes joins the pushes on the pool (natural batching).
+	pushes *batch.Joiner[*pushCall]
+}
+
+// Options are what a Producer works with besides the database and the
+// catalog.
+type Options struct {
+	// Sealer seals the payloads of queues with encryptionEnabled; nil: no
+	// key, and sealing fails and stores plaintext.
+	Sealer  *seal.Sealer
+	Metrics *metrics.Metrics
+	// Announcer makes committed partitions visible to the pops of every
+	// replica; its loop (Announcer.Run) is the caller's to run.
+	Announcer *hotlist.Announcer
+	// Quotas limits every push and queue creation; nil: none.
+	Quotas *quota.Quotas
+	// PushCalls is how many push calls to the database may be in flight at
+	// once; the pushes that arrive while they all are wait, and join the
+	// next call. 0: config.DefaultPushCalls.
+	PushCalls int
+	Logger    *slog.Logger
+}
+
+// maxJoined bounds the requests of one push call.
+const maxJoined = 64
+
+// New returns a Producer that stores on d the items of the queues and
+// partitions of cat.
+func New(d *db.DB, cat *catalog.Catalog, o Options) *Producer {
+	l := &Producer{
+		db: d, catalog: cat, sealer: o.Sealer, metrics: o.Metrics, logger: o.Logger, announcer: o.Announcer, quotas: o.Quotas,
+	}
+	calls := o.PushCalls
+	if calls == 0 {
+		calls = config.DefaultPushCalls
+	}
+	l.pushes = batch.New(calls, maxJoined, l.metrics.JoinedRequests.WithLabelValues("push"),
+		l.metrics.JoinWaiting.WithLabelValues("push"), l.joinPushes)
+	return l
+}
+
+// Announce makes a partition that committed data to deliver visible to the
+// pops of every replica: this one's at once, the others' by NOTIFY within
+// hotlist.Linger (see hotlist.Announcer). Call it after the commit.
+func (l *Producer) Announce(queueID, partitionID uuid.UUID) {
+	l.announcer.Announce(queueID, partitionID)
+}
