@@ -140,7 +140,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		wg.Go(func() { quotas.Run(bg) })
 		wg.Go(func() { groups.Run(bg, cfg.LagEvery) })
 		wg.Go(func() {
-			m.Ops.Run(bg, pool, counters.Settings{Replica: cfg.Replica, FlushEvery: cfg.AnalyticsFlush}, logger)
+			m.Ops.Run(bg, store, counters.Settings{Replica: cfg.Replica, FlushEvery: cfg.AnalyticsFlush}, logger)
 		})
 		wg.Go(func() { spooled.Run(bg) })
 		wg.Wait()

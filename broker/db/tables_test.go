@@ -19,7 +19,6 @@ import (
 // into broker/db, family by family (issue 25).
 var (
 	stillNameTables = []string{
-		"broker/counters",
 		"broker/log",
 	}
 	stillWriteCursors []string // none is left
