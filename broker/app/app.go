@@ -101,7 +101,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		return nil, err
 	}
 	hot := hotlist.New()
-	logs := log.New(pool, sealer, m, hot, logger)
+	logs := log.New(pool, sealer, m, hotlist.NewAnnouncer(hot, store, logger), logger)
 	logs.JoinPushes(cfg.PushCalls)
 	quotas := quota.New(store, m.QuotaRefusals, logger)
 	logs.Limit(quotas)

@@ -16,10 +16,6 @@
 package db
 
 import (
-	"context"
-	"log/slog"
-	"time"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/pg"
@@ -37,9 +33,3 @@ type DB struct {
 
 // New returns a DB on pool.
 func New(pool *pgxpool.Pool) *DB { return &DB{q: pool, pool: pool} }
-
-// Listen calls heard on every NOTIFY on channel until ctx ends, from a
-// connection of its own; see pg.Listen.
-func (d *DB) Listen(ctx context.Context, channel string, retry time.Duration, log *slog.Logger, what string, heard func(context.Context)) {
-	pg.Listen(ctx, d.pool, channel, retry, log, what, heard)
-}

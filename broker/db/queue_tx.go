@@ -16,13 +16,9 @@ func (d *DB) InTx(ctx context.Context, fn func(tx *DB) error) error {
 
 // Over returns a DB whose statements run on q: a test's wrapper of a pool
 // that counts or interposes on the round trips. It has no pool of its own,
-// so InTx and ConnString are not for it.
+// so InTx and ListenOnce are not for it.
 func Over(q pg.DB) *DB { return &DB{q: q} }
 
 // Conn is what d runs its statements on, the pool or a transaction, for
 // broker/log's write path until its statements move here (issue 25).
 func (d *DB) Conn() pg.DB { return d.q }
-
-// ConnString is the pool's connection string, for a connection of one's
-// own (hotlist.Listen).
-func (d *DB) ConnString() string { return d.pool.Config().ConnConfig.ConnString() }

@@ -12,7 +12,6 @@ import (
 // shrinks: a package that no longer imports pgx must leave it.
 var stillOwnSQL = []string{
 	"broker/app",
-	"broker/hotlist",
 	"broker/log",
 	"broker/metrics",
 	"broker/pg",

@@ -90,7 +90,6 @@ type Log struct {
 	sealer  *seal.Sealer // nil: no key; sealing fails and stores plaintext
 	metrics *metrics.Metrics
 	logger  *slog.Logger
-	hot     *hotlist.List
 	// announcer marks hot partitions here and tells the other replicas.
 	announcer *hotlist.Announcer
 	// quotas limits the tenants' pushes and queue creations; nil: none.
@@ -131,10 +130,10 @@ type Partition struct {
 }
 
 // New returns a Log. sealer may be nil (no encryption key configured).
-func New(pool *pgxpool.Pool, sealer *seal.Sealer, m *metrics.Metrics, hot *hotlist.List, logger *slog.Logger) *Log {
+func New(pool *pgxpool.Pool, sealer *seal.Sealer, m *metrics.Metrics, announcer *hotlist.Announcer, logger *slog.Logger) *Log {
 	l := &Log{
-		pool: pool, sealer: sealer, metrics: m, hot: hot, logger: logger,
-		announcer: hotlist.NewAnnouncer(hot, pool, logger),
+		pool: pool, sealer: sealer, metrics: m, logger: logger,
+		announcer: announcer,
 		queues:    map[queueKey]*Queue{},
 		parts:     map[partKey]*Partition{},
 		byID:      map[uuid.UUID]*Partition{},

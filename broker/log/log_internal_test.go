@@ -21,7 +21,8 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func newLog(t *testing.T) *Log {
 	t.Helper()
-	return New(pgtest.New(t), nil, metrics.New(), hotlist.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return New(pgtest.New(t), nil, metrics.New(), hotlist.NewAnnouncer(hotlist.New(), nil, logger), logger) // not run: it sends nothing
 }
 
 func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {
@@ -95,7 +96,7 @@ func TestOwnedPartitionIsNotFoundForAnotherTenant(t *testing.T) {
 	_, err = l.OwnedPartition(ctx, "acme", uuid.New())
 	require.True(t, errors.Is(err, ErrNotFound))
 	// Uncached: a second Log reads the database.
-	s2 := New(l.pool, nil, metrics.New(), hotlist.New(), l.logger)
+	s2 := New(l.pool, nil, metrics.New(), l.announcer, l.logger)
 	_, err = s2.OwnedPartition(ctx, "other", p.ID)
 	require.True(t, errors.Is(err, ErrNotFound))
 	got, err = s2.OwnedPartition(ctx, "acme", p.ID)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/log"
 	"github.com/regent-mq/regent/broker/metrics"
@@ -38,7 +39,7 @@ func TestAppendsRacingDrainsAllReachTheDatabase(t *testing.T) {
 	m := metrics.New()
 	sw := &toggle{}
 	sw.on.Store(true)
-	s, err := Open(t.TempDir(), log.New(pool, nil, m, hotlist.New(), logger), pool, sw, m.SpoolBuffered, logger)
+	s, err := Open(t.TempDir(), log.New(pool, nil, m, hotlist.NewAnnouncer(hotlist.New(), db.New(pool), logger), logger), pool, sw, m.SpoolBuffered, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

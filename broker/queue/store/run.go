@@ -18,7 +18,7 @@ func (s *Store) Run(ctx context.Context, reseedEvery time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
-		hotlist.Listen(ctx, s.db.ConnString(), s.hot, s.logger, s.reseedAll, s.log.ForgetQueueID)
+		hotlist.Listen(ctx, s.db, s.hot, s.logger, s.reseedAll, s.log.ForgetQueueID)
 	})
 	wg.Go(func() { s.log.Run(ctx) })
 	t := time.NewTicker(reseedEvery)

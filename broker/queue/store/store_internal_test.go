@@ -26,7 +26,7 @@ func newStore(t testing.TB) *Store {
 	pool := pgtest.New(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, hot := metrics.New(), hotlist.New()
-	return New(db.New(pool), log.New(pool, nil, m, hot, logger), m, hot, logger, 64<<20)
+	return New(db.New(pool), log.New(pool, nil, m, hotlist.NewAnnouncer(hot, db.New(pool), logger), logger), m, hot, logger, 64<<20)
 }
 
 // A pop that took a lease but cannot answer (here a segment fails its
