@@ -91,9 +91,9 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 			return nil, err
 		}
 	}
-	m := metrics.New()
-	m.WatchPool(pool)
 	store := db.New(pool)
+	m := metrics.New()
+	m.WatchPool(store)
 	groups := backlog.New(store, m, logger)
 	sealer, err := newSealer(cfg)
 	if err != nil {

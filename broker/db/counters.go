@@ -111,7 +111,7 @@ func queryMinuteArgs(queries []counters.QueryMinute, replica string) []any {
 // RecordReplicaSample writes the replica's sample of its minute, with the
 // pool's connections as they are now.
 func (d *DB) RecordReplicaSample(ctx context.Context, s counters.Sample) error {
-	st := d.pool.Stat()
+	st := d.PoolStats()
 	_, err := d.q.Exec(ctx, `INSERT INTO queen.replica_samples (replica, minute, sampled_at, cpu_user_pct, cpu_sys_pct,
 			rss_bytes, virtual_bytes, pool_size, pool_idle, pool_active)
 		VALUES ($1, date_trunc('minute', $2::timestamptz), $2, $3, $4, $5, $6, $7, $8, $9)
@@ -119,7 +119,7 @@ func (d *DB) RecordReplicaSample(ctx context.Context, s counters.Sample) error {
 			cpu_user_pct = EXCLUDED.cpu_user_pct, cpu_sys_pct = EXCLUDED.cpu_sys_pct,
 			rss_bytes = EXCLUDED.rss_bytes, virtual_bytes = EXCLUDED.virtual_bytes,
 			pool_size = EXCLUDED.pool_size, pool_idle = EXCLUDED.pool_idle, pool_active = EXCLUDED.pool_active`,
-		s.Replica, s.At, s.CPUUserPct, s.CPUSysPct, s.RSS, s.Virtual, st.TotalConns(), st.IdleConns(), st.AcquiredConns())
+		s.Replica, s.At, s.CPUUserPct, s.CPUSysPct, s.RSS, s.Virtual, st.TotalConns, st.IdleConns, st.AcquiredConns)
 	if err != nil {
 		return fmt.Errorf("write the replica sample: %w", err)
 	}

@@ -18,6 +18,7 @@ package db
 import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/pg"
 )
 
@@ -33,3 +34,14 @@ type DB struct {
 
 // New returns a DB on pool.
 func New(pool *pgxpool.Pool) *DB { return &DB{q: pool, pool: pool} }
+
+// PoolStats are the pool's own figures now; reading them costs no query.
+func (d *DB) PoolStats() metrics.PoolStats {
+	s := d.pool.Stat()
+	return metrics.PoolStats{
+		MaxConns: int64(s.MaxConns()), TotalConns: int64(s.TotalConns()), AcquiredConns: int64(s.AcquiredConns()),
+		IdleConns: int64(s.IdleConns()), ConstructingConns: int64(s.ConstructingConns()),
+		Acquires: s.AcquireCount(), EmptyAcquires: s.EmptyAcquireCount(), CanceledAcquires: s.CanceledAcquireCount(),
+		NewConns: s.NewConnsCount(), AcquireWait: s.AcquireDuration(),
+	}
+}

@@ -13,7 +13,6 @@ import (
 var stillOwnSQL = []string{
 	"broker/app",
 	"broker/log",
-	"broker/metrics",
 	"broker/pg",
 	"broker/server",
 	"cmd/operator",
