@@ -1,13 +1,56 @@
-package app
+package db
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 	"syscall"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/regent-mq/regent/broker/migrate"
 )
+
+// Options are how the broker's pool is opened.
+type Options struct {
+	MaxConns int // --pool-size
+}
+
+// Open connects a pool to PostgreSQL at url. The pool drops connections the
+// server has closed before a statement gets them. The DB owns the pool;
+// Close releases it.
+func Open(ctx context.Context, url string, o Options) (*DB, error) {
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	pc.MaxConns = int32(o.MaxConns)
+	// Every statement the broker runs is short; JIT compilation only ever
+	// adds to it (seconds, for the admin reads over 10,000 cursors).
+	pc.ConnConfig.RuntimeParams["jit"] = "off"
+	pc.PrepareConn = dropClosed
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	return New(pool), nil
+}
+
+// Close closes the pool, waiting for its connections to be released.
+func (d *DB) Close() { d.pool.Close() }
+
+// Migrate applies the schema migrations not applied yet and returns how
+// many it applied.
+func (d *DB) Migrate(ctx context.Context, log *slog.Logger) (int, error) {
+	return migrate.Up(ctx, d.pool, log)
+}
+
+// Pool is the pool itself, for the write path (broker/log) until its
+// statements move here (issue 25).
+func (d *DB) Pool() *pgxpool.Pool { return d.pool }
 
 // dropClosed is the pool's PrepareConn hook: it refuses a pooled connection
 // that PostgreSQL has already closed. A server that restarts, or ends a

@@ -1,0 +1,45 @@
+package app
+
+import (
+	"context"
+	"sync"
+)
+
+// A loop is one of the broker's background loops: it runs until its ctx
+// ends, and what it must finish (a last flush, a last announcement) it
+// finishes before it returns.
+type loop func(ctx context.Context)
+
+// loops are the broker's background loops, all started by New in one call
+// of start, on one context, and all stopped by Close:
+//
+//   - the consumers' (queue/store.Run): the hot list's LISTEN on the log's
+//     channel, its periodic reseed, and the log's announcer, which sends
+//     the partitions the pushes made deliverable to the other replicas;
+//   - the retention and eviction sweeps (retention);
+//   - the system flags' LISTEN and re-read (flags);
+//   - the quotas' LISTEN, re-read, usage records and token leases (quota);
+//   - the consumer groups' backlog refresh (backlog);
+//   - the analytics counters' flush, with the parked long-polls' and the
+//     replica's samples (counters);
+//   - the spool's drain (spool).
+type loops struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// start runs each loop in a goroutine of its own until stop.
+func start(ctx context.Context, each []loop) *loops {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &loops{cancel: cancel}
+	for _, run := range each {
+		l.wg.Go(func() { run(ctx) })
+	}
+	return l
+}
+
+// stop ends every loop and waits until each has returned.
+func (l *loops) stop() {
+	l.cancel()
+	l.wg.Wait()
+}
