@@ -3,16 +3,21 @@
 // of DB, one file per family, named and typed, each one round trip. A
 // refusal by the rules comes back as a typed error, never as SQL text.
 //
-// The streams family (the cycle, the state read, registration and the
-// query listing), the queue's consumer side (queue_*.go: pop, ack, lease,
-// dead letters, configure), the system flags, the admin family (admin_*.go:
-// the consumer groups and their seeks, the message, resources, status,
-// analytics and trace reads, PostgreSQL's statistics), the backlog and the
-// charts' history, the retention sweeps and the quota's limits and leases
-// live here; the push, counters and catalog families move in next
-// (TestOnlyTheSeamImportsPgx and TestOnlyTheSeamNamesTables list the
-// packages that still talk to PostgreSQL themselves, and the lists only
-// shrink).
+// The families here: opening the pool (open.go: Open, Migrate, and the
+// check that drops connections the server closed); the streams family (the
+// cycle, the state read, registration and the query listing); the queue's
+// consumer side (queue_*.go: pop, ack, lease, dead letters, configure); the
+// system flags; the admin family (admin_*.go: the consumer groups and their
+// seeks, the message, resources, status, analytics and trace reads,
+// PostgreSQL's statistics); the backlog and the charts' history; the
+// retention sweeps; the quota's limits and leases; the analytics counters'
+// flush and the replica samples (counters.go); the hot list's
+// announcements and LISTEN connections (notify.go); the pool's own figures
+// for the metrics (PoolStats). The operator's access to the cell database
+// is Cell (operator*.go), which calls SQL functions only. The push and
+// catalog families move in next (TestOnlyTheSeamImportsPgx and
+// TestOnlyTheSeamNamesTables list the packages that still talk to
+// PostgreSQL themselves, and the lists only shrink).
 package db
 
 import (

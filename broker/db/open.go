@@ -23,20 +23,33 @@ type Options struct {
 // server has closed before a statement gets them. The DB owns the pool;
 // Close releases it.
 func Open(ctx context.Context, url string, o Options) (*DB, error) {
+	pool, err := openPool(ctx, url, int32(o.MaxConns), func(pc *pgxpool.Config) {
+		// Every statement the broker runs is short; JIT compilation only
+		// ever adds to it (seconds, for the admin reads over 10,000
+		// cursors).
+		pc.ConnConfig.RuntimeParams["jit"] = "off"
+		pc.PrepareConn = dropClosed
+	})
+	if err != nil {
+		return nil, err
+	}
+	return New(pool), nil
+}
+
+// openPool connects a pool of at most maxConns connections to url, its
+// configuration adjusted by tune.
+func openPool(ctx context.Context, url string, maxConns int32, tune func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	pc.MaxConns = int32(o.MaxConns)
-	// Every statement the broker runs is short; JIT compilation only ever
-	// adds to it (seconds, for the admin reads over 10,000 cursors).
-	pc.ConnConfig.RuntimeParams["jit"] = "off"
-	pc.PrepareConn = dropClosed
+	pc.MaxConns = maxConns
+	tune(pc)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
 	}
-	return New(pool), nil
+	return pool, nil
 }
 
 // Close closes the pool, waiting for its connections to be released.

@@ -13,8 +13,6 @@ import (
 var stillOwnSQL = []string{
 	"broker/log",
 	"broker/pg",
-	"cmd/operator",
-	"controllers/celldb",
 }
 
 // The seam itself, and the schema migrations, which run before any broker
