@@ -106,12 +106,16 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	loops := start(context.WithoutCancel(ctx), []loop{
 		func(ctx context.Context) { consumers.Run(ctx, cfg.ReseedInterval) },
 		func(ctx context.Context) { sweeper.Run(ctx, cfg.RetentionEvery, cfg.EvictionEvery) },
+		switches.Listen,
 		switches.Run,
+		quotas.Listen,
 		quotas.Run,
+		quotas.Lease,
 		func(ctx context.Context) { groups.Run(ctx, cfg.LagEvery) },
 		func(ctx context.Context) {
 			m.Ops.Run(ctx, store, counters.Settings{Replica: cfg.Replica, FlushEvery: cfg.AnalyticsFlush}, logger)
 		},
+		func(ctx context.Context) { counters.RunSamples(ctx, store, cfg.Replica, logger) },
 		spooled.Run,
 	})
 	return &Broker{cfg: cfg, log: logger, db: store, spool: spooled, handler: h, routes: routes, loops: loops}, nil

@@ -15,13 +15,15 @@ type loop func(ctx context.Context)
 //
 //   - the consumers' (queue/store.Run): the hot list's LISTEN on the log's
 //     channel, its periodic reseed, and the log's announcer, which sends
-//     the partitions the pushes made deliverable to the other replicas;
+//     the partitions the pushes made deliverable to the other replicas
+//     (broker/queue and broker/log start these two themselves for now);
 //   - the retention and eviction sweeps (retention);
-//   - the system flags' LISTEN and re-read (flags);
-//   - the quotas' LISTEN, re-read, usage records and token leases (quota);
+//   - the system flags' LISTEN, and their periodic re-read (flags);
+//   - the quotas' LISTEN, their periodic re-read with the usage record,
+//     and the rate tokens' leases (quota);
 //   - the consumer groups' backlog refresh (backlog);
-//   - the analytics counters' flush, with the parked long-polls' and the
-//     replica's samples (counters);
+//   - the analytics counters' flush, with the parked long-polls' sample,
+//     and the replica's samples of its process (counters);
 //   - the spool's drain (spool).
 type loops struct {
 	cancel context.CancelFunc

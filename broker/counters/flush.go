@@ -40,24 +40,14 @@ type Store interface {
 }
 
 // Run flushes the counts every FlushEvery and samples the parked
-// long-polls every second and the process once a minute, until ctx ends;
-// then it flushes what is left. The retention sweep deletes old minutes
-// (Sweep), one replica at a time.
+// long-polls every second, until ctx ends; then it flushes what is left.
+// The retention sweep deletes old minutes (Sweep), one replica at a time.
 func (c *Counters) Run(ctx context.Context, db Store, s Settings, log *slog.Logger) {
 	flush := time.NewTicker(s.FlushEvery)
 	defer flush.Stop()
 	second := time.NewTicker(time.Second)
 	defer second.Stop()
-	sampler := newSampler()
-	var lastSample time.Time
 	for {
-		now := time.Now()
-		if now.Unix()/60 != lastSample.Unix()/60 {
-			lastSample = now
-			if err := sampler.sample(ctx, db, s.Replica, now); err != nil && ctx.Err() == nil {
-				log.Warn("analytics: sample the process", "err", err)
-			}
-		}
 		select {
 		case <-ctx.Done():
 			// The pool is closed only after Run returns: the last counts go.

@@ -123,3 +123,25 @@ func TestRunFlushesWhatIsLeftWhenItStops(t *testing.T) {
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT coalesce(sum(push_messages), 0) FROM queen.queue_minutes`).Scan(&n))
 	require.EqualValues(t, 4, n)
 }
+
+func TestRunSamplesWritesASampleAtOnceAndStopsWithItsContext(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		counters.RunSamples(ctx, db.New(pool), "r1", slog.New(slog.DiscardHandler))
+	}()
+	var n int
+	for range 500 {
+		require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM queen.replica_samples WHERE replica = 'r1'`).Scan(&n))
+		if n > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	require.Equal(t, 1, n, "one sample, taken at once")
+}

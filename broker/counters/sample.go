@@ -3,6 +3,7 @@ package counters
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -18,6 +19,23 @@ type Sample struct {
 	At                    time.Time
 	CPUUserPct, CPUSysPct float64
 	RSS, Virtual          int64
+}
+
+// RunSamples writes a sample of the process at once and then at the start of
+// every minute, until ctx ends.
+func RunSamples(ctx context.Context, db Store, replica string, log *slog.Logger) {
+	s := newSampler()
+	for {
+		now := time.Now()
+		if err := s.sample(ctx, db, replica, now); err != nil && ctx.Err() == nil {
+			log.Warn("analytics: sample the process", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(now.Truncate(time.Minute).Add(time.Minute).Sub(now)):
+		}
+	}
 }
 
 // sampler takes the samples.
