@@ -2,7 +2,7 @@ package controllers
 
 // The operator's autoscaler for a query with spec.workers.autoscale: at
 // every reconcile that read the query's progress, it reads how loaded the
-// source is (celldb.SourceLoad) and lets package autoscaler decide the
+// source is (db.SourceLoad) and lets package autoscaler decide the
 // replicas, which status.workers.autoscaler keeps (so that a restarted
 // operator keeps its stabilisation window) and the Deployment follows.
 // Every change is an Event. spec.suspend forgets the decision: resume

@@ -14,8 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/controllers"
-	"github.com/regent-mq/regent/controllers/celldb"
 )
 
 // pushOrders pushes n messages to acme's queue orders, the source of the
@@ -149,7 +149,7 @@ type rewindThenDie struct {
 	done   atomic.Int32 // rewinds that did something
 }
 
-func (d *rewindThenDie) Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (celldb.Rewind, error) {
+func (d *rewindThenDie) Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (db.Rewound, error) {
 	rw, err := d.CellDB.Rewind(ctx, tenant, name, group, token, to)
 	if err == nil && !rw.Already {
 		d.done.Add(1)
@@ -158,7 +158,7 @@ func (d *rewindThenDie) Rewind(ctx context.Context, tenant, name, group, token s
 		return rw, err
 	}
 	d.refold()
-	return celldb.Rewind{}, errors.New("the operator died before it wrote the status")
+	return db.Rewound{}, errors.New("the operator died before it wrote the status")
 }
 
 func TestARewindThatCommittedBeforeItsStatusWasWrittenIsNotRepeated(t *testing.T) {

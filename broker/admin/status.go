@@ -218,9 +218,9 @@ func (a *API) workers(live []db.ReplicaSample) []map[string]any {
 
 // worker describes this replica, unsampled, as §4's workers element.
 func (a *API) worker() map[string]any {
-	total, idle := a.store.PoolConns()
+	pool := a.store.PoolStats()
 	return map[string]any{"hostname": a.replica, "workerId": 0, "avgEventLoopLagMs": 0, "maxEventLoopLagMs": 0,
-		"freeSlots": idle, "dbConnections": total, "jobQueueSize": 0, "messagesProcessed": 0}
+		"freeSlots": pool.IdleConns, "dbConnections": pool.TotalConns, "jobQueueSize": 0, "messagesProcessed": 0}
 }
 
 // handleStatusQueues is GET /api/v1/status/queues: newest first, paged;

@@ -12,10 +12,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/admin"
 	"github.com/regent-mq/regent/broker/auth"
@@ -29,7 +26,6 @@ import (
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/metrics"
-	"github.com/regent-mq/regent/broker/migrate"
 	"github.com/regent-mq/regent/broker/produce"
 	"github.com/regent-mq/regent/broker/queue"
 	qstore "github.com/regent-mq/regent/broker/queue/store"
@@ -48,62 +44,41 @@ var Version = "dev"
 type Broker struct {
 	cfg     config.Config
 	log     *slog.Logger
-	pool    *pgxpool.Pool
+	db      *db.DB
 	spool   *spool.Spool
 	handler http.Handler
 	routes  []server.Route
-	stop    context.CancelFunc // ends the background work
-	stopped chan struct{}
+	loops   *loops
 }
 
-// OpenPool connects to PostgreSQL with the configured pool size. The pool
-// drops connections the server has closed before a request gets them.
-func OpenPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
-	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
-	}
-	pc.MaxConns = int32(cfg.PoolSize)
-	// Every statement the broker runs is short; JIT compilation only ever
-	// adds to it (seconds, for the admin reads over 10,000 cursors).
-	pc.ConnConfig.RuntimeParams["jit"] = "off"
-	pc.PrepareConn = dropClosed
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		return nil, fmt.Errorf("open database pool: %w", err)
-	}
-	return pool, nil
-}
-
-// New opens the pool, applies migrations when configured to, and builds the
-// handler. The broker owns the pool; Close releases it.
+// New opens the database, applies migrations when configured to, and
+// builds the handler and the background loops, which run until Close. The
+// broker owns the database's pool; Close releases it.
 func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, error) {
 	authn, err := newAuthenticator(cfg)
 	if err != nil {
 		return nil, err
 	}
-	pool, err := OpenPool(ctx, cfg)
+	sealer, err := newSealer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{MaxConns: cfg.PoolSize})
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Migrate {
-		if _, err := migrate.Up(ctx, pool, logger); err != nil {
-			pool.Close()
+		if _, err := store.Migrate(ctx, logger); err != nil {
+			store.Close()
 			return nil, err
 		}
 	}
 	m := metrics.New()
-	m.WatchPool(pool)
-	store := db.New(pool)
+	m.WatchPool(store)
 	groups := backlog.New(store, m, logger)
-	sealer, err := newSealer(cfg)
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
 	hot := hotlist.New()
 	quotas := quota.New(store, m.QuotaRefusals, logger)
-	announcer := hotlist.NewAnnouncer(hot, pool, logger)
+	announcer := hotlist.NewAnnouncer(hot, store, logger)
 	cat := catalog.New(store)
 	producer := produce.New(store, cat, produce.Options{
 		Sealer: sealer, Metrics: m, Announcer: announcer, Quotas: quotas, PushCalls: cfg.PushCalls, Logger: logger,
@@ -111,7 +86,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	switches := flags.New(store, logger)
 	spooled, err := spool.Open(cfg.SpoolDir, producer, switches, m.SpoolBuffered, logger)
 	if err != nil {
-		pool.Close()
+		store.Close()
 		return nil, err
 	}
 	consumers := qstore.New(store, cat, announcer, sealer, quotas, m, hot, logger, cfg.MaxPopBytes)
@@ -125,31 +100,30 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	analytics := admin.NewAnalytics(store, cfg.Replica, sealer, logger)
 	routes = append(routes, analytics.Routes()...)
 	h := server.New(server.Deps{
-		Pool: pool, Auth: authn, Metrics: m, Log: logger, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,
+		DB: store, Auth: authn, Metrics: m, Log: logger, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,
 	}, routes)
-	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		var wg sync.WaitGroup
-		wg.Go(func() { consumers.Run(bg, cfg.ReseedInterval) })
-		wg.Go(func() { announcer.Run(bg) })
-		wg.Go(func() {
-			retention.New(store, logger, retention.Settings{
-				DedupWindow: cfg.DedupWindow, RetentionChunk: cfg.RetentionBatch, EvictionChunk: cfg.EvictionBatch,
-				CleanupAfter: time.Duration(cfg.PartitionCleanupDays) * 24 * time.Hour, MetricsAge: cfg.MetricsRetention,
-			}, announcer.Announce).Run(bg, cfg.RetentionEvery, cfg.EvictionEvery)
-		})
-		wg.Go(func() { switches.Run(bg) })
-		wg.Go(func() { quotas.Run(bg) })
-		wg.Go(func() { groups.Run(bg, cfg.LagEvery) })
-		wg.Go(func() {
-			m.Ops.Run(bg, pool, counters.Settings{Replica: cfg.Replica, FlushEvery: cfg.AnalyticsFlush}, logger)
-		})
-		wg.Go(func() { spooled.Run(bg) })
-		wg.Wait()
-	}()
-	return &Broker{cfg: cfg, log: logger, pool: pool, spool: spooled, handler: h, routes: routes, stop: stop, stopped: stopped}, nil
+	sweeper := retention.New(store, logger, retention.Settings{
+		DedupWindow: cfg.DedupWindow, RetentionChunk: cfg.RetentionBatch, EvictionChunk: cfg.EvictionBatch,
+		CleanupAfter: time.Duration(cfg.PartitionCleanupDays) * 24 * time.Hour, MetricsAge: cfg.MetricsRetention,
+	}, announcer.Announce)
+	loops := start(context.WithoutCancel(ctx), []loop{
+		consumers.Listen,
+		func(ctx context.Context) { consumers.Reseed(ctx, cfg.ReseedInterval) },
+		announcer.Run,
+		func(ctx context.Context) { sweeper.Run(ctx, cfg.RetentionEvery, cfg.EvictionEvery) },
+		switches.Listen,
+		switches.Run,
+		quotas.Listen,
+		quotas.Run,
+		quotas.Lease,
+		func(ctx context.Context) { groups.Run(ctx, cfg.LagEvery) },
+		func(ctx context.Context) {
+			m.Ops.Run(ctx, store, counters.Settings{Replica: cfg.Replica, FlushEvery: cfg.AnalyticsFlush}, logger)
+		},
+		func(ctx context.Context) { counters.RunSamples(ctx, store, cfg.Replica, logger) },
+		spooled.Run,
+	})
+	return &Broker{cfg: cfg, log: logger, db: store, spool: spooled, handler: h, routes: routes, loops: loops}, nil
 }
 
 // newSealer loads the payload keys; without a key file it returns nil, and
@@ -201,14 +175,13 @@ func (b *Broker) Routes() []server.Route { return b.routes }
 // Handler is the broker's HTTP handler.
 func (b *Broker) Handler() http.Handler { return b.handler }
 
-// Close stops the background work and releases the database pool.
+// Close stops the background loops and releases the database pool.
 func (b *Broker) Close() {
-	b.stop()
-	<-b.stopped
+	b.loops.stop()
 	if err := b.spool.Close(); err != nil {
 		b.log.Error("closing the spool failed", "err", err)
 	}
-	b.pool.Close()
+	b.db.Close()
 }
 
 // Serve serves on l until ctx is cancelled, then stops accepting, lets

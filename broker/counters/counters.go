@@ -36,10 +36,6 @@ const (
 	Fields    // the number of fields
 )
 
-// Columns are the queen.queue_minutes columns of the fields, in order.
-var Columns = [Fields]string{"push_requests", "push_messages", "pop_requests", "pop_messages", "pop_empty",
-	"ack_requests", "ack_success", "ack_failed", "dead_lettered", "transactions", "lag_sum_ms", "lag_count", "parked_sum"}
-
 type queueKey struct{ tenant, queue string }
 
 type key struct {

@@ -1,12 +1,9 @@
 package counters
 
 import (
-	"context"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/test/pgtest"
@@ -14,85 +11,10 @@ import (
 
 func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
-// at pins the counters' clock.
-func at(c *Counters, t time.Time) { c.now = func() time.Time { return t } }
-
-func TestFlushAddsEachMinutesCountsToTheReplicasRowsAndASecondFlushAddsUp(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := pgtest.New(t)
-	c := New()
-	m := time.Date(2026, 5, 6, 12, 0, 30, 0, time.UTC)
-	at(c, m)
-	c.Add("acme", "orders", PushRequests, 1)
-	c.Add("acme", "orders", PushMessages, 10)
-	c.Popped("acme", "orders", 4, 100, 40)
-	c.Add("other", "orders", PushMessages, 7)
-	at(c, m.Add(time.Minute))
-	c.Popped("acme", "orders", 1, 5, 5)
-	require.NoError(t, c.Flush(ctx, pool, "r1"))
-
-	at(c, m)
-	c.Add("acme", "orders", PushMessages, 5)
-	c.Popped("acme", "orders", 2, 200, 150)
-	require.NoError(t, c.Flush(ctx, pool, "r1"))
-	require.NoError(t, c.Flush(ctx, pool, "r1"), "nothing new: nothing written")
-
-	var pushReq, pushMsgs, popReq, popMsgs, lagSum, lagCount, lagMax int64
-	require.NoError(t, pool.QueryRow(ctx, `SELECT push_requests, push_messages, pop_requests, pop_messages, lag_sum_ms, lag_count, lag_max_ms
-		FROM queen.queue_minutes WHERE tenant = 'acme' AND queue = 'orders' AND replica = 'r1' AND minute = '2026-05-06T12:00:00Z'`).
-		Scan(&pushReq, &pushMsgs, &popReq, &popMsgs, &lagSum, &lagCount, &lagMax))
-	require.Equal(t, []int64{1, 15, 2, 6, 300, 6, 150}, []int64{pushReq, pushMsgs, popReq, popMsgs, lagSum, lagCount, lagMax})
-	var rows int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM queen.queue_minutes`).Scan(&rows))
-	require.Equal(t, 3, rows, "acme's two minutes and other's one")
-}
-
-func TestAFailedFlushKeepsItsCountsForTheNext(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := pgtest.New(t)
-	c := New()
-	c.Add("default", "q", PushMessages, 3)
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
-	require.Error(t, c.Flush(cancelled, pool, "r1"))
-	c.Add("default", "q", PushMessages, 2)
-	require.NoError(t, c.Flush(ctx, pool, "r1"))
-	var n int64
-	require.NoError(t, pool.QueryRow(ctx, `SELECT sum(push_messages) FROM queen.queue_minutes`).Scan(&n))
-	require.EqualValues(t, 5, n)
-}
-
-func TestCyclesAreCountedPerQueryAndMinuteAndAFailedFlushKeepsThem(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := pgtest.New(t)
-	c := New()
-	q, other := uuid.New(), uuid.New()
-	at(c, time.Date(2026, 5, 6, 12, 0, 30, 0, time.UTC))
-	c.Cycle("acme", q, false)
-	c.Cycle("acme", q, true)
-	c.Cycle("acme", other, false)
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
-	require.Error(t, c.Flush(cancelled, pool, "r1"))
-	c.Cycle("acme", q, false)
-	require.NoError(t, c.Flush(ctx, pool, "r1"))
-	require.NoError(t, c.Flush(ctx, pool, "r2"), "nothing new: nothing written")
-	var cycles, refused int64
-	require.NoError(t, pool.QueryRow(ctx, `SELECT cycles, refused FROM queen_streams.query_minutes
-		WHERE tenant = 'acme' AND query_id = $1 AND replica = 'r1' AND minute = '2026-05-06T12:00:00Z'`, q).Scan(&cycles, &refused))
-	require.Equal(t, [2]int64{2, 1}, [2]int64{cycles, refused})
-	var rows int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM queen_streams.query_minutes`).Scan(&rows))
-	require.Equal(t, 2, rows, "one row per query and minute")
-}
-
 func TestParkedLongPollsAreSampledIntoTheirQueuesMinute(t *testing.T) {
 	t.Parallel()
 	c := New()
-	at(c, time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC))
+	At(c, time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC))
 	c.Park("default", "q", 1)
 	c.Park("default", "q", 1)
 	c.sampleParked()
@@ -106,22 +28,6 @@ func TestParkedLongPollsAreSampledIntoTheirQueuesMinute(t *testing.T) {
 		require.EqualValues(t, 3, b.n[ParkedSum], "2 then 1 then none")
 	}
 	require.Empty(t, c.parked, "a queue with nothing parked is forgotten")
-}
-
-func TestTheSampleRecordsTheProcessAndThePool(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := pgtest.New(t)
-	require.NoError(t, pool.Ping(ctx))
-	s := newSampler(pool)
-	require.NoError(t, s.sample(ctx, "r1", time.Now()))
-	var rss, virtual int64
-	var size int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT rss_bytes, virtual_bytes, pool_size FROM queen.replica_samples WHERE replica = 'r1'`).
-		Scan(&rss, &virtual, &size))
-	require.Greater(t, rss, int64(1<<20))
-	require.GreaterOrEqual(t, virtual, rss)
-	require.GreaterOrEqual(t, size, 1)
 }
 
 // The counting call on the data path: one per push, pop or ack.
@@ -141,22 +47,4 @@ func BenchmarkPoppedParallel(b *testing.B) {
 			c.Popped("default", "orders", 10, 100, 20)
 		}
 	})
-}
-
-func TestRunFlushesWhatIsLeftWhenItStops(t *testing.T) {
-	t.Parallel()
-	pool := pgtest.New(t)
-	c := New()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx, pool, Settings{Replica: "r1", FlushEvery: time.Hour}, slog.New(slog.DiscardHandler))
-	}()
-	c.Add("default", "q", PushMessages, 4)
-	cancel()
-	<-done
-	var n int64
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT coalesce(sum(push_messages), 0) FROM queen.queue_minutes`).Scan(&n))
-	require.EqualValues(t, 4, n)
 }

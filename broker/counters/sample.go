@@ -3,26 +3,50 @@ package counters
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// sampler takes the once-a-minute sample of the process (CPU since the
-// previous sample, memory) and of its pool for system-metrics.
+// Sample is a replica's once-a-minute sample of its process, for
+// system-metrics: CPU since the previous sample, in percent of one core,
+// and memory, in bytes. The database adds its pool's connections.
+type Sample struct {
+	Replica               string
+	At                    time.Time
+	CPUUserPct, CPUSysPct float64
+	RSS, Virtual          int64
+}
+
+// RunSamples writes a sample of the process at once and then at the start of
+// every minute, until ctx ends.
+func RunSamples(ctx context.Context, db Store, replica string, log *slog.Logger) {
+	s := newSampler()
+	for {
+		now := time.Now()
+		if err := s.sample(ctx, db, replica, now); err != nil && ctx.Err() == nil {
+			log.Warn("analytics: sample the process", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(now.Truncate(time.Minute).Add(time.Minute).Sub(now)):
+		}
+	}
+}
+
+// sampler takes the samples.
 type sampler struct {
-	pool          *pgxpool.Pool
 	at            time.Time
 	userUS, sysUS int64
 	pageSize      int64
 }
 
-func newSampler(pool *pgxpool.Pool) *sampler {
-	s := &sampler{pool: pool, at: time.Now(), pageSize: int64(os.Getpagesize())}
+func newSampler() *sampler {
+	s := &sampler{at: time.Now(), pageSize: int64(os.Getpagesize())}
 	if u, sys, err := cpuTime(); err == nil {
 		s.userUS, s.sysUS = u, sys
 	}
@@ -57,7 +81,7 @@ func (s *sampler) memory() (virtual, rss int64, err error) {
 }
 
 // sample writes this minute's sample of the replica.
-func (s *sampler) sample(ctx context.Context, replica string, now time.Time) error {
+func (s *sampler) sample(ctx context.Context, db Store, replica string, now time.Time) error {
 	user, sys, err := cpuTime()
 	if err != nil {
 		return err
@@ -72,17 +96,6 @@ func (s *sampler) sample(ctx context.Context, replica string, now time.Time) err
 		userPct, sysPct = float64(user-s.userUS)*100/wall, float64(sys-s.sysUS)*100/wall
 	}
 	s.at, s.userUS, s.sysUS = now, user, sys
-	st := s.pool.Stat()
-	_, err = s.pool.Exec(ctx, `INSERT INTO queen.replica_samples (replica, minute, sampled_at, cpu_user_pct, cpu_sys_pct,
-			rss_bytes, virtual_bytes, pool_size, pool_idle, pool_active)
-		VALUES ($1, date_trunc('minute', $2::timestamptz), $2, $3, $4, $5, $6, $7, $8, $9)
-		ON CONFLICT (minute, replica) DO UPDATE SET sampled_at = EXCLUDED.sampled_at,
-			cpu_user_pct = EXCLUDED.cpu_user_pct, cpu_sys_pct = EXCLUDED.cpu_sys_pct,
-			rss_bytes = EXCLUDED.rss_bytes, virtual_bytes = EXCLUDED.virtual_bytes,
-			pool_size = EXCLUDED.pool_size, pool_idle = EXCLUDED.pool_idle, pool_active = EXCLUDED.pool_active`,
-		replica, now, userPct, sysPct, rss, virtual, st.TotalConns(), st.IdleConns(), st.AcquiredConns())
-	if err != nil {
-		return fmt.Errorf("write the replica sample: %w", err)
-	}
-	return nil
+	return db.RecordReplicaSample(ctx, Sample{Replica: replica, At: now, CPUUserPct: userPct, CPUSysPct: sysPct,
+		RSS: rss, Virtual: virtual})
 }

@@ -48,7 +48,7 @@ type QueueMinutes struct {
 // over minutes × queues × replicas rows of the window.
 func (d *DB) QueueMinutes(ctx context.Context, tenant string, w Window) ([]QueueMinutes, error) {
 	sums := make([]string, 0, counters.Fields)
-	for _, c := range counters.Columns {
+	for _, c := range queueMinuteColumns {
 		sums = append(sums, "sum("+c+")::bigint")
 	}
 	return collect(ctx, d, `SELECT `+bucketSQL("minute")+` AS bucket, CASE WHEN $9 THEN '' ELSE queue END,

@@ -15,10 +15,3 @@ func (d *DB) Ping(ctx context.Context) error {
 	}
 	return nil
 }
-
-// PoolConns are this replica's connections to PostgreSQL, all of them and
-// the idle ones, as the pool counts them now; no round trip.
-func (d *DB) PoolConns() (total, idle int32) {
-	s := d.pool.Stat()
-	return s.TotalConns(), s.IdleConns()
-}

@@ -10,9 +10,9 @@ import (
 func TestPingSaysWhetherTheDatabaseAnswers(t *testing.T) {
 	f := newFixture(t)
 	require.NoError(t, f.db.Ping(f.ctx))
-	total, idle := f.db.PoolConns()
-	require.GreaterOrEqual(t, total, int32(1), "the ping's connection stays in the pool")
-	require.Equal(t, total, idle, "and is idle again")
+	pool := f.db.PoolStats()
+	require.GreaterOrEqual(t, pool.TotalConns, int64(1), "the ping's connection stays in the pool")
+	require.Equal(t, pool.TotalConns, pool.IdleConns, "and is idle again")
 	f.pool.Close()
 	require.Error(t, f.db.Ping(f.ctx))
 }

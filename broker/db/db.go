@@ -4,19 +4,22 @@
 // refusal by the rules comes back as a typed error (Refusal), never as SQL
 // text, and a database that cannot be reached is told apart (Unavailable).
 //
-// The families: the push (push.go, the allocator of the write path) and
-// the catalog (catalog.go: the queue and partition lookups and the
-// tenancy gate's); the streams family (the cycle, the state read,
-// registration and the query listing); the queue's consumer side
-// (queue_*.go: pop, ack, lease, dead letters, configure, a transaction);
-// the system flags; the admin family (admin_*.go: the consumer groups and
-// their seeks, the message, resources, status, analytics and trace reads,
-// PostgreSQL's statistics); the backlog and the charts' history; the
-// retention sweeps; the quota's limits and leases; and Listen, a
-// connection of its own for NOTIFY. The counters' flush moves in next
-// (TestOnlyTheSeamImportsPgx and TestOnlyTheSeamNamesTables list the
-// packages that still talk to PostgreSQL themselves, and the lists only
-// shrink).
+// The families: opening the pool (open.go: Open, Migrate, and the check
+// that drops connections the server closed); the push (push.go, the
+// allocator of the write path) and the catalog (catalog.go: the queue and
+// partition lookups and the tenancy gate's); the streams family (the
+// cycle, the state read, registration and the query listing); the queue's
+// consumer side (queue_*.go: pop, ack, lease, dead letters, configure, a
+// transaction); the system flags; the admin family (admin_*.go: the
+// consumer groups and their seeks, the message, resources, status,
+// analytics and trace reads, PostgreSQL's statistics); the backlog and the
+// charts' history; the retention sweeps; the quota's limits and leases;
+// the analytics counters' flush and the replica samples (counters.go); the
+// hot list's announcements and LISTEN connections (notify.go, and Listen);
+// the pool's own figures for the metrics (PoolStats). The operator's
+// access to the cell database is Cell (operator*.go), which calls SQL
+// functions only. TestOnlyTheSeamImportsPgx and TestOnlyTheSeamNamesTables
+// keep it so.
 package db
 
 import (
@@ -25,6 +28,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/regent-mq/regent/broker/metrics"
 )
 
 // Querier is what a DB runs its statements on: a pool or a transaction.
@@ -48,3 +53,14 @@ type DB struct {
 
 // New returns a DB on pool.
 func New(pool *pgxpool.Pool) *DB { return &DB{q: pool, pool: pool} }
+
+// PoolStats are the pool's own figures now; reading them costs no query.
+func (d *DB) PoolStats() metrics.PoolStats {
+	s := d.pool.Stat()
+	return metrics.PoolStats{
+		MaxConns: int64(s.MaxConns()), TotalConns: int64(s.TotalConns()), AcquiredConns: int64(s.AcquiredConns()),
+		IdleConns: int64(s.IdleConns()), ConstructingConns: int64(s.ConstructingConns()),
+		Acquires: s.AcquireCount(), EmptyAcquires: s.EmptyAcquireCount(), CanceledAcquires: s.CanceledAcquireCount(),
+		NewConns: s.NewConnsCount(), AcquireWait: s.AcquireDuration(),
+	}
+}

@@ -14,13 +14,9 @@ func (d *DB) InTx(ctx context.Context, fn func(tx *DB) error) error {
 
 // Over returns a DB whose statements run on q: a test's wrapper of a pool
 // that counts or interposes on the round trips. It has no pool of its own,
-// so InTx and ConnString are not for it.
+// so InTx and ListenOnce are not for it.
 func Over(q Querier) *DB { return &DB{q: q} }
 
 // Conn is what d runs its statements on, the pool or a transaction, for
 // the tests that set up or inspect rows the broker has no statement for.
 func (d *DB) Conn() Querier { return d.q }
-
-// ConnString is the pool's connection string, for a connection of one's
-// own (hotlist.Listen).
-func (d *DB) ConnString() string { return d.pool.Config().ConnConfig.ConnString() }

@@ -7,48 +7,65 @@ import (
 	"testing"
 )
 
-// stillOwnSQL are the packages that still talk to PostgreSQL themselves,
-// and move behind broker/db family by family (issue 25). The list only
-// shrinks: a package that no longer imports pgx must leave it.
-var stillOwnSQL = []string{
-	"broker/app",
-	"broker/counters",
-	"broker/hotlist",
-	"broker/metrics",
-	"broker/server",
-	"cmd/operator",
-	"controllers/celldb",
-}
-
 // The seam itself, and the schema migrations, which run before any broker
 // code and hold the only DDL.
 var seam = []string{"broker/db", "broker/migrate"}
 
-func TestOnlyTheSeamImportsPgx(t *testing.T) {
+// The broker's layers, from the outside in: the HTTP handlers (queue,
+// streams, admin, console, server, auth's middleware, httpx, and app,
+// which wires them), the domain rules, and the seam. A domain package
+// speaks neither HTTP nor PostgreSQL: a handler turns its typed errors
+// into statuses, and broker/db runs its statements.
+var domain = []string{
+	"broker/backlog", "broker/batch", "broker/catalog", "broker/counters", "broker/flags", "broker/hotlist",
+	"broker/ids", "broker/produce", "broker/queue/store", "broker/quota", "broker/retention", "broker/seal",
+	"broker/segment", "broker/spool",
+}
+
+// imports lists each package of the module with what it imports, test
+// harnesses aside: they set up and inspect databases.
+func imports(t *testing.T) map[string][]string {
+	t.Helper()
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`,
 		"github.com/regent-mq/regent/...").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	var importers []string
+	pkgs := map[string][]string{}
 	for line := range strings.Lines(string(out)) {
 		fields := strings.Fields(line)
 		pkg := strings.TrimPrefix(fields[0], "github.com/regent-mq/regent/")
-		if strings.HasPrefix(pkg, "test/") {
-			continue // test harnesses set up and inspect databases
-		}
-		if slices.ContainsFunc(fields[1:], func(imp string) bool { return strings.HasPrefix(imp, "github.com/jackc/pgx/") }) {
-			importers = append(importers, pkg)
+		if !strings.HasPrefix(pkg, "test/") {
+			pkgs[pkg] = fields[1:]
 		}
 	}
-	for _, pkg := range importers {
-		if !slices.Contains(seam, pkg) && !slices.Contains(stillOwnSQL, pkg) {
+	return pkgs
+}
+
+func importsPgx(imps []string) bool {
+	return slices.ContainsFunc(imps, func(imp string) bool { return strings.HasPrefix(imp, "github.com/jackc/pgx/") })
+}
+
+func TestOnlyTheSeamImportsPgx(t *testing.T) {
+	for pkg, imps := range imports(t) {
+		if importsPgx(imps) && !slices.Contains(seam, pkg) {
 			t.Errorf("%s imports pgx: its statements belong in broker/db", pkg)
 		}
 	}
-	for _, pkg := range stillOwnSQL {
-		if !slices.Contains(importers, pkg) {
-			t.Errorf("%s no longer imports pgx: take it off stillOwnSQL", pkg)
+}
+
+func TestDomainPackagesImportNeitherNetHTTPNorPgx(t *testing.T) {
+	pkgs := imports(t)
+	for _, pkg := range domain {
+		imps, ok := pkgs[pkg]
+		if !ok {
+			t.Errorf("%s is no package of the module: update the list of domain packages", pkg)
+		}
+		if slices.Contains(imps, "net/http") {
+			t.Errorf("%s imports net/http: answering requests is the handlers' job", pkg)
+		}
+		if importsPgx(imps) {
+			t.Errorf("%s imports pgx: its statements belong in broker/db", pkg)
 		}
 	}
 }

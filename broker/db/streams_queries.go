@@ -51,7 +51,7 @@ type QueryPartition struct {
 }
 
 // The query's workers pop its source as the group streams.<name>, the
-// group the operator reads the same progress for (controllers/celldb).
+// group the operator reads the same progress for (Cell.Progress).
 const queriesSQL = `SELECT q.id::text, q.name, q.source_queue, q.sink_queue, q.config_hash, q.reset_generation,
        q.created_at, q.updated_at, p.lag, p.state_rows, p.last_cycle,
        q.suspended, CASE WHEN isfinite(q.rewind_to) THEN q.rewind_to END, q.rewound_at, q.rewind_partitions,

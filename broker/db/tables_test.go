@@ -7,21 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
-)
-
-// stillNameTables are the packages whose Go strings still name a table of
-// Regent's schemas, and stillWriteCursors those that still write
-// queen.cursors themselves. Both lists only shrink: their statements move
-// into broker/db, family by family (issue 25).
-var (
-	stillNameTables = []string{
-		"broker/counters",
-	}
-	stillWriteCursors []string // none is left
 )
 
 var (
@@ -82,23 +70,11 @@ func TestOnlyTheSeamNamesTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shrinks(t, naming, stillNameTables, "names a table (%s): its statements belong in broker/db", "no longer names a table: take it off stillNameTables")
-	shrinks(t, writing, stillWriteCursors, "writes queen.cursors (%s): a cursor changes only through broker/db", "no longer writes queen.cursors: take it off stillWriteCursors")
-}
-
-// shrinks fails for each package of found outside allowed, and for each
-// package of allowed not found.
-func shrinks(t *testing.T, found map[string]string, allowed []string, outside, gone string) {
-	t.Helper()
-	for pkg, where := range found {
-		if !slices.Contains(allowed, pkg) {
-			t.Errorf("%s "+outside, pkg, where)
-		}
+	for pkg, where := range naming {
+		t.Errorf("%s names a table (%s): its statements belong in broker/db", pkg, where)
 	}
-	for _, pkg := range allowed {
-		if found[pkg] == "" {
-			t.Errorf("%s "+gone, pkg)
-		}
+	for pkg, where := range writing {
+		t.Errorf("%s writes queen.cursors (%s): a cursor changes only through broker/db", pkg, where)
 	}
 }
 

@@ -8,7 +8,6 @@ package flags
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,12 +77,15 @@ func (f *Flags) Set(ctx context.Context, name string, on bool) (State, error) {
 	return f.Read(ctx)
 }
 
-// Run keeps the switches current until ctx ends: a LISTEN on Channel on a
-// connection of its own, and a re-read every Reread.
+// Listen re-reads the switches on every NOTIFY on Channel until ctx ends,
+// from a connection of its own.
+func (f *Flags) Listen(ctx context.Context) {
+	f.db.Listen(ctx, Channel, Reread, f.log, "system flags", f.reread)
+}
+
+// Run re-reads the switches every Reread, the first time at once, until ctx
+// ends: what Listen misses while it reconnects.
 func (f *Flags) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Go(func() { f.db.Listen(ctx, Channel, Reread, f.log, "system flags", f.reread) })
 	t := time.NewTicker(Reread)
 	defer t.Stop()
 	for {

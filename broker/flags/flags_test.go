@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,9 +30,10 @@ func replica(t *testing.T, url string) *flags.Flags {
 func run(t *testing.T, f *flags.Flags) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); f.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var wg sync.WaitGroup
+	wg.Go(func() { f.Listen(ctx) })
+	wg.Go(func() { f.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
 // within polls cond for up to d.

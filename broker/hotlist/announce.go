@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Linger is how long an announcement waits for others to join it. It bounds
@@ -15,15 +14,11 @@ import (
 // replica's own list is marked at once.
 const Linger = 5 * time.Millisecond
 
-// announceSQL sends each payload as a notification of its own, so that a
-// listener reads exactly what the SQL functions that notify send. The
-// transaction writes nothing that a crash could make wrong, so its commit
-// does not wait for the WAL flush.
-const announceSQL = `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, n) FROM unnest($2::text[]) AS n`
-
-// Execer is what an Announcer sends its notifications through: a pool.
-type Execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+// Notifier is what an Announcer sends its notifications through
+// (broker/db): each payload a notification of its own, in one statement
+// whose commit does not wait for the WAL flush.
+type Notifier interface {
+	Notify(ctx context.Context, channel string, payloads []string) error
 }
 
 // Announcer tells every replica's hot list that a partition may hold data to
@@ -41,7 +36,7 @@ type Execer interface {
 // notification.
 type Announcer struct {
 	list *List
-	db   Execer
+	db   Notifier
 	log  *slog.Logger
 
 	mu      sync.Mutex
@@ -51,7 +46,7 @@ type Announcer struct {
 
 // NewAnnouncer returns an Announcer for l that notifies through db. Nothing
 // is sent until Run runs.
-func NewAnnouncer(l *List, db Execer, log *slog.Logger) *Announcer {
+func NewAnnouncer(l *List, db Notifier, log *slog.Logger) *Announcer {
 	return &Announcer{list: l, db: db, log: log, pending: map[[2]uuid.UUID]struct{}{}, wake: make(chan struct{}, 1)}
 }
 
@@ -104,7 +99,7 @@ func (a *Announcer) flush(ctx context.Context) {
 	}
 	clear(a.pending)
 	a.mu.Unlock()
-	if _, err := a.db.Exec(ctx, announceSQL, Channel, payloads); err != nil {
+	if err := a.db.Notify(ctx, Channel, payloads); err != nil {
 		a.log.Warn("hot list: announcing partitions failed; other replicas find them at their next reseed",
 			"partitions", len(payloads), "err", err)
 	}

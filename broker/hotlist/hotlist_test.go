@@ -6,15 +6,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func ids(cs []Candidate) []uuid.UUID {
-	var out []uuid.UUID
-	for _, c := range cs {
-		out = append(out, c.ID)
-	}
-	return out
-}
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 func TestAMarkAfterTheCandidateWasTakenKeepsTheEntry(t *testing.T) {
 	l := New()
@@ -22,11 +18,11 @@ func TestAMarkAfterTheCandidateWasTakenKeepsTheEntry(t *testing.T) {
 	l.Seed(q, "g", nil)
 	l.Mark(q, p)
 	cs, _ := l.Candidates(q, "g", 5, time.Now())
-	require.Equal(t, []uuid.UUID{p}, ids(cs))
+	require.Equal(t, []uuid.UUID{p}, IDs(cs))
 	l.Mark(q, p) // a push lands while the pop found the partition empty
 	l.Settle(q, "g", cs[0], Empty, time.Time{})
 	cs, _ = l.Candidates(q, "g", 5, time.Now())
-	require.Equal(t, []uuid.UUID{p}, ids(cs), "the lost wake-up")
+	require.Equal(t, []uuid.UUID{p}, IDs(cs), "the lost wake-up")
 	l.Settle(q, "g", cs[0], Empty, time.Time{})
 	cs, _ = l.Candidates(q, "g", 5, time.Now())
 	require.Empty(t, cs)
@@ -40,7 +36,7 @@ func TestAMarkReachesEveryGroupOfTheQueue(t *testing.T) {
 	l.Mark(q, p)
 	for _, g := range []string{"a", "b"} {
 		cs, _ := l.Candidates(q, g, 5, time.Now())
-		require.Equal(t, []uuid.UUID{p}, ids(cs), g)
+		require.Equal(t, []uuid.UUID{p}, IDs(cs), g)
 	}
 }
 
@@ -71,7 +67,7 @@ func TestCandidatesRotateAndStayUnique(t *testing.T) {
 	l.Seed(q, "g", ps)
 	first, _ := l.Candidates(q, "g", 2, time.Now())
 	second, _ := l.Candidates(q, "g", 2, time.Now())
-	require.NotEqual(t, ids(first)[0], ids(second)[0], "consumers start at different partitions")
+	require.NotEqual(t, IDs(first)[0], IDs(second)[0], "consumers start at different partitions")
 	// Removing and re-adding many times never duplicates a partition.
 	for i := 0; i < 100; i++ {
 		cs, _ := l.Candidates(q, "g", 4, time.Now())
@@ -83,7 +79,7 @@ func TestCandidatesRotateAndStayUnique(t *testing.T) {
 		}
 	}
 	cs, _ := l.Candidates(q, "g", 10, time.Now())
-	require.ElementsMatch(t, ps, ids(cs))
+	require.ElementsMatch(t, ps, IDs(cs))
 }
 
 func TestWaitIsClosedByTheNextMark(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // Channel is the NOTIFY channel of the log. The payload is
@@ -15,15 +14,22 @@ import (
 // and "<queue id>:" when the queue was deleted.
 const Channel = "regent_log"
 
+// Listener holds a LISTEN on a connection of its own (broker/db): it calls
+// listening once the LISTEN has taken effect, then heard with every
+// payload, until the connection fails or ctx ends.
+type Listener interface {
+	ListenOnce(ctx context.Context, channel string, listening func(), heard func(payload string)) error
+}
+
 // Listen holds a LISTEN on Channel on a connection of its own and applies
 // every notification to l until ctx ends, reconnecting after a failure.
 // Notifications sent while it was not listening are lost, so after every
 // (re)connection it calls resync, which reseeds from the database. A queue
 // deletion is passed to deleted as well, for the caller's own caches.
-func Listen(ctx context.Context, connString string, l *List, log *slog.Logger, resync func(context.Context), deleted func(uuid.UUID)) {
+func Listen(ctx context.Context, db Listener, l *List, log *slog.Logger, resync func(context.Context), deleted func(uuid.UUID)) {
 	backoff := minBackoff
 	for ctx.Err() == nil {
-		listened, err := listenOnce(ctx, connString, l, resync, deleted)
+		listened, err := listenOnce(ctx, db, l, resync, deleted)
 		if ctx.Err() != nil {
 			return
 		}
@@ -54,25 +60,17 @@ const (
 
 // listenOnce reports whether its LISTEN took effect before the connection
 // failed.
-func listenOnce(ctx context.Context, connString string, l *List, resync func(context.Context), deleted func(uuid.UUID)) (bool, error) {
-	conn, err := pgx.Connect(ctx, connString)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
-		return false, err
-	}
-	go resync(ctx)
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return true, err
-		}
-		if q := l.apply(n.Payload); q != uuid.Nil {
+func listenOnce(ctx context.Context, db Listener, l *List, resync func(context.Context), deleted func(uuid.UUID)) (bool, error) {
+	listened := false
+	err := db.ListenOnce(ctx, Channel, func() {
+		listened = true
+		go resync(ctx)
+	}, func(payload string) {
+		if q := l.apply(payload); q != uuid.Nil {
 			deleted(q)
 		}
-	}
+	})
+	return listened, err
 }
 
 // apply applies one notification and returns the queue it deleted, if any.

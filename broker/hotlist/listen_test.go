@@ -49,7 +49,7 @@ func waitForListeners(t *testing.T, pg *pgtest.Cluster, n int) {
 	for ctx.Err() == nil {
 		if conn, err := pgx.Connect(ctx, pg.URL("postgres").String()); err == nil {
 			err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query = $1",
-				"LISTEN "+hotlist.Channel).Scan(&got)
+				`LISTEN "`+hotlist.Channel+`"`).Scan(&got)
 			conn.Close(ctx)
 			if err == nil && got >= n {
 				return

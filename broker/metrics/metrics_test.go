@@ -10,7 +10,7 @@ import (
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 func scrape(t *testing.T, b *brokertest.Broker) string {
 	t.Helper()

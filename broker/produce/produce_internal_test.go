@@ -24,7 +24,7 @@ func newProducer(t *testing.T) *Producer {
 	pool := pgtest.New(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	d := db.New(pool)
-	return New(d, catalog.New(d), Options{Metrics: metrics.New(), Announcer: hotlist.NewAnnouncer(hotlist.New(), pool, logger), Logger: logger})
+	return New(d, catalog.New(d), Options{Metrics: metrics.New(), Announcer: hotlist.NewAnnouncer(hotlist.New(), d, logger), Logger: logger})
 }
 
 func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {

@@ -298,13 +298,10 @@ func (q *Quotas) wake() {
 	}
 }
 
-// Run keeps the limits current, leases tokens and records usage until ctx
-// ends.
+// Run keeps the limits current and records usage until ctx ends: a re-read
+// and a record every Reread, the first at once. Listen and Lease are its
+// two other loops.
 func (q *Quotas) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Go(func() { q.db.Listen(ctx, Channel, Reread, q.log, "quota", q.reread) })
-	wg.Go(func() { q.leaseLoop(ctx) })
 	t := time.NewTicker(Reread)
 	defer t.Stop()
 	for {
@@ -318,6 +315,12 @@ func (q *Quotas) Run(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// Listen re-reads the limits on every NOTIFY on Channel until ctx ends, from
+// a connection of its own.
+func (q *Quotas) Listen(ctx context.Context) {
+	q.db.Listen(ctx, Channel, Reread, q.log, "quota", q.reread)
 }
 
 func (q *Quotas) reread(ctx context.Context) {
@@ -397,9 +400,9 @@ func (q *Quotas) Record(ctx context.Context) error {
 	return q.db.RecordQuotaUsage(ctx, u)
 }
 
-// leaseLoop tops up the buckets that run low, on a kick, and at least
-// every 100 ms.
-func (q *Quotas) leaseLoop(ctx context.Context) {
+// Lease tops up the buckets that run low, on a kick, and at least
+// every 100 ms, until ctx ends.
+func (q *Quotas) Lease(ctx context.Context) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/metrics"
 )
@@ -30,7 +30,7 @@ type Route struct {
 
 // Deps is what the server needs from the rest of the broker.
 type Deps struct {
-	Pool         *pgxpool.Pool
+	DB           *db.DB
 	Auth         *auth.Authenticator
 	Metrics      *metrics.Metrics
 	Log          *slog.Logger
@@ -90,7 +90,7 @@ func health(d Deps) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		if err := d.Pool.Ping(ctx); err != nil {
+		if err := d.DB.Ping(ctx); err != nil {
 			d.Log.Warn("health check: database unreachable", "err", err)
 			w.Header().Set("Retry-After", httpx.RetryAfter)
 			d.Metrics.DatabaseUp.Set(0)

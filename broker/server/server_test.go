@@ -13,7 +13,7 @@ import (
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 func TestHealthIsHealthyWhenPostgresAnswers(t *testing.T) {
 	t.Parallel()

@@ -41,7 +41,7 @@ func TestAppendsRacingDrainsAllReachTheDatabase(t *testing.T) {
 	sw := &toggle{}
 	sw.on.Store(true)
 	d := db.New(pool)
-	p := produce.New(d, catalog.New(d), produce.Options{Metrics: m, Announcer: hotlist.NewAnnouncer(hotlist.New(), pool, logger), Logger: logger})
+	p := produce.New(d, catalog.New(d), produce.Options{Metrics: m, Announcer: hotlist.NewAnnouncer(hotlist.New(), d, logger), Logger: logger})
 	s, err := Open(t.TempDir(), p, sw, m.SpoolBuffered, logger)
 	if err != nil {
 		t.Fatal(err)

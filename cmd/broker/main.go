@@ -17,7 +17,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/app"
 	"github.com/regent-mq/regent/broker/config"
-	"github.com/regent-mq/regent/broker/migrate"
+	"github.com/regent-mq/regent/broker/db"
 )
 
 // gcPercent is the broker's GOGC unless the environment sets one. Its live
@@ -55,12 +55,12 @@ func run(args []string) error {
 	defer stop()
 
 	if migrateOnly {
-		pool, err := app.OpenPool(ctx, cfg)
+		store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{MaxConns: cfg.PoolSize})
 		if err != nil {
 			return err
 		}
-		defer pool.Close()
-		n, err := migrate.Up(ctx, pool, log)
+		defer store.Close()
+		n, err := store.Migrate(ctx, log)
 		if err != nil {
 			return err
 		}

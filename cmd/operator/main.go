@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/jackc/pgx/v5/pgxpool"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -29,8 +28,8 @@ import (
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/controllers"
-	"github.com/regent-mq/regent/controllers/celldb"
 	"github.com/regent-mq/regent/controllers/registration"
 )
 
@@ -163,20 +162,15 @@ func run(args []string) error {
 	}
 
 	ctx := ctrl.SetupSignalHandler()
-	pc, err := pgxpool.ParseConfig(s.DatabaseURL)
+	cell, err := db.OpenCell(ctx, s.DatabaseURL, workers+2)
 	if err != nil {
-		return fmt.Errorf("parse --database-url: %w", err)
+		return err
 	}
-	pc.MaxConns = workers + 2
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		return fmt.Errorf("open database pool: %w", err)
-	}
-	defer pool.Close()
+	defer cell.Close()
 
 	if err := controllers.Setup(ctx, mgr, controllers.Config{
 		Broker:          registration.New(s.BrokerURL, secret, nil),
-		DB:              celldb.New(pool),
+		DB:              cell,
 		Tenancy:         s.Tenancy,
 		ResyncInterval:  s.ResyncInterval,
 		Workers:         workers,
@@ -193,7 +187,7 @@ func run(args []string) error {
 	if err := mgr.AddReadyzCheck("database", func(r *http.Request) error {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		return pool.Ping(ctx)
+		return cell.Ping(ctx)
 	}); err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -10,15 +9,16 @@ import (
 	"github.com/regent-mq/regent/broker/hotlist"
 )
 
-// Run feeds the hot list until ctx ends: a LISTEN for the log's NOTIFYs, and
-// a reseed from the database every reseedEvery, which catches anything the
-// notifications missed (a lease that expired, a lost connection).
-func (s *Store) Run(ctx context.Context, reseedEvery time.Duration) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Go(func() {
-		hotlist.Listen(ctx, s.db.ConnString(), s.hot, s.logger, s.reseedAll, s.catalog.ForgetQueueID)
-	})
+// Listen feeds the hot list the announcements of every replica (the log's
+// NOTIFYs) until ctx ends.
+func (s *Store) Listen(ctx context.Context) {
+	hotlist.Listen(ctx, s.db, s.hot, s.logger, s.reseedAll, s.catalog.ForgetQueueID)
+}
+
+// Reseed reseeds the hot list from the database every reseedEvery until
+// ctx ends, which catches anything the announcements missed (a lease that
+// expired, a lost connection).
+func (s *Store) Reseed(ctx context.Context, reseedEvery time.Duration) {
 	t := time.NewTicker(reseedEvery)
 	defer t.Stop()
 	for {

@@ -34,7 +34,7 @@ func newStore(t testing.TB) testStore {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, hot := metrics.New(), hotlist.New()
 	d := db.New(pool)
-	cat, announcer := catalog.New(d), hotlist.NewAnnouncer(hot, pool, logger)
+	cat, announcer := catalog.New(d), hotlist.NewAnnouncer(hot, d, logger)
 	p := produce.New(d, cat, produce.Options{Metrics: m, Announcer: announcer, Logger: logger})
 	return testStore{New(d, cat, announcer, nil, nil, m, hot, logger, 64<<20), p}
 }

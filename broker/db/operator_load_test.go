@@ -1,4 +1,4 @@
-package celldb_test
+package db_test
 
 import (
 	"testing"
@@ -12,18 +12,18 @@ import (
 // neither a consumed partition, nor another group's cursor, nor offsets
 // retention removed.
 func TestPartitionsBehindCountsThePartitionsWithMessagesTheGroupHasNotConsumed(t *testing.T) {
-	b, db, _ := setup(t)
-	exec(t, b, `INSERT INTO queen.queues (id, tenant, name) VALUES ('0193f0c4-0000-7000-8000-000000000001', 'default', 'src')`)
-	exec(t, b, `INSERT INTO queen.partitions (id, queue_id, name, next_offset, floor_offset, last_push_at) VALUES
+	b, cell, _ := setup(t)
+	execSQL(t, b, `INSERT INTO queen.queues (id, tenant, name) VALUES ('0193f0c4-0000-7000-8000-000000000001', 'default', 'src')`)
+	execSQL(t, b, `INSERT INTO queen.partitions (id, queue_id, name, next_offset, floor_offset, last_push_at) VALUES
 		('0193f0c4-0000-7000-8000-000000000002', '0193f0c4-0000-7000-8000-000000000001', 'behind', 10, 0, now() - interval '1 hour'),
 		('0193f0c4-0000-7000-8000-000000000003', '0193f0c4-0000-7000-8000-000000000001', 'consumed', 5, 0, now() - interval '2 hours'),
 		('0193f0c4-0000-7000-8000-000000000004', '0193f0c4-0000-7000-8000-000000000001', 'no-cursor', 3, 0, NULL),
 		('0193f0c4-0000-7000-8000-000000000005', '0193f0c4-0000-7000-8000-000000000001', 'expired', 7, 7, now() - interval '3 hours')`)
-	exec(t, b, `INSERT INTO queen.cursors (partition_id, consumer_group, committed) VALUES
+	execSQL(t, b, `INSERT INTO queen.cursors (partition_id, consumer_group, committed) VALUES
 		('0193f0c4-0000-7000-8000-000000000002', 'streams.q', 4),
 		('0193f0c4-0000-7000-8000-000000000003', 'streams.q', 5),
 		('0193f0c4-0000-7000-8000-000000000004', 'other-group', 3)`)
-	l, err := db.SourceLoad(ctx, auth.DefaultTenant, "q", "src", "streams.q")
+	l, err := cell.SourceLoad(ctx, auth.DefaultTenant, "q", "src", "streams.q")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,14 +33,14 @@ func TestPartitionsBehindCountsThePartitionsWithMessagesTheGroupHasNotConsumed(t
 	if l.LastPush == nil || time.Since(*l.LastPush) < 59*time.Minute || time.Since(*l.LastPush) > 61*time.Minute {
 		t.Errorf("last push = %v, want an hour ago (the newest partition's)", l.LastPush)
 	}
-	if other, err := db.SourceLoad(ctx, "acme", "q", "src", "streams.q"); err != nil || other.PartitionsBehind != 0 || other.LastPush != nil {
+	if other, err := cell.SourceLoad(ctx, "acme", "q", "src", "streams.q"); err != nil || other.PartitionsBehind != 0 || other.LastPush != nil {
 		t.Errorf("another tenant's queue of the same name has load %+v (%v), want none", other, err)
 	}
 }
 
 func TestASourceThatDoesNotExistYetHasNoLoad(t *testing.T) {
-	_, db, _ := setup(t)
-	l, err := db.SourceLoad(ctx, auth.DefaultTenant, "q", "absent", "streams.q")
+	_, cell, _ := setup(t)
+	l, err := cell.SourceLoad(ctx, auth.DefaultTenant, "q", "absent", "streams.q")
 	if err != nil || l.PartitionsBehind != 0 || l.LastPush != nil {
 		t.Fatalf("load %+v (%v), want none", l, err)
 	}
@@ -49,11 +49,11 @@ func TestASourceThatDoesNotExistYetHasNoLoad(t *testing.T) {
 // Open windows are the query's state rows under the pipeline's prefix, but
 // each partition's clock row, and only the tenant's query of that name.
 func TestOpenWindowsAreThePipelinesStateRowsButTheClock(t *testing.T) {
-	b, db, mine := setup(t)
-	exec(t, b, `INSERT INTO queen_streams.queries (id, tenant, name, source_queue, config_hash) VALUES
+	b, cell, mine := setup(t)
+	execSQL(t, b, `INSERT INTO queen_streams.queries (id, tenant, name, source_queue, config_hash) VALUES
 		('0193f0c4-0000-7000-8000-0000000000a2', 'acme', 'q', 'src', 'h')`)
 	state := func(query, partition, key string) {
-		exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, $2, $3, '{}')`, query, partition, key)
+		execSQL(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, $2, $3, '{}')`, query, partition, key)
 	}
 	theirs := "0193f0c4-0000-7000-8000-0000000000a2"
 	p1, p2 := "0193f0c4-0000-7000-8000-0000000000b1", "0193f0c4-0000-7000-8000-0000000000b2"
@@ -63,7 +63,7 @@ func TestOpenWindowsAreThePipelinesStateRowsButTheClock(t *testing.T) {
 	state(mine, p2, pipeline.Prefix+"2026-08-17T10:01:00Z\u001fk2")
 	state(mine, p2, "user-key") // not the pipeline's
 	state(theirs, p1, pipeline.Prefix+"2026-08-17T10:00:00Z\u001fk1")
-	l, err := db.SourceLoad(ctx, auth.DefaultTenant, "q", "src", "streams.q")
+	l, err := cell.SourceLoad(ctx, auth.DefaultTenant, "q", "src", "streams.q")
 	if err != nil || l.OpenWindows != 2 {
 		t.Fatalf("open windows = %d (%v), want 2", l.OpenWindows, err)
 	}

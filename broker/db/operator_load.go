@@ -1,4 +1,4 @@
-package celldb
+package db
 
 import (
 	"context"
@@ -27,7 +27,7 @@ type SourceLoad struct {
 // group (queen_streams.query_source_load), and the open windows of query
 // (queen_streams.query_open_windows), in one round trip. A queue that does
 // not exist yet has no load.
-func (d *DB) SourceLoad(ctx context.Context, tenant, query, source, group string) (SourceLoad, error) {
+func (d *Cell) SourceLoad(ctx context.Context, tenant, query, source, group string) (SourceLoad, error) {
 	var l SourceLoad
 	err := d.pool.QueryRow(ctx, `SELECT l.partitions_behind, l.last_push,
        queen_streams.query_open_windows(p_tenant => $1, p_name => $4, p_prefix => $5, p_clock => $6)

@@ -1,4 +1,4 @@
-package celldb_test
+package db_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/controllers/celldb"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -77,11 +77,11 @@ func twoBatches(t *testing.T, b *brokertest.Broker) time.Time {
 }
 
 func TestARewindDeletesTheStateAndMovesTheGroupToTheFirstMessageAtOrAfterItsTime(t *testing.T) {
-	b, db, id := setup(t)
+	b, cell, id := setup(t)
 	between := twoBatches(t, b)
-	exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, gen_random_uuid(), 'k', '{}')`, id)
+	execSQL(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, gen_random_uuid(), 'k', '{}')`, id)
 
-	rw, err := db.Rewind(ctx, auth.DefaultTenant, "q", "streams.q", "t1", between)
+	rw, err := cell.Rewind(ctx, auth.DefaultTenant, "q", "streams.q", "t1", between)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestARewindDeletesTheStateAndMovesTheGroupToTheFirstMessageAtOrAfterItsTime
 	}
 
 	// A time before every message moves the group to the start.
-	if _, err := db.Rewind(ctx, auth.DefaultTenant, "q", "streams.q", "t0", between.Add(-time.Hour)); err != nil {
+	if _, err := cell.Rewind(ctx, auth.DefaultTenant, "q", "streams.q", "t0", between.Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if c := committedOffset(t, b); c != 0 {
@@ -108,17 +108,17 @@ func TestARewindDeletesTheStateAndMovesTheGroupToTheFirstMessageAtOrAfterItsTime
 }
 
 func TestARewindHappensOncePerToken(t *testing.T) {
-	b, db, id := setup(t)
+	b, cell, id := setup(t)
 	between := twoBatches(t, b)
-	first, err := db.Rewind(ctx, auth.DefaultTenant, "q", "streams.q", "t1", between)
+	first, err := cell.Rewind(ctx, auth.DefaultTenant, "q", "streams.q", "t1", between)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The worker carries on: it re-folds and writes state again.
 	consumeAll(t, b)
-	exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, gen_random_uuid(), 'k', '{}')`, id)
+	execSQL(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, gen_random_uuid(), 'k', '{}')`, id)
 
-	again, err := db.Rewind(ctx, auth.DefaultTenant, "q", "streams.q", "t1", between)
+	again, err := cell.Rewind(ctx, auth.DefaultTenant, "q", "streams.q", "t1", between)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestARewindHappensOncePerToken(t *testing.T) {
 		t.Fatalf("cursor %d and %d state rows after a repeated token, want 10 and 1: it rewound again", c, n)
 	}
 
-	if next, err := db.Rewind(ctx, auth.DefaultTenant, "q", "streams.q", "t2", between); err != nil || next.Already {
+	if next, err := cell.Rewind(ctx, auth.DefaultTenant, "q", "streams.q", "t2", between); err != nil || next.Already {
 		t.Fatalf("a new token = %+v, %v; want a rewind", next, err)
 	}
 	if c := committedOffset(t, b); c != 5 {
@@ -138,19 +138,19 @@ func TestARewindHappensOncePerToken(t *testing.T) {
 }
 
 func TestRewindOfAnUnknownQueryIsErrNoQuery(t *testing.T) {
-	_, db, _ := setup(t)
+	_, cell, _ := setup(t)
 	for _, tenant := range []string{auth.DefaultTenant, "other"} {
 		name := map[string]string{auth.DefaultTenant: "absent", "other": "q"}[tenant]
-		if _, err := db.Rewind(ctx, tenant, name, "streams."+name, "t", time.Now()); !errors.Is(err, celldb.ErrNoQuery) {
+		if _, err := cell.Rewind(ctx, tenant, name, "streams."+name, "t", time.Now()); !errors.Is(err, db.ErrNoQuery) {
 			t.Fatalf("rewind of %s/%s: %v, want ErrNoQuery", tenant, name, err)
 		}
 	}
 }
 
 func TestSuspendReportsWhetherTheQueryExists(t *testing.T) {
-	b, db, _ := setup(t)
+	b, cell, _ := setup(t)
 	for _, suspended := range []bool{true, true, false} {
-		found, err := db.Suspend(ctx, auth.DefaultTenant, "q", "streams.q", suspended)
+		found, err := cell.Suspend(ctx, auth.DefaultTenant, "q", "streams.q", suspended)
 		if err != nil || !found {
 			t.Fatalf("suspend(%t) = %v, %v; want found", suspended, found, err)
 		}
@@ -158,22 +158,22 @@ func TestSuspendReportsWhetherTheQueryExists(t *testing.T) {
 			t.Fatalf("the query's suspended flag is not %t", suspended)
 		}
 	}
-	if found, err := db.Suspend(ctx, "other", "q", "streams.q", true); err != nil || found {
+	if found, err := cell.Suspend(ctx, "other", "q", "streams.q", true); err != nil || found {
 		t.Fatalf("suspend of another tenant's name = %v, %v; want not found", found, err)
 	}
 }
 
 func TestProgressReportsTheOldestUnconsumedMessage(t *testing.T) {
-	b, db, _ := setup(t)
-	p, err := db.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src")
+	b, cell, _ := setup(t)
+	p, err := cell.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src")
 	if err != nil || p.Oldest != nil {
 		t.Fatalf("progress %+v, %v; want no oldest without messages", p, err)
 	}
 	between := twoBatches(t, b)
-	if _, err := db.Rewind(ctx, auth.DefaultTenant, "q", "streams.q", "t1", between); err != nil {
+	if _, err := cell.Rewind(ctx, auth.DefaultTenant, "q", "streams.q", "t1", between); err != nil {
 		t.Fatal(err)
 	}
-	p, err = db.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src")
+	p, err = cell.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestProgressReportsTheOldestUnconsumedMessage(t *testing.T) {
 		t.Fatalf("progress %+v, want lag 5 and the second batch's time, after %s", p, between)
 	}
 	consumeAll(t, b)
-	if p, err = db.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src"); err != nil || p.Oldest != nil || p.Lag != 0 {
+	if p, err = cell.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src"); err != nil || p.Oldest != nil || p.Lag != 0 {
 		t.Fatalf("progress %+v, %v after consuming everything, want no lag and no oldest", p, err)
 	}
 }

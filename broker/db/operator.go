@@ -1,13 +1,4 @@
-// Package celldb is the operator's access to the cell database, the
-// PostgreSQL the brokers share: the quota grants it writes, the
-// registrations it deletes, and the progress it reads. Registration itself
-// goes through the broker (package registration), never through here.
-//
-// Every call goes through a function the schema owns (see
-// broker/migrate/functions/queen_streams.quota_*.sql and query_*.sql), never
-// through the broker's tables, so that a table change cannot break the
-// operator silently.
-package celldb
+package db
 
 import (
 	"context"
@@ -19,11 +10,35 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// DB is the cell database.
-type DB struct{ pool *pgxpool.Pool }
+// Cell is the operator's access to the cell database, the PostgreSQL the
+// brokers share: the quota grants it writes, the registrations it deletes,
+// and the progress it reads. Registration itself goes through the broker
+// (package registration), never through here.
+//
+// Every call goes through a function the schema owns (see
+// broker/migrate/functions/queen_streams.quota_*.sql, query_*.sql and
+// savepoint_*.sql), never through the broker's tables, so that a table
+// change cannot break the operator silently: Cell has no other methods.
+type Cell struct{ pool *pgxpool.Pool }
 
-// New wraps a pool; the caller keeps ownership of it.
-func New(pool *pgxpool.Pool) *DB { return &DB{pool: pool} }
+// NewCell wraps a pool; the caller keeps ownership of it.
+func NewCell(pool *pgxpool.Pool) *Cell { return &Cell{pool: pool} }
+
+// OpenCell connects a pool of at most maxConns connections to the cell
+// database at url. Close releases it.
+func OpenCell(ctx context.Context, url string, maxConns int32) (*Cell, error) {
+	pool, err := openPool(ctx, url, maxConns, func(*pgxpool.Config) {})
+	if err != nil {
+		return nil, err
+	}
+	return NewCell(pool), nil
+}
+
+// Close closes the pool, waiting for its connections to be released.
+func (d *Cell) Close() { d.pool.Close() }
+
+// Ping checks that the cell database answers.
+func (d *Cell) Ping(ctx context.Context) error { return d.pool.Ping(ctx) }
 
 // Quota is a tenant's grant and its limits; nil means no limit.
 type Quota struct {
@@ -42,7 +57,7 @@ type Quota struct {
 
 // ApplyQuota writes the grant, leaving it untouched when it already says
 // the same, and returns how many queries the tenant has registered.
-func (d *DB) ApplyQuota(ctx context.Context, q Quota) (registered int64, err error) {
+func (d *Cell) ApplyQuota(ctx context.Context, q Quota) (registered int64, err error) {
 	err = d.pool.QueryRow(ctx, `SELECT queen_streams.quota_apply_v2(p_tenant => $1, p_enabled => $2,
 		p_max_queries => $3, p_max_queues => $4, p_push_messages_per_second => $5, p_push_messages_burst => $6,
 		p_push_bytes_per_second => $7, p_push_bytes_burst => $8, p_pop_messages_per_second => $9,
@@ -67,7 +82,7 @@ type Usage struct {
 
 // Usage reads the tenant's usage, and the limits that refused it within
 // the last within.
-func (d *DB) Usage(ctx context.Context, tenant string, within time.Duration) (Usage, error) {
+func (d *Cell) Usage(ctx context.Context, tenant string, within time.Duration) (Usage, error) {
 	var u Usage
 	err := d.pool.QueryRow(ctx, `SELECT queues, queries, stored_bytes, state_rows, pushed_last_minute,
 		popped_last_minute, refusing FROM queen_streams.quota_usage(p_tenant => $1, p_within => $2)`, tenant, within).
@@ -79,7 +94,7 @@ func (d *DB) Usage(ctx context.Context, tenant string, within time.Duration) (Us
 }
 
 // CountQueries returns how many queries the tenant has registered.
-func (d *DB) CountQueries(ctx context.Context, tenant string) (int64, error) {
+func (d *Cell) CountQueries(ctx context.Context, tenant string) (int64, error) {
 	var n int64
 	if err := d.pool.QueryRow(ctx, `SELECT queen_streams.query_count(p_tenant => $1)`, tenant).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count queries of tenant %q: %w", tenant, err)
@@ -89,7 +104,7 @@ func (d *DB) CountQueries(ctx context.Context, tenant string) (int64, error) {
 
 // DeleteQuota removes the tenant's grant: the broker then refuses new names
 // for the tenant, and its existing queries keep running.
-func (d *DB) DeleteQuota(ctx context.Context, tenant string) error {
+func (d *Cell) DeleteQuota(ctx context.Context, tenant string) error {
 	if _, err := d.pool.Exec(ctx, `SELECT queen_streams.quota_delete(p_tenant => $1)`, tenant); err != nil {
 		return fmt.Errorf("delete quota of tenant %q: %w", tenant, err)
 	}
@@ -98,7 +113,7 @@ func (d *DB) DeleteQuota(ctx context.Context, tenant string) error {
 
 // DeleteQuery removes the registration and, by cascade, its state. It
 // reports whether there was one.
-func (d *DB) DeleteQuery(ctx context.Context, tenant, name string) (bool, error) {
+func (d *Cell) DeleteQuery(ctx context.Context, tenant, name string) (bool, error) {
 	var found bool
 	if err := d.pool.QueryRow(ctx, `SELECT queen_streams.query_delete(p_tenant => $1, p_name => $2)`, tenant, name).Scan(&found); err != nil {
 		return false, fmt.Errorf("delete query %q of tenant %q: %w", name, tenant, err)
@@ -127,7 +142,7 @@ var ErrNoQuery = errors.New("no such query")
 
 // Progress reads the progress of the tenant's query name, whose workers pop
 // source as consumer group group.
-func (d *DB) Progress(ctx context.Context, tenant, name, group, source string) (Progress, error) {
+func (d *Cell) Progress(ctx context.Context, tenant, name, group, source string) (Progress, error) {
 	var p Progress
 	err := d.pool.QueryRow(ctx, `
 SELECT lag, oldest, state_rows, last_cycle
@@ -146,7 +161,7 @@ SELECT lag, oldest, state_rows, last_cycle
 // the tenant's query name. While the query exists it only grows, and it
 // grows in the same transaction as the reset, so a value beyond one read
 // earlier proves that a reset has committed since.
-func (d *DB) ResetGeneration(ctx context.Context, tenant, name string) (int64, error) {
+func (d *Cell) ResetGeneration(ctx context.Context, tenant, name string) (int64, error) {
 	var g *int64
 	if err := d.pool.QueryRow(ctx, `SELECT queen_streams.query_reset_generation(p_tenant => $1, p_name => $2)`, tenant, name).Scan(&g); err != nil {
 		return 0, fmt.Errorf("read reset generation of query %q of tenant %q: %w", name, tenant, err)
@@ -160,7 +175,7 @@ func (d *DB) ResetGeneration(ctx context.Context, tenant, name string) (int64, e
 // Suspend sets whether the tenant's query name is suspended: while it is,
 // the broker answers the pops of its consumer group, group, with nothing
 // and refuses its cycles. It reports whether the query exists.
-func (d *DB) Suspend(ctx context.Context, tenant, name, group string, suspended bool) (bool, error) {
+func (d *Cell) Suspend(ctx context.Context, tenant, name, group string, suspended bool) (bool, error) {
 	var found bool
 	err := d.pool.QueryRow(ctx, `SELECT queen_streams.query_suspend(p_tenant => $1, p_name => $2, p_group => $3, p_suspended => $4)`,
 		tenant, name, group, suspended).Scan(&found)
@@ -170,8 +185,8 @@ func (d *DB) Suspend(ctx context.Context, tenant, name, group string, suspended 
 	return found, nil
 }
 
-// Rewind is what a rewind did.
-type Rewind struct {
+// Rewound is what a rewind did.
+type Rewound struct {
 	// Already says that the rewind of this token had committed before:
 	// nothing changed now, and StateRows is unknown (0).
 	Already    bool
@@ -183,9 +198,9 @@ type Rewind struct {
 // Rewind deletes the state of the tenant's query name and moves its
 // consumer group, group, to the first message created at or after to, in
 // one transaction, once per token (queen_streams.query_rewind).
-func (d *DB) Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (Rewind, error) {
+func (d *Cell) Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (Rewound, error) {
 	var (
-		rw      Rewind
+		rw      Rewound
 		outcome string
 		at      *time.Time
 		parts   *int32

@@ -1,4 +1,4 @@
-package celldb_test
+package db_test
 
 import (
 	"context"
@@ -8,22 +8,19 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/controllers/celldb"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/test/brokertest"
-	"github.com/regent-mq/regent/test/pgtest"
 )
-
-func TestMain(m *testing.M) { pgtest.Main(m) }
 
 var ctx = context.Background()
 
 // setup starts a broker with the default tenant's query "q" registered,
 // and returns the cell database of that broker and the query's id.
-func setup(t *testing.T) (*brokertest.Broker, *celldb.DB, string) {
+func setup(t *testing.T) (*brokertest.Broker, *db.Cell, string) {
 	t.Helper()
 	b := brokertest.Start(t, brokertest.WithJWT(false))
 	id := register(t, b, "h1", false)
-	return b, celldb.New(b.Pool), id
+	return b, db.NewCell(b.Pool), id
 }
 
 func register(t *testing.T, b *brokertest.Broker, hash string, reset bool) string {
@@ -36,16 +33,16 @@ func register(t *testing.T, b *brokertest.Broker, hash string, reset bool) strin
 	return r.Map(t)["query_id"].(string)
 }
 
-func exec(t *testing.T, b *brokertest.Broker, sql string, args ...any) {
+func execSQL(t *testing.T, b *brokertest.Broker, sql string, args ...any) {
 	t.Helper()
 	if _, err := b.Pool.Exec(ctx, sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
 
-func generation(t *testing.T, db *celldb.DB, tenant, name string) int64 {
+func generation(t *testing.T, cell *db.Cell, tenant, name string) int64 {
 	t.Helper()
-	g, err := db.ResetGeneration(ctx, tenant, name)
+	g, err := cell.ResetGeneration(ctx, tenant, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,39 +50,39 @@ func generation(t *testing.T, db *celldb.DB, tenant, name string) int64 {
 }
 
 func TestOnlyAResetRegistrationRaisesTheResetGeneration(t *testing.T) {
-	b, db, _ := setup(t)
-	if g := generation(t, db, auth.DefaultTenant, "q"); g != 0 {
+	b, cell, _ := setup(t)
+	if g := generation(t, cell, auth.DefaultTenant, "q"); g != 0 {
 		t.Fatalf("a new query has reset generation %d, want 0", g)
 	}
 	register(t, b, "h1", false)
-	if g := generation(t, db, auth.DefaultTenant, "q"); g != 0 {
+	if g := generation(t, cell, auth.DefaultTenant, "q"); g != 0 {
 		t.Fatalf("a registration without reset raised the generation to %d", g)
 	}
 	register(t, b, "h2", true)
 	register(t, b, "h2", true)
-	if g := generation(t, db, auth.DefaultTenant, "q"); g != 2 {
+	if g := generation(t, cell, auth.DefaultTenant, "q"); g != 2 {
 		t.Fatalf("reset generation %d after two resets, want 2", g)
 	}
 }
 
 func TestResetGenerationOfAnUnknownQueryIsErrNoQuery(t *testing.T) {
-	_, db, _ := setup(t)
-	if _, err := db.ResetGeneration(ctx, auth.DefaultTenant, "absent"); !errors.Is(err, celldb.ErrNoQuery) {
+	_, cell, _ := setup(t)
+	if _, err := cell.ResetGeneration(ctx, auth.DefaultTenant, "absent"); !errors.Is(err, db.ErrNoQuery) {
 		t.Fatalf("err = %v, want ErrNoQuery", err)
 	}
 }
 
 func TestResetGenerationIsScopedToItsTenant(t *testing.T) {
-	_, db, _ := setup(t)
-	if _, err := db.ResetGeneration(ctx, "other", "q"); !errors.Is(err, celldb.ErrNoQuery) {
+	_, cell, _ := setup(t)
+	if _, err := cell.ResetGeneration(ctx, "other", "q"); !errors.Is(err, db.ErrNoQuery) {
 		t.Fatalf("err = %v for another tenant's query of the same name, want ErrNoQuery", err)
 	}
 }
 
 func TestProgressCountsTheQuerysStateRows(t *testing.T) {
-	b, db, id := setup(t)
-	exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, gen_random_uuid(), 'k', '{}')`, id)
-	p, err := db.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src")
+	b, cell, id := setup(t)
+	execSQL(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, gen_random_uuid(), 'k', '{}')`, id)
+	p, err := cell.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,53 +92,53 @@ func TestProgressCountsTheQuerysStateRows(t *testing.T) {
 }
 
 func TestDeleteQueryReportsWhetherThereWasOne(t *testing.T) {
-	_, db, _ := setup(t)
+	_, cell, _ := setup(t)
 	for i, want := range []bool{true, false} {
-		found, err := db.DeleteQuery(ctx, auth.DefaultTenant, "q")
+		found, err := cell.DeleteQuery(ctx, auth.DefaultTenant, "q")
 		if err != nil || found != want {
 			t.Fatalf("delete #%d = %v, %v; want %v", i+1, found, err, want)
 		}
 	}
-	if _, err := db.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src"); !errors.Is(err, celldb.ErrNoQuery) {
+	if _, err := cell.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src"); !errors.Is(err, db.ErrNoQuery) {
 		t.Fatalf("progress after the delete: %v, want ErrNoQuery", err)
 	}
 }
 
 func TestDeleteQuotaRemovesTheGrantAndLeavesTheQueries(t *testing.T) {
-	b, db, _ := setup(t)
-	exec(t, b, `INSERT INTO queen_streams.queries (id, tenant, name, source_queue, config_hash) VALUES (gen_random_uuid(), 'acme', 'a', 's', 'h')`)
-	if _, err := db.ApplyQuota(ctx, celldb.Quota{Tenant: "acme", Enabled: true}); err != nil {
+	b, cell, _ := setup(t)
+	execSQL(t, b, `INSERT INTO queen_streams.queries (id, tenant, name, source_queue, config_hash) VALUES (gen_random_uuid(), 'acme', 'a', 's', 'h')`)
+	if _, err := cell.ApplyQuota(ctx, db.Quota{Tenant: "acme", Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.DeleteQuota(ctx, "acme"); err != nil {
+	if err := cell.DeleteQuota(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
 	var grants int
 	if err := b.Pool.QueryRow(ctx, `SELECT count(*) FROM queen_streams.quota WHERE tenant = 'acme'`).Scan(&grants); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := db.CountQueries(ctx, "acme"); grants != 0 || err != nil || n != 1 {
+	if n, err := cell.CountQueries(ctx, "acme"); grants != 0 || err != nil || n != 1 {
 		t.Fatalf("%d grants and %d queries (%v) after the delete, want 0 and 1", grants, n, err)
 	}
 }
 
 func TestProgressOfAnUnknownQueryIsErrNoQuery(t *testing.T) {
-	_, db, _ := setup(t)
-	if _, err := db.Progress(ctx, auth.DefaultTenant, "absent", "streams.absent", "src"); !errors.Is(err, celldb.ErrNoQuery) {
+	_, cell, _ := setup(t)
+	if _, err := cell.Progress(ctx, auth.DefaultTenant, "absent", "streams.absent", "src"); !errors.Is(err, db.ErrNoQuery) {
 		t.Fatalf("err = %v, want ErrNoQuery", err)
 	}
 }
 
 func TestLagCountsEveryPartitionFromTheGroupsCursor(t *testing.T) {
-	b, db, _ := setup(t)
-	exec(t, b, `INSERT INTO queen.queues (id, tenant, name) VALUES ('0193f0c4-0000-7000-8000-000000000001', 'default', 'src')`)
-	exec(t, b, `INSERT INTO queen.partitions (id, queue_id, name, next_offset) VALUES
+	b, cell, _ := setup(t)
+	execSQL(t, b, `INSERT INTO queen.queues (id, tenant, name) VALUES ('0193f0c4-0000-7000-8000-000000000001', 'default', 'src')`)
+	execSQL(t, b, `INSERT INTO queen.partitions (id, queue_id, name, next_offset) VALUES
 		('0193f0c4-0000-7000-8000-000000000002', '0193f0c4-0000-7000-8000-000000000001', 'a', 10),
 		('0193f0c4-0000-7000-8000-000000000003', '0193f0c4-0000-7000-8000-000000000001', 'b', 5)`)
-	exec(t, b, `INSERT INTO queen.cursors (partition_id, consumer_group, committed, last_consumed_at) VALUES
+	execSQL(t, b, `INSERT INTO queen.cursors (partition_id, consumer_group, committed, last_consumed_at) VALUES
 		('0193f0c4-0000-7000-8000-000000000002', 'streams.q', 4, now()),
 		('0193f0c4-0000-7000-8000-000000000003', 'other-group', 5, now())`)
-	p, err := db.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src")
+	p, err := cell.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,16 +149,16 @@ func TestLagCountsEveryPartitionFromTheGroupsCursor(t *testing.T) {
 }
 
 func TestApplyQuotaLeavesAnUnchangedRowAlone(t *testing.T) {
-	b, db, _ := setup(t)
+	b, cell, _ := setup(t)
 	max := int32(3)
-	if _, err := db.ApplyQuota(ctx, celldb.Quota{Tenant: "acme", Enabled: true, MaxQueries: &max}); err != nil {
+	if _, err := cell.ApplyQuota(ctx, db.Quota{Tenant: "acme", Enabled: true, MaxQueries: &max}); err != nil {
 		t.Fatal(err)
 	}
 	var first, second time.Time
 	if err := b.Pool.QueryRow(ctx, `SELECT updated_at FROM queen_streams.quota WHERE tenant = 'acme'`).Scan(&first); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.ApplyQuota(ctx, celldb.Quota{Tenant: "acme", Enabled: true, MaxQueries: &max}); err != nil {
+	if _, err := cell.ApplyQuota(ctx, db.Quota{Tenant: "acme", Enabled: true, MaxQueries: &max}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Pool.QueryRow(ctx, `SELECT updated_at FROM queen_streams.quota WHERE tenant = 'acme'`).Scan(&second); err != nil {
@@ -173,10 +170,10 @@ func TestApplyQuotaLeavesAnUnchangedRowAlone(t *testing.T) {
 }
 
 func TestApplyQuotaCountsTheTenantsQueries(t *testing.T) {
-	b, db, _ := setup(t)
-	exec(t, b, `INSERT INTO queen_streams.queries (id, tenant, name, source_queue, config_hash) VALUES
+	b, cell, _ := setup(t)
+	execSQL(t, b, `INSERT INTO queen_streams.queries (id, tenant, name, source_queue, config_hash) VALUES
 		(gen_random_uuid(), 'acme', 'a', 's', 'h'), (gen_random_uuid(), 'acme', 'b', 's', 'h')`)
-	n, err := db.ApplyQuota(ctx, celldb.Quota{Tenant: "acme", Enabled: true})
+	n, err := cell.ApplyQuota(ctx, db.Quota{Tenant: "acme", Enabled: true})
 	if err != nil || n != 2 {
 		t.Fatalf("registered = %d, %v; want 2 (the default tenant's query is not acme's)", n, err)
 	}

@@ -1,4 +1,4 @@
-package celldb_test
+package db_test
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/controllers/celldb"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -144,7 +144,7 @@ func shards(t *testing.T, b *brokertest.Broker, id, savepoint string) map[string
 // savepoint with a cycle between its copy of the state and its copy of the
 // cursors would break that.
 func TestASavepointTakenWhileCyclesRunFallsBetweenCycles(t *testing.T) {
-	b, db, id := setup(t)
+	b, cell, id := setup(t)
 	pushParts(t, b, 400)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -155,7 +155,7 @@ func TestASavepointTakenWhileCyclesRunFallsBetweenCycles(t *testing.T) {
 	taken := 0
 	for i := 0; i < 20; i++ {
 		name := fmt.Sprintf("sp%d", i)
-		sp, existed, err := db.TakeSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", name, nil)
+		sp, existed, err := cell.TakeSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", name, nil)
 		if err != nil || existed {
 			t.Fatalf("take %s = %+v, existed %v, %v", name, sp, existed, err)
 		}
@@ -182,17 +182,17 @@ func TestASavepointTakenWhileCyclesRunFallsBetweenCycles(t *testing.T) {
 }
 
 func TestARestoreBringsBackExactlyTheStateRowsAndCursorsAndTheHash(t *testing.T) {
-	b, db, id := setup(t)
+	b, cell, id := setup(t)
 	pushParts(t, b, 20)
 	for _, p := range parts[:3] { // p3 is not reached before the savepoint
 		l, _ := popPart(t, b, p, 5)
 		cycleCount(t, b, id, l)
 	}
-	exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value)
+	execSQL(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value)
 		SELECT $1, p.id, 'w' || g, jsonb_build_object('acc', g) FROM queen.partitions p, generate_series(1, 10) g
 		 WHERE p.name = 'p0'`, id)
 	pipeline := `{"filter":"true"}`
-	sp, _, err := db.TakeSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "before", &pipeline)
+	sp, _, err := cell.TakeSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "before", &pipeline)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,11 +213,11 @@ func TestARestoreBringsBackExactlyTheStateRowsAndCursorsAndTheHash(t *testing.T)
 		l, _ := popPart(t, b, p, 5)
 		cycleCount(t, b, id, l)
 	}
-	exec(t, b, `DELETE FROM queen_streams.state WHERE query_id = $1 AND key = 'w1'`, id)
+	execSQL(t, b, `DELETE FROM queen_streams.state WHERE query_id = $1 AND key = 'w1'`, id)
 	register(t, b, "h2", true)
 	held, _ := popPart(t, b, "p1", 5)
 
-	rs, err := db.RestoreSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "before", "r1")
+	rs, err := cell.RestoreSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "before", "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,21 +265,21 @@ func TestARestoreBringsBackExactlyTheStateRowsAndCursorsAndTheHash(t *testing.T)
 }
 
 func TestARestoreRaisesTheResetGenerationAndHappensOncePerToken(t *testing.T) {
-	b, db, id := setup(t)
+	b, cell, id := setup(t)
 	pushParts(t, b, 10)
-	if _, _, err := db.TakeSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "empty", nil); err != nil {
+	if _, _, err := cell.TakeSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "empty", nil); err != nil {
 		t.Fatal(err)
 	}
-	g := generation(t, db, auth.DefaultTenant, "q")
-	first, err := db.RestoreSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "empty", "r1")
+	g := generation(t, cell, auth.DefaultTenant, "q")
+	first, err := cell.RestoreSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "empty", "r1")
 	if err != nil || first.Already {
 		t.Fatalf("restore = %+v, %v", first, err)
 	}
-	if after := generation(t, db, auth.DefaultTenant, "q"); after != g+1 {
+	if after := generation(t, cell, auth.DefaultTenant, "q"); after != g+1 {
 		t.Fatalf("reset generation %d after a restore, want %d", after, g+1)
 	}
 	fold(t, b, id, "p0", 10, nil)
-	again, err := db.RestoreSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "empty", "r1")
+	again, err := cell.RestoreSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "empty", "r1")
 	if err != nil || !again.Already || !again.At.Equal(first.At) {
 		t.Fatalf("the same token again = %+v, %v; want the first restore, already done", again, err)
 	}
@@ -289,7 +289,7 @@ func TestARestoreRaisesTheResetGenerationAndHappensOncePerToken(t *testing.T) {
 	if n := b.Count(t, `SELECT count(*) FROM queen_streams.state WHERE query_id = $1`, id); n != 1 {
 		t.Fatalf("%d state rows after a repeated token, want the fold's 1: it restored again", n)
 	}
-	if next, err := db.RestoreSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "empty", "r2"); err != nil || next.Already {
+	if next, err := cell.RestoreSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "empty", "r2"); err != nil || next.Already {
 		t.Fatalf("a new token = %+v, %v; want a restore", next, err)
 	}
 	if n := b.Count(t, `SELECT count(*) FROM queen_streams.state WHERE query_id = $1`, id); n != 0 {
@@ -298,70 +298,70 @@ func TestARestoreRaisesTheResetGenerationAndHappensOncePerToken(t *testing.T) {
 }
 
 func TestASavepointNameIsTakenOnce(t *testing.T) {
-	b, db, id := setup(t)
-	first, existed, err := db.TakeSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "a", nil)
+	b, cell, id := setup(t)
+	first, existed, err := cell.TakeSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "a", nil)
 	if err != nil || existed {
 		t.Fatalf("take = %+v, %v, %v", first, existed, err)
 	}
-	exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, gen_random_uuid(), 'k', '{}')`, id)
-	again, existed, err := db.TakeSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "a", nil)
+	execSQL(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, gen_random_uuid(), 'k', '{}')`, id)
+	again, existed, err := cell.TakeSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "a", nil)
 	if err != nil || !existed || again != first {
 		t.Fatalf("the same name again = %+v, existed %v, %v; want the first savepoint %+v", again, existed, err, first)
 	}
 }
 
 func TestSavepointsAreListedNewestFirstAndPrunedToKeep(t *testing.T) {
-	_, db, _ := setup(t)
+	_, cell, _ := setup(t)
 	for _, n := range []string{"a", "b", "c", "d"} {
-		if _, _, err := db.TakeSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", n, nil); err != nil {
+		if _, _, err := cell.TakeSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", n, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	dropped, err := db.PruneSavepoints(ctx, auth.DefaultTenant, "q", 2)
+	dropped, err := cell.PruneSavepoints(ctx, auth.DefaultTenant, "q", 2)
 	if err != nil || dropped != 2 {
 		t.Fatalf("prune to 2 = %d, %v; want 2 dropped", dropped, err)
 	}
-	list, err := db.Savepoints(ctx, auth.DefaultTenant, "q")
+	list, err := cell.Savepoints(ctx, auth.DefaultTenant, "q")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(list) != 2 || list[0].Name != "d" || list[1].Name != "c" {
 		t.Fatalf("savepoints after pruning to 2: %+v, want d then c", list)
 	}
-	if _, err := db.RestoreSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "a", "r"); !errors.Is(err, celldb.ErrNoSavepoint) {
+	if _, err := cell.RestoreSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "a", "r"); !errors.Is(err, db.ErrNoSavepoint) {
 		t.Fatalf("restoring a pruned savepoint = %v, want ErrNoSavepoint", err)
 	}
 }
 
 func TestSavepointsOfAnUnknownQueryAreErrNoQuery(t *testing.T) {
-	_, db, _ := setup(t)
-	if _, _, err := db.TakeSavepoint(ctx, auth.DefaultTenant, "absent", "streams.absent", "a", nil); !errors.Is(err, celldb.ErrNoQuery) {
+	_, cell, _ := setup(t)
+	if _, _, err := cell.TakeSavepoint(ctx, auth.DefaultTenant, "absent", "streams.absent", "a", nil); !errors.Is(err, db.ErrNoQuery) {
 		t.Fatalf("take = %v, want ErrNoQuery", err)
 	}
-	if _, err := db.RestoreSavepoint(ctx, auth.DefaultTenant, "absent", "streams.absent", "a", "r"); !errors.Is(err, celldb.ErrNoQuery) {
+	if _, err := cell.RestoreSavepoint(ctx, auth.DefaultTenant, "absent", "streams.absent", "a", "r"); !errors.Is(err, db.ErrNoQuery) {
 		t.Fatalf("restore = %v, want ErrNoQuery", err)
 	}
 	// Another tenant's query of the same name is not this tenant's.
-	if _, _, err := db.TakeSavepoint(ctx, "acme", "q", "streams.q", "a", nil); !errors.Is(err, celldb.ErrNoQuery) {
+	if _, _, err := cell.TakeSavepoint(ctx, "acme", "q", "streams.q", "a", nil); !errors.Is(err, db.ErrNoQuery) {
 		t.Fatalf("take as another tenant = %v, want ErrNoQuery", err)
 	}
 }
 
 // Not a timed assertion: the figures for the issue's note.
 func TestSavepointAndRestoreOf100000StateRows(t *testing.T) {
-	b, db, id := setup(t)
+	b, cell, id := setup(t)
 	pushParts(t, b, 1)
-	exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value)
+	execSQL(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value)
 		SELECT $1, p.id, 'tumb:60' || chr(31) || g, jsonb_build_object('count', g, 'sum', g * 2, 'windowEnd', 1700000000000 + g)
 		  FROM queen.partitions p, generate_series(1, 25000) g`, id)
 	start := time.Now()
-	sp, _, err := db.TakeSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "big", nil)
+	sp, _, err := cell.TakeSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "big", nil)
 	took := time.Since(start)
 	if err != nil || sp.StateRows != 100000 {
 		t.Fatalf("take = %+v, %v; want 100000 rows", sp, err)
 	}
 	start = time.Now()
-	rs, err := db.RestoreSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "big", "r")
+	rs, err := cell.RestoreSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "big", "r")
 	restored := time.Since(start)
 	if err != nil || rs.StateRows != 100000 {
 		t.Fatalf("restore = %+v, %v; want 100000 rows", rs, err)
@@ -370,11 +370,11 @@ func TestSavepointAndRestoreOf100000StateRows(t *testing.T) {
 }
 
 func TestLeasesCountsTheGroupsLiveLeasesOnTheSource(t *testing.T) {
-	b, db, id := setup(t)
+	b, cell, id := setup(t)
 	pushParts(t, b, 5)
 	count := func() int32 {
 		t.Helper()
-		n, err := db.Leases(ctx, auth.DefaultTenant, "q", "streams.q")
+		n, err := cell.Leases(ctx, auth.DefaultTenant, "q", "streams.q")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,7 +389,7 @@ func TestLeasesCountsTheGroupsLiveLeasesOnTheSource(t *testing.T) {
 		t.Fatalf("%d leases after two pops, want 2", n)
 	}
 	cycleCount(t, b, id, l0)
-	exec(t, b, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 second' WHERE consumer_group = 'streams.q' AND lease_id IS NOT NULL`)
+	execSQL(t, b, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 second' WHERE consumer_group = 'streams.q' AND lease_id IS NOT NULL`)
 	if n := count(); n != 0 {
 		t.Fatalf("%d leases after one cycle released its lease and the other expired, want 0", n)
 	}
