@@ -207,7 +207,7 @@ func (c *fakeCell) Rewind(context.Context, string, string, string, string, time.
 	return db.Rewound{}, errors.New("the fake cell does not rewind")
 }
 
-func (c *fakeCell) SourceLoad(context.Context, string, string, string, string) (db.SourceLoad, error) {
+func (c *fakeCell) SourceLoad(context.Context, string, string, string, string, db.WindowKeys) (db.SourceLoad, error) {
 	return db.SourceLoad{}, c.dbErr
 }
 

@@ -46,7 +46,7 @@ type CellDB interface {
 	Suspend(ctx context.Context, tenant, name, group string, suspended bool) (found bool, err error)
 	Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (db.Rewound, error)
 	// SourceLoad reads what the autoscaler needs of a query's source.
-	SourceLoad(ctx context.Context, tenant, query, source, group string) (db.SourceLoad, error)
+	SourceLoad(ctx context.Context, tenant, query, source, group string, windows db.WindowKeys) (db.SourceLoad, error)
 	// The savepoints (broker/db/operator_savepoint.go); Leases counts the
 	// live leases of the query's group, which a drain waits out.
 	TakeSavepoint(ctx context.Context, tenant, name, group, savepoint string, pipeline *string) (db.Savepoint, bool, error)

@@ -15,7 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/controllers/autoscaler"
+	"github.com/regent-mq/regent/pipeline"
 )
 
 func autoscaleOf(q *v1.StreamQuery) *v1.Autoscale {
@@ -39,7 +41,8 @@ func (r *StreamQueryReconciler) autoscale(ctx context.Context, s *step) error {
 	if !s.progressRead {
 		return nil // nothing new to decide on: the last decision holds
 	}
-	load, err := r.DB.SourceLoad(ctx, s.tenant, q.QueryName(), q.Spec.SourceQueue, consumerGroup(q))
+	load, err := r.DB.SourceLoad(ctx, s.tenant, q.QueryName(), q.Spec.SourceQueue, consumerGroup(q),
+		db.WindowKeys{Prefix: pipeline.Prefix, Clock: pipeline.ClockKey})
 	if err != nil {
 		return err
 	}

@@ -149,7 +149,7 @@ func TestScalingTheStreamQueryThroughTheScaleSubresourceScalesItsWorkers(t *test
 // unreadableSource is a cell database whose source load cannot be read.
 type unreadableSource struct{ controllers.CellDB }
 
-func (unreadableSource) SourceLoad(context.Context, string, string, string, string) (db.SourceLoad, error) {
+func (unreadableSource) SourceLoad(context.Context, string, string, string, string, db.WindowKeys) (db.SourceLoad, error) {
 	return db.SourceLoad{}, errors.New("the source cannot be read")
 }
 

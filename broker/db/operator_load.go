@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/regent-mq/regent/pipeline"
 )
 
 // SourceLoad is how loaded a query's source queue is: what the autoscaler
@@ -23,16 +21,22 @@ type SourceLoad struct {
 	OpenWindows int64
 }
 
+// WindowKeys name the state rows of a pipeline's windows: each open
+// window's rows start with Prefix, and Clock is the row of the watermark
+// (pipeline.Prefix and pipeline.ClockKey, which the seam does not import:
+// the pipeline package brings Kubernetes' libraries into the broker).
+type WindowKeys struct{ Prefix, Clock string }
+
 // SourceLoad reads the load of the tenant's queue source for consumer group
 // group (queen_streams.query_source_load), and the open windows of query
 // (queen_streams.query_open_windows), in one round trip. A queue that does
 // not exist yet has no load.
-func (d *Cell) SourceLoad(ctx context.Context, tenant, query, source, group string) (SourceLoad, error) {
+func (d *Cell) SourceLoad(ctx context.Context, tenant, query, source, group string, windows WindowKeys) (SourceLoad, error) {
 	var l SourceLoad
 	err := d.pool.QueryRow(ctx, `SELECT l.partitions_behind, l.last_push,
        queen_streams.query_open_windows(p_tenant => $1, p_name => $4, p_prefix => $5, p_clock => $6)
   FROM queen_streams.query_source_load(p_tenant => $1, p_source => $2, p_group => $3) l`,
-		tenant, source, group, query, pipeline.Prefix, pipeline.ClockKey).Scan(&l.PartitionsBehind, &l.LastPush, &l.OpenWindows)
+		tenant, source, group, query, windows.Prefix, windows.Clock).Scan(&l.PartitionsBehind, &l.LastPush, &l.OpenWindows)
 	if err != nil {
 		return l, fmt.Errorf("load of source %q of tenant %q: %w", source, tenant, err)
 	}

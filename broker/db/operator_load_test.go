@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/pipeline"
 )
 
@@ -23,7 +24,7 @@ func TestPartitionsBehindCountsThePartitionsWithMessagesTheGroupHasNotConsumed(t
 		('0193f0c4-0000-7000-8000-000000000002', 'streams.q', 4),
 		('0193f0c4-0000-7000-8000-000000000003', 'streams.q', 5),
 		('0193f0c4-0000-7000-8000-000000000004', 'other-group', 3)`)
-	l, err := cell.SourceLoad(ctx, auth.DefaultTenant, "q", "src", "streams.q")
+	l, err := cell.SourceLoad(ctx, auth.DefaultTenant, "q", "src", "streams.q", windows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,14 +34,14 @@ func TestPartitionsBehindCountsThePartitionsWithMessagesTheGroupHasNotConsumed(t
 	if l.LastPush == nil || time.Since(*l.LastPush) < 59*time.Minute || time.Since(*l.LastPush) > 61*time.Minute {
 		t.Errorf("last push = %v, want an hour ago (the newest partition's)", l.LastPush)
 	}
-	if other, err := cell.SourceLoad(ctx, "acme", "q", "src", "streams.q"); err != nil || other.PartitionsBehind != 0 || other.LastPush != nil {
+	if other, err := cell.SourceLoad(ctx, "acme", "q", "src", "streams.q", windows); err != nil || other.PartitionsBehind != 0 || other.LastPush != nil {
 		t.Errorf("another tenant's queue of the same name has load %+v (%v), want none", other, err)
 	}
 }
 
 func TestASourceThatDoesNotExistYetHasNoLoad(t *testing.T) {
 	_, cell, _ := setup(t)
-	l, err := cell.SourceLoad(ctx, auth.DefaultTenant, "q", "absent", "streams.q")
+	l, err := cell.SourceLoad(ctx, auth.DefaultTenant, "q", "absent", "streams.q", windows)
 	if err != nil || l.PartitionsBehind != 0 || l.LastPush != nil {
 		t.Fatalf("load %+v (%v), want none", l, err)
 	}
@@ -63,8 +64,10 @@ func TestOpenWindowsAreThePipelinesStateRowsButTheClock(t *testing.T) {
 	state(mine, p2, pipeline.Prefix+"2026-08-17T10:01:00Z\u001fk2")
 	state(mine, p2, "user-key") // not the pipeline's
 	state(theirs, p1, pipeline.Prefix+"2026-08-17T10:00:00Z\u001fk1")
-	l, err := cell.SourceLoad(ctx, auth.DefaultTenant, "q", "src", "streams.q")
+	l, err := cell.SourceLoad(ctx, auth.DefaultTenant, "q", "src", "streams.q", windows)
 	if err != nil || l.OpenWindows != 2 {
 		t.Fatalf("open windows = %d (%v), want 2", l.OpenWindows, err)
 	}
 }
+
+var windows = db.WindowKeys{Prefix: pipeline.Prefix, Clock: pipeline.ClockKey}
