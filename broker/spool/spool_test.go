@@ -296,8 +296,10 @@ func TestADrainReplayedAfterACrashDeliversEachMessageOnce(t *testing.T) {
 	maintenance(t, b, false)
 	drained(t, b)
 
+	maintenance(t, b, true) // the restarted broker holds its spool until its count is read
 	restarted := brokertest.StartOn(t, b.DatabaseURL, func(c *config.Config) { c.SpoolDir = crashed })
 	require.EqualValues(t, 10, maintenanceStatus(t, restarted).BufferedMessages)
+	maintenance(t, b, false)
 	drained(t, restarted)
 	got := popAll(t, b, "q", "Default")
 	require.Len(t, got, 10)
