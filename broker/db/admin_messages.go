@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/ids"
 )
 
@@ -150,12 +151,12 @@ func (d *DB) DeadLettered(ctx context.Context, partitions, messages []uuid.UUID)
 // partitions (of one queue when queue is not nil): one scan of their
 // cursors.
 func (d *DB) ConsumptionModes(ctx context.Context, tenant string, queue *string) (hasQueueMode bool, groups int, err error) {
-	err = d.q.QueryRow(ctx, `SELECT coalesce(bool_or(x.consumer_group = '__QUEUE_MODE__'), false),
-			count(DISTINCT x.consumer_group) FILTER (WHERE x.consumer_group <> '__QUEUE_MODE__')::int
+	err = d.q.QueryRow(ctx, `SELECT coalesce(bool_or(x.consumer_group = $3), false),
+			count(DISTINCT x.consumer_group) FILTER (WHERE x.consumer_group <> $3)::int
 		  FROM queen.cursors x
 		  JOIN queen.partitions p ON p.id = x.partition_id
 		  JOIN queen.queues q ON q.id = p.queue_id
-		 WHERE q.tenant = $1 AND ($2::text IS NULL OR q.name = $2)`, tenant, queue).Scan(&hasQueueMode, &groups)
+		 WHERE q.tenant = $1 AND ($2::text IS NULL OR q.name = $2)`, tenant, queue, catalog.QueueMode).Scan(&hasQueueMode, &groups)
 	if err != nil {
 		return false, 0, fmt.Errorf("read consumption modes: %w", err)
 	}
