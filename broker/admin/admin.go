@@ -14,22 +14,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/flags"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/seal"
 	"github.com/regent-mq/regent/broker/server"
 )
-
-// Announcer is what the admin routes need of the hot list's announcer
-// (hotlist.Announcer): seeks announce the partitions they move, so that the
-// pops of every replica find them at once.
-type Announcer interface {
-	Announce(queueID, partitionID uuid.UUID)
-}
 
 // Spool is this replica's push-maintenance spool (spool.Spool), which the
 // maintenance routes report on.
@@ -40,10 +32,13 @@ type Spool interface {
 
 // API is the admin routes' handlers.
 type API struct {
-	store     *db.DB
-	flags     *flags.Flags
-	spool     Spool
-	announcer Announcer
+	store *db.DB
+	flags *flags.Flags
+	spool Spool
+	// after does what committed seeks leave to do: announce the
+	// partitions they moved, so that the pops of every replica find them
+	// at once.
+	after *commit.Applier
 	// sealer opens the sealed payloads the message routes show (nil: no
 	// key).
 	sealer  *seal.Sealer
@@ -53,11 +48,11 @@ type API struct {
 	lifetimes lifetimes
 }
 
-// New returns the admin API on store; seeks announce through announcer, the
+// New returns the admin API on store; seeks announce through after, the
 // maintenance routes report on the spool sp, and the message routes open payloads with
 // sealer. replica is this replica's name, as its samples carry it.
-func New(store *db.DB, fl *flags.Flags, sp Spool, announcer Announcer, sealer *seal.Sealer, replica string, logger *slog.Logger) *API {
-	return &API{store: store, flags: fl, spool: sp, announcer: announcer, sealer: sealer, replica: replica, logger: logger}
+func New(store *db.DB, fl *flags.Flags, sp Spool, after *commit.Applier, sealer *seal.Sealer, replica string, logger *slog.Logger) *API {
+	return &API{store: store, flags: fl, spool: sp, after: after, sealer: sealer, replica: replica, logger: logger}
 }
 
 // Routes are the admin routes and their access levels (§10).

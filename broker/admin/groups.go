@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 )
@@ -225,9 +226,11 @@ func (a *API) handleSubscription(w http.ResponseWriter, r *http.Request) {
 // the hot list may hold them as idle for the group, and Queen's pops rescan
 // after a seek (§1).
 func (a *API) wake(moved []db.MovedCursor) {
+	var after commit.After
 	for _, m := range moved {
-		a.announcer.Announce(m.Queue, m.Partition)
+		after.Announce = append(after.Announce, commit.Partition{Queue: m.Queue, Partition: m.Partition})
 	}
+	a.after.Apply(after)
 }
 
 // handleStatsRefresh is POST /api/v1/stats/refresh. Regent computes every

@@ -18,6 +18,7 @@ import (
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/backlog"
 	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/console"
 	"github.com/regent-mq/regent/broker/counters"
@@ -80,21 +81,25 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	quotas := quota.New(store, m.QuotaRefusals, logger)
 	announcer := hotlist.NewAnnouncer(hot, store, logger)
 	cat := catalog.New(store)
+	after := commit.New(announcer, hot, m)
 	producer := produce.New(store, cat, produce.Options{
-		Sealer: sealer, Metrics: m, Announcer: announcer, Quotas: quotas, PushCalls: cfg.PushCalls, Logger: logger,
+		Sealer: sealer, Metrics: m, Quotas: quotas, PushCalls: cfg.PushCalls, Logger: logger,
 	})
 	switches := flags.New(store, logger)
-	spooled, err := spool.Open(cfg.SpoolDir, producer, switches, m.SpoolBuffered, logger)
+	spooled, err := spool.Open(cfg.SpoolDir, producer, after, switches, m.SpoolBuffered, logger)
 	if err != nil {
 		store.Close()
 		return nil, err
 	}
-	consumers := qstore.New(store, cat, announcer, sealer, quotas, m, hot, logger, cfg.MaxPopBytes)
-	queues := queue.New(consumers, producer, store, quotas, m, logger, switches.PopMaintenance, cfg.DefaultSubscriptionMode, spooled)
+	consumers := qstore.New(store, cat, after, sealer, quotas, m, hot, logger, cfg.MaxPopBytes)
+	queues := queue.New(queue.Deps{
+		Store: consumers, Producer: producer, DB: store, After: after, Quotas: quotas, Metrics: m, Logger: logger,
+		PopPaused: switches.PopMaintenance, DefaultMode: cfg.DefaultSubscriptionMode, Spool: spooled,
+	})
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
-	routes = append(routes, streams.New(store, cat, producer, quotas, m, logger, cfg.Tenancy).Routes()...)
-	routes = append(routes, admin.New(store, switches, spooled, announcer, sealer, cfg.Replica, logger).Routes()...)
+	routes = append(routes, streams.New(store, cat, producer, after, quotas, m, logger, cfg.Tenancy).Routes()...)
+	routes = append(routes, admin.New(store, switches, spooled, after, sealer, cfg.Replica, logger).Routes()...)
 	routes = append(routes, console.Routes()...)
 	routes = append(routes, admin.NewHistory(store, logger).Routes()...)
 	analytics := admin.NewAnalytics(store, cfg.Replica, sealer, logger)

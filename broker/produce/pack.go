@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/ids"
@@ -285,19 +286,22 @@ func (p *Packed) Results(stored []*Segment) []Pushed {
 	return out
 }
 
-// AfterPush does the bookkeeping of committed segments: per-queue counters,
-// and the announcement of their partitions.
-func (l *Producer) AfterPush(segs []*Segment) {
+// AfterPush is what committed segments leave to do: their partitions to
+// announce, and their queues' counts (the messages, and one request per
+// queue).
+func AfterPush(segs []*Segment) commit.After {
+	var a commit.After
 	for i, g := range segs {
 		if len(g.Frames) == 0 {
 			continue
 		}
 		q := g.Partition.Queue
-		l.metrics.Pushed.WithLabelValues(q.Tenant, q.Name).Add(float64(len(g.Frames)))
-		l.metrics.Ops.Add(q.Tenant, q.Name, counters.PushMessages, int64(len(g.Frames)))
+		a.Pushed = append(a.Pushed, commit.Count{Tenant: q.Tenant, Queue: q.Name, N: len(g.Frames)})
+		a.Ops = append(a.Ops, commit.Op{Tenant: q.Tenant, Queue: q.Name, Field: counters.PushMessages, N: int64(len(g.Frames))})
 		if !slices.ContainsFunc(segs[:i], func(e *Segment) bool { return len(e.Frames) > 0 && e.Partition.Queue.ID == q.ID }) {
-			l.metrics.Ops.Add(q.Tenant, q.Name, counters.PushRequests, 1)
+			a.Ops = append(a.Ops, commit.Op{Tenant: q.Tenant, Queue: q.Name, Field: counters.PushRequests, N: 1})
 		}
-		l.Announce(q.ID, g.Partition.ID)
+		a.Announce = append(a.Announce, commit.Partition{Queue: q.ID, Partition: g.Partition.ID})
 	}
+	return a
 }

@@ -32,22 +32,20 @@
 //     (broker/batch), one round trip and one commit for all of them, each
 //     request answered on its own. PushInTx runs in the caller's
 //     transaction, alone, and returns a gone partition.
-//  3. After the commit, AfterPush counts the messages per queue and
-//     announces the partitions (Announce): this replica's hot list at once,
-//     the other replicas by a NOTIFY the announcer sends, not the
-//     transaction. The announcer's loop is the caller's to run.
+//  3. AfterPush says what the committed segments leave to do (a
+//     commit.After: the counts per queue and the partitions to announce),
+//     which the caller applies once its transaction has committed: this
+//     replica's hot list at once, the other replicas by a NOTIFY the
+//     announcer sends, not the transaction.
 package produce
 
 import (
 	"log/slog"
 
-	"github.com/google/uuid"
-
 	"github.com/regent-mq/regent/broker/batch"
 	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/db"
-	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/quota"
 	"github.com/regent-mq/regent/broker/seal"
@@ -60,8 +58,6 @@ type Producer struct {
 	sealer  *seal.Sealer // nil: no key; sealing fails and stores plaintext
 	metrics *metrics.Metrics
 	logger  *slog.Logger
-	// announcer marks hot partitions here and tells the other replicas.
-	announcer *hotlist.Announcer
 	// quotas limits the tenants' pushes and queue creations; nil: none.
 	quotas *quota.Quotas
 	// pushes joins the pushes on the pool (natural batching).
@@ -75,9 +71,6 @@ type Options struct {
 	// key, and sealing fails and stores plaintext.
 	Sealer  *seal.Sealer
 	Metrics *metrics.Metrics
-	// Announcer makes committed partitions visible to the pops of every
-	// replica; its loop (Announcer.Run) is the caller's to run.
-	Announcer *hotlist.Announcer
 	// Quotas limits every push and queue creation; nil: none.
 	Quotas *quota.Quotas
 	// PushCalls is how many push calls to the database may be in flight at
@@ -94,7 +87,7 @@ const maxJoined = 64
 // partitions of cat.
 func New(d *db.DB, cat *catalog.Catalog, o Options) *Producer {
 	l := &Producer{
-		db: d, catalog: cat, sealer: o.Sealer, metrics: o.Metrics, logger: o.Logger, announcer: o.Announcer, quotas: o.Quotas,
+		db: d, catalog: cat, sealer: o.Sealer, metrics: o.Metrics, logger: o.Logger, quotas: o.Quotas,
 	}
 	calls := o.PushCalls
 	if calls == 0 {
@@ -103,11 +96,4 @@ func New(d *db.DB, cat *catalog.Catalog, o Options) *Producer {
 	l.pushes = batch.New(calls, maxJoined, l.metrics.JoinedRequests.WithLabelValues("push"),
 		l.metrics.JoinWaiting.WithLabelValues("push"), l.joinPushes)
 	return l
-}
-
-// Announce makes a partition that committed data to deliver visible to the
-// pops of every replica: this one's at once, the others' by NOTIFY within
-// hotlist.Linger (see hotlist.Announcer). Call it after the commit.
-func (l *Producer) Announce(queueID, partitionID uuid.UUID) {
-	l.announcer.Announce(queueID, partitionID)
 }

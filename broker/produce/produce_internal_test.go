@@ -12,7 +12,6 @@ import (
 
 	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
-	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/test/pgtest"
 )
@@ -24,7 +23,7 @@ func newProducer(t *testing.T) *Producer {
 	pool := pgtest.New(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	d := db.New(pool)
-	return New(d, catalog.New(d), Options{Metrics: metrics.New(), Announcer: hotlist.NewAnnouncer(hotlist.New(), d, logger), Logger: logger})
+	return New(d, catalog.New(d), Options{Metrics: metrics.New(), Logger: logger})
 }
 
 func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/queue/store"
 )
 
 // wireAck is an acknowledgement as a client sends it.
@@ -81,12 +82,13 @@ func (s *Handler) handleAck(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	acks := []db.QueueAck{a}
-	out, err := s.store.Ack(r.Context(), s.db, auth.FromContext(r.Context()).Tenant, acks)
+	tenant := auth.FromContext(r.Context()).Tenant
+	out, err := s.Store.Ack(r.Context(), s.DB, tenant, acks)
 	if err != nil {
 		s.fail(w, r, "ack", err)
 		return
 	}
-	s.store.AfterAck(acks, out)
+	s.After.Apply(store.Acked(tenant, acks, out))
 	httpx.WriteJSON(w, http.StatusOK, out)
 }
 
@@ -125,11 +127,12 @@ func (s *Handler) handleAckBatch(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, []db.AckResult{})
 		return
 	}
-	out, err := s.store.Ack(r.Context(), s.db, auth.FromContext(r.Context()).Tenant, acks)
+	tenant := auth.FromContext(r.Context()).Tenant
+	out, err := s.Store.Ack(r.Context(), s.DB, tenant, acks)
 	if err != nil {
 		s.fail(w, r, "ack batch", err)
 		return
 	}
-	s.store.AfterAck(acks, out)
+	s.After.Apply(store.Acked(tenant, acks, out))
 	httpx.WriteJSON(w, http.StatusOK, out)
 }

@@ -45,7 +45,7 @@ func (s *Handler) handleConfigure(w http.ResponseWriter, r *http.Request) {
 		Task      *string          `json:"task"`
 		Options   *db.QueueOptions `json:"options"`
 	}
-	opts, err := s.store.QueueDefaults(r.Context())
+	opts, err := s.Store.QueueDefaults(r.Context())
 	if err != nil {
 		s.fail(w, r, "configure", err)
 		return
@@ -89,7 +89,7 @@ func (s *Handler) handleConfigure(w http.ResponseWriter, r *http.Request) {
 	}
 	tenant := auth.FromContext(r.Context()).Tenant
 	o := body.Options
-	queueID, partitionID, err := s.store.Configure(r.Context(), tenant, *body.Queue, body.Namespace, body.Task, o)
+	queueID, partitionID, err := s.Store.Configure(r.Context(), tenant, *body.Queue, body.Namespace, body.Task, o)
 	if err != nil {
 		s.fail(w, r, "configure", err)
 		return
@@ -108,7 +108,7 @@ func (s *Handler) handleDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant := auth.FromContext(r.Context()).Tenant
-	existed, err := s.store.DeleteQueue(r.Context(), tenant, name)
+	existed, err := s.Store.DeleteQueue(r.Context(), tenant, name)
 	if err != nil {
 		s.fail(w, r, "delete queue", err)
 		return

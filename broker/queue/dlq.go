@@ -45,7 +45,7 @@ func (s *Handler) handleDLQ(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
-	total, found, err := s.store.DeadLetters(r.Context(), db.DeadLetterFilter{
+	total, found, err := s.Store.DeadLetters(r.Context(), db.DeadLetterFilter{
 		Tenant: tenant, Queue: queue, Group: group, Limit: limit, Offset: offset})
 	if err != nil {
 		s.fail(w, r, "list dead letters", err)

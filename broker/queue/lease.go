@@ -37,7 +37,7 @@ func (s *Handler) handleExtend(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, httpx.BadRequest("seconds must be from 1 to %d", maxExtend))
 		return
 	}
-	ext, err := s.db.ExtendLease(r.Context(), auth.FromContext(r.Context()).Tenant, leaseID, seconds)
+	ext, err := s.DB.ExtendLease(r.Context(), auth.FromContext(r.Context()).Tenant, leaseID, seconds)
 	if err != nil {
 		s.fail(w, r, "extend lease", err)
 		return

@@ -116,12 +116,12 @@ func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
 
 // handlePop is GET /api/v1/pop/queue/{queue}[/partition/{partition}].
 func (s *Handler) handlePop(w http.ResponseWriter, r *http.Request) {
-	p, err := parsePop(r, s.defaultMode)
+	p, err := parsePop(r, s.DefaultMode)
 	if err != nil {
 		httpx.Fail(w, err)
 		return
 	}
-	if err := s.quotas.AdmitPop(p.Tenant); err != nil {
+	if err := s.Quotas.AdmitPop(p.Tenant); err != nil {
 		httpx.Fail(w, err)
 		return
 	}
@@ -132,7 +132,7 @@ func (s *Handler) handlePop(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.holdWhilePaused(ctx, deadline) {
 		if ctx.Err() == nil {
-			s.metrics.Ops.Add(p.Tenant, p.Queue, counters.PopEmpty, 1)
+			s.Metrics.Ops.Add(p.Tenant, p.Queue, counters.PopEmpty, 1)
 			w.WriteHeader(http.StatusNoContent)
 		}
 		return
@@ -141,7 +141,7 @@ func (s *Handler) handlePop(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil {
 			return // the client went away: claim nothing
 		}
-		got, err := s.store.Pop(ctx, &p.PopRequest)
+		got, err := s.Store.Pop(ctx, &p.PopRequest)
 		if err != nil {
 			s.fail(w, r, "pop", err)
 			return
@@ -156,7 +156,7 @@ func (s *Handler) handlePop(w http.ResponseWriter, r *http.Request) {
 		}
 		now := time.Now()
 		if !p.wait || !now.Before(deadline) {
-			s.metrics.Ops.Add(p.Tenant, p.Queue, counters.PopEmpty, 1)
+			s.Metrics.Ops.Add(p.Tenant, p.Queue, counters.PopEmpty, 1)
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
@@ -165,8 +165,8 @@ func (s *Handler) handlePop(w http.ResponseWriter, r *http.Request) {
 			until = got.Due
 		}
 		timer := time.NewTimer(until.Sub(now))
-		s.metrics.PopsParked.Inc()
-		s.metrics.Ops.Park(p.Tenant, p.Queue, 1)
+		s.Metrics.PopsParked.Inc()
+		s.Metrics.Ops.Park(p.Tenant, p.Queue, 1)
 		select {
 		case <-ctx.Done():
 		case <-httpx.Draining(ctx):
@@ -175,8 +175,8 @@ func (s *Handler) handlePop(w http.ResponseWriter, r *http.Request) {
 		case <-got.Wake:
 		case <-timer.C:
 		}
-		s.metrics.PopsParked.Dec()
-		s.metrics.Ops.Park(p.Tenant, p.Queue, -1)
+		s.Metrics.PopsParked.Dec()
+		s.Metrics.Ops.Park(p.Tenant, p.Queue, -1)
 		timer.Stop()
 	}
 }
@@ -190,7 +190,7 @@ const pausePoll = 100 * time.Millisecond
 // held until the switch goes off (true: pop as usual) or its deadline
 // passes (false), so that a client sees an idle queue, not a poll storm.
 func (s *Handler) holdWhilePaused(ctx context.Context, deadline time.Time) bool {
-	for s.popPaused() {
+	for s.PopPaused() {
 		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
 			return false

@@ -125,7 +125,7 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := auth.FromContext(r.Context())
-	if sp := s.spool; sp != nil && sp.Buffering() {
+	if sp := s.Spool; sp != nil && sp.Buffering() {
 		taken, err := sp.Take(id.Tenant, id.Subject, in)
 		switch {
 		case errors.Is(err, spool.ErrNotWritten):
@@ -137,12 +137,12 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	pushed, segs, err := s.producer.Push(r.Context(), id.Tenant, id.Subject, in)
+	pushed, segs, err := s.Producer.Push(r.Context(), id.Tenant, id.Subject, in)
 	if err != nil {
 		s.fail(w, r, "push", err)
 		return
 	}
-	s.producer.AfterPush(segs)
+	s.After.Apply(produce.AfterPush(segs))
 	httpx.WriteAppended(w, http.StatusCreated, pushResults{in, pushed}.append)
 }
 
@@ -158,9 +158,9 @@ func (s *Handler) fail(w http.ResponseWriter, r *http.Request, what string, err 
 	default:
 		switch {
 		case httpx.Internal(err):
-			s.logger.Error(fmt.Sprintf("%s failed", what), "err", err)
+			s.Logger.Error(fmt.Sprintf("%s failed", what), "err", err)
 		case db.Unavailable(err):
-			s.logger.Warn(fmt.Sprintf("%s: database unavailable", what), "err", err)
+			s.Logger.Warn(fmt.Sprintf("%s: database unavailable", what), "err", err)
 		}
 		httpx.Fail(w, err)
 	}

@@ -14,6 +14,7 @@ package queue
 import (
 	"log/slog"
 
+	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/produce"
@@ -23,28 +24,29 @@ import (
 )
 
 // Handler serves the queue's routes. It is safe for concurrent use.
-type Handler struct {
-	store    *store.Store
-	producer *produce.Producer
-	db       *db.DB // what acks outside a transaction run on
-	// quotas limits the tenants' pops; nil: none.
-	quotas  *quota.Quotas
-	metrics *metrics.Metrics
-	logger  *slog.Logger
-	// popPaused reports pop maintenance (queue-admin-api.md §7): while it
+type Handler struct{ Deps }
+
+// Deps are what the queue's handlers work with.
+type Deps struct {
+	Store    *store.Store
+	Producer *produce.Producer
+	DB       *db.DB // what acks outside a transaction run on
+	// After does what committed writes leave to do.
+	After *commit.Applier
+	// Quotas limits the tenants' pops; nil: none.
+	Quotas  *quota.Quotas
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+	// PopPaused reports pop maintenance (queue-admin-api.md §7): while it
 	// holds, pops deliver nothing and take no lease.
-	popPaused func() bool
-	// defaultMode is the subscriptionMode of a pop that sends none
+	PopPaused func() bool
+	// DefaultMode is the subscriptionMode of a pop that sends none
 	// (DEFAULT_SUBSCRIPTION_MODE).
-	defaultMode string
-	// spool takes the pushes while push maintenance is on (§7); nil never
+	DefaultMode string
+	// Spool takes the pushes while push maintenance is on (§7); nil never
 	// buffers.
-	spool *spool.Spool
+	Spool *spool.Spool
 }
 
-// New returns the handlers over st and the write path producer; sp (nil: none)
-// takes the pushes while push maintenance is on, and quotas (nil: none)
-// limits the pops.
-func New(st *store.Store, producer *produce.Producer, d *db.DB, quotas *quota.Quotas, m *metrics.Metrics, logger *slog.Logger, popPaused func() bool, defaultMode string, sp *spool.Spool) *Handler {
-	return &Handler{store: st, producer: producer, db: d, quotas: quotas, metrics: m, logger: logger, popPaused: popPaused, defaultMode: defaultMode, spool: sp}
-}
+// New returns the queue's handlers.
+func New(d Deps) *Handler { return &Handler{d} }

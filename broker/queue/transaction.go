@@ -7,11 +7,13 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/ids"
 	"github.com/regent-mq/regent/broker/produce"
+	"github.com/regent-mq/regent/broker/queue/store"
 )
 
 // operation is one element of a transaction, as a client sends it.
@@ -105,10 +107,10 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	var acks []db.QueueAck
 	var acked []db.AckResult
 	var failure string
-	err = s.db.InTx(ctx, func(tx *db.DB) error {
+	err = s.DB.InTx(ctx, func(tx *db.DB) error {
 		for i, o := range ops {
 			if o.ack != nil {
-				out, err := s.store.Ack(ctx, tx, id.Tenant, []db.QueueAck{*o.ack})
+				out, err := s.Store.Ack(ctx, tx, id.Tenant, []db.QueueAck{*o.ack})
 				if err != nil {
 					return err
 				}
@@ -121,7 +123,7 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 				}
 				continue
 			}
-			out, segs, err := s.producer.PushInTx(ctx, tx, id.Tenant, id.Subject, o.push)
+			out, segs, err := s.Producer.PushInTx(ctx, tx, id.Tenant, id.Subject, o.push)
 			if err != nil {
 				return err
 			}
@@ -144,9 +146,10 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.fail(w, r, "transaction", err)
 	default:
-		s.producer.AfterPush(pushed)
-		s.store.AfterAck(acks, acked)
-		countTransaction(s.metrics.Ops, id.Tenant, pushed, acked)
+		after := produce.AfterPush(pushed)
+		after.Add(store.Acked(id.Tenant, acks, acked))
+		after.Ops = append(after.Ops, transactionOps(id.Tenant, pushed, acked)...)
+		s.After.Apply(after)
 		httpx.WriteJSON(w, http.StatusOK, map[string]any{"transactionId": txID, "success": true, "results": results})
 	}
 }
@@ -155,9 +158,9 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 // an error of the database).
 var errRollback = fmt.Errorf("transaction rolled back")
 
-// countTransaction counts a committed transaction once in each queue it
+// transactionOps count a committed transaction once in each queue it
 // pushed to or acked in.
-func countTransaction(ops *counters.Counters, tenant string, pushed []*produce.Segment, acked []db.AckResult) {
+func transactionOps(tenant string, pushed []*produce.Segment, acked []db.AckResult) []commit.Op {
 	var queues []string
 	for _, g := range pushed {
 		queues = append(queues, g.Partition.Queue.Name)
@@ -166,7 +169,9 @@ func countTransaction(ops *counters.Counters, tenant string, pushed []*produce.S
 		queues = append(queues, *r.QueueName) // a committed ack found its message
 	}
 	slices.Sort(queues)
+	var ops []commit.Op
 	for _, q := range slices.Compact(queues) {
-		ops.Add(tenant, q, counters.Transactions, 1)
+		ops = append(ops, commit.Op{Tenant: tenant, Queue: q, Field: counters.Transactions, N: 1})
 	}
+	return ops
 }

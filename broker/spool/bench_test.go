@@ -28,7 +28,7 @@ func BenchmarkAppend(b *testing.B) {
 		Payload:       json.RawMessage(`{"n":1,"pad":"012345678901234567890123456789012345678901234567890123456789012345678901234"}`)}}}
 	for _, p := range []int{1, 32} {
 		b.Run(fmt.Sprintf("callers=%d", p*runtime.GOMAXPROCS(0)), func(b *testing.B) {
-			s, err := Open(b.TempDir(), nil, on{}, prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}),
+			s, err := Open(b.TempDir(), nil, nil, on{}, prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}),
 				slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err != nil {
 				b.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/metrics"
@@ -41,8 +42,9 @@ func TestAppendsRacingDrainsAllReachTheDatabase(t *testing.T) {
 	sw := &toggle{}
 	sw.on.Store(true)
 	d := db.New(pool)
-	p := produce.New(d, catalog.New(d), produce.Options{Metrics: m, Announcer: hotlist.NewAnnouncer(hotlist.New(), d, logger), Logger: logger})
-	s, err := Open(t.TempDir(), p, sw, m.SpoolBuffered, logger)
+	hot := hotlist.New()
+	p := produce.New(d, catalog.New(d), produce.Options{Metrics: m, Logger: logger})
+	s, err := Open(t.TempDir(), p, commit.New(hotlist.NewAnnouncer(hot, d, logger), hot, m), sw, m.SpoolBuffered, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

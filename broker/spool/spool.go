@@ -39,6 +39,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/produce"
 )
 
@@ -66,6 +67,7 @@ const (
 type Spool struct {
 	dir      string
 	producer *produce.Producer
+	after    *commit.Applier // applies what the drained pushes leave to do
 	sw       Switch
 	gauge    prometheus.Gauge
 	logger   *slog.Logger
@@ -88,8 +90,8 @@ type Spool struct {
 // Open opens (creating it if need be) the spool directory dir, takes its
 // lock, and counts what earlier runs left to push. It fails when the
 // directory cannot be written, or another broker holds it.
-func Open(dir string, producer *produce.Producer, sw Switch, gauge prometheus.Gauge, logger *slog.Logger) (*Spool, error) {
-	s := &Spool{dir: dir, producer: producer, sw: sw, gauge: gauge, logger: logger, next: 1}
+func Open(dir string, producer *produce.Producer, after *commit.Applier, sw Switch, gauge prometheus.Gauge, logger *slog.Logger) (*Spool, error) {
+	s := &Spool{dir: dir, producer: producer, after: after, sw: sw, gauge: gauge, logger: logger, next: 1}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("spool dir %s: %w", dir, err)
 	}
@@ -469,7 +471,7 @@ func (s *Spool) push(ctx context.Context, batch []Record) error {
 		if err != nil {
 			return fmt.Errorf("drain spool: push %d messages: %w", len(items), err)
 		}
-		s.producer.AfterPush(segs)
+		s.after.Apply(produce.AfterPush(segs))
 		i = j
 	}
 	return nil

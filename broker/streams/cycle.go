@@ -11,6 +11,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
@@ -172,10 +173,11 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	// done here, counters and the announcements that make the sink emits
 	// and the released source visible to the pops of every replica.
 	k.committed(res.BaseOffsets)
-	s.producer.AfterPush(k.segs)
+	after := produce.AfterPush(k.segs)
 	if res.Announce {
-		s.producer.Announce(res.QueueID, c.PartitionID)
+		after.Announce = append(after.Announce, commit.Partition{Queue: res.QueueID, Partition: c.PartitionID})
 	}
+	s.after.Apply(after)
 	resp := cycleResponse{Success: true, QueryID: c.QueryID, PartitionID: c.PartitionID,
 		QueueName: &res.QueueName, StateOpsApplied: c.Ops.Applied, PushResults: k.results()}
 	if c.Ack != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/metrics"
@@ -32,6 +33,8 @@ type Service struct {
 	// producer is the write path of the sink pushes (packing, the retry,
 	// bookkeeping).
 	producer *produce.Producer
+	// after does what committed cycles leave to do.
+	after *commit.Applier
 	// quotas limits the stored bytes of the sink pushes, and records the
 	// database's refusals; nil: none.
 	quotas  *quota.Quotas
@@ -43,8 +46,8 @@ type Service struct {
 }
 
 // New returns the streams service; quotas may be nil.
-func New(store *db.DB, cat *catalog.Catalog, producer *produce.Producer, quotas *quota.Quotas, m *metrics.Metrics, logger *slog.Logger, tenancy bool) *Service {
-	return &Service{db: store, catalog: cat, producer: producer, quotas: quotas, metrics: m, log: logger, tenancy: tenancy}
+func New(store *db.DB, cat *catalog.Catalog, producer *produce.Producer, after *commit.Applier, quotas *quota.Quotas, m *metrics.Metrics, logger *slog.Logger, tenancy bool) *Service {
+	return &Service{db: store, catalog: cat, producer: producer, after: after, quotas: quotas, metrics: m, log: logger, tenancy: tenancy}
 }
 
 // ownPartition is the tenancy pre-gate of the state read and the cycle: a

@@ -56,7 +56,7 @@ func BenchmarkAck(b *testing.B) {
 					b.Fatalf("ack: %v %+v", err, out)
 				}
 				b.StopTimer()
-				s.AfterAck(acks, out)
+				s.after.Apply(Acked("default", acks, out))
 				b.StartTimer()
 			}
 		})

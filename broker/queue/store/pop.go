@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/hotlist"
@@ -244,9 +245,11 @@ func (s *Store) trimDeleted(ctx context.Context, p *PopRequest, q *catalog.Queue
 	if err != nil {
 		return nil, fmt.Errorf("queue %q: end batches at their deleted messages: %w", q.Name, err)
 	}
+	var a commit.After
 	for _, pid := range released {
-		s.announcer.Announce(q.ID, pid)
+		a.Announce = append(a.Announce, commit.Partition{Queue: q.ID, Partition: pid})
 	}
+	s.after.Apply(a)
 	return kept, nil
 }
 
@@ -267,7 +270,9 @@ func (s *Store) release(ctx context.Context, leaseID uuid.UUID) {
 		return
 	}
 	// The statement has committed once its rows are read.
+	var a commit.After
 	for _, r := range released {
-		s.announcer.Announce(r.Queue, r.Partition)
+		a.Announce = append(a.Announce, commit.Partition{Queue: r.Queue, Partition: r.Partition})
 	}
+	s.after.Apply(a)
 }

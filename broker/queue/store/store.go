@@ -23,6 +23,7 @@ import (
 	"log/slog"
 
 	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/metrics"
@@ -35,10 +36,10 @@ import (
 type Store struct {
 	db      *db.DB
 	catalog *catalog.Catalog
-	// announcer makes the partitions a release leaves data in visible to
-	// the pops of every replica.
-	announcer *hotlist.Announcer
-	sealer    *seal.Sealer
+	// after does what the store's own writes (a release, the end of a
+	// batch) leave to do once they have committed.
+	after  *commit.Applier
+	sealer *seal.Sealer
 	// quotas counts the tenants' pops against their limits; nil: none.
 	quotas  *quota.Quotas
 	metrics *metrics.Metrics
@@ -51,8 +52,8 @@ type Store struct {
 
 // New returns a Store over the queues and partitions of cat. sealer opens
 // what the write path sealed (nil: no key); quotas may be nil.
-func New(d *db.DB, cat *catalog.Catalog, announcer *hotlist.Announcer, sealer *seal.Sealer, quotas *quota.Quotas,
+func New(d *db.DB, cat *catalog.Catalog, after *commit.Applier, sealer *seal.Sealer, quotas *quota.Quotas,
 	m *metrics.Metrics, hot *hotlist.List, logger *slog.Logger, maxPopBytes int64) *Store {
-	return &Store{db: d, catalog: cat, announcer: announcer, sealer: sealer, quotas: quotas, metrics: m, logger: logger,
+	return &Store{db: d, catalog: cat, after: after, sealer: sealer, quotas: quotas, metrics: m, logger: logger,
 		hot: hot, maxPopBytes: maxPopBytes}
 }

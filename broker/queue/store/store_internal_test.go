@@ -3,6 +3,7 @@ package store
 import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/ids"
 
@@ -34,9 +35,9 @@ func newStore(t testing.TB) testStore {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, hot := metrics.New(), hotlist.New()
 	d := db.New(pool)
-	cat, announcer := catalog.New(d), hotlist.NewAnnouncer(hot, d, logger)
-	p := produce.New(d, cat, produce.Options{Metrics: m, Announcer: announcer, Logger: logger})
-	return testStore{New(d, cat, announcer, nil, nil, m, hot, logger, 64<<20), p}
+	cat, after := catalog.New(d), commit.New(hotlist.NewAnnouncer(hot, d, logger), hot, m)
+	p := produce.New(d, cat, produce.Options{Metrics: m, Logger: logger})
+	return testStore{New(d, cat, after, nil, nil, m, hot, logger, 64<<20), p}
 }
 
 // A pop that took a lease but cannot answer (here a segment fails its
@@ -50,7 +51,7 @@ func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testi
 	items := []produce.Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}}
 	_, segs, err := s.producer.Push(ctx, "default", "", items)
 	require.NoError(t, err)
-	s.producer.AfterPush(segs)
+	s.after.Apply(produce.AfterPush(segs))
 	p := &PopRequest{Tenant: "default", Queue: "q", Group: catalog.QueueMode, Batch: 2, Partitions: 1, SubStart: "all"}
 
 	_, err = s.db.Conn().Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum + 1`)
