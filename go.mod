@@ -3,6 +3,8 @@ module github.com/regent-mq/regent
 go 1.26.7
 
 require (
+	github.com/MicahParks/jwkset v0.11.4
+	github.com/MicahParks/keyfunc/v3 v3.9.2
 	github.com/Shopify/toxiproxy/v2 v2.5.0
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/chromedp/chromedp v0.23.0
@@ -20,6 +22,7 @@ require (
 	github.com/stretchr/testify v1.12.1
 	github.com/valyala/fastjson v1.6.10
 	go.uber.org/goleak v1.3.0
+	golang.org/x/time v0.16.0
 	google.golang.org/grpc v1.84.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -85,7 +88,6 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/term v0.47.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
 	gomodules.xyz/jsonpatch/v2 v2.4.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261019180522-ce908d29299b // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261012220534-4341edf3f941 // indirect

@@ -7,12 +7,17 @@
 package auth
 
 import (
+	"cmp"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -79,6 +84,13 @@ const (
 	DefaultLeeway = 30 * time.Second
 	// DefaultTenantClaim is the claim that names the tenant.
 	DefaultTenantClaim = "tenant"
+	// DefaultRoleClaim and DefaultRolesClaim carry the access level, as
+	// Queen reads it: a role string and a roles array.
+	DefaultRoleClaim  = "role"
+	DefaultRolesClaim = "roles"
+	// AlgorithmAuto takes the algorithm from the key, as Queen's
+	// JWT_ALGORITHM=auto does.
+	AlgorithmAuto = "auto"
 	// minSecretLen follows RFC 7518 §3.2: an HS256 key must be at least as
 	// long as the hash output.
 	minSecretLen = 32
@@ -92,10 +104,20 @@ type Config struct {
 	Mode string
 	// Secret is the HS256 shared secret, at least 32 bytes.
 	Secret []byte
-	// PublicKeyPEM is an RSA (RS256) or Ed25519 (EdDSA) public key in PEM,
-	// either PKIX "PUBLIC KEY" or, for RSA, PKCS #1 "RSA PUBLIC KEY".
-	// Exactly one of Secret and PublicKeyPEM is set in ModeJWT.
+	// PublicKeyPEM is an RSA (RS256), ECDSA P-256 (ES256) or Ed25519
+	// (EdDSA) public key in PEM, either PKIX "PUBLIC KEY" or, for RSA,
+	// PKCS #1 "RSA PUBLIC KEY".
 	PublicKeyPEM []byte
+	// JWKSURL is an identity provider's JWK Set, fetched at New, every
+	// JWKSRefresh (zero means DefaultJWKSRefresh) while Run runs, and again,
+	// rate-limited, when a token names a key ID it does not hold.
+	// Exactly one of Secret, PublicKeyPEM and JWKSURL is set in ModeJWT.
+	JWKSURL     string
+	JWKSRefresh time.Duration
+	// Algorithm is AlgorithmAuto (also the empty string), which accepts
+	// the algorithm of the key, or one of HS256, RS256, ES256 and EdDSA,
+	// which must also be the key's.
+	Algorithm string
 	// Issuer and Audience, when set, must match the token's iss and aud.
 	Issuer   string
 	Audience string
@@ -106,20 +128,30 @@ type Config struct {
 	// request is on DefaultTenant.
 	Tenancy bool
 	// TenantClaim names the tenant claim. Empty means DefaultTenantClaim.
+	// RoleClaim and RolesClaim name the claims that carry the access level;
+	// empty means DefaultRoleClaim and DefaultRolesClaim. A claim name that
+	// is not a top-level claim is read as a dotted path, so that
+	// "realm_access.roles" reads Keycloak's realm roles.
 	TenantClaim string
+	RoleClaim   string
+	RolesClaim  string
+	// Log receives the JWK Set's refresh failures. Nil means slog.Default().
+	Log *slog.Logger
 }
 
 // Authenticator verifies requests. It is safe for concurrent use.
 type Authenticator struct {
-	off         bool
-	key         any
-	alg         string
-	parser      *jwt.Parser
-	issuer      string
-	audience    string
-	tenancy     bool
-	tenantClaim string
-	now         func() time.Time // swapped by tests to probe leeway edges
+	off        bool
+	key        any      // the secret or public key; nil with a JWK Set
+	jwks       *jwks    // the identity provider's keys; nil with a key
+	algs       []string // the algorithms a token may be signed with
+	parser     *jwt.Parser
+	issuer     string
+	audience   string
+	tenancy    bool
+	tenant     string
+	roleClaims []string
+	now        func() time.Time // swapped by tests to probe leeway edges
 }
 
 // New validates cfg and returns an Authenticator.
@@ -133,31 +165,49 @@ func New(cfg Config) (*Authenticator, error) {
 	}
 
 	a := &Authenticator{
-		issuer:      cfg.Issuer,
-		audience:    cfg.Audience,
-		tenancy:     cfg.Tenancy,
-		tenantClaim: cfg.TenantClaim,
-		now:         time.Now,
-	}
-	if a.tenantClaim == "" {
-		a.tenantClaim = DefaultTenantClaim
+		issuer:     cfg.Issuer,
+		audience:   cfg.Audience,
+		tenancy:    cfg.Tenancy,
+		tenant:     cmp.Or(cfg.TenantClaim, DefaultTenantClaim),
+		roleClaims: []string{cmp.Or(cfg.RoleClaim, DefaultRoleClaim), cmp.Or(cfg.RolesClaim, DefaultRolesClaim)},
+		now:        time.Now,
 	}
 
+	sources := 0
+	for _, set := range []bool{len(cfg.Secret) > 0, len(cfg.PublicKeyPEM) > 0, cfg.JWKSURL != ""} {
+		if set {
+			sources++
+		}
+	}
 	switch {
-	case len(cfg.Secret) > 0 && len(cfg.PublicKeyPEM) > 0:
-		return nil, errors.New("auth: jwt mode takes either a secret or a public key, not both")
+	case sources > 1:
+		return nil, errors.New("auth: jwt mode takes one of a secret, a public key and a JWKS URL, not several")
 	case len(cfg.Secret) > 0:
 		if len(cfg.Secret) < minSecretLen {
 			return nil, fmt.Errorf("auth: HS256 secret is %d bytes, need at least %d", len(cfg.Secret), minSecretLen)
 		}
-		a.key, a.alg = cfg.Secret, jwt.SigningMethodHS256.Alg()
+		a.key, a.algs = cfg.Secret, []string{jwt.SigningMethodHS256.Alg()}
 	case len(cfg.PublicKeyPEM) > 0:
-		var err error
-		if a.key, a.alg, err = parsePublicKey(cfg.PublicKeyPEM); err != nil {
+		key, alg, err := parsePublicKey(cfg.PublicKeyPEM)
+		if err != nil {
 			return nil, fmt.Errorf("auth: public key: %w", err)
 		}
+		a.key, a.algs = key, []string{alg}
+	case cfg.JWKSURL != "":
+		var err error
+		if a.jwks, err = newJWKS(cfg.JWKSURL, cfg.JWKSRefresh, cmp.Or(cfg.Log, slog.Default())); err != nil {
+			return nil, fmt.Errorf("auth: %w", err)
+		}
+		a.algs = publicKeyAlgs
 	default:
-		return nil, errors.New("auth: jwt mode needs a secret or a public key")
+		return nil, errors.New("auth: jwt mode needs a secret, a public key or a JWKS URL")
+	}
+	switch alg := cfg.Algorithm; {
+	case alg == "" || alg == AlgorithmAuto:
+	case slices.Contains(a.algs, alg):
+		a.algs = []string{alg}
+	default:
+		return nil, fmt.Errorf("auth: algorithm %q does not fit the key, which takes %v (or use %q)", alg, a.algs, AlgorithmAuto)
 	}
 
 	leeway := cfg.Leeway
@@ -171,13 +221,16 @@ func New(cfg Config) (*Authenticator, error) {
 	// Pinning the one algorithm that matches the key is what stops alg
 	// confusion: a token may not pick how it is verified.
 	a.parser = jwt.NewParser(
-		jwt.WithValidMethods([]string{a.alg}),
+		jwt.WithValidMethods(a.algs),
 		jwt.WithLeeway(leeway),
 		jwt.WithIssuedAt(),
 		jwt.WithTimeFunc(func() time.Time { return a.now() }),
 	)
 	return a, nil
 }
+
+// publicKeyAlgs are the algorithms of the keys algOf accepts.
+var publicKeyAlgs = []string{jwt.SigningMethodRS256.Alg(), jwt.SigningMethodES256.Alg(), jwt.SigningMethodEdDSA.Alg()}
 
 // parsePublicKey returns the verification key and the only algorithm it may
 // verify.
@@ -201,15 +254,27 @@ func parsePublicKey(data []byte) (any, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("parse %s: %w", block.Type, err)
 	}
+	alg, err := algOf(key)
+	return key, alg, err
+}
+
+// algOf returns the one algorithm key may verify. It is what decides how a
+// token is checked: the token's own alg header only has to agree with it.
+func algOf(key any) (string, error) {
 	switch k := key.(type) {
 	case *rsa.PublicKey:
 		if k.N.BitLen() < minRSABits {
-			return nil, "", fmt.Errorf("RSA key is %d bits, need at least %d", k.N.BitLen(), minRSABits)
+			return "", fmt.Errorf("RSA key is %d bits, need at least %d", k.N.BitLen(), minRSABits)
 		}
-		return k, jwt.SigningMethodRS256.Alg(), nil
+		return jwt.SigningMethodRS256.Alg(), nil
+	case *ecdsa.PublicKey:
+		if k.Curve != elliptic.P256() {
+			return "", fmt.Errorf("ECDSA key is on %s, need P-256", k.Curve.Params().Name)
+		}
+		return jwt.SigningMethodES256.Alg(), nil
 	case ed25519.PublicKey:
-		return k, jwt.SigningMethodEdDSA.Alg(), nil
+		return jwt.SigningMethodEdDSA.Alg(), nil
 	default:
-		return nil, "", fmt.Errorf("unsupported key type %T (want RSA or Ed25519)", key)
+		return "", fmt.Errorf("unsupported key type %T (want RSA, ECDSA P-256 or Ed25519)", key)
 	}
 }

@@ -125,6 +125,10 @@ func TestLevels(t *testing.T) {
 
 func TestNew(t *testing.T) {
 	k := testKeys(t)
+	ec384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -148,15 +152,20 @@ func TestNew(t *testing.T) {
 		{name: "empty mode is off", cfg: Config{}},
 		{name: "off ignores keys", cfg: Config{Mode: ModeOff, Secret: []byte("x")}},
 		{name: "unknown mode", cfg: Config{Mode: "oauth"}, wantErr: "unknown mode"},
-		{name: "jwt without key", cfg: Config{Mode: ModeJWT}, wantErr: "needs a secret or a public key"},
-		{name: "both keys", cfg: Config{Mode: ModeJWT, Secret: testSecret, PublicKeyPEM: pkixPEM(t, k.ed.Public())}, wantErr: "not both"},
+		{name: "jwt without key", cfg: Config{Mode: ModeJWT}, wantErr: "needs a secret, a public key or a JWKS URL"},
+		{name: "both keys", cfg: Config{Mode: ModeJWT, Secret: testSecret, PublicKeyPEM: pkixPEM(t, k.ed.Public())}, wantErr: "not several"},
 		{name: "short secret", cfg: Config{Mode: ModeJWT, Secret: []byte("short")}, wantErr: "at least 32"},
 		{name: "negative leeway", cfg: Config{Mode: ModeJWT, Secret: testSecret, Leeway: -time.Second}, wantErr: "negative leeway"},
 		{name: "not PEM", cfg: Config{Mode: ModeJWT, PublicKeyPEM: []byte("hello")}, wantErr: "no PEM block"},
 		{name: "private key", cfg: Config{Mode: ModeJWT, PublicKeyPEM: privPEM}, wantErr: "only the public key"},
 		{name: "certificate", cfg: Config{Mode: ModeJWT, PublicKeyPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1}})}, wantErr: "unsupported PEM block type"},
 		{name: "garbage DER", cfg: Config{Mode: ModeJWT, PublicKeyPEM: pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: []byte{1, 2}})}, wantErr: "parse PUBLIC KEY"},
-		{name: "ecdsa", cfg: Config{Mode: ModeJWT, PublicKeyPEM: pkixPEM(t, &ecKey.PublicKey)}, wantErr: "unsupported key type"},
+		{name: "ecdsa p-256", cfg: Config{Mode: ModeJWT, PublicKeyPEM: pkixPEM(t, &ecKey.PublicKey)}, wantAlg: "ES256"},
+		{name: "ecdsa p-384", cfg: Config{Mode: ModeJWT, PublicKeyPEM: pkixPEM(t, &ec384.PublicKey)}, wantErr: "need P-256"},
+		{name: "algorithm pinned to the key's", cfg: Config{Mode: ModeJWT, PublicKeyPEM: pkixPEM(t, k.ed.Public()), Algorithm: "EdDSA"}, wantAlg: "EdDSA"},
+		{name: "algorithm auto", cfg: Config{Mode: ModeJWT, Secret: testSecret, Algorithm: AlgorithmAuto}, wantAlg: "HS256"},
+		{name: "algorithm that does not fit the key", cfg: Config{Mode: ModeJWT, PublicKeyPEM: pkixPEM(t, &k.rsa.PublicKey), Algorithm: "HS256"}, wantErr: "does not fit the key"},
+		{name: "secret and JWKS URL", cfg: Config{Mode: ModeJWT, Secret: testSecret, JWKSURL: "http://127.0.0.1:1/jwks.json"}, wantErr: "not several"},
 		{name: "small rsa", cfg: Config{Mode: ModeJWT, PublicKeyPEM: pkixPEM(t, &smallRSA.PublicKey)}, wantErr: "1024 bits"},
 		{name: "hs256", cfg: Config{Mode: ModeJWT, Secret: testSecret}, wantAlg: "HS256"},
 		{name: "rsa pkix", cfg: Config{Mode: ModeJWT, PublicKeyPEM: pkixPEM(t, &k.rsa.PublicKey)}, wantAlg: "RS256"},
@@ -175,8 +184,8 @@ func TestNew(t *testing.T) {
 			if err != nil {
 				t.Fatalf("New() error = %v", err)
 			}
-			if a.alg != tt.wantAlg || a.off != (tt.wantAlg == "") {
-				t.Errorf("alg = %q off = %v, want alg %q", a.alg, a.off, tt.wantAlg)
+			if alg := strings.Join(a.algs, ","); alg != tt.wantAlg || a.off != (tt.wantAlg == "") {
+				t.Errorf("alg = %q off = %v, want alg %q", alg, a.off, tt.wantAlg)
 			}
 		})
 	}

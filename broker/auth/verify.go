@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -46,7 +47,11 @@ func (a *Authenticator) Authenticate(r *http.Request) (Identity, error) {
 	}
 
 	claims := jwt.MapClaims{}
-	tok, err := a.parser.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return a.key, nil })
+	keyFor := func(*jwt.Token) (any, error) { return a.key, nil }
+	if a.jwks != nil {
+		keyFor = func(t *jwt.Token) (any, error) { return a.jwks.keyFor(r.Context(), t) }
+	}
+	tok, err := a.parser.ParseWithClaims(raw, claims, keyFor)
 	if err != nil {
 		return Identity{}, a.classify(tok, err)
 	}
@@ -73,8 +78,11 @@ func (a *Authenticator) classify(tok *jwt.Token, err error) error {
 	switch {
 	case errors.Is(err, jwt.ErrTokenMalformed):
 		return ErrMalformedToken
-	case tok != nil && tok.Method != nil && tok.Method.Alg() != a.alg:
+	case tok != nil && tok.Method != nil && !slices.Contains(a.algs, tok.Method.Alg()),
+		errors.Is(err, ErrUnexpectedAlgorithm):
 		return ErrUnexpectedAlgorithm
+	case errors.Is(err, ErrUnknownKey):
+		return ErrUnknownKey
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
 		// An alg header that is absent or names no known method.
 		return ErrUnexpectedAlgorithm
@@ -120,11 +128,11 @@ func (a *Authenticator) identity(claims jwt.MapClaims) (Identity, error) {
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: sub must be a string", ErrInvalidClaims)
 	}
-	id := Identity{Subject: sub, Tenant: DefaultTenant, Level: levelOf(claims)}
+	id := Identity{Subject: sub, Tenant: DefaultTenant, Level: a.levelOf(claims)}
 	if !a.tenancy {
 		return id, nil
 	}
-	switch t := claims[a.tenantClaim].(type) {
+	switch t := claimAt(claims, a.tenant).(type) {
 	case nil:
 	case string:
 		if t != "" {
@@ -133,15 +141,34 @@ func (a *Authenticator) identity(claims jwt.MapClaims) (Identity, error) {
 	default:
 		// Falling back to the default tenant here would let a malformed
 		// claim land a request on someone else's data.
-		return Identity{}, fmt.Errorf("%w: %s must be a string", ErrInvalidClaims, a.tenantClaim)
+		return Identity{}, fmt.Errorf("%w: %s must be a string", ErrInvalidClaims, a.tenant)
 	}
 	return id, nil
 }
 
-// levelOf returns the highest level named by the role and roles claims.
-// Anything unrecognised is skipped: ignoring a grant can only lower the
-// level, never raise it.
-func levelOf(claims jwt.MapClaims) Level {
+// claimAt returns the claim called name or, when there is none, the claim
+// the dotted path name reaches through nested objects: an identity provider
+// may nest its roles ("realm_access.roles" in Keycloak), and a claim name
+// may itself hold dots (a namespaced URL, as Auth0 wants).
+func claimAt(claims jwt.MapClaims, name string) any {
+	if v, ok := claims[name]; ok {
+		return v
+	}
+	var v any = map[string]any(claims)
+	for part := range strings.SplitSeq(name, ".") {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = obj[part]
+	}
+	return v
+}
+
+// levelOf returns the highest level named by the role claims, each a
+// string or an array of strings. Anything unrecognised is skipped: ignoring
+// a grant can only lower the level, never raise it.
+func (a *Authenticator) levelOf(claims jwt.MapClaims) Level {
 	best := None
 	consider := func(v any) {
 		if s, ok := v.(string); ok {
@@ -150,14 +177,15 @@ func levelOf(claims jwt.MapClaims) Level {
 			}
 		}
 	}
-	consider(claims["role"])
-	switch roles := claims["roles"].(type) {
-	case []any:
-		for _, r := range roles {
-			consider(r)
+	for _, name := range a.roleClaims {
+		switch roles := claimAt(claims, name).(type) {
+		case []any:
+			for _, r := range roles {
+				consider(r)
+			}
+		case string:
+			consider(roles)
 		}
-	case string:
-		consider(roles)
 	}
 	return best
 }

@@ -1,0 +1,136 @@
+// Package jwkstest runs an identity provider's JWK Set endpoint for tests:
+// a real HTTP server on 127.0.0.1 that publishes the public halves of
+// signing keys and can rotate them while a test runs, and the keys' private
+// halves to sign tokens with.
+package jwkstest
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Key is a signing key with its key ID.
+type Key struct {
+	KID    string
+	Method jwt.SigningMethod
+	Signer crypto.Signer
+	// HideAlg publishes the key without its alg, as some providers do, so
+	// that the verifier must take the algorithm from the key's type.
+	HideAlg bool
+}
+
+// NewKey generates a key for alg: RS256, ES256 or EdDSA.
+func NewKey(t testing.TB, alg, kid string) Key {
+	t.Helper()
+	var (
+		s   crypto.Signer
+		err error
+	)
+	switch alg {
+	case "RS256":
+		s, err = rsa.GenerateKey(rand.Reader, 2048)
+	case "ES256":
+		s, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case "EdDSA":
+		_, s, err = ed25519.GenerateKey(rand.Reader)
+	default:
+		t.Fatalf("jwkstest: no key for alg %q", alg)
+	}
+	if err != nil {
+		t.Fatalf("jwkstest: generate %s key: %v", alg, err)
+	}
+	return Key{KID: kid, Method: jwt.GetSigningMethod(alg), Signer: s}
+}
+
+// Sign signs claims with k, naming k's key ID in the header.
+func (k Key) Sign(t testing.TB, claims jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(k.Method, claims)
+	if k.KID != "" {
+		tok.Header["kid"] = k.KID
+	}
+	s, err := tok.SignedString(k.Signer)
+	if err != nil {
+		t.Fatalf("jwkstest: sign: %v", err)
+	}
+	return s
+}
+
+// Server publishes a JWK Set at URL.
+type Server struct {
+	URL     string
+	mu      sync.Mutex
+	body    []byte
+	fetches atomic.Int64
+	down    atomic.Bool
+}
+
+// Start serves the public halves of keys until the test ends.
+func Start(t testing.TB, keys ...Key) *Server {
+	t.Helper()
+	s := &Server{}
+	s.Publish(t, keys...)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		s.fetches.Add(1)
+		if s.down.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		s.mu.Lock()
+		body := s.body
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	s.URL = srv.URL + "/.well-known/jwks.json"
+	return s
+}
+
+// Publish replaces the published keys: a rotation.
+func (s *Server) Publish(t testing.TB, keys ...Key) {
+	t.Helper()
+	set := jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{}}
+	for _, k := range keys {
+		meta := jwkset.JWKMetadataOptions{KID: k.KID, USE: jwkset.UseSig}
+		if !k.HideAlg {
+			meta.ALG = jwkset.ALG(k.Method.Alg())
+		}
+		jwk, err := jwkset.NewJWKFromKey(k.Signer.Public(), jwkset.JWKOptions{Metadata: meta})
+		if err != nil {
+			t.Fatalf("jwkstest: JWK of %s: %v", k.KID, err)
+		}
+		m := jwk.Marshal()
+		if k.HideAlg {
+			m.ALG = ""
+		}
+		set.Keys = append(set.Keys, m)
+	}
+	body, err := json.Marshal(set)
+	if err != nil {
+		t.Fatalf("jwkstest: marshal JWK Set: %v", err)
+	}
+	s.mu.Lock()
+	s.body = body
+	s.mu.Unlock()
+}
+
+// Down makes the server answer 503, as a provider that is down does, until
+// Down(false).
+func (s *Server) Down(down bool) { s.down.Store(down) }
+
+// Fetches is how many times the set was fetched.
+func (s *Server) Fetches() int64 { return s.fetches.Load() }
