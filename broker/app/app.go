@@ -56,7 +56,7 @@ type Broker struct {
 // builds the handler and the background loops, which run until Close. The
 // broker owns the database's pool; Close releases it.
 func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, error) {
-	authn, err := newAuthenticator(cfg)
+	authn, err := newAuthenticator(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +127,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		},
 		func(ctx context.Context) { counters.RunSamples(ctx, store, cfg.Replica, logger) },
 		spooled.Run,
+		authn.Run,
 	})
 	return &Broker{cfg: cfg, log: logger, db: store, spool: spooled, handler: h, routes: routes, loops: loops}, nil
 }
@@ -144,14 +145,20 @@ func newSealer(cfg config.Config) (*seal.Sealer, error) {
 	return s, nil
 }
 
-func newAuthenticator(cfg config.Config) (*auth.Authenticator, error) {
+func newAuthenticator(cfg config.Config, logger *slog.Logger) (*auth.Authenticator, error) {
 	ac := auth.Config{
 		Mode:        cfg.Auth,
 		Secret:      []byte(cfg.JWTSecret),
+		JWKSURL:     cfg.JWKSURL,
+		JWKSRefresh: cfg.JWKSRefresh,
+		Algorithm:   cfg.JWTAlgorithm,
 		Issuer:      cfg.JWTIssuer,
 		Audience:    cfg.JWTAudience,
 		Tenancy:     cfg.Tenancy,
 		TenantClaim: cfg.TenantClaim,
+		RoleClaim:   cfg.RoleClaim,
+		RolesClaim:  cfg.RolesClaim,
+		Log:         logger,
 	}
 	if cfg.JWTSecretFile != "" {
 		b, err := os.ReadFile(cfg.JWTSecretFile)

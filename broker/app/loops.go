@@ -24,7 +24,8 @@ type loop func(ctx context.Context)
 //   - the consumer groups' backlog refresh (backlog);
 //   - the analytics counters' flush, with the parked long-polls' sample,
 //     and the replica's samples of its process (counters);
-//   - the spool's drain (spool).
+//   - the spool's drain (spool);
+//   - the identity provider's JWK Set refresh (auth), with --jwks-url.
 type loops struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

@@ -151,13 +151,8 @@ func TestJWKSAlgConfusionHMACTokenSignedWithThePublicKeyIsRefused(t *testing.T) 
 		"DER": der,
 	} {
 		t.Run(name, func(t *testing.T) {
-			tok := jwt.NewWithClaims(jwt.SigningMethodHS256, validClaims())
-			tok.Header["kid"] = "rsa"
-			s, err := tok.SignedString(secret)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := authenticate(a, s); !errors.Is(err, ErrUnexpectedAlgorithm) {
+			forged := jwkstest.Forge(t, jwt.SigningMethodHS256, "rsa", secret, validClaims())
+			if _, err := authenticate(a, forged); !errors.Is(err, ErrUnexpectedAlgorithm) {
 				t.Fatalf("HS256 token keyed with the RSA public key: err = %v, want %v", err, ErrUnexpectedAlgorithm)
 			}
 		})
@@ -167,13 +162,8 @@ func TestJWKSAlgConfusionHMACTokenSignedWithThePublicKeyIsRefused(t *testing.T) 
 func TestJWKSAlgNoneIsRefused(t *testing.T) {
 	k := jwkstest.NewKey(t, "EdDSA", "ed")
 	a := newJWKSAuth(t, jwkstest.Start(t, k).URL, Config{})
-	tok := jwt.NewWithClaims(jwt.SigningMethodNone, validClaims())
-	tok.Header["kid"] = "ed"
-	s, err := tok.SignedString(jwt.UnsafeAllowNoneSignatureType)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := authenticate(a, s); !errors.Is(err, ErrUnexpectedAlgorithm) {
+	unsigned := jwkstest.Forge(t, jwt.SigningMethodNone, "ed", jwt.UnsafeAllowNoneSignatureType, validClaims())
+	if _, err := authenticate(a, unsigned); !errors.Is(err, ErrUnexpectedAlgorithm) {
 		t.Fatalf("alg none: err = %v, want %v", err, ErrUnexpectedAlgorithm)
 	}
 }

@@ -42,11 +42,17 @@ type Config struct {
 	Auth          string // off | jwt
 	JWTSecret     string
 	JWTSecretFile string
-	JWTPublicKey  string // path to a PEM public key (RS256 or EdDSA)
+	JWTPublicKey  string // path to a PEM public key (RS256, ES256 or EdDSA)
 	JWTIssuer     string
 	JWTAudience   string
 	Tenancy       bool
 	TenantClaim   string
+
+	JWKSURL      string        // an identity provider's JWK Set
+	JWKSRefresh  time.Duration // how often it is fetched again
+	JWTAlgorithm string        // auto, or the one algorithm tokens may use
+	RoleClaim    string        // claim of the access level, a string
+	RolesClaim   string        // claim of the access levels, an array
 
 	EncryptionKey string   // path to the current 32-byte key
 	EncryptionOld []string // paths to retired keys, still accepted for reads
@@ -156,11 +162,21 @@ func (f *Flags) BoolEnv(p *bool, name, env string, def bool, usage string, alias
 // DurationEnv takes a Go duration ("90s"), or a bare number of
 // milliseconds, the unit of Queen's variables (RETENTION_INTERVAL=2000).
 func (f *Flags) DurationEnv(p *time.Duration, name, env string, def time.Duration, usage string, aliases ...string) {
+	f.durationEnv(p, name, env, def, time.Millisecond, usage, aliases)
+}
+
+// SecondsEnv is DurationEnv for the few Queen variables that count seconds
+// (JWT_JWKS_REFRESH_INTERVAL=3600): a bare number is seconds.
+func (f *Flags) SecondsEnv(p *time.Duration, name, env string, def time.Duration, usage string, aliases ...string) {
+	f.durationEnv(p, name, env, def, time.Second, usage, aliases)
+}
+
+func (f *Flags) durationEnv(p *time.Duration, name, env string, def, unit time.Duration, usage string, aliases []string) {
 	names := append([]string{env}, aliases...)
 	s, from := f.env(def.String(), names)
 	v, err := time.ParseDuration(s)
-	if ms, merr := strconv.ParseInt(s, 10, 64); merr == nil {
-		v, err = time.Duration(ms)*time.Millisecond, nil
+	if n, nerr := strconv.ParseInt(s, 10, 64); nerr == nil {
+		v, err = time.Duration(n)*unit, nil
 	}
 	if err != nil {
 		f.errs = append(f.errs, fmt.Errorf("%s: %w", from, err))
@@ -183,13 +199,18 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.Int64Env(&c.MaxBodyBytes, "max-body-bytes", "REGENT_MAX_BODY_BYTES", 16<<20, "largest accepted request body; larger is 413")
 	f.Int64Env(&c.MaxPopBytes, "max-pop-bytes", "REGENT_MAX_POP_BYTES", 64<<20, "stored (compressed) bytes one pop may deliver; a pop always delivers at least one message")
 	f.StrEnv(&c.Auth, "auth", "REGENT_AUTH", "off", "authentication: off or jwt")
-	f.StrEnv(&c.JWTSecret, "jwt-secret", "REGENT_JWT_SECRET", "", "HS256 shared secret")
+	f.StrEnv(&c.JWTSecret, "jwt-secret", "REGENT_JWT_SECRET", "", "HS256 shared secret", "JWT_SECRET")
 	f.StrEnv(&c.JWTSecretFile, "jwt-secret-file", "REGENT_JWT_SECRET_FILE", "", "file holding the HS256 shared secret")
-	f.StrEnv(&c.JWTPublicKey, "jwt-public-key-file", "REGENT_JWT_PUBLIC_KEY_FILE", "", "PEM public key for RS256 or EdDSA tokens")
-	f.StrEnv(&c.JWTIssuer, "jwt-issuer", "REGENT_JWT_ISSUER", "", "required token issuer, when set")
-	f.StrEnv(&c.JWTAudience, "jwt-audience", "REGENT_JWT_AUDIENCE", "", "required token audience, when set")
+	f.StrEnv(&c.JWTPublicKey, "jwt-public-key-file", "REGENT_JWT_PUBLIC_KEY_FILE", "", "PEM public key for RS256, ES256 or EdDSA tokens")
+	f.StrEnv(&c.JWKSURL, "jwks-url", "REGENT_JWKS_URL", "", "an identity provider's JWK Set URL; tokens are verified with its keys (RS256, ES256 or EdDSA)", "JWT_JWKS_URL")
+	f.SecondsEnv(&c.JWKSRefresh, "jwks-refresh-interval", "REGENT_JWKS_REFRESH_INTERVAL", time.Hour, "how often the JWK Set is fetched again (a bare number is seconds); a token of an unknown key ID fetches it at once, at most every 10s", "JWT_JWKS_REFRESH_INTERVAL")
+	f.StrEnv(&c.JWTAlgorithm, "jwt-algorithm", "REGENT_JWT_ALGORITHM", "auto", "auto takes the algorithm from the key; HS256, RS256, ES256 or EdDSA also requires it", "JWT_ALGORITHM")
+	f.StrEnv(&c.JWTIssuer, "jwt-issuer", "REGENT_JWT_ISSUER", "", "required token issuer, when set", "JWT_ISSUER")
+	f.StrEnv(&c.JWTAudience, "jwt-audience", "REGENT_JWT_AUDIENCE", "", "required token audience, when set", "JWT_AUDIENCE")
 	f.StrEnv(&tenancy, "tenancy", "REGENT_TENANCY", "off", "multi-tenancy: off or on (on needs --auth=jwt)")
-	f.StrEnv(&c.TenantClaim, "tenant-claim", "REGENT_TENANT_CLAIM", "tenant", "JWT claim that names the tenant")
+	f.StrEnv(&c.TenantClaim, "tenant-claim", "REGENT_TENANT_CLAIM", "tenant", "JWT claim that names the tenant; a dotted path reaches into objects")
+	f.StrEnv(&c.RoleClaim, "role-claim", "REGENT_ROLE_CLAIM", "role", "JWT claim that holds the access level (read-only, read-write or admin)", "JWT_ROLES_CLAIM")
+	f.StrEnv(&c.RolesClaim, "roles-claim", "REGENT_ROLES_CLAIM", "roles", "JWT claim that holds an array of access levels, e.g. realm_access.roles for Keycloak or groups for Dex", "JWT_ROLES_ARRAY_CLAIM")
 	f.StrEnv(&c.EncryptionKey, "encryption-key-file", "REGENT_ENCRYPTION_KEY_FILE", "", "file holding the 32-byte AES-256 payload key")
 	f.StrEnv(&old, "encryption-old-key-files", "REGENT_ENCRYPTION_OLD_KEY_FILES", "", "comma-separated files of retired keys, still accepted for reads")
 	f.DurationEnv(&c.DedupWindow, "dedup-window", "REGENT_DEDUP_WINDOW", time.Hour, "how long a client transactionId is remembered per partition")

@@ -153,3 +153,31 @@ func TestTheAnalyticsSettingsHaveDefaultsAndEnvironmentFallbacks(t *testing.T) {
 		t.Fatal("a flush interval of 0 is accepted")
 	}
 }
+
+func TestQueensJWKSVariablesAreAliases(t *testing.T) {
+	c, err := Parse("broker", nil, env(map[string]string{"DATABASE_URL": "x",
+		"JWT_JWKS_URL": "https://idp.example/.well-known/jwks.json", "JWT_JWKS_REFRESH_INTERVAL": "600",
+		"JWT_ALGORITHM": "auto", "JWT_ISSUER": "https://idp.example", "JWT_AUDIENCE": "regent",
+		"JWT_ROLES_CLAIM": "queen_role", "JWT_ROLES_ARRAY_CLAIM": "realm_access.roles"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.JWKSURL != "https://idp.example/.well-known/jwks.json" || c.JWKSRefresh != 10*time.Minute || c.JWTAlgorithm != "auto" ||
+		c.JWTIssuer != "https://idp.example" || c.JWTAudience != "regent" || c.RoleClaim != "queen_role" || c.RolesClaim != "realm_access.roles" {
+		t.Fatalf("Queen's JWT variables: %+v", c)
+	}
+}
+
+func TestJWKSSettingsDefaultToQueensAndAnHourlyRefresh(t *testing.T) {
+	c, err := Parse("broker", nil, env(map[string]string{"DATABASE_URL": "x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.JWKSURL != "" || c.JWKSRefresh != time.Hour || c.JWTAlgorithm != "auto" || c.RoleClaim != "role" || c.RolesClaim != "roles" {
+		t.Fatalf("defaults: %+v", c)
+	}
+	c, err = Parse("broker", []string{"--jwks-refresh-interval=90s"}, env(map[string]string{"DATABASE_URL": "x", "REGENT_JWKS_REFRESH_INTERVAL": "30"}))
+	if err != nil || c.JWKSRefresh != 90*time.Second {
+		t.Fatalf("--jwks-refresh-interval over the environment: %v, %v", c.JWKSRefresh, err)
+	}
+}

@@ -58,15 +58,7 @@ func NewKey(t testing.TB, alg, kid string) Key {
 // Sign signs claims with k, naming k's key ID in the header.
 func (k Key) Sign(t testing.TB, claims jwt.MapClaims) string {
 	t.Helper()
-	tok := jwt.NewWithClaims(k.Method, claims)
-	if k.KID != "" {
-		tok.Header["kid"] = k.KID
-	}
-	s, err := tok.SignedString(k.Signer)
-	if err != nil {
-		t.Fatalf("jwkstest: sign: %v", err)
-	}
-	return s
+	return Forge(t, k.Method, k.KID, k.Signer, claims)
 }
 
 // Server publishes a JWK Set at URL.
@@ -134,3 +126,21 @@ func (s *Server) Down(down bool) { s.down.Store(down) }
 
 // Fetches is how many times the set was fetched.
 func (s *Server) Fetches() int64 { return s.fetches.Load() }
+
+// Forge signs claims with method and key, naming kid unless it is empty:
+// the tokens an
+// attacker makes, such as an HS256 token keyed with a published public key
+// (key is then its bytes) or an unsigned one (jwt.SigningMethodNone with
+// jwt.UnsafeAllowNoneSignatureType).
+func Forge(t testing.TB, method jwt.SigningMethod, kid string, key any, claims jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(method, claims)
+	if kid != "" {
+		tok.Header["kid"] = kid
+	}
+	s, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatalf("jwkstest: forge %s token: %v", method.Alg(), err)
+	}
+	return s
+}
