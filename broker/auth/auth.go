@@ -111,7 +111,11 @@ type Config struct {
 	// JWKSURL is an identity provider's JWK Set, fetched at New, every
 	// JWKSRefresh (zero means DefaultJWKSRefresh) while Run runs, and again,
 	// rate-limited, when a token names a key ID it does not hold.
-	// Exactly one of Secret, PublicKeyPEM and JWKSURL is set in ModeJWT.
+	// ModeJWT needs a Secret, a PublicKeyPEM or a JWKSURL. A Secret may
+	// come with either of the others: HS256 tokens, such as the operator
+	// mints in the cluster, are verified with the secret, and every other
+	// token with the public keys. A public key never verifies an HMAC
+	// token, which is what alg confusion needs.
 	JWKSURL     string
 	JWKSRefresh time.Duration
 	// Algorithm is AlgorithmAuto (also the empty string), which accepts
@@ -142,8 +146,9 @@ type Config struct {
 // Authenticator verifies requests. It is safe for concurrent use.
 type Authenticator struct {
 	off        bool
-	key        any      // the secret or public key; nil with a JWK Set
-	jwks       *jwks    // the identity provider's keys; nil with a key
+	secret     []byte   // verifies HS256 tokens, when set
+	key        any      // the public key, when set
+	jwks       *jwks    // the identity provider's keys, when set
 	algs       []string // the algorithms a token may be signed with
 	parser     *jwt.Parser
 	issuer     string
@@ -173,33 +178,29 @@ func New(cfg Config) (*Authenticator, error) {
 		now:        time.Now,
 	}
 
-	sources := 0
-	for _, set := range []bool{len(cfg.Secret) > 0, len(cfg.PublicKeyPEM) > 0, cfg.JWKSURL != ""} {
-		if set {
-			sources++
-		}
+	if len(cfg.PublicKeyPEM) > 0 && cfg.JWKSURL != "" {
+		return nil, errors.New("auth: jwt mode takes a public key or a JWKS URL, not both")
 	}
-	switch {
-	case sources > 1:
-		return nil, errors.New("auth: jwt mode takes one of a secret, a public key and a JWKS URL, not several")
-	case len(cfg.Secret) > 0:
+	if len(cfg.Secret) > 0 {
 		if len(cfg.Secret) < minSecretLen {
 			return nil, fmt.Errorf("auth: HS256 secret is %d bytes, need at least %d", len(cfg.Secret), minSecretLen)
 		}
-		a.key, a.algs = cfg.Secret, []string{jwt.SigningMethodHS256.Alg()}
+		a.secret, a.algs = cfg.Secret, []string{jwt.SigningMethodHS256.Alg()}
+	}
+	switch {
 	case len(cfg.PublicKeyPEM) > 0:
 		key, alg, err := parsePublicKey(cfg.PublicKeyPEM)
 		if err != nil {
 			return nil, fmt.Errorf("auth: public key: %w", err)
 		}
-		a.key, a.algs = key, []string{alg}
+		a.key, a.algs = key, append(a.algs, alg)
 	case cfg.JWKSURL != "":
 		var err error
 		if a.jwks, err = newJWKS(cfg.JWKSURL, cfg.JWKSRefresh, cmp.Or(cfg.Log, slog.Default())); err != nil {
 			return nil, fmt.Errorf("auth: %w", err)
 		}
-		a.algs = publicKeyAlgs
-	default:
+		a.algs = append(a.algs, publicKeyAlgs...)
+	case a.secret == nil:
 		return nil, errors.New("auth: jwt mode needs a secret, a public key or a JWKS URL")
 	}
 	switch alg := cfg.Algorithm; {
@@ -207,7 +208,7 @@ func New(cfg Config) (*Authenticator, error) {
 	case slices.Contains(a.algs, alg):
 		a.algs = []string{alg}
 	default:
-		return nil, fmt.Errorf("auth: algorithm %q does not fit the key, which takes %v (or use %q)", alg, a.algs, AlgorithmAuto)
+		return nil, fmt.Errorf("auth: algorithm %q does not fit the keys, which take %v (or use %q)", alg, a.algs, AlgorithmAuto)
 	}
 
 	leeway := cfg.Leeway

@@ -278,3 +278,22 @@ func TestJWKSAlgorithmSettingNarrowsTheKeysAlgorithms(t *testing.T) {
 		t.Fatalf("HS256 with a JWK Set: err = %v, want one that says it does not fit", err)
 	}
 }
+
+func TestWithASecretAndAJWKSetAnHMACTokenIsCheckedOnlyAgainstTheSecret(t *testing.T) {
+	k := jwkstest.NewKey(t, "RS256", "rsa")
+	a := newJWKSAuth(t, jwkstest.Start(t, k).URL, Config{Secret: testSecret})
+	if _, err := authenticate(a, sign(t, jwt.SigningMethodHS256, testSecret, validClaims())); err != nil {
+		t.Fatalf("HS256 token of the secret (the operator's): %v", err)
+	}
+	if _, err := authenticate(a, k.Sign(t, validClaims())); err != nil {
+		t.Fatalf("RS256 token of the JWK Set: %v", err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(k.Signer.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := jwkstest.Forge(t, jwt.SigningMethodHS256, "rsa", der, validClaims())
+	if _, err := authenticate(a, forged); !errors.Is(err, ErrInvalidSignature) {
+		t.Fatalf("HS256 token keyed with the published RSA key: err = %v, want %v", err, ErrInvalidSignature)
+	}
+}

@@ -47,11 +47,19 @@ func (a *Authenticator) Authenticate(r *http.Request) (Identity, error) {
 	}
 
 	claims := jwt.MapClaims{}
-	keyFor := func(*jwt.Token) (any, error) { return a.key, nil }
-	if a.jwks != nil {
-		keyFor = func(t *jwt.Token) (any, error) { return a.jwks.keyFor(r.Context(), t) }
-	}
-	tok, err := a.parser.ParseWithClaims(raw, claims, keyFor)
+	tok, err := a.parser.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
+		// The parser has already refused an alg outside a.algs, so an
+		// HS256 token is here only with a secret, and any other only with a
+		// public key or a JWK Set.
+		switch {
+		case t.Method.Alg() == jwt.SigningMethodHS256.Alg():
+			return a.secret, nil
+		case a.jwks != nil:
+			return a.jwks.keyFor(r.Context(), t)
+		default:
+			return a.key, nil
+		}
+	})
 	if err != nil {
 		return Identity{}, a.classify(tok, err)
 	}
