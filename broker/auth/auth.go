@@ -135,7 +135,11 @@ type Config struct {
 	// RoleClaim and RolesClaim name the claims that carry the access level;
 	// empty means DefaultRoleClaim and DefaultRolesClaim. A claim name that
 	// is not a top-level claim is read as a dotted path, so that
-	// "realm_access.roles" reads Keycloak's realm roles.
+	// "realm_access.roles" reads Keycloak's realm roles. With a secret next
+	// to a public key or a JWK Set, the names are the identity provider's,
+	// and the secret's tokens, minted in the cluster by the operator, keep
+	// Regent's own: renaming the claims for the provider must not move the
+	// operator's requests to another tenant.
 	TenantClaim string
 	RoleClaim   string
 	RolesClaim  string
@@ -145,18 +149,18 @@ type Config struct {
 
 // Authenticator verifies requests. It is safe for concurrent use.
 type Authenticator struct {
-	off        bool
-	secret     []byte   // verifies HS256 tokens, when set
-	key        any      // the public key, when set
-	jwks       *jwks    // the identity provider's keys, when set
-	algs       []string // the algorithms a token may be signed with
-	parser     *jwt.Parser
-	issuer     string
-	audience   string
-	tenancy    bool
-	tenant     string
-	roleClaims []string
-	now        func() time.Time // swapped by tests to probe leeway edges
+	off       bool
+	secret    []byte   // verifies HS256 tokens, when set
+	key       any      // the public key, when set
+	jwks      *jwks    // the identity provider's keys, when set
+	algs      []string // the algorithms a token may be signed with
+	parser    *jwt.Parser
+	issuer    string
+	audience  string
+	tenancy   bool
+	claims    claimNames       // of the tokens the public keys verify, and the secret's alone
+	ownClaims claimNames       // of the secret's tokens
+	now       func() time.Time // swapped by tests to probe leeway edges
 }
 
 // New validates cfg and returns an Authenticator.
@@ -170,12 +174,14 @@ func New(cfg Config) (*Authenticator, error) {
 	}
 
 	a := &Authenticator{
-		issuer:     cfg.Issuer,
-		audience:   cfg.Audience,
-		tenancy:    cfg.Tenancy,
-		tenant:     cmp.Or(cfg.TenantClaim, DefaultTenantClaim),
-		roleClaims: []string{cmp.Or(cfg.RoleClaim, DefaultRoleClaim), cmp.Or(cfg.RolesClaim, DefaultRolesClaim)},
-		now:        time.Now,
+		issuer:   cfg.Issuer,
+		audience: cfg.Audience,
+		tenancy:  cfg.Tenancy,
+		claims: claimNames{
+			tenant: cmp.Or(cfg.TenantClaim, DefaultTenantClaim),
+			roles:  []string{cmp.Or(cfg.RoleClaim, DefaultRoleClaim), cmp.Or(cfg.RolesClaim, DefaultRolesClaim)},
+		},
+		now: time.Now,
 	}
 
 	if len(cfg.PublicKeyPEM) > 0 && cfg.JWKSURL != "" {
@@ -203,6 +209,10 @@ func New(cfg Config) (*Authenticator, error) {
 	case a.secret == nil:
 		return nil, errors.New("auth: jwt mode needs a secret, a public key or a JWKS URL")
 	}
+	a.ownClaims = a.claims
+	if a.secret != nil && (a.key != nil || a.jwks != nil) {
+		a.ownClaims = regentClaims
+	}
 	switch alg := cfg.Algorithm; {
 	case alg == "" || alg == AlgorithmAuto:
 	case slices.Contains(a.algs, alg):
@@ -229,6 +239,15 @@ func New(cfg Config) (*Authenticator, error) {
 	)
 	return a, nil
 }
+
+// claimNames are the claims a token's tenant and access level are read from.
+type claimNames struct {
+	tenant string
+	roles  []string
+}
+
+// regentClaims are the claims that Regent's own tokens (MintHS256) carry.
+var regentClaims = claimNames{tenant: DefaultTenantClaim, roles: []string{DefaultRoleClaim, DefaultRolesClaim}}
 
 // publicKeyAlgs are the algorithms of the keys algOf accepts.
 var publicKeyAlgs = []string{jwt.SigningMethodRS256.Alg(), jwt.SigningMethodES256.Alg(), jwt.SigningMethodEdDSA.Alg()}

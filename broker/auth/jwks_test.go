@@ -297,3 +297,20 @@ func TestWithASecretAndAJWKSetAnHMACTokenIsCheckedOnlyAgainstTheSecret(t *testin
 		t.Fatalf("HS256 token keyed with the published RSA key: err = %v, want %v", err, ErrInvalidSignature)
 	}
 }
+
+func TestWithASecretAndAJWKSetTheSecretsTokensKeepRegentsClaimNames(t *testing.T) {
+	k := jwkstest.NewKey(t, "RS256", "rsa")
+	a := newJWKSAuth(t, jwkstest.Start(t, k).URL, Config{Secret: testSecret, Tenancy: true, TenantClaim: "org", RolesClaim: "realm_access.roles"})
+	own := validClaims()
+	own["tenant"] = "acme"
+	if id, err := authenticate(a, sign(t, jwt.SigningMethodHS256, testSecret, own)); err != nil || id != (Identity{Subject: "alice", Tenant: "acme", Level: ReadWrite}) {
+		t.Fatalf("the operator's HS256 token = %+v, %v; want alice on acme, read-write", id, err)
+	}
+	idp := validClaims()
+	delete(idp, "role")
+	idp["org"], idp["tenant"] = "globex", "acme"
+	idp["realm_access"] = map[string]any{"roles": []any{"admin"}}
+	if id, err := authenticate(a, k.Sign(t, idp)); err != nil || id != (Identity{Subject: "alice", Tenant: "globex", Level: Admin}) {
+		t.Fatalf("the provider's RS256 token = %+v, %v; want alice on globex, admin", id, err)
+	}
+}

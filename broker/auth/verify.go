@@ -66,7 +66,11 @@ func (a *Authenticator) Authenticate(r *http.Request) (Identity, error) {
 	if err := a.checkIssuerAudience(claims); err != nil {
 		return Identity{}, err
 	}
-	return a.identity(claims)
+	names := a.claims
+	if tok.Method.Alg() == jwt.SigningMethodHS256.Alg() {
+		names = a.ownClaims
+	}
+	return a.identity(claims, names)
 }
 
 // bearerToken extracts the token from an Authorization header. The scheme
@@ -131,16 +135,16 @@ func (a *Authenticator) checkIssuerAudience(claims jwt.MapClaims) error {
 	return nil
 }
 
-func (a *Authenticator) identity(claims jwt.MapClaims) (Identity, error) {
+func (a *Authenticator) identity(claims jwt.MapClaims, names claimNames) (Identity, error) {
 	sub, err := claims.GetSubject()
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: sub must be a string", ErrInvalidClaims)
 	}
-	id := Identity{Subject: sub, Tenant: DefaultTenant, Level: a.levelOf(claims)}
+	id := Identity{Subject: sub, Tenant: DefaultTenant, Level: levelOf(claims, names.roles)}
 	if !a.tenancy {
 		return id, nil
 	}
-	switch t := claimAt(claims, a.tenant).(type) {
+	switch t := claimAt(claims, names.tenant).(type) {
 	case nil:
 	case string:
 		if t != "" {
@@ -149,7 +153,7 @@ func (a *Authenticator) identity(claims jwt.MapClaims) (Identity, error) {
 	default:
 		// Falling back to the default tenant here would let a malformed
 		// claim land a request on someone else's data.
-		return Identity{}, fmt.Errorf("%w: %s must be a string", ErrInvalidClaims, a.tenant)
+		return Identity{}, fmt.Errorf("%w: %s must be a string", ErrInvalidClaims, names.tenant)
 	}
 	return id, nil
 }
@@ -176,7 +180,7 @@ func claimAt(claims jwt.MapClaims, name string) any {
 // levelOf returns the highest level named by the role claims, each a
 // string or an array of strings. Anything unrecognised is skipped: ignoring
 // a grant can only lower the level, never raise it.
-func (a *Authenticator) levelOf(claims jwt.MapClaims) Level {
+func levelOf(claims jwt.MapClaims, roleClaims []string) Level {
 	best := None
 	consider := func(v any) {
 		if s, ok := v.(string); ok {
@@ -185,7 +189,7 @@ func (a *Authenticator) levelOf(claims jwt.MapClaims) Level {
 			}
 		}
 	}
-	for _, name := range a.roleClaims {
+	for _, name := range roleClaims {
 		switch roles := claimAt(claims, name).(type) {
 		case []any:
 			for _, r := range roles {
