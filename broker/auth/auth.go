@@ -122,7 +122,8 @@ type Config struct {
 	// the algorithm of the key, or one of HS256, RS256, ES256 and EdDSA,
 	// which must also be the key's.
 	Algorithm string
-	// Issuer and Audience, when set, must match the token's iss and aud.
+	// Issuer and Audience, when set, must match the token's iss and aud
+	// (with a secret next to public keys, only the public keys' tokens').
 	Issuer   string
 	Audience string
 	// Leeway is the clock skew tolerated on exp, nbf and iat. Zero means
@@ -136,10 +137,10 @@ type Config struct {
 	// empty means DefaultRoleClaim and DefaultRolesClaim. A claim name that
 	// is not a top-level claim is read as a dotted path, so that
 	// "realm_access.roles" reads Keycloak's realm roles. With a secret next
-	// to a public key or a JWK Set, the names are the identity provider's,
-	// and the secret's tokens, minted in the cluster by the operator, keep
-	// Regent's own: renaming the claims for the provider must not move the
-	// operator's requests to another tenant.
+	// to a public key or a JWK Set, the names, issuer and audience are the
+	// identity provider's, and the secret's tokens, minted in the cluster
+	// by the operator, keep Regent's own claims: renaming the claims for
+	// the provider must not move the operator's requests to another tenant.
 	TenantClaim string
 	RoleClaim   string
 	RolesClaim  string
@@ -149,18 +150,16 @@ type Config struct {
 
 // Authenticator verifies requests. It is safe for concurrent use.
 type Authenticator struct {
-	off       bool
-	secret    []byte   // verifies HS256 tokens, when set
-	key       any      // the public key, when set
-	jwks      *jwks    // the identity provider's keys, when set
-	algs      []string // the algorithms a token may be signed with
-	parser    *jwt.Parser
-	issuer    string
-	audience  string
-	tenancy   bool
-	claims    claimNames       // of the tokens the public keys verify, and the secret's alone
-	ownClaims claimNames       // of the secret's tokens
-	now       func() time.Time // swapped by tests to probe leeway edges
+	off      bool
+	secret   []byte   // verifies HS256 tokens, when set
+	key      any      // the public key, when set
+	jwks     *jwks    // the identity provider's keys, when set
+	algs     []string // the algorithms a token may be signed with
+	parser   *jwt.Parser
+	tenancy  bool
+	rules    claimRules       // of the tokens the public keys verify, and the secret's alone
+	ownRules claimRules       // of the secret's tokens
+	now      func() time.Time // swapped by tests to probe leeway edges
 }
 
 // New validates cfg and returns an Authenticator.
@@ -174,12 +173,12 @@ func New(cfg Config) (*Authenticator, error) {
 	}
 
 	a := &Authenticator{
-		issuer:   cfg.Issuer,
-		audience: cfg.Audience,
-		tenancy:  cfg.Tenancy,
-		claims: claimNames{
-			tenant: cmp.Or(cfg.TenantClaim, DefaultTenantClaim),
-			roles:  []string{cmp.Or(cfg.RoleClaim, DefaultRoleClaim), cmp.Or(cfg.RolesClaim, DefaultRolesClaim)},
+		tenancy: cfg.Tenancy,
+		rules: claimRules{
+			issuer:   cfg.Issuer,
+			audience: cfg.Audience,
+			tenant:   cmp.Or(cfg.TenantClaim, DefaultTenantClaim),
+			roles:    []string{cmp.Or(cfg.RoleClaim, DefaultRoleClaim), cmp.Or(cfg.RolesClaim, DefaultRolesClaim)},
 		},
 		now: time.Now,
 	}
@@ -209,9 +208,9 @@ func New(cfg Config) (*Authenticator, error) {
 	case a.secret == nil:
 		return nil, errors.New("auth: jwt mode needs a secret, a public key or a JWKS URL")
 	}
-	a.ownClaims = a.claims
+	a.ownRules = a.rules
 	if a.secret != nil && (a.key != nil || a.jwks != nil) {
-		a.ownClaims = regentClaims
+		a.ownRules = regentClaims
 	}
 	switch alg := cfg.Algorithm; {
 	case alg == "" || alg == AlgorithmAuto:
@@ -240,14 +239,16 @@ func New(cfg Config) (*Authenticator, error) {
 	return a, nil
 }
 
-// claimNames are the claims a token's tenant and access level are read from.
-type claimNames struct {
-	tenant string
-	roles  []string
+// claimRules are the issuer and audience a token must name, when set, and
+// the claims its tenant and access level are read from.
+type claimRules struct {
+	issuer, audience string
+	tenant           string
+	roles            []string
 }
 
-// regentClaims are the claims that Regent's own tokens (MintHS256) carry.
-var regentClaims = claimNames{tenant: DefaultTenantClaim, roles: []string{DefaultRoleClaim, DefaultRolesClaim}}
+// regentClaims are the claims of Regent's own tokens (MintHS256).
+var regentClaims = claimRules{tenant: DefaultTenantClaim, roles: []string{DefaultRoleClaim, DefaultRolesClaim}}
 
 // publicKeyAlgs are the algorithms of the keys algOf accepts.
 var publicKeyAlgs = []string{jwt.SigningMethodRS256.Alg(), jwt.SigningMethodES256.Alg(), jwt.SigningMethodEdDSA.Alg()}

@@ -298,9 +298,10 @@ func TestWithASecretAndAJWKSetAnHMACTokenIsCheckedOnlyAgainstTheSecret(t *testin
 	}
 }
 
-func TestWithASecretAndAJWKSetTheSecretsTokensKeepRegentsClaimNames(t *testing.T) {
+func TestWithASecretAndAJWKSetTheSecretsTokensKeepRegentsClaimsAndNeedNoIssuer(t *testing.T) {
 	k := jwkstest.NewKey(t, "RS256", "rsa")
-	a := newJWKSAuth(t, jwkstest.Start(t, k).URL, Config{Secret: testSecret, Tenancy: true, TenantClaim: "org", RolesClaim: "realm_access.roles"})
+	a := newJWKSAuth(t, jwkstest.Start(t, k).URL, Config{Secret: testSecret, Tenancy: true, TenantClaim: "org", RolesClaim: "realm_access.roles",
+		Issuer: "https://idp.example/realms/acme", Audience: "regent"})
 	own := validClaims()
 	own["tenant"] = "acme"
 	if id, err := authenticate(a, sign(t, jwt.SigningMethodHS256, testSecret, own)); err != nil || id != (Identity{Subject: "alice", Tenant: "acme", Level: ReadWrite}) {
@@ -309,6 +310,10 @@ func TestWithASecretAndAJWKSetTheSecretsTokensKeepRegentsClaimNames(t *testing.T
 	idp := validClaims()
 	delete(idp, "role")
 	idp["org"], idp["tenant"] = "globex", "acme"
+	if _, err := authenticate(a, k.Sign(t, idp)); !errors.Is(err, ErrInvalidIssuer) {
+		t.Fatalf("the provider's token without its issuer: err = %v, want %v", err, ErrInvalidIssuer)
+	}
+	idp["iss"], idp["aud"] = "https://idp.example/realms/acme", "regent"
 	idp["realm_access"] = map[string]any{"roles": []any{"admin"}}
 	if id, err := authenticate(a, k.Sign(t, idp)); err != nil || id != (Identity{Subject: "alice", Tenant: "globex", Level: Admin}) {
 		t.Fatalf("the provider's RS256 token = %+v, %v; want alice on globex, admin", id, err)

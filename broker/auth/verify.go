@@ -63,14 +63,14 @@ func (a *Authenticator) Authenticate(r *http.Request) (Identity, error) {
 	if err != nil {
 		return Identity{}, a.classify(tok, err)
 	}
-	if err := a.checkIssuerAudience(claims); err != nil {
+	rules := a.rules
+	if tok.Method.Alg() == jwt.SigningMethodHS256.Alg() {
+		rules = a.ownRules
+	}
+	if err := rules.checkIssuerAudience(claims); err != nil {
 		return Identity{}, err
 	}
-	names := a.claims
-	if tok.Method.Alg() == jwt.SigningMethodHS256.Alg() {
-		names = a.ownClaims
-	}
-	return a.identity(claims, names)
+	return a.identity(claims, rules)
 }
 
 // bearerToken extracts the token from an Authorization header. The scheme
@@ -114,19 +114,19 @@ func (a *Authenticator) classify(tok *jwt.Token, err error) error {
 // checkIssuerAudience is done here rather than by the library so that a
 // missing iss or aud reads as invalid, like a wrong one, instead of as a
 // generic missing claim.
-func (a *Authenticator) checkIssuerAudience(claims jwt.MapClaims) error {
-	if a.issuer != "" {
-		if iss, err := claims.GetIssuer(); err != nil || iss != a.issuer {
+func (r claimRules) checkIssuerAudience(claims jwt.MapClaims) error {
+	if r.issuer != "" {
+		if iss, err := claims.GetIssuer(); err != nil || iss != r.issuer {
 			return ErrInvalidIssuer
 		}
 	}
-	if a.audience != "" {
+	if r.audience != "" {
 		aud, err := claims.GetAudience()
 		if err != nil {
 			return ErrInvalidAudience
 		}
 		for _, v := range aud {
-			if v == a.audience {
+			if v == r.audience {
 				return nil
 			}
 		}
@@ -135,16 +135,16 @@ func (a *Authenticator) checkIssuerAudience(claims jwt.MapClaims) error {
 	return nil
 }
 
-func (a *Authenticator) identity(claims jwt.MapClaims, names claimNames) (Identity, error) {
+func (a *Authenticator) identity(claims jwt.MapClaims, rules claimRules) (Identity, error) {
 	sub, err := claims.GetSubject()
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: sub must be a string", ErrInvalidClaims)
 	}
-	id := Identity{Subject: sub, Tenant: DefaultTenant, Level: levelOf(claims, names.roles)}
+	id := Identity{Subject: sub, Tenant: DefaultTenant, Level: levelOf(claims, rules.roles)}
 	if !a.tenancy {
 		return id, nil
 	}
-	switch t := claimAt(claims, names.tenant).(type) {
+	switch t := claimAt(claims, rules.tenant).(type) {
 	case nil:
 	case string:
 		if t != "" {
@@ -153,7 +153,7 @@ func (a *Authenticator) identity(claims jwt.MapClaims, names claimNames) (Identi
 	default:
 		// Falling back to the default tenant here would let a malformed
 		// claim land a request on someone else's data.
-		return Identity{}, fmt.Errorf("%w: %s must be a string", ErrInvalidClaims, names.tenant)
+		return Identity{}, fmt.Errorf("%w: %s must be a string", ErrInvalidClaims, rules.tenant)
 	}
 	return id, nil
 }
