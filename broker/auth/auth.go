@@ -228,8 +228,10 @@ func New(cfg Config) (*Authenticator, error) {
 		leeway = DefaultLeeway
 	}
 
-	// Pinning the one algorithm that matches the key is what stops alg
-	// confusion: a token may not pick how it is verified.
+	// Accepting only the algorithms of the keys held is what stops alg
+	// confusion: a token may not pick how it is verified. HS256 goes to
+	// the secret alone, and any other alg to a key whose type is that alg's
+	// (algOf).
 	a.parser = jwt.NewParser(
 		jwt.WithValidMethods(a.algs),
 		jwt.WithLeeway(leeway),
