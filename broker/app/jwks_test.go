@@ -8,6 +8,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/jwkstest"
@@ -114,4 +115,19 @@ func TestAWrongIssuerOrAudienceIsRefusedWith401(t *testing.T) {
 	c = keycloakClaims()
 	c["aud"] = "account"
 	want401(t, "a token for another audience", pushOne(t, b, k.Sign(t, c), "aud"), "invalid audience")
+}
+
+func TestTheOperatorsHS256TokensStillWorkNextToAnIdentityProvider(t *testing.T) {
+	k := jwkstest.NewKey(t, "EdDSA", "ed")
+	b := brokertest.Start(t, withIdP(jwkstest.Start(t, k).URL), func(c *config.Config) { c.JWTSecret = brokertest.Secret })
+	// Minted as the operator mints: Regent's own claims, no issuer or audience.
+	if r := pushOne(t, b, brokertest.Mint(t, "acme", auth.ReadWrite), "operator"); r.Status != http.StatusCreated {
+		t.Fatalf("push with the operator's HS256 token: %d %s", r.Status, r.Body)
+	}
+	if r := pushOne(t, b, k.Sign(t, keycloakClaims()), "provider"); r.Status != http.StatusCreated {
+		t.Fatalf("push with the provider's EdDSA token: %d %s", r.Status, r.Body)
+	}
+	if n := b.Count(t, `SELECT count(*) FROM queen.queues WHERE tenant = 'acme' AND name = 'orders'`); n != 1 {
+		t.Fatalf("queue orders of tenant acme: %d rows, want 1 (both tokens act as acme)", n)
+	}
 }
