@@ -47,3 +47,7 @@ func TestWithoutAnIdentityProviderTheBrokerGetsNoJWKSSettings(t *testing.T) {
 func TestSchemaRejectsAJWKSURLThatIsNotHTTP(t *testing.T) {
 	refused(t, []string{"auth.identityProvider.jwksUrl=keycloak:8080/certs"}, schemaRefusal, "/auth/identityProvider/jwksUrl")
 }
+
+func TestAnIdentityProviderWithoutJWTAuthIsRefused(t *testing.T) {
+	refused(t, []string{"auth.identityProvider.jwksUrl=https://idp.example/jwks.json", "auth.mode=off"}, "auth.identityProvider.jwksUrl needs auth.mode=jwt")
+}

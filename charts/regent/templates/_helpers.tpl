@@ -122,6 +122,9 @@ broken rule with a message that says what to change.
 {{- if and $v.tenancy.enabled (ne $v.auth.mode "jwt") }}
 {{- fail "tenancy.enabled=true needs auth.mode=jwt: a request's tenant is read from its verified token" }}
 {{- end }}
+{{- if and $v.auth.identityProvider.jwksUrl (ne $v.auth.mode "jwt") }}
+{{- fail "auth.identityProvider.jwksUrl needs auth.mode=jwt: with auth off no token is verified" }}
+{{- end }}
 {{- if and (not $v.database.url) (not $v.database.existingSecret.name) }}
 {{- fail "database: set database.url to a PostgreSQL connection string, or database.existingSecret.name to a Secret that holds one" }}
 {{- end }}
