@@ -158,6 +158,7 @@ func newAuthenticator(cfg config.Config, logger *slog.Logger) (*auth.Authenticat
 		TenantClaim: cfg.TenantClaim,
 		RoleClaim:   cfg.RoleClaim,
 		RolesClaim:  cfg.RolesClaim,
+		RoleValues:  map[auth.Level]string{auth.ReadOnly: cfg.RoleReadOnly, auth.ReadWrite: cfg.RoleReadWrite, auth.Admin: cfg.RoleAdmin},
 		Log:         logger,
 	}
 	if cfg.JWTSecretFile != "" {

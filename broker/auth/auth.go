@@ -144,6 +144,11 @@ type Config struct {
 	TenantClaim string
 	RoleClaim   string
 	RolesClaim  string
+	// RoleValues names, per level, the role a token holds to be granted
+	// it, when a provider's roles are not called read-only, read-write and
+	// admin (Queen's JWT_ROLE_ADMIN and the like). A level it leaves out
+	// keeps its own name.
+	RoleValues map[Level]string
 	// Log receives the JWK Set's refresh failures. Nil means slog.Default().
 	Log *slog.Logger
 }
@@ -182,6 +187,10 @@ func New(cfg Config) (*Authenticator, error) {
 		},
 		now: time.Now,
 	}
+	var err error
+	if a.rules.levels, err = roleLevels(cfg.RoleValues); err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
 
 	if len(cfg.PublicKeyPEM) > 0 && cfg.JWKSURL != "" {
 		return nil, errors.New("auth: jwt mode takes a public key or a JWKS URL, not both")
@@ -200,7 +209,6 @@ func New(cfg Config) (*Authenticator, error) {
 		}
 		a.key, a.algs = key, append(a.algs, alg)
 	case cfg.JWKSURL != "":
-		var err error
 		if a.jwks, err = newJWKS(cfg.JWKSURL, cfg.JWKSRefresh, cmp.Or(cfg.Log, slog.Default())); err != nil {
 			return nil, fmt.Errorf("auth: %w", err)
 		}
@@ -241,16 +249,36 @@ func New(cfg Config) (*Authenticator, error) {
 	return a, nil
 }
 
-// claimRules are the issuer and audience a token must name, when set, and
-// the claims its tenant and access level are read from.
+// claimRules are the issuer and audience a token must name, when set, the
+// claims its tenant and access level are read from, and the role values
+// that grant each level.
 type claimRules struct {
 	issuer, audience string
 	tenant           string
 	roles            []string
+	levels           map[string]Level
 }
 
 // regentClaims are the claims of Regent's own tokens (MintHS256).
-var regentClaims = claimRules{tenant: DefaultTenantClaim, roles: []string{DefaultRoleClaim, DefaultRolesClaim}}
+var regentClaims = claimRules{
+	tenant: DefaultTenantClaim,
+	roles:  []string{DefaultRoleClaim, DefaultRolesClaim},
+	levels: map[string]Level{ReadOnly.String(): ReadOnly, ReadWrite.String(): ReadWrite, Admin.String(): Admin},
+}
+
+// roleLevels maps each role value to the level it grants: the level's own
+// name unless values renames it.
+func roleLevels(values map[Level]string) (map[string]Level, error) {
+	levels := map[string]Level{}
+	for _, l := range []Level{ReadOnly, ReadWrite, Admin} {
+		v := cmp.Or(values[l], l.String())
+		if other, taken := levels[v]; taken {
+			return nil, fmt.Errorf("role %q names both %s and %s", v, other, l)
+		}
+		levels[v] = l
+	}
+	return levels, nil
+}
 
 // publicKeyAlgs are the algorithms of the keys algOf accepts.
 var publicKeyAlgs = []string{jwt.SigningMethodRS256.Alg(), jwt.SigningMethodES256.Alg(), jwt.SigningMethodEdDSA.Alg()}

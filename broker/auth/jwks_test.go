@@ -319,3 +319,20 @@ func TestWithASecretAndAJWKSetTheSecretsTokensKeepRegentsClaimsAndNeedNoIssuer(t
 		t.Fatalf("the provider's RS256 token = %+v, %v; want alice on globex, admin", id, err)
 	}
 }
+
+func TestRoleValuesAreConfigurablePerLevel(t *testing.T) {
+	k := jwkstest.NewKey(t, "ES256", "ec")
+	url := jwkstest.Start(t, k).URL
+	a := newJWKSAuth(t, url, Config{RolesClaim: "groups", RoleValues: map[Level]string{Admin: "platform-team", ReadOnly: "auditors"}})
+	for groups, want := range map[string]Level{"platform-team": Admin, "auditors": ReadOnly, "read-write": ReadWrite, "admin": None} {
+		c := validClaims()
+		delete(c, "role")
+		c["groups"] = []any{"everyone", groups}
+		if id, err := authenticate(a, k.Sign(t, c)); err != nil || id.Level != want {
+			t.Errorf("groups [everyone %s]: level %v, %v; want %v", groups, id.Level, err, want)
+		}
+	}
+	if _, err := New(Config{Mode: ModeJWT, JWKSURL: url, RoleValues: map[Level]string{ReadOnly: "admin"}}); err == nil || !strings.Contains(err.Error(), `"admin" names both`) {
+		t.Fatalf("one role value for two levels: err = %v", err)
+	}
+}

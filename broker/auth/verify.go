@@ -140,7 +140,7 @@ func (a *Authenticator) identity(claims jwt.MapClaims, rules claimRules) (Identi
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: sub must be a string", ErrInvalidClaims)
 	}
-	id := Identity{Subject: sub, Tenant: DefaultTenant, Level: levelOf(claims, rules.roles)}
+	id := Identity{Subject: sub, Tenant: DefaultTenant, Level: levelOf(claims, rules)}
 	if !a.tenancy {
 		return id, nil
 	}
@@ -180,16 +180,16 @@ func claimAt(claims jwt.MapClaims, name string) any {
 // levelOf returns the highest level named by the role claims, each a
 // string or an array of strings. Anything unrecognised is skipped: ignoring
 // a grant can only lower the level, never raise it.
-func levelOf(claims jwt.MapClaims, roleClaims []string) Level {
+func levelOf(claims jwt.MapClaims, rules claimRules) Level {
 	best := None
 	consider := func(v any) {
 		if s, ok := v.(string); ok {
-			if l, err := ParseLevel(s); err == nil && l > best {
+			if l := rules.levels[s]; l > best {
 				best = l
 			}
 		}
 	}
-	for _, name := range roleClaims {
+	for _, name := range rules.roles {
 		switch roles := claimAt(claims, name).(type) {
 		case []any:
 			for _, r := range roles {

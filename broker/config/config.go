@@ -53,6 +53,8 @@ type Config struct {
 	JWTAlgorithm string        // auto, or the one algorithm tokens may use
 	RoleClaim    string        // claim of the access level, a string
 	RolesClaim   string        // claim of the access levels, an array
+	// The role values that grant each access level.
+	RoleReadOnly, RoleReadWrite, RoleAdmin string
 
 	EncryptionKey string   // path to the current 32-byte key
 	EncryptionOld []string // paths to retired keys, still accepted for reads
@@ -210,6 +212,9 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.StrEnv(&tenancy, "tenancy", "REGENT_TENANCY", "off", "multi-tenancy: off or on (on needs --auth=jwt)")
 	f.StrEnv(&c.TenantClaim, "tenant-claim", "REGENT_TENANT_CLAIM", "tenant", "JWT claim that names the tenant; a dotted path reaches into objects")
 	f.StrEnv(&c.RoleClaim, "role-claim", "REGENT_ROLE_CLAIM", "role", "JWT claim that holds the access level (read-only, read-write or admin)", "JWT_ROLES_CLAIM")
+	f.StrEnv(&c.RoleReadOnly, "role-read-only", "REGENT_ROLE_READ_ONLY", "read-only", "the role value that grants read-only access", "JWT_ROLE_READ_ONLY")
+	f.StrEnv(&c.RoleReadWrite, "role-read-write", "REGENT_ROLE_READ_WRITE", "read-write", "the role value that grants read-write access", "JWT_ROLE_READ_WRITE")
+	f.StrEnv(&c.RoleAdmin, "role-admin", "REGENT_ROLE_ADMIN", "admin", "the role value that grants admin access", "JWT_ROLE_ADMIN")
 	f.StrEnv(&c.RolesClaim, "roles-claim", "REGENT_ROLES_CLAIM", "roles", "JWT claim that holds an array of access levels, e.g. realm_access.roles for Keycloak or groups for Dex", "JWT_ROLES_ARRAY_CLAIM")
 	f.StrEnv(&c.EncryptionKey, "encryption-key-file", "REGENT_ENCRYPTION_KEY_FILE", "", "file holding the 32-byte AES-256 payload key")
 	f.StrEnv(&old, "encryption-old-key-files", "REGENT_ENCRYPTION_OLD_KEY_FILES", "", "comma-separated files of retired keys, still accepted for reads")

@@ -158,12 +158,14 @@ func TestQueensJWKSVariablesAreAliases(t *testing.T) {
 	c, err := Parse("broker", nil, env(map[string]string{"DATABASE_URL": "x",
 		"JWT_JWKS_URL": "https://idp.example/.well-known/jwks.json", "JWT_JWKS_REFRESH_INTERVAL": "600",
 		"JWT_ALGORITHM": "auto", "JWT_ISSUER": "https://idp.example", "JWT_AUDIENCE": "regent",
-		"JWT_ROLES_CLAIM": "queen_role", "JWT_ROLES_ARRAY_CLAIM": "realm_access.roles"}))
+		"JWT_ROLES_CLAIM": "queen_role", "JWT_ROLES_ARRAY_CLAIM": "realm_access.roles",
+		"JWT_ROLE_ADMIN": "queen-admin", "JWT_ROLE_READ_WRITE": "queen-rw", "JWT_ROLE_READ_ONLY": "queen-ro"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.JWKSURL != "https://idp.example/.well-known/jwks.json" || c.JWKSRefresh != 10*time.Minute || c.JWTAlgorithm != "auto" ||
-		c.JWTIssuer != "https://idp.example" || c.JWTAudience != "regent" || c.RoleClaim != "queen_role" || c.RolesClaim != "realm_access.roles" {
+		c.JWTIssuer != "https://idp.example" || c.JWTAudience != "regent" || c.RoleClaim != "queen_role" || c.RolesClaim != "realm_access.roles" ||
+		c.RoleAdmin != "queen-admin" || c.RoleReadWrite != "queen-rw" || c.RoleReadOnly != "queen-ro" {
 		t.Fatalf("Queen's JWT variables: %+v", c)
 	}
 }
@@ -173,7 +175,8 @@ func TestJWKSSettingsDefaultToQueensAndAnHourlyRefresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.JWKSURL != "" || c.JWKSRefresh != time.Hour || c.JWTAlgorithm != "auto" || c.RoleClaim != "role" || c.RolesClaim != "roles" {
+	if c.JWKSURL != "" || c.JWKSRefresh != time.Hour || c.JWTAlgorithm != "auto" || c.RoleClaim != "role" || c.RolesClaim != "roles" ||
+		c.RoleAdmin != "admin" || c.RoleReadWrite != "read-write" || c.RoleReadOnly != "read-only" {
 		t.Fatalf("defaults: %+v", c)
 	}
 	c, err = Parse("broker", []string{"--jwks-refresh-interval=90s"}, env(map[string]string{"DATABASE_URL": "x", "REGENT_JWKS_REFRESH_INTERVAL": "30"}))

@@ -13,7 +13,8 @@ func TestTheIdentityProvidersJWKSURLAndClaimNamesReachTheBroker(t *testing.T) {
 		"--set", "auth.identityProvider.issuer=https://keycloak.example/realms/acme",
 		"--set", "auth.identityProvider.audience=regent",
 		"--set", "auth.identityProvider.claims.roles=realm_access.roles",
-		"--set", "auth.identityProvider.claims.tenant=org")
+		"--set", "auth.identityProvider.claims.tenant=org",
+		"--set", "auth.identityProvider.roleValues.admin=platform-team")
 	e := env(container(t, deployment(t, objs, chart.Broker), "broker"))
 	want := map[string]string{
 		"REGENT_JWKS_URL":              "https://keycloak.example/realms/acme/protocol/openid-connect/certs",
@@ -23,6 +24,9 @@ func TestTheIdentityProvidersJWKSURLAndClaimNamesReachTheBroker(t *testing.T) {
 		"REGENT_TENANT_CLAIM":          "org",
 		"REGENT_ROLE_CLAIM":            "role",
 		"REGENT_ROLES_CLAIM":           "realm_access.roles",
+		"REGENT_ROLE_READ_ONLY":        "read-only",
+		"REGENT_ROLE_READ_WRITE":       "read-write",
+		"REGENT_ROLE_ADMIN":            "platform-team",
 	}
 	for name, v := range want {
 		if got := e[name].Value; got != v {
