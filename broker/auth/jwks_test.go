@@ -336,3 +336,15 @@ func TestRoleValuesAreConfigurablePerLevel(t *testing.T) {
 		t.Fatalf("one role value for two levels: err = %v", err)
 	}
 }
+
+func TestAKeyPublishedForEncryptionVerifiesNoToken(t *testing.T) {
+	enc, bare := jwkstest.NewKey(t, "RS256", "enc"), jwkstest.NewKey(t, "RS256", "bare")
+	enc.Use, bare.NoUse = "enc", true
+	a := newJWKSAuth(t, jwkstest.Start(t, enc, bare).URL, Config{})
+	if _, err := authenticate(a, enc.Sign(t, validClaims())); !errors.Is(err, ErrUnexpectedAlgorithm) {
+		t.Fatalf("token of a key whose use is enc: err = %v, want %v", err, ErrUnexpectedAlgorithm)
+	}
+	if _, err := authenticate(a, bare.Sign(t, validClaims())); err != nil {
+		t.Fatalf("token of a key published without a use: %v", err)
+	}
+}

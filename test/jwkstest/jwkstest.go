@@ -5,6 +5,7 @@
 package jwkstest
 
 import (
+	"cmp"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -30,6 +31,10 @@ type Key struct {
 	// HideAlg publishes the key without its alg, as some providers do, so
 	// that the verifier must take the algorithm from the key's type.
 	HideAlg bool
+	// Use is the key's published use; empty publishes "sig". NoUse
+	// publishes none, as some providers do.
+	Use   jwkset.USE
+	NoUse bool
 }
 
 // NewKey generates a key for alg: RS256, ES256 or EdDSA.
@@ -97,7 +102,10 @@ func (s *Server) Publish(t testing.TB, keys ...Key) {
 	t.Helper()
 	set := jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{}}
 	for _, k := range keys {
-		meta := jwkset.JWKMetadataOptions{KID: k.KID, USE: jwkset.UseSig}
+		meta := jwkset.JWKMetadataOptions{KID: k.KID, USE: cmp.Or(k.Use, jwkset.UseSig)}
+		if k.NoUse {
+			meta.USE = ""
+		}
 		if !k.HideAlg {
 			meta.ALG = jwkset.ALG(k.Method.Alg())
 		}
