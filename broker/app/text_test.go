@@ -13,9 +13,11 @@ import (
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
-// textQueries are the query parameters some route reads as text.
-var textQueries = []string{"queue", "partition", "consumerGroup", "group", "namespace", "task", "hostname",
-	"workerId", "status", "queryId", "subscriptionMode", "subscriptionFrom", "interval", "transactionId", "partitionId"}
+// textQueries are the query parameters the routes read (the numbers,
+// times and booleans too: a bad one must not get further).
+var textQueries = []string{"queue", "partition", "consumerGroup", "namespace", "ns", "task", "hostname", "status",
+	"queryId", "subscriptionMode", "subscriptionFrom", "interval", "from", "to", "limit", "offset", "batch",
+	"partitions", "timeout", "wait", "autoAck", "minLagSeconds", "deleteMetadata"}
 
 // bodies are a well-formed body of each route that takes one, with the
 // names of real things (the queue q1, its partition, a popped message and
