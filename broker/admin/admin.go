@@ -245,6 +245,19 @@ func textQueries(r *http.Request, names ...string) ([]*string, error) {
 	return out, nil
 }
 
+// pathTexts reads the path values of names, in order, refusing with a 400
+// naming it one that PostgreSQL text cannot hold.
+func pathTexts(r *http.Request, names ...string) ([]string, error) {
+	out := make([]string, len(names))
+	for i, name := range names {
+		out[i] = r.PathValue(name)
+		if err := httpx.CheckText(name, out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // isText reports whether a path value can name anything stored: one that
 // PostgreSQL text cannot hold names nothing.
 func isText(v string) bool { return httpx.CheckText("", v) == nil }

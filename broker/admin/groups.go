@@ -77,7 +77,12 @@ func (a *API) handleLagging(w http.ResponseWriter, r *http.Request) {
 // handleGroup is GET /api/v1/consumer-groups/{group}: the group's cursors by
 // queue; an unknown group is {}.
 func (a *API) handleGroup(w http.ResponseWriter, r *http.Request) {
-	cursors, err := a.store.GroupCursors(r.Context(), tenant(r), r.PathValue("group"))
+	path, err := pathTexts(r, "group")
+	if err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	cursors, err := a.store.GroupCursors(r.Context(), tenant(r), path[0])
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -101,16 +106,24 @@ func (a *API) handleGroup(w http.ResponseWriter, r *http.Request) {
 
 // handleDeleteGroup is DELETE /api/v1/consumer-groups/{group}. An unknown
 // group is deleted with 0, never a 404.
-func (a *API) handleDeleteGroup(w http.ResponseWriter, r *http.Request) { a.delete(w, r, nil) }
+func (a *API) handleDeleteGroup(w http.ResponseWriter, r *http.Request) { a.delete(w, r, "group") }
 
 // handleDeleteGroupQueue is DELETE /api/v1/consumer-groups/{group}/queues/{queue}.
 func (a *API) handleDeleteGroupQueue(w http.ResponseWriter, r *http.Request) {
-	q := r.PathValue("queue")
-	a.delete(w, r, &q)
+	a.delete(w, r, "group", "queue")
 }
 
-func (a *API) delete(w http.ResponseWriter, r *http.Request, queue *string) {
-	group := r.PathValue("group")
+// delete deletes the group the path names, from the queue it names if any.
+func (a *API) delete(w http.ResponseWriter, r *http.Request, names ...string) {
+	path, err := pathTexts(r, names...)
+	if err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	group, queue := path[0], (*string)(nil)
+	if len(path) > 1 {
+		queue = &path[1]
+	}
 	metadata := boolQuery(r, "deleteMetadata", true)
 	deleted, err := a.store.DeleteGroup(r.Context(), tenant(r), group, queue, metadata)
 	if err != nil {
@@ -129,6 +142,11 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request, queue *string) {
 // {"toEnd": true} or {"timestamp": ...}. It moves only the cursors the group
 // has, and announces them: a rewound partition is popped at once.
 func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
+	path, err := pathTexts(r, "group", "queue")
+	if err != nil {
+		httpx.Fail(w, err)
+		return
+	}
 	var fields map[string]json.RawMessage
 	if err := readBody(r, &fields); err != nil {
 		httpx.Fail(w, err)
@@ -154,9 +172,8 @@ func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, httpx.BadRequest("Must specify either 'toEnd': true or 'timestamp'"))
 		return
 	}
-	group, queue := r.PathValue("group"), r.PathValue("queue")
+	group, queue := path[0], path[1]
 	var moved []db.MovedCursor
-	var err error
 	if toEnd {
 		moved, err = a.store.SeekToEnd(r.Context(), tenant(r), group, queue)
 	} else {
@@ -176,7 +193,12 @@ func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
 // handlePartitionSeek is POST .../queues/{queue}/partitions/{partition}/seek:
 // one partition to its end. It reads no body.
 func (a *API) handlePartitionSeek(w http.ResponseWriter, r *http.Request) {
-	group, queue, partition := r.PathValue("group"), r.PathValue("queue"), r.PathValue("partition")
+	path, err := pathTexts(r, "group", "queue", "partition")
+	if err != nil {
+		httpx.Fail(w, err)
+		return
+	}
+	group, queue, partition := path[0], path[1], path[2]
 	moved, at, err := a.store.SeekPartitionToEnd(r.Context(), tenant(r), group, queue, partition)
 	if errors.Is(err, db.ErrNoSuchPartition) {
 		httpx.WriteJSON(w, http.StatusNotFound, map[string]any{"success": false, "error": "Partition not found"})
@@ -195,6 +217,11 @@ func (a *API) handlePartitionSeek(w http.ResponseWriter, r *http.Request) {
 // handleSubscription is POST /api/v1/consumer-groups/{group}/subscription:
 // every subscription of the group starts after subscriptionTimestamp.
 func (a *API) handleSubscription(w http.ResponseWriter, r *http.Request) {
+	path, err := pathTexts(r, "group")
+	if err != nil {
+		httpx.Fail(w, err)
+		return
+	}
 	var fields map[string]json.RawMessage
 	if err := readBody(r, &fields); err != nil {
 		httpx.Fail(w, err)
@@ -209,7 +236,7 @@ func (a *API) handleSubscription(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
-	group := r.PathValue("group")
+	group := path[0]
 	n, err := a.store.SetSubscriptionStart(r.Context(), tenant(r), group, t)
 	if err != nil {
 		a.fail(w, r, err)

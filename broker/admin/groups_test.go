@@ -362,3 +362,21 @@ func TestStatsRefreshTakesAnEmptyBody(t *testing.T) {
 	r := b.Call(t, http.StatusOK, "POST", "/api/v1/stats/refresh", nil)
 	require.JSONEq(t, `{"success": true}`, string(r.Body))
 }
+
+func TestConsumerGroupRoutesRefuseAPathValueTextCannotHoldWithA400NamingIt(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	const cg = "/api/v1/consumer-groups/"
+	for _, c := range []struct{ method, path, field string }{
+		{"GET", cg + "a%00b", "group"},
+		{"DELETE", cg + "a%FFb", "group"},
+		{"DELETE", cg + "g/queues/a%00b", "queue"},
+		{"POST", cg + "a%00b/queues/q/seek", "group"},
+		{"POST", cg + "g/queues/a%FFb/seek", "queue"},
+		{"POST", cg + "g/queues/q/partitions/a%00b/seek", "partition"},
+		{"POST", cg + "a%FFb/subscription", "group"},
+	} {
+		r := b.Call(t, http.StatusBadRequest, c.method, c.path, map[string]any{"toEnd": true})
+		require.Contains(t, r.Map(t)["error"], c.field, "%s %s", c.method, c.path)
+	}
+}

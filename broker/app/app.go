@@ -64,7 +64,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	if err != nil {
 		return nil, err
 	}
-	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{MaxConns: cfg.PoolSize})
+	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{MaxConns: cfg.PoolSize, DedupWindow: cfg.DedupWindow})
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +95,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	queues := queue.New(queue.Deps{
 		Store: consumers, Producer: producer, DB: store, After: after, Quotas: quotas, Metrics: m, Logger: logger,
 		PopPaused: switches.PopMaintenance, DefaultMode: cfg.DefaultSubscriptionMode, Spool: spooled,
+		DedupWindow: cfg.DedupWindow,
 	})
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)

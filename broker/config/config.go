@@ -218,7 +218,7 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.StrEnv(&c.RolesClaim, "roles-claim", "REGENT_ROLES_CLAIM", "roles", "JWT claim that holds an array of access levels, e.g. realm_access.roles for Keycloak or groups for Dex", "JWT_ROLES_ARRAY_CLAIM")
 	f.StrEnv(&c.EncryptionKey, "encryption-key-file", "REGENT_ENCRYPTION_KEY_FILE", "", "file holding the 32-byte AES-256 payload key")
 	f.StrEnv(&old, "encryption-old-key-files", "REGENT_ENCRYPTION_OLD_KEY_FILES", "", "comma-separated files of retired keys, still accepted for reads")
-	f.DurationEnv(&c.DedupWindow, "dedup-window", "REGENT_DEDUP_WINDOW", time.Hour, "how long a client transactionId is remembered per partition")
+	f.DurationEnv(&c.DedupWindow, "dedup-window", "REGENT_DEDUP_WINDOW", time.Hour, "how long a client transactionId is remembered per partition, in queues that set no dedupWindowSeconds")
 	f.DurationEnv(&c.ReseedInterval, "reseed-interval", "REGENT_RESEED_INTERVAL", 5*time.Second, "how often the hot list is reseeded from the database")
 	f.DurationEnv(&c.RetentionEvery, "retention-interval", "REGENT_RETENTION_INTERVAL", 5*time.Minute, "how often the retention sweep runs (with the dedup and idle partition sweeps)", "RETENTION_INTERVAL")
 	f.IntEnv(&c.RetentionBatch, "retention-batch-size", "REGENT_RETENTION_BATCH_SIZE", 1000, "rows one retention statement deletes", "RETENTION_BATCH_SIZE")

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,6 +19,9 @@ import (
 // Options are how the broker's pool is opened.
 type Options struct {
 	MaxConns int // --pool-size
+	// DedupWindow (--dedup-window) is how long a partition of a queue that
+	// sets no dedupWindowSeconds remembers a client transactionId.
+	DedupWindow time.Duration
 }
 
 // Open connects a pool to PostgreSQL at url. The pool drops connections the
@@ -28,6 +33,10 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 		// ever adds to it (seconds, for the admin reads over 10,000
 		// cursors).
 		pc.ConnConfig.RuntimeParams["jit"] = "off"
+		// queen.log_push_one_v1 reads it, only when a push repeats a
+		// recorded id: a setting of the session, not one more argument of
+		// every push and cycle.
+		pc.ConnConfig.RuntimeParams[DedupWindowSetting] = strconv.Itoa(int(o.DedupWindow / time.Second))
 		pc.PrepareConn = dropClosed
 	})
 	if err != nil {
@@ -35,6 +44,10 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	}
 	return New(pool), nil
 }
+
+// DedupWindowSetting is the session setting that carries Options.DedupWindow,
+// in whole seconds.
+const DedupWindowSetting = "regent.dedup_window_seconds"
 
 // openPool connects a pool of at most maxConns connections to url, its
 // configuration adjusted by tune.

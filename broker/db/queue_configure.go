@@ -33,6 +33,10 @@ type QueueOptions struct {
 	DeadLetterQueue           bool `json:"deadLetterQueue"`
 	DLQAfterMaxRetries        bool `json:"dlqAfterMaxRetries"`
 	MaxWaitTimeSeconds        int  `json:"maxWaitTimeSeconds"`
+	// DedupWindowSeconds is nil for a queue that follows the broker's
+	// --dedup-window, the one option whose default is not the schema's.
+	DedupWindowSeconds *int   `json:"dedupWindowSeconds"`
+	Storage            string `json:"storage"` // rows or segments: stored and echoed only
 }
 
 // QueueDefaults returns the options of a queue that sets none: the column
@@ -51,6 +55,8 @@ func (d *DB) QueueDefaults(ctx context.Context) (QueueOptions, error) {
 	if _, err := pgx.ForEachRow(rows, []any{&column, &value}, func() error {
 		if literal.MatchString(value) {
 			defaults[camel(column)] = json.RawMessage(value)
+		} else if m := word.FindStringSubmatch(value); m != nil {
+			defaults[camel(column)] = json.RawMessage(`"` + m[1] + `"`)
 		}
 		return nil
 	}); err != nil {
@@ -67,9 +73,13 @@ func (d *DB) QueueDefaults(ctx context.Context) (QueueOptions, error) {
 	return o, nil
 }
 
-// literal is a default that is a number or a boolean: an option's. The
-// other columns' defaults (now(), 'default'::text) are not options.
-var literal = regexp.MustCompile(`^(-?[0-9]+|true|false)$`)
+// literal is a default that is a number or a boolean, and word one that is
+// a lowercase word: an option's (the tenant's 'default' too, which no option
+// is named after). The other columns' defaults (now()) are not options.
+var (
+	literal = regexp.MustCompile(`^(-?[0-9]+|true|false)$`)
+	word    = regexp.MustCompile(`^'([a-z]+)'::text$`)
+)
 
 // camel turns a column name into its option's JSON name: lease_time is
 // leaseTime.
@@ -93,8 +103,8 @@ func (d *DB) ConfigureQueue(ctx context.Context, tenant, name string, namespace,
 	b.Queue(`INSERT INTO queen.queues AS q (id, tenant, name, namespace, task, lease_time, retry_limit, retry_delay,
 			max_size, ttl, priority, delayed_processing, window_buffer, retention_seconds,
 			completed_retention_seconds, retention_enabled, encryption_enabled, dead_letter_queue,
-			dlq_after_max_retries, max_wait_time_seconds)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+			dlq_after_max_retries, max_wait_time_seconds, dedup_window_seconds, storage)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
 		ON CONFLICT (tenant, name) DO UPDATE SET namespace = EXCLUDED.namespace, task = EXCLUDED.task,
 			lease_time = EXCLUDED.lease_time, retry_limit = EXCLUDED.retry_limit, retry_delay = EXCLUDED.retry_delay,
 			max_size = EXCLUDED.max_size, ttl = EXCLUDED.ttl, priority = EXCLUDED.priority,
@@ -103,12 +113,13 @@ func (d *DB) ConfigureQueue(ctx context.Context, tenant, name string, namespace,
 			completed_retention_seconds = EXCLUDED.completed_retention_seconds,
 			retention_enabled = EXCLUDED.retention_enabled, encryption_enabled = EXCLUDED.encryption_enabled,
 			dead_letter_queue = EXCLUDED.dead_letter_queue, dlq_after_max_retries = EXCLUDED.dlq_after_max_retries,
-			max_wait_time_seconds = EXCLUDED.max_wait_time_seconds, updated_at = now()
+			max_wait_time_seconds = EXCLUDED.max_wait_time_seconds,
+			dedup_window_seconds = EXCLUDED.dedup_window_seconds, storage = EXCLUDED.storage, updated_at = now()
 		RETURNING q.id`,
 		ids.New(), tenant, name, namespace, task, o.LeaseTime, o.RetryLimit, o.RetryDelay,
 		o.MaxSize, o.TTL, o.Priority, o.DelayedProcessing, o.WindowBuffer, o.RetentionSeconds,
 		o.CompletedRetentionSeconds, o.RetentionEnabled, o.EncryptionEnabled, o.DeadLetterQueue,
-		o.DLQAfterMaxRetries, o.MaxWaitTimeSeconds).QueryRow(func(row pgx.Row) error { return row.Scan(&queueID) })
+		o.DLQAfterMaxRetries, o.MaxWaitTimeSeconds, o.DedupWindowSeconds, o.Storage).QueryRow(func(row pgx.Row) error { return row.Scan(&queueID) })
 	b.Queue(`SELECT partition_id FROM queen.resolve_partition_v2(p_tenant => $1, p_queue => $2, p_partition => $3,
 			p_create => true, p_new_queue_id => NULL, p_new_partition_id => $4)`,
 		tenant, name, catalog.DefaultPartition, ids.New()).QueryRow(func(row pgx.Row) error { return row.Scan(&partitionID) })

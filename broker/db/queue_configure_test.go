@@ -15,11 +15,11 @@ func TestQueueDefaultsAreTheSchemasColumnDefaults(t *testing.T) {
 	f := newFixture(t)
 	got, err := f.db.QueueDefaults(f.ctx)
 	require.NoError(t, err)
-	require.Equal(t, db.QueueOptions{LeaseTime: 300, RetryLimit: 3, RetryDelay: 1000, TTL: 3600}, got)
+	require.Equal(t, db.QueueOptions{LeaseTime: 300, RetryLimit: 3, RetryDelay: 1000, TTL: 3600, Storage: "rows"}, got)
 
 	f.exec(`ALTER TABLE queen.queues ALTER COLUMN lease_time SET DEFAULT 42,
 		ALTER COLUMN dead_letter_queue SET DEFAULT true`)
 	got, err = f.db.QueueDefaults(f.ctx)
 	require.NoError(t, err)
-	require.Equal(t, db.QueueOptions{LeaseTime: 42, RetryLimit: 3, RetryDelay: 1000, TTL: 3600, DeadLetterQueue: true}, got)
+	require.Equal(t, db.QueueOptions{LeaseTime: 42, RetryLimit: 3, RetryDelay: 1000, TTL: 3600, DeadLetterQueue: true, Storage: "rows"}, got)
 }

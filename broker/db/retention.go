@@ -138,7 +138,9 @@ func (s *Sweeping) DropBelowFloors(ctx context.Context, queue uuid.UUID, chunk i
 	}
 }
 
-// TrimDedup deletes the push dedup rows older than window, chunk at a time.
+// TrimDedup deletes the push dedup rows older than their queue's
+// dedupWindowSeconds, or window (--dedup-window) for a queue that sets none,
+// chunk at a time.
 //
 // The BRIN index finds the expired rows by block range, but a range no
 // vacuum has summarized yet matches every search, so each sweep would read
@@ -150,8 +152,17 @@ func (s *Sweeping) TrimDedup(ctx context.Context, window time.Duration, chunk in
 	if _, err := s.conn.Exec(ctx, `SELECT brin_summarize_new_values('queen.push_dedup_created_brin')`); err != nil {
 		return 0, fmt.Errorf("summarize dedup rows: %w", err)
 	}
+	// The shortest window of any queue bounds the search the index serves;
+	// each row then goes by its own queue's window. A row whose partition
+	// is gone has none, and goes by window.
 	n, err := s.drain(ctx, chunk, `DELETE FROM queen.push_dedup WHERE ctid IN (
-		SELECT ctid FROM queen.push_dedup WHERE created_at < now() - make_interval(secs => $1) LIMIT $2)`, window.Seconds())
+		SELECT d.ctid FROM queen.push_dedup d
+		  LEFT JOIN queen.partitions p ON p.id = d.partition_id
+		  LEFT JOIN queen.queues q ON q.id = p.queue_id
+		 WHERE d.created_at < now() - make_interval(secs =>
+		           (SELECT least($1, min(dedup_window_seconds)) FROM queen.queues))
+		   AND d.created_at < now() - make_interval(secs => coalesce(q.dedup_window_seconds, $1))
+		 LIMIT $2)`, window.Seconds())
 	if err != nil {
 		return n, fmt.Errorf("delete dedup rows: %w", err)
 	}

@@ -2,6 +2,9 @@
 package metrics
 
 import (
+	"sync"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -27,8 +30,13 @@ type Metrics struct {
 
 	EncryptionFailures prometheus.Counter
 
-	PopsParked   prometheus.Gauge       // long-polls waiting for messages
-	StreamCycles *prometheus.CounterVec // tenant, result: committed, refused or failed
+	PopsParked prometheus.Gauge // long-polls waiting for messages
+	// The streams cycles: Cycle counts them; StateOps on commit.
+	StreamCycles  *prometheus.CounterVec   // tenant, outcome: committed, refused or failed
+	CycleDuration *prometheus.HistogramVec // outcome
+	StateOps      *prometheus.CounterVec   // tenant, type: upsert or delete
+	RefusedInARow *prometheus.GaugeVec     // tenant, query: only while its last cycles were refused
+	queries       *cycling
 	// QuotaRefusals counts the requests a tenant quota's limit refused.
 	QuotaRefusals *prometheus.CounterVec // tenant, quota
 	// DatabaseUp is 1 while PostgreSQL answers: the health check and the lag
@@ -43,8 +51,8 @@ type Metrics struct {
 	JoinWaiting    *prometheus.GaugeVec     // kind
 }
 
-// Results of a streams cycle, the values of regent_stream_cycles_total's
-// result label.
+// Outcomes of a streams cycle, the values of regent_streams_cycles_total's
+// outcome label.
 const (
 	CycleCommitted = "committed" // applied: state, sink pushes and source ack
 	CycleRefused   = "refused"   // answered success=false, nothing applied
@@ -86,9 +94,23 @@ func New() *Metrics {
 			Help: "Long-poll pops waiting for a message (wait=true and nothing to deliver yet).",
 		}),
 		StreamCycles: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "regent_stream_cycles_total",
-			Help: "Streams cycles that reached the database, by result: committed, refused or failed.",
-		}, []string{"tenant", "result"}),
+			Name: "regent_streams_cycles_total",
+			Help: "Streams cycles that reached the database, by outcome: committed, refused or failed.",
+		}, []string{"tenant", "outcome"}),
+		CycleDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "regent_streams_cycle_duration_seconds",
+			Help:    "Streams cycle latency in the broker, from the decoded request to the answer, by outcome.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"outcome"}),
+		StateOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regent_streams_state_ops_total",
+			Help: "State rows written by committed streams cycles, by type: upsert or delete (a key's last op in its cycle).",
+		}, []string{"tenant", "type"}),
+		RefusedInARow: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "regent_streams_query_refused_in_a_row",
+			Help: "Cycles of a query this replica refused since its last committed one; the series exists only while there are some.",
+		}, []string{"tenant", "query"}),
+		queries: &cycling{last: map[string]time.Time{}, refused: map[string]int{}},
 		DatabaseUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "regent_database_up",
 			Help: "1 when the last health check or lag refresh reached PostgreSQL, 0 when it failed.",
@@ -112,7 +134,60 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.RequestDuration, m.Pushed, m.Popped, m.Acked, m.EncryptionFailures,
 		m.PopsParked, m.StreamCycles, m.QuotaRefusals, m.DatabaseUp, m.SpoolBuffered,
-		m.JoinedRequests, m.JoinWaiting,
+		m.JoinedRequests, m.JoinWaiting, m.CycleDuration, m.StateOps, m.RefusedInARow,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "regent_streams_active_queries",
+			Help: "Queries that sent this replica a cycle in the last minute.",
+		}, m.queries.active),
 	)
 	return m
+}
+
+// ActiveFor is how recent a query's last cycle must be for it to count as
+// active.
+const ActiveFor = time.Minute
+
+// cycling is what the streams metrics remember of each query: when it last
+// cycled, and how many of its cycles were refused since one committed.
+type cycling struct {
+	mu      sync.Mutex
+	last    map[string]time.Time // tenant/query
+	refused map[string]int
+}
+
+// active counts the queries that cycled within ActiveFor, forgetting the
+// others: the map holds no more than the queries of the last minute.
+func (c *cycling) active() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cutoff := time.Now().Add(-ActiveFor)
+	for k, at := range c.last {
+		if at.Before(cutoff) {
+			delete(c.last, k)
+		}
+	}
+	return float64(len(c.last))
+}
+
+// Cycle records a streams cycle of the query that ended with outcome after
+// took. A refusal lengthens the query's run of refusals; a commit ends it and
+// drops its series, so that the gauge names only the queries refused now.
+func (m *Metrics) Cycle(tenant, query, outcome string, took time.Duration) {
+	m.StreamCycles.WithLabelValues(tenant, outcome).Inc()
+	m.CycleDuration.WithLabelValues(outcome).Observe(took.Seconds())
+	key := tenant + "/" + query
+	c := m.queries
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last[key] = time.Now()
+	switch outcome {
+	case CycleRefused:
+		c.refused[key]++
+		m.RefusedInARow.WithLabelValues(tenant, query).Set(float64(c.refused[key]))
+	case CycleCommitted:
+		if _, ok := c.refused[key]; ok {
+			delete(c.refused, key)
+			m.RefusedInARow.DeleteLabelValues(tenant, query)
+		}
+	}
 }

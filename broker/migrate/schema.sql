@@ -569,7 +569,11 @@ CREATE TABLE queen.queues (
     dlq_after_max_retries boolean DEFAULT false NOT NULL,
     max_wait_time_seconds integer DEFAULT 0 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    dedup_window_seconds integer,
+    storage text DEFAULT 'rows'::text NOT NULL,
+    CONSTRAINT queues_dedup_window_seconds_check CHECK ((dedup_window_seconds >= 0)),
+    CONSTRAINT queues_storage_check CHECK ((storage = ANY (ARRAY['rows'::text, 'segments'::text])))
 );
 
 --

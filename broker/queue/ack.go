@@ -109,6 +109,10 @@ func (s *Handler) handleAckBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	group := catalog.QueueMode
 	if body.ConsumerGroup != nil && *body.ConsumerGroup != "" {
+		if err := httpx.CheckText("consumerGroup", *body.ConsumerGroup); err != nil {
+			httpx.Fail(w, err)
+			return
+		}
 		group = *body.ConsumerGroup
 	}
 	acks := make([]db.QueueAck, len(*body.Acks))

@@ -124,6 +124,8 @@ func TestStringsWithNULOrInvalidUTF8AreRefusedWithTheirField(t *testing.T) {
 		{"POST", "/api/v1/ack", `{"transactionId":"t","partitionId":"` + pid + `","consumerGroup":"g\u0000"}`, "consumerGroup"},
 		{"POST", "/api/v1/ack", `{"transactionId":"t","partitionId":"` + pid + `","status":"failed","error":"e\u0000"}`, "error"},
 		{"POST", "/api/v1/ack/batch", `{"acknowledgments":[{"transactionId":"t\u0000","partitionId":"` + pid + `"}]}`, "acknowledgments[0].transactionId"},
+		{"POST", "/api/v1/ack/batch", `{"consumerGroup":"a\u0000b","acknowledgments":[{"transactionId":"t","partitionId":"` + pid + `"}]}`, "consumerGroup"},
+		{"POST", "/api/v1/ack/batch", `{"acknowledgments":[{"transactionId":"t","partitionId":"` + pid + `","consumerGroup":"a\u0000b"}]}`, "acknowledgments[0].consumerGroup"},
 		{"POST", "/api/v1/transaction", `{"operations":[{"type":"push","items":[{"queue":"q","transactionId":"\u0000"}]}]}`, "operations[0].items[0].transactionId"},
 		{"DELETE", "/api/v1/resources/queues/%00", ``, "queue"},
 		{"DELETE", "/api/v1/resources/queues/%FF", ``, "queue"},

@@ -3,6 +3,7 @@ package queue
 import (
 	"math"
 	"net/http"
+	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/catalog"
@@ -31,6 +32,12 @@ func checkOptions(o *db.QueueOptions) error {
 		if f.v < 0 || f.v > math.MaxInt32 {
 			return httpx.BadRequest("options.%s must be from 0 to %d", f.name, math.MaxInt32)
 		}
+	}
+	if w := o.DedupWindowSeconds; w != nil && (*w < 0 || *w > math.MaxInt32) {
+		return httpx.BadRequest("options.dedupWindowSeconds must be from 0 to %d", math.MaxInt32)
+	}
+	if o.Storage != "rows" && o.Storage != "segments" {
+		return httpx.BadRequest("options.storage must be rows or segments, not %q", o.Storage)
 	}
 	return nil
 }
@@ -94,9 +101,14 @@ func (s *Handler) handleConfigure(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "configure", err)
 		return
 	}
+	echo := *o
+	if echo.DedupWindowSeconds == nil { // the window it is held to
+		def := int(s.DedupWindow / time.Second)
+		echo.DedupWindowSeconds = &def
+	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{
 		"configured": true, "queueId": queueID, "partitionId": partitionID, "queue": *body.Queue,
-		"namespace": body.Namespace, "task": body.Task, "options": o,
+		"namespace": body.Namespace, "task": body.Task, "options": echo,
 	})
 }
 

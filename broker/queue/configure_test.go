@@ -3,9 +3,11 @@ package queue_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -27,6 +29,7 @@ func TestConfigureAnswersEveryOptionWithDefaults(t *testing.T) {
 		"priority": 0.0, "delayedProcessing": 0.0, "windowBuffer": 0.0, "retentionSeconds": 0.0,
 		"completedRetentionSeconds": 0.0, "retentionEnabled": false, "encryptionEnabled": true,
 		"deadLetterQueue": false, "dlqAfterMaxRetries": false, "maxWaitTimeSeconds": 0.0,
+		"dedupWindowSeconds": 3600.0, "storage": "rows",
 	}, m["options"])
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.partitions WHERE name = 'Default' AND id = $1`, m["partitionId"]))
 }
@@ -39,6 +42,35 @@ func TestConfigureUpdatesAndResetsOptionsNotGiven(t *testing.T) {
 	require.Equal(t, first["queueId"], second["queueId"])
 	require.Equal(t, first["partitionId"], second["partitionId"])
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.queues WHERE name = 'q' AND lease_time = 5 AND retry_limit = 3`))
+}
+
+// queue-admin-api.md §8: Queen's newer options are accepted, stored and
+// echoed; storage is an echo only.
+func TestConfigureStoresAndEchoesDedupWindowSecondsAndStorage(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	for _, storage := range []string{"segments", "rows"} {
+		resp := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q",
+			"options": map[string]any{"dedupWindowSeconds": 0, "storage": storage}})
+		require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+		o := resp.Map(t)["options"].(map[string]any)
+		require.Equal(t, 0.0, o["dedupWindowSeconds"])
+		require.Equal(t, storage, o["storage"])
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.queues WHERE name = 'q' AND dedup_window_seconds = 0
+			AND storage = $1`, storage))
+	}
+	// Not given, the window is the broker's --dedup-window again: stored as
+	// none, so that the flag's next value applies, and echoed as the flag.
+	resp := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"storage": "segments"}})
+	require.Equal(t, 3600.0, resp.Map(t)["options"].(map[string]any)["dedupWindowSeconds"])
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.queues WHERE name = 'q' AND dedup_window_seconds IS NULL`))
+}
+
+func TestConfigureEchoesTheBrokersDedupWindowForAQueueThatSetsNone(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, func(c *config.Config) { c.DedupWindow = 90 * time.Second })
+	resp := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q"})
+	require.Equal(t, 90.0, resp.Map(t)["options"].(map[string]any)["dedupWindowSeconds"])
 }
 
 func TestConfigureAcceptsTheEmptyQueueName(t *testing.T) {
@@ -62,6 +94,12 @@ func TestConfigureRejectsBadQueueNameAndOptions(t *testing.T) {
 		map[string]any{"queue": "q", "options": map[string]any{"leaseTime": 0}},
 		map[string]any{"queue": "q", "options": map[string]any{"retryLimit": -1}},
 		map[string]any{"queue": "q", "options": []any{}},
+		map[string]any{"queue": "q", "options": map[string]any{"dedupWindowSeconds": -1}},
+		map[string]any{"queue": "q", "options": map[string]any{"dedupWindowSeconds": 2147483648}},
+		map[string]any{"queue": "q", "options": map[string]any{"dedupWindowSeconds": "1h"}},
+		map[string]any{"queue": "q", "options": map[string]any{"storage": "columns"}},
+		map[string]any{"queue": "q", "options": map[string]any{"storage": ""}},
+		map[string]any{"queue": "q", "options": map[string]any{"storage": 1}},
 	} {
 		resp := b.Do(t, "POST", "/api/v1/configure", "", body)
 		require.Equal(t, http.StatusBadRequest, resp.Status, "%v: %s", body, resp.Body)

@@ -3,9 +3,11 @@ package queue_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -58,6 +60,63 @@ func TestPushDuplicateTransactionIDInSamePartition(t *testing.T) {
 	require.Equal(t, "duplicate", out[2]["status"], "a repeat inside one request is a duplicate too")
 	require.Equal(t, out[1]["message_id"], out[2]["message_id"])
 	require.Equal(t, 2, b.Count(t, "SELECT coalesce(sum(frame_count), 0)::int FROM queen.log_segments"))
+}
+
+// age makes the dedup records of queue q as old as the interval says.
+func age(t *testing.T, b *brokertest.Broker, queue, interval string) {
+	t.Helper()
+	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.push_dedup d SET created_at = now() - $2::interval
+		FROM queen.partitions p, queen.queues q WHERE p.id = d.partition_id AND q.id = p.queue_id AND q.name = $1`, queue, interval)
+	require.NoError(t, err)
+}
+
+// queue-admin-api.md §8: a repeat within the queue's dedupWindowSeconds is a
+// duplicate, and after it the id is new again and the message stored, even
+// before the sweep has removed the old record.
+func TestADuplicateAfterItsQueuesDedupWindowIsStoredAgain(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	configure := func(queue string, window any) {
+		r := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": queue, "options": map[string]any{"dedupWindowSeconds": window}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	}
+	configure("short", 60)
+	configure("none", 0)
+	configure("long", nil) // the broker's window, an hour
+	push := func(queue string) map[string]any {
+		return b.Push(t, map[string]any{"queue": queue, "payload": 1, "transactionId": "tx"})[0]
+	}
+	first := map[string]map[string]any{}
+	for _, q := range []string{"short", "none", "long"} {
+		first[q] = push(q)
+		require.Equal(t, "queued", first[q]["status"])
+	}
+	age(t, b, "short", "30 seconds")
+	require.Equal(t, "duplicate", push("short")["status"], "within its window")
+	require.Equal(t, "queued", push("none")["status"], "a window of 0 remembers nothing")
+	for _, q := range []string{"short", "long"} {
+		age(t, b, q, "2 minutes")
+	}
+	again := push("short")
+	require.Equal(t, "queued", again["status"], "after its window")
+	require.NotEqual(t, first["short"]["message_id"], again["message_id"])
+	require.Equal(t, "duplicate", push("long")["status"], "the other queue's window is the broker's hour")
+	require.Equal(t, "duplicate", push("short")["status"], "the new record starts a new window")
+	require.Equal(t, 2, b.Count(t, `SELECT sum(s.frame_count)::int FROM queen.log_segments s
+		JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'short'`))
+}
+
+func TestTheBrokersDedupWindowIsTheWindowOfQueuesThatSetNone(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, func(c *config.Config) { c.DedupWindow = time.Minute })
+	r := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "own", "options": map[string]any{"dedupWindowSeconds": 3600}})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	for _, q := range []string{"own", "pushed"} { // pushed: created by its first push
+		b.Push(t, map[string]any{"queue": q, "payload": 1, "transactionId": "tx"})
+		age(t, b, q, "2 minutes")
+	}
+	require.Equal(t, "queued", b.Push(t, map[string]any{"queue": "pushed", "payload": 1, "transactionId": "tx"})[0]["status"])
+	require.Equal(t, "duplicate", b.Push(t, map[string]any{"queue": "own", "payload": 1, "transactionId": "tx"})[0]["status"])
 }
 
 func TestPushSameTransactionIDInAnotherPartitionIsNotDuplicate(t *testing.T) {

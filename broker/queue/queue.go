@@ -13,6 +13,7 @@ package queue
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/db"
@@ -46,6 +47,9 @@ type Deps struct {
 	// Spool takes the pushes while push maintenance is on (§7); nil never
 	// buffers.
 	Spool *spool.Spool
+	// DedupWindow is the dedupWindowSeconds of a queue that sets none
+	// (--dedup-window): what configure echoes for it.
+	DedupWindow time.Duration
 }
 
 // New returns the queue's handlers.

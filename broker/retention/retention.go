@@ -8,7 +8,7 @@
 //   - eviction, for queues with maxWaitTimeSeconds, whatever
 //     retentionEnabled says: messages older than that, for every group,
 //     without a dead letter, leased ones included;
-//   - always: push dedup rows older than the dedup window, and partitions
+//   - always: push dedup rows older than their queue's dedup window, and partitions
 //     that hold no messages and saw no push or cursor activity for the
 //     cleanup age, with their cursors; traces of messages that are gone,
 //     and traces, analytics minutes, replica samples and retention events

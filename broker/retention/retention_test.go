@@ -151,6 +151,22 @@ func TestDedupRowsAreSweptAfterTheWindow(t *testing.T) {
 	require.Equal(t, "queued", out[0]["status"], "outside the window the id is new again")
 }
 
+func TestDedupRowsAreSweptAfterTheirQueuesOwnWindow(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	for q, window := range map[string]any{"short": 60, "long": 7200, "default": nil} {
+		do(t, b, "POST", "/api/v1/configure", map[string]any{"queue": q, "options": map[string]any{"dedupWindowSeconds": window}})
+		do(t, b, "POST", "/api/v1/push", map[string]any{"items": []any{map[string]any{"queue": q, "transactionId": "t1"}}})
+	}
+	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.push_dedup SET created_at = now() - interval '2 hours' + interval '1 minute'`)
+	require.NoError(t, err)
+	st, err := sweeper(b, time.Hour).Sweep(t.Context())
+	require.NoError(t, err)
+	require.EqualValues(t, 2, st.Dedup, "short's minute and default's hour are over, long's two hours are not")
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.push_dedup d JOIN queen.partitions p ON p.id = d.partition_id
+		JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'long'`))
+}
+
 // An unsummarized BRIN range matches every search: a sweep that left the
 // rows pushed since the last vacuum unsummarized would read them all again
 // at its next turn.

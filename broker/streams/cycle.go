@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -123,6 +124,7 @@ type ackResult struct {
 // of the cycle: what its ack does to the cursor, the gate partial ack, and
 // what keeps an idle flush beside folds exactly-once.
 func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	var req cycleRequest
 	if err := httpx.ReadJSON(r, &req); err != nil {
 		httpx.Fail(w, err)
@@ -145,7 +147,7 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.Ops.Refusal != "" {
 		// The ops break the rules, so the cycle fails.
-		s.refuseOwned(w, r, &c, c.Ops.Refusal)
+		s.refuseOwned(w, r, &c, c.Ops.Refusal, start)
 		return
 	}
 	k, err := s.pack(r.Context(), c.Tenant, id.Subject, req.PushItems, items, index)
@@ -157,17 +159,18 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 		if err := s.quotas.AdmitStore(c.Tenant, k.packed.Bytes()); err != nil {
 			// Past maxStoredBytes the cycle fails as a whole, as past
 			// maxStateRows.
-			s.refuseOwned(w, r, &c, err.Error())
+			s.refuseOwned(w, r, &c, err.Error(), start)
 			return
 		}
 	}
 	res, k, err := s.run(r, &c, k, items)
 	if err != nil {
-		s.refuseOrFail(w, r, &c, err)
+		s.refuseOrFail(w, r, &c, err, start)
 		return
 	}
-	s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleCommitted).Inc()
 	s.metrics.Ops.Cycle(c.Tenant, c.QueryID, false)
+	s.metrics.StateOps.WithLabelValues(c.Tenant, "upsert").Add(float64(len(c.Ops.UpsertKeys)))
+	s.metrics.StateOps.WithLabelValues(c.Tenant, "delete").Add(float64(len(c.Ops.DeleteKeys)))
 
 	// The cycle committed: the bookkeeping of the push and ack routes is
 	// done here, counters and the announcements that make the sink emits
@@ -189,25 +192,25 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	resp.write(w)
+	s.metrics.Cycle(c.Tenant, c.QueryID.String(), metrics.CycleCommitted, time.Since(start))
 }
 
 // refuseOwned fails a cycle that breaks a rule the broker checks before the
 // database, for why; but the ownership verdicts come first, whatever the
 // rule says.
-func (s *Service) refuseOwned(w http.ResponseWriter, r *http.Request, c *db.Cycle, why string) {
+func (s *Service) refuseOwned(w http.ResponseWriter, r *http.Request, c *db.Cycle, why string, start time.Time) {
 	err := s.db.CheckOwner(r.Context(), c.Tenant, c.QueryID, c.PartitionID)
 	if err == nil {
 		err = &db.Failure{Message: why}
 	}
-	s.refuseOrFail(w, r, c, err)
+	s.refuseOrFail(w, r, c, err, start)
 }
 
 // refuseOrFail answers a cycle that did not commit: a refusal by the rules
 // is a 200 with success false, anything else an error status.
-func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cycle, err error) {
+func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cycle, err error, start time.Time) {
 	var refused *db.Failure
 	if errors.As(err, &refused) {
-		s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleRefused).Inc()
 		s.metrics.Ops.Cycle(c.Tenant, c.QueryID, true)
 		if q := quota.InSQL(refused.Code); q != "" {
 			s.quotas.Refused(c.Tenant, q, refused.Message)
@@ -221,10 +224,11 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cyc
 		}
 		(&cycleResponse{QueryID: c.QueryID, PartitionID: c.PartitionID,
 			Error: refused.Message, PushResults: []pushResult{}}).writeStatus(w, status)
+		s.metrics.Cycle(c.Tenant, c.QueryID.String(), metrics.CycleRefused, time.Since(start))
 		return
 	}
-	s.metrics.StreamCycles.WithLabelValues(c.Tenant, metrics.CycleFailed).Inc()
 	s.fail(w, r, err)
+	s.metrics.Cycle(c.Tenant, c.QueryID.String(), metrics.CycleFailed, time.Since(start))
 }
 
 // run runs the cycle until it commits or is refused, through the log's

@@ -27,14 +27,56 @@ func waitForMetric(t *testing.T, b *brokertest.Broker, line string) {
 	}
 }
 
-func TestStreamCyclesAreCountedByTenantAndResult(t *testing.T) {
+func TestStreamCyclesAreCountedByTenantAndOutcomeAndTimed(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	committed(t, f.b, f.body(nil))
 	committed(t, f.b, f.body(nil))
 	refused(t, f.b, f.body(map[string]any{"ack": ack(uuid.NewString(), "completed", 1)}), "no lease")
-	waitForMetric(t, f.b, fmt.Sprintf(`regent_stream_cycles_total{result="committed",tenant=%q} 2`, f.b.Tenant))
-	waitForMetric(t, f.b, fmt.Sprintf(`regent_stream_cycles_total{result="refused",tenant=%q} 1`, f.b.Tenant))
+	waitForMetric(t, f.b, fmt.Sprintf(`regent_streams_cycles_total{outcome="committed",tenant=%q} 2`, f.b.Tenant))
+	waitForMetric(t, f.b, fmt.Sprintf(`regent_streams_cycles_total{outcome="refused",tenant=%q} 1`, f.b.Tenant))
+	waitForMetric(t, f.b, `regent_streams_cycle_duration_seconds_count{outcome="committed"} 2`)
+	waitForMetric(t, f.b, `regent_streams_cycle_duration_seconds_count{outcome="refused"} 1`)
+	waitForMetric(t, f.b, "regent_streams_active_queries 1")
+}
+
+func TestStateOpsOfCommittedCyclesAreCountedByType(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	committed(t, f.b, f.body(map[string]any{"state_ops": []any{
+		map[string]any{"type": "upsert", "key": "a", "value": 1},
+		map[string]any{"type": "upsert", "key": "b", "value": 2},
+		map[string]any{"type": "upsert", "key": "c", "value": 3},
+		map[string]any{"type": "delete", "key": "c"}, // a key's last op is what is written
+	}}))
+	// A refused cycle writes no state, and counts none.
+	refused(t, f.b, f.body(map[string]any{"ack": ack(uuid.NewString(), "completed", 1), "state_ops": []any{
+		map[string]any{"type": "upsert", "key": "d", "value": 1}}}), "no lease")
+	waitForMetric(t, f.b, fmt.Sprintf(`regent_streams_state_ops_total{tenant=%q,type="upsert"} 2`, f.b.Tenant))
+	waitForMetric(t, f.b, fmt.Sprintf(`regent_streams_state_ops_total{tenant=%q,type="delete"} 1`, f.b.Tenant))
+}
+
+// The alert on a query whose cycles are refused in a row reads this gauge:
+// it counts the refusals since the last commit, and its series goes with
+// the next commit.
+func TestRefusedInARowCountsAQuerysRefusalsUntilOneCommits(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	series := fmt.Sprintf(`regent_streams_query_refused_in_a_row{query=%q,tenant=%q}`, f.query, f.b.Tenant)
+	for range 3 {
+		refused(t, f.b, f.body(map[string]any{"ack": ack(uuid.NewString(), "completed", 1)}), "no lease")
+	}
+	waitForMetric(t, f.b, series+" 3")
+	committed(t, f.b, f.body(nil))
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Contains(string(f.b.Do(t, "GET", "/metrics", "", nil).Body), series) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is still there after a commit", series)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	refused(t, f.b, f.body(map[string]any{"ack": ack(uuid.NewString(), "completed", 1)}), "no lease")
+	waitForMetric(t, f.b, series+" 1")
 }
 
 func TestParkedPopsAreCountedWhileTheyWait(t *testing.T) {

@@ -26,6 +26,7 @@ func FuzzTrace(f *testing.F) {
 	br := start(f)
 	f.Add(`{"transactionId":"t1","partitionId":"0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f","data":{},"traceNames":["a"]}`)
 	f.Add(`{"transactionId":"t1","partitionId":"x","data":null,"traceNames":"a","eventType":5}`)
+	f.Add(`{"transactionId":"t1","partitionId":"0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f","consumerGroup":"a\u0000b","data":{}}`)
 	f.Fuzz(func(t *testing.T, body string) { br.check(t, "POST", "/api/v1/traces", "", body) })
 }
 

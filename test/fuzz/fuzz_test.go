@@ -190,6 +190,31 @@ func FuzzDLQ(f *testing.F) {
 	f.Fuzz(func(t *testing.T, query string) { br.check(t, "GET", "/api/v1/dlq", query, "") })
 }
 
+// FuzzConsumerGroup drives the routes that name a group in their path and
+// read no body: describe it, and delete it from one queue or from all.
+func FuzzConsumerGroup(f *testing.F) {
+	br := start(f)
+	f.Fuzz(func(t *testing.T, group, queue string) {
+		path := "/api/v1/consumer-groups/" + url.PathEscape(group)
+		br.check(t, "GET", path, "", "")
+		br.check(t, "DELETE", path+"/queues/"+url.PathEscape(queue), "", "")
+		br.check(t, "DELETE", path, "", "")
+	})
+}
+
+// FuzzSeek drives the routes that move a group's cursors: the queue's seek,
+// one partition's, and the subscription start.
+func FuzzSeek(f *testing.F) {
+	br := start(f)
+	f.Fuzz(func(t *testing.T, group, queue, partition, body string) {
+		path := "/api/v1/consumer-groups/" + url.PathEscape(group)
+		onQueue := path + "/queues/" + url.PathEscape(queue)
+		br.check(t, "POST", onQueue+"/seek", "", body)
+		br.check(t, "POST", onQueue+"/partitions/"+url.PathEscape(partition)+"/seek", "", body)
+		br.check(t, "POST", path+"/subscription", "", body)
+	})
+}
+
 func FuzzRegisterQuery(f *testing.F) {
 	br := start(f)
 	f.Fuzz(func(t *testing.T, body string) { br.check(t, "POST", "/streams/v1/queries", "", body) })

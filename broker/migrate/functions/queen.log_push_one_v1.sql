@@ -13,8 +13,9 @@
 -- First each partition is locked by moving its next_offset past its
 -- segment, which gives the segment its base offset. When a partition no
 -- longer exists ('gone': deleted behind the broker's cache) or already
--- holds some of the client transaction ids ('duplicates', with dup_txids
--- and the message ids they were stored under), the moves are taken back
+-- holds some of the client transaction ids within its queue's dedup window
+-- ('duplicates', with dup_txids and the message ids they were stored
+-- under), the moves are taken back
 -- (the locks are still held: nobody allocated since), those rows are the
 -- answer and nothing is written; the broker resolves again or repacks
 -- without them, and calls again. Otherwise the segments are stored, and the
@@ -51,6 +52,7 @@ DECLARE
     v_queue      uuid;
     v_dedup_pids uuid[] := '{}';
     v_t          integer := 0;
+    v_expired_gone boolean := false;
 BEGIN
     FOR i IN 1 .. cardinality(p_partitions) LOOP
         UPDATE queen.partitions p
@@ -79,13 +81,32 @@ BEGIN
         -- table. A plain INSERT, in a block whose subtransaction takes the
         -- rows back when one is refused, cost a third less than ON CONFLICT
         -- DO NOTHING, whose speculative insertion doubles each row's work.
+        LOOP
         BEGIN
             INSERT INTO queen.push_dedup (partition_id, transaction_id, message_id)
             SELECT * FROM unnest(v_dedup_pids, p_dedup_txids, p_dedup_msg_ids);
+            EXIT;
         EXCEPTION WHEN unique_violation THEN
             -- Some were recorded before. The rows just recorded are gone
-            -- with the block; take the moves back too, so that nothing is
-            -- written, and answer the others, looked up one by one.
+            -- with the block. A record older than its queue's dedup window
+            -- (its dedupWindowSeconds, else the broker's --dedup-window,
+            -- which the connection carries) is forgotten and the insert
+            -- tried again: the sweep removes such rows only now and then.
+            -- Only a conflict pays for this; a push without one reads no
+            -- window.
+            IF NOT v_expired_gone THEN
+                v_expired_gone := true;
+                DELETE FROM queen.push_dedup x
+                 USING unnest(v_dedup_pids, p_dedup_txids) AS u (pid, txid), queen.partitions p, queen.queues q
+                 WHERE x.partition_id = u.pid AND x.transaction_id = u.txid AND p.id = u.pid AND q.id = p.queue_id
+                   AND x.created_at <= now() - make_interval(secs => coalesce(q.dedup_window_seconds,
+                           nullif(current_setting('regent.dedup_window_seconds', true), '')::integer, 3600));
+                IF FOUND THEN
+                    CONTINUE;
+                END IF;
+            END IF;
+            -- The others are duplicates: take the moves back too, so that
+            -- nothing is written, and answer them, looked up one by one.
             PERFORM queen.log_push_undo(p_partitions => p_partitions, p_frames => p_frames, p_bodies => p_bodies);
             RETURN QUERY SELECT u.pid, 'duplicates'::text, NULL::bigint, NULL::uuid,
                                 array_agg(u.txid), array_agg(d.message_id)
@@ -101,6 +122,7 @@ BEGIN
             END IF;
             RETURN;
         END;
+        END LOOP;
     END IF;
 
     FOR i IN 1 .. cardinality(p_partitions) LOOP
