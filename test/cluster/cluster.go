@@ -68,13 +68,13 @@ type Broker struct {
 	Addr       string // host:port
 	URL        string // http://host:port
 	MetricsURL string // the metrics listener's http://host:port
-	t    testing.TB
-	bin  string
-	args []string
-	log  *os.File
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	t          testing.TB
+	bin        string
+	args       []string
+	log        *os.File
+	mu         sync.Mutex
+	cmd        *exec.Cmd
+	done       chan struct{}
 }
 
 // Start starts n brokers on the database dbURL, each with the extra flags
