@@ -191,17 +191,31 @@ func (b *Broker) Client() *brokertest.Broker {
 }
 
 // Terminate sends SIGTERM, as the kubelet does to a pod told to stop, and
-// returns a channel closed when the process has exited.
-func (b *Broker) Terminate() <-chan struct{} {
+// waits until the process has exited: an error unless it exited with
+// status 0 within the time given. A broker still running then is killed.
+func (b *Broker) Terminate(within time.Duration) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.cmd == nil {
-		b.t.Fatalf("cluster: broker %s is not running", b.Addr)
+		return fmt.Errorf("broker %s is not running", b.Addr)
 	}
-	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		b.t.Fatalf("cluster: SIGTERM broker %s: %v", b.Addr, err)
+	cmd := b.cmd
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("SIGTERM broker %s: %w", b.Addr, err)
 	}
-	return b.done
+	select {
+	case <-b.done:
+	case <-time.After(within):
+		_ = cmd.Process.Kill()
+		<-b.done
+		b.cmd = nil
+		return fmt.Errorf("broker %s still ran %v after SIGTERM", b.Addr, within)
+	}
+	b.cmd = nil
+	if !cmd.ProcessState.Success() {
+		return fmt.Errorf("broker %s exited with %v after SIGTERM", b.Addr, cmd.ProcessState)
+	}
+	return nil
 }
 
 // Kill SIGKILLs the process, without shutdown or drain, and waits for it
