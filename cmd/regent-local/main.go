@@ -72,7 +72,7 @@ func run() error {
 	f.StrEnv(&o.CRDDir, "crd-dir", "REGENT_CRD_DIR", "config/crd/bases", "the CRDs to install")
 	f.IntEnv(&o.PGPort, "pg-port", "REGENT_PG_PORT", 6641, "PostgreSQL port")
 	f.StrEnv(&o.BrokerAddr, "broker-addr", "REGENT_BROKER_ADDR", "127.0.0.1:6632", "broker listen address")
-	f.StrEnv(&o.BrokerMetricsAddr, "broker-metrics-addr", "REGENT_BROKER_METRICS_ADDR", "127.0.0.1:6633", "broker metrics listen address")
+	f.StrEnv(&o.BrokerMetricsAddr, "broker-metrics-addr", "REGENT_BROKER_METRICS_ADDR", "127.0.0.1:6682", "broker metrics listen address")
 	f.StrEnv(&o.MetricsAddr, "operator-metrics-addr", "REGENT_OPERATOR_METRICS_ADDR", "127.0.0.1:6680", "operator metrics address")
 	f.StrEnv(&o.ProbeAddr, "operator-probe-addr", "REGENT_OPERATOR_PROBE_ADDR", "127.0.0.1:6681", "operator health probe address")
 	if err := f.Parse(os.Args[1:]); err != nil {

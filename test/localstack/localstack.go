@@ -43,7 +43,7 @@ type Options struct {
 	// which picks its own while the stack starts.
 	PGPort     int
 	BrokerAddr string // e.g. 127.0.0.1:6632
-	// BrokerMetricsAddr is the broker's /metrics (e.g. 127.0.0.1:6633);
+	// BrokerMetricsAddr is the broker's /metrics (e.g. 127.0.0.1:6682);
 	// empty picks a free port.
 	BrokerMetricsAddr string
 	MetricsAddr       string // operator metrics
