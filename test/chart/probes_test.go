@@ -1,6 +1,8 @@
 package chart_test
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +69,14 @@ func TestTheServiceMonitorScrapesTheMetricsPortThatTheTenantFacingServiceDoesNot
 	chart.Into(t, objs.Find(t, "Service", chart.Broker+"-metrics"), &metrics)
 	if len(metrics.Spec.Ports) != 1 || metrics.Spec.Ports[0].TargetPort.StrVal != "metrics" {
 		t.Errorf("the broker's metrics Service ports %+v, want only the metrics port", metrics.Spec.Ports)
+	}
+	// Prometheus names a ServiceMonitor's job after the Service it scrapes.
+	rule, err := json.Marshal(objs.Find(t, "PrometheusRule", chart.Release).Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rule), `job=\"`+chart.Broker+`-metrics\"`) || strings.Contains(string(rule), `job=\"`+chart.Broker+`\"`) {
+		t.Errorf("the alert rules do not select the broker's job by its metrics Service, %s-metrics", chart.Broker)
 	}
 	sm := objs.Find(t, "ServiceMonitor", chart.Broker)
 	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
