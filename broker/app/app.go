@@ -199,7 +199,8 @@ func (b *Broker) Close() {
 // cancelled (SIGTERM), then stops in the order a rolling restart needs:
 //
 //  1. /ready fails at once, so that the endpoints drop this replica;
-//  2. both listeners keep serving for the drain grace, while they do;
+//  2. both listeners keep serving for the drain grace, while they do, each
+//     answer closing its connection;
 //  3. parked long-polls answer at once, as an empty poll does (they see
 //     httpx.Draining), the listeners stop accepting, and in-flight
 //     requests finish within the shutdown grace;
@@ -246,6 +247,10 @@ func (b *Broker) Serve(ctx context.Context, api, metrics net.Listener) error {
 	case <-ctx.Done():
 	}
 	close(b.stopping)
+	// Each answer closes its connection from now on, so that a client's
+	// next request opens a new one, which the Service sends to a replica
+	// still ready, rather than waiting on this one until it closes.
+	srv.SetKeepAlivesEnabled(false)
 	b.log.Info("stopping: /ready fails; still serving for the drain grace", "grace", b.cfg.DrainGrace)
 	grace := time.NewTimer(b.cfg.DrainGrace)
 	defer grace.Stop()

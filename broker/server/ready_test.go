@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,9 +80,24 @@ func TestReadyFailsAtOnceOnStopWhileTheListenerServesOnForTheDrainGrace(t *testi
 	if h := b.Do(t, "GET", "/health", "", nil); h.Status != http.StatusOK {
 		t.Errorf("health while draining = %d %s", h.Status, h.Body)
 	}
-	push := map[string]any{"items": []map[string]any{{"queue": "draining", "payload": 1}}}
-	if p := b.Do(t, "POST", "/api/v1/push", "", push); p.Status != http.StatusCreated {
-		t.Errorf("a push while draining = %d %s, want it served", p.Status, p.Body)
+	push := `{"items": [{"queue": "draining", "payload": 1}]}`
+	req, err := http.NewRequest("POST", b.URL+"/api/v1/push", strings.NewReader(push))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if b.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.Token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// Closing each connection sends the client's next request through
+	// the Service to a replica still ready.
+	if resp.StatusCode != http.StatusCreated || !resp.Close {
+		t.Errorf("a push while draining = %d, closing its connection: %v; want it served, and the connection closed", resp.StatusCode, resp.Close)
 	}
 	<-stopped
 }
