@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -80,24 +79,11 @@ func TestReadyFailsAtOnceOnStopWhileTheListenerServesOnForTheDrainGrace(t *testi
 	if h := b.Do(t, "GET", "/health", "", nil); h.Status != http.StatusOK {
 		t.Errorf("health while draining = %d %s", h.Status, h.Body)
 	}
-	push := `{"items": [{"queue": "draining", "payload": 1}]}`
-	req, err := http.NewRequest("POST", b.URL+"/api/v1/push", strings.NewReader(push))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if b.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+b.Token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	push := map[string]any{"items": []map[string]any{{"queue": "draining", "payload": 1}}}
 	// Closing each connection sends the client's next request through
 	// the Service to a replica still ready.
-	if resp.StatusCode != http.StatusCreated || !resp.Close {
-		t.Errorf("a push while draining = %d, closing its connection: %v; want it served, and the connection closed", resp.StatusCode, resp.Close)
+	if p := b.Do(t, "POST", "/api/v1/push", "", push); p.Status != http.StatusCreated || !p.Close {
+		t.Errorf("a push while draining = %d %s, connection closed: %v; want it served, and its connection closed", p.Status, p.Body, p.Close)
 	}
 	<-stopped
 }

@@ -165,6 +165,7 @@ type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
+	Close  bool // the server closed the connection after the answer
 }
 
 // JSON decodes the body into v, failing the test when it is not JSON.
@@ -237,7 +238,7 @@ func (b *Broker) Send(method, path, token string, body any) (Response, error) {
 	if err != nil {
 		return Response{}, fmt.Errorf("%s %s: read response: %w", method, path, err)
 	}
-	return Response{Status: resp.StatusCode, Header: resp.Header, Body: out}, nil
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: out, Close: resp.Close}, nil
 }
 
 // Count runs a query that returns one number on the broker's database, for
