@@ -205,7 +205,8 @@ func (b *Broker) Close() {
 //     httpx.Draining), the listeners stop accepting, and in-flight
 //     requests finish within the shutdown grace;
 //
-// then it returns, and Close flushes the spool and the loops. Requests are
+// then it returns, and Close stops the loops (each finishes its last flush)
+// and seals the spool, fsync'd, for the next start to drain. Requests are
 // not cancelled with ctx: a push in flight when a pod is told to stop must
 // still be answered (cancelled, it was answered an empty 200, stored or
 // not). Whatever still runs when the shutdown grace is over is cancelled.
