@@ -18,7 +18,7 @@ USER 65532:65532
 
 FROM base AS broker
 COPY bin/broker /broker
-EXPOSE 6632
+EXPOSE 6632 6633
 ENTRYPOINT ["/broker"]
 
 FROM base AS operator

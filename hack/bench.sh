@@ -53,7 +53,8 @@ psql=("$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -d "$db")
 # As root, $! is runuser's pid; the postmaster writes its own.
 pgpid=$(head -1 "$dir/data/postmaster.pid")
 
-"$broker" --database-url "$db" --listen "$addr" --spool-dir "$dir/spool" --log-level warn >"$dir/broker.log" 2>&1 &
+# The environment, not a flag: a BENCH_BROKER from before --metrics-listen ignores it.
+REGENT_METRICS_LISTEN=${REGENT_BENCH_METRICS_ADDR:-127.0.0.1:6653} "$broker" --database-url "$db" --listen "$addr" --spool-dir "$dir/spool" --log-level warn >"$dir/broker.log" 2>&1 &
 brokerpid=$!
 pids+=($brokerpid)
 until curl -sf "http://$addr/health" >/dev/null; do sleep 0.2; done

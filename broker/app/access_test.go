@@ -68,11 +68,32 @@ func TestAccessLevelOfEveryRouteForEachRoleAndNoToken(t *testing.T) {
 	}
 }
 
-func TestHealthAndMetricsArePublicWithAuthOn(t *testing.T) {
+func TestHealthAndReadinessArePublicWithAuthOn(t *testing.T) {
 	b := brokertest.Start(t, brokertest.WithJWT(true))
-	for _, p := range []string{"/health", "/metrics", "/metrics/prometheus"} {
+	for _, p := range []string{"/health", "/ready"} {
 		if r := b.Do(t, "GET", p, brokertest.NoToken, nil); r.Status != http.StatusOK {
 			t.Fatalf("GET %s without a token = %d", p, r.Status)
+		}
+	}
+}
+
+// queue-admin-api.md §10: the metrics are public on a listener of their
+// own; on the API listener they stay public with tenancy off, as in Queen,
+// and are a 404 with it on, since their labels name every tenant's queues.
+func TestMetricsArePublicOnTheirListenerAndOffTheAPIWithTenancy(t *testing.T) {
+	for _, tenancy := range []bool{false, true} {
+		b := brokertest.Start(t, brokertest.WithJWT(tenancy))
+		for _, p := range []string{"/metrics", "/metrics/prometheus"} {
+			if r := brokertest.At(b.MetricsURL).Do(t, "GET", p, brokertest.NoToken, nil); r.Status != http.StatusOK {
+				t.Errorf("tenancy %v: GET %s on the metrics listener = %d", tenancy, p, r.Status)
+			}
+			r := b.Do(t, "GET", p, brokertest.NoToken, nil)
+			if want := map[bool]int{false: http.StatusOK, true: http.StatusNotFound}[tenancy]; r.Status != want {
+				t.Errorf("tenancy %v: GET %s on the API listener = %d, want %d", tenancy, p, r.Status, want)
+			}
+		}
+		if r := brokertest.At(b.MetricsURL).Do(t, "POST", "/api/v1/push", brokertest.NoToken, map[string]any{}); r.Status != http.StatusNotFound {
+			t.Errorf("tenancy %v: the metrics listener answered the API: %d %s", tenancy, r.Status, r.Body)
 		}
 	}
 }

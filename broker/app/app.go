@@ -48,8 +48,11 @@ type Broker struct {
 	db      *db.DB
 	spool   *spool.Spool
 	handler http.Handler
+	metrics http.Handler // the metrics listener's
 	routes  []server.Route
 	loops   *loops
+	// stopping is closed when Serve's ctx ends: /ready fails from then on.
+	stopping chan struct{}
 }
 
 // New opens the database, applies migrations when configured to, and
@@ -105,8 +108,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	routes = append(routes, admin.NewHistory(store, logger).Routes()...)
 	analytics := admin.NewAnalytics(store, cfg.Replica, sealer, logger)
 	routes = append(routes, analytics.Routes()...)
+	stopping := make(chan struct{})
 	h := server.New(server.Deps{
 		DB: store, Auth: authn, Metrics: m, Log: logger, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes,
+		Tenancy: cfg.Tenancy, Stopping: stopping,
 	}, routes)
 	sweeper := retention.New(store, logger, retention.Settings{
 		DedupWindow: cfg.DedupWindow, RetentionChunk: cfg.RetentionBatch, EvictionChunk: cfg.EvictionBatch,
@@ -130,7 +135,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		spooled.Run,
 		authn.Run,
 	})
-	return &Broker{cfg: cfg, log: logger, db: store, spool: spooled, handler: h, routes: routes, loops: loops}, nil
+	return &Broker{cfg: cfg, log: logger, db: store, spool: spooled, handler: h, metrics: server.Metrics(m),
+		routes: routes, loops: loops, stopping: stopping}, nil
 }
 
 // newSealer loads the payload keys; without a key file it returns nil, and
@@ -198,16 +204,26 @@ func (b *Broker) Close() {
 	b.db.Close()
 }
 
-// Serve serves on l until ctx is cancelled, then stops accepting, lets
-// in-flight requests drain for the configured grace period, and returns.
-// Requests are not cancelled with ctx: a push in flight when a pod is told
-// to stop must still be answered (cancelled, it was answered an empty 200,
-// stored or not). Parked long-polls see httpx.Draining and answer at once.
-// Whatever still runs when the grace is over is cancelled.
-func (b *Broker) Serve(ctx context.Context, l net.Listener) error {
+// Serve serves the API on api and the metrics on metrics until ctx is
+// cancelled (SIGTERM), then stops in the order a rolling restart needs:
+//
+//  1. /ready fails at once, so that the endpoints drop this replica;
+//  2. both listeners keep serving for the drain grace, while they do, each
+//     answer closing its connection;
+//  3. parked long-polls answer at once, as an empty poll does (they see
+//     httpx.Draining), the listeners stop accepting, and in-flight
+//     requests finish within the shutdown grace;
+//
+// then it returns, and Close stops the loops (each finishes its last flush)
+// and seals the spool, fsync'd, for the next start to drain. Requests are
+// not cancelled with ctx: a push in flight when a pod is told to stop must
+// still be answered (cancelled, it was answered an empty 200, stored or
+// not). Whatever still runs when the shutdown grace is over is cancelled.
+func (b *Broker) Serve(ctx context.Context, api, metrics net.Listener) error {
 	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
-	base := httpx.WithDrain(reqCtx, ctx.Done())
+	drain := make(chan struct{})
+	base := httpx.WithDrain(reqCtx, drain)
 	srv := &http.Server{
 		Handler: b.handler,
 		// ReadTimeout bounds the reading of a request, its body included;
@@ -220,21 +236,53 @@ func (b *Broker) Serve(ctx context.Context, l net.Listener) error {
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(b.log.Handler(), slog.LevelWarn),
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(server.JSONProtocolErrors(l)) }()
+	msrv := &http.Server{
+		Handler:           b.metrics,
+		ReadHeaderTimeout: b.cfg.ReadHeaderTimeout,
+		ReadTimeout:       b.cfg.ReadTimeout,
+		IdleTimeout:       b.cfg.IdleTimeout,
+		ErrorLog:          srv.ErrorLog,
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(server.JSONProtocolErrors(api)) }()
+	go func() { errc <- msrv.Serve(metrics) }()
+	failed := func(err error) error {
+		srv.Close()
+		msrv.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
 	select {
 	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
+		return failed(err)
 	case <-ctx.Done():
 	}
+	close(b.stopping)
+	// Each answer closes its connection from now on, so that a client's
+	// next request opens a new one, which the Service sends to a replica
+	// still ready, rather than waiting on this one until it closes.
+	srv.SetKeepAlivesEnabled(false)
+	b.log.Info("stopping: /ready fails; still serving for the drain grace", "grace", b.cfg.DrainGrace)
+	grace := time.NewTimer(b.cfg.DrainGrace)
+	defer grace.Stop()
+	select {
+	case err := <-errc:
+		return failed(err)
+	case <-grace.C:
+	}
+	close(drain)
 	b.log.Info("shutting down: draining in-flight requests", "grace", b.cfg.ShutdownGrace)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.ShutdownGrace)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	// The API first: the metrics stay up while its last requests count.
+	err := srv.Shutdown(sctx)
+	err = errors.Join(err, msrv.Shutdown(sctx))
+	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
+	for range 2 {
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
 	}
 	return nil
 }

@@ -271,3 +271,36 @@ func withoutField(t *testing.T, body, field string) string {
 	}
 	return string(out)
 }
+
+// With tenancy on, a caller with no token reaches only the public routes
+// on the API port, and none of them names a tenant's queue, group, trace
+// or query: the metrics, whose labels do, live on a listener of their own
+// (queue-admin-api.md §10). The probes cover every route of the table.
+func TestNothingOnTheAPIPortWithoutATokenNamesATenant(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithJWT(true), func(c *config.Config) { c.AnalyticsFlush = 20 * time.Millisecond })
+	tokA := brokertest.Mint(t, "A", auth.Admin)
+	if _, err := b.Pool.Exec(context.Background(), `INSERT INTO queen_streams.quota (tenant) VALUES ('A')`); err != nil {
+		t.Fatal(err)
+	}
+	seedTenantA(t, b, tokA)
+	if r := b.Do(t, "POST", "/api/v1/traces", tokA, map[string]any{"transactionId": "a-2", "partitionId": "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f",
+		"traceNames": []string{"orders-trace"}, "data": map[string]any{}}); r.Status >= 500 {
+		t.Fatalf("seeding a trace: %d %s", r.Status, r.Body)
+	}
+	if m := b.Scrape(t); !strings.Contains(m, `queue="`+queueName+`"`) {
+		t.Fatalf("the metrics listener does not name A's queue, so this test would prove nothing:\n%.2000s", m)
+	}
+	secrets := []string{queueName, queryName, "streams." + queryName, "orders-trace"}
+	probes := [][2]string{{"GET", "/"}}
+	for _, c := range contract {
+		probes = append(probes, [2]string{c.method, c.probe})
+	}
+	for _, p := range probes {
+		r := b.Do(t, p[0], p[1], brokertest.NoToken, nil)
+		for _, s := range secrets {
+			if strings.Contains(string(r.Body), s) {
+				t.Errorf("%s %s without a token = %d and names %q: %.300s", p[0], p[1], r.Status, s, r.Body)
+			}
+		}
+	}
+}

@@ -21,6 +21,7 @@ const (
 	pending                // to be served; not built yet (flip it to served when it is)
 	unserved               // stays a JSON 404
 	notImplemented         // served, as a 501
+	ownListener            // served on the metrics listener; a JSON 404 on the API's with tenancy on (§10)
 )
 
 // contract is the route table at the end of queue-admin-api.md, row by row
@@ -33,8 +34,8 @@ var contract = []struct {
 	serving             serving
 }{
 	{"GET", "/health", "/health", auth.None, served},
-	{"GET", "/metrics", "/metrics", auth.None, served},
-	{"GET", "/metrics/prometheus", "/metrics/prometheus", auth.None, served},
+	{"GET", "/metrics", "/metrics", auth.None, ownListener},
+	{"GET", "/metrics/prometheus", "/metrics/prometheus", auth.None, ownListener},
 	{"POST", "/api/v1/configure", "/api/v1/configure", auth.ReadWrite, served},
 	{"DELETE", "/api/v1/resources/queues/{queue}", "/api/v1/resources/queues/q", auth.Admin, served},
 	{"POST", "/api/v1/push", "/api/v1/push", auth.ReadWrite, served},
@@ -106,6 +107,8 @@ var contract = []struct {
 	// the stream queries...
 	{"GET", "/console/", "/console/", auth.None, served},
 	{"GET", "/streams/v1/queries", "/streams/v1/queries", auth.ReadOnly, served},
+	// the readiness probe...
+	{"GET", "/ready", "/ready", auth.None, served},
 	// and the history the console charts.
 	{"GET", "/api/v1/analytics/group-lag", "/api/v1/analytics/group-lag?queue=q", auth.ReadOnly, served},
 	{"GET", "/api/v1/analytics/query-cycles", "/api/v1/analytics/query-cycles?queryId=0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f", auth.ReadOnly, served},
@@ -162,6 +165,14 @@ func TestEveryRouteOfTheTableIsServedAsThePageSays(t *testing.T) {
 				t.Logf("%s is built but still marked pending: mark it served", name)
 			} else {
 				t.Logf("pending: %s is not built yet", name)
+			}
+			continue
+		case c.serving == ownListener:
+			if r := brokertest.At(b.MetricsURL).Do(t, c.method, c.probe, brokertest.NoToken, nil); r.Status != http.StatusOK {
+				t.Errorf("%s on the metrics listener = %d %s, want 200", name, r.Status, r.Body)
+			}
+			if r := b.Do(t, c.method, c.probe, brokertest.NoToken, nil); r.Status != http.StatusNotFound || string(r.Body) != `{"error":"Not found"}` {
+				t.Errorf("%s on the API listener with tenancy on = %d %s, want the JSON 404", name, r.Status, r.Body)
 			}
 			continue
 		case c.serving == unserved:

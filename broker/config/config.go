@@ -25,11 +25,18 @@ const DefaultSpoolDir = "/var/lib/regent/spool"
 // throughput.
 const DefaultPushCalls = 4
 
+// DefaultMetricsListen is --metrics-listen's default: the port next to the
+// API's, which the chart's ServiceMonitor scrapes.
+const DefaultMetricsListen = ":6633"
+
 // Config is everything the broker can be told at start.
 type Config struct {
-	Listen      string
-	DatabaseURL string
-	PoolSize    int
+	Listen string
+	// MetricsListen serves /metrics and /metrics/prometheus apart from the
+	// API: their labels name every tenant's queues (queue-admin-api.md §10).
+	MetricsListen string
+	DatabaseURL   string
+	PoolSize      int
 	// PushCalls bounds the push calls in flight to PostgreSQL; pushes that
 	// arrive while all are join the next one (broker/batch).
 	PushCalls    int
@@ -70,6 +77,9 @@ type Config struct {
 	PartitionCleanupDays    int
 	DefaultSubscriptionMode string // of a pop without subscriptionMode
 	ShutdownGrace           time.Duration
+	// DrainGrace is how long the listener keeps serving after SIGTERM, with
+	// /ready failing, so that endpoints stop routing here before it closes.
+	DrainGrace time.Duration
 
 	Replica          string        // this replica's name in the analytics: its pod name
 	AnalyticsFlush   time.Duration // how often the operation counters reach the database
@@ -192,6 +202,7 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	var tenancy, logLevel, old string
 	f := NewFlags(name, getenv)
 	f.StrEnv(&c.Listen, "listen", "REGENT_LISTEN", ":6632", "HTTP listen address")
+	f.StrEnv(&c.MetricsListen, "metrics-listen", "REGENT_METRICS_LISTEN", DefaultMetricsListen, "listen address of /metrics and /metrics/prometheus, apart from the API")
 	f.StrEnv(&c.DatabaseURL, "database-url", "DATABASE_URL", "", "PostgreSQL connection string")
 	f.IntEnv(&c.PoolSize, "pool-size", "REGENT_POOL_SIZE", 20, "maximum PostgreSQL connections")
 	f.IntEnv(&c.PushCalls, "push-calls", "REGENT_PUSH_CALLS", DefaultPushCalls, "push calls to PostgreSQL in flight; pushes that arrive while all are join the next call")
@@ -233,6 +244,7 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.DurationEnv(&c.MetricsRetention, "metrics-retention", "REGENT_METRICS_RETENTION", 90*24*time.Hour, "how long the analytics keep their per-minute counters and samples")
 	f.StrEnv(&c.SpoolDir, "spool-dir", "REGENT_SPOOL_DIR", DefaultSpoolDir, "directory of this broker's push-maintenance spool; must be writable, and its own (a volume of its own in Kubernetes)")
 	f.DurationEnv(&c.ShutdownGrace, "shutdown-grace", "REGENT_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight requests may drain on SIGTERM")
+	f.DurationEnv(&c.DrainGrace, "drain-grace", "REGENT_DRAIN_GRACE", 5*time.Second, "how long the listener keeps serving after SIGTERM, /ready failing, before parked long-polls are answered and in-flight requests drained")
 	f.DurationEnv(&c.ReadHeaderTimeout, "read-header-timeout", "REGENT_READ_HEADER_TIMEOUT", 10*time.Second, "how long a client may take to send a request's headers")
 	f.DurationEnv(&c.ReadTimeout, "read-timeout", "REGENT_READ_TIMEOUT", time.Minute, "how long a client may take to send a request's body; a long-poll's wait is not part of it")
 	f.DurationEnv(&c.IdleTimeout, "idle-timeout", "REGENT_IDLE_TIMEOUT", 2*time.Minute, "how long an idle keep-alive connection is kept open")
@@ -292,6 +304,12 @@ func (c Config) validate() error {
 	}
 	if c.MaxPopBytes < 1 {
 		errs = append(errs, errors.New("--max-pop-bytes must be positive"))
+	}
+	if c.MetricsListen == "" || c.MetricsListen == c.Listen {
+		errs = append(errs, errors.New("--metrics-listen must be an address of its own, apart from --listen"))
+	}
+	if c.DrainGrace < 0 {
+		errs = append(errs, errors.New("--drain-grace must not be negative"))
 	}
 	if c.ReadHeaderTimeout <= 0 || c.ReadTimeout <= 0 || c.IdleTimeout <= 0 {
 		errs = append(errs, errors.New("--read-header-timeout, --read-timeout and --idle-timeout must be positive"))

@@ -184,3 +184,35 @@ func TestJWKSSettingsDefaultToQueensAndAnHourlyRefresh(t *testing.T) {
 		t.Fatalf("--jwks-refresh-interval over the environment: %v, %v", c.JWKSRefresh, err)
 	}
 }
+
+// queue-admin-api.md §10: the metrics listen apart from the API, on an
+// address of their own.
+func TestTheMetricsListenApartFromTheAPIOnAnAddressOfTheirOwn(t *testing.T) {
+	c, err := Parse("broker", nil, env(map[string]string{"DATABASE_URL": "postgres://x"}))
+	if err != nil || c.MetricsListen != ":6633" {
+		t.Fatalf("default --metrics-listen %q, %v; want :6633", c.MetricsListen, err)
+	}
+	c, err = Parse("broker", nil, env(map[string]string{"DATABASE_URL": "postgres://x", "REGENT_METRICS_LISTEN": "127.0.0.1:9100"}))
+	if err != nil || c.MetricsListen != "127.0.0.1:9100" {
+		t.Fatalf("REGENT_METRICS_LISTEN: %q, %v", c.MetricsListen, err)
+	}
+	for _, args := range [][]string{{"--metrics-listen="}, {"--listen=:7000", "--metrics-listen=:7000"}} {
+		if _, err := Parse("broker", args, env(map[string]string{"DATABASE_URL": "postgres://x"})); err == nil || !strings.Contains(err.Error(), "--metrics-listen") {
+			t.Errorf("%v: %v, want --metrics-listen refused", args, err)
+		}
+	}
+}
+
+func TestTheDrainGraceHasADefaultAnEnvironmentFallbackAndIsNotNegative(t *testing.T) {
+	c, err := Parse("broker", nil, env(map[string]string{"DATABASE_URL": "postgres://x"}))
+	if err != nil || c.DrainGrace != 5*time.Second {
+		t.Fatalf("default --drain-grace %v, %v; want 5s", c.DrainGrace, err)
+	}
+	c, err = Parse("broker", nil, env(map[string]string{"DATABASE_URL": "postgres://x", "REGENT_DRAIN_GRACE": "12s"}))
+	if err != nil || c.DrainGrace != 12*time.Second {
+		t.Fatalf("REGENT_DRAIN_GRACE: %v, %v", c.DrainGrace, err)
+	}
+	if _, err := Parse("broker", []string{"--drain-grace=-1s"}, env(map[string]string{"DATABASE_URL": "postgres://x"})); err == nil || !strings.Contains(err.Error(), "--drain-grace") {
+		t.Errorf("--drain-grace=-1s: %v, want it refused", err)
+	}
+}

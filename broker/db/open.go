@@ -74,6 +74,12 @@ func (d *DB) Migrate(ctx context.Context, log *slog.Logger) (int, error) {
 	return migrate.Up(ctx, d.pool, log)
 }
 
+// Migrated reports whether the schema has every migration this build needs;
+// an error means PostgreSQL did not answer.
+func (d *DB) Migrated(ctx context.Context) (bool, error) {
+	return migrate.Current(ctx, d.pool)
+}
+
 // dropClosed is the pool's PrepareConn hook: it refuses a pooled connection
 // that PostgreSQL has already closed. A server that restarts, or ends a
 // backend, sends a FATAL message and closes the socket, but the idle

@@ -12,14 +12,7 @@ import (
 
 func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
-func scrape(t *testing.T, b *brokertest.Broker) string {
-	t.Helper()
-	r := b.Do(t, "GET", "/metrics", "", nil)
-	if r.Status != http.StatusOK {
-		t.Fatalf("/metrics: %d %s", r.Status, r.Body)
-	}
-	return string(r.Body)
-}
+func scrape(t *testing.T, b *brokertest.Broker) string { return b.Scrape(t) }
 
 func TestPoolFiguresAreExportedFromThePoolsOwnStatistics(t *testing.T) {
 	b := brokertest.Start(t) // --pool-size=10

@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -188,6 +189,29 @@ func Up(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int, error) 
 		return n, err
 	}
 	return n, nil
+}
+
+// undefinedTable is PostgreSQL's SQLSTATE for a table that does not exist.
+const undefinedTable = "42P01"
+
+// Current reports whether the database has every migration this build
+// embeds. A database never migrated (no bookkeeping table) has none; an
+// unreachable one is an error.
+func Current(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	migrations, err := All()
+	if err != nil {
+		return false, err
+	}
+	var latest int
+	err = pool.QueryRow(ctx, `SELECT coalesce(max(version), 0)::int FROM public.regent_schema_migrations`).Scan(&latest)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == undefinedTable {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the applied migrations: %w", err)
+	}
+	return len(migrations) == 0 || latest >= migrations[len(migrations)-1].Version, nil
 }
 
 // applyFunctions replaces the functions whose file differs from the copy the

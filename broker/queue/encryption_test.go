@@ -36,7 +36,7 @@ func TestEncryptionWithoutAKeyStoresPlaintextAndCountsTheFailure(t *testing.T) {
 	frames := b.Frames(t, b.Tenant, "secret")
 	require.False(t, frames[0].Sealed())
 	require.Equal(t, "1", string(frames[0].Payload))
-	metrics := string(b.Do(t, "GET", "/metrics", "", nil).Body)
+	metrics := b.Scrape(t)
 	require.Contains(t, metrics, "regent_encryption_failures_total 2")
 	require.True(t, strings.Contains(metrics, `regent_messages_pushed_total{queue="secret",tenant="`+b.Tenant+`"} 2`), metrics)
 }

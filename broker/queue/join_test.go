@@ -16,7 +16,7 @@ import (
 func metric(t *testing.T, b *brokertest.Broker, sample string) float64 {
 	t.Helper()
 	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` (\S+)$`)
-	m := re.FindSubmatch(b.Do(t, "GET", "/metrics", "", nil).Body)
+	m := re.FindSubmatch([]byte(b.Scrape(t)))
 	if m == nil {
 		return 0
 	}

@@ -133,7 +133,7 @@ func TestMaxQueuesIsExactUnderRacingCreates(t *testing.T) {
 
 func wantMetric(t testing.TB, b *brokertest.Broker, line string) {
 	t.Helper()
-	if r := b.Do(t, "GET", "/metrics", "", nil); !strings.Contains(string(r.Body), "\n"+line+"\n") {
+	if m := b.Scrape(t); !strings.Contains(m, "\n"+line+"\n") {
 		t.Fatalf("/metrics lacks %s", line)
 	}
 }

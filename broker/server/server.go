@@ -36,6 +36,12 @@ type Deps struct {
 	Log          *slog.Logger
 	Version      string
 	MaxBodyBytes int64
+	// Tenancy keeps the metrics off the API listener: their labels name
+	// every tenant's queues (queue-admin-api.md §10).
+	Tenancy bool
+	// Stopping is closed when the broker is told to stop; /ready fails
+	// from then on, so that no new traffic is routed here.
+	Stopping <-chan struct{}
 }
 
 // New builds the broker's handler from the API routes.
@@ -45,9 +51,14 @@ func New(d Deps, routes []Route) http.Handler {
 		mux.Handle(pattern, instrument(d.Metrics.RequestDuration, pattern, h))
 	}
 	handle("GET /health", health(d))
-	prom := promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{})
-	handle("GET /metrics", prom)
-	handle("GET /metrics/prometheus", prom)
+	handle("GET /ready", ready(d))
+	if !d.Tenancy {
+		// Public on the API listener as in Queen, where nothing in them
+		// belongs to a tenant.
+		prom := promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{})
+		handle("GET /metrics", prom)
+		handle("GET /metrics/prometheus", prom)
+	}
 	for _, r := range routes {
 		var h http.Handler = r.Handler
 		// A public route (the console's static files) is served with auth
@@ -57,15 +68,33 @@ func New(d Deps, routes []Route) http.Handler {
 		}
 		handle(r.Method+" "+r.Path, h)
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/", notFound(mux))
+	return cors(limitBody(d.MaxBodyBytes, mux))
+}
+
+// Metrics is the handler of the metrics listener: /metrics and
+// /metrics/prometheus, public, whatever the tenancy (the listener is not
+// the tenants').
+func Metrics(m *metrics.Metrics) http.Handler {
+	mux := http.NewServeMux()
+	prom := promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+	mux.Handle("GET /metrics", prom)
+	mux.Handle("GET /metrics/prometheus", prom)
+	mux.HandleFunc("/", notFound(mux))
+	return mux
+}
+
+// notFound is mux's catch-all: a JSON 404, or a 405 naming the methods the
+// path is served for.
+func notFound(mux *http.ServeMux) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowed(mux, r); allow != "" {
 			w.Header().Set("Allow", allow)
 			httpx.WriteError(w, http.StatusMethodNotAllowed, "Method "+r.Method+" not allowed on "+r.URL.Path+"; allowed: "+allow)
 			return
 		}
 		httpx.WriteError(w, http.StatusNotFound, "Not found")
-	})
-	return cors(limitBody(d.MaxBodyBytes, mux))
+	}
 }
 
 // methods are those a route may be registered for.
@@ -101,6 +130,38 @@ func health(d Deps) http.Handler {
 		d.Metrics.DatabaseUp.Set(1)
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{
 			"status": "healthy", "database": "connected", "version": d.Version})
+	})
+}
+
+// ready is the readiness probe: 503 while the broker is stopping, while
+// PostgreSQL is unreachable, or while its schema lacks migrations this
+// build needs (a broker started with --migrate=false before the migration
+// job ran). /health stays liveness: none of these is cured by a restart.
+func ready(d Deps) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		unready := func(reason string) {
+			w.Header().Set("Retry-After", httpx.RetryAfter)
+			httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{
+				"status": "unready", "reason": reason, "version": d.Version})
+		}
+		select {
+		case <-d.Stopping:
+			unready("draining")
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		migrated, err := d.DB.Migrated(ctx)
+		switch {
+		case err != nil:
+			d.Log.Warn("readiness check: database unreachable", "err", err)
+			unready("database unreachable")
+		case !migrated:
+			unready("schema not migrated")
+		default:
+			httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready", "version": d.Version})
+		}
 	})
 }
 

@@ -28,34 +28,13 @@ func TestHealthIsHealthyWhenPostgresAnswers(t *testing.T) {
 func TestHealthIsUnhealthyWhenPostgresIsGone(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	// Refusing new connections to the broker's database and terminating the
-	// ones it has is, from the broker's side, the database going away.
-	u, err := url.Parse(b.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := strings.TrimPrefix(u.Path, "/")
-	u.Path = "/postgres"
-	admin, err := pgx.Connect(context.Background(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	for _, q := range []string{
-		"ALTER DATABASE " + db + " ALLOW_CONNECTIONS false",
-		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + db + "'",
-	} {
-		if _, err := admin.Exec(context.Background(), q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b.Pool.Close()
+	cutOff(t, b)
 	r := b.Do(t, "GET", "/health", "", nil)
 	if r.Status != http.StatusServiceUnavailable || r.Map(t)["status"] != "unhealthy" {
 		t.Fatalf("health = %d %s", r.Status, r.Body)
 	}
-	if m := b.Do(t, "GET", "/metrics", "", nil); !strings.Contains(string(m.Body), "\nregent_database_up 0\n") {
-		t.Fatalf("the failed health check left regent_database_up at:\n%s", m.Body)
+	if m := b.Scrape(t); !strings.Contains(m, "\nregent_database_up 0\n") {
+		t.Fatalf("the failed health check left regent_database_up at:\n%s", m)
 	}
 }
 
@@ -64,7 +43,7 @@ func TestMetricsAreServedOnBothPaths(t *testing.T) {
 	b := brokertest.Start(t)
 	b.Do(t, "GET", "/health", "", nil)
 	for _, p := range []string{"/metrics", "/metrics/prometheus"} {
-		r := b.Do(t, "GET", p, "", nil)
+		r := brokertest.At(b.MetricsURL).Do(t, "GET", p, "", nil)
 		body := string(r.Body)
 		if r.Status != 200 || !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "process_") ||
 			!strings.Contains(body, `regent_http_request_duration_seconds_count{code="200",method="GET",route="GET /health"}`) {
@@ -120,4 +99,30 @@ func TestAWrongMethodOnARouteIs405WithAllow(t *testing.T) {
 	if r := b.Do(t, "GET", "/api/v1/push", "", nil); r.Status != http.StatusMethodNotAllowed || r.Header.Get("Allow") != "POST" {
 		t.Errorf("GET /api/v1/push = %d, Allow %q, want 405 with Allow POST", r.Status, r.Header.Get("Allow"))
 	}
+}
+
+// cutOff takes b's database away, as far as b can tell: it refuses new
+// connections to it and terminates the ones it has.
+func cutOff(t *testing.T, b *brokertest.Broker) {
+	t.Helper()
+	u, err := url.Parse(b.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	u.Path = "/postgres"
+	admin, err := pgx.Connect(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	for _, q := range []string{
+		"ALTER DATABASE " + db + " ALLOW_CONNECTIONS false",
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + db + "'",
+	} {
+		if _, err := admin.Exec(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Pool.Close()
 }

@@ -133,14 +133,12 @@ func TestTheMaintenanceStatusCountsThisReplicasSpoolDownToZero(t *testing.T) {
 	require.True(t, s.BufferHealthy)
 	other := brokertest.StartOn(t, b.DatabaseURL)
 	require.Zero(t, maintenanceStatus(t, other).BufferedMessages, "another replica's spool is its own")
-	r := b.Do(t, "GET", "/metrics", "", nil)
-	require.Contains(t, string(r.Body), "\nregent_spool_buffered_messages 3\n")
+	require.Contains(t, b.Scrape(t), "\nregent_spool_buffered_messages 3\n")
 
 	maintenance(t, b, false)
 	drained(t, b)
 	require.Zero(t, maintenanceStatus(t, b).BufferStats.PendingCount)
-	r = b.Do(t, "GET", "/metrics", "", nil)
-	require.Contains(t, string(r.Body), "\nregent_spool_buffered_messages 0\n")
+	require.Contains(t, b.Scrape(t), "\nregent_spool_buffered_messages 0\n")
 }
 
 func TestTheSpoolDrainsInArrivalOrderWithTheClientsTransactionIDs(t *testing.T) {

@@ -32,7 +32,7 @@ func TestCycleSinkSealingFailureStoresPlaintextAndTheCycleCommits(t *testing.T) 
 	if len(frames) != 1 || frames[0].Sealed() || string(frames[0].Payload) != "7" {
 		t.Fatalf("stored sink frame %+v, want plaintext 7", frames)
 	}
-	if m := string(f.b.Do(t, "GET", "/metrics", "", nil).Body); !strings.Contains(m, "regent_encryption_failures_total 1") {
+	if m := f.b.Scrape(t); !strings.Contains(m, "regent_encryption_failures_total 1") {
 		t.Fatal("the sealing failure was not counted")
 	}
 }

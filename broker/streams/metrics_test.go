@@ -16,7 +16,7 @@ func waitForMetric(t *testing.T, b *brokertest.Broker, line string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		body := string(b.Do(t, "GET", "/metrics", "", nil).Body)
+		body := b.Scrape(t)
 		if strings.Contains(body, "\n"+line+"\n") {
 			return
 		}

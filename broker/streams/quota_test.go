@@ -193,8 +193,8 @@ func TestQuotaStateRowsCapFailsTheCycleAsAWhole(t *testing.T) {
 	}
 	// The broker knows the refusal by its code, not its wording, and
 	// counts it against the quota.
-	if r := b.Do(t, "GET", "/metrics", "", nil); !strings.Contains(string(r.Body), `regent_quota_refusals_total{quota="maxStateRows",tenant="acme"} 1`) {
-		t.Fatalf("the refusal is not counted as a maxStateRows refusal: %d\n%s", r.Status, r.Body)
+	if m := b.Scrape(t); !strings.Contains(m, `regent_quota_refusals_total{quota="maxStateRows",tenant="acme"} 1`) {
+		t.Fatalf("the refusal is not counted as a maxStateRows refusal:\n%s", m)
 	}
 	if m := cycle(upserts("a", "b")); m["success"] != true {
 		t.Fatalf("a cycle of 2 new keys under a cap of 2: %v", m)

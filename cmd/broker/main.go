@@ -77,9 +77,14 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	log.Info("broker listening", "addr", l.Addr().String(), "version", app.Version,
+	ml, err := net.Listen("tcp", cfg.MetricsListen)
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("listen on %s: %w", cfg.MetricsListen, err)
+	}
+	log.Info("broker listening", "addr", l.Addr().String(), "metrics", ml.Addr().String(), "version", app.Version,
 		"auth", cfg.Auth, "tenancy", cfg.Tenancy)
-	return b.Serve(ctx, l)
+	return b.Serve(ctx, l, ml)
 }
 
 func newLogger(cfg config.Config) *slog.Logger {

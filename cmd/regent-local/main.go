@@ -72,6 +72,7 @@ func run() error {
 	f.StrEnv(&o.CRDDir, "crd-dir", "REGENT_CRD_DIR", "config/crd/bases", "the CRDs to install")
 	f.IntEnv(&o.PGPort, "pg-port", "REGENT_PG_PORT", 6641, "PostgreSQL port")
 	f.StrEnv(&o.BrokerAddr, "broker-addr", "REGENT_BROKER_ADDR", "127.0.0.1:6632", "broker listen address")
+	f.StrEnv(&o.BrokerMetricsAddr, "broker-metrics-addr", "REGENT_BROKER_METRICS_ADDR", "127.0.0.1:6682", "broker metrics listen address")
 	f.StrEnv(&o.MetricsAddr, "operator-metrics-addr", "REGENT_OPERATOR_METRICS_ADDR", "127.0.0.1:6680", "operator metrics address")
 	f.StrEnv(&o.ProbeAddr, "operator-probe-addr", "REGENT_OPERATOR_PROBE_ADDR", "127.0.0.1:6681", "operator health probe address")
 	if err := f.Parse(os.Args[1:]); err != nil {
@@ -104,6 +105,7 @@ In another shell, from this directory (the README's tour goes further):
   kubectl apply -f config/samples/
   kubectl get sq,tq -A
   curl -s %[4]s/health
+  curl -s %[6]s/metrics | grep regent_messages_pushed_total   # the metrics have a port of their own
   # a page view for the default sample clicks-per-page, and the reference worker that counts it
   curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
     -d '{"items":[{"queue":"clicks","payload":{"key":"/home","ts":'$(date +%%s000)'}}]}' %[4]s/api/v1/push
@@ -113,7 +115,7 @@ In another shell, from this directory (the README's tour goes further):
 
 PostgreSQL: %[5]s
 Press Ctrl-C to stop everything.
-`, o.Dir, s.Kubeconfig, s.TokenFile, s.BrokerURL, s.DatabaseURL)
+`, o.Dir, s.Kubeconfig, s.TokenFile, s.BrokerURL, s.DatabaseURL, s.BrokerMetricsURL)
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()

@@ -33,6 +33,7 @@ import (
 // Broker is a running broker and a pool on its database.
 type Broker struct {
 	URL         string // base URL, e.g. http://127.0.0.1:41234
+	MetricsURL  string // the metrics listener's base URL
 	DatabaseURL string
 	Pool        *pgxpool.Pool // a separate pool, for assertions on the database
 	Config      config.Config
@@ -93,7 +94,7 @@ func Start(t testing.TB, opts ...Option) *Broker {
 // can share one, as replicas do.
 func StartOn(t testing.TB, dbURL string, opts ...Option) *Broker {
 	t.Helper()
-	cfg, err := config.Parse("broker", []string{"--database-url=" + dbURL, "--pool-size=10", "--spool-dir=" + t.TempDir()},
+	cfg, err := config.Parse("broker", []string{"--database-url=" + dbURL, "--pool-size=10", "--spool-dir=" + t.TempDir(), "--drain-grace=0"},
 		func(string) string { return "" })
 	if err != nil {
 		t.Fatalf("brokertest: config: %v", err)
@@ -121,8 +122,15 @@ func StartOn(t testing.TB, dbURL string, opts ...Option) *Broker {
 		b.Close()
 		t.Fatalf("brokertest: listen: %v", err)
 	}
+	ml, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		l.Close()
+		b.Close()
+		t.Fatalf("brokertest: listen: %v", err)
+	}
 	done := make(chan error, 1)
-	go func() { done <- b.Serve(ctx, l) }()
+	go func() { done <- b.Serve(ctx, l, ml) }()
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	if err != nil {
 		t.Fatalf("brokertest: open pool: %v", err)
@@ -141,7 +149,7 @@ func StartOn(t testing.TB, dbURL string, opts ...Option) *Broker {
 		stop()
 		pool.Close()
 	})
-	br := &Broker{URL: "http://" + l.Addr().String(), DatabaseURL: dbURL, Pool: pool, Config: cfg, Tenant: auth.DefaultTenant, stop: stop}
+	br := &Broker{URL: "http://" + l.Addr().String(), MetricsURL: "http://" + ml.Addr().String(), DatabaseURL: dbURL, Pool: pool, Config: cfg, Tenant: auth.DefaultTenant, stop: stop}
 	if Secure() {
 		br.Token, br.Tenant, br.Subject = Mint(t, SecureTenant, auth.Admin), SecureTenant, "test-"+SecureTenant
 	}
@@ -157,6 +165,7 @@ type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
+	Close  bool // the server closed the connection after the answer
 }
 
 // JSON decodes the body into v, failing the test when it is not JSON.
@@ -229,7 +238,7 @@ func (b *Broker) Send(method, path, token string, body any) (Response, error) {
 	if err != nil {
 		return Response{}, fmt.Errorf("%s %s: read response: %w", method, path, err)
 	}
-	return Response{Status: resp.StatusCode, Header: resp.Header, Body: out}, nil
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: out, Close: resp.Close}, nil
 }
 
 // Count runs a query that returns one number on the broker's database, for

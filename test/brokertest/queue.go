@@ -140,12 +140,24 @@ func (m Message) N() int {
 	return int(n)
 }
 
+// Scrape is b's /metrics, read from its metrics listener.
+func (b *Broker) Scrape(t testing.TB) string {
+	t.Helper()
+	r, err := At(b.MetricsURL).Send("GET", "/metrics", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET %s/metrics = %d %s", b.MetricsURL, r.Status, r.Body)
+	}
+	return string(r.Body)
+}
+
 // Metric is the value of an unlabelled metric on b's /metrics, or 0 when
 // b serves none of that name.
 func (b *Broker) Metric(t testing.TB, name string) float64 {
 	t.Helper()
-	r := b.Call(t, http.StatusOK, "GET", "/metrics", nil)
-	for _, line := range strings.Split(string(r.Body), "\n") {
+	for _, line := range strings.Split(b.Scrape(t), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {

@@ -63,13 +63,13 @@ func TestEachValueSetRendersExactlyItsObjects(t *testing.T) {
 		"auth-off-startup-migrations": concat(common, generated),
 		"scaling": concat(common, generated, hook, []string{
 			"HorizontalPodAutoscaler/regent-broker", "PodDisruptionBudget/regent-broker",
-			"Service/regent-operator-metrics",
+			"Service/regent-broker-metrics", "Service/regent-operator-metrics",
 			"ServiceMonitor/regent-broker", "ServiceMonitor/regent-operator",
 		}),
 		"spool-persistent": concat(slices.DeleteFunc(slices.Clone(common), func(s string) bool { return s == "Deployment/regent-broker" }),
 			generated, hook, []string{"StatefulSet/regent-broker", "HorizontalPodAutoscaler/regent-broker"}),
 		"observability": concat(common, generated, hook, []string{
-			"Service/regent-operator-metrics", "ServiceMonitor/regent-broker", "ServiceMonitor/regent-operator",
+			"Service/regent-broker-metrics", "Service/regent-operator-metrics", "ServiceMonitor/regent-broker", "ServiceMonitor/regent-operator",
 			"ConfigMap/regent-dashboard-broker", "ConfigMap/regent-dashboard-streams", "ConfigMap/regent-dashboard-tenants",
 			"PrometheusRule/regent",
 		}),

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
@@ -64,15 +65,16 @@ var builds sync.Mutex
 
 // Broker is one broker process, on an address it keeps across restarts.
 type Broker struct {
-	Addr string // host:port
-	URL  string // http://host:port
-	t    testing.TB
-	bin  string
-	args []string
-	log  *os.File
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	Addr       string // host:port
+	URL        string // http://host:port
+	MetricsURL string // the metrics listener's http://host:port
+	t          testing.TB
+	bin        string
+	args       []string
+	log        *os.File
+	mu         sync.Mutex
+	cmd        *exec.Cmd
+	done       chan struct{}
 }
 
 // Start starts n brokers on the database dbURL, each with the extra flags
@@ -89,13 +91,18 @@ func Start(t testing.TB, dbURL string, n int, args ...string) []*Broker {
 		if err != nil {
 			t.Fatal(err)
 		}
+		mport, err := pgtest.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		maddr := "127.0.0.1:" + strconv.Itoa(mport)
 		log, err := os.Create(filepath.Join(dir, fmt.Sprintf("broker-%d.log", i)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
-		b := &Broker{Addr: addr, URL: "http://" + addr, t: t, bin: bin, log: log,
-			args: append([]string{"--listen=" + addr, "--database-url=" + dbURL, "--pool-size=10", "--log-level=warn",
+		b := &Broker{Addr: addr, URL: "http://" + addr, MetricsURL: "http://" + maddr, t: t, bin: bin, log: log,
+			args: append([]string{"--listen=" + addr, "--metrics-listen=" + maddr, "--database-url=" + dbURL, "--pool-size=10", "--log-level=warn",
 				"--spool-dir=" + filepath.Join(dir, fmt.Sprintf("spool-%d", i))}, args...)}
 		bs[i] = b
 		t.Cleanup(func() {
@@ -173,6 +180,42 @@ func (b *Broker) Start() {
 			return
 		}
 	}
+}
+
+// Client addresses the broker, its metrics listener included, for Do,
+// Metric and WaitParked.
+func (b *Broker) Client() *brokertest.Broker {
+	c := brokertest.At(b.URL)
+	c.MetricsURL = b.MetricsURL
+	return c
+}
+
+// Terminate sends SIGTERM, as the kubelet does to a pod told to stop, and
+// waits until the process has exited: an error unless it exited with
+// status 0 within the time given. A broker still running then is killed.
+func (b *Broker) Terminate(within time.Duration) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd == nil {
+		return fmt.Errorf("broker %s is not running", b.Addr)
+	}
+	cmd := b.cmd
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("SIGTERM broker %s: %w", b.Addr, err)
+	}
+	select {
+	case <-b.done:
+	case <-time.After(within):
+		_ = cmd.Process.Kill()
+		<-b.done
+		b.cmd = nil
+		return fmt.Errorf("broker %s still ran %v after SIGTERM", b.Addr, within)
+	}
+	b.cmd = nil
+	if !cmd.ProcessState.Success() {
+		return fmt.Errorf("broker %s exited with %v after SIGTERM", b.Addr, cmd.ProcessState)
+	}
+	return nil
 }
 
 // Kill SIGKILLs the process, without shutdown or drain, and waits for it

@@ -191,8 +191,22 @@ func TestPushMaintenanceAcrossThreeBrokersDeliversEveryMessageExactlyOnce(t *tes
 	}
 }
 
-func TestASpoolSurvivesAKilledBrokerMidMaintenance(t *testing.T) {
+// A spool outlives its broker, killed or told to stop: SIGTERM seals its
+// open file before the process exits, and the next start drains it.
+func TestASpoolSurvivesItsBrokerKilledOrStoppedMidMaintenance(t *testing.T) {
 	t.Parallel()
+	for name, stop := range map[string]func(*cluster.Broker) error{
+		"SIGKILL": func(b *cluster.Broker) error { b.Kill(); return nil },
+		"SIGTERM": func(b *cluster.Broker) error { return b.Terminate(30 * time.Second) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			spoolSurvives(t, stop)
+		})
+	}
+}
+
+func spoolSurvives(t *testing.T, stop func(*cluster.Broker) error) {
 	b := cluster.Start(t, pgtest.URL(t), 1)[0]
 	setMaintenance(t, b, true)
 	items := make([]map[string]any, 20)
@@ -202,7 +216,9 @@ func TestASpoolSurvivesAKilledBrokerMidMaintenance(t *testing.T) {
 	if r := brokertest.At(b.URL).Do(t, "POST", "/api/v1/push", "", map[string]any{"items": items}); r.Status != http.StatusCreated {
 		t.Fatalf("push: %d %s", r.Status, r.Body)
 	}
-	b.Kill()
+	if err := stop(b); err != nil {
+		t.Fatal(err)
+	}
 	b.Start()
 	if n := buffered(t, b); n != 20 {
 		t.Fatalf("the restarted broker's spool holds %d messages, want 20", n)

@@ -55,7 +55,7 @@ func TestAPopParkedOnOneReplicaWakesAtAPushOnAnother(t *testing.T) {
 			if i == j {
 				continue
 			}
-			consumer, producer := brokertest.At(c.URL), brokertest.At(p.URL)
+			consumer, producer := c.Client(), brokertest.At(p.URL)
 			t.Logf("push on replica %d, pop on replica %d", j, i)
 			parkedWake(t, consumer, "lp", func() { push(t, producer, "lp", 1) })
 		}
@@ -65,7 +65,7 @@ func TestAPopParkedOnOneReplicaWakesAtAPushOnAnother(t *testing.T) {
 func TestAPopParkedOnOneReplicaWakesAtASinkEmitOnAnother(t *testing.T) {
 	t.Parallel()
 	bs := cluster.Start(t, pgtest.URL(t), 3, noReseed)
-	source, consumer, committer := brokertest.At(bs[0].URL), brokertest.At(bs[1].URL), brokertest.At(bs[2].URL)
+	source, consumer, committer := brokertest.At(bs[0].URL), bs[1].Client(), brokertest.At(bs[2].URL)
 	r := source.Do(t, "POST", "/streams/v1/queries", "", map[string]any{
 		"name": "wake", "source_queue": "src", "sink_queue": "sink", "config_hash": "v1"})
 	if r.Status != http.StatusOK && r.Status != http.StatusCreated {

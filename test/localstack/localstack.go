@@ -41,11 +41,14 @@ type Options struct {
 	// 127.0.0.1:0) is picked free just before its process starts: a port
 	// picked at the outset could be taken meanwhile by the control plane,
 	// which picks its own while the stack starts.
-	PGPort      int
-	BrokerAddr  string // e.g. 127.0.0.1:6632
-	MetricsAddr string // operator metrics
-	ProbeAddr   string // operator health probes
-	Progress    io.Writer
+	PGPort     int
+	BrokerAddr string // e.g. 127.0.0.1:6632
+	// BrokerMetricsAddr is the broker's /metrics (e.g. 127.0.0.1:6682);
+	// empty picks a free port.
+	BrokerMetricsAddr string
+	MetricsAddr       string // operator metrics
+	ProbeAddr         string // operator health probes
+	Progress          io.Writer
 }
 
 // Stack is a running local Regent.
@@ -53,12 +56,14 @@ type Stack struct {
 	opts        Options
 	DatabaseURL string
 	BrokerURL   string
-	Kubeconfig  string
-	TokenFile   string // an admin token for the default tenant
-	pg          *pgtest.Cluster
-	kube        *envtest.Environment
-	procs       []*proc
-	logs        []*os.File // the control plane's, open while it runs
+	// BrokerMetricsURL serves the broker's /metrics, apart from its API.
+	BrokerMetricsURL string
+	Kubeconfig       string
+	TokenFile        string // an admin token for the default tenant
+	pg               *pgtest.Cluster
+	kube             *envtest.Environment
+	procs            []*proc
+	logs             []*os.File // the control plane's, open while it runs
 }
 
 type proc struct {
@@ -154,9 +159,16 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.BrokerURL = "http://" + o.BrokerAddr
+	if o.BrokerMetricsAddr == "" {
+		o.BrokerMetricsAddr = "127.0.0.1:0"
+	}
+	if o.BrokerMetricsAddr, err = freeIfZero(o.BrokerMetricsAddr); err != nil {
+		return nil, err
+	}
+	s.BrokerMetricsURL = "http://" + o.BrokerMetricsAddr
 	s.progress("starting the broker on %s", o.BrokerAddr)
 	broker, err := s.spawn("broker", nil,
-		"DATABASE_URL="+s.DatabaseURL, "REGENT_LISTEN="+o.BrokerAddr, "REGENT_SPOOL_DIR="+filepath.Join(o.Dir, "spool"),
+		"DATABASE_URL="+s.DatabaseURL, "REGENT_LISTEN="+o.BrokerAddr, "REGENT_METRICS_LISTEN="+o.BrokerMetricsAddr, "REGENT_SPOOL_DIR="+filepath.Join(o.Dir, "spool"),
 		"REGENT_AUTH=jwt", "REGENT_JWT_SECRET_FILE="+secret, "REGENT_TENANCY=on",
 		"REGENT_ENCRYPTION_KEY_FILE="+key)
 	if err != nil {
@@ -338,6 +350,7 @@ func portsFree(o Options) error {
 	addrs := []struct{ addr, flag string }{
 		{net.JoinHostPort("127.0.0.1", strconv.Itoa(o.PGPort)), "--pg-port (REGENT_PG_PORT)"},
 		{o.BrokerAddr, "--broker-addr (REGENT_BROKER_ADDR)"},
+		{o.BrokerMetricsAddr, "--broker-metrics-addr (REGENT_BROKER_METRICS_ADDR)"},
 		{o.MetricsAddr, "--operator-metrics-addr (REGENT_OPERATOR_METRICS_ADDR)"},
 		{o.ProbeAddr, "--operator-probe-addr (REGENT_OPERATOR_PROBE_ADDR)"},
 	}

@@ -166,8 +166,9 @@ func TestMigrationJobMigratesAnEmptyDatabase(t *testing.T) {
 
 // broker is a broker started from the chart's Deployment.
 type broker struct {
-	url    string
-	secret []byte // the signing secret, as the broker's file holds it; nil with auth off
+	url     string
+	metrics string // the metrics listener's base URL
+	secret  []byte // the signing secret, as the broker's file holds it; nil with auth off
 }
 
 // deploymentContainer prepares the only container of a rendered Deployment,
@@ -202,21 +203,18 @@ func startBroker(t *testing.T, objs chart.Objects, sec secrets, env ...string) b
 		name, value, _ := strings.Cut(e, "=")
 		c.set(name, value)
 	}
-	addr := freeAddr(t)
-	b := broker{url: "http://" + addr}
+	addrs := freeAddrs(t, 2)
+	addr := addrs[0]
+	b := broker{url: "http://" + addr, metrics: "http://" + addrs[1]}
 	if file := c.get("REGENT_JWT_SECRET_FILE"); file != "" {
 		// A final line break is not part of the secret, for the broker as for the operator.
 		b.secret = bytes.TrimRight(c.readFile(t, file), "\r\n")
 	}
-	// On the host's network, the pod's port 6632 may be taken: listen on a free one.
+	// On the host's network, the pod's ports 6632 and 6633 may be taken: listen on free ones.
 	c.set("REGENT_LISTEN", addr)
+	c.set("REGENT_METRICS_LISTEN", addrs[1])
 	c.start(t, b.url+"/health")
 	return b
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	return freeAddrs(t, 1)[0]
 }
 
 // freeAddrs are n distinct free loopback addresses, for servers of one
@@ -266,7 +264,7 @@ func (b broker) pushSealed(t *testing.T) string {
 	}); r.Status != http.StatusCreated {
 		t.Fatalf("push: %d %s", r.Status, r.Body)
 	}
-	metrics := string(api.Do(t, "GET", "/metrics", "", nil).Body)
+	metrics := string(brokertest.At(b.metrics).Do(t, "GET", "/metrics", "", nil).Body)
 	m := encryptionFailures.FindStringSubmatch(metrics)
 	if m == nil {
 		t.Fatalf("/metrics has no regent_encryption_failures_total:\n%s", metrics)

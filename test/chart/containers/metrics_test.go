@@ -91,7 +91,7 @@ func TestEveryMetricTheDashboardsAndRulesSelectIsExported(t *testing.T) {
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		got := exported(st.broker.url + "/metrics")
+		got := exported(st.broker.metrics + "/metrics")
 		for n := range exported(st.metrics) {
 			got[n] = true
 		}
