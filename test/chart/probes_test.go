@@ -12,14 +12,17 @@ import (
 	"github.com/regent-mq/regent/test/chart"
 )
 
-// /health is liveness, /ready readiness (it fails from SIGTERM on, while
-// the broker serves on for its drain grace), and a pod's time to stop
-// covers the preStop sleep, the drain grace and the shutdown grace.
-func TestBrokerProbesAreHealthForLivenessAndReadyForReadinessAndItsGracesFitTheTermination(t *testing.T) {
+// Liveness asks the process (the metrics listener), never the database:
+// /health answers 503 while PostgreSQL is away, and a restart cures no
+// database outage. /ready is readiness (it fails while the database is
+// away, and from SIGTERM on, while the broker serves on for its drain
+// grace), and a pod's time to stop covers the preStop sleep, the drain
+// grace and the shutdown grace.
+func TestBrokerLivenessIsTheMetricsListenerReadinessIsReadyAndItsGracesFitTheTermination(t *testing.T) {
 	broker := deployment(t, chart.Template(t), chart.Broker)
 	c := container(t, broker, "broker")
-	if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/health" || p.HTTPGet.Port.StrVal != "http" {
-		t.Errorf("liveness probe %+v, want GET /health on port http", p)
+	if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/metrics" || p.HTTPGet.Port.StrVal != "metrics" {
+		t.Errorf("liveness probe %+v, want GET /metrics on port metrics", p)
 	}
 	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/ready" || p.HTTPGet.Port.StrVal != "http" {
 		t.Errorf("readiness probe %+v, want GET /ready on port http", p)
