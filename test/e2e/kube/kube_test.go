@@ -384,6 +384,30 @@ func TestABrokerPodDeletedUnderLoadLosesNothing(t *testing.T) {
 	verify(t, l, "while "+victim+" was deleted")
 }
 
+// `kubectl rollout restart` of the brokers under load: each old pod fails
+// /ready at SIGTERM, serves on through its drain grace while the endpoints
+// drop it, and stops; clients of the Service see no failed request, and
+// nothing acknowledged is lost or stored twice.
+func TestKubectlRolloutRestartOfTheBrokersUnderLoadFailsNoRequest(t *testing.T) {
+	need(t)
+	before := brokerPods(t)
+	l := startLoad("kube-e2e-restart")
+	progress(t, l, 50)
+	kubectl(t, "-n", kubestack.Namespace, "rollout", "restart", "deployment/"+chart.Broker)
+	if err := stack.WaitRollout(chart.Broker, 3*time.Minute); err != nil {
+		l.Halt()
+		t.Fatal(err)
+	}
+	progress(t, l, 50)
+	l.Halt()
+	for name := range brokerPods(t) {
+		if before[name] != "" {
+			t.Errorf("broker pod %s outlived the restart", name)
+		}
+	}
+	verify(t, l, "during kubectl rollout restart")
+}
+
 // helm upgrade with a new broker image tag and a changed value rolls every
 // broker pod, through the PodDisruptionBudget and readiness, with no failed
 // request.
