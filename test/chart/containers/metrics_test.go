@@ -38,7 +38,8 @@ func exported(url string) map[string]bool {
 // or an operator, run as the chart runs them, exports: a misspelt or
 // renamed metric would leave a panel empty or an alert that never fires.
 // The broker is driven until each of its series exists: a push, a pop, a
-// dead letter, a committed cycle and a consumer group behind.
+// dead letter, a committed cycle, a refused one and a consumer group
+// behind.
 func TestEveryMetricTheDashboardsAndRulesSelectIsExported(t *testing.T) {
 	want := map[string][]string{}
 	for _, e := range chart.Expressions(t) {
@@ -87,6 +88,13 @@ func TestEveryMetricTheDashboardsAndRulesSelectIsExported(t *testing.T) {
 		"ack": map[string]any{"leaseId": p.LeaseID, "status": "completed", "count": 2}}, http.StatusOK).JSON(t, &c)
 	if !c.Success {
 		t.Fatalf("cycle refused: %s", c.Error)
+	}
+	// The same cycle again: its lease is gone, so it is refused, which
+	// starts the query's refused-in-a-row series.
+	do("POST", "/streams/v1/cycle", map[string]any{"query_id": st.queryID, "partition_id": p.Messages[0].PartitionID,
+		"ack": map[string]any{"leaseId": p.LeaseID, "status": "completed", "count": 2}}, http.StatusOK).JSON(t, &c)
+	if c.Success {
+		t.Fatal("a cycle repeated after it committed was not refused")
 	}
 
 	deadline := time.Now().Add(60 * time.Second)
