@@ -80,11 +80,7 @@ FUZZTIME_TEST ?= 3s
 .PHONY: fuzz
 fuzz: deps ## Fuzz every route's decoder for FUZZTIME each (60s; make test runs 3s each). A crasher lands in test/fuzz/testdata.
 	go test -c -fuzz=. -o bin/fuzz.test $(FUZZ_PKG)
-	@cd $(FUZZ_PKG) && failed=; for t in $$($(CURDIR)/bin/fuzz.test -test.list '^Fuzz' | grep '^Fuzz'); do \
-		echo "fuzz $$t for $(FUZZTIME)"; \
-		$(CURDIR)/bin/fuzz.test -test.run '^$$' -test.fuzz "^$$t\$$" -test.fuzztime $(FUZZTIME) -test.parallel 1 \
-			-test.fuzzcachedir $$(go env GOCACHE)/fuzz/github.com/regent-mq/regent/test/fuzz || failed="$$failed $$t"; \
-	done; if [ -n "$$failed" ]; then echo "fuzz targets that failed:$$failed" >&2; exit 1; fi
+	@hack/fuzz.sh $(CURDIR)/bin/fuzz.test $(FUZZ_PKG) $(FUZZTIME)
 
 .PHONY: console-shots
 console-shots: deps ## Run the console's browser tests (Chromium) and write their screenshots to bin/console/.
