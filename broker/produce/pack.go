@@ -27,6 +27,9 @@ type Item struct {
 	TransactionID string
 	TraceID       string
 	MessageID     uuid.UUID // zero means a fresh UUIDv7
+	// Traceparent is the W3C trace context the message carries to its
+	// consumer; "" for none.
+	Traceparent string
 }
 
 // Segment is the frames of one push request for one partition, packed for
@@ -153,6 +156,7 @@ func (l *Producer) Pack(ctx context.Context, tenant, producerSub string, items [
 			ID:            it.MessageID,
 			TransactionID: it.TransactionID,
 			TraceID:       it.TraceID,
+			Traceparent:   it.Traceparent,
 			ProducerSub:   producerSub,
 			CreatedAt:     now,
 			Payload:       it.Payload,

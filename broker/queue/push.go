@@ -16,6 +16,7 @@ import (
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/produce"
 	"github.com/regent-mq/regent/broker/spool"
+	"github.com/regent-mq/regent/broker/tracing"
 )
 
 // pushItem is an item as a client sends it.
@@ -123,6 +124,11 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 	if len(in) == 0 {
 		httpx.WriteAppended(w, http.StatusCreated, pushResults{}.append)
 		return
+	}
+	if tp := tracing.Carried(r.Context(), r.Header.Get("traceparent")); tp != "" {
+		for i := range in {
+			in[i].Traceparent = tp
+		}
 	}
 	id := auth.FromContext(r.Context())
 	if sp := s.Spool; sp != nil && sp.Buffering() {

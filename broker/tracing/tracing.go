@@ -154,3 +154,35 @@ func StartDB(ctx context.Context, op string) (context.Context, trace.Span) {
 	return tracer.Start(ctx, "db "+op, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(semconv.DBSystemNamePostgreSQL, semconv.DBOperationName(op)))
 }
+
+// Carried is the traceparent a pushed message keeps: with tracing on, the
+// push span's, so that the consumer's span continues under it; otherwise
+// the producer's own header, when well-formed, rewritten canonically.
+func Carried(ctx context.Context, header string) string {
+	if on.Load() {
+		if tp := Traceparent(ctx); tp != "" {
+			return tp
+		}
+	}
+	if header == "" {
+		return ""
+	}
+	sc, ok := Parse(header)
+	if !ok {
+		return ""
+	}
+	return Traceparent(trace.ContextWithRemoteSpanContext(ctx, sc))
+}
+
+// Link links ctx's span to the span a delivered message's traceparent
+// names: a pop that delivers several producers' messages cannot be the
+// child of each, so it points at them.
+func Link(ctx context.Context, traceparent string) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() || traceparent == "" {
+		return
+	}
+	if sc, ok := Parse(traceparent); ok {
+		span.AddLink(trace.Link{SpanContext: sc})
+	}
+}
