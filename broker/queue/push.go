@@ -125,11 +125,7 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteAppended(w, http.StatusCreated, pushResults{}.append)
 		return
 	}
-	if tp := tracing.Carried(r.Context(), r.Header.Get("traceparent")); tp != "" {
-		for i := range in {
-			in[i].Traceparent = tp
-		}
-	}
+	carryTrace(r, in)
 	id := auth.FromContext(r.Context())
 	if sp := s.Spool; sp != nil && sp.Buffering() {
 		taken, err := sp.Take(id.Tenant, id.Subject, in)
@@ -150,6 +146,16 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 	}
 	s.After.Apply(produce.AfterPush(segs))
 	httpx.WriteAppended(w, http.StatusCreated, pushResults{in, pushed}.append)
+}
+
+// carryTrace stamps the request's trace context on the items it pushes, to
+// be stored with them and handed to their consumers.
+func carryTrace(r *http.Request, in []produce.Item) {
+	if tp := tracing.Carried(r.Context(), r.Header.Get("traceparent")); tp != "" {
+		for i := range in {
+			in[i].Traceparent = tp
+		}
+	}
 }
 
 // fail answers a failed request: client errors with their status, anything
