@@ -32,6 +32,17 @@ type Item struct {
 	Traceparent string
 }
 
+// Trace stamps traceparent, a W3C trace context, on items, to be stored
+// with them and handed to their consumers; "" stamps nothing.
+func Trace(items []Item, traceparent string) {
+	if traceparent == "" {
+		return
+	}
+	for i := range items {
+		items[i].Traceparent = traceparent
+	}
+}
+
 // Segment is the frames of one push request for one partition, packed for
 // queen.log_push_one_v1.
 type Segment struct {
