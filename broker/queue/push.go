@@ -151,7 +151,7 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 // carryTrace stamps the request's trace context on the items it pushes, to
 // be stored with them and handed to their consumers.
 func carryTrace(r *http.Request, in []produce.Item) {
-	produce.Trace(in, tracing.Carried(r.Context(), r.Header.Get("traceparent")))
+	produce.Trace(in, tracing.Carried(r.Context(), r.Header.Get(tracing.Header)))
 }
 
 // fail answers a failed request: client errors with their status, anything

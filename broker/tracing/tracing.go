@@ -35,6 +35,10 @@ var tracer trace.Tracer // set with on
 // and writes.
 var Propagator = propagation.TraceContext{}
 
+// Header is the W3C traceparent header's name, written canonically so that
+// looking it up allocates nothing.
+const Header = "Traceparent"
+
 // Enabled reports whether spans are recorded and exported.
 func Enabled() bool { return on.Load() }
 
