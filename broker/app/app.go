@@ -36,6 +36,7 @@ import (
 	"github.com/regent-mq/regent/broker/server"
 	"github.com/regent-mq/regent/broker/spool"
 	"github.com/regent-mq/regent/broker/streams"
+	"github.com/regent-mq/regent/broker/tracing"
 )
 
 // Version is stamped at build time with -ldflags "-X ...app.Version=...".
@@ -53,6 +54,8 @@ type Broker struct {
 	loops   *loops
 	// stopping is closed when Serve's ctx ends: /ready fails from then on.
 	stopping chan struct{}
+	// stopTracing flushes the spans not yet exported.
+	stopTracing func(context.Context) error
 }
 
 // New opens the database, applies migrations when configured to, and
@@ -67,14 +70,20 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	if err != nil {
 		return nil, err
 	}
-	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{MaxConns: cfg.PoolSize, DedupWindow: cfg.DedupWindow})
+	// Before the handler is built: its routes are wrapped in spans only
+	// when tracing is on.
+	stopTracing, err := tracing.Setup(ctx, Version)
 	if err != nil {
 		return nil, err
+	}
+	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{MaxConns: cfg.PoolSize, DedupWindow: cfg.DedupWindow})
+	if err != nil {
+		return nil, errors.Join(err, stopTracing(ctx))
 	}
 	if cfg.Migrate {
 		if _, err := store.Migrate(ctx, logger); err != nil {
 			store.Close()
-			return nil, err
+			return nil, errors.Join(err, stopTracing(ctx))
 		}
 	}
 	m := metrics.New()
@@ -92,7 +101,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	spooled, err := spool.Open(cfg.SpoolDir, producer, after, switches, m.SpoolBuffered, logger)
 	if err != nil {
 		store.Close()
-		return nil, err
+		return nil, errors.Join(err, stopTracing(ctx))
 	}
 	consumers := qstore.New(store, cat, after, sealer, quotas, m, hot, logger, cfg.MaxPopBytes)
 	queues := queue.New(queue.Deps{
@@ -136,7 +145,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		authn.Run,
 	})
 	return &Broker{cfg: cfg, log: logger, db: store, spool: spooled, handler: h, metrics: server.Metrics(m),
-		routes: routes, loops: loops, stopping: stopping}, nil
+		routes: routes, loops: loops, stopping: stopping, stopTracing: stopTracing}, nil
 }
 
 // newSealer loads the payload keys; without a key file it returns nil, and
@@ -202,7 +211,15 @@ func (b *Broker) Close() {
 		b.log.Error("closing the spool failed", "err", err)
 	}
 	b.db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), tracingFlush)
+	defer cancel()
+	if err := b.stopTracing(ctx); err != nil {
+		b.log.Error("flushing the trace spans failed", "err", err)
+	}
 }
+
+// tracingFlush bounds how long Close waits for the OTLP collector.
+const tracingFlush = 5 * time.Second
 
 // Serve serves the API on api and the metrics on metrics until ctx is
 // cancelled (SIGTERM), then stops in the order a rolling restart needs:

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/tracing"
 )
 
 // Segments are packed segments as the parallel arrays that
@@ -41,6 +42,13 @@ const logPushSQL = `SELECT partition_id, outcome, base_offset, dup_txids, dup_me
 // they were recorded with. A partition deleted since it was resolved is
 // catalog.ErrPartitionGone, and nothing is stored.
 func (d *DB) Push(ctx context.Context, segs Segments) ([]int64, Duplicates, error) {
+	ctx, span := tracing.StartDB(ctx, "push")
+	bases, dups, err := d.push(ctx, segs)
+	tracing.End(span, err)
+	return bases, dups, err
+}
+
+func (d *DB) push(ctx context.Context, segs Segments) ([]int64, Duplicates, error) {
 	rows, err := d.q.Query(ctx, logPushSQL, segs.Partitions, segs.Frames, segs.Bodies, segs.Checksums, segs.TxIDs,
 		segs.MinAt, segs.MaxAt, segs.Dedups, segs.DedupTxIDs, segs.DedupMsgIDs)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/ids"
 	"github.com/regent-mq/regent/broker/segment"
+	"github.com/regent-mq/regent/broker/tracing"
 )
 
 // QueueAck is one acknowledgement on the queue's routes.
@@ -66,6 +67,13 @@ func scanAnswer(row pgx.CollectableRow, txids []string, extra ...any) (AckResult
 // partition and group under one lease, set-based in queen.ack_cursor: one
 // round trip.
 func (d *DB) AckCursor(ctx context.Context, tenant string, acks []QueueAck) ([]AckResult, error) {
+	ctx, span := tracing.StartDB(ctx, "ack")
+	out, err := d.ackCursor(ctx, tenant, acks)
+	tracing.End(span, err)
+	return out, err
+}
+
+func (d *DB) ackCursor(ctx context.Context, tenant string, acks []QueueAck) ([]AckResult, error) {
 	txids := make([]string, len(acks))
 	for i, a := range acks {
 		txids[i] = a.TransactionID
@@ -88,6 +96,13 @@ func (d *DB) AckCursor(ctx context.Context, tenant string, acks []QueueAck) ([]A
 // more when some go to the dead letters, whose payloads only the broker can
 // decode.
 func (d *DB) Ack(ctx context.Context, tenant string, acks []QueueAck) ([]AckResult, error) {
+	ctx, span := tracing.StartDB(ctx, "ack")
+	out, err := d.ack(ctx, tenant, acks)
+	tracing.End(span, err)
+	return out, err
+}
+
+func (d *DB) ack(ctx context.Context, tenant string, acks []QueueAck) ([]AckResult, error) {
 	n := len(acks)
 	pids := make([][16]byte, n)
 	groups := make([]string, n)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/ids"
+	"github.com/regent-mq/regent/broker/tracing"
 )
 
 // PopCall is one call of queen.pop.
@@ -56,6 +57,13 @@ type PopLook struct {
 // call's arguments, so its content escapes, and the caller's slice of
 // candidates would be allocated on the heap with it.
 func (d *DB) Pop(ctx context.Context, c *PopCall, candidates []uuid.UUID) (claims []PopClaim, looks []PopLook, gone bool, err error) {
+	ctx, span := tracing.StartDB(ctx, "pop")
+	claims, looks, gone, err = d.pop(ctx, c, candidates)
+	tracing.End(span, err)
+	return claims, looks, gone, err
+}
+
+func (d *DB) pop(ctx context.Context, c *PopCall, candidates []uuid.UUID) (claims []PopClaim, looks []PopLook, gone bool, err error) {
 	rows, err := d.q.Query(ctx, `SELECT partition_id, partition_name, outcome, retry_at, batch_start, batch_end,
 			base_offset, frame_count, body, checksum
 		FROM queen.pop(p_tenant => $1, p_queue_id => $2, p_candidates => $3, p_group => $4,

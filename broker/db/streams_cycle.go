@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/regent-mq/regent/broker/ids"
+	"github.com/regent-mq/regent/broker/tracing"
 )
 
 // Ack is a cycle's source ack.
@@ -108,6 +109,13 @@ const cycleSQL = `SELECT outcome, queue_id, queue_name, base_offsets, ack_count,
 // commit was sent. The caller announces the sink partitions, and the source
 // when CycleResult.Announce says so, once it returns.
 func (d *DB) RunCycle(ctx context.Context, c Cycle) (CycleResult, error) {
+	ctx, span := tracing.StartDB(ctx, "cycle")
+	r, err := d.runCycle(ctx, c)
+	tracing.End(span, err)
+	return r, err
+}
+
+func (d *DB) runCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 	a := c.Segments
 	var (
 		hasAck, ok, release bool

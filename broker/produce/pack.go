@@ -27,6 +27,20 @@ type Item struct {
 	TransactionID string
 	TraceID       string
 	MessageID     uuid.UUID // zero means a fresh UUIDv7
+	// Traceparent is the W3C trace context the message carries to its
+	// consumer; "" for none.
+	Traceparent string
+}
+
+// Trace stamps traceparent, a W3C trace context, on items, to be stored
+// with them and handed to their consumers; "" stamps nothing.
+func Trace(items []Item, traceparent string) {
+	if traceparent == "" {
+		return
+	}
+	for i := range items {
+		items[i].Traceparent = traceparent
+	}
 }
 
 // Segment is the frames of one push request for one partition, packed for
@@ -153,6 +167,7 @@ func (l *Producer) Pack(ctx context.Context, tenant, producerSub string, items [
 			ID:            it.MessageID,
 			TransactionID: it.TransactionID,
 			TraceID:       it.TraceID,
+			Traceparent:   it.Traceparent,
 			ProducerSub:   producerSub,
 			CreatedAt:     now,
 			Payload:       it.Payload,

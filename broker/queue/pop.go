@@ -11,6 +11,7 @@ import (
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/queue/store"
+	"github.com/regent-mq/regent/broker/tracing"
 )
 
 // Bounds on pop parameters: beyond them one request would hold a
@@ -147,6 +148,11 @@ func (s *Handler) handlePop(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if len(got.Messages) > 0 {
+			if tracing.Enabled() {
+				for i := range got.Messages {
+					tracing.Link(ctx, got.Messages[i].Traceparent)
+				}
+			}
 			lease := ""
 			if !p.AutoAck {
 				lease = got.LeaseID.String()

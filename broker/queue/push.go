@@ -16,6 +16,7 @@ import (
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/produce"
 	"github.com/regent-mq/regent/broker/spool"
+	"github.com/regent-mq/regent/broker/tracing"
 )
 
 // pushItem is an item as a client sends it.
@@ -124,6 +125,7 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteAppended(w, http.StatusCreated, pushResults{}.append)
 		return
 	}
+	carryTrace(r, in)
 	id := auth.FromContext(r.Context())
 	if sp := s.Spool; sp != nil && sp.Buffering() {
 		taken, err := sp.Take(id.Tenant, id.Subject, in)
@@ -144,6 +146,12 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 	}
 	s.After.Apply(produce.AfterPush(segs))
 	httpx.WriteAppended(w, http.StatusCreated, pushResults{in, pushed}.append)
+}
+
+// carryTrace stamps the request's trace context on the items it pushes, to
+// be stored with them and handed to their consumers.
+func carryTrace(r *http.Request, in []produce.Item) {
+	produce.Trace(in, tracing.Carried(r.Context(), r.Header.Get(tracing.Header)))
 }
 
 // fail answers a failed request: client errors with their status, anything

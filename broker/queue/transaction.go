@@ -100,6 +100,9 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
+	for _, o := range ops {
+		carryTrace(r, o.push)
+	}
 	id := auth.FromContext(r.Context())
 	ctx := r.Context()
 	results := make([]opResult, 0, len(ops))

@@ -58,6 +58,10 @@ func appendPop(st *httpx.Stream, b []byte, queue, group string, msgs []store.Mes
 		b = httpx.AppendString(b, m.TransactionID)
 		b = append(b, `,"traceId":`...)
 		b = httpx.AppendOptionalString(b, m.TraceID)
+		if m.Traceparent != "" {
+			b = append(b, `,"traceparent":`...)
+			b = httpx.AppendString(b, m.Traceparent)
+		}
 		b = append(b, `,"data":`...)
 		b = st.AppendLarge(b, m.Data)
 		b = append(b, `,"producerSub":`...)

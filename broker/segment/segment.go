@@ -10,6 +10,10 @@
 //	  varint    CreatedAt minus the previous frame's CreatedAt (zigzag; the first frame's is relative to 0)
 //	  uvarint   Flags, then uvarint KeyID
 //	  uvarint length + bytes, four times: TransactionID, TraceID, ProducerSub, Payload
+//	  with FlagTraceparent only: uvarint length + bytes, Traceparent
+//
+// FlagTraceparent came later; frames written before it lack the bit and the
+// field, and decode as they always did.
 //
 // The frame count is not in the body; the caller stores it beside the body
 // and the checksum, and Decode cross-checks all three. Every varint must be
@@ -42,6 +46,9 @@ const (
 	// its frame keeps its place, so that offsets hold, and only its ID and
 	// CreatedAt. Nothing delivers, lists or finds it.
 	FlagDeleted Flags = 1 << 1
+	// FlagTraceparent means a Traceparent field follows the payload. Encode
+	// sets it on every frame with a Traceparent.
+	FlagTraceparent Flags = 1 << 2
 )
 
 // Frame is one message of a segment.
@@ -54,6 +61,9 @@ type Frame struct {
 	Flags         Flags
 	KeyID         uint32 // encryption key id when sealed, else 0
 	Payload       []byte // raw JSON, or ciphertext when sealed
+	// Traceparent is the W3C trace context of the push that stored the
+	// message, so that its consumer continues the producer's trace.
+	Traceparent string
 }
 
 // Sealed reports whether the payload is encrypted.
@@ -139,8 +149,8 @@ func appendFrames(raw []byte, frames []Frame) []byte {
 	n := 1
 	for i := range frames {
 		f := &frames[i]
-		n += minFrameSize + 7*binary.MaxVarintLen64 +
-			len(f.TransactionID) + len(f.TraceID) + len(f.ProducerSub) + len(f.Payload)
+		n += minFrameSize + 8*binary.MaxVarintLen64 +
+			len(f.TransactionID) + len(f.TraceID) + len(f.ProducerSub) + len(f.Payload) + len(f.Traceparent)
 	}
 	raw = slices.Grow(raw, n)
 
@@ -153,12 +163,19 @@ func appendFrames(raw []byte, frames []Frame) []byte {
 		// 1–3 bytes instead of 8. Wrapping subtraction keeps it exact.
 		raw = binary.AppendVarint(raw, f.CreatedAt-prev)
 		prev = f.CreatedAt
-		raw = binary.AppendUvarint(raw, uint64(f.Flags))
+		flags := f.Flags
+		if f.Traceparent != "" {
+			flags |= FlagTraceparent
+		}
+		raw = binary.AppendUvarint(raw, uint64(flags))
 		raw = binary.AppendUvarint(raw, uint64(f.KeyID))
 		raw = appendField(raw, f.TransactionID)
 		raw = appendField(raw, f.TraceID)
 		raw = appendField(raw, f.ProducerSub)
 		raw = appendField(raw, f.Payload)
+		if flags&FlagTraceparent != 0 {
+			raw = appendField(raw, f.Traceparent)
+		}
 	}
 	return raw
 }
@@ -208,6 +225,9 @@ func Decode(body []byte, checksum uint64, frameCount int) ([]Frame, error) {
 		f.TraceID = r.string("trace_id")
 		f.ProducerSub = r.string("producer_sub")
 		f.Payload = r.bytes("payload")
+		if f.Flags&FlagTraceparent != 0 {
+			f.Traceparent = r.string("traceparent")
+		}
 		if r.bad != "" {
 			return nil, fmt.Errorf("%w: frame %d of %d: malformed %s at byte %d",
 				ErrCorrupt, i, frameCount, r.bad, r.off)

@@ -59,11 +59,7 @@ func testFrames(n, payloadSize int) []Frame {
 
 func roundTrip(t *testing.T, frames []Frame) []Frame {
 	t.Helper()
-	body, sum := Encode(nil, frames)
-	got, err := Decode(body, sum, len(frames))
-	if err != nil {
-		t.Fatalf("Decode: %v", err)
-	}
+	got := roundTripLoose(t, frames)
 	if err := equalFrames(got, frames); err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +108,11 @@ func TestRoundTrip(t *testing.T) {
 			Payload:       []byte(`{"msg":"こんにちは 🌍"}`),
 		}}},
 		{"sealed", []Frame{{ID: uuid.New(), Flags: FlagSealed, KeyID: 7, Payload: []byte{0, 0xff, 0x10}}}},
+		{"traceparent", []Frame{
+			{ID: uuid.New(), Flags: FlagTraceparent, Traceparent: testTraceparent, Payload: []byte("1")},
+			{ID: uuid.New(), Payload: []byte("2")},
+			{ID: uuid.New(), Flags: FlagTraceparent | FlagSealed, Traceparent: testTraceparent},
+		}},
 		{"extreme values", []Frame{
 			{CreatedAt: math.MaxInt64, Flags: math.MaxUint32, KeyID: math.MaxUint32},
 			{CreatedAt: math.MinInt64},
@@ -355,4 +356,59 @@ func BenchmarkDecode100(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+const testTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+// TestFramesWrittenBeforeTraceparentStillDecode builds a segment in the
+// layout frames had before FlagTraceparent existed, by hand, and decodes
+// it; a frame without a traceparent must still encode to exactly that.
+func TestFramesWrittenBeforeTraceparentStillDecode(t *testing.T) {
+	id := uuid.MustParse("01890a5d-ac96-774b-bcce-b302099a8057")
+	raw := []byte{formatV1}
+	raw = append(raw, id[:]...)
+	raw = binary.AppendVarint(raw, baseTime)
+	raw = binary.AppendUvarint(raw, uint64(FlagSealed))
+	raw = binary.AppendUvarint(raw, 3)
+	for _, f := range []string{"tx", "trace", "sub", "payload"} {
+		raw = binary.AppendUvarint(raw, uint64(len(f)))
+		raw = append(raw, f...)
+	}
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := enc.EncodeAll(raw, nil)
+	got, err := Decode(body, xxhash.Sum64(raw), 1)
+	if err != nil {
+		t.Fatalf("Decode of an old frame: %v", err)
+	}
+	want := []Frame{{ID: id, TransactionID: "tx", TraceID: "trace", ProducerSub: "sub", CreatedAt: baseTime,
+		Flags: FlagSealed, KeyID: 3, Payload: []byte("payload")}}
+	if err := equalFrames(got, want); err != nil {
+		t.Fatal(err)
+	}
+	if _, sum := Encode(nil, want); sum != xxhash.Sum64(raw) {
+		t.Errorf("a frame without a traceparent no longer encodes in the old layout")
+	}
+}
+
+// TestEncodeMarksFramesWithATraceparent: the flag follows the field, so a
+// caller cannot store a traceparent that Decode would not read back.
+func TestEncodeMarksFramesWithATraceparent(t *testing.T) {
+	got := roundTripLoose(t, []Frame{{ID: uuid.New(), Traceparent: testTraceparent}})
+	if got[0].Traceparent != testTraceparent || got[0].Flags&FlagTraceparent == 0 {
+		t.Errorf("got traceparent %q flags %b", got[0].Traceparent, got[0].Flags)
+	}
+}
+
+// roundTripLoose encodes and decodes frames, comparing nothing.
+func roundTripLoose(t *testing.T, frames []Frame) []Frame {
+	t.Helper()
+	body, sum := Encode(nil, frames)
+	got, err := Decode(body, sum, len(frames))
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	return got
 }

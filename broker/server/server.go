@@ -13,11 +13,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/metrics"
+	"github.com/regent-mq/regent/broker/tracing"
 )
 
 // Route is one endpoint and the access level it needs; auth.None is public.
@@ -26,6 +31,8 @@ type Route struct {
 	Path    string // net/http pattern path, e.g. /api/v1/pop/queue/{queue}
 	Level   auth.Level
 	Handler http.HandlerFunc
+	// Span names the route's trace span; "" for routes not traced.
+	Span string
 }
 
 // Deps is what the server needs from the rest of the broker.
@@ -65,6 +72,9 @@ func New(d Deps, routes []Route) http.Handler {
 		// on too; the data routes it calls do the checking.
 		if r.Level != auth.None {
 			h = d.Auth.Require(r.Level, h)
+		}
+		if r.Span != "" && tracing.Enabled() {
+			h = traced(r.Span, r.Path, h)
 		}
 		handle(r.Method+" "+r.Path, h)
 	}
@@ -212,5 +222,23 @@ func instrument(h *prometheus.HistogramVec, route string, next http.Handler) htt
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(sw, r)
 		byRoute.WithLabelValues(r.Method, strconv.Itoa(sw.code)).Observe(time.Since(start).Seconds())
+	})
+}
+
+// traced makes a server span for each request, continuing the caller's
+// trace when the request carries a W3C traceparent. Only wrapped while
+// tracing is on, so an untraced broker pays nothing here.
+func traced(name, route string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span := tracing.Start(ctx, name, trace.SpanKindServer)
+		defer span.End()
+		span.SetAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.HTTPRoute(route))
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(sw, r.WithContext(ctx))
+		span.SetAttributes(semconv.HTTPResponseStatusCode(sw.code))
+		if sw.code >= http.StatusInternalServerError {
+			span.SetStatus(codes.Error, http.StatusText(sw.code))
+		}
 	})
 }

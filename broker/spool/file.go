@@ -52,12 +52,14 @@ type meta struct {
 	TxID      string     `json:"x"`
 	TraceID   string     `json:"r,omitempty"`
 	MessageID *uuid.UUID `json:"m,omitempty"`
+	// Traceparent came later; older records lack it and read as none.
+	Traceparent string `json:"w,omitempty"`
 }
 
 // appendRecord appends r, framed, to b.
 func appendRecord(b []byte, r Record) ([]byte, error) {
 	m := meta{Tenant: r.Tenant, Sub: r.Sub, Queue: r.Item.Queue, Partition: r.Item.Partition,
-		TxID: r.Item.TransactionID, TraceID: r.Item.TraceID}
+		TxID: r.Item.TransactionID, TraceID: r.Item.TraceID, Traceparent: r.Item.Traceparent}
 	if r.Item.MessageID != uuid.Nil {
 		m.MessageID = &r.Item.MessageID
 	}
@@ -129,7 +131,7 @@ func (r *reader) next() (Record, error) {
 	}
 	r.off += headerSize + int64(n)
 	rec := Record{Tenant: m.Tenant, Sub: m.Sub, Item: produce.Item{Queue: m.Queue, Partition: m.Partition,
-		TransactionID: m.TxID, TraceID: m.TraceID}}
+		TransactionID: m.TxID, TraceID: m.TraceID, Traceparent: m.Traceparent}}
 	if payload := p[4+mlen:]; len(payload) > 0 {
 		rec.Item.Payload = payload
 	}

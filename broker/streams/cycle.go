@@ -19,6 +19,7 @@ import (
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/produce"
 	"github.com/regent-mq/regent/broker/quota"
+	"github.com/regent-mq/regent/broker/tracing"
 )
 
 type cycleRequest struct {
@@ -140,6 +141,8 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
+	// What the cycle emits continues its trace.
+	produce.Trace(items, tracing.Carried(r.Context(), r.Header.Get(tracing.Header)))
 	id := auth.FromContext(r.Context())
 	c.Tenant = id.Tenant
 	if !s.ownPartition(w, r, c.Tenant, c.PartitionID) {

@@ -77,6 +77,6 @@ func (s *Service) Routes() []server.Route {
 		{Method: http.MethodGet, Path: "/streams/v1/queries", Level: auth.ReadOnly, Handler: s.list},
 		{Method: http.MethodPost, Path: "/streams/v1/queries", Level: auth.ReadWrite, Handler: s.register},
 		{Method: http.MethodPost, Path: "/streams/v1/state/get", Level: auth.ReadOnly, Handler: s.stateGet},
-		{Method: http.MethodPost, Path: "/streams/v1/cycle", Level: auth.ReadWrite, Handler: s.cycle},
+		{Method: http.MethodPost, Path: "/streams/v1/cycle", Level: auth.ReadWrite, Handler: s.cycle, Span: "cycle"},
 	}
 }

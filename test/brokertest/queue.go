@@ -68,6 +68,7 @@ type Message struct {
 	ID            string  `json:"id"`
 	TransactionID string  `json:"transactionId"`
 	TraceID       *string `json:"traceId"`
+	Traceparent   string  `json:"traceparent"`
 	Data          any     `json:"data"`
 	ProducerSub   *string `json:"producerSub"`
 	CreatedAt     string  `json:"createdAt"`

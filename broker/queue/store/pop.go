@@ -49,6 +49,7 @@ type Message struct {
 	ID            uuid.UUID
 	TransactionID string
 	TraceID       *string
+	Traceparent   string // W3C trace context of the push; "" for none
 	Data          []byte // raw JSON
 	ProducerSub   *string
 	CreatedAt     int64 // µs since the epoch
@@ -205,7 +206,7 @@ func (s *Store) decode(q *catalog.Queue, claims []db.PopClaim, p *PopRequest, le
 					return nil, nil, fmt.Errorf("queue %q partition %s offset %d: %w", q.Name, c.ID, off, err)
 				}
 				m := Message{
-					ID: f.ID, TransactionID: f.TransactionID, Data: payload,
+					ID: f.ID, TransactionID: f.TransactionID, Traceparent: f.Traceparent, Data: payload,
 					CreatedAt: f.CreatedAt, PartitionID: c.ID, Partition: c.Name,
 					LeaseID: lease, ConsumerGroup: p.Group,
 				}

@@ -1,0 +1,72 @@
+package queue_test
+
+import (
+	"bytes"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/test/brokertest"
+)
+
+// pushTraced pushes one message to queue with a traceparent header.
+func pushTraced(t *testing.T, b *brokertest.Broker, queue, traceparent string) {
+	t.Helper()
+	postTraced(t, b, "/api/v1/push", `{"items":[{"queue":"`+queue+`","payload":1}]}`, traceparent)
+}
+
+// postTraced posts body to path with a traceparent header and wants a 2xx.
+func postTraced(t *testing.T, b *brokertest.Broker, path, body, traceparent string) {
+	t.Helper()
+	req, err := http.NewRequest("POST", b.URL+path, bytes.NewBufferString(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", traceparent)
+	if b.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.Token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Less(t, resp.StatusCode, 300)
+}
+
+// TestPushTraceparentIsStoredAndReturnedOnPop: with tracing off (the
+// default), the producer's W3C traceparent is kept with the message and
+// handed to its consumer, so that the consumer's span continues the trace.
+func TestPushTraceparentIsStoredAndReturnedOnPop(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	pushTraced(t, b, "traced", tp)
+	b.PushN(t, "traced", "", 0, 1)
+	msgs := b.PopAll(t, "/api/v1/pop/queue/traced?batch=10&autoAck=true")
+	require.Len(t, msgs, 2)
+	require.Equal(t, tp, msgs[0].Traceparent)
+	require.Empty(t, msgs[1].Traceparent, "a message pushed without a traceparent carries none")
+	frames := b.Frames(t, b.Tenant, "traced")
+	require.Equal(t, tp, frames[0].Traceparent, "stored in the message's segment frame")
+}
+
+// TestPushMalformedTraceparentIsIgnored: the W3C spec says a receiver
+// ignores a traceparent it cannot parse rather than refusing the request.
+func TestPushMalformedTraceparentIsIgnored(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	pushTraced(t, b, "badtrace", "00-00000000000000000000000000000000-00f067aa0ba902b7-01")
+	msgs := b.PopAll(t, "/api/v1/pop/queue/badtrace?autoAck=true")
+	require.Len(t, msgs, 1)
+	require.Empty(t, msgs[0].Traceparent)
+}
+
+func TestTransactionPushTraceparentIsStoredAndReturnedOnPop(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
+	postTraced(t, b, "/api/v1/transaction",
+		`{"operations":[{"type":"push","items":[{"queue":"txtraced","payload":1}]}]}`, tp)
+	msgs := b.PopAll(t, "/api/v1/pop/queue/txtraced?autoAck=true")
+	require.Len(t, msgs, 1)
+	require.Equal(t, tp, msgs[0].Traceparent)
+}
