@@ -159,12 +159,13 @@ const (
 // hot list, then, once it is exhausted, in the database, which the
 // announcements of another replica may not have reached yet.
 func (s *Store) claimHot(ctx context.Context, p *PopRequest, q *catalog.Queue, leaseID uuid.UUID, idle *Popped) ([]db.PopClaim, error) {
+	n, reseeded := p.Partitions+extraCandidates, false
 	if !s.hot.Seeded(q.ID, p.Group) {
 		if _, err := s.seed(ctx, q.ID, p.Group); err != nil {
 			return nil, err
 		}
+		reseeded = true
 	}
-	n, reseeded := p.Partitions+extraCandidates, false
 	for range sweepRounds {
 		cands, due := s.hot.Candidates(q.ID, p.Group, n, time.Now())
 		idle.Due = earliest(idle.Due, due)
@@ -187,13 +188,17 @@ func (s *Store) claimHot(ctx context.Context, p *PopRequest, q *catalog.Queue, l
 		if err != nil {
 			return nil, err
 		}
+		settled := false // a candidate left the next round's
 		for i, o := range looks {
 			s.hot.Settle(q.ID, p.Group, cands[i], o.Outcome, o.RetryAt)
 			idle.Due = deferredUntil(idle.Due, o)
+			settled = settled || o.Outcome == hotlist.Empty || !o.RetryAt.IsZero()
 		}
-		// Fewer looks than candidates and no claim: queen.pop looked at
-		// none (a suspended streaming query, a deleted queue).
-		if len(claims) > 0 || !p.Final || len(looks) < len(cands) {
+		// Without a claim, fewer looks than candidates means queen.pop
+		// looked at none (a suspended streaming query, a deleted queue),
+		// and nothing settled means every candidate was locked by another
+		// pop or ack: the next round would find the same.
+		if len(claims) > 0 || !p.Final || len(looks) < len(cands) || !settled {
 			return claims, nil
 		}
 		n = sweepCandidates
