@@ -92,7 +92,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	hot := hotlist.New()
 	quotas := quota.New(store, m.QuotaRefusals, logger)
 	announcer := hotlist.NewAnnouncer(hot, store, logger)
-	cat := catalog.New(store)
+	cat := catalog.New(store, cfg.CatalogSize)
 	after := commit.New(announcer, hot, m)
 	producer := produce.New(store, cat, produce.Options{
 		Sealer: sealer, Metrics: m, Quotas: quotas, PushCalls: cfg.PushCalls, Logger: logger,

@@ -1,9 +1,12 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,15 +21,48 @@ type Target struct {
 // configure and delete on another replica reach this one within it.
 const optionsTTL = 5 * time.Second
 
+// DefaultSize is the default bound on the partitions, and on the queues,
+// that a Catalog caches.
+const DefaultSize = 100_000
+
 // Catalog caches the queues and partitions the broker looks up: their ids
 // and the options it reads in memory. It is safe for concurrent use.
+//
+// It holds at most size partitions and size queues, and evicts the least
+// recently used ones past that: an evicted entry is resolved again from the
+// database, so eviction changes no answer. A hit takes only the read lock
+// and stamps its entry's last use; the entries are sorted by it only when
+// the bound is passed, and then an eighth of them go at once, so that the
+// sort is paid once for many inserts.
 type Catalog struct {
-	db Store
+	db   Store
+	size int
 
 	mu     sync.RWMutex
-	queues map[queueKey]*Queue
-	parts  map[partKey]*Partition
-	byID   map[uuid.UUID]*Partition
+	queues map[queueKey]*slot[*Queue]
+	parts  map[partKey]*slot[*Partition]
+	byID   map[uuid.UUID]*slot[*Partition]
+}
+
+// slot is a cached value and when it was last used (Unix nanoseconds).
+type slot[T any] struct {
+	v    T
+	used atomic.Int64
+}
+
+func newSlot[T any](v T, now time.Time) *slot[T] {
+	s := &slot[T]{v: v}
+	s.used.Store(now.UnixNano())
+	return s
+}
+
+// get returns the value and stamps its use; nil-safe.
+func (s *slot[T]) get(now time.Time) (v T) {
+	if s == nil {
+		return v
+	}
+	s.used.Store(now.UnixNano())
+	return s.v
 }
 
 // Store is where the catalog reads and creates queues and partitions:
@@ -56,9 +92,11 @@ type PartitionRow struct {
 	Queue QueueRow
 }
 
-// New returns an empty Catalog over d.
-func New(d Store) *Catalog {
-	return &Catalog{db: d, queues: map[queueKey]*Queue{}, parts: map[partKey]*Partition{}, byID: map[uuid.UUID]*Partition{}}
+// New returns an empty Catalog over d that caches at most size partitions
+// and size queues (at least one of each).
+func New(d Store, size int) *Catalog {
+	return &Catalog{db: d, size: max(size, 1), queues: map[queueKey]*slot[*Queue]{},
+		parts: map[partKey]*slot[*Partition]{}, byID: map[uuid.UUID]*slot[*Partition]{}}
 }
 
 type queueKey struct{ tenant, name string }
@@ -149,11 +187,11 @@ func partitionFrom(tenant string, p PartitionRow, now time.Time) *Partition {
 }
 
 func (c *Catalog) cachedLocked(t Target, now time.Time) *Partition {
-	q := c.queues[queueKey{t.Tenant, t.Queue}]
+	q := c.queues[queueKey{t.Tenant, t.Queue}].get(now)
 	if q == nil || now.Sub(q.loaded) > optionsTTL {
 		return nil
 	}
-	return c.parts[partKey{t.Tenant, t.Queue, t.Partition}]
+	return c.parts[partKey{t.Tenant, t.Queue, t.Partition}].get(now)
 }
 
 // remember caches p and returns the cached equivalent. Queue and Partition
@@ -164,20 +202,24 @@ func (c *Catalog) cachedLocked(t Target, now time.Time) *Partition {
 func (c *Catalog) remember(p *Partition) *Partition {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	q := c.queues[queueKey{p.Queue.Tenant, p.Queue.Name}]
+	now := time.Now()
+	q := c.queues[queueKey{p.Queue.Tenant, p.Queue.Name}].get(now)
 	if q == nil || q.ID != p.Queue.ID || p.Queue.loaded.Sub(q.loaded) > optionsTTL {
 		q = c.setQueueLocked(p.Queue)
 	}
 	k := partKey{q.Tenant, q.Name, p.Name}
-	if cur := c.parts[k]; cur != nil && cur.ID == p.ID && cur.Queue == q {
-		return cur
+	cur := c.parts[k]
+	if cur != nil && cur.v.ID == p.ID && cur.v.Queue == q {
+		return cur.get(now)
 	}
-	if cur := c.parts[k]; cur != nil {
-		delete(c.byID, cur.ID)
+	if cur != nil {
+		delete(c.byID, cur.v.ID)
 	}
 	p = &Partition{ID: p.ID, Name: p.Name, Queue: q}
-	c.parts[k] = p
-	c.byID[p.ID] = p
+	s := newSlot(p, now)
+	c.parts[k] = s
+	c.byID[p.ID] = s
+	c.evictLocked()
 	return p
 }
 
@@ -192,7 +234,8 @@ func (c *Catalog) rememberQueue(q *Queue) *Queue {
 // copy in force.
 func (c *Catalog) setQueueLocked(q *Queue) *Queue {
 	key := queueKey{q.Tenant, q.Name}
-	old := c.queues[key]
+	now := time.Now()
+	old := c.queues[key].get(now)
 	switch {
 	case old == nil:
 	case old.ID != q.ID:
@@ -200,34 +243,83 @@ func (c *Catalog) setQueueLocked(q *Queue) *Queue {
 	case !q.loaded.After(old.loaded):
 		return old
 	default:
-		for k, p := range c.parts {
-			if p.Queue == old {
-				np := &Partition{ID: p.ID, Name: p.Name, Queue: q}
-				c.parts[k] = np
-				c.byID[p.ID] = np
+		for _, s := range c.parts {
+			if p := s.v; p.Queue == old {
+				// The slot is shared with byID: both see the new value.
+				s.v = &Partition{ID: p.ID, Name: p.Name, Queue: q}
 			}
 		}
 	}
-	c.queues[key] = q
+	c.queues[key] = newSlot(q, now)
+	c.evictLocked()
 	return q
 }
 
 func (c *Catalog) dropLocked(q *Queue) {
-	delete(c.queues, queueKey{q.Tenant, q.Name})
-	for k, p := range c.parts {
-		if p.Queue.ID == q.ID {
-			delete(c.parts, k)
-			delete(c.byID, p.ID)
+	c.dropQueuesLocked(map[uuid.UUID]bool{q.ID: true})
+}
+
+// dropQueuesLocked forgets the queues with the ids in gone and their
+// partitions, in one pass over the partitions.
+func (c *Catalog) dropQueuesLocked(gone map[uuid.UUID]bool) {
+	for k, s := range c.queues {
+		if gone[s.v.ID] {
+			delete(c.queues, k)
 		}
 	}
+	for k, s := range c.parts {
+		if gone[s.v.Queue.ID] {
+			delete(c.parts, k)
+			delete(c.byID, s.v.ID)
+		}
+	}
+}
+
+// evictLocked brings the partitions, then the queues, back under the
+// bound when they pass it, dropping the least recently used down to seven
+// eighths of it. An evicted queue takes its partitions with it, since a
+// partition is found through its queue.
+func (c *Catalog) evictLocked() {
+	keep := c.size - c.size/8
+	if len(c.parts) > c.size {
+		for _, k := range leastUsed(c.parts, len(c.parts)-keep) {
+			delete(c.byID, c.parts[k].v.ID)
+			delete(c.parts, k)
+		}
+	}
+	if len(c.queues) > c.size {
+		gone := map[uuid.UUID]bool{}
+		for _, k := range leastUsed(c.queues, len(c.queues)-keep) {
+			gone[c.queues[k].v.ID] = true
+		}
+		c.dropQueuesLocked(gone)
+	}
+}
+
+// leastUsed returns the keys of the n least recently used slots of m.
+func leastUsed[K comparable, T any](m map[K]*slot[T], n int) []K {
+	type use struct {
+		k  K
+		at int64
+	}
+	all := make([]use, 0, len(m))
+	for k, s := range m {
+		all = append(all, use{k, s.used.Load()})
+	}
+	slices.SortFunc(all, func(a, b use) int { return cmp.Compare(a.at, b.at) })
+	out := make([]K, n)
+	for i := range out {
+		out[i] = all[i].k
+	}
+	return out
 }
 
 // Invalidate forgets everything cached about a tenant's queue.
 func (c *Catalog) Invalidate(tenant, queue string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if q := c.queues[queueKey{tenant, queue}]; q != nil {
-		c.dropLocked(q)
+	if s := c.queues[queueKey{tenant, queue}]; s != nil {
+		c.dropLocked(s.v)
 	}
 }
 
@@ -235,12 +327,7 @@ func (c *Catalog) Invalidate(tenant, queue string) {
 func (c *Catalog) ForgetQueueID(id uuid.UUID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, q := range c.queues {
-		if q.ID == id {
-			c.dropLocked(q)
-			return
-		}
-	}
+	c.dropQueuesLocked(map[uuid.UUID]bool{id: true})
 }
 
 // LookupQueue returns a tenant's queue without creating it: ErrNotFound when
@@ -248,7 +335,7 @@ func (c *Catalog) ForgetQueueID(id uuid.UUID) {
 func (c *Catalog) LookupQueue(ctx context.Context, tenant, name string) (*Queue, error) {
 	now := time.Now()
 	c.mu.RLock()
-	q := c.queues[queueKey{tenant, name}]
+	q := c.queues[queueKey{tenant, name}].get(now)
 	c.mu.RUnlock()
 	if q != nil && now.Sub(q.loaded) <= optionsTTL {
 		return q, nil
@@ -290,7 +377,7 @@ func (c *Catalog) LookupPartition(ctx context.Context, tenant, queue, partition 
 func (c *Catalog) OwnedPartition(ctx context.Context, tenant string, id uuid.UUID) (*Partition, error) {
 	now := time.Now()
 	c.mu.RLock()
-	p := c.byID[id]
+	p := c.byID[id].get(now)
 	c.mu.RUnlock()
 	if p != nil && now.Sub(p.Queue.loaded) <= optionsTTL {
 		if p.Queue.Tenant != tenant {

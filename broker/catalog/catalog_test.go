@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
@@ -19,7 +20,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func newCatalog(t *testing.T) (*catalog.Catalog, *db.DB) {
 	t.Helper()
 	d := db.New(pgtest.New(t))
-	return catalog.New(d), d
+	return catalog.New(d, catalog.DefaultSize), d
 }
 
 func TestResolveCachesAndCreatesOnce(t *testing.T) {
@@ -53,7 +54,7 @@ func TestOwnedPartitionIsNotFoundForAnotherTenant(t *testing.T) {
 	_, err = cat.OwnedPartition(ctx, "acme", uuid.New())
 	require.True(t, errors.Is(err, catalog.ErrNotFound))
 	// Uncached: a second catalog reads the database.
-	s2 := catalog.New(d)
+	s2 := catalog.New(d, catalog.DefaultSize)
 	_, err = s2.OwnedPartition(ctx, "other", p.ID)
 	require.True(t, errors.Is(err, catalog.ErrNotFound))
 	got, err = s2.OwnedPartition(ctx, "acme", p.ID)
@@ -74,4 +75,70 @@ func TestANewPartitionOfACachedQueueLeavesItsOtherPartitionsCached(t *testing.T)
 	again, err := cat.Resolve(ctx, catalog.Target{Tenant: "default", Queue: "q", Partition: "a"})
 	require.NoError(t, err)
 	require.Same(t, a, again, "a new partition refreshed the queue and replaced the cached ones")
+}
+
+// TestCatalogEvictsTheLeastRecentlyUsedAndAnswersTheSame: with a bound
+// smaller than the partitions in use, the cache never holds more than the
+// bound, every answer is what the database holds, and the entries used
+// last survive an eviction.
+func TestCatalogEvictsTheLeastRecentlyUsedAndAnswersTheSame(t *testing.T) {
+	t.Parallel()
+	const size, queues, parts = 16, 5, 12
+	d := db.New(pgtest.New(t))
+	ctx := context.Background()
+	truth := catalog.New(d, catalog.DefaultSize)
+	want := map[catalog.Target]uuid.UUID{}
+	var targets []catalog.Target
+	for q := range queues {
+		for p := range parts {
+			tg := catalog.Target{Tenant: "acme", Queue: fmt.Sprintf("q%d", q), Partition: fmt.Sprintf("p%d", p)}
+			got, err := truth.Resolve(ctx, tg)
+			require.NoError(t, err)
+			want[tg] = got.ID
+			targets = append(targets, tg)
+		}
+	}
+
+	cat := catalog.New(d, size)
+	check := func() {
+		t.Helper()
+		nq, np := cat.Len()
+		require.LessOrEqual(t, nq, size, "queues cached")
+		require.LessOrEqual(t, np, size, "partitions cached")
+	}
+	for round := range 3 {
+		for i, tg := range targets {
+			var p *catalog.Partition
+			var err error
+			switch (i + round) % 3 {
+			case 0:
+				p, err = cat.Resolve(ctx, tg)
+			case 1:
+				p, err = cat.LookupPartition(ctx, tg.Tenant, tg.Queue, tg.Partition)
+			default:
+				p, err = cat.OwnedPartition(ctx, tg.Tenant, want[tg])
+			}
+			require.NoError(t, err)
+			require.Equal(t, want[tg], p.ID, "%v", tg)
+			require.Equal(t, tg.Partition, p.Name)
+			require.Equal(t, tg.Queue, p.Queue.Name)
+			check()
+			_, err = cat.OwnedPartition(ctx, "other", want[tg])
+			require.ErrorIs(t, err, catalog.ErrNotFound, "eviction opened no door to another tenant")
+			check()
+		}
+	}
+
+	// The partitions used last stay cached while the cache turns over.
+	hot := targets[0]
+	first, err := cat.Resolve(ctx, hot)
+	require.NoError(t, err)
+	for _, tg := range targets[len(targets)-size/2:] {
+		_, err := cat.Resolve(ctx, tg)
+		require.NoError(t, err)
+		again, err := cat.Resolve(ctx, hot)
+		require.NoError(t, err)
+		require.Same(t, first, again, "the most recently used partition was evicted")
+		check()
+	}
 }

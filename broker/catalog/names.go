@@ -9,7 +9,8 @@
 //
 // Resolve (or ResolveAll) turns (tenant, queue, partition) into a
 // *Partition, creating a queue and partition that do not exist with default
-// options. Answers are cached for optionsTTL; Invalidate drops a tenant's
+// options. Answers are cached for optionsTTL at most, and only while they
+// stay among the most recently used (New's size); Invalidate drops a tenant's
 // queue (the queue deletion route does it, and so must any caller whose
 // push failed with ErrPartitionGone, because another replica deleted the
 // queue behind the cache). OwnedPartition answers ErrNotFound for a

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/regent-mq/regent/broker/catalog"
 )
 
 // DefaultSpoolDir is where the spool lives unless told otherwise: the path
@@ -45,6 +47,7 @@ type Config struct {
 	Migrate      bool
 	MaxBodyBytes int64
 	MaxPopBytes  int64 // stored bytes one pop answer may carry, beyond its first segment
+	CatalogSize  int   // partitions, and queues, the catalog caches (broker/catalog)
 
 	Auth          string // off | jwt
 	JWTSecret     string
@@ -211,6 +214,7 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.BoolEnv(&c.Migrate, "migrate", "REGENT_MIGRATE", true, "apply schema migrations at start")
 	f.Int64Env(&c.MaxBodyBytes, "max-body-bytes", "REGENT_MAX_BODY_BYTES", 16<<20, "largest accepted request body; larger is 413")
 	f.Int64Env(&c.MaxPopBytes, "max-pop-bytes", "REGENT_MAX_POP_BYTES", 64<<20, "stored (compressed) bytes one pop may deliver; a pop always delivers at least one message")
+	f.IntEnv(&c.CatalogSize, "catalog-size", "REGENT_CATALOG_SIZE", catalog.DefaultSize, "partitions, and queues, whose ids and options the broker caches; the least recently used go past it")
 	f.StrEnv(&c.Auth, "auth", "REGENT_AUTH", "off", "authentication: off or jwt")
 	f.StrEnv(&c.JWTSecret, "jwt-secret", "REGENT_JWT_SECRET", "", "HS256 shared secret", "JWT_SECRET")
 	f.StrEnv(&c.JWTSecretFile, "jwt-secret-file", "REGENT_JWT_SECRET_FILE", "", "file holding the HS256 shared secret")
@@ -304,6 +308,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxPopBytes < 1 {
 		errs = append(errs, errors.New("--max-pop-bytes must be positive"))
+	}
+	if c.CatalogSize < 1 {
+		errs = append(errs, errors.New("--catalog-size must be positive"))
 	}
 	if c.MetricsListen == "" || c.MetricsListen == c.Listen {
 		errs = append(errs, errors.New("--metrics-listen must be an address of its own, apart from --listen"))

@@ -216,3 +216,28 @@ func TestTheDrainGraceHasADefaultAnEnvironmentFallbackAndIsNotNegative(t *testin
 		t.Errorf("--drain-grace=-1s: %v, want it refused", err)
 	}
 }
+
+func TestCatalogSizeComesFromItsFlagOrEnvironmentAndMustBePositive(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want int
+		err  string
+	}{
+		{nil, "", 100_000, ""},
+		{nil, "500", 500, ""},
+		{[]string{"--catalog-size=64"}, "500", 64, ""},
+		{[]string{"--catalog-size=0"}, "", 0, "--catalog-size must be positive"},
+	} {
+		c, err := Parse("broker", tc.args, env(map[string]string{"DATABASE_URL": "postgres://x", "REGENT_CATALOG_SIZE": tc.env}))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: %v, want %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || c.CatalogSize != tc.want {
+			t.Errorf("%v REGENT_CATALOG_SIZE=%q: %d, %v; want %d", tc.args, tc.env, c.CatalogSize, err, tc.want)
+		}
+	}
+}

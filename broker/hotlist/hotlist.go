@@ -144,8 +144,8 @@ func (l *List) Seeded(queueID uuid.UUID, name string) bool {
 
 // Seed adds partitions found in the database for (queueID, group). It only
 // adds: an entry is removed by a pop that found it empty, never by a sweep
-// that might race a push.
-func (l *List) Seed(queueID uuid.UUID, name string, partitions []uuid.UUID) {
+// that might race a push. It reports whether it added any.
+func (l *List) Seed(queueID uuid.UUID, name string, partitions []uuid.UUID) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	q := l.queue(queueID)
@@ -167,6 +167,7 @@ func (l *List) Seed(queueID uuid.UUID, name string, partitions []uuid.UUID) {
 		close(q.wake)
 		q.wake = make(chan struct{})
 	}
+	return woke
 }
 
 // Groups returns every (queue, group) pair known to this replica, for the

@@ -23,7 +23,7 @@ func newProducer(t *testing.T) *Producer {
 	pool := pgtest.New(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	d := db.New(pool)
-	return New(d, catalog.New(d), Options{Metrics: metrics.New(), Logger: logger})
+	return New(d, catalog.New(d, catalog.DefaultSize), Options{Metrics: metrics.New(), Logger: logger})
 }
 
 func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {

@@ -59,6 +59,7 @@ func parsePop(r *http.Request, defaultMode string) (*popRequest, error) {
 	if p.wait, err = boolParam(q.Get("wait"), "wait"); err != nil {
 		return nil, err
 	}
+	p.Final = !p.wait
 	if p.AutoAck, err = boolParam(q.Get("autoAck"), "autoAck"); err != nil {
 		return nil, err
 	}

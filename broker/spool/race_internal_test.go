@@ -43,7 +43,7 @@ func TestAppendsRacingDrainsAllReachTheDatabase(t *testing.T) {
 	sw.on.Store(true)
 	d := db.New(pool)
 	hot := hotlist.New()
-	p := produce.New(d, catalog.New(d), produce.Options{Metrics: m, Logger: logger})
+	p := produce.New(d, catalog.New(d, catalog.DefaultSize), produce.Options{Metrics: m, Logger: logger})
 	s, err := Open(t.TempDir(), p, commit.New(hotlist.NewAnnouncer(hot, d, logger), hot, m), sw, m.SpoolBuffered, logger)
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,9 @@ type PopRequest struct {
 	Partitions int
 	AutoAck    bool
 	SubStart   string // 'all', 'now' or an RFC 3339 time
+	// Final: no attempt follows an empty answer (wait=false), so it must
+	// mean that no partition holds a message visible to the group.
+	Final bool
 }
 
 // Popped is what one pop attempt found. With no messages, Wake is closed
@@ -74,8 +77,11 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 	// runs still wakes the wait that follows it.
 	idle := Popped{Wake: s.hot.Wait(q.ID)}
 
-	var cands []hotlist.Candidate
-	var parts []uuid.UUID
+	var leaseID uuid.UUID // none: auto-ack
+	if !p.AutoAck {
+		leaseID = ids.New()
+	}
+	var claims []db.PopClaim
 	if p.Partition != "" {
 		part, err := s.catalog.LookupPartition(ctx, p.Tenant, p.Queue, p.Partition)
 		if errors.Is(err, catalog.ErrNotFound) {
@@ -84,40 +90,18 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 		if err != nil {
 			return Popped{}, err
 		}
-		parts = []uuid.UUID{part.ID}
+		var looks []db.PopLook
+		claims, looks, err = s.claim(context.WithoutCancel(ctx), p, q, []uuid.UUID{part.ID}, leaseID)
+		if err != nil {
+			return Popped{}, err
+		}
+		for _, o := range looks {
+			idle.Due = deferredUntil(idle.Due, o)
+		}
 	} else {
-		if !s.hot.Seeded(q.ID, p.Group) {
-			if err := s.seed(ctx, q.ID, p.Group); err != nil {
-				return Popped{}, err
-			}
-		}
-		cands, idle.Due = s.hot.Candidates(q.ID, p.Group, p.Partitions+extraCandidates, time.Now())
-		if len(cands) == 0 {
-			return idle, nil
-		}
-		parts = make([]uuid.UUID, len(cands))
-		for i, c := range cands {
-			parts[i] = c.ID
-		}
-	}
-
-	var leaseID uuid.UUID // none: auto-ack
-	if !p.AutoAck {
-		leaseID = ids.New()
-	}
-	claims, outcomes, err := s.claim(context.WithoutCancel(ctx), p, q, parts, leaseID)
-	if err != nil {
-		return Popped{}, err
-	}
-	for i, o := range outcomes {
-		if cands != nil {
-			s.hot.Settle(q.ID, p.Group, cands[i], o.Outcome, o.RetryAt)
-		}
-		// A deferred partition (a lease, a retryDelay, delayedProcessing or
-		// windowBuffer) wakes a long-poll when it is due, since no push may
-		// come to wake it.
-		if o.Outcome == hotlist.Busy && !o.RetryAt.IsZero() && (idle.Due.IsZero() || o.RetryAt.Before(idle.Due)) {
-			idle.Due = o.RetryAt
+		claims, err = s.claimHot(ctx, p, q, leaseID, &idle)
+		if err != nil {
+			return Popped{}, err
 		}
 	}
 	if len(claims) == 0 {
@@ -154,6 +138,92 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 		s.metrics.Ops.Add(q.Tenant, q.Name, counters.AckSuccess, int64(len(msgs)))
 	}
 	return Popped{Messages: msgs, Claims: claims, LeaseID: leaseID, Wake: idle.Wake, Due: idle.Due}, nil
+}
+
+// Bounds on the search of a final pop (PopRequest.Final) that found
+// nothing in the candidates of its first look: each further round tries up
+// to sweepCandidates of them at once, and there are at most sweepRounds, so
+// that a hot list whose entries are marked again as fast as they are found
+// empty cannot hold the pop forever.
+const (
+	sweepCandidates = 256
+	sweepRounds     = 64
+)
+
+// claimHot claims from the candidates of the hot list and settles each one
+// queen.pop looked at. The hot list keeps a partition that was drained (by
+// an auto-ack pop, or through the partition route, which settles nothing)
+// as a candidate until a pop finds it empty, so the first candidates may
+// all be empty while other partitions hold messages. A long-poll parks and
+// looks again; a final pop looks further, at the price of one more round
+// trip only on the way to an empty answer: first through the rest of the
+// hot list, then, once it is exhausted, in the database, which the
+// announcements of another replica may not have reached yet.
+func (s *Store) claimHot(ctx context.Context, p *PopRequest, q *catalog.Queue, leaseID uuid.UUID, idle *Popped) ([]db.PopClaim, error) {
+	n, reseeded := p.Partitions+extraCandidates, false
+	if !s.hot.Seeded(q.ID, p.Group) {
+		if _, err := s.seed(ctx, q.ID, p.Group); err != nil {
+			return nil, err
+		}
+		reseeded = true
+	}
+	for range sweepRounds {
+		cands, due := s.hot.Candidates(q.ID, p.Group, n, time.Now())
+		idle.Due = earliest(idle.Due, due)
+		if len(cands) == 0 {
+			if !p.Final || reseeded {
+				return nil, nil
+			}
+			added, err := s.seed(ctx, q.ID, p.Group)
+			if err != nil || !added {
+				return nil, err
+			}
+			reseeded = true
+			continue
+		}
+		parts := make([]uuid.UUID, len(cands))
+		for i, c := range cands {
+			parts[i] = c.ID
+		}
+		claims, looks, err := s.claim(context.WithoutCancel(ctx), p, q, parts, leaseID)
+		if err != nil {
+			return nil, err
+		}
+		settled := false // a candidate left the next round's
+		for i, o := range looks {
+			s.hot.Settle(q.ID, p.Group, cands[i], o.Outcome, o.RetryAt)
+			idle.Due = deferredUntil(idle.Due, o)
+			settled = settled || o.Outcome == hotlist.Empty || !o.RetryAt.IsZero()
+		}
+		// Without a claim, fewer looks than candidates means queen.pop
+		// looked at none (a suspended streaming query, a deleted queue),
+		// and nothing settled means every candidate was locked by another
+		// pop or ack: the next round would find the same.
+		if len(claims) > 0 || !p.Final || len(looks) < len(cands) || !settled {
+			return claims, nil
+		}
+		n = sweepCandidates
+	}
+	return nil, nil
+}
+
+// deferredUntil returns when a long-poll must look again, given what a
+// claim found: a deferred partition (a lease, a retryDelay,
+// delayedProcessing or windowBuffer) wakes it when it is due, since no
+// push may come to wake it.
+func deferredUntil(due time.Time, o db.PopLook) time.Time {
+	if o.Outcome != hotlist.Busy {
+		return due
+	}
+	return earliest(due, o.RetryAt)
+}
+
+// earliest returns the earlier of two times, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // claim calls queen.pop and returns the claimed partitions with their

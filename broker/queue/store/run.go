@@ -34,7 +34,7 @@ func (s *Store) Reseed(ctx context.Context, reseedEvery time.Duration) {
 func (s *Store) reseedAll(ctx context.Context) {
 	for q, groups := range s.hot.Groups() {
 		for _, g := range groups {
-			if err := s.seed(ctx, q, g); err != nil && ctx.Err() == nil {
+			if _, err := s.seed(ctx, q, g); err != nil && ctx.Err() == nil {
 				s.logger.Warn("hot list reseed failed", "queue_id", q, "group", g, "err", err)
 			}
 		}
@@ -42,12 +42,12 @@ func (s *Store) reseedAll(ctx context.Context) {
 }
 
 // seed adds to the hot list the partitions of queueID whose log reaches past
-// group's cursor (or that the group has never read).
-func (s *Store) seed(ctx context.Context, queueID uuid.UUID, group string) error {
+// group's cursor (or that the group has never read), and reports whether it
+// added any.
+func (s *Store) seed(ctx context.Context, queueID uuid.UUID, group string) (bool, error) {
 	ids, err := s.db.HotPartitions(ctx, queueID, group)
 	if err != nil {
-		return err
+		return false, err
 	}
-	s.hot.Seed(queueID, group, ids)
-	return nil
+	return s.hot.Seed(queueID, group, ids), nil
 }

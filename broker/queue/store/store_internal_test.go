@@ -35,7 +35,7 @@ func newStore(t testing.TB) testStore {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, hot := metrics.New(), hotlist.New()
 	d := db.New(pool)
-	cat, after := catalog.New(d), commit.New(hotlist.NewAnnouncer(hot, d, logger), hot, m)
+	cat, after := catalog.New(d, catalog.DefaultSize), commit.New(hotlist.NewAnnouncer(hot, d, logger), hot, m)
 	p := produce.New(d, cat, produce.Options{Metrics: m, Logger: logger})
 	return testStore{New(d, cat, after, nil, nil, m, hot, logger, 64<<20), p}
 }
@@ -109,4 +109,40 @@ func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
 		got = append(got, string(m.Data))
 	}
 	require.Equal(t, []string{"2", "3"}, got, "partition a's messages leaked into b's claim")
+}
+
+// A final pop (wait=false) that finds nothing on the hot list asks the
+// database before it answers empty: a push whose announcement has not
+// reached this replica (here, none is made) is delivered, while a long-poll
+// attempt waits for the announcement.
+func TestAFinalPopFindsWhatTheHotListWasNotToldOf(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	push := func(part string) {
+		t.Helper()
+		_, segs, err := s.producer.Push(ctx, "default", "", []produce.Item{{Queue: "q", Partition: part, Payload: json.RawMessage(`1`)}})
+		require.NoError(t, err)
+		if part == "a" {
+			s.after.Apply(produce.AfterPush(segs))
+		}
+	}
+	push("a")
+	p := &PopRequest{Tenant: "default", Queue: "q", Group: catalog.QueueMode, Batch: 1, Partitions: 1, SubStart: "all", AutoAck: true}
+	got, err := s.Pop(ctx, p)
+	require.NoError(t, err)
+	require.Len(t, got.Messages, 1)
+
+	push("b") // not announced
+	got, err = s.Pop(ctx, p)
+	require.NoError(t, err)
+	require.Empty(t, got.Messages, "a long-poll attempt waits for the announcement")
+	p.Final = true
+	got, err = s.Pop(ctx, p)
+	require.NoError(t, err)
+	require.Len(t, got.Messages, 1, "a final pop answered empty while partition b held a message")
+	require.Equal(t, "b", got.Messages[0].Partition)
+	got, err = s.Pop(ctx, p)
+	require.NoError(t, err)
+	require.Empty(t, got.Messages)
 }
