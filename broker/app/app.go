@@ -96,6 +96,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	after := commit.New(announcer, hot, m)
 	producer := produce.New(store, cat, produce.Options{
 		Sealer: sealer, Metrics: m, Quotas: quotas, PushCalls: cfg.PushCalls, Logger: logger,
+		StoreTraceparent: cfg.StoreTraceparent,
 	})
 	switches := flags.New(store, logger)
 	spooled, err := spool.Open(cfg.SpoolDir, producer, after, switches, m.SpoolBuffered, logger)

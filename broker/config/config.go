@@ -69,13 +69,15 @@ type Config struct {
 	EncryptionKey string   // path to the current 32-byte key
 	EncryptionOld []string // paths to retired keys, still accepted for reads
 
-	DedupWindow    time.Duration
-	ReseedInterval time.Duration
-	RetentionEvery time.Duration
-	RetentionBatch int
-	EvictionEvery  time.Duration
-	EvictionBatch  int
-	LagEvery       time.Duration
+	DedupWindow time.Duration
+	// StoreTraceparent keeps a push's W3C traceparent in its frames.
+	StoreTraceparent bool
+	ReseedInterval   time.Duration
+	RetentionEvery   time.Duration
+	RetentionBatch   int
+	EvictionEvery    time.Duration
+	EvictionBatch    int
+	LagEvery         time.Duration
 
 	PartitionCleanupDays    int
 	DefaultSubscriptionMode string // of a pop without subscriptionMode
@@ -233,6 +235,7 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.StrEnv(&c.RolesClaim, "roles-claim", "REGENT_ROLES_CLAIM", "roles", "JWT claim that holds an array of access levels, e.g. realm_access.roles for Keycloak or groups for Dex", "JWT_ROLES_ARRAY_CLAIM")
 	f.StrEnv(&c.EncryptionKey, "encryption-key-file", "REGENT_ENCRYPTION_KEY_FILE", "", "file holding the 32-byte AES-256 payload key")
 	f.StrEnv(&old, "encryption-old-key-files", "REGENT_ENCRYPTION_OLD_KEY_FILES", "", "comma-separated files of retired keys, still accepted for reads")
+	f.BoolEnv(&c.StoreTraceparent, "store-traceparent", "REGENT_STORE_TRACEPARENT", false, "store a push's W3C traceparent with its messages and return it on pop; a broker older than this release cannot read such messages, so switch it on once none shares the database (broker/migrate/UPGRADING.md)")
 	f.DurationEnv(&c.DedupWindow, "dedup-window", "REGENT_DEDUP_WINDOW", time.Hour, "how long a client transactionId is remembered per partition, in queues that set no dedupWindowSeconds")
 	f.DurationEnv(&c.ReseedInterval, "reseed-interval", "REGENT_RESEED_INTERVAL", 5*time.Second, "how often the hot list is reseeded from the database")
 	f.DurationEnv(&c.RetentionEvery, "retention-interval", "REGENT_RETENTION_INTERVAL", 5*time.Minute, "how often the retention sweep runs (with the dedup and idle partition sweeps)", "RETENTION_INTERVAL")

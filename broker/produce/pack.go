@@ -33,9 +33,12 @@ type Item struct {
 }
 
 // Trace stamps traceparent, a W3C trace context, on items, to be stored
-// with them and handed to their consumers; "" stamps nothing.
-func Trace(items []Item, traceparent string) {
-	if traceparent == "" {
+// with them and handed to their consumers; "" stamps nothing. Nor does a
+// producer without StoreTraceparent: a frame that carries one is corrupt to
+// the decoder of a release before it, so a rolling upgrade keeps it off
+// until no older broker shares the database.
+func (l *Producer) Trace(items []Item, traceparent string) {
+	if traceparent == "" || !l.traceparents {
 		return
 	}
 	for i := range items {

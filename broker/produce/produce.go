@@ -60,6 +60,8 @@ type Producer struct {
 	logger  *slog.Logger
 	// quotas limits the tenants' pushes and queue creations; nil: none.
 	quotas *quota.Quotas
+	// traceparents: Trace stamps (Options.StoreTraceparent).
+	traceparents bool
 	// pushes joins the pushes on the pool (natural batching).
 	pushes *batch.Joiner[*pushCall]
 }
@@ -78,6 +80,9 @@ type Options struct {
 	// next call. 0: config.DefaultPushCalls.
 	PushCalls int
 	Logger    *slog.Logger
+	// StoreTraceparent keeps the traceparent Trace stamps; off, Trace
+	// stamps nothing (see Trace).
+	StoreTraceparent bool
 }
 
 // maxJoined bounds the requests of one push call.
@@ -88,6 +93,7 @@ const maxJoined = 64
 func New(d *db.DB, cat *catalog.Catalog, o Options) *Producer {
 	l := &Producer{
 		db: d, catalog: cat, sealer: o.Sealer, metrics: o.Metrics, logger: o.Logger, quotas: o.Quotas,
+		traceparents: o.StoreTraceparent,
 	}
 	calls := o.PushCalls
 	if calls == 0 {

@@ -125,7 +125,7 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteAppended(w, http.StatusCreated, pushResults{}.append)
 		return
 	}
-	carryTrace(r, in)
+	s.carryTrace(r, in)
 	id := auth.FromContext(r.Context())
 	if sp := s.Spool; sp != nil && sp.Buffering() {
 		taken, err := sp.Take(id.Tenant, id.Subject, in)
@@ -150,8 +150,8 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 
 // carryTrace stamps the request's trace context on the items it pushes, to
 // be stored with them and handed to their consumers.
-func carryTrace(r *http.Request, in []produce.Item) {
-	produce.Trace(in, tracing.Carried(r.Context(), r.Header.Get(tracing.Header)))
+func (s *Handler) carryTrace(r *http.Request, in []produce.Item) {
+	s.Producer.Trace(in, tracing.Carried(r.Context(), r.Header.Get(tracing.Header)))
 }
 
 // fail answers a failed request: client errors with their status, anything

@@ -32,12 +32,13 @@ func postTraced(t *testing.T, b *brokertest.Broker, path, body, traceparent stri
 	require.Less(t, resp.StatusCode, 300)
 }
 
-// TestPushTraceparentIsStoredAndReturnedOnPop: with tracing off (the
-// default), the producer's W3C traceparent is kept with the message and
-// handed to its consumer, so that the consumer's span continues the trace.
+// TestPushTraceparentIsStoredAndReturnedOnPop: with --store-traceparent,
+// and tracing off (its default), the producer's W3C traceparent is kept
+// with the message and handed to its consumer, so that the consumer's span
+// continues the trace.
 func TestPushTraceparentIsStoredAndReturnedOnPop(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Start(t, brokertest.WithTraceparents)
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	pushTraced(t, b, "traced", tp)
 	b.PushN(t, "traced", "", 0, 1)
@@ -53,7 +54,7 @@ func TestPushTraceparentIsStoredAndReturnedOnPop(t *testing.T) {
 // ignores a traceparent it cannot parse rather than refusing the request.
 func TestPushMalformedTraceparentIsIgnored(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Start(t, brokertest.WithTraceparents)
 	pushTraced(t, b, "badtrace", "00-00000000000000000000000000000000-00f067aa0ba902b7-01")
 	msgs := b.PopAll(t, "/api/v1/pop/queue/badtrace?autoAck=true")
 	require.Len(t, msgs, 1)
@@ -62,11 +63,27 @@ func TestPushMalformedTraceparentIsIgnored(t *testing.T) {
 
 func TestTransactionPushTraceparentIsStoredAndReturnedOnPop(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Start(t, brokertest.WithTraceparents)
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
 	postTraced(t, b, "/api/v1/transaction",
 		`{"operations":[{"type":"push","items":[{"queue":"txtraced","payload":1}]}]}`, tp)
 	msgs := b.PopAll(t, "/api/v1/pop/queue/txtraced?autoAck=true")
 	require.Len(t, msgs, 1)
 	require.Equal(t, tp, msgs[0].Traceparent)
+}
+
+// TestPushTraceparentIsNotStoredUntilTheSettingIsOn: a frame that carries a
+// traceparent is corrupt to a broker of the release before, so by default
+// the header is not stored, and a rolling upgrade leaves every message
+// readable by the replicas it has not replaced yet.
+func TestPushTraceparentIsNotStoredUntilTheSettingIsOn(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	pushTraced(t, b, "untraced", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	frames := b.Frames(t, b.Tenant, "untraced")
+	require.Len(t, frames, 1)
+	require.Empty(t, frames[0].Traceparent, "no traceparent in the stored frame")
+	msgs := b.PopAll(t, "/api/v1/pop/queue/untraced?autoAck=true")
+	require.Len(t, msgs, 1)
+	require.Empty(t, msgs[0].Traceparent)
 }

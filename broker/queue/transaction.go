@@ -101,7 +101,7 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, o := range ops {
-		carryTrace(r, o.push)
+		s.carryTrace(r, o.push)
 	}
 	id := auth.FromContext(r.Context())
 	ctx := r.Context()

@@ -142,7 +142,7 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// What the cycle emits continues its trace.
-	produce.Trace(items, tracing.Carried(r.Context(), r.Header.Get(tracing.Header)))
+	s.producer.Trace(items, tracing.Carried(r.Context(), r.Header.Get(tracing.Header)))
 	id := auth.FromContext(r.Context())
 	c.Tenant = id.Tenant
 	if !s.ownPartition(w, r, c.Tenant, c.PartitionID) {

@@ -123,7 +123,7 @@ func TestOneTraceLinksAPushThePopThatDeliveredItAndTheCycleThatAckedIt(t *testin
 	t.Setenv("OTEL_SERVICE_NAME", "regent-under-test")
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
 
-	f := newFixture(t)
+	f := newFixture(t, brokertest.WithTraceparents)
 	const traceID, producerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	sendTraced(t, f.b, "POST", "/api/v1/push", "00-"+traceID+"-"+producerSpan+"-01",
 		map[string]any{"items": []map[string]any{{"queue": "src", "payload": map[string]any{"n": 1}}}})

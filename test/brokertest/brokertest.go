@@ -71,6 +71,10 @@ func WithJWT(tenancy bool) Option {
 	}
 }
 
+// WithTraceparents stores a push's traceparent with its messages
+// (--store-traceparent).
+func WithTraceparents(c *config.Config) { c.StoreTraceparent = true }
+
 // Mint signs a token with Secret for the tenant and level.
 func Mint(t testing.TB, tenant string, level auth.Level) string {
 	t.Helper()
