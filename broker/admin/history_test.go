@@ -102,18 +102,26 @@ func TestQueryCyclesHistoryCountsCommittedAndRefusedCycles(t *testing.T) {
 	require.False(t, res.Success, "a cycle with a lease the partition does not hold is refused")
 
 	path := "/api/v1/analytics/query-cycles?queryId=" + reg.QueryID + "&" + lastHour()
+	// The two cycles may fall on either side of a minute's end: one bucket
+	// or two, their sums are what counts.
 	var h cycleHistory
+	var sums [2]int64
 	for range 100 {
 		b.Call(t, http.StatusOK, "GET", path, nil).JSON(t, &h)
-		if len(h.Series) == 1 && h.Series[0].Cycles == 1 && h.Series[0].Refused == 1 {
+		sums = [2]int64{}
+		for _, m := range h.Series {
+			sums[0] += m.Cycles
+			sums[1] += m.Refused
+		}
+		if sums == [2]int64{1, 1} {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	require.Equal(t, 1, h.BucketMinutes)
 	require.Equal(t, reg.QueryID, h.QueryID)
-	require.Len(t, h.Series, 1, "one minute of cycles")
-	require.Equal(t, [2]int64{1, 1}, [2]int64{h.Series[0].Cycles, h.Series[0].Refused})
+	require.LessOrEqual(t, len(h.Series), 2, "the minutes of the two cycles")
+	require.Equal(t, [2]int64{1, 1}, sums, "one committed cycle and one refused")
 }
 
 func TestHistoryRoutesAnswer400ForABadQueueQueryIdOrWindow(t *testing.T) {
