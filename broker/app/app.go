@@ -62,7 +62,8 @@ type Broker struct {
 // builds the handler and the background loops, which run until Close. The
 // broker owns the database's pool; Close releases it.
 func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, error) {
-	authn, err := newAuthenticator(cfg, logger)
+	m := metrics.New()
+	authn, err := newAuthenticator(cfg, m, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +87,6 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 			return nil, errors.Join(err, stopTracing(ctx))
 		}
 	}
-	m := metrics.New()
 	m.WatchPool(store)
 	groups := backlog.New(store, m, logger)
 	hot := hotlist.New()
@@ -162,7 +162,7 @@ func newSealer(cfg config.Config) (*seal.Sealer, error) {
 	return s, nil
 }
 
-func newAuthenticator(cfg config.Config, logger *slog.Logger) (*auth.Authenticator, error) {
+func newAuthenticator(cfg config.Config, m *metrics.Metrics, logger *slog.Logger) (*auth.Authenticator, error) {
 	ac := auth.Config{
 		Mode:        cfg.Auth,
 		Secret:      []byte(cfg.JWTSecret),
@@ -177,6 +177,9 @@ func newAuthenticator(cfg config.Config, logger *slog.Logger) (*auth.Authenticat
 		RolesClaim:  cfg.RolesClaim,
 		RoleValues:  map[auth.Level]string{auth.ReadOnly: cfg.RoleReadOnly, auth.ReadWrite: cfg.RoleReadWrite, auth.Admin: cfg.RoleAdmin},
 		Log:         logger,
+		JWKSFetched: func(ok bool) {
+			m.JWKSFetches.WithLabelValues(map[bool]string{true: "ok", false: "failed"}[ok]).Inc()
+		},
 	}
 	if cfg.JWTSecretFile != "" {
 		b, err := os.ReadFile(cfg.JWTSecretFile)

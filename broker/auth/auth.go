@@ -118,6 +118,9 @@ type Config struct {
 	// token, which is what alg confusion needs.
 	JWKSURL     string
 	JWKSRefresh time.Duration
+	// JWKSFetched, when set, is told of every fetch of the JWK Set: ok
+	// when it answered 200.
+	JWKSFetched func(ok bool)
 	// Algorithm is AlgorithmAuto (also the empty string), which accepts
 	// the algorithm of the key, or one of HS256, RS256, ES256 and EdDSA,
 	// which must also be the key's.
@@ -209,7 +212,7 @@ func New(cfg Config) (*Authenticator, error) {
 		}
 		a.key, a.algs = key, append(a.algs, alg)
 	case cfg.JWKSURL != "":
-		if a.jwks, err = newJWKS(cfg.JWKSURL, cfg.JWKSRefresh, cmp.Or(cfg.Log, slog.Default())); err != nil {
+		if a.jwks, err = newJWKS(cfg.JWKSURL, cfg.JWKSRefresh, cfg.JWKSFetched, cmp.Or(cfg.Log, slog.Default())); err != nil {
 			return nil, fmt.Errorf("auth: %w", err)
 		}
 		a.algs = append(a.algs, publicKeyAlgs...)

@@ -35,17 +35,21 @@ var ErrUnknownKey = errors.New("unknown signing key")
 // the one store, so a fetch that fails leaves the keys as they were.
 type jwks struct {
 	url     string
+	client  *http.Client
 	every   time.Duration
 	log     *slog.Logger
 	keys    *jwkset.MemoryJWKSet
 	keyfunc keyfunc.Keyfunc
 }
 
-func newJWKS(url string, every time.Duration, log *slog.Logger) (*jwks, error) {
+func newJWKS(url string, every time.Duration, onFetch func(ok bool), log *slog.Logger) (*jwks, error) {
 	if every < 0 {
 		return nil, fmt.Errorf("negative JWKS refresh interval %s", every)
 	}
 	j := &jwks{url: url, every: every, log: log, keys: jwkset.NewMemoryStorage()}
+	// Counted at the transport, which every fetch crosses: at start, on
+	// the refresh interval, and jwkset's own on an unknown key ID.
+	j.client = &http.Client{Timeout: jwksFetchTimeout, Transport: counted{http.DefaultTransport, onFetch}}
 	if j.every == 0 {
 		j.every = DefaultJWKSRefresh
 	}
@@ -82,7 +86,7 @@ func (j *jwks) fetch(ctx context.Context, tolerant bool) (jwkset.Storage, error)
 	s, err := jwkset.NewStorageFromHTTP(j.url, jwkset.HTTPClientStorageOptions{
 		Ctx:                       ctx,
 		HTTPTimeout:               jwksFetchTimeout,
-		Client:                    &http.Client{Timeout: jwksFetchTimeout},
+		Client:                    j.client,
 		Storage:                   j.keys,
 		NoErrorReturnFirstHTTPReq: tolerant,
 		RefreshErrorHandler: func(_ context.Context, err error) {
@@ -147,4 +151,18 @@ func (j *jwks) keyFor(ctx context.Context, tok *jwt.Token) (any, error) {
 		return nil, ErrUnexpectedAlgorithm
 	}
 	return key, nil
+}
+
+// counted tells fetched whether each request was answered 200.
+type counted struct {
+	next    http.RoundTripper
+	fetched func(ok bool)
+}
+
+func (c counted) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(r)
+	if c.fetched != nil {
+		c.fetched(err == nil && resp.StatusCode == http.StatusOK)
+	}
+	return resp, err
 }

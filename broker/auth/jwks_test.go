@@ -5,7 +5,9 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -346,5 +348,30 @@ func TestAKeyPublishedForEncryptionVerifiesNoToken(t *testing.T) {
 	}
 	if _, err := authenticate(a, bare.Sign(t, validClaims())); err != nil {
 		t.Fatalf("token of a key published without a use: %v", err)
+	}
+}
+
+// TestJWKSFetchesAreCountedByOutcome: every fetch is told to JWKSFetched
+// (behind regent_jwks_fetches_total), the one a token of an unknown key ID
+// causes included, so that an identity provider that stops answering shows.
+func TestJWKSFetchesAreCountedByOutcome(t *testing.T) {
+	k := jwkstest.NewKey(t, "ES256", "k1")
+	srv := jwkstest.Start(t, k)
+	var mu sync.Mutex
+	got := map[bool]int{}
+	a := newJWKSAuth(t, srv.URL, Config{JWKSFetched: func(ok bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		got[ok]++
+	}})
+	srv.Down(true)
+	stranger := jwkstest.NewKey(t, "ES256", "unknown")
+	if _, err := authenticate(a, stranger.Sign(t, validClaims())); !errors.Is(err, ErrUnknownKey) {
+		t.Fatalf("token of an unpublished key: err = %v, want %v", err, ErrUnknownKey)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := map[bool]int{true: 1, false: 1}; !maps.Equal(got, want) {
+		t.Fatalf("fetches by outcome = %v, want %v (the start's, then the unknown key's while down)", got, want)
 	}
 }

@@ -29,6 +29,8 @@ type Metrics struct {
 	Ops *counters.Counters
 
 	EncryptionFailures prometheus.Counter
+	// JWKSFetches counts the fetches of the identity provider's JWK Set.
+	JWKSFetches *prometheus.CounterVec // outcome: ok or failed
 
 	PopsParked prometheus.Gauge // long-polls waiting for messages
 	// The streams cycles: Cycle counts them; StateOps on commit.
@@ -89,6 +91,10 @@ func New() *Metrics {
 			Name: "regent_encryption_failures_total",
 			Help: "Payloads stored in plaintext because sealing them failed.",
 		}),
+		JWKSFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regent_jwks_fetches_total",
+			Help: "Fetches of the identity provider's JWK Set (--jwks-url), by outcome: ok, or failed (no answer, or one other than 200). While they fail, tokens of keys the broker has not seen are refused.",
+		}, []string{"outcome"}),
 		PopsParked: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "regent_pops_parked",
 			Help: "Long-poll pops waiting for a message (wait=true and nothing to deliver yet).",
@@ -132,7 +138,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.RequestDuration, m.Pushed, m.Popped, m.Acked, m.EncryptionFailures,
+		m.RequestDuration, m.Pushed, m.Popped, m.Acked, m.EncryptionFailures, m.JWKSFetches,
 		m.PopsParked, m.StreamCycles, m.QuotaRefusals, m.DatabaseUp, m.SpoolBuffered,
 		m.JoinedRequests, m.JoinWaiting, m.CycleDuration, m.StateOps, m.RefusedInARow,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

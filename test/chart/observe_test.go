@@ -112,7 +112,7 @@ func TestTheAlertsTheIssueAsksForAreThere(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"RegentBrokerDown", "RegentDatabaseUnreachable", "RegentStreamQueryNotReady",
-		"RegentStreamQueryLagging", "RegentStreamQueryNotFresh", "RegentDeadLettersGrowing", "RegentEncryptionFailures", "RegentBroker5xxRatio",
+		"RegentStreamQueryLagging", "RegentStreamQueryNotFresh", "RegentDeadLettersGrowing", "RegentEncryptionFailures", "RegentJWKSFetchesFailing", "RegentBroker5xxRatio",
 		"RegentStreamQueryCyclesRefused"} {
 		if !got[want] {
 			t.Errorf("no alert %s", want)
