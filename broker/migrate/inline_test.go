@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/test/pgtest"
@@ -21,13 +22,8 @@ func TestTxidOffsetRowsIsInlinedIntoTheStatementThatReadsIt(t *testing.T) {
 	rows, err := pool.Query(t.Context(), `EXPLAIN SELECT r.i, r.off FROM queen.txid_offset_rows($1, 0, 100, $2) r`,
 		uuid.New(), []string{"a", "b"})
 	require.NoError(t, err)
-	var plan []string
-	for rows.Next() {
-		var line string
-		require.NoError(t, rows.Scan(&line))
-		plan = append(plan, line)
-	}
-	require.NoError(t, rows.Err())
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
 	text := strings.Join(plan, "\n")
 	require.NotContains(t, text, "txid_offset_rows", "the plan calls the function:\n%s", text)
 	require.Contains(t, text, "log_segments", "the plan does not read the segments itself:\n%s", text)
