@@ -175,6 +175,15 @@ CREATE FUNCTION queen.seek_to_v2(p_tenant text, p_queue text, p_group text, p_pa
 $$;
 
 --
+-- Name: txid_offset_rows(uuid, bigint, bigint, text[]); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.txid_offset_rows(p_partition_id uuid, p_from bigint, p_to bigint, p_txids text[]) RETURNS TABLE(i bigint, off bigint)
+    LANGUAGE sql STABLE
+    AS $$ -- the body of functions/queen.txid_offset_rows.sql
+$$;
+
+--
 -- Name: txid_offsets(uuid, bigint, bigint, text[]); Type: FUNCTION; Schema: queen; Owner: -
 --
 

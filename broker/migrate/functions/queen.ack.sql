@@ -131,9 +131,12 @@ BEGIN
             c := v_cursors[k];
             -- Offsets of items on other cursors are looked up here too, and
             -- ignored.
+            -- A statement of its own, not a call of queen.txid_offsets in an
+            -- expression, which would be parsed and planned at every call.
             v_offs := NULL;
             IF c.batch_end IS NOT NULL THEN
-                v_offs := queen.txid_offsets(v_pid, c.batch_start, c.batch_end, p_txids);
+                SELECT array_agg(r.off ORDER BY r.i) INTO v_offs
+                  FROM queen.txid_offset_rows(v_pid, c.batch_start, c.batch_end, p_txids) r;
             END IF;
         END IF;
 
