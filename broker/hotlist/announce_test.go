@@ -22,17 +22,17 @@ func TestAnnounceMarksThisReplicaAtOnceAndNotifiesEachPartitionOnce(t *testing.T
 	a := hotlist.NewAnnouncer(l, db.New(pool), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	q, p1, p2 := uuid.New(), uuid.New(), uuid.New()
 	l.Seed(q, "g", nil)
-	woken := l.Wait(q)
+	woken := l.Wait(q, "g", uuid.Nil)
 
 	a.Announce(q, p1)
 	a.Announce(q, p2)
 	a.Announce(q, p1)
 	select {
-	case <-woken:
+	case <-woken.C():
 	default:
 		t.Fatal("Announce did not mark this replica's list before returning")
 	}
-	cs, _ := l.Candidates(q, "g", 10, time.Now())
+	cs, _ := l.Candidates(q, "g", 10, time.Now(), uuid.Nil)
 	require.ElementsMatch(t, []uuid.UUID{p1, p2}, hotlist.IDs(cs))
 
 	ctx, stop := context.WithCancel(t.Context())
