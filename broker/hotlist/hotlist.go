@@ -225,16 +225,18 @@ func (l *List) Groups() map[uuid.UUID][]string {
 // deferred), so that a parked pop can wake for a lease expiry.
 //
 // No entry is ever withheld from a pop because another pop has it. The
-// hold that did so (commit 3612160, reverted) made a candidate taken by one
-// pop invisible to the others for up to a second, and nothing woke a pop
-// when a held candidate became visible again (returned untried, or its hold
-// ran out): a pop that found only held candidates parked until its own
-// timeout or an unrelated mark. Consumers that long-poll with a short
-// timeout and stop after a few empty answers (regent-bench: 1 s, six in a
-// row) then stop while messages wait, as at P = 10,000 with 57 % consumed.
-// Here a wake-up only orders the woken pop's candidates, so every pop sees
-// every candidate worth trying, as it did before pops were woken one at a
-// time; and a wake-up that is not used is passed on (Waiter.Leave).
+// hold that did so (3612160, reverted) hid each candidate a pop took from
+// every other pop for up to a second, and an entry coming back from a hold
+// (returned untried, or its second over) woke no pop: a pop that saw only
+// held entries slept until the earliest hold ended or an unrelated mark
+// came, while the pops still looking held five more entries each. Consumers
+// that long-poll briefly and stop after a few empty answers (regent-bench:
+// 1 s, six in a row) could stop with messages waiting, as at P = 10,000,
+// where they stopped at 57 % (a run not repeated since: 3612160, and the
+// hold on a later base, each consumed everything in one run here). Here a
+// wake-up only orders the woken pop's candidates, so every pop sees every
+// entry worth trying, and whatever makes an entry worth trying (a mark, a
+// seed, a return) wakes a pop in line.
 func (l *List) Candidates(queueID uuid.UUID, name string, n int, now time.Time, first uuid.UUID) ([]Candidate, time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
