@@ -33,6 +33,10 @@ type List struct {
 	gen     uint64
 	queues  map[uuid.UUID]*queue
 	unknown chan struct{} // closed when a queue this replica has not seen is marked
+	// echoes are this replica's announcements on their way back through
+	// LISTEN: it marked them when it made them, and a second mark would
+	// wake a second pop for a partition that the first one has leased.
+	echoes map[[2]uuid.UUID]int
 }
 
 type queue struct {
@@ -84,7 +88,7 @@ const (
 
 // New returns an empty list.
 func New() *List {
-	return &List{queues: map[uuid.UUID]*queue{}, unknown: make(chan struct{})}
+	return &List{queues: map[uuid.UUID]*queue{}, unknown: make(chan struct{}), echoes: map[[2]uuid.UUID]int{}}
 }
 
 func (l *List) queue(id uuid.UUID) *queue {
