@@ -221,15 +221,24 @@ func (l *List) Groups() map[uuid.UUID][]string {
 	return out
 }
 
+// wokenHold bounds how long the partition a pop was woken for is kept from
+// the other pops while that pop tries it: until it settles it, or a mark
+// comes, and wokenHold at most. Without it the consumer whose ack woke the
+// pop came back at once and tried the same partition, a database call for
+// nothing on every ack at 64 consumers. One partition per woken pop, the
+// one it tries first: not the hold that was reverted (see Candidates).
+const wokenHold = time.Second
+
 // Candidates returns up to n partitions of (queueID, group) that are worth
 // trying now: first (uuid.Nil: none), the partition whose mark woke the pop
-// (Waiter.Take), then others, continuing round-robin from the previous call
+// (Waiter.Take; kept from the others for wokenHold at most), then others,
+// continuing round-robin from the previous call
 // so that competing consumers spread over the partitions. It also returns
 // when the earliest deferred entry becomes due (zero when none is
 // deferred), so that a parked pop can wake for a lease expiry.
 //
-// No entry is ever withheld from a pop because another pop has it. The
-// hold that did so (3612160, reverted) hid each candidate a pop took from
+// Apart from that one, no entry is withheld from a pop because another pop
+// has it. The hold that did so (3612160, reverted) hid each candidate a pop took from
 // every other pop for up to a second, and an entry coming back from a hold
 // (returned untried, or its second over) woke no pop: a pop that saw only
 // held entries slept until the earliest hold ended or an unrelated mark
@@ -254,6 +263,7 @@ func (l *List) Candidates(queueID uuid.UUID, name string, n int, now time.Time, 
 	if e, ok := g.entries[first]; ok && e.live && !e.notBefore.After(now) && n > 0 {
 		out = append(out, Candidate{ID: first, gen: e.gen})
 		e.waking = false
+		e.notBefore = now.Add(wokenHold)
 	}
 	took := len(out) > 0
 	size := len(g.order)

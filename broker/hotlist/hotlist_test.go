@@ -213,6 +213,22 @@ func TestAWokenPopTriesThePartitionOfItsMarkFirst(t *testing.T) {
 	require.NotContains(t, IDs(cs)[1:], p, "and only once")
 }
 
+func TestThePartitionAWokenPopTriesIsKeptFromTheOthersUntilItSettlesIt(t *testing.T) {
+	l, q, p, ws := inLine(1)
+	l.Mark(q, p)
+	now := time.Now()
+	cs, _ := l.Candidates(q, "g", 5, now, ws[0].Take())
+	require.Equal(t, []uuid.UUID{p}, IDs(cs))
+	others, due := l.Candidates(q, "g", 5, now, uuid.Nil)
+	require.Empty(t, others, "the consumer whose ack woke the pop, coming back")
+	require.Equal(t, now.Add(wokenHold), due, "a pop parked meanwhile looks again when the hold ends")
+	later, _ := l.Candidates(q, "g", 5, now.Add(wokenHold), uuid.Nil)
+	require.Equal(t, []uuid.UUID{p}, IDs(later), "wokenHold at most")
+	l.Settle(q, "g", cs[0], Busy, time.Time{}) // found it locked: worth trying again at once
+	again, _ := l.Candidates(q, "g", 5, now, uuid.Nil)
+	require.Equal(t, []uuid.UUID{p}, IDs(again), "settled: no longer kept")
+}
+
 func TestAMarkWakesOnlyAPopThatCanTakeItsPartition(t *testing.T) {
 	l := New()
 	q, p1, p2 := uuid.New(), uuid.New(), uuid.New()
