@@ -232,24 +232,25 @@ const wokenHold = time.Second
 // Candidates returns up to n partitions of (queueID, group) that are worth
 // trying now: first (uuid.Nil: none), the partition whose mark woke the pop
 // (Waiter.Take; kept from the others for wokenHold at most), then others,
-// continuing round-robin from the previous call
-// so that competing consumers spread over the partitions. It also returns
-// when the earliest deferred entry becomes due (zero when none is
-// deferred), so that a parked pop can wake for a lease expiry.
+// continuing round-robin from the previous call so that competing
+// consumers spread over the partitions. It also returns when the earliest
+// deferred entry becomes due (zero when none is deferred), so that a parked
+// pop can wake for a lease expiry or the end of a hold.
 //
-// Apart from that one, no entry is withheld from a pop because another pop
-// has it. The hold that did so (3612160, reverted) hid each candidate a pop took from
-// every other pop for up to a second, and an entry coming back from a hold
+// Apart from that one, no entry is kept from a pop because another pop has
+// it. The hold that did so (3612160, reverted) hid every candidate a pop
+// took, five a pop, from every other pop for up to a second, most of them
+// candidates it would never try, and an entry coming back from a hold
 // (returned untried, or its second over) woke no pop: a pop that saw only
 // held entries slept until the earliest hold ended or an unrelated mark
-// came, while the pops still looking held five more entries each. Consumers
-// that long-poll briefly and stop after a few empty answers (regent-bench:
-// 1 s, six in a row) could stop with messages waiting, as at P = 10,000,
-// where they stopped at 57 % (a run not repeated since: 3612160, and the
-// hold on a later base, each consumed everything in one run here). Here a
-// wake-up only orders the woken pop's candidates, so every pop sees every
-// entry worth trying, and whatever makes an entry worth trying (a mark, a
-// seed, a return) wakes a pop in line.
+// came. Consumers that long-poll briefly and stop after a few empty answers
+// (regent-bench: 1 s, six in a row) could stop with messages waiting, as at
+// P = 10,000, where they stopped at 57 % (a run not repeated since:
+// 3612160, and the hold on a later base, each consumed everything in one
+// run here). Here the one entry kept from the others is being tried by the
+// pop it was handed to, every other entry worth trying is seen by every
+// pop, and whatever makes an entry worth trying again (a mark, a seed, a
+// return) wakes a pop in line.
 func (l *List) Candidates(queueID uuid.UUID, name string, n int, now time.Time, first uuid.UUID) ([]Candidate, time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
