@@ -94,12 +94,16 @@ func (a *Announcer) flush(ctx context.Context) {
 		return
 	}
 	payloads := make([]string, 0, len(a.pending))
+	keys := make([][2]uuid.UUID, 0, len(a.pending))
 	for k := range a.pending {
 		payloads = append(payloads, k[0].String()+":"+k[1].String())
+		keys = append(keys, k)
 	}
 	clear(a.pending)
 	a.mu.Unlock()
+	a.list.expectEchoes(keys, 1)
 	if err := a.db.Notify(ctx, Channel, payloads); err != nil {
+		a.list.expectEchoes(keys, -1)
 		a.log.Warn("hot list: announcing partitions failed; other replicas find them at their next reseed",
 			"partitions", len(payloads), "err", err)
 	}

@@ -12,11 +12,15 @@
 // what closes the race where a push lands between the pop's read and its
 // removal of the entry (the lost wake-up).
 //
-// Parked long-polls wait on Wait, which is closed at the next mark of the
-// queue, whichever group the mark is for.
+// A pop waits for a wake-up in the line of its (queue, group), in arrival
+// order (Wait). A mark is one partition, which at most one pop of a group
+// can lease, so it wakes one pop per group: the first in line that can take
+// that partition, which tries it first (Candidates). A pop that leaves
+// without using its wake-up gives it to the next in line (Waiter.Leave).
 package hotlist
 
 import (
+	"container/list"
 	"sync"
 	"time"
 
@@ -29,11 +33,15 @@ type List struct {
 	gen     uint64
 	queues  map[uuid.UUID]*queue
 	unknown chan struct{} // closed when a queue this replica has not seen is marked
+	// echoes are this replica's announcements on their way back through
+	// LISTEN: it marked them when it made them, and a second mark would
+	// wake a second pop for a partition that the first one has leased.
+	echoes map[[2]uuid.UUID]int
 }
 
 type queue struct {
 	groups map[string]*group
-	wake   chan struct{}
+	watch  chan struct{} // closed at the next mark (Watch); nil until asked for
 }
 
 type group struct {
@@ -45,12 +53,18 @@ type group struct {
 	next    int
 	live    int
 	seeded  bool
+	line    list.List // of *Waiter, in arrival order
 }
 
 type entry struct {
 	live      bool
 	gen       uint64
 	notBefore time.Time // a live lease or a delay: not worth trying before
+	// waking: marked since a pop last took it, so a pop has been woken for
+	// it (or none was in line, and the next to look takes it). Another mark
+	// (the next push, the announcement's echo through LISTEN) has no work
+	// for a second pop of the group, which could not lease it.
+	waking bool
 }
 
 // Candidate is a partition a pop may try, with the generation it saw.
@@ -74,20 +88,29 @@ const (
 
 // New returns an empty list.
 func New() *List {
-	return &List{queues: map[uuid.UUID]*queue{}, unknown: make(chan struct{})}
+	return &List{queues: map[uuid.UUID]*queue{}, unknown: make(chan struct{}), echoes: map[[2]uuid.UUID]int{}}
 }
 
 func (l *List) queue(id uuid.UUID) *queue {
 	q := l.queues[id]
 	if q == nil {
-		q = &queue{groups: map[string]*group{}, wake: make(chan struct{})}
+		q = &queue{groups: map[string]*group{}}
 		l.queues[id] = q
 	}
 	return q
 }
 
+func (q *queue) group(name string) *group {
+	g := q.groups[name]
+	if g == nil {
+		g = &group{entries: map[uuid.UUID]*entry{}}
+		q.groups[name] = g
+	}
+	return g
+}
+
 // Mark records that partition may hold data for every group of queueID, and
-// wakes the pops parked on the queue.
+// wakes one pop of each group for it.
 func (l *List) Mark(queueID, partition uuid.UUID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -99,13 +122,18 @@ func (l *List) Mark(queueID, partition uuid.UUID) {
 		return
 	}
 	for _, g := range q.groups {
-		g.add(partition, l.gen)
+		if g.add(partition, l.gen) {
+			g.wake(partition)
+		}
 	}
-	close(q.wake)
-	q.wake = make(chan struct{})
+	if q.watch != nil {
+		close(q.watch)
+		q.watch = nil
+	}
 }
 
-func (g *group) add(id uuid.UUID, gen uint64) {
+// add marks entry id and reports whether a pop is to be woken for it.
+func (g *group) add(id uuid.UUID, gen uint64) bool {
 	e, ok := g.entries[id]
 	if !ok {
 		e = &entry{}
@@ -118,28 +146,44 @@ func (g *group) add(id uuid.UUID, gen uint64) {
 	}
 	e.gen = gen
 	e.notBefore = time.Time{}
+	wake := !e.waking
+	e.waking = true
+	return wake
 }
 
-// Forget drops a deleted queue and wakes its parked pops.
+// Forget drops a deleted queue and wakes all of its pops.
 func (l *List) Forget(queueID uuid.UUID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if q, ok := l.queues[queueID]; ok {
-		close(q.wake)
-		delete(l.queues, queueID)
+	q, ok := l.queues[queueID]
+	if !ok {
+		return
 	}
+	for _, g := range q.groups {
+		for g.line.Len() > 0 {
+			g.line.Remove(g.line.Front()).(*Waiter).wake(uuid.Nil)
+		}
+	}
+	if q.watch != nil {
+		close(q.watch)
+	}
+	delete(l.queues, queueID)
 }
 
 // Seeded reports whether (queueID, group) has been seeded from the database.
 func (l *List) Seeded(queueID uuid.UUID, name string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	q, ok := l.queues[queueID]
-	if !ok {
-		return false
+	g := l.find(queueID, name)
+	return g != nil && g.seeded
+}
+
+// find returns the entries of (queueID, group), nil when there are none.
+func (l *List) find(queueID uuid.UUID, name string) *group {
+	if q, ok := l.queues[queueID]; ok {
+		return q.groups[name]
 	}
-	g, ok := q.groups[name]
-	return ok && g.seeded
+	return nil
 }
 
 // Seed adds partitions found in the database for (queueID, group). It only
@@ -148,26 +192,19 @@ func (l *List) Seeded(queueID uuid.UUID, name string) bool {
 func (l *List) Seed(queueID uuid.UUID, name string, partitions []uuid.UUID) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	q := l.queue(queueID)
-	g, ok := q.groups[name]
-	if !ok {
-		g = &group{entries: map[uuid.UUID]*entry{}}
-		q.groups[name] = g
-	}
+	g := l.queue(queueID).group(name)
 	g.seeded = true
 	l.gen++
-	woke := false
+	added := false
 	for _, id := range partitions {
 		if e, ok := g.entries[id]; !ok || !e.live {
-			g.add(id, l.gen)
-			woke = true
+			if g.add(id, l.gen) {
+				g.wake(id)
+			}
+			added = true
 		}
 	}
-	if woke {
-		close(q.wake)
-		q.wake = make(chan struct{})
-	}
-	return woke
+	return added
 }
 
 // Groups returns every (queue, group) pair known to this replica, for the
@@ -184,30 +221,57 @@ func (l *List) Groups() map[uuid.UUID][]string {
 	return out
 }
 
+// wokenHold bounds how long the partition a pop was woken for is kept from
+// the other pops while that pop tries it: until it settles it, or a mark
+// comes, and wokenHold at most. Without it the consumer whose ack woke the
+// pop came back at once and tried the same partition, a database call for
+// nothing on every ack at 64 consumers. One partition per woken pop, the
+// one it tries first: not the hold that was reverted (see Candidates).
+const wokenHold = time.Second
+
 // Candidates returns up to n partitions of (queueID, group) that are worth
-// trying now, continuing round-robin from the previous call so that
-// competing consumers spread over the partitions. It also returns when the
-// earliest deferred entry becomes due (zero when none is deferred), so that a
-// parked pop can wake for a lease expiry.
-func (l *List) Candidates(queueID uuid.UUID, name string, n int, now time.Time) ([]Candidate, time.Time) {
+// trying now: first (uuid.Nil: none), the partition whose mark woke the pop
+// (Waiter.Take; kept from the others for wokenHold at most), then others,
+// continuing round-robin from the previous call so that competing
+// consumers spread over the partitions. It also returns when the earliest
+// deferred entry becomes due (zero when none is deferred), so that a parked
+// pop can wake for a lease expiry or the end of a hold.
+//
+// Apart from that one, no entry is kept from a pop because another pop has
+// it. The hold that did so (3612160, reverted) hid every candidate a pop
+// took, five a pop, from every other pop for up to a second, most of them
+// candidates it would never try, and an entry coming back from a hold
+// (returned untried, or its second over) woke no pop: a pop that saw only
+// held entries slept until the earliest hold ended or an unrelated mark
+// came. Consumers that long-poll briefly and stop after a few empty answers
+// (regent-bench: 1 s, six in a row) could stop with messages waiting, as at
+// P = 10,000, where they stopped at 57 % (a run not repeated since:
+// 3612160, and the hold on a later base, each consumed everything in one
+// run here). Here the one entry kept from the others is being tried by the
+// pop it was handed to, every other entry worth trying is seen by every
+// pop, and whatever makes an entry worth trying again (a mark, a seed, a
+// return) wakes a pop in line.
+func (l *List) Candidates(queueID uuid.UUID, name string, n int, now time.Time, first uuid.UUID) ([]Candidate, time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	q, ok := l.queues[queueID]
-	if !ok {
-		return nil, time.Time{}
-	}
-	g, ok := q.groups[name]
-	if !ok {
+	g := l.find(queueID, name)
+	if g == nil {
 		return nil, time.Time{}
 	}
 	g.compact()
 	var out []Candidate
 	var due time.Time
+	if e, ok := g.entries[first]; ok && e.live && !e.notBefore.After(now) && n > 0 {
+		out = append(out, Candidate{ID: first, gen: e.gen})
+		e.waking = false
+		e.notBefore = now.Add(wokenHold)
+	}
+	took := len(out) > 0
 	size := len(g.order)
 	for i := 0; i < size && len(out) < n; i++ {
 		id := g.order[(g.next+i)%size]
 		e := g.entries[id]
-		if !e.live {
+		if !e.live || (took && id == first) {
 			continue
 		}
 		if e.notBefore.After(now) {
@@ -217,6 +281,7 @@ func (l *List) Candidates(queueID uuid.UUID, name string, n int, now time.Time) 
 			continue
 		}
 		out = append(out, Candidate{ID: id, gen: e.gen})
+		e.waking = false
 	}
 	if size > 0 {
 		g.next = (g.next + 1) % size
@@ -249,12 +314,8 @@ func (g *group) compact() {
 func (l *List) Settle(queueID uuid.UUID, name string, c Candidate, o Outcome, retryAt time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	q, ok := l.queues[queueID]
-	if !ok {
-		return
-	}
-	g, ok := q.groups[name]
-	if !ok {
+	g := l.find(queueID, name)
+	if g == nil {
 		return
 	}
 	e, ok := g.entries[c.ID]
@@ -270,14 +331,126 @@ func (l *List) Settle(queueID uuid.UUID, name string, c Candidate, o Outcome, re
 	}
 }
 
-// Wait returns a channel closed at the next mark of queueID, or of a queue
-// this replica does not know yet when queueID is the zero id (a pop on a
-// queue that does not exist yet).
-func (l *List) Wait(queueID uuid.UUID) <-chan struct{} {
+// Return gives back candidates a pop took and did not try, since it had
+// what it wanted first: each wakes a pop, as its mark would have, unless it
+// was marked since.
+func (l *List) Return(queueID uuid.UUID, name string, cs []Candidate) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g := l.find(queueID, name)
+	if g == nil {
+		return
+	}
+	for _, c := range cs {
+		if e, ok := g.entries[c.ID]; ok && e.live && e.gen == c.gen && !e.waking {
+			e.waking = true
+			g.wake(c.ID)
+		}
+	}
+}
+
+// Waiter is a pop's place in the line of its (queue, group) for a
+// wake-up. Every method is safe on a nil Waiter, which has no place.
+type Waiter struct {
+	l         *List
+	c         chan struct{}
+	g         *group        // nil: not in a line
+	el        *list.Element // its place in g.line
+	partition uuid.UUID     // the only partition it can take; uuid.Nil: any
+	woken     uuid.UUID     // the partition it was woken for, not yet used
+}
+
+// Wait puts a pop of (queueID, group) at the end of its line, before the
+// pop looks, so that a mark that lands while it looks still wakes it. A
+// mark wakes the first pop in line that can take its partition: any of the
+// queue (partition uuid.Nil) or that partition (the partition route). A
+// pop of a queue this replica does not know yet (queueID uuid.Nil) is not
+// in a line: it is woken, with all the others, by the next mark of a queue
+// unknown here.
+func (l *List) Wait(queueID uuid.UUID, name string, partition uuid.UUID) *Waiter {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if queueID == uuid.Nil {
-		return l.unknown
+		return &Waiter{l: l, c: l.unknown}
 	}
-	return l.queue(queueID).wake
+	w := &Waiter{l: l, c: make(chan struct{}), g: l.queue(queueID).group(name), partition: partition}
+	w.el = w.g.line.PushBack(w)
+	if e, ok := w.g.entries[partition]; ok {
+		e.waking = false // the partition route looks at it now, without Candidates
+	}
+	return w
+}
+
+// Watch returns a channel closed at the next mark of queueID, any
+// partition: for a pop of a partition that does not exist yet, whose first
+// push creates it. It takes no wake-up from the pops in line.
+func (l *List) Watch(queueID uuid.UUID) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.queue(queueID)
+	if q.watch == nil {
+		q.watch = make(chan struct{})
+	}
+	return q.watch
+}
+
+// C is closed when the pop is woken.
+func (w *Waiter) C() <-chan struct{} {
+	if w == nil {
+		return nil
+	}
+	return w.c
+}
+
+// Take leaves the line and returns the partition the pop was woken for
+// (uuid.Nil: none), which the pop, looking again, now tries first.
+func (w *Waiter) Take() uuid.UUID {
+	if w == nil {
+		return uuid.Nil
+	}
+	w.l.mu.Lock()
+	defer w.l.mu.Unlock()
+	w.leave()
+	p := w.woken
+	w.woken = uuid.Nil
+	return p
+}
+
+// Leave leaves the line for good. A wake-up the pop got and did not use
+// (it answered, or stopped waiting, first) goes to the next pop in line
+// that can take its partition, so that no wake-up is lost, unless a pop
+// has taken that partition since.
+func (w *Waiter) Leave() {
+	if p := w.Take(); p != uuid.Nil {
+		w.l.mu.Lock()
+		defer w.l.mu.Unlock()
+		if e, ok := w.g.entries[p]; ok && e.live && e.waking {
+			w.g.wake(p)
+		}
+	}
+}
+
+func (w *Waiter) leave() {
+	if w.el != nil {
+		w.g.line.Remove(w.el)
+		w.el = nil
+	}
+}
+
+// wake wakes the pop, which has left the line, for partition.
+func (w *Waiter) wake(partition uuid.UUID) {
+	w.el = nil
+	w.woken = partition
+	close(w.c)
+}
+
+// wake hands partition to the first pop in line that can take it.
+func (g *group) wake(partition uuid.UUID) {
+	for el := g.line.Front(); el != nil; el = el.Next() {
+		if w := el.Value.(*Waiter); w.partition == uuid.Nil || w.partition == partition {
+			g.line.Remove(el)
+			w.wake(partition)
+			return
+		}
+	}
 }

@@ -64,6 +64,7 @@ func listenOnce(ctx context.Context, db Listener, l *List, resync func(context.C
 	listened := false
 	err := db.ListenOnce(ctx, Channel, func() {
 		listened = true
+		l.forgetEchoes() // those sent while it was not listening never come
 		go resync(ctx)
 	}, func(payload string) {
 		if q := l.apply(payload); q != uuid.Nil {
@@ -87,8 +88,43 @@ func (l *List) apply(payload string) uuid.UUID {
 		l.Forget(q)
 		return q
 	}
-	if p, err := uuid.Parse(ps); err == nil {
+	if p, err := uuid.Parse(ps); err == nil && !l.echo(q, p) {
 		l.Mark(q, p)
 	}
 	return uuid.Nil
+}
+
+// expectEchoes counts (n = 1) or stops counting (n = -1) on the echoes of
+// announcements this replica sends.
+func (l *List) expectEchoes(keys [][2]uuid.UUID, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range keys {
+		if l.echoes[k] += n; l.echoes[k] <= 0 {
+			delete(l.echoes, k)
+		}
+	}
+}
+
+// echo reports whether a notification of (queue, partition) is the echo
+// of one this replica sent, and counts it as come back. Another replica's
+// announcement of the same partition at the same time may be taken for it:
+// the two say the same.
+func (l *List) echo(queue, partition uuid.UUID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := [2]uuid.UUID{queue, partition}
+	if l.echoes[k] == 0 {
+		return false
+	}
+	if l.echoes[k]--; l.echoes[k] == 0 {
+		delete(l.echoes, k)
+	}
+	return true
+}
+
+func (l *List) forgetEchoes() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	clear(l.echoes)
 }

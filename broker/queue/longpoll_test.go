@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -63,6 +64,75 @@ func TestALongPollIsWokenForAQueueCreatedWhileParked(t *testing.T) {
 	a := brokertest.Start(t, quietHotList)
 	b := brokertest.StartOn(t, a.DatabaseURL, quietHotList)
 	wake(t, a, b, "born-later")
+}
+
+// parkPop starts a long-poll of path (30 s) on b and returns where its
+// answer comes: the numbers it delivered, or nil for anything but a 200.
+func parkPop(b *brokertest.Broker, path string) <-chan []int {
+	got := make(chan []int, 1)
+	go func() {
+		r, err := b.Send("GET", path+"wait=true&timeout=30000&autoAck=true&batch=1", "", nil)
+		var p brokertest.Popped
+		if err != nil || r.Status != http.StatusOK || json.Unmarshal(r.Body, &p) != nil {
+			got <- nil
+			return
+		}
+		got <- p.Ns()
+	}()
+	return got
+}
+
+// A push wakes one parked pop, no more (hotlist: the first in line), so
+// pushes to as many partitions as there are parked pops must reach every
+// one of them: a wake-up lost on the way is a pop that sleeps to its
+// timeout while a message waits (the hot list is never reseeded here).
+func TestEachPushWakesAParkedPopAndNoWakeUpIsLost(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, quietHotList)
+	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q"})
+	const pops = 4
+	var answers []<-chan []int
+	for i := range pops {
+		answers = append(answers, parkPop(b, "/api/v1/pop/queue/q?"))
+		b.WaitParked(t, i+1)
+	}
+	for i := range pops {
+		b.PushN(t, "q", fmt.Sprintf("p%d", i), i, 1)
+	}
+	var all []int
+	for _, a := range answers {
+		ns := <-a
+		require.Len(t, ns, 1, "every parked pop gets one message")
+		all = append(all, ns...)
+	}
+	require.ElementsMatch(t, []int{0, 1, 2, 3}, all)
+}
+
+// A long-poll of one partition takes only that partition's wake-ups, and
+// one of a partition that does not exist yet is woken by the push that
+// creates it.
+func TestAPartitionLongPollIsWokenByItsOwnPartitionOnly(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, quietHotList)
+	b.PushN(t, "q", "a", 0, 1)
+	b.PushN(t, "q", "b", 0, 1)
+	require.Len(t, b.PopAll(t, "/api/v1/pop/queue/q?autoAck=true&batch=10"), 2)
+	ofA := parkPop(b, "/api/v1/pop/queue/q/partition/a?")
+	b.WaitParked(t, 1)
+	any := parkPop(b, "/api/v1/pop/queue/q?")
+	b.WaitParked(t, 2)
+	ofC := parkPop(b, "/api/v1/pop/queue/q/partition/c?")
+	b.WaitParked(t, 3)
+	b.PushN(t, "q", "b", 1, 1)
+	require.Equal(t, []int{1}, <-any, "b's push wakes the pop that can take b, though it came later")
+	b.PushN(t, "q", "a", 2, 1)
+	require.Equal(t, []int{2}, <-ofA)
+	b.PushN(t, "q", "c", 3, 1)
+	require.Equal(t, []int{3}, <-ofC)
+	ofA = parkPop(b, "/api/v1/pop/queue/q/partition/a?")
+	b.WaitParked(t, 1)
+	b.PushN(t, "q", "a", 4, 1)
+	require.Equal(t, []int{4}, <-ofA, "and by every push after")
 }
 
 func TestLongPollReturns204CloseToTimeout(t *testing.T) {

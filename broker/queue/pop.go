@@ -139,6 +139,7 @@ func (s *Handler) handlePop(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	defer p.Leave()
 	for {
 		if ctx.Err() != nil {
 			return // the client went away: claim nothing

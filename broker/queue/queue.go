@@ -4,8 +4,9 @@
 // render answers; the consumer-side storage is broker/queue/store, and
 // every write into the log goes through broker/produce.
 //
-// A parked long-poll waits on the hot list's signal for the queue (through
-// the store's Popped.Wake).
+// A parked long-poll waits in the hot list's line of its queue and
+// consumer group until a mark wakes it (the store's Popped.Wake), and
+// leaves the line when it answers (store.PopRequest.Leave).
 //
 // Files follow the routes: configure.go, push.go, pop.go, ack.go, lease.go,
 // transaction.go, dlq.go; wire.go builds the hot answers by hand.

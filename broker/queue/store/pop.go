@@ -34,11 +34,29 @@ type PopRequest struct {
 	// Final: no attempt follows an empty answer (wait=false), so it must
 	// mean that no partition holds a message visible to the group.
 	Final bool
+
+	waiter *hotlist.Waiter // the pop's place in line for a wake-up
+}
+
+// line puts the pop at the end of the line for its next wake-up, leaving
+// its previous place, and returns the partition that woke it (uuid.Nil:
+// none), which this attempt tries first.
+func (p *PopRequest) line(w *hotlist.Waiter) uuid.UUID {
+	woken := p.waiter.Take()
+	p.waiter = w
+	return woken
+}
+
+// Leave gives up the pop's place in line once it has its answer; a
+// wake-up it got and did not use goes to the next pop.
+func (p *PopRequest) Leave() {
+	p.waiter.Leave()
+	p.waiter = nil
 }
 
 // Popped is what one pop attempt found. With no messages, Wake is closed
-// by the next mark of the queue, and Due (when set) is when a deferred
-// partition becomes due.
+// when a mark wakes the pop (hotlist.Waiter), and Due (when set) is when a
+// deferred partition becomes due.
 type Popped struct {
 	Messages []Message
 	Claims   []db.PopClaim
@@ -68,14 +86,15 @@ type Message struct {
 func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 	q, err := s.catalog.LookupQueue(ctx, p.Tenant, p.Queue)
 	if errors.Is(err, catalog.ErrNotFound) {
-		return Popped{Wake: s.hot.Wait(uuid.Nil)}, nil
+		p.line(s.hot.Wait(uuid.Nil, p.Group, uuid.Nil))
+		return Popped{Wake: p.waiter.C()}, nil
 	}
 	if err != nil {
 		return Popped{}, err
 	}
-	// Taken before looking, so that a mark that lands while this attempt
-	// runs still wakes the wait that follows it.
-	idle := Popped{Wake: s.hot.Wait(q.ID)}
+	// The pop gets in line before it looks, so that a mark that lands while
+	// this attempt runs still wakes the wait that follows it.
+	var idle Popped
 
 	var leaseID uuid.UUID // none: auto-ack
 	if !p.AutoAck {
@@ -83,13 +102,17 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 	}
 	var claims []db.PopClaim
 	if p.Partition != "" {
+		created := s.hot.Watch(q.ID) // by the push that creates the partition
 		part, err := s.catalog.LookupPartition(ctx, p.Tenant, p.Queue, p.Partition)
 		if errors.Is(err, catalog.ErrNotFound) {
-			return idle, nil
+			p.line(nil)
+			return Popped{Wake: created}, nil
 		}
 		if err != nil {
 			return Popped{}, err
 		}
+		p.line(s.hot.Wait(q.ID, p.Group, part.ID))
+		idle.Wake = p.waiter.C()
 		var looks []db.PopLook
 		claims, looks, err = s.claim(context.WithoutCancel(ctx), p, q, []uuid.UUID{part.ID}, leaseID)
 		if err != nil {
@@ -99,7 +122,9 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 			idle.Due = deferredUntil(idle.Due, o)
 		}
 	} else {
-		claims, err = s.claimHot(ctx, p, q, leaseID, &idle)
+		woken := p.line(s.hot.Wait(q.ID, p.Group, uuid.Nil))
+		idle.Wake = p.waiter.C()
+		claims, err = s.claimHot(ctx, p, q, leaseID, &idle, woken)
 		if err != nil {
 			return Popped{}, err
 		}
@@ -158,8 +183,9 @@ const (
 // looks again; a final pop looks further, at the price of one more round
 // trip only on the way to an empty answer: first through the rest of the
 // hot list, then, once it is exhausted, in the database, which the
-// announcements of another replica may not have reached yet.
-func (s *Store) claimHot(ctx context.Context, p *PopRequest, q *catalog.Queue, leaseID uuid.UUID, idle *Popped) ([]db.PopClaim, error) {
+// announcements of another replica may not have reached yet. The partition
+// whose mark woke the pop (uuid.Nil: none) is tried first.
+func (s *Store) claimHot(ctx context.Context, p *PopRequest, q *catalog.Queue, leaseID uuid.UUID, idle *Popped, woken uuid.UUID) ([]db.PopClaim, error) {
 	n, reseeded := p.Partitions+extraCandidates, false
 	if !s.hot.Seeded(q.ID, p.Group) {
 		if _, err := s.seed(ctx, q.ID, p.Group); err != nil {
@@ -168,7 +194,8 @@ func (s *Store) claimHot(ctx context.Context, p *PopRequest, q *catalog.Queue, l
 		reseeded = true
 	}
 	for range sweepRounds {
-		cands, due := s.hot.Candidates(q.ID, p.Group, n, time.Now())
+		cands, due := s.hot.Candidates(q.ID, p.Group, n, time.Now(), woken)
+		woken = uuid.Nil
 		idle.Due = earliest(idle.Due, due)
 		if len(cands) == 0 {
 			if !p.Final || reseeded {
@@ -188,6 +215,9 @@ func (s *Store) claimHot(ctx context.Context, p *PopRequest, q *catalog.Queue, l
 		claims, looks, err := s.claim(context.WithoutCancel(ctx), p, q, parts, leaseID)
 		if err != nil {
 			return nil, err
+		}
+		if len(claims) > 0 { // it had what it wanted before it came to the rest
+			s.hot.Return(q.ID, p.Group, cands[len(looks):])
 		}
 		settled := false // a candidate left the next round's
 		for i, o := range looks {
