@@ -21,6 +21,7 @@ import (
 type cycleWorld struct {
 	query, partition, lease uuid.UUID
 	sinks                   [2]uuid.UUID
+	oldAt                   time.Time // the updated_at of state row "old"
 }
 
 func newCycleWorld(t *testing.T, pool *pgxpool.Pool) cycleWorld {
@@ -43,6 +44,7 @@ func newCycleWorld(t *testing.T, pool *pgxpool.Pool) cycleWorld {
 	require.NoError(t, err)
 	_, err = pool.Exec(t.Context(), `INSERT INTO queen_streams.state_rows VALUES ($1, $2, 1)`, w.query, w.partition)
 	require.NoError(t, err)
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT updated_at FROM queen_streams.state`).Scan(&w.oldAt))
 	return w
 }
 
@@ -51,6 +53,8 @@ type cycleCall struct {
 	tenant            string
 	query, partition  uuid.UUID
 	upserts, deletes  []string
+	expect            []string // state rows expected as the world wrote them
+	expectAt          []*time.Time
 	segs              []uuid.UUID // one frame each
 	dedups            bool        // the frames carry client transaction ids
 	ack, ok, release  bool
@@ -97,10 +101,10 @@ func (c cycleCall) run(ctx context.Context, tx pgx.Tx, fn string) ([]string, err
 			p_seg_txids => $11, p_seg_min_at => $12, p_seg_max_at => $12, p_seg_dedups => $13,
 			p_dedup_txids => $14, p_dedup_msg_ids => $15,
 			p_ack => $16, p_lease_id => $17, p_ack_ok => $18, p_count => $19, p_release => $20,
-			p_expect_keys => NULL, p_expect_at => NULL, p_generation => $21)`,
+			p_expect_keys => $22, p_expect_at => $23, p_generation => $21)`,
 		c.tenant, c.query, c.partition, c.upserts, values, c.deletes,
 		c.segs, frames, bodies, sums, txids, at, dedups, dedupTx, dedupIDs,
-		c.ack, c.lease, c.ok, c.count, c.release, c.generation)
+		c.ack, c.lease, c.ok, c.count, c.release, c.generation, c.expect, c.expectAt)
 	if err != nil {
 		return nil, err
 	}
@@ -162,9 +166,9 @@ func (c cycleCall) outcome(t *testing.T, pool *pgxpool.Pool, fn string) (answer,
 // queen_streams.cycle_v4 answers every cycle as cycle_v3 does, and writes
 // what it writes, refusals included; only the common case (a success ack
 // that releases, with a count, at most one sink segment without client
-// transaction ids, no expected rows) takes its short path, and a short path
-// that cannot finish (a refusal, a gone sink partition) leaves the verdict
-// to cycle_v3.
+// transaction ids) takes its short path, and a short path that cannot
+// finish (a refusal, a gone sink partition) leaves the verdict to
+// cycle_v3.
 func TestCycleV4AnswersAsCycleV3AndTakesTheShortPathOnlyInTheCommonCase(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.New(t)
@@ -179,6 +183,13 @@ func TestCycleV4AnswersAsCycleV3AndTakesTheShortPathOnlyInTheCommonCase(t *testi
 		{"no sink item", func(c *cycleCall) { c.segs = nil }, true},
 		{"no state op", func(c *cycleCall) { c.upserts, c.deletes = nil, nil }, true},
 		{"the reset generation it carries", func(c *cycleCall) { c.generation = &zero }, true},
+		{"the rows it read, as it read them", func(c *cycleCall) {
+			c.expect, c.expectAt = []string{"old", "old"}, []*time.Time{nil, &w.oldAt}
+		}, true},
+		{"a row changed since it was read", func(c *cycleCall) {
+			c.expect, c.expectAt = []string{"old"}, []*time.Time{&cycleAt}
+		}, false},
+		{"a row gone since it was read", func(c *cycleCall) { c.expect, c.expectAt = []string{"gone"}, []*time.Time{nil} }, false},
 		{"two sink segments", func(c *cycleCall) { c.segs = w.sinks[:] }, false},
 		{"client transaction ids", func(c *cycleCall) { c.dedups = true }, false},
 		{"no count", func(c *cycleCall) { c.count = nil }, false},

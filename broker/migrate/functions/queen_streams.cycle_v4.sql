@@ -1,21 +1,23 @@
 -- A cycle (queen_streams.cycle_v3, and queen_streams.cycle_v2, which holds
 -- the cycle's rules) whose common case takes the shortest path: a fold's
 -- cycle of an owned, unsuspended query and partition, with a success ack
--- that releases the lease and names its count, at most one sink segment
--- and no client transaction id in it, and no expected state rows. That
--- path is two statements: the (query, partition) lock, then one statement
--- that checks ownership (and the reset generation, when given), moves the
--- sink partition's next_offset, acknowledges the batch under the lease
--- guard, stores the segment and writes the state. Every other cycle, and
--- one the short path cannot finish, runs cycle_v3 as it is.
+-- that releases the lease and names its count, and at most one sink
+-- segment, without client transaction ids. That path is two statements:
+-- the (query, partition) lock, then one statement that checks ownership,
+-- the reset generation (when given) and the rows the worker read (when it
+-- names them), moves the sink partition's next_offset, acknowledges the
+-- batch under the lease guard, stores the segment and writes the state.
+-- Every other cycle, and one the short path cannot finish, runs cycle_v3
+-- as it is.
 --
 -- The short path is cycle_v2's rules for that case, in the same order:
 --   - The lock comes first and alone, so that the statement's snapshot
---     already sees what the previous cycle of this (query, partition)
---     committed (rule 1 of cycle_v2).
---   - Ownership is checked before anything is written: the writes all wait
---     on it (EXISTS owner), and when it fails, nothing is written and
---     cycle_v3 gives the verdict.
+--     already sees what the cycle, reset or restore of this (query,
+--     partition) that held it committed (rule 1 of cycle_v2; the reset
+--     generation).
+--   - Ownership, the generation and the rows read are checked before
+--     anything is written: the writes all wait on them (EXISTS owner), and
+--     when one fails, nothing is written and cycle_v3 gives the verdict.
 --   - The sink partition is moved (queen.log_push_one_v1's allocator for a
 --     one-segment request without dedup ids, which needs no dedup insert)
 --     before the cursor. A partition that is gone moves nothing, so the
@@ -78,8 +80,7 @@ DECLARE
     v_deleted   bigint;
 BEGIN
     IF p_ack AND p_ack_ok AND p_release AND p_count IS NOT NULL AND p_lease_id IS NOT NULL
-       AND v_segs <= 1 AND coalesce(cardinality(p_dedup_txids), 0) = 0
-       AND coalesce(cardinality(p_expect_keys), 0) = 0 THEN
+       AND v_segs <= 1 AND coalesce(cardinality(p_dedup_txids), 0) = 0 THEN
         PERFORM pg_advisory_xact_lock(hashtextextended(p_query_id::text || p_partition_id::text, 0));
         WITH owner AS (
             SELECT qu.id, qu.name, pa.next_offset
@@ -89,7 +90,12 @@ BEGIN
               JOIN LATERAL (SELECT x.id, x.name FROM queen.queues x
                              WHERE x.id = pa.queue_id AND x.tenant = p_tenant OFFSET 0) AS qu ON true
              WHERE q.id = p_query_id AND q.tenant = p_tenant AND NOT q.suspended
-               AND (p_generation IS NULL OR q.reset_generation = p_generation)),
+               AND (p_generation IS NULL OR q.reset_generation = p_generation)
+               -- Rule 4 of cycle_v2: the rows the worker read are as it read them.
+               AND NOT EXISTS (SELECT FROM unnest(p_expect_keys, p_expect_at) AS e (key, at)
+                                 LEFT JOIN queen_streams.state s
+                                   ON s.query_id = p_query_id AND s.partition_id = p_partition_id AND s.key = e.key
+                                WHERE s.key IS NULL OR s.updated_at IS DISTINCT FROM coalesce(e.at, s.updated_at))),
         moved AS (
             UPDATE queen.partitions p
                SET next_offset = p.next_offset + p_seg_frames[1],
