@@ -17,7 +17,8 @@ import (
 
 // cycleWorld is a query on a source partition whose group "g" holds a live
 // lease on a batch of 10, with one state row ("old"), and two sink
-// partitions.
+// partitions, the first of which recorded the client transaction ids
+// "seen" (a minute ago) and "expired" (before the dedup window).
 type cycleWorld struct {
 	query, partition, lease uuid.UUID
 	sinks                   [2]uuid.UUID
@@ -44,6 +45,10 @@ func newCycleWorld(t *testing.T, pool *pgxpool.Pool) cycleWorld {
 	require.NoError(t, err)
 	_, err = pool.Exec(t.Context(), `INSERT INTO queen_streams.state_rows VALUES ($1, $2, 1)`, w.query, w.partition)
 	require.NoError(t, err)
+	_, err = pool.Exec(t.Context(), `INSERT INTO queen.push_dedup (partition_id, transaction_id, message_id, created_at)
+		VALUES ($1, 'seen', $2, now() - interval '1 minute'), ($1, 'expired', $3, now() - interval '2 hours')`,
+		w.sinks[0], uuid.New(), uuid.New())
+	require.NoError(t, err)
 	require.NoError(t, pool.QueryRow(t.Context(), `SELECT updated_at FROM queen_streams.state`).Scan(&w.oldAt))
 	return w
 }
@@ -57,6 +62,7 @@ type cycleCall struct {
 	expectAt          []*time.Time
 	segs              []uuid.UUID // one frame each
 	dedups            bool        // the frames carry client transaction ids
+	first             []string    // the first segment's frames' transaction ids; nil: one frame
 	ack, ok, release  bool
 	lease             uuid.UUID
 	count, generation *int64
@@ -86,12 +92,19 @@ func (c cycleCall) run(ctx context.Context, tx pgx.Tx, fn string) ([]string, err
 	var dedupIDs []uuid.UUID
 	var at []time.Time
 	for i := range c.segs {
-		frames, bodies, sums, at = append(frames, 1), append(bodies, []byte{byte(i)}), append(sums, int64(i)), append(at, cycleAt)
-		txids = append(txids, fmt.Sprint("t", i))
-		if c.dedups {
-			dedups, dedupTx, dedupIDs = append(dedups, 1), append(dedupTx, fmt.Sprint("t", i)), append(dedupIDs, uuid.New())
-		} else {
+		ids := []string{fmt.Sprint("t", i)}
+		if i == 0 && c.first != nil {
+			ids = c.first
+		}
+		frames, bodies, sums, at = append(frames, int32(len(ids))), append(bodies, []byte{byte(i)}), append(sums, int64(i)), append(at, cycleAt)
+		txids = append(txids, ids...)
+		if !c.dedups {
 			dedups = append(dedups, 0)
+			continue
+		}
+		dedups, dedupTx = append(dedups, int32(len(ids))), append(dedupTx, ids...)
+		for range ids {
+			dedupIDs = append(dedupIDs, uuid.New())
 		}
 	}
 	rows, err := tx.Query(ctx, `SELECT outcome, queue_name, base_offsets, ack_count, lease_released, announce, partition_id, dup_txids
@@ -125,7 +138,7 @@ func written(ctx context.Context, t *testing.T, tx pgx.Tx) string {
 		(SELECT string_agg(concat_ws(' ', base_offset, frame_count, body, checksum, txids, min_created_at, max_created_at), ';' ORDER BY partition_id) FROM queen.log_segments),
 		(SELECT string_agg(concat_ws(' ', key, value), ';' ORDER BY key) FROM queen_streams.state),
 		(SELECT string_agg(row_count::text, ';') FROM queen_streams.state_rows),
-		(SELECT string_agg(transaction_id, ';') FROM queen.push_dedup))`).Scan(&out)
+		(SELECT string_agg(concat_ws(' ', transaction_id, created_at > now() - interval '1 hour'), ';' ORDER BY transaction_id) FROM queen.push_dedup))`).Scan(&out)
 	require.NoError(t, err)
 	return out
 }
@@ -191,7 +204,14 @@ func TestCycleV4AnswersAsCycleV3AndTakesTheShortPathOnlyInTheCommonCase(t *testi
 		}, false},
 		{"a row gone since it was read", func(c *cycleCall) { c.expect, c.expectAt = []string{"gone"}, []*time.Time{nil} }, false},
 		{"two sink segments", func(c *cycleCall) { c.segs = w.sinks[:] }, false},
-		{"client transaction ids", func(c *cycleCall) { c.dedups = true }, false},
+		{"client transaction ids", func(c *cycleCall) { c.dedups = true }, true},
+		{"a transaction id the sink partition holds", func(c *cycleCall) { c.dedups, c.first = true, []string{"new", "seen"} }, false},
+		{"a transaction id recorded before the dedup window", func(c *cycleCall) {
+			c.dedups, c.first = true, []string{"expired", "new"}
+		}, false},
+		{"a transaction id the sink partition holds, and another worker's lease", func(c *cycleCall) {
+			c.dedups, c.first, c.lease = true, []string{"seen"}, uuid.New()
+		}, false},
 		{"no count", func(c *cycleCall) { c.count = nil }, false},
 		{"a nack", func(c *cycleCall) { c.ok = false }, false},
 		{"the lease kept", func(c *cycleCall) { c.release = false }, false},

@@ -2,11 +2,12 @@
 -- the cycle's rules) whose common case takes the shortest path: a fold's
 -- cycle of an owned, unsuspended query and partition, with a success ack
 -- that releases the lease and names its count, and at most one sink
--- segment, without client transaction ids. That path is two statements:
--- the (query, partition) lock, then one statement that checks ownership,
--- the reset generation (when given) and the rows the worker read (when it
--- names them), moves the sink partition's next_offset, acknowledges the
--- batch under the lease guard, stores the segment and writes the state.
+-- segment. That path is two statements: the (query, partition) lock, then
+-- one statement that checks ownership, the reset generation (when given)
+-- and the rows the worker read (when it names them), moves the sink
+-- partition's next_offset, records the segment's client transaction ids,
+-- acknowledges the batch under the lease guard, stores the segment and
+-- writes the state.
 -- Every other cycle, and one the short path cannot finish, runs cycle_v3
 -- as it is.
 --
@@ -19,15 +20,21 @@
 --     anything is written: the writes all wait on them (EXISTS owner), and
 --     when one fails, nothing is written and cycle_v3 gives the verdict.
 --   - The sink partition is moved (queen.log_push_one_v1's allocator for a
---     one-segment request without dedup ids, which needs no dedup insert)
---     before the cursor. A partition that is gone moves nothing, so the
---     ack and the state writes, which wait on the move, do nothing either,
---     and cycle_v3 answers 'gone' with nothing written.
+--     one-segment request) before the cursor. A partition that is gone
+--     moves nothing, so the ack and the state writes, which wait on the
+--     move, do nothing either, and cycle_v3 answers 'gone' with nothing
+--     written.
+--   - The client transaction ids are recorded as the allocator records
+--     them, but optimistically: one the partition holds already (a
+--     duplicate, or a record past its dedup window that the allocator
+--     forgets) is not recorded, the ack waits on every one being recorded,
+--     and cycle_v3, whose allocator tells the two apart, answers.
 --   - The ack is the common ack of cycle_v2, guarded by queen.ack_verdict in
 --     its UPDATE; the segment and the state writes wait on it. When the
---     lease is refused, the move is taken back (queen.log_push_undo; the
---     partition's lock is still held) and cycle_v3 raises the verdict it
---     would have raised, in its order.
+--     ack is not applied (a refused lease, a duplicate), what the statement
+--     wrote is taken back (the move by queen.log_push_undo, while the
+--     partition's lock is still held; the ids it recorded), and cycle_v3
+--     answers as it would have, in its order.
 --   - The shard's row count moves (queen_streams.state_rows_add, which may
 --     refuse the tenant's maxStateRows and roll everything back) only when
 --     keys came or went, as in cycle_v2.
@@ -78,9 +85,10 @@ DECLARE
     v_committed bigint;
     v_inserted  bigint;
     v_deleted   bigint;
+    v_dedups    integer := coalesce(cardinality(p_dedup_txids), 0);
+    v_recorded  text[];
 BEGIN
-    IF p_ack AND p_ack_ok AND p_release AND p_count IS NOT NULL AND p_lease_id IS NOT NULL
-       AND v_segs <= 1 AND coalesce(cardinality(p_dedup_txids), 0) = 0 THEN
+    IF p_ack AND p_ack_ok AND p_release AND p_count IS NOT NULL AND p_lease_id IS NOT NULL AND v_segs <= 1 THEN
         PERFORM pg_advisory_xact_lock(hashtextextended(p_query_id::text || p_partition_id::text, 0));
         WITH owner AS (
             SELECT qu.id, qu.name, pa.next_offset
@@ -103,6 +111,13 @@ BEGIN
                    stored_bytes = p.stored_bytes + octet_length(p_seg_bodies[1])
              WHERE p.id = p_seg_partitions[1] AND EXISTS (SELECT FROM owner)
             RETURNING p.next_offset - p_seg_frames[1] AS base),
+        recorded AS (
+            INSERT INTO queen.push_dedup (partition_id, transaction_id, message_id)
+            SELECT p_seg_partitions[1], d.txid, d.message_id
+              FROM unnest(p_dedup_txids, p_dedup_msg_ids) AS d (txid, message_id)
+             WHERE EXISTS (SELECT FROM moved)
+            ON CONFLICT DO NOTHING
+            RETURNING transaction_id),
         acked AS (
             UPDATE queen.cursors c
                SET committed = greatest(c.committed, c.batch_end),
@@ -112,6 +127,7 @@ BEGIN
              WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group
                AND queen.ack_verdict(c.committed, c.committed, c.lease_id, c.lease_expires_at, 'completed', p_lease_id) = 'apply'
                AND EXISTS (SELECT FROM owner) AND (v_segs = 0 OR EXISTS (SELECT FROM moved))
+               AND (v_dedups = 0 OR (SELECT count(*) FROM recorded) = v_dedups)
             RETURNING c.committed),
         stored AS (
             INSERT INTO queen.log_segments
@@ -134,9 +150,10 @@ BEGIN
             ON CONFLICT (query_id, partition_id, key)
             DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at
             RETURNING s.xmax = 0 AS inserted)
-        SELECT o.id, o.name, o.next_offset, (SELECT m.base FROM moved m), (SELECT a.committed FROM acked a),
-               (SELECT count(*) FILTER (WHERE u.inserted) FROM upserted u), (SELECT count(*) FROM deleted)
-          INTO queue_id, queue_name, v_next, v_base, v_committed, v_inserted, v_deleted
+        SELECT o.id, o.name, o.next_offset, (SELECT m.base FROM moved m), (SELECT array_agg(r.transaction_id) FROM recorded r),
+               (SELECT a.committed FROM acked a), (SELECT count(*) FILTER (WHERE u.inserted) FROM upserted u),
+               (SELECT count(*) FROM deleted)
+          INTO queue_id, queue_name, v_next, v_base, v_recorded, v_committed, v_inserted, v_deleted
           FROM owner o;
         IF v_committed IS NOT NULL THEN
             IF v_inserted <> v_deleted THEN
@@ -154,6 +171,8 @@ BEGIN
         IF v_base IS NOT NULL THEN
             PERFORM queen.log_push_undo(p_partitions => p_seg_partitions, p_frames => p_seg_frames,
                                         p_bodies => p_seg_bodies);
+            DELETE FROM queen.push_dedup x
+             WHERE x.partition_id = p_seg_partitions[1] AND x.transaction_id = ANY (v_recorded);
         END IF;
     END IF;
     RETURN QUERY SELECT * FROM queen_streams.cycle_v3(
