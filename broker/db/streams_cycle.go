@@ -95,7 +95,7 @@ type Duplicates map[uuid.UUID]map[string]uuid.UUID
 
 const cycleSQL = `SELECT outcome, queue_id, queue_name, base_offsets, ack_count, lease_released, announce,
 		partition_id, dup_txids, dup_message_ids
-	FROM queen_streams.cycle_v3(p_tenant => $1, p_query_id => $2, p_partition_id => $3, p_group => $4,
+	FROM queen_streams.cycle_v4(p_tenant => $1, p_query_id => $2, p_partition_id => $3, p_group => $4,
 		p_upsert_keys => $5, p_upsert_values => $6, p_delete_keys => $7,
 		p_seg_partitions => $8, p_seg_frames => $9, p_seg_bodies => $10, p_seg_checksums => $11,
 		p_seg_txids => $12, p_seg_min_at => $13, p_seg_max_at => $14, p_seg_dedups => $15,

@@ -229,6 +229,15 @@ CREATE FUNCTION queen_streams.cycle_v3(p_tenant text, p_query_id uuid, p_partiti
 $$;
 
 --
+-- Name: cycle_v4(text, uuid, uuid, text, text[], jsonb[], text[], text[], timestamp with time zone[], uuid[], integer[], bytea[], bigint[], text[], timestamp with time zone[], timestamp with time zone[], integer[], text[], uuid[], boolean, uuid, boolean, bigint, boolean, bigint); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.cycle_v4(p_tenant text, p_query_id uuid, p_partition_id uuid, p_group text, p_upsert_keys text[], p_upsert_values jsonb[], p_delete_keys text[], p_expect_keys text[], p_expect_at timestamp with time zone[], p_seg_partitions uuid[], p_seg_frames integer[], p_seg_bodies bytea[], p_seg_checksums bigint[], p_seg_txids text[], p_seg_min_at timestamp with time zone[], p_seg_max_at timestamp with time zone[], p_seg_dedups integer[], p_dedup_txids text[], p_dedup_msg_ids uuid[], p_ack boolean, p_lease_id uuid, p_ack_ok boolean, p_count bigint, p_release boolean, p_generation bigint) RETURNS TABLE(outcome text, queue_id uuid, queue_name text, base_offsets bigint[], ack_count bigint, lease_released boolean, announce boolean, partition_id uuid, dup_txids text[], dup_message_ids uuid[])
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.cycle_v4.sql
+$$;
+
+--
 -- Name: query_count(text); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 

@@ -1,0 +1,248 @@
+package migrate_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+// cycleWorld is a query on a source partition whose group "g" holds a live
+// lease on a batch of 10, with one state row ("old"), and two sink
+// partitions, the first of which recorded the client transaction ids
+// "seen" (a minute ago) and "expired" (before the dedup window).
+type cycleWorld struct {
+	query, partition, lease uuid.UUID
+	sinks                   [2]uuid.UUID
+	oldAt                   time.Time // the updated_at of state row "old"
+}
+
+func newCycleWorld(t *testing.T, pool *pgxpool.Pool) cycleWorld {
+	t.Helper()
+	w := cycleWorld{query: uuid.New(), partition: uuid.New(), lease: uuid.New(), sinks: [2]uuid.UUID{uuid.New(), uuid.New()}}
+	if w.sinks[1].String() < w.sinks[0].String() {
+		w.sinks[0], w.sinks[1] = w.sinks[1], w.sinks[0] // the lock order
+	}
+	src, sink := uuid.New(), uuid.New()
+	_, err := pool.Exec(t.Context(), `
+		WITH q AS (INSERT INTO queen.queues (id, name) VALUES ($1, 'src'), ($2, 'sink')),
+		     p AS (INSERT INTO queen.partitions (id, queue_id, name, next_offset)
+		           VALUES ($3, $1, 'Default', 10), ($4, $2, 'a', 7), ($5, $2, 'b', 0)),
+		     r AS (INSERT INTO queen_streams.queries (id, name, source_queue, sink_queue, config_hash)
+		           VALUES ($6, 'q', 'src', 'sink', 'h')),
+		     c AS (INSERT INTO queen.cursors (partition_id, consumer_group, committed, batch_start, batch_end, lease_id, lease_expires_at)
+		           VALUES ($3, 'g', 0, 0, 10, $7, now() + interval '1 minute'))
+		INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($6, $3, 'old', '1')`,
+		src, sink, w.partition, w.sinks[0], w.sinks[1], w.query, w.lease)
+	require.NoError(t, err)
+	_, err = pool.Exec(t.Context(), `INSERT INTO queen_streams.state_rows VALUES ($1, $2, 1)`, w.query, w.partition)
+	require.NoError(t, err)
+	_, err = pool.Exec(t.Context(), `INSERT INTO queen.push_dedup (partition_id, transaction_id, message_id, created_at)
+		VALUES ($1, 'seen', $2, now() - interval '1 minute'), ($1, 'expired', $3, now() - interval '2 hours')`,
+		w.sinks[0], uuid.New(), uuid.New())
+	require.NoError(t, err)
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT updated_at FROM queen_streams.state`).Scan(&w.oldAt))
+	return w
+}
+
+// cycleCall is the arguments of a cycle, as broker/db passes them.
+type cycleCall struct {
+	tenant            string
+	query, partition  uuid.UUID
+	upserts, deletes  []string
+	expect            []string // state rows expected as the world wrote them
+	expectAt          []*time.Time
+	segs              []uuid.UUID // one frame each
+	dedups            bool        // the frames carry client transaction ids
+	first             []string    // the first segment's frames' transaction ids; nil: one frame
+	ack, ok, release  bool
+	lease             uuid.UUID
+	count, generation *int64
+}
+
+// common is the cycle of a fold as the SDKs send it: state written, one
+// sink item, the ack of the whole batch.
+func (w cycleWorld) common() cycleCall {
+	ten := int64(10)
+	return cycleCall{tenant: "default", query: w.query, partition: w.partition, upserts: []string{"a", "b"},
+		deletes: []string{"old"}, segs: w.sinks[:1], ack: true, ok: true, release: true, lease: w.lease, count: &ten}
+}
+
+var cycleAt = time.Date(2026, 8, 17, 10, 0, 0, 0, time.UTC)
+
+// run calls fn (cycle_v3 or cycle_v4) with c in tx, and answers its rows,
+// or its error, as text.
+func (c cycleCall) run(ctx context.Context, tx pgx.Tx, fn string) ([]string, error) {
+	values := make([]string, len(c.upserts))
+	for i := range values {
+		values[i] = fmt.Sprint(i)
+	}
+	var frames, dedups []int32
+	var bodies [][]byte
+	var sums []int64
+	var txids, dedupTx []string
+	var dedupIDs []uuid.UUID
+	var at []time.Time
+	for i := range c.segs {
+		ids := []string{fmt.Sprint("t", i)}
+		if i == 0 && c.first != nil {
+			ids = c.first
+		}
+		frames, bodies, sums, at = append(frames, int32(len(ids))), append(bodies, []byte{byte(i)}), append(sums, int64(i)), append(at, cycleAt)
+		txids = append(txids, ids...)
+		if !c.dedups {
+			dedups = append(dedups, 0)
+			continue
+		}
+		dedups, dedupTx = append(dedups, int32(len(ids))), append(dedupTx, ids...)
+		for range ids {
+			dedupIDs = append(dedupIDs, uuid.New())
+		}
+	}
+	rows, err := tx.Query(ctx, `SELECT outcome, queue_name, base_offsets, ack_count, lease_released, announce, partition_id, dup_txids
+		FROM queen_streams.`+fn+`(p_tenant => $1, p_query_id => $2, p_partition_id => $3, p_group => 'g',
+			p_upsert_keys => $4, p_upsert_values => $5::jsonb[], p_delete_keys => $6,
+			p_seg_partitions => $7, p_seg_frames => $8, p_seg_bodies => $9, p_seg_checksums => $10,
+			p_seg_txids => $11, p_seg_min_at => $12, p_seg_max_at => $12, p_seg_dedups => $13,
+			p_dedup_txids => $14, p_dedup_msg_ids => $15,
+			p_ack => $16, p_lease_id => $17, p_ack_ok => $18, p_count => $19, p_release => $20,
+			p_expect_keys => $22, p_expect_at => $23, p_generation => $21)`,
+		c.tenant, c.query, c.partition, c.upserts, values, c.deletes,
+		c.segs, frames, bodies, sums, txids, at, dedups, dedupTx, dedupIDs,
+		c.ack, c.lease, c.ok, c.count, c.release, c.generation, c.expect, c.expectAt)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		v, err := r.Values()
+		return fmt.Sprint(v), err
+	})
+}
+
+// written is what a cycle leaves in the tables, but for the times taken
+// from now().
+func written(ctx context.Context, t *testing.T, tx pgx.Tx) string {
+	t.Helper()
+	var out string
+	err := tx.QueryRow(ctx, `SELECT concat_ws(E'\n',
+		(SELECT string_agg(concat_ws(' ', committed, batch_end, lease_id, lease_expires_at, retry_count, total_consumed), ';') FROM queen.cursors),
+		(SELECT string_agg(concat_ws(' ', name, next_offset, stored_bytes, last_push_at), ';' ORDER BY name) FROM queen.partitions),
+		(SELECT string_agg(concat_ws(' ', base_offset, frame_count, body, checksum, txids, min_created_at, max_created_at), ';' ORDER BY partition_id) FROM queen.log_segments),
+		(SELECT string_agg(concat_ws(' ', key, value), ';' ORDER BY key) FROM queen_streams.state),
+		(SELECT string_agg(row_count::text, ';') FROM queen_streams.state_rows),
+		(SELECT string_agg(concat_ws(' ', transaction_id, created_at > now() - interval '1 hour'), ';' ORDER BY transaction_id) FROM queen.push_dedup))`).Scan(&out)
+	require.NoError(t, err)
+	return out
+}
+
+// outcome runs c through fn in a transaction it rolls back, and answers
+// the rows or the error, what the cycle wrote, and whether it called
+// cycle_v3.
+func (c cycleCall) outcome(t *testing.T, pool *pgxpool.Pool, fn string) (answer, tables string, calledV3 bool) {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tx.Rollback(ctx)) }()
+	_, err = tx.Exec(ctx, `SET LOCAL track_functions = 'pl'`)
+	require.NoError(t, err)
+	// The view holds what the connection did since it last reported, not
+	// only this transaction.
+	v3Calls := func() (n int64) {
+		require.NoError(t, tx.QueryRow(ctx, `SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions
+			WHERE schemaname = 'queen_streams' AND funcname = 'cycle_v3'`).Scan(&n))
+		return n
+	}
+	before := v3Calls()
+	// A savepoint keeps the transaction usable after a refusal.
+	_, err = tx.Exec(ctx, `SAVEPOINT cycle`)
+	require.NoError(t, err)
+	rows, err := c.run(ctx, tx, fn)
+	if err != nil {
+		answer = "error: " + err.Error()
+		_, err = tx.Exec(ctx, `ROLLBACK TO SAVEPOINT cycle`)
+		require.NoError(t, err)
+	} else {
+		answer = fmt.Sprint(rows)
+	}
+	return answer, written(ctx, t, tx), v3Calls() > before
+}
+
+// queen_streams.cycle_v4 answers every cycle as cycle_v3 does, and writes
+// what it writes, refusals included; only the common case (a success ack
+// that releases, with a count, at most one sink segment without client
+// transaction ids) takes its short path, and a short path that cannot
+// finish (a refusal, a gone sink partition) leaves the verdict to
+// cycle_v3.
+func TestCycleV4AnswersAsCycleV3AndTakesTheShortPathOnlyInTheCommonCase(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	w := newCycleWorld(t, pool)
+	zero, eleven := int64(0), int64(11)
+	for _, c := range []struct {
+		name  string
+		edit  func(c *cycleCall)
+		short bool // the short path answers alone
+	}{
+		{"common", func(*cycleCall) {}, true},
+		{"no sink item", func(c *cycleCall) { c.segs = nil }, true},
+		{"no state op", func(c *cycleCall) { c.upserts, c.deletes = nil, nil }, true},
+		{"the reset generation it carries", func(c *cycleCall) { c.generation = &zero }, true},
+		{"the rows it read, as it read them", func(c *cycleCall) {
+			c.expect, c.expectAt = []string{"old", "old"}, []*time.Time{nil, &w.oldAt}
+		}, true},
+		{"a row changed since it was read", func(c *cycleCall) {
+			c.expect, c.expectAt = []string{"old"}, []*time.Time{&cycleAt}
+		}, false},
+		{"a row gone since it was read", func(c *cycleCall) { c.expect, c.expectAt = []string{"gone"}, []*time.Time{nil} }, false},
+		{"two sink segments", func(c *cycleCall) { c.segs = w.sinks[:] }, false},
+		{"client transaction ids", func(c *cycleCall) { c.dedups = true }, true},
+		{"a transaction id the sink partition holds", func(c *cycleCall) { c.dedups, c.first = true, []string{"new", "seen"} }, false},
+		{"a transaction id recorded before the dedup window", func(c *cycleCall) {
+			c.dedups, c.first = true, []string{"expired", "new"}
+		}, false},
+		{"a transaction id the sink partition holds, and another worker's lease", func(c *cycleCall) {
+			c.dedups, c.first, c.lease = true, []string{"seen"}, uuid.New()
+		}, false},
+		{"no count", func(c *cycleCall) { c.count = nil }, false},
+		{"a nack", func(c *cycleCall) { c.ok = false }, false},
+		{"the lease kept", func(c *cycleCall) { c.release = false }, false},
+		{"an idle flush", func(c *cycleCall) { c.ack = false }, false},
+		{"another worker's lease", func(c *cycleCall) { c.lease = uuid.New() }, false},
+		{"a foreign query", func(c *cycleCall) { c.tenant = "other" }, false},
+		{"an unknown query", func(c *cycleCall) { c.query = uuid.New() }, false},
+		{"an unknown partition", func(c *cycleCall) { c.partition = uuid.New() }, false},
+		{"a stale generation", func(c *cycleCall) { c.generation = &eleven }, false},
+		{"a gone sink partition", func(c *cycleCall) { c.segs = []uuid.UUID{uuid.New()} }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			call := w.common()
+			c.edit(&call)
+			wantAnswer, wantTables, _ := call.outcome(t, pool, "cycle_v3")
+			answer, tables, calledV3 := call.outcome(t, pool, "cycle_v4")
+			require.Equal(t, wantAnswer, answer)
+			require.Equal(t, wantTables, tables)
+			// A function that raised is not counted as called.
+			if !strings.HasPrefix(answer, "error") {
+				require.Equal(t, !c.short, calledV3, "whether the full path ran")
+			}
+		})
+	}
+	t.Run("a suspended query", func(t *testing.T) {
+		_, err := pool.Exec(t.Context(), `UPDATE queen_streams.queries SET suspended = true`)
+		require.NoError(t, err)
+		wantAnswer, wantTables, _ := w.common().outcome(t, pool, "cycle_v3")
+		answer, tables, _ := w.common().outcome(t, pool, "cycle_v4")
+		require.Contains(t, answer, "query suspended")
+		require.Equal(t, wantAnswer, answer)
+		require.Equal(t, wantTables, tables)
+	})
+}
