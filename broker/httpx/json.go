@@ -37,6 +37,15 @@ func AppendOptionalString(b []byte, s *string) []byte {
 	return AppendString(b, *s)
 }
 
+// plain are the ASCII bytes a JSON string holds as they are. A table,
+// since AppendString asks for each byte of every id and name it writes.
+var plain = func() (t [256]bool) {
+	for c := range utf8.RuneSelf {
+		t[c] = c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
 // AppendString appends s as a JSON string, escaped as encoding/json does:
 // quotes, backslashes, control characters, <, > and & (for HTML safety),
 // U+2028 and U+2029, and invalid UTF-8 as U+FFFD.
@@ -45,11 +54,11 @@ func AppendString(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
+		if plain[c] {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '"', '\\':

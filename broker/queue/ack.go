@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -13,58 +14,69 @@ import (
 	"github.com/regent-mq/regent/broker/queue/store"
 )
 
-// wireAck is an acknowledgement as a client sends it.
+// wireAck is an acknowledgement as a client sends it. A field whose
+// absence, null and "" mean the same is a plain string: the decoder then
+// allocates no pointer for it, a saving on each item of a batch.
 type wireAck struct {
-	TransactionID *string `json:"transactionId"`
-	PartitionID   *string `json:"partitionId"`
+	TransactionID string  `json:"transactionId"`
+	PartitionID   string  `json:"partitionId"`
 	Status        *string `json:"status"`
-	LeaseID       *string `json:"leaseId"`
-	ConsumerGroup *string `json:"consumerGroup"`
+	LeaseID       string  `json:"leaseId"`
+	ConsumerGroup string  `json:"consumerGroup"`
 	Error         *string `json:"error"`
 }
 
-// parse validates a wire ack; field names the element in messages.
-func (a *wireAck) parse(field, group string) (db.QueueAck, error) {
+// inElement names the element of a list that an error of parse is about.
+// Every message of parse begins with the field it refuses, so the name is
+// put in front, and only made for an element that fails.
+func inElement(err error, format string, args ...any) error {
+	var e *httpx.Error
+	if errors.As(err, &e) {
+		return &httpx.Error{Status: e.Status, Message: fmt.Sprintf(format, args...) + e.Message}
+	}
+	return err
+}
+
+// parse validates a wire ack.
+func (a *wireAck) parse(group string) (db.QueueAck, error) {
 	var out db.QueueAck
-	if a.TransactionID == nil || *a.TransactionID == "" {
-		return out, httpx.BadRequest("%stransactionId is required", field)
+	if a.TransactionID == "" {
+		return out, httpx.BadRequest("transactionId is required")
 	}
-	if a.PartitionID == nil || *a.PartitionID == "" {
-		return out, httpx.BadRequest("%spartitionId is required", field)
+	if a.PartitionID == "" {
+		return out, httpx.BadRequest("partitionId is required")
 	}
-	pid, err := uuid.Parse(*a.PartitionID)
+	pid, err := uuid.Parse(a.PartitionID)
 	if err != nil {
-		return out, httpx.NotUUID(field+"partitionId", *a.PartitionID)
+		return out, httpx.NotUUID("partitionId", a.PartitionID)
 	}
-	out = db.QueueAck{PartitionID: pid, TransactionID: *a.TransactionID, Status: db.AckCompleted, Group: group, Error: a.Error}
-	if err := httpx.CheckText(field+"transactionId", out.TransactionID); err != nil {
+	out = db.QueueAck{PartitionID: pid, TransactionID: a.TransactionID, Status: db.AckCompleted, Group: group, Error: a.Error}
+	if err := httpx.CheckText("transactionId", out.TransactionID); err != nil {
 		return out, err
 	}
-	if a.ConsumerGroup != nil {
-		if err := httpx.CheckText(field+"consumerGroup", *a.ConsumerGroup); err != nil {
-			return out, err
-		}
+	if err := httpx.CheckText("consumerGroup", a.ConsumerGroup); err != nil {
+		return out, err
 	}
 	if a.Error != nil {
-		if err := httpx.CheckText(field+"error", *a.Error); err != nil {
+		if err := httpx.CheckText("error", *a.Error); err != nil {
 			return out, err
 		}
 	}
 	if a.Status != nil {
 		var ok bool
 		if out.Status, ok = db.QueueAckStatus(*a.Status); !ok {
-			return out, httpx.BadRequest("%sstatus must be %s, not %q", field, db.QueueAckWords, *a.Status)
+			return out, httpx.BadRequest("status must be %s, not %q", db.QueueAckWords, *a.Status)
 		}
 	}
-	if a.LeaseID != nil && *a.LeaseID != "" {
-		id, err := uuid.Parse(*a.LeaseID)
+	if a.LeaseID != "" {
+		id, err := uuid.Parse(a.LeaseID)
 		if err != nil {
-			return out, httpx.NotUUID(field+"leaseId", *a.LeaseID)
+			return out, httpx.NotUUID("leaseId", a.LeaseID)
 		}
 		out.LeaseID, out.HasLease = id, true
 	}
-	if a.ConsumerGroup != nil && *a.ConsumerGroup != "" {
-		out.Group = *a.ConsumerGroup
+	if a.ConsumerGroup != "" {
+		out.Group = a.ConsumerGroup
 	}
 	return out, nil
 }
@@ -76,7 +88,7 @@ func (s *Handler) handleAck(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
-	a, err := body.parse("", catalog.QueueMode)
+	a, err := body.parse(catalog.QueueMode)
 	if err != nil {
 		httpx.Fail(w, err)
 		return
@@ -89,7 +101,7 @@ func (s *Handler) handleAck(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.After.Apply(store.Acked(tenant, acks, out))
-	httpx.WriteJSON(w, http.StatusOK, out)
+	writeAcks(w, out)
 }
 
 // handleAckBatch is POST /api/v1/ack/batch: every acknowledgement in one
@@ -117,9 +129,9 @@ func (s *Handler) handleAckBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	acks := make([]db.QueueAck, len(*body.Acks))
 	for i := range *body.Acks {
-		a, err := (*body.Acks)[i].parse(fmt.Sprintf("acknowledgments[%d].", i), group)
+		a, err := (*body.Acks)[i].parse(group)
 		if err != nil {
-			httpx.Fail(w, err)
+			httpx.Fail(w, inElement(err, "acknowledgments[%d].", i))
 			return
 		}
 		if body.ConsumerGroup != nil && *body.ConsumerGroup != "" {
@@ -128,7 +140,7 @@ func (s *Handler) handleAckBatch(w http.ResponseWriter, r *http.Request) {
 		acks[i] = a
 	}
 	if len(acks) == 0 {
-		httpx.WriteJSON(w, http.StatusOK, []db.AckResult{})
+		writeAcks(w, []db.AckResult{})
 		return
 	}
 	tenant := auth.FromContext(r.Context()).Tenant
@@ -138,5 +150,5 @@ func (s *Handler) handleAckBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.After.Apply(store.Acked(tenant, acks, out))
-	httpx.WriteJSON(w, http.StatusOK, out)
+	writeAcks(w, out)
 }

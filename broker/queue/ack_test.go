@@ -281,3 +281,23 @@ func TestFailedBatchIsDeliveredAgainAfterRetryDelay(t *testing.T) {
 	require.Equal(t, []int{0, 1}, p.Ns())
 	require.GreaterOrEqual(t, time.Since(failed), 300*time.Millisecond)
 }
+
+func TestAckBatchNamesEachResultsOwnQueueAndPartition(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	b.Push(t, brokertest.Numbered("q1", "p1", 0, 2)...)
+	b.Push(t, brokertest.Numbered("q2", "p2", 0, 1)...)
+	p1 := b.Pop(t, "/api/v1/pop/queue/q1?batch=2")
+	p2 := b.Pop(t, "/api/v1/pop/queue/q2?batch=1")
+	out := ackBatch(t, b, map[string]any{"acknowledgments": []map[string]any{
+		{"transactionId": p1.Messages[0].TransactionID, "partitionId": p1.PartitionID, "leaseId": p1.LeaseID},
+		{"transactionId": "unknown", "partitionId": "00000000-0000-4000-8000-000000000001"},
+		{"transactionId": p2.Messages[0].TransactionID, "partitionId": p2.PartitionID, "leaseId": p2.LeaseID},
+		{"transactionId": p1.Messages[1].TransactionID, "partitionId": p1.PartitionID, "leaseId": p1.LeaseID},
+	}})
+	var names [][2]any
+	for _, r := range out {
+		names = append(names, [2]any{r["queueName"], r["partitionName"]})
+	}
+	require.Equal(t, [][2]any{{"q1", "p1"}, {nil, nil}, {"q2", "p2"}, {"q1", "p1"}}, names)
+}

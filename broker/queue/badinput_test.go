@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -202,4 +203,27 @@ func TestASubscriptionFromOutsidePostgreSQLsRangeMeansAll(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	r = b.Do(t, "GET", "/api/v1/pop/queue/q?consumerGroup=g&subscriptionFrom=0000-01-01T00:00:00Z&autoAck=true", b.Token, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+}
+
+func TestAnAckRefusedInAListNamesItsElementBeforeTheField(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	pid := "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f"
+	ok := `{"transactionId":"t","partitionId":"` + pid + `"}`
+	for _, c := range []struct{ path, body, message string }{
+		{"/api/v1/ack/batch", `{"acknowledgments":[` + ok + `,{"transactionId":"t","partitionId":"x"}]}`,
+			`acknowledgments[1].partitionId must be a UUID, got "x"`},
+		{"/api/v1/ack/batch", `{"acknowledgments":[` + ok + `,` + ok + `,{"partitionId":"` + pid + `"}]}`,
+			`acknowledgments[2].transactionId is required`},
+		{"/api/v1/ack/batch", `{"acknowledgments":[` + ok + `,{"transactionId":"t","partitionId":"` + pid + `","status":"done"}]}`,
+			`acknowledgments[1].status must be ` + db.QueueAckWords + `, not "done"`},
+		{"/api/v1/transaction", `{"operations":[{"type":"ack","transactionId":"t","partitionId":"` + pid + `","leaseId":"l"}]}`,
+			`operations[0].leaseId must be a UUID, got "l"`},
+		{"/api/v1/ack", `{"transactionId":"t","partitionId":"` + pid + `","leaseId":"l"}`,
+			`leaseId must be a UUID, got "l"`},
+	} {
+		r := b.Do(t, "POST", c.path, b.Token, c.body)
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s %s: %s", c.path, c.body, r.Body)
+		require.Equal(t, c.message, r.Map(t)["error"], "%s %s", c.path, c.body)
+	}
 }

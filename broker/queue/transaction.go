@@ -59,9 +59,9 @@ func parseOperations(in []operation) ([]op, error) {
 			}
 			out[i].push = items
 		case "ack":
-			a, err := o.wireAck.parse(field+".", catalog.QueueMode)
+			a, err := o.wireAck.parse(catalog.QueueMode)
 			if err != nil {
-				return nil, err
+				return nil, inElement(err, "%s.", field)
 			}
 			out[i].ack = &a
 		default:

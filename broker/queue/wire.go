@@ -90,6 +90,43 @@ func appendPop(st *httpx.Stream, b []byte, queue, group string, msgs []store.Mes
 	return append(b, "]}"...)
 }
 
+func writeAcks(w http.ResponseWriter, out []db.AckResult) {
+	httpx.WriteAppended(w, http.StatusOK, func(b []byte) []byte { return appendAcks(b, out) })
+}
+
+// appendAcks appends the answers to acks as encoding/json writes a
+// []db.AckResult.
+func appendAcks(b []byte, out []db.AckResult) []byte {
+	if out == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i := range out {
+		r := &out[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"index":`...)
+		b = strconv.AppendInt(b, int64(r.Index), 10)
+		b = append(b, `,"transactionId":`...)
+		b = httpx.AppendString(b, r.TransactionID)
+		b = append(b, `,"success":`...)
+		b = strconv.AppendBool(b, r.Success)
+		b = append(b, `,"error":`...)
+		b = httpx.AppendOptionalString(b, r.Error)
+		b = append(b, `,"queueName":`...)
+		b = httpx.AppendOptionalString(b, r.QueueName)
+		b = append(b, `,"partitionName":`...)
+		b = httpx.AppendOptionalString(b, r.PartitionName)
+		b = append(b, `,"leaseReleased":`...)
+		b = strconv.AppendBool(b, r.LeaseReleased)
+		b = append(b, `,"dlq":`...)
+		b = strconv.AppendBool(b, r.DLQ)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
 // appendTime appends µs since the epoch as a JSON string in httpx.TimeFormat.
 func appendTime(b []byte, us int64) []byte {
 	b = append(b, '"')

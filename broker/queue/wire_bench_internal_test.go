@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/produce"
 )
@@ -100,5 +101,71 @@ func BenchmarkDecodePush(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// The measurement that keeps the ack answer's hand-written writer: the
+// answer to an ack of 100 items through encoding/json and appendAcks.
+//
+//	go test ./broker/queue -run '^$' -bench BenchmarkAckAnswer -benchmem
+func BenchmarkAckAnswer(b *testing.B) {
+	queue, partition := "orders", "p-3"
+	out := make([]db.AckResult, 100)
+	for i := range out {
+		out[i] = db.AckResult{Index: i, TransactionID: uuid.Must(uuid.NewV7()).String(), Success: true,
+			QueueName: &queue, PartitionName: &partition, LeaseReleased: i == 99}
+	}
+	if got, want := appendAcks(nil, out), must(json.Marshal(out)); string(got) != string(want) {
+		b.Fatalf("the two answers differ:\n%s\n%s", got, want)
+	}
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		buf := make([]byte, 0, 16<<10)
+		for b.Loop() {
+			buf = appendAcks(buf[:0], out)
+		}
+	})
+}
+
+// The measurement behind wireAck's plain strings: the body of an ack of
+// 100 items, as regent-bench and Queen's clients send it, decoded and
+// parsed as handleAckBatch does.
+//
+//	go test ./broker/queue -run '^$' -bench BenchmarkDecodeAckBatch -benchmem
+func BenchmarkDecodeAckBatch(b *testing.B) {
+	var body strings.Builder
+	pid, lease := uuid.New(), uuid.New()
+	body.WriteString(`{"acknowledgments":[`)
+	for i := range 100 {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		fmt.Fprintf(&body, `{"transactionId":%q,"partitionId":%q,"leaseId":%q,"status":"completed"}`,
+			uuid.Must(uuid.NewV7()).String(), pid.String(), lease.String())
+	}
+	body.WriteString(`],"consumerGroup":"__QUEUE_MODE__"}`)
+	in := []byte(body.String())
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var w struct {
+			Acks *[]wireAck `json:"acknowledgments"`
+		}
+		if err := httpx.DecodeJSON(in, &w); err != nil {
+			b.Fatal(err)
+		}
+		for i := range *w.Acks {
+			if _, err := (*w.Acks)[i].parse(catalog.QueueMode); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }

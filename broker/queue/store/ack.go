@@ -43,19 +43,31 @@ func Acked(tenant string, acks []db.QueueAck, out []db.AckResult) commit.After {
 		if r.Success && acks[i].Status == db.AckCompleted {
 			a.Acked = addCount(a.Acked, tenant, q)
 		}
-		if !slices.ContainsFunc(out[:i], func(e db.AckResult) bool { return e.QueueName != nil && *e.QueueName == q }) {
+		if !slices.ContainsFunc(a.Ops, func(o commit.Op) bool { return o.Queue == q && o.Field == counters.AckRequests }) {
 			a.Ops = append(a.Ops, commit.Op{Tenant: tenant, Queue: q, Field: counters.AckRequests, N: 1})
 		}
 		field := counters.AckFailed
 		if r.Success {
 			field = counters.AckSuccess
 		}
-		a.Ops = append(a.Ops, commit.Op{Tenant: tenant, Queue: q, Field: field, N: 1})
+		a.Ops = addOp(a.Ops, tenant, q, field)
 		if r.DLQ {
-			a.Ops = append(a.Ops, commit.Op{Tenant: tenant, Queue: q, Field: counters.DeadLettered, N: 1})
+			a.Ops = addOp(a.Ops, tenant, q, counters.DeadLettered)
 		}
 	}
 	return a
+}
+
+// addOp adds one to the count of field for queue in ops: the results of
+// a batch, usually of one queue, make a few operations, not one each.
+func addOp(ops []commit.Op, tenant, queue string, field counters.Field) []commit.Op {
+	for i := range ops {
+		if ops[i].Queue == queue && ops[i].Field == field {
+			ops[i].N++
+			return ops
+		}
+	}
+	return append(ops, commit.Op{Tenant: tenant, Queue: queue, Field: field, N: 1})
 }
 
 // addCount adds one message of queue to counts.
