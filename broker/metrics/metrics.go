@@ -146,6 +146,11 @@ func New() *Metrics {
 			Help: "Queries that sent this replica a cycle in the last minute.",
 		}, m.queries.active),
 	)
+	// Both outcomes exist from the start, at 0, so that an alert on them
+	// has a series to read before the first failure.
+	for _, o := range []string{"ok", "failed"} {
+		m.JWKSFetches.WithLabelValues(o)
+	}
 	return m
 }
 
