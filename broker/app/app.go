@@ -178,7 +178,11 @@ func newAuthenticator(cfg config.Config, m *metrics.Metrics, logger *slog.Logger
 		RoleValues:  map[auth.Level]string{auth.ReadOnly: cfg.RoleReadOnly, auth.ReadWrite: cfg.RoleReadWrite, auth.Admin: cfg.RoleAdmin},
 		Log:         logger,
 		JWKSFetched: func(ok bool) {
-			m.JWKSFetches.WithLabelValues(map[bool]string{true: "ok", false: "failed"}[ok]).Inc()
+			outcome := "failed"
+			if ok {
+				outcome = "ok"
+			}
+			m.JWKSFetches.WithLabelValues(outcome).Inc()
 		},
 	}
 	if cfg.JWTSecretFile != "" {
