@@ -1,6 +1,7 @@
 package httpx
 
 import (
+	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -26,6 +27,18 @@ func CheckTexts(pairs ...string) error {
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if err := CheckText(pairs[i], pairs[i+1]); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// CheckElementTexts is CheckTexts for fields of element i of a list, named
+// list[i].field; the name is made only for a refusal, since a push carries
+// hundreds of elements.
+func CheckElementTexts(list string, i int, pairs ...string) error {
+	for k := 0; k+1 < len(pairs); k += 2 {
+		if v := pairs[k+1]; strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
+			return CheckText(fmt.Sprintf("%s[%d].%s", list, i, pairs[k]), v)
 		}
 	}
 	return nil

@@ -114,6 +114,11 @@ func (l *Producer) Pack(ctx context.Context, tenant, producerSub string, items [
 	targets := make([]catalog.Target, 0, 1)
 	targetOf := make([]int, len(items))
 	seen := make(map[catalog.Target]int, 1)
+	// Each segment's slices are made at their final size: grown by append,
+	// they were a fifth of the bytes a push allocates.
+	type count struct{ items, txids int }
+	var counts []count
+	txids := 0
 	for i := range items {
 		t := catalog.Target{Tenant: tenant, Queue: items[i].Queue, Partition: items[i].Partition}
 		if t.Partition == "" {
@@ -124,8 +129,14 @@ func (l *Producer) Pack(ctx context.Context, tenant, producerSub string, items [
 			j = len(targets)
 			seen[t] = j
 			targets = append(targets, t)
+			counts = append(counts, count{})
 		}
 		targetOf[i] = j
+		counts[j].items++
+		if items[i].TransactionID != "" {
+			counts[j].txids++
+			txids++
+		}
 	}
 	parts, err := l.catalog.ResolveAll(ctx, targets)
 	if err != nil {
@@ -152,7 +163,7 @@ func (l *Producer) Pack(ctx context.Context, tenant, producerSub string, items [
 		out.Parts[i] = parts[j]
 		if it.TransactionID != "" {
 			if firstTx == nil {
-				firstTx = make(map[txKey]int)
+				firstTx = make(map[txKey]int, txids)
 			}
 			k := txKey{j, it.TransactionID}
 			if first, dup := firstTx[k]; dup {
@@ -163,7 +174,9 @@ func (l *Producer) Pack(ctx context.Context, tenant, producerSub string, items [
 		}
 		g := out.Segments[j]
 		if g == nil {
-			g = &Segment{Partition: parts[j]}
+			n := counts[j]
+			g = &Segment{Partition: parts[j], Items: make([]int, 0, n.items), Frames: make([]segment.Frame, 0, n.items),
+				TxIDs: make([]string, 0, n.items), DedupTxIDs: make([]string, 0, n.txids), DedupMsgIDs: make([]uuid.UUID, 0, n.txids)}
 			out.Segments[j] = g
 		}
 		f := segment.Frame{

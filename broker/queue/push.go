@@ -46,8 +46,7 @@ func items(in []pushItem, field string) ([]produce.Item, error) {
 		if it.TransactionID != nil {
 			o.TransactionID = *it.TransactionID
 		}
-		if err := httpx.CheckTexts(fmt.Sprintf("%s[%d].partition", field, i), o.Partition,
-			fmt.Sprintf("%s[%d].transactionId", field, i), o.TransactionID); err != nil {
+		if err := httpx.CheckElementTexts(field, i, "partition", o.Partition, "transactionId", o.TransactionID); err != nil {
 			return nil, err
 		}
 		if it.TraceID != nil && *it.TraceID != "" {

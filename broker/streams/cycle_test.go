@@ -203,19 +203,21 @@ func TestCycleMissingOrMalformedFieldsAre400(t *testing.T) {
 	f := newFixture(t)
 	id := uuid.NewString()
 	want400(t, f.b, "/streams/v1/cycle", map[string]string{
-		`{"partition_id": "` + id + `"}`:                                                                               "query_id",
-		`{"query_id": "", "partition_id": "` + id + `"}`:                                                               "query_id",
-		`{"query_id": "` + id + `"}`:                                                                                   "partition_id",
-		`{"query_id": "` + id + `", "partition_id": ""}`:                                                               "partition_id",
-		`{"query_id": "x", "partition_id": "` + id + `"}`:                                                              "query_id",
-		`{"query_id": "` + id + `", "partition_id": "` + id + `", "state_ops": {}}`:                                    "state_ops",
-		`{"query_id": "` + id + `", "partition_id": "` + id + `", "push_items": {}}`:                                   "push_items",
-		`{"query_id": "` + id + `", "partition_id": "` + id + `", "ack": []}`:                                          "ack",
-		`{"query_id": "` + id + `", "partition_id": "` + id + `", "release_lease": "no"}`:                              "release_lease",
-		`{"query_id": "` + id + `", "partition_id": "` + id + `", "ack": {"count": -1}}`:                               "count",
-		`{"query_id": "` + id + `", "partition_id": "` + id + `", "ack": {"leaseId": "x"}}`:                            "leaseId",
-		`{"query_id": "` + id + `", "partition_id": "` + id + `", "push_items": [{"queue": "out", "messageId": "x"}]}`: "messageId",
-		`{"query_id": "` + id + `", "partition_id": "` + f.partition + `", "push_items": [{"queue": "bad name"}]}`:     "queue name",
+		`{"partition_id": "` + id + `"}`:                                                                                                       "query_id",
+		`{"query_id": "", "partition_id": "` + id + `"}`:                                                                                       "query_id",
+		`{"query_id": "` + id + `"}`:                                                                                                           "partition_id",
+		`{"query_id": "` + id + `", "partition_id": ""}`:                                                                                       "partition_id",
+		`{"query_id": "x", "partition_id": "` + id + `"}`:                                                                                      "query_id",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "state_ops": {}}`:                                                            "state_ops",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "push_items": {}}`:                                                           "push_items",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "ack": []}`:                                                                  "ack",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "release_lease": "no"}`:                                                      "release_lease",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "ack": {"count": -1}}`:                                                       "count",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "ack": {"leaseId": "x"}}`:                                                    "leaseId",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "push_items": [{"queue": "out", "messageId": "x"}]}`:                         "messageId",
+		`{"query_id": "` + id + `", "partition_id": "` + f.partition + `", "push_items": [{"queue": "bad name"}]}`:                             "queue name",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "push_items": [{"queue": "out"}, {"queue": "out", "partition": "p\u0000"}]}`: "push_items[1].partition",
+		`{"query_id": "` + id + `", "partition_id": "` + id + `", "push_items": [{"queue": "out", "transactionId": "\u0000"}]}`:                "push_items[0].transactionId",
 	})
 }
 

@@ -81,8 +81,7 @@ func sinkItems(in []pushItem) (items []produce.Item, index []int, err error) {
 			continue
 		}
 		o := produce.Item{Queue: it.Queue, Partition: it.Partition, Payload: it.Payload, TransactionID: it.TransactionID}
-		if err := httpx.CheckTexts(fmt.Sprintf("push_items[%d].partition", i), o.Partition,
-			fmt.Sprintf("push_items[%d].transactionId", i), o.TransactionID); err != nil {
+		if err := httpx.CheckElementTexts("push_items", i, "partition", o.Partition, "transactionId", o.TransactionID); err != nil {
 			return nil, nil, err
 		}
 		if o.Payload == nil {
