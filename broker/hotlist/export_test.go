@@ -10,3 +10,13 @@ func IDs(cs []Candidate) []uuid.UUID {
 	}
 	return out
 }
+
+// Entries is how many partitions (queueID, group) holds, removed ones included.
+func (l *List) Entries(queueID uuid.UUID, name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g := l.find(queueID, name); g != nil {
+		return len(g.entries)
+	}
+	return 0
+}

@@ -326,6 +326,12 @@ func (l *List) Settle(queueID uuid.UUID, name string, c Candidate, o Outcome, re
 	case Empty:
 		e.live = false
 		g.live--
+		if g.live == 0 {
+			// Drained: its removed entries only kept their places in the
+			// order, and a queue no one pushes to again would keep them
+			// for good (compact runs when a pop looks).
+			g.entries, g.order, g.next = map[uuid.UUID]*entry{}, nil, 0
+		}
 	default:
 		e.notBefore = retryAt
 	}

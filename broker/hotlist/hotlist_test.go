@@ -30,6 +30,35 @@ func TestAMarkAfterTheCandidateWasTakenKeepsTheEntry(t *testing.T) {
 	require.Empty(t, cs)
 }
 
+func TestADrainedGroupKeepsNoEntryAndAMarkBringsOneBack(t *testing.T) {
+	l := New()
+	q := uuid.New()
+	ps := make([]uuid.UUID, 1000)
+	for i := range ps {
+		ps[i] = uuid.New()
+	}
+	l.Seed(q, "g", ps)
+	for left := len(ps); left > 0; {
+		cs, _ := l.Candidates(q, "g", 5, time.Now(), uuid.Nil)
+		require.NotEmpty(t, cs, "%d entries left", left)
+		for _, c := range cs {
+			l.Settle(q, "g", c, Empty, time.Time{})
+			left--
+		}
+		if left > 0 {
+			require.Positive(t, l.Entries(q, "g"))
+		}
+	}
+	require.Zero(t, l.Entries(q, "g"), "a queue drained for good holds no memory for its partitions")
+
+	w := l.Wait(q, "g", uuid.Nil)
+	defer w.Leave()
+	l.Mark(q, ps[7])
+	<-w.C()
+	cs, _ := l.Candidates(q, "g", 5, time.Now(), w.Take())
+	require.Equal(t, []uuid.UUID{ps[7]}, IDs(cs))
+}
+
 func TestAMarkReachesEveryGroupOfTheQueue(t *testing.T) {
 	l := New()
 	q, p := uuid.New(), uuid.New()
