@@ -5,7 +5,8 @@
 # and each scenario as a fraction of its pgbench limit, the figure that does
 # not change with the machine's speed of the day.
 #
-# Each point runs three times; each run prints one JSON line on stdout and
+# Each point runs three times, each on a fresh queue that regent-bench
+# deletes after it; each run prints one JSON line on stdout and
 # regent-bench a `#` line with the medians on stderr. The points: push with
 # a transactionId on every item (as Queen's JavaScript client sends them) at
 # C = 1, 4, 16, 64, and without at C=4; push with 10 million rows in the

@@ -29,6 +29,7 @@ func runCycle(ctx context.Context, e *Env, res *Result) error {
 		}
 	}
 	name, sink := e.Queue+".q", e.Queue+".sink"
+	e.made = append(e.made, sink)
 	queryID, err := e.register(ctx, name, e.Queue, sink)
 	if err != nil {
 		return err

@@ -28,6 +28,8 @@ type Env struct {
 	TxIDs bool
 	// The processes watched from /proc; 0 is none.
 	BrokerPID, PostgresPID int
+	// made are the queues the run made besides Queue (a sink), for Drop.
+	made []string
 
 	host   string     // of URL, for the Host header
 	prefix string     // URL's path, before every route
@@ -161,6 +163,24 @@ func percentile(sorted []time.Duration, q float64) float64 {
 	i := int(q*float64(len(sorted))+0.5) - 1
 	i = max(0, min(i, len(sorted)-1))
 	return float64(sorted[i].Microseconds()) / 1000
+}
+
+// Drop deletes the run's queue and the queues it made, so that the next
+// run and point start from a broker that holds none of them: without it,
+// by the last run at P=10,000 the broker's caches held the partitions of
+// every earlier run (60,000), and PostgreSQL's tables carried them too.
+func (e *Env) Drop(ctx context.Context) error {
+	for _, q := range append([]string{e.Queue}, e.made...) {
+		status, body, err := e.Do(ctx, "DELETE", "/api/v1/resources/queues/"+url.PathEscape(q), nil, false)
+		if err != nil {
+			return fmt.Errorf("delete queue %s: %w", q, err)
+		}
+		if status != http.StatusOK {
+			return fmt.Errorf("delete queue %s: %d %s", q, status, body)
+		}
+	}
+	e.made = e.made[:0]
+	return nil
 }
 
 // Do sends one request and records its latency (when record is true) or

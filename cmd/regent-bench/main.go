@@ -48,7 +48,7 @@ func main() {
 	flag.IntVar(&env.P, "p", 16, "partitions")
 	flag.IntVar(&env.N, "n", 200000, "messages")
 	flag.IntVar(&env.Size, "size", 64, "approximate payload size in bytes")
-	flag.StringVar(&env.Queue, "queue", "", "queue name (default: a fresh one per run)")
+	flag.StringVar(&env.Queue, "queue", "", "queue name (default: a fresh one per run, deleted after it with the queues the run made)")
 	flag.BoolVar(&env.TxIDs, "txid", true, "push: give every item a UUIDv7 transactionId, as Queen's JavaScript client does; -txid=false sends none")
 	flag.IntVar(&env.BrokerPID, "broker-pid", 0, "the broker's process id, when it runs on this machine: report its CPU and peak RSS from /proc")
 	flag.IntVar(&env.PostgresPID, "pg-pid", 0, "PostgreSQL's postmaster pid, when it runs on this machine: report the CPU of all its processes from /proc")
@@ -94,6 +94,11 @@ func main() {
 		}
 		rctx, cancel := context.WithTimeout(ctx, limit)
 		res := env.run(rctx, name, s)
+		if queue == "" && res.Error == "" {
+			if err := env.Drop(rctx); err != nil {
+				res.Error = err.Error()
+			}
+		}
 		cancel()
 		line, _ := json.Marshal(res)
 		fmt.Println(string(line))
