@@ -198,3 +198,18 @@ func TestSummaryGivesTheMedianCPUPerRequestAndTheLargestRSSPeak(t *testing.T) {
 	require.Equal(t, "# push, median of 3 runs: 5 msgs/s, p50 1.000 ms, p99 2.000 ms; CPU per request: broker 0.200 ms tool 0.050 ms; broker RSS peak 61.5 MB",
 		summary([]*Result{run(0.3, 0.05, 40), run(0.1, 0.04, 61.5), run(0.2, 0.06, 50)}))
 }
+
+func TestDropDeletesTheRunsQueueAndTheQueuesItMade(t *testing.T) {
+	b := brokertest.Start(t)
+	_, err := b.Pool.Exec(t.Context(), `INSERT INTO queen_streams.quota (tenant) VALUES ($1)`, b.Tenant)
+	require.NoError(t, err)
+	e := env(t, b, "drop-q")
+	requireVerified(t, e.run(t.Context(), "cycle", scenarios["cycle"]))
+	count := func() (n int) {
+		require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT count(*) FROM queen.queues`).Scan(&n))
+		return n
+	}
+	require.Equal(t, 2, count(), "the source and the sink")
+	require.NoError(t, e.Drop(t.Context()))
+	require.Zero(t, count(), "nothing of the run left")
+}
