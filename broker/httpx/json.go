@@ -37,6 +37,14 @@ func AppendOptionalString(b []byte, s *string) []byte {
 	return AppendString(b, *s)
 }
 
+// AppendStringOrNull appends s as AppendString does, or null when s is "".
+func AppendStringOrNull(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	return AppendString(b, s)
+}
+
 // plain are the ASCII bytes a JSON string holds as they are. A table,
 // since AppendString asks for each byte of every id and name it writes.
 var plain = func() (t [256]bool) {

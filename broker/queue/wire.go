@@ -57,7 +57,7 @@ func appendPop(st *httpx.Stream, b []byte, queue, group string, msgs []store.Mes
 		b = append(b, `,"transactionId":`...)
 		b = httpx.AppendString(b, m.TransactionID)
 		b = append(b, `,"traceId":`...)
-		b = httpx.AppendOptionalString(b, m.TraceID)
+		b = httpx.AppendStringOrNull(b, m.TraceID)
 		if m.Traceparent != "" {
 			b = append(b, `,"traceparent":`...)
 			b = httpx.AppendString(b, m.Traceparent)
@@ -65,7 +65,7 @@ func appendPop(st *httpx.Stream, b []byte, queue, group string, msgs []store.Mes
 		b = append(b, `,"data":`...)
 		b = st.AppendLarge(b, m.Data)
 		b = append(b, `,"producerSub":`...)
-		b = httpx.AppendOptionalString(b, m.ProducerSub)
+		b = httpx.AppendStringOrNull(b, m.ProducerSub)
 		b = append(b, `,"createdAt":`...)
 		if created == nil || m.CreatedAt != createdUS {
 			createdUS = m.CreatedAt

@@ -194,6 +194,13 @@ func appendField[T string | []byte](raw []byte, v T) []byte {
 // be modified in place; appending to one reallocates it rather than
 // overwriting its neighbours. An empty payload decodes as nil.
 func Decode(body []byte, checksum uint64, frameCount int) ([]Frame, error) {
+	return DecodeInto(nil, body, checksum, frameCount)
+}
+
+// DecodeInto is Decode that reuses dst's frames when it has room: a pop
+// decodes a segment per partition batch, and copies what it answers out of
+// the frames. Their strings and payloads still point into a new buffer.
+func DecodeInto(dst []Frame, body []byte, checksum uint64, frameCount int) ([]Frame, error) {
 	if frameCount < 0 {
 		return nil, fmt.Errorf("%w: negative frame count %d", ErrCorrupt, frameCount)
 	}
@@ -211,7 +218,12 @@ func Decode(body []byte, checksum uint64, frameCount int) ([]Frame, error) {
 		return nil, fmt.Errorf("%w: %d bytes cannot hold %d frames", ErrCorrupt, len(raw), frameCount)
 	}
 
-	frames := make([]Frame, frameCount)
+	frames := dst[:0]
+	if cap(frames) < frameCount {
+		frames = make([]Frame, frameCount)
+	}
+	frames = frames[:frameCount]
+	clear(frames)
 	r := reader{buf: raw, off: 1}
 	var prev int64
 	for i := range frames {

@@ -412,3 +412,37 @@ func roundTripLoose(t *testing.T, frames []Frame) []Frame {
 	}
 	return got
 }
+
+// TestDecodeIntoAnswersAsDecodeWithNothingLeftOfTheFramesItReuses: a frame
+// decoded over one that had a traceparent, a trace id and a sealed flag
+// keeps none of them.
+func TestDecodeIntoAnswersAsDecodeWithNothingLeftOfTheFramesItReuses(t *testing.T) {
+	first := testFrames(8, 64)
+	for i := range first {
+		first[i].Traceparent, first[i].TraceID, first[i].Flags, first[i].KeyID = testTraceparent, "trace", FlagSealed, 7
+	}
+	body, sum := Encode(nil, first)
+	buf, err := DecodeInto(nil, body, sum, len(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := testFrames(5, 32)
+	body, sum = Encode(nil, second)
+	got, err := DecodeInto(buf, body, sum, len(second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &got[0] != &buf[0] {
+		t.Errorf("DecodeInto allocated frames although dst had room")
+	}
+	want, err := Decode(body, sum, len(second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := equalFrames(got, want); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeInto(buf[:1], body, sum, len(second)); err != nil || len(got) != len(second) {
+		t.Fatalf("DecodeInto into a short dst: %d frames, %v", len(got), err)
+	}
+}

@@ -69,11 +69,11 @@ type Popped struct {
 type Message struct {
 	ID            uuid.UUID
 	TransactionID string
-	TraceID       *string
+	TraceID       string // "" for none
 	Traceparent   string // W3C trace context of the push; "" for none
 	Data          []byte // raw JSON
-	ProducerSub   *string
-	CreatedAt     int64 // µs since the epoch
+	ProducerSub   string // "" for none
+	CreatedAt     int64  // µs since the epoch
 	PartitionID   uuid.UUID
 	Partition     string
 	LeaseID       string
@@ -283,11 +283,12 @@ func (s *Store) decode(q *catalog.Queue, claims []db.PopClaim, p *PopRequest, le
 	}
 	msgs = make([]Message, 0, n)
 	ends = make([]int64, len(claims))
+	var frames []segment.Frame
 	for k, c := range claims {
 		ends[k] = c.BatchStart
 		for j := range c.Segments {
 			sg := &c.Segments[j]
-			frames, err := segment.Decode(sg.Body, uint64(sg.Checksum), sg.Count)
+			frames, err = segment.DecodeInto(frames, sg.Body, uint64(sg.Checksum), sg.Count)
 			if err != nil {
 				return nil, nil, fmt.Errorf("queue %q partition %s segment %d: %w", q.Name, c.ID, sg.Base, err)
 			}
@@ -305,18 +306,11 @@ func (s *Store) decode(q *catalog.Queue, claims []db.PopClaim, p *PopRequest, le
 				if err != nil {
 					return nil, nil, fmt.Errorf("queue %q partition %s offset %d: %w", q.Name, c.ID, off, err)
 				}
-				m := Message{
-					ID: f.ID, TransactionID: f.TransactionID, Traceparent: f.Traceparent, Data: payload,
-					CreatedAt: f.CreatedAt, PartitionID: c.ID, Partition: c.Name,
+				msgs = append(msgs, Message{
+					ID: f.ID, TransactionID: f.TransactionID, TraceID: f.TraceID, Traceparent: f.Traceparent, Data: payload,
+					ProducerSub: f.ProducerSub, CreatedAt: f.CreatedAt, PartitionID: c.ID, Partition: c.Name,
 					LeaseID: lease, ConsumerGroup: p.Group,
-				}
-				if f.TraceID != "" {
-					m.TraceID = &f.TraceID
-				}
-				if f.ProducerSub != "" {
-					m.ProducerSub = &f.ProducerSub
-				}
-				msgs = append(msgs, m)
+				})
 			}
 		}
 	}
