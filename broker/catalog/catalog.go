@@ -39,9 +39,33 @@ type Catalog struct {
 	size int
 
 	mu     sync.RWMutex
-	queues map[queueKey]*slot[*Queue]
-	parts  map[partKey]*slot[*Partition]
+	queues map[queueKey]*queueEntry
 	byID   map[uuid.UUID]*slot[*Partition]
+	nparts int // partitions cached, over every queue
+}
+
+// queueEntry is a cached queue and its cached partitions by name. They
+// hang from their queue so that a refresh of its options, every
+// optionsTTL, rebinds them without a pass over every other queue's.
+type queueEntry struct {
+	slot[*Queue]
+	parts map[string]*slot[*Partition]
+}
+
+// queue returns the cached queue and stamps its use; nil-safe.
+func (e *queueEntry) queue(now time.Time) *Queue {
+	if e == nil {
+		return nil
+	}
+	return e.get(now)
+}
+
+// part returns the named cached partition and stamps its use; nil-safe.
+func (e *queueEntry) part(name string, now time.Time) *Partition {
+	if e == nil {
+		return nil
+	}
+	return e.parts[name].get(now)
 }
 
 // slot is a cached value and when it was last used (Unix nanoseconds).
@@ -95,13 +119,10 @@ type PartitionRow struct {
 // New returns an empty Catalog over d that caches at most size partitions
 // and size queues (at least one of each).
 func New(d Store, size int) *Catalog {
-	return &Catalog{db: d, size: max(size, 1), queues: map[queueKey]*slot[*Queue]{},
-		parts: map[partKey]*slot[*Partition]{}, byID: map[uuid.UUID]*slot[*Partition]{}}
+	return &Catalog{db: d, size: max(size, 1), queues: map[queueKey]*queueEntry{}, byID: map[uuid.UUID]*slot[*Partition]{}}
 }
 
 type queueKey struct{ tenant, name string }
-
-type partKey struct{ tenant, queue, partition string }
 
 // Queue is a resolved queue and the options the broker reads in memory.
 // Options used by stored procedures (lease time, retry limit, delay) are read
@@ -187,11 +208,11 @@ func partitionFrom(tenant string, p PartitionRow, now time.Time) *Partition {
 }
 
 func (c *Catalog) cachedLocked(t Target, now time.Time) *Partition {
-	q := c.queues[queueKey{t.Tenant, t.Queue}].get(now)
-	if q == nil || now.Sub(q.loaded) > optionsTTL {
+	e := c.queues[queueKey{t.Tenant, t.Queue}]
+	if q := e.queue(now); q == nil || now.Sub(q.loaded) > optionsTTL {
 		return nil
 	}
-	return c.parts[partKey{t.Tenant, t.Queue, t.Partition}].get(now)
+	return e.part(t.Partition, now)
 }
 
 // remember caches p and returns the cached equivalent. Queue and Partition
@@ -203,21 +224,23 @@ func (c *Catalog) remember(p *Partition) *Partition {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	q := c.queues[queueKey{p.Queue.Tenant, p.Queue.Name}].get(now)
-	if q == nil || q.ID != p.Queue.ID || p.Queue.loaded.Sub(q.loaded) > optionsTTL {
-		q = c.setQueueLocked(p.Queue)
+	e := c.queues[queueKey{p.Queue.Tenant, p.Queue.Name}]
+	if q := e.queue(now); q == nil || q.ID != p.Queue.ID || p.Queue.loaded.Sub(q.loaded) > optionsTTL {
+		e = c.setQueueLocked(p.Queue)
 	}
-	k := partKey{q.Tenant, q.Name, p.Name}
-	cur := c.parts[k]
+	q := e.v
+	cur := e.parts[p.Name]
 	if cur != nil && cur.v.ID == p.ID && cur.v.Queue == q {
 		return cur.get(now)
 	}
 	if cur != nil {
 		delete(c.byID, cur.v.ID)
+	} else {
+		c.nparts++
 	}
 	p = &Partition{ID: p.ID, Name: p.Name, Queue: q}
 	s := newSlot(p, now)
-	c.parts[k] = s
+	e.parts[p.Name] = s
 	c.byID[p.ID] = s
 	c.evictLocked()
 	return p
@@ -227,32 +250,37 @@ func (c *Catalog) remember(p *Partition) *Partition {
 func (c *Catalog) rememberQueue(q *Queue) *Queue {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.setQueueLocked(q)
+	return c.setQueueLocked(q).v
 }
 
 // setQueueLocked installs q unless a fresher copy is cached, and returns the
-// copy in force.
-func (c *Catalog) setQueueLocked(q *Queue) *Queue {
+// entry of the copy in force.
+func (c *Catalog) setQueueLocked(q *Queue) *queueEntry {
 	key := queueKey{q.Tenant, q.Name}
 	now := time.Now()
-	old := c.queues[key].get(now)
+	e := c.queues[key]
+	old := e.queue(now)
 	switch {
 	case old == nil:
 	case old.ID != q.ID:
 		c.dropLocked(old) // deleted and recreated, maybe on another replica
+		e = nil
 	case !q.loaded.After(old.loaded):
-		return old
+		return e
 	default:
-		for _, s := range c.parts {
-			if p := s.v; p.Queue == old {
-				// The slot is shared with byID: both see the new value.
-				s.v = &Partition{ID: p.ID, Name: p.Name, Queue: q}
-			}
+		for _, s := range e.parts {
+			// The slot is shared with byID: both see the new value.
+			s.v = &Partition{ID: s.v.ID, Name: s.v.Name, Queue: q}
 		}
 	}
-	c.queues[key] = newSlot(q, now)
+	if e == nil {
+		e = &queueEntry{parts: map[string]*slot[*Partition]{}}
+		c.queues[key] = e
+	}
+	e.v = q
+	e.used.Store(now.UnixNano())
 	c.evictLocked()
-	return q
+	return e
 }
 
 func (c *Catalog) dropLocked(q *Queue) {
@@ -260,17 +288,15 @@ func (c *Catalog) dropLocked(q *Queue) {
 }
 
 // dropQueuesLocked forgets the queues with the ids in gone and their
-// partitions, in one pass over the partitions.
+// partitions.
 func (c *Catalog) dropQueuesLocked(gone map[uuid.UUID]bool) {
-	for k, s := range c.queues {
-		if gone[s.v.ID] {
+	for k, e := range c.queues {
+		if gone[e.v.ID] {
+			for _, s := range e.parts {
+				delete(c.byID, s.v.ID)
+			}
+			c.nparts -= len(e.parts)
 			delete(c.queues, k)
-		}
-	}
-	for k, s := range c.parts {
-		if gone[s.v.Queue.ID] {
-			delete(c.parts, k)
-			delete(c.byID, s.v.ID)
 		}
 	}
 }
@@ -281,35 +307,50 @@ func (c *Catalog) dropQueuesLocked(gone map[uuid.UUID]bool) {
 // partition is found through its queue.
 func (c *Catalog) evictLocked() {
 	keep := c.size - c.size/8
-	if len(c.parts) > c.size {
-		for _, k := range leastUsed(c.parts, len(c.parts)-keep) {
-			delete(c.byID, c.parts[k].v.ID)
-			delete(c.parts, k)
+	if c.nparts > c.size {
+		type part struct {
+			e    *queueEntry
+			name string
 		}
+		all := make([]part, 0, c.nparts)
+		for _, e := range c.queues {
+			for name := range e.parts {
+				all = append(all, part{e, name})
+			}
+		}
+		for _, p := range leastUsed(all, c.nparts-keep, func(p part) int64 { return p.e.parts[p.name].used.Load() }) {
+			delete(c.byID, p.e.parts[p.name].v.ID)
+			delete(p.e.parts, p.name)
+		}
+		c.nparts = keep
 	}
 	if len(c.queues) > c.size {
+		all := make([]*queueEntry, 0, len(c.queues))
+		for _, e := range c.queues {
+			all = append(all, e)
+		}
 		gone := map[uuid.UUID]bool{}
-		for _, k := range leastUsed(c.queues, len(c.queues)-keep) {
-			gone[c.queues[k].v.ID] = true
+		for _, e := range leastUsed(all, len(all)-keep, func(e *queueEntry) int64 { return e.used.Load() }) {
+			gone[e.v.ID] = true
 		}
 		c.dropQueuesLocked(gone)
 	}
 }
 
-// leastUsed returns the keys of the n least recently used slots of m.
-func leastUsed[K comparable, T any](m map[K]*slot[T], n int) []K {
+// leastUsed returns the n of all that were used least recently.
+func leastUsed[T any](all []T, n int, used func(T) int64) []T {
 	type use struct {
-		k  K
+		v  T
 		at int64
 	}
-	all := make([]use, 0, len(m))
-	for k, s := range m {
-		all = append(all, use{k, s.used.Load()})
+	us := make([]use, len(all))
+	for i, v := range all {
+		us[i] = use{v, used(v)}
 	}
-	slices.SortFunc(all, func(a, b use) int { return cmp.Compare(a.at, b.at) })
-	out := make([]K, n)
+	slices.SortFunc(us, func(a, b use) int { return cmp.Compare(a.at, b.at) })
+	out := make([]T, n)
 	for i := range out {
-		out[i] = all[i].k
+		out[i] = us[i].v
 	}
 	return out
 }
@@ -318,8 +359,8 @@ func leastUsed[K comparable, T any](m map[K]*slot[T], n int) []K {
 func (c *Catalog) Invalidate(tenant, queue string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s := c.queues[queueKey{tenant, queue}]; s != nil {
-		c.dropLocked(s.v)
+	if e := c.queues[queueKey{tenant, queue}]; e != nil {
+		c.dropLocked(e.v)
 	}
 }
 
@@ -335,7 +376,7 @@ func (c *Catalog) ForgetQueueID(id uuid.UUID) {
 func (c *Catalog) LookupQueue(ctx context.Context, tenant, name string) (*Queue, error) {
 	now := time.Now()
 	c.mu.RLock()
-	q := c.queues[queueKey{tenant, name}].get(now)
+	q := c.queues[queueKey{tenant, name}].queue(now)
 	c.mu.RUnlock()
 	if q != nil && now.Sub(q.loaded) <= optionsTTL {
 		return q, nil

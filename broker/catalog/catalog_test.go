@@ -142,3 +142,28 @@ func TestCatalogEvictsTheLeastRecentlyUsedAndAnswersTheSame(t *testing.T) {
 		check()
 	}
 }
+
+// TestARefreshOfAQueueRebindsItsPartitionsAndNoOthers: a queue's options,
+// read again, reach every cached partition of it, and no partition of
+// another queue is replaced.
+func TestARefreshOfAQueueRebindsItsPartitionsAndNoOthers(t *testing.T) {
+	t.Parallel()
+	cat, _ := newCatalog(t)
+	ctx := context.Background()
+	resolve := func(q, p string) *catalog.Partition {
+		t.Helper()
+		got, err := cat.Resolve(ctx, catalog.Target{Tenant: "default", Queue: q, Partition: p})
+		require.NoError(t, err)
+		return got
+	}
+	a1, a2, b1 := resolve("a", "1"), resolve("a", "2"), resolve("b", "1")
+	cat.Refresh("default", "a")
+	fresh1, fresh2 := resolve("a", "1"), resolve("a", "2")
+	require.NotSame(t, a1.Queue, fresh1.Queue, "the refreshed options")
+	require.Same(t, fresh1.Queue, fresh2.Queue, "every partition of the queue takes them")
+	require.Equal(t, a2.ID, fresh2.ID)
+	require.Same(t, b1, resolve("b", "1"), "another queue's partition is left as it was")
+	nq, np := cat.Len()
+	require.Equal(t, 2, nq)
+	require.Equal(t, 3, np)
+}
