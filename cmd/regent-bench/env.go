@@ -176,7 +176,7 @@ func (e *Env) Drop(ctx context.Context) error {
 			return fmt.Errorf("delete queue %s: %w", q, err)
 		}
 		if status != http.StatusOK {
-			return fmt.Errorf("delete queue %s: %d %s", q, status, body)
+			return fmt.Errorf("delete queue %s (-keep-queues keeps them): %d %s", q, status, body)
 		}
 	}
 	e.made = e.made[:0]

@@ -49,6 +49,7 @@ func main() {
 	flag.IntVar(&env.N, "n", 200000, "messages")
 	flag.IntVar(&env.Size, "size", 64, "approximate payload size in bytes")
 	flag.StringVar(&env.Queue, "queue", "", "queue name (default: a fresh one per run, deleted after it with the queues the run made)")
+	keep := flag.Bool("keep-queues", false, "keep each run's fresh queues (deleting them takes an admin token when auth is on)")
 	flag.BoolVar(&env.TxIDs, "txid", true, "push: give every item a UUIDv7 transactionId, as Queen's JavaScript client does; -txid=false sends none")
 	flag.IntVar(&env.BrokerPID, "broker-pid", 0, "the broker's process id, when it runs on this machine: report its CPU and peak RSS from /proc")
 	flag.IntVar(&env.PostgresPID, "pg-pid", 0, "PostgreSQL's postmaster pid, when it runs on this machine: report the CPU of all its processes from /proc")
@@ -94,7 +95,7 @@ func main() {
 		}
 		rctx, cancel := context.WithTimeout(ctx, limit)
 		res := env.run(rctx, name, s)
-		if queue == "" && res.Error == "" {
+		if queue == "" && !*keep && res.Error == "" {
 			if err := env.Drop(rctx); err != nil {
 				res.Error = err.Error()
 			}
