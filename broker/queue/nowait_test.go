@@ -77,3 +77,28 @@ func popUntil204(t *testing.T, b *brokertest.Broker, path string, seen map[int]b
 	}
 	t.Fatalf("pop %s never answered 204", path)
 }
+
+// TestALongPollWhoseCandidatesWereAllDrainedLooksFurtherBeforeItParks: the
+// hot list keeps partitions drained through the partition route as
+// candidates until a pop finds them empty. A long-poll whose candidates
+// are all such must look at the others before it parks: the push of the
+// message waiting behind them woke no one, since no pop was parked then.
+func TestALongPollWhoseCandidatesWereAllDrainedLooksFurtherBeforeItParks(t *testing.T) {
+	t.Parallel()
+	const drained = 40
+	b := brokertest.Start(t)
+	b.PushN(t, "q", "p0", 0, 1)
+	require.NotNil(t, b.Pop(t, "/api/v1/pop/queue/q?autoAck=true"), "the queue-wide pop knows the queue")
+	items := make([]map[string]any, drained)
+	for i := range items {
+		items[i] = map[string]any{"queue": "q", "partition": fmt.Sprintf("p%d", i+1), "payload": map[string]any{"n": i + 1}}
+	}
+	b.Push(t, items...)
+	for i := range drained {
+		require.NotNil(t, b.Pop(t, fmt.Sprintf("/api/v1/pop/queue/q/partition/p%d?autoAck=true", i+1)))
+	}
+	b.PushN(t, "q", "last", 1000, 1)
+	p := b.Pop(t, "/api/v1/pop/queue/q?wait=true&timeout=5000&autoAck=true")
+	require.NotNil(t, p, "the long-poll waited out its timeout beside a message")
+	require.Equal(t, []int{1000}, p.Ns())
+}

@@ -179,11 +179,13 @@ const (
 // queen.pop looked at. The hot list keeps a partition that was drained (by
 // an auto-ack pop, or through the partition route, which settles nothing)
 // as a candidate until a pop finds it empty, so the first candidates may
-// all be empty while other partitions hold messages. A long-poll parks and
-// looks again; a final pop looks further, at the price of one more round
-// trip only on the way to an empty answer: first through the rest of the
-// hot list, then, once it is exhausted, in the database, which the
-// announcements of another replica may not have reached yet. The partition
+// all be empty while other partitions hold messages. A long-poll looks
+// further through the hot list while its candidates were all empty, and
+// parks once one was leased, deferred or locked, or none is left; a final
+// pop looks further, at the price of one more round trip only on the way
+// to an empty answer: first through the rest of the hot list, then, once
+// it is exhausted, in the database, which the announcements of another
+// replica may not have reached yet. The partition
 // whose mark woke the pop (uuid.Nil: none) is tried first.
 func (s *Store) claimHot(ctx context.Context, p *PopRequest, q *catalog.Queue, leaseID uuid.UUID, idle *Popped, woken uuid.UUID) ([]db.PopClaim, error) {
 	n, reseeded := p.Partitions+extraCandidates, false
@@ -220,16 +222,21 @@ func (s *Store) claimHot(ctx context.Context, p *PopRequest, q *catalog.Queue, l
 			s.hot.Return(q.ID, p.Group, cands[len(looks):])
 		}
 		settled := false // a candidate left the next round's
+		drained := len(looks) == len(cands)
 		for i, o := range looks {
 			s.hot.Settle(q.ID, p.Group, cands[i], o.Outcome, o.RetryAt)
 			idle.Due = deferredUntil(idle.Due, o)
 			settled = settled || o.Outcome == hotlist.Empty || !o.RetryAt.IsZero()
+			drained = drained && o.Outcome == hotlist.Empty
 		}
 		// Without a claim, fewer looks than candidates means queen.pop
 		// looked at none (a suspended streaming query, a deleted queue),
 		// and nothing settled means every candidate was locked by another
-		// pop or ack: the next round would find the same.
-		if len(claims) > 0 || !p.Final || len(looks) < len(cands) || !settled {
+		// pop or ack: the next round would find the same. A long-poll
+		// whose candidates were all drained looks further too: the marks
+		// of the partitions behind them may have come before it was in
+		// line, and would wake it no more.
+		if len(claims) > 0 || !p.Final && !drained || len(looks) < len(cands) || !settled {
 			return claims, nil
 		}
 		n = sweepCandidates
