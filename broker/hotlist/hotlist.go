@@ -17,6 +17,9 @@
 // can lease, so it wakes one pop per group: the first in line that can take
 // that partition, which tries it first (Candidates). A pop that leaves
 // without using its wake-up gives it to the next in line (Waiter.Leave).
+// The first pop to take a partition so marked, woken for it or not, keeps
+// it from the others until it settles or returns it: one database call
+// per mark, not one for each pop that saw it.
 package hotlist
 
 import (
@@ -65,12 +68,22 @@ type entry struct {
 	// (the next push, the announcement's echo through LISTEN) has no work
 	// for a second pop of the group, which could not lease it.
 	waking bool
+	// handed: the wake-up owed for it went to a pop in line that has not
+	// looked yet. A candidate returned meanwhile wakes no second pop.
+	handed bool
+	// held: notBefore is the hold of the pop that took it (take), not a
+	// lease or a delay.
+	held  bool
+	takes uint64 // how many times a pop has taken it as a candidate
 }
 
-// Candidate is a partition a pop may try, with the generation it saw.
+// Candidate is a partition a pop may try, with what it saw of its entry:
+// the generation, whether a wake-up was owed for it, and its takes.
 type Candidate struct {
-	ID  uuid.UUID
-	gen uint64
+	ID     uuid.UUID
+	gen    uint64
+	waking bool
+	takes  uint64
 }
 
 // Outcome is what a pop found for a candidate.
@@ -145,7 +158,7 @@ func (g *group) add(id uuid.UUID, gen uint64) bool {
 		g.live++
 	}
 	e.gen = gen
-	e.notBefore = time.Time{}
+	e.notBefore, e.held = time.Time{}, false
 	wake := !e.waking
 	e.waking = true
 	return wake
@@ -221,12 +234,14 @@ func (l *List) Groups() map[uuid.UUID][]string {
 	return out
 }
 
-// wokenHold bounds how long the partition a pop was woken for is kept from
-// the other pops while that pop tries it: until it settles it, or a mark
-// comes, and wokenHold at most. Without it the consumer whose ack woke the
-// pop came back at once and tried the same partition, a database call for
-// nothing on every ack at 64 consumers. One partition per woken pop, the
-// one it tries first: not the hold that was reverted (see Candidates).
+// wokenHold bounds how long the partition a pop was woken for (or took
+// while a wake-up was owed for it) is kept from the other pops while that
+// pop tries it: until it settles or returns it, or a mark comes, and
+// wokenHold at most. Without it the consumer whose ack woke the pop came
+// back at once and tried the same partition, a database call for nothing
+// on every ack at 64 consumers. Only partitions marked since a pop last
+// took them, each back at once when untried: not the hold that was
+// reverted (see Candidates).
 const wokenHold = time.Second
 
 // Candidates returns up to n partitions of (queueID, group) that are worth
@@ -237,20 +252,22 @@ const wokenHold = time.Second
 // deferred entry becomes due (zero when none is deferred), so that a parked
 // pop can wake for a lease expiry or the end of a hold.
 //
-// Apart from that one, no entry is kept from a pop because another pop has
-// it. The hold that did so (3612160, reverted) hid every candidate a pop
-// took, five a pop, from every other pop for up to a second, most of them
-// candidates it would never try, and an entry coming back from a hold
+// An entry is kept from a pop because another pop has it only while that
+// pop tries it, and only when the other was woken for it or a wake-up was
+// owed for it (take). The hold that was reverted (3612160) hid every
+// candidate a pop took, five a pop, from every other pop for up to a
+// second, most of them candidates it would never try, and an entry coming back from a hold
 // (returned untried, or its second over) woke no pop: a pop that saw only
 // held entries slept until the earliest hold ended or an unrelated mark
 // came. Consumers that long-poll briefly and stop after a few empty answers
 // (regent-bench: 1 s, six in a row) could stop with messages waiting, as at
 // P = 10,000, where they stopped at 57 % (a run not repeated since:
 // 3612160, and the hold on a later base, each consumed everything in one
-// run here). Here the one entry kept from the others is being tried by the
-// pop it was handed to, every other entry worth trying is seen by every
-// pop, and whatever makes an entry worth trying again (a mark, a seed, a
-// return) wakes a pop in line.
+// run here). Here an entry kept from the others is being tried by the pop
+// that has it, or comes back at once (Return: a candidate the pop did not
+// try is released and its owed wake-up wakes a pop in line), every other
+// entry worth trying is seen by every pop, and whatever makes an entry
+// worth trying again (a mark, a seed, a return) wakes a pop in line.
 func (l *List) Candidates(queueID uuid.UUID, name string, n int, now time.Time, first uuid.UUID) ([]Candidate, time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -261,10 +278,11 @@ func (l *List) Candidates(queueID uuid.UUID, name string, n int, now time.Time, 
 	g.compact()
 	var out []Candidate
 	var due time.Time
-	if e, ok := g.entries[first]; ok && e.live && !e.notBefore.After(now) && n > 0 {
-		out = append(out, Candidate{ID: first, gen: e.gen})
-		e.waking = false
-		e.notBefore = now.Add(wokenHold)
+	if e, ok := g.entries[first]; ok {
+		e.handed = false // the pop it was handed to has come
+		if e.live && !e.notBefore.After(now) && n > 0 {
+			out = append(out, e.take(first, now, true))
+		}
 	}
 	took := len(out) > 0
 	size := len(g.order)
@@ -280,13 +298,27 @@ func (l *List) Candidates(queueID uuid.UUID, name string, n int, now time.Time, 
 			}
 			continue
 		}
-		out = append(out, Candidate{ID: id, gen: e.gen})
-		e.waking = false
+		out = append(out, e.take(id, now, false))
 	}
 	if size > 0 {
 		g.next = (g.next + 1) % size
 	}
 	return out, due
+}
+
+// take hands entry id to a pop as a candidate. A mark from now on wakes a
+// pop for it again. The pop keeps it from the others (wokenHold at most)
+// when it was woken for it (woken), or when the entry was owed a
+// wake-up: otherwise the pop woken for it, and the consumer that came
+// back from the ack that marked it, both tried it, one for nothing.
+func (e *entry) take(id uuid.UUID, now time.Time, woken bool) Candidate {
+	e.takes++
+	c := Candidate{ID: id, gen: e.gen, waking: e.waking, takes: e.takes}
+	if woken || e.waking {
+		e.notBefore, e.held = now.Add(wokenHold), true
+	}
+	e.waking = false
+	return c
 }
 
 // compact drops removed entries once they are half of the order, so that a
@@ -310,7 +342,10 @@ func (g *group) compact() {
 
 // Settle records what a pop found for candidate c: an Empty entry is removed
 // unless it was marked since c was taken; Claimed and Busy entries are
-// deferred until retryAt (zero: not deferred).
+// deferred until retryAt. A Busy without a retryAt (its row was locked by
+// another pop or an ack) ends a woken pop's hold, but leaves the lease
+// that another pop's claim has settled since: the locker was that pop,
+// and clearing its lease made the partition a candidate for every pop.
 func (l *List) Settle(queueID uuid.UUID, name string, c Candidate, o Outcome, retryAt time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -322,8 +357,8 @@ func (l *List) Settle(queueID uuid.UUID, name string, c Candidate, o Outcome, re
 	if !ok || !e.live || e.gen != c.gen {
 		return // marked since: keep it as the mark left it
 	}
-	switch o {
-	case Empty:
+	switch {
+	case o == Empty:
 		e.live = false
 		g.live--
 		if g.live == 0 {
@@ -332,14 +367,20 @@ func (l *List) Settle(queueID uuid.UUID, name string, c Candidate, o Outcome, re
 			// for good (compact runs when a pop looks).
 			g.entries, g.order, g.next = map[uuid.UUID]*entry{}, nil, 0
 		}
+	case o == Busy && retryAt.IsZero() && !e.held:
 	default:
-		e.notBefore = retryAt
+		e.notBefore, e.held = retryAt, false
 	}
 }
 
 // Return gives back candidates a pop took and did not try, since it had
-// what it wanted first: each wakes a pop, as its mark would have, unless it
-// was marked since.
+// what it wanted first. One that was owed a wake-up when the pop took it
+// owes it again, and wakes a pop as its mark would have, unless it was
+// marked or taken by another pop since, or the pop it was handed to has
+// not come yet. Any other wakes nobody: it is as it was before the pop
+// took it, a candidate for every pop that looks, and waking a pop for it
+// (usually a partition leased since its last look) woke pops for work
+// that was not there, a database call for nothing each.
 func (l *List) Return(queueID uuid.UUID, name string, cs []Candidate) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -348,9 +389,18 @@ func (l *List) Return(queueID uuid.UUID, name string, cs []Candidate) {
 		return
 	}
 	for _, c := range cs {
-		if e, ok := g.entries[c.ID]; ok && e.live && e.gen == c.gen && !e.waking {
+		e, ok := g.entries[c.ID]
+		if !ok || !e.live || e.gen != c.gen || e.takes != c.takes {
+			continue
+		}
+		if e.held {
+			e.notBefore, e.held = time.Time{}, false
+		}
+		if c.waking && !e.waking {
 			e.waking = true
-			g.wake(c.ID)
+			if !e.handed {
+				g.wake(c.ID)
+			}
 		}
 	}
 }
@@ -382,7 +432,7 @@ func (l *List) Wait(queueID uuid.UUID, name string, partition uuid.UUID) *Waiter
 	w := &Waiter{l: l, c: make(chan struct{}), g: l.queue(queueID).group(name), partition: partition}
 	w.el = w.g.line.PushBack(w)
 	if e, ok := w.g.entries[partition]; ok {
-		e.waking = false // the partition route looks at it now, without Candidates
+		e.waking, e.handed = false, false // the partition route looks at it now, without Candidates
 	}
 	return w
 }
@@ -430,8 +480,11 @@ func (w *Waiter) Leave() {
 	if p := w.Take(); p != uuid.Nil {
 		w.l.mu.Lock()
 		defer w.l.mu.Unlock()
-		if e, ok := w.g.entries[p]; ok && e.live && e.waking {
-			w.g.wake(p)
+		if e, ok := w.g.entries[p]; ok {
+			e.handed = false
+			if e.live && e.waking {
+				w.g.wake(p)
+			}
 		}
 	}
 }
@@ -456,6 +509,9 @@ func (g *group) wake(partition uuid.UUID) {
 		if w := el.Value.(*Waiter); w.partition == uuid.Nil || w.partition == partition {
 			g.line.Remove(el)
 			w.wake(partition)
+			if e, ok := g.entries[partition]; ok {
+				e.handed = true
+			}
 			return
 		}
 	}

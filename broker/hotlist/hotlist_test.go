@@ -417,3 +417,86 @@ func TestApplyParsesNotifications(t *testing.T) {
 	require.False(t, l.Seeded(q, "g"), "a deleted queue is forgotten")
 	require.Equal(t, uuid.Nil, l.apply("garbage"))
 }
+
+func TestAPopThatTakesAPartitionOwedAWakeUpKeepsItFromTheOthers(t *testing.T) {
+	l, q, p, ws := inLine(2)
+	woke, next := ws[0], ws[1]
+	l.Mark(q, p) // an ack released it: woke is woken for it
+	now := time.Now()
+	back, _ := l.Candidates(q, "g", 5, now, uuid.Nil) // the consumer that acked, back first
+	require.Equal(t, []uuid.UUID{p}, IDs(back))
+	other, _ := l.Candidates(q, "g", 5, now, uuid.Nil)
+	require.Empty(t, other)
+	cs, due := l.Candidates(q, "g", 5, now, woke.Take())
+	require.Empty(t, cs, "the woken pop does not try it too")
+	require.Equal(t, now.Add(wokenHold), due)
+	require.False(t, woken(next))
+	l.Return(q, "g", back) // it claimed elsewhere first
+	require.True(t, woken(next), "the wake-up is owed again")
+	cs, _ = l.Candidates(q, "g", 5, now, next.Take())
+	require.Equal(t, []uuid.UUID{p}, IDs(cs))
+}
+
+func TestAReturnedCandidateWakesNoSecondPopBeforeThePopItWasHandedToHasLooked(t *testing.T) {
+	l, q, p, ws := inLine(2)
+	woke, next := ws[0], ws[1]
+	l.Mark(q, p)
+	now := time.Now()
+	back, _ := l.Candidates(q, "g", 5, now, uuid.Nil)
+	l.Return(q, "g", back)
+	require.False(t, woken(next), "the pop woken for it is on its way")
+	cs, _ := l.Candidates(q, "g", 5, now, woke.Take())
+	require.Equal(t, []uuid.UUID{p}, IDs(cs), "and tries it")
+}
+
+// notOwed returns a list whose partition p of q is a candidate for every
+// pop of (q, "g") without a wake-up owed for it: a pop found its row
+// locked.
+func notOwed(t *testing.T) (l *List, q, p uuid.UUID) {
+	l = New()
+	q, p = uuid.New(), uuid.New()
+	l.Seed(q, "g", []uuid.UUID{p})
+	cs, _ := l.Candidates(q, "g", 5, time.Now(), uuid.Nil)
+	require.Equal(t, []uuid.UUID{p}, IDs(cs))
+	l.Settle(q, "g", cs[0], Busy, time.Time{})
+	return l, q, p
+}
+
+func TestACandidateOwedNoWakeUpWakesNoPopWhenReturned(t *testing.T) {
+	l, q, p := notOwed(t)
+	w := l.Wait(q, "g", uuid.Nil)
+	cs, _ := l.Candidates(q, "g", 5, time.Now(), uuid.Nil)
+	require.Equal(t, []uuid.UUID{p}, IDs(cs))
+	l.Return(q, "g", cs)
+	require.False(t, woken(w), "no new work: usually a partition leased since")
+	again, _ := l.Candidates(q, "g", 5, time.Now(), uuid.Nil)
+	require.Equal(t, []uuid.UUID{p}, IDs(again), "still a candidate for every pop that looks")
+}
+
+func TestAReturnedCandidateThatAnotherPopTookSinceWakesNoPop(t *testing.T) {
+	l, q, p, ws := inLine(1)
+	l.Mark(q, p)
+	ws[0].Leave() // its timeout came first: nobody is on the way for it
+	now := time.Now()
+	first, _ := l.Candidates(q, "g", 5, now, uuid.Nil) // owed: kept from the others
+	w := l.Wait(q, "g", uuid.Nil)
+	second, _ := l.Candidates(q, "g", 5, now.Add(wokenHold), uuid.Nil) // once the hold is over
+	require.Equal(t, []uuid.UUID{p}, IDs(second))
+	l.Return(q, "g", first)
+	require.False(t, woken(w), "the other pop tries it")
+}
+
+func TestALockedPartitionKeepsTheLeaseThatAnotherPopsClaimSettled(t *testing.T) {
+	l, q, p := notOwed(t)
+	now := time.Now()
+	a, _ := l.Candidates(q, "g", 5, now, uuid.Nil)
+	b, _ := l.Candidates(q, "g", 5, now, uuid.Nil)
+	require.Equal(t, []uuid.UUID{p}, IDs(a))
+	require.Equal(t, []uuid.UUID{p}, IDs(b), "two pops try it")
+	lease := now.Add(time.Minute)
+	l.Settle(q, "g", a[0], Claimed, lease)
+	l.Settle(q, "g", b[0], Busy, time.Time{}) // it found the row locked by a's claim
+	cs, due := l.Candidates(q, "g", 5, now, uuid.Nil)
+	require.Empty(t, cs, "leased: no pop tries it until the lease ends or an ack marks it")
+	require.Equal(t, lease, due)
+}
