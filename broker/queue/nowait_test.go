@@ -44,6 +44,18 @@ func TestPopWithoutWaitIs204OnlyWhenNoPartitionHasAMessageAfterPartitionPops(t *
 	t.Parallel()
 	const partitions = 200
 	b := brokertest.Start(t)
+	seen := drainedThroughThePartitionRoute(t, b, partitions, partitions/2)
+	popUntil204(t, b, "/api/v1/pop/queue/q?wait=false&autoAck=true", seen, partitions)
+	require.Len(t, seen, partitions, "a pop answered 204 while messages waited")
+}
+
+// drainedThroughThePartitionRoute pushes message i-1 to partition p<i> of
+// queue q, for i from 1 to partitions, once the queue-wide pop knows the
+// queue, and pops the first drained of them through the partition route,
+// which settles no candidate of the hot list. It returns the messages
+// popped.
+func drainedThroughThePartitionRoute(t *testing.T, b *brokertest.Broker, partitions, drained int) map[int]bool {
+	t.Helper()
 	b.PushN(t, "q", "p0", 0, 1)
 	require.NotNil(t, b.Pop(t, "/api/v1/pop/queue/q?autoAck=true"), "the queue-wide pop knows the queue")
 	items := make([]map[string]any, partitions)
@@ -52,13 +64,12 @@ func TestPopWithoutWaitIs204OnlyWhenNoPartitionHasAMessageAfterPartitionPops(t *
 	}
 	b.Push(t, items...)
 	seen := map[int]bool{}
-	for i := range partitions / 2 {
+	for i := range drained {
 		p := b.Pop(t, fmt.Sprintf("/api/v1/pop/queue/q/partition/p%d?autoAck=true", i+1))
 		require.NotNil(t, p)
 		seen[p.Ns()[0]] = true
 	}
-	popUntil204(t, b, "/api/v1/pop/queue/q?wait=false&autoAck=true", seen, partitions)
-	require.Len(t, seen, partitions, "a pop answered 204 while messages waited")
+	return seen
 }
 
 // popUntil204 pops path until it answers 204, at most n+1 times, and adds
@@ -87,16 +98,7 @@ func TestALongPollWhoseCandidatesWereAllDrainedLooksFurtherBeforeItParks(t *test
 	t.Parallel()
 	const drained = 40
 	b := brokertest.Start(t)
-	b.PushN(t, "q", "p0", 0, 1)
-	require.NotNil(t, b.Pop(t, "/api/v1/pop/queue/q?autoAck=true"), "the queue-wide pop knows the queue")
-	items := make([]map[string]any, drained)
-	for i := range items {
-		items[i] = map[string]any{"queue": "q", "partition": fmt.Sprintf("p%d", i+1), "payload": map[string]any{"n": i + 1}}
-	}
-	b.Push(t, items...)
-	for i := range drained {
-		require.NotNil(t, b.Pop(t, fmt.Sprintf("/api/v1/pop/queue/q/partition/p%d?autoAck=true", i+1)))
-	}
+	drainedThroughThePartitionRoute(t, b, drained, drained)
 	b.PushN(t, "q", "last", 1000, 1)
 	p := b.Pop(t, "/api/v1/pop/queue/q?wait=true&timeout=5000&autoAck=true")
 	require.NotNil(t, p, "the long-poll waited out its timeout beside a message")
