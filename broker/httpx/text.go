@@ -37,7 +37,7 @@ func CheckTexts(pairs ...string) error {
 // hundreds of elements.
 func CheckElementTexts(list string, i int, pairs ...string) error {
 	for k := 0; k+1 < len(pairs); k += 2 {
-		if v := pairs[k+1]; strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
+		if v := pairs[k+1]; CheckText(pairs[k], v) != nil {
 			return CheckText(fmt.Sprintf("%s[%d].%s", list, i, pairs[k]), v)
 		}
 	}
