@@ -311,15 +311,16 @@ func (c *Catalog) evictLocked() {
 		type part struct {
 			e    *queueEntry
 			name string
+			s    *slot[*Partition]
 		}
 		all := make([]part, 0, c.nparts)
 		for _, e := range c.queues {
-			for name := range e.parts {
-				all = append(all, part{e, name})
+			for name, s := range e.parts {
+				all = append(all, part{e, name, s})
 			}
 		}
-		for _, p := range leastUsed(all, c.nparts-keep, func(p part) int64 { return p.e.parts[p.name].used.Load() }) {
-			delete(c.byID, p.e.parts[p.name].v.ID)
+		for _, p := range leastUsed(all, c.nparts-keep, func(p part) int64 { return p.s.used.Load() }) {
+			delete(c.byID, p.s.v.ID)
 			delete(p.e.parts, p.name)
 		}
 		c.nparts = keep
