@@ -43,9 +43,10 @@ func runPipeline(ctx context.Context, e *Env, res *Result) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	e.made = append(e.made, e.Queue+".out")
+	sink := e.Queue + ".out"
+	e.made = append(e.made, sink)
 	w := streamworker.New(streamworker.Config{Broker: e.URL, Token: e.Token, Query: e.Queue + ".pipeline", Source: e.Queue,
-		Sink: e.Queue + ".out", Program: prog, Batch: e.B, Concurrency: e.C, Wait: time.Second, Drain: 30 * time.Second,
+		Sink: sink, Program: prog, Batch: e.B, Concurrency: e.C, Wait: time.Second, Drain: 30 * time.Second,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: streamworker.NewMetrics(reg)})
 	run, stop := context.WithCancel(ctx)
 	defer stop()
