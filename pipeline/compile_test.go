@@ -192,3 +192,26 @@ func TestLateEventsGoToTheLateQueueWhenOneIsNamed(t *testing.T) {
 		t.Fatalf("late %d, pushes %+v", s.Late, pushes)
 	}
 }
+
+func TestAWindowFromAFileIsRefusedWhenItsFieldsDoNotFitItsType(t *testing.T) {
+	for _, c := range []struct {
+		w    v1.Window
+		want string
+	}{
+		{v1.Window{Type: v1.WindowTumbling}, "window: a Tumbling window needs a size of at least 1ms"},
+		{v1.Window{Type: v1.WindowSliding, Size: dur(time.Microsecond), Slide: dur(time.Microsecond)}, "window: a Sliding window needs a size of at least 1ms"},
+		{v1.Window{Type: v1.WindowTumbling, Size: dur(time.Minute), Gap: dur(time.Second)}, "window: gap is for Session windows only"},
+		{v1.Window{Type: v1.WindowTumbling, Size: dur(time.Minute), Slide: dur(time.Second)}, "window: slide is for Sliding windows only"},
+		{v1.Window{Type: v1.WindowSliding, Size: dur(time.Minute)}, "window: a Sliding window needs a slide of at least 1ms"},
+		{v1.Window{Type: v1.WindowSliding, Size: dur(time.Minute), Slide: dur(7 * time.Second)}, "window: size 1m0s is not a multiple of slide 7s"},
+		{v1.Window{Type: v1.WindowSession}, "window: a Session window needs a gap of at least 1ms"},
+		{v1.Window{Type: v1.WindowSession, Gap: dur(time.Second), Size: dur(time.Minute)}, "window: size and slide are for Tumbling and Sliding windows only"},
+		{v1.Window{Type: v1.WindowSession, Gap: dur(time.Second), AllowedLateness: dur(-time.Second)}, "window: allowedLateness must not be negative, and idleFlush must be positive"},
+		{v1.Window{Type: "Hopping", Size: dur(time.Minute)}, `window: type "Hopping" is not Tumbling, Sliding or Session`},
+	} {
+		_, err := Compile(v1.Pipeline{Window: &c.w, Aggregate: []v1.Aggregate{{Name: "n", Fn: v1.FnCount}}})
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%+v: error %v, want %q", c.w, err, c.want)
+		}
+	}
+}
