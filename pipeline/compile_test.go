@@ -215,3 +215,14 @@ func TestAWindowFromAFileIsRefusedWhenItsFieldsDoNotFitItsType(t *testing.T) {
 		}
 	}
 }
+
+func TestEveryWindowTypeTheAPIListsHasItsFileHereAndNoOther(t *testing.T) {
+	for _, wt := range v1.WindowTypes {
+		if windowKinds[wt] == nil {
+			t.Errorf("window type %s has no window_*.go adding it to windowKinds", wt)
+		}
+	}
+	if len(windowKinds) != len(v1.WindowTypes) {
+		t.Errorf("windowKinds holds %d types, v1alpha1.WindowTypes %d", len(windowKinds), len(v1.WindowTypes))
+	}
+}
