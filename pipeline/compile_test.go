@@ -2,9 +2,12 @@ package pipeline
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
 )
@@ -216,11 +219,40 @@ func TestAWindowFromAFileIsRefusedWhenItsFieldsDoNotFitItsType(t *testing.T) {
 	}
 }
 
-func TestEveryWindowTypeTheAPIListsHasItsFileHereAndNoOther(t *testing.T) {
+// TestEveryWindowTypeTheCRDAcceptsHasItsFileHereAndNoOther: the CRD's enum
+// (from the kubebuilder marker), v1alpha1.WindowTypes and the window_*.go
+// files name the same types, so a type the API accepts always compiles.
+func TestEveryWindowTypeTheCRDAcceptsHasItsFileHereAndNoOther(t *testing.T) {
+	doc, err := os.ReadFile("../config/crd/bases/streams.regent.dev_streamqueries.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type schema struct {
+		Properties map[string]schema `json:"properties"`
+		Enum       []string          `json:"enum"`
+	}
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema schema `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(doc, &crd); err != nil {
+		t.Fatal(err)
+	}
+	enum := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["pipeline"].Properties["window"].Properties["type"].Enum
+	var listed []string
 	for _, wt := range v1.WindowTypes {
+		listed = append(listed, string(wt))
 		if windowKinds[wt] == nil {
 			t.Errorf("window type %s has no window_*.go adding it to windowKinds", wt)
 		}
+	}
+	if strings.Join(enum, ",") != strings.Join(listed, ",") {
+		t.Errorf("the CRD's enum is %v, v1alpha1.WindowTypes %v", enum, listed)
 	}
 	if len(windowKinds) != len(v1.WindowTypes) {
 		t.Errorf("windowKinds holds %d types, v1alpha1.WindowTypes %d", len(windowKinds), len(v1.WindowTypes))

@@ -17,8 +17,9 @@ import (
 // window_session.go) that adds to windowKinds the compiler of its
 // v1alpha1.WindowType: it checks the window's fields for the type and
 // returns the windowKind that places events. A new type is that file, its
-// value in the API's enum (and in v1alpha1.WindowTypes), and its reference
-// in test/foldref, which fold_test checks it against. What every type
+// value in the API's enum (the constant, the kubebuilder marker and
+// v1alpha1.WindowTypes, which a test holds to the CRD and to windowKinds),
+// and its reference in test/foldref, which fold_test checks it against. What every type
 // shares lives once: the shard's clock closes a window when its end plus
 // the allowed lateness is at or before the watermark (fold.go), Commit
 // emits what has closed, and aggregates fold and merge alike
