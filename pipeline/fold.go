@@ -79,9 +79,8 @@ type Shard struct {
 	wins     windows
 	pushes   []Push
 	parser   fastjson.Parser
-	// The buffers of an event's `of` values and numbers: Fold hands them
-	// to the window kind, through which a buffer of its own would escape,
-	// once per call.
+	// The buffers of the sample Fold places: buffers of its own would
+	// escape through windowKind.place, and be allocated at every call.
 	ofs  []ref.Val
 	nums []float64
 	Counts

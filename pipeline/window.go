@@ -19,11 +19,11 @@ import (
 // returns the windowKind that places events. A new type is that file, its
 // value in the API's enum (the constant, the kubebuilder marker and
 // v1alpha1.WindowTypes, which a test holds to the CRD and to windowKinds),
-// and its reference in test/foldref, which fold_test checks it against. What every type
-// shares lives once: the shard's clock closes a window when its end plus
-// the allowed lateness is at or before the watermark (fold.go), Commit
-// emits what has closed, and aggregates fold and merge alike
-// (aggregate.go).
+// and its reference in test/foldref, which fold_test checks it against.
+// What every type shares lives once: the shard's clock closes a window
+// when its end plus the allowed lateness is at or before the watermark
+// (fold.go), Commit emits what has closed, and aggregates fold and merge
+// alike (aggregate.go).
 
 // A windowKind is a pipeline's compiled window: how an event is placed in
 // the windows of its type.
@@ -65,7 +65,7 @@ func sized(w *v1.Window) (int64, error) {
 }
 
 // sample is what an event brings to its windows: its event time, its
-// distinct `of` values, and their numbers for sum, min, max and avg.
+// distinct `of` values, and each aggregate's number (sum, min, max, avg).
 type sample struct {
 	ts   int64
 	ofs  []ref.Val
