@@ -22,7 +22,7 @@ import (
 const CostLimit = 1_000_000
 
 // Program is a compiled pipeline: each expression compiled and type-checked
-// once, its window in milliseconds.
+// once, its window compiled for its type, times in milliseconds.
 type Program struct {
 	Hash string // the config hash
 
@@ -31,9 +31,9 @@ type Program struct {
 	aggs                     []aggregate
 	ofs                      []cel.Program // distinct `of` expressions; aggregate.of indexes them
 
-	kind                       v1.WindowType // "" for a stateless pipeline
-	size, slide, gap, lateness int64
-	late                       string // "" to drop late events
+	window   windowKind // nil for a stateless pipeline
+	lateness int64
+	late     string // "" to drop late events
 	// IdleFlush is how long a partition stays quiet before its windows
 	// are closed by wall-clock time.
 	IdleFlush time.Duration
@@ -56,11 +56,12 @@ var (
 // expression, and returns the program. An error carries the field and the
 // CEL compiler's message.
 func Compile(spec v1.Pipeline) (*Program, error) {
-	if err := checkShape(&spec); err != nil {
+	window, err := checkShape(&spec)
+	if err != nil {
 		return nil, err
 	}
 	c := spec.Canonical()
-	p := &Program{Hash: spec.ConfigHash()}
+	p := &Program{Hash: spec.ConfigHash(), window: window}
 	if c.Late != v1.LateDrop {
 		p.late = c.Late
 	}
@@ -88,10 +89,8 @@ func Compile(spec v1.Pipeline) (*Program, error) {
 		p.project, err = compile(ev, "project", c.Project, cel.MapType(cel.StringType, cel.DynType))
 		return p, err
 	}
-	w := c.Window
-	size, slide, gap, lateness, idle := w.Durations()
-	p.kind, p.size, p.slide, p.gap, p.lateness = w.Type, size.Milliseconds(), slide.Milliseconds(), gap.Milliseconds(), lateness.Milliseconds()
-	p.IdleFlush = idle
+	_, _, _, lateness, idle := c.Window.Durations()
+	p.lateness, p.IdleFlush = lateness.Milliseconds(), idle
 	ofs := map[string]int{}
 	wvars := []cel.EnvOption{
 		cel.Variable("key", cel.StringType),
@@ -194,82 +193,57 @@ func (unknownSizes) EstimateCallCost(string, string, *checker.AstNode, []checker
 }
 
 // checkShape holds the rules the CRD's schema also states, for pipelines
-// that come from a file.
-func checkShape(p *v1.Pipeline) error {
+// that come from a file, and compiles the window (nil for none).
+func checkShape(p *v1.Pipeline) (windowKind, error) {
 	if p.Late != "" && p.Late != v1.LateDrop && !queuePattern.MatchString(p.Late) {
-		return fmt.Errorf("late: %q is neither drop nor a queue name", p.Late)
+		return nil, fmt.Errorf("late: %q is neither drop nor a queue name", p.Late)
 	}
 	w := p.Window
 	if w == nil {
 		switch {
 		case len(p.Aggregate) > 0:
-			return errors.New("aggregate needs a window")
+			return nil, errors.New("aggregate needs a window")
 		case p.Having != "":
-			return errors.New("having needs a window")
+			return nil, errors.New("having needs a window")
 		}
-		return nil
+		return nil, nil
 	}
 	if len(p.Aggregate) == 0 {
-		return errors.New("a window needs at least one aggregate")
+		return nil, errors.New("a window needs at least one aggregate")
 	}
-	size, slide, gap, lateness, idle := w.Durations()
-	switch w.Type {
-	case v1.WindowTumbling, v1.WindowSliding:
-		if w.Size == nil || size < time.Millisecond {
-			return fmt.Errorf("window: a %s window needs a size of at least 1ms", w.Type)
-		}
-		if w.Gap != nil {
-			return errors.New("window: gap is for Session windows only")
-		}
-		if w.Type == v1.WindowTumbling && w.Slide != nil {
-			return errors.New("window: slide is for Sliding windows only")
-		}
-		if w.Type == v1.WindowSliding {
-			if w.Slide == nil || slide < time.Millisecond {
-				return errors.New("window: a Sliding window needs a slide of at least 1ms")
-			}
-			if size%slide != 0 || size.Milliseconds()%slide.Milliseconds() != 0 {
-				return fmt.Errorf("window: size %s is not a multiple of slide %s", size, slide)
-			}
-		}
-	case v1.WindowSession:
-		if w.Gap == nil || gap < time.Millisecond {
-			return errors.New("window: a Session window needs a gap of at least 1ms")
-		}
-		if w.Size != nil || w.Slide != nil {
-			return errors.New("window: size and slide are for Tumbling and Sliding windows only")
-		}
-	default:
-		return fmt.Errorf("window: type %q is not Tumbling, Sliding or Session", w.Type)
+	window, err := compileWindow(w)
+	if err != nil {
+		return nil, err
 	}
+	_, _, _, lateness, idle := w.Durations()
 	if lateness < 0 || idle <= 0 {
-		return errors.New("window: allowedLateness must not be negative, and idleFlush must be positive")
+		return nil, errors.New("window: allowedLateness must not be negative, and idleFlush must be positive")
 	}
 	names := map[string]bool{}
 	for i, a := range p.Aggregate {
 		switch {
 		case !namePattern.MatchString(a.Name):
-			return fmt.Errorf("aggregate[%d]: name %q is not an identifier", i, a.Name)
+			return nil, fmt.Errorf("aggregate[%d]: name %q is not an identifier", i, a.Name)
 		case reserved[a.Name]:
-			return fmt.Errorf("aggregate[%d]: name %q is reserved", i, a.Name)
+			return nil, fmt.Errorf("aggregate[%d]: name %q is reserved", i, a.Name)
 		case names[a.Name]:
-			return fmt.Errorf("aggregate[%d]: name %q appears twice", i, a.Name)
+			return nil, fmt.Errorf("aggregate[%d]: name %q appears twice", i, a.Name)
 		}
 		names[a.Name] = true
 		switch a.Fn {
 		case v1.FnCount:
 			if a.Of != "" {
-				return fmt.Errorf("aggregate[%d] (%s): count takes no of", i, a.Name)
+				return nil, fmt.Errorf("aggregate[%d] (%s): count takes no of", i, a.Name)
 			}
 		case v1.FnSum, v1.FnMin, v1.FnMax, v1.FnAvg, v1.FnFirst, v1.FnLast:
 			if a.Of == "" {
-				return fmt.Errorf("aggregate[%d] (%s): %s needs of", i, a.Name, a.Fn)
+				return nil, fmt.Errorf("aggregate[%d] (%s): %s needs of", i, a.Name, a.Fn)
 			}
 		default:
-			return fmt.Errorf("aggregate[%d] (%s): fn %q is not count, sum, min, max, avg, first or last", i, a.Name, a.Fn)
+			return nil, fmt.Errorf("aggregate[%d] (%s): fn %q is not count, sum, min, max, avg, first or last", i, a.Name, a.Fn)
 		}
 	}
-	return nil
+	return window, nil
 }
 
 // Lateness is the window's allowed lateness.

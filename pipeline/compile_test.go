@@ -2,9 +2,12 @@ package pipeline
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
 )
@@ -190,5 +193,68 @@ func TestLateEventsGoToTheLateQueueWhenOneIsNamed(t *testing.T) {
 	_, pushes, _ := s.Commit(nil)
 	if s.Late != 1 || len(pushes) != 1 || pushes[0].Queue != "orders.late" || string(pushes[0].Payload) != `{"customer":"a","amount":2,"ts":10000}` {
 		t.Fatalf("late %d, pushes %+v", s.Late, pushes)
+	}
+}
+
+func TestAWindowFromAFileIsRefusedWhenItsFieldsDoNotFitItsType(t *testing.T) {
+	for _, c := range []struct {
+		w    v1.Window
+		want string
+	}{
+		{v1.Window{Type: v1.WindowTumbling}, "window: a Tumbling window needs a size of at least 1ms"},
+		{v1.Window{Type: v1.WindowSliding, Size: dur(time.Microsecond), Slide: dur(time.Microsecond)}, "window: a Sliding window needs a size of at least 1ms"},
+		{v1.Window{Type: v1.WindowTumbling, Size: dur(time.Minute), Gap: dur(time.Second)}, "window: gap is for Session windows only"},
+		{v1.Window{Type: v1.WindowTumbling, Size: dur(time.Minute), Slide: dur(time.Second)}, "window: slide is for Sliding windows only"},
+		{v1.Window{Type: v1.WindowSliding, Size: dur(time.Minute)}, "window: a Sliding window needs a slide of at least 1ms"},
+		{v1.Window{Type: v1.WindowSliding, Size: dur(time.Minute), Slide: dur(7 * time.Second)}, "window: size 1m0s is not a multiple of slide 7s"},
+		{v1.Window{Type: v1.WindowSession}, "window: a Session window needs a gap of at least 1ms"},
+		{v1.Window{Type: v1.WindowSession, Gap: dur(time.Second), Size: dur(time.Minute)}, "window: size and slide are for Tumbling and Sliding windows only"},
+		{v1.Window{Type: v1.WindowSession, Gap: dur(time.Second), AllowedLateness: dur(-time.Second)}, "window: allowedLateness must not be negative, and idleFlush must be positive"},
+		{v1.Window{Type: "Hopping", Size: dur(time.Minute)}, `window: type "Hopping" is not Tumbling, Sliding or Session`},
+	} {
+		_, err := Compile(v1.Pipeline{Window: &c.w, Aggregate: []v1.Aggregate{{Name: "n", Fn: v1.FnCount}}})
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%+v: error %v, want %q", c.w, err, c.want)
+		}
+	}
+}
+
+// TestEveryWindowTypeTheCRDAcceptsHasItsFileHereAndNoOther: the CRD's enum
+// (from the kubebuilder marker), v1alpha1.WindowTypes and the window_*.go
+// files name the same types, so a type the API accepts always compiles.
+func TestEveryWindowTypeTheCRDAcceptsHasItsFileHereAndNoOther(t *testing.T) {
+	doc, err := os.ReadFile("../config/crd/bases/streams.regent.dev_streamqueries.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type schema struct {
+		Properties map[string]schema `json:"properties"`
+		Enum       []string          `json:"enum"`
+	}
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema schema `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(doc, &crd); err != nil {
+		t.Fatal(err)
+	}
+	enum := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["pipeline"].Properties["window"].Properties["type"].Enum
+	var listed []string
+	for _, wt := range v1.WindowTypes {
+		listed = append(listed, string(wt))
+		if windowKinds[wt] == nil {
+			t.Errorf("window type %s has no window_*.go adding it to windowKinds", wt)
+		}
+	}
+	if strings.Join(enum, ",") != strings.Join(listed, ",") {
+		t.Errorf("the CRD's enum is %v, v1alpha1.WindowTypes %v", enum, listed)
+	}
+	if len(windowKinds) != len(v1.WindowTypes) {
+		t.Errorf("windowKinds holds %d types, v1alpha1.WindowTypes %d", len(windowKinds), len(v1.WindowTypes))
 	}
 }

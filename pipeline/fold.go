@@ -1,15 +1,8 @@
 package pipeline
 
 import (
-	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/cel-go/common/types"
@@ -78,42 +71,32 @@ type Scope struct {
 // Shard is one source partition's state for a program: what a state read
 // returned, folded into, and turned into a cycle by Commit.
 type Shard struct {
-	p         *Program
-	scope     Scope
-	watermark int64 // the largest event time folded (or flushed to)
-	foldedAt  int64 // wall clock of the last fold cycle, ms
-	clockAt   string
-	wins      map[winID]*win
-	sessions  map[string][]*win // Session: the open sessions of each key
-	gone      []*win            // windows read and merged away, to delete
-	pushes    []Push
-	parser    fastjson.Parser
+	p        *Program
+	scope    Scope
+	clock    clock
+	foldedAt int64 // wall clock of the last fold cycle, ms
+	clockAt  string
+	wins     windows
+	pushes   []Push
+	parser   fastjson.Parser
+	// The buffers of the sample Fold places: buffers of its own would
+	// escape through windowKind.place, and be allocated at every call.
+	ofs  []ref.Val
+	nums []float64
 	Counts
 	// Errors are the first few evaluation errors, for the log.
 	Errors []error
 }
 
-type winID struct {
-	start int64
-	key   string
+// clock is where a shard stands in event time. A window is closed once
+// its end plus the allowed lateness is at or before the watermark: it is
+// emitted and forgotten at the next Commit, and takes no more events.
+type clock struct {
+	watermark int64 // the largest event time folded (or flushed to)
+	lateness  int64
 }
 
-type win struct {
-	key        string
-	start, end int64
-	accs       []acc
-	updatedAt  string // as read; "" for a window this shard created
-	dirty      bool
-}
-
-// acc is one aggregate's accumulator: n events, v their sum (sum, avg) or
-// extreme (min, max), x the value at event time t (first, last).
-type acc struct {
-	n int64
-	v float64
-	t int64
-	x ref.Val
-}
+func (c clock) closed(end int64) bool { return end+c.lateness <= c.watermark }
 
 type clockState struct {
 	Watermark int64 `json:"watermark"`
@@ -135,22 +118,20 @@ type accState struct {
 }
 
 // Stateful says whether the program has windows, and so state.
-func (p *Program) Stateful() bool { return p.kind != "" }
+func (p *Program) Stateful() bool { return p.window != nil }
 
 // NewShard builds a shard from a partition's state rows (all those under
 // Prefix; none for a stateless program).
 func (p *Program) NewShard(scope Scope, rows []Row) (*Shard, error) {
-	s := &Shard{p: p, scope: scope, wins: map[winID]*win{}}
-	if p.kind == v1.WindowSession {
-		s.sessions = map[string][]*win{}
-	}
+	s := &Shard{p: p, scope: scope, clock: clock{lateness: p.lateness}, wins: windows{aggs: p.aggs, byID: map[winID]*win{}},
+		ofs: make([]ref.Val, 0, len(p.ofs)), nums: make([]float64, len(p.aggs))}
 	for _, r := range rows {
 		if r.Key == ClockKey {
 			var c clockState
 			if err := json.Unmarshal(r.Value, &c); err != nil {
 				return nil, fmt.Errorf("state row %q: %w", r.Key, err)
 			}
-			s.watermark, s.foldedAt, s.clockAt = c.Watermark, c.FoldedAt, r.UpdatedAt
+			s.clock.watermark, s.foldedAt, s.clockAt = c.Watermark, c.FoldedAt, r.UpdatedAt
 			continue
 		}
 		var st winState
@@ -169,32 +150,18 @@ func (p *Program) NewShard(scope Scope, rows []Row) (*Shard, error) {
 				w.accs[i].x = types.NullValue
 			}
 		}
-		s.add(w)
+		s.wins.add(w)
 	}
 	return s, nil
 }
 
 // Watermark is the largest event time the partition has folded, or the
 // wall clock of its last idle flush.
-func (s *Shard) Watermark() int64 { return s.watermark }
+func (s *Shard) Watermark() int64 { return s.clock.watermark }
 
 // FoldedAt is when (epoch ms, wall clock) a fold cycle last committed on
 // the partition; 0 before the first.
 func (s *Shard) FoldedAt() int64 { return s.foldedAt }
-
-func (s *Shard) add(w *win) {
-	s.wins[winID{w.start, w.key}] = w
-	if s.sessions != nil {
-		s.sessions[w.key] = append(s.sessions[w.key], w)
-	}
-}
-
-func (s *Shard) remove(w *win) {
-	delete(s.wins, winID{w.start, w.key})
-	if s.sessions != nil {
-		s.sessions[w.key] = slices.DeleteFunc(s.sessions[w.key], func(o *win) bool { return o == w })
-	}
-}
 
 func (s *Shard) fail(err error) {
 	s.Failed++
@@ -207,8 +174,7 @@ func (s *Shard) fail(err error) {
 func (s *Shard) Fold(events []Event) {
 	p := s.p
 	vars := &eventVars{parser: &s.parser, partition: types.String(s.scope.Partition)}
-	var ofs []ref.Val
-	nums := make([]float64, len(p.aggs))
+	ofs, nums := s.ofs, s.nums
 	for i := range events {
 		e := &events[i]
 		s.In++
@@ -240,7 +206,7 @@ func (s *Shard) Fold(events []Event) {
 			key = string(k)
 		}
 		vars.key = types.String(key)
-		if p.kind == "" {
+		if p.window == nil {
 			s.emitEvent(e, vars)
 			continue
 		}
@@ -280,133 +246,12 @@ func (s *Shard) Fold(events []Event) {
 			s.fail(err)
 			continue
 		}
-		if !s.place(key, ts, ofs, nums) {
+		if !p.window.place(&s.wins, key, sample{ts: ts, ofs: ofs, nums: nums}, s.clock) {
 			s.Late++
 			s.lateEvent(e)
 			continue
 		}
-		s.watermark = max(s.watermark, ts)
-	}
-}
-
-// closed says whether a window ending at end no longer takes events.
-func (s *Shard) closed(end int64) bool { return end+s.p.lateness <= s.watermark }
-
-// place folds one event into its windows, and reports false when every
-// window it belongs to has closed: the event is late.
-func (s *Shard) place(key string, ts int64, ofs []ref.Val, nums []float64) bool {
-	p := s.p
-	switch p.kind {
-	case v1.WindowTumbling:
-		start := floorDiv(ts, p.size) * p.size
-		if s.closed(start + p.size) {
-			return false
-		}
-		s.window(key, start, start+p.size).fold(p, ts, ofs, nums)
-		return true
-	case v1.WindowSliding:
-		placed := false
-		for start := floorDiv(ts, p.slide) * p.slide; start > ts-p.size; start -= p.slide {
-			if !s.closed(start + p.size) {
-				s.window(key, start, start+p.size).fold(p, ts, ofs, nums)
-				placed = true
-			}
-		}
-		return placed
-	}
-	// Session: the event's own session [ts, ts+gap), merged with every open
-	// session of the key that it overlaps.
-	start, end := ts, ts+p.gap
-	var merge []*win
-	for _, w := range s.sessions[key] {
-		if !s.closed(w.end) && w.start < end && start < w.end {
-			merge = append(merge, w)
-		}
-	}
-	if len(merge) == 0 && s.closed(end) {
-		return false
-	}
-	slices.SortFunc(merge, func(a, b *win) int { return cmp.Compare(a.start, b.start) })
-	var target *win
-	if len(merge) > 0 && merge[0].start <= start {
-		target, merge = merge[0], merge[1:]
-	} else {
-		target = &win{key: key, start: start, end: end, accs: make([]acc, len(p.aggs))}
-		s.add(target)
-	}
-	target.fold(p, ts, ofs, nums)
-	target.end = max(target.end, end)
-	for _, w := range merge {
-		target.merge(p, w)
-		target.end = max(target.end, w.end)
-		s.remove(w)
-		if w.updatedAt != "" {
-			s.gone = append(s.gone, w)
-		}
-	}
-	return true
-}
-
-func (s *Shard) window(key string, start, end int64) *win {
-	id := winID{start, key}
-	w := s.wins[id]
-	if w == nil {
-		w = &win{key: key, start: start, end: end, accs: make([]acc, len(s.p.aggs))}
-		s.add(w)
-	}
-	return w
-}
-
-func (w *win) fold(p *Program, ts int64, ofs []ref.Val, nums []float64) {
-	w.dirty = true
-	for i, a := range p.aggs {
-		c := &w.accs[i]
-		first := c.n == 0
-		c.n++
-		switch a.fn {
-		case v1.FnSum, v1.FnAvg:
-			c.v += nums[i]
-		case v1.FnMin:
-			if first || nums[i] < c.v {
-				c.v = nums[i]
-			}
-		case v1.FnMax:
-			if first || nums[i] > c.v {
-				c.v = nums[i]
-			}
-		case v1.FnFirst:
-			if first || ts < c.t {
-				c.t, c.x = ts, stable(ofs[a.of])
-			}
-		case v1.FnLast:
-			if first || ts >= c.t {
-				c.t, c.x = ts, stable(ofs[a.of])
-			}
-		}
-	}
-}
-
-// merge folds session o, which starts later than w, into w.
-func (w *win) merge(p *Program, o *win) {
-	for i, a := range p.aggs {
-		c, d := &w.accs[i], &o.accs[i]
-		switch a.fn {
-		case v1.FnSum, v1.FnAvg:
-			c.v += d.v
-		case v1.FnMin:
-			c.v = math.Min(c.v, d.v)
-		case v1.FnMax:
-			c.v = math.Max(c.v, d.v)
-		case v1.FnFirst:
-			if d.t < c.t {
-				c.t, c.x = d.t, d.x
-			}
-		case v1.FnLast:
-			if d.t >= c.t {
-				c.t, c.x = d.t, d.x
-			}
-		}
-		c.n += d.n
+		s.clock.watermark = max(s.clock.watermark, ts)
 	}
 }
 
@@ -414,7 +259,7 @@ func (w *win) merge(p *Program, o *win) {
 // window that has ended by now, lateness included, closes at the Commit
 // that follows; events of those windows are late from then on.
 func (s *Shard) Flush(now time.Time) {
-	s.watermark = max(s.watermark, now.UnixMilli())
+	s.clock.watermark = max(s.clock.watermark, now.UnixMilli())
 }
 
 // Commit turns the shard into a cycle: the closed windows emitted (those
@@ -428,23 +273,13 @@ func (s *Shard) Commit(now *time.Time) ([]StateOp, []Push, error) {
 	if !s.p.Stateful() {
 		return nil, s.pushes, nil
 	}
-	wins := make([]*win, 0, len(s.wins))
-	for _, w := range s.wins {
-		wins = append(wins, w)
-	}
-	slices.SortFunc(wins, func(a, b *win) int {
-		if c := cmp.Compare(a.start, b.start); c != 0 {
-			return c
-		}
-		return strings.Compare(a.key, b.key)
-	})
 	var ops []StateOp
-	for _, w := range s.gone {
+	for _, w := range s.wins.gone {
 		ops = append(ops, StateOp{Type: "delete", Key: w.stateKey(), IfUpdatedAt: w.updatedAt})
 	}
-	for _, w := range wins {
+	for _, w := range s.wins.sorted() {
 		switch {
-		case s.closed(w.end):
+		case s.clock.closed(w.end):
 			if w.updatedAt != "" {
 				ops = append(ops, StateOp{Type: "delete", Key: w.stateKey(), IfUpdatedAt: w.updatedAt})
 			}
@@ -459,7 +294,7 @@ func (s *Shard) Commit(now *time.Time) ([]StateOp, []Push, error) {
 			ops = append(ops, StateOp{Type: "upsert", Key: w.stateKey(), Value: v, IfUpdatedAt: w.updatedAt})
 		}
 	}
-	c := clockState{Watermark: s.watermark, FoldedAt: s.foldedAt}
+	c := clockState{Watermark: s.clock.watermark, FoldedAt: s.foldedAt}
 	if now != nil {
 		c.FoldedAt = now.UnixMilli()
 	}
@@ -483,149 +318,4 @@ func (w *win) encode() (json.RawMessage, error) {
 		}
 	}
 	return json.Marshal(st)
-}
-
-// value is aggregate i's result.
-func (w *win) value(p *Program, i int) ref.Val {
-	c := &w.accs[i]
-	switch p.aggs[i].fn {
-	case v1.FnCount:
-		return types.Int(c.n)
-	case v1.FnAvg:
-		return types.Double(c.v / float64(c.n))
-	case v1.FnFirst, v1.FnLast:
-		if c.x == nil {
-			return types.NullValue
-		}
-		return c.x
-	}
-	return types.Double(c.v)
-}
-
-func (s *Shard) emitWindow(w *win) error {
-	p := s.p
-	vars := &windowVars{p: p, key: types.String(w.key), start: types.Timestamp{Time: time.UnixMilli(w.start).UTC()},
-		end: types.Timestamp{Time: time.UnixMilli(w.end).UTC()}, partition: types.String(s.scope.Partition),
-		aggs: make([]ref.Val, len(p.aggs))}
-	for i := range p.aggs {
-		vars.aggs[i] = w.value(p, i)
-	}
-	if p.having != nil {
-		ok, err := evalBool(p.having, vars, "having")
-		if err != nil {
-			s.fail(fmt.Errorf("window %s of %q: %w", rfc3339(w.start), w.key, err))
-			return nil
-		}
-		if !ok {
-			return nil
-		}
-	}
-	var payload []byte
-	var err error
-	if p.project != nil {
-		payload, err = s.projected(p, vars)
-	} else {
-		payload, err = s.plainWindow(w, vars)
-	}
-	if err != nil {
-		s.fail(fmt.Errorf("window %s of %q: %w", rfc3339(w.start), w.key, err))
-		return nil
-	}
-	s.Emitted++
-	s.pushes = append(s.pushes, Push{Queue: s.scope.Sink, Partition: s.scope.Partition, Payload: payload,
-		TransactionID: s.txid("w", strconv.FormatInt(w.start, 10), w.key)})
-	return nil
-}
-
-// plainWindow is {"key", "windowStart", "windowEnd", <aggregates>}, in
-// that order.
-func (s *Shard) plainWindow(w *win, vars *windowVars) ([]byte, error) {
-	b := make([]byte, 0, 128)
-	b = append(b, `{"key":`...)
-	k, _ := json.Marshal(w.key)
-	b = append(b, k...)
-	b = append(b, `,"windowStart":"`...)
-	b = append(b, rfc3339(w.start)...)
-	b = append(b, `","windowEnd":"`...)
-	b = append(b, rfc3339(w.end)...)
-	b = append(b, '"')
-	for i, a := range s.p.aggs {
-		x, err := native(vars.aggs[i])
-		if err != nil {
-			return nil, fmt.Errorf("aggregate %s: %w", a.name, err)
-		}
-		v, err := json.Marshal(x)
-		if err != nil {
-			return nil, fmt.Errorf("aggregate %s: %w", a.name, err)
-		}
-		b = append(b, ',', '"')
-		b = append(b, a.name...)
-		b = append(b, '"', ':')
-		b = append(b, v...)
-	}
-	return append(b, '}'), nil
-}
-
-func (s *Shard) projected(p *Program, vars any) ([]byte, error) {
-	out, _, err := p.project.Eval(vars)
-	if err != nil {
-		return nil, fmt.Errorf("project: %w", err)
-	}
-	x, err := native(out)
-	if err != nil {
-		return nil, fmt.Errorf("project: %w", err)
-	}
-	if _, ok := x.(map[string]any); !ok {
-		return nil, fmt.Errorf("project: got %s, want a map", out.Type())
-	}
-	return json.Marshal(x)
-}
-
-// emitEvent is a stateless pipeline's output for one event that passed the
-// filter: its projection, or its payload as it came.
-func (s *Shard) emitEvent(e *Event, vars *eventVars) {
-	payload := []byte(e.Data)
-	if s.p.project != nil {
-		var err error
-		if payload, err = s.projected(s.p, vars); err != nil {
-			s.fail(err)
-			return
-		}
-	}
-	s.Emitted++
-	s.pushes = append(s.pushes, Push{Queue: s.scope.Sink, Partition: s.scope.Partition, Payload: payload,
-		TransactionID: s.txid("s", e.TransactionID)})
-}
-
-func (s *Shard) lateEvent(e *Event) {
-	if s.p.late == "" {
-		return
-	}
-	s.pushes = append(s.pushes, Push{Queue: s.p.late, Partition: s.scope.Partition, Payload: e.Data,
-		TransactionID: s.txid("l", e.TransactionID)})
-}
-
-// txid is an output's transaction id: the same output of the same
-// pipeline (its config hash), query and source partition always gets the
-// same one, and the broker stores a transaction id once per sink
-// partition, so no path emits anything twice, a fold again after a
-// rollback to a savepoint included. Another pipeline's output is another
-// output: after an upgrade and a rollback both pipelines emit windows of
-// the same start and key into one sink, and the second must not be taken
-// for a duplicate of the first.
-func (s *Shard) txid(kind string, parts ...string) string {
-	h := sha256.New()
-	for _, p := range append([]string{s.p.Hash, s.scope.QueryID, s.scope.PartitionID}, parts...) {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-	}
-	return kind + hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
 }

@@ -19,6 +19,9 @@ const (
 	WindowSession  WindowType = "Session"
 )
 
+// WindowTypes are the window types, in the order the enum lists them.
+var WindowTypes = []WindowType{WindowTumbling, WindowSliding, WindowSession}
+
 // AggregateFn is what an aggregate computes over a window's events.
 // +kubebuilder:validation:Enum=count;sum;min;max;avg;first;last
 type AggregateFn string
