@@ -81,7 +81,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("signing secret: %w", err)
 	}
-	token, err := auth.MintHS256(sec.Data["signing-secret"], auth.MintClaims{Subject: "kube-admin", Role: auth.Admin, TTL: 24 * time.Hour})
+	token, err := auth.MintHS256(sec.Data["signing-secret"], auth.MintClaims{Subject: "kube-admin", Tenant: auth.DefaultTenant, Role: auth.Admin, TTL: 24 * time.Hour})
 	if err != nil {
 		return err
 	}

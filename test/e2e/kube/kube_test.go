@@ -134,7 +134,7 @@ worker:
 	if err != nil {
 		return err
 	}
-	token, err = auth.MintHS256(sec.Data["signing-secret"], auth.MintClaims{Subject: "e2e", Role: auth.Admin, TTL: time.Hour})
+	token, err = auth.MintHS256(sec.Data["signing-secret"], auth.MintClaims{Subject: "e2e", Tenant: auth.DefaultTenant, Role: auth.Admin, TTL: time.Hour})
 	return err
 }
 
