@@ -25,6 +25,8 @@ k8s_minor=$(echo "$K8S_VERSION" | cut -d. -f2)
 helm_bin=helm-$HELM_VERSION-kube1.$k8s_minor
 
 log() { echo "deps: $*" >&2; }
+# shellcheck source=hack/cache-lock.sh
+. "$root/hack/cache-lock.sh"
 
 pg_bindir() {
   local d
@@ -46,10 +48,10 @@ install_apt_packages() {
   done
   [ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
   [ ${#missing[@]} -gt 0 ] || return 0
-  log "installing ${missing[*]} with apt"
+  announce "installing ${missing[*]} with apt"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq "${missing[@]}" >/dev/null
+  apt-get install -y -qq "${missing[@]}" >/dev/null 9>&-
   # Debian's package starts a cluster of its own; the tests and `make run` run theirs.
   if [[ " ${missing[*]} " == *" postgresql "* ]]; then
     service postgresql stop >/dev/null 2>&1 || true
@@ -58,7 +60,7 @@ install_apt_packages() {
 
 build_control_plane() {
   [ -x "$k8s_dir/kube-apiserver" ] && [ -x "$k8s_dir/etcd" ] && [ -x "$k8s_dir/kubectl" ] && return 0
-  log "building kube-apiserver, etcd and kubectl $K8S_VERSION into $k8s_dir (a few minutes, once)"
+  announce "building kube-apiserver, etcd and kubectl $K8S_VERSION into $k8s_dir (a few minutes, once)"
   mkdir -p "$k8s_dir.tmp"
   local ldf="-s -w" p
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -72,7 +74,7 @@ build_control_plane() {
 
 build_helm() {
   [ -x "$tools_dir/$helm_bin" ] && return 0
-  log "building helm $HELM_VERSION"
+  announce "building helm $HELM_VERSION"
   local tmp v=helm.sh/helm/v3 ldf p
   tmp=$(mktemp -d)
   ldf="-s -w -X $v/internal/version.version=$HELM_VERSION"
@@ -87,7 +89,7 @@ build_helm() {
 
 build_controller_gen() {
   [ -x "$tools_dir/controller-gen-$CONTROLLER_GEN_VERSION" ] && return 0
-  log "building controller-gen $CONTROLLER_GEN_VERSION"
+  announce "building controller-gen $CONTROLLER_GEN_VERSION"
   local tmp
   tmp=$(mktemp -d)
   GOBIN=$tmp go install -trimpath "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_GEN_VERSION"
@@ -99,6 +101,8 @@ build_controller_gen() {
 # The first `go build` or `go test` of the checkout then needs no network: a warm module cache
 # makes this a no-op that reads nothing from the proxy.
 download_modules() { (cd "$root" && go mod download); }
+
+lock_cache "make deps"
 
 # The Go steps fetch from the module proxy over HTTPS: without the CA bundle, apt goes first.
 steps=(build_control_plane build_helm build_controller_gen download_modules)

@@ -14,6 +14,9 @@ cache=${REGENT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/regent}
 node_dir=$cache/kube-node-$K8S_VERSION
 
 log() { echo "kube-deps: $*" >&2; }
+# shellcheck source=hack/cache-lock.sh
+. "$root/hack/cache-lock.sh"
+lock_cache "make kube-deps"
 
 missing=()
 for pkg in containerd:containerd runc:runc iptables:iptables conntrack:conntrack; do
@@ -22,10 +25,10 @@ done
 [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
 command -v gcc >/dev/null || missing+=(gcc)
 if [ ${#missing[@]} -gt 0 ]; then
-  log "installing ${missing[*]} with apt"
+  announce "installing ${missing[*]} with apt"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq "${missing[@]}" >/dev/null
+  apt-get install -y -qq "${missing[@]}" >/dev/null 9>&-
   # Debian's containerd package starts a daemon of its own; the cluster runs its own instance,
   # with its own socket and state.
   service containerd stop >/dev/null 2>&1 || true
@@ -43,17 +46,17 @@ if [ $need = 1 ]; then
   pkgs=()
   for b in "${bins[@]}"; do [ -x "$node_dir/$b" ] || pkgs+=("k8s.io/kubernetes/cmd/$b"); done
   if [ ${#pkgs[@]} -gt 0 ]; then
-    log "building ${pkgs[*]} $K8S_VERSION into $node_dir (a few minutes, once)"
+    announce "building ${pkgs[*]} $K8S_VERSION into $node_dir (a few minutes, once)"
     (cd "$root/hack/tools" && CGO_ENABLED=0 GOFLAGS=-mod=mod GOBIN="$node_dir.tmp" \
       go install -trimpath -ldflags "$ldf" "${pkgs[@]}")
   fi
   if [ ! -x "$node_dir/coredns" ]; then
-    log "building coredns $COREDNS_VERSION"
+    announce "building coredns $COREDNS_VERSION"
     CGO_ENABLED=0 GOBIN="$node_dir.tmp" go install -trimpath -ldflags "-s -w" \
       "github.com/coredns/coredns@$COREDNS_VERSION"
   fi
   if [ ! -x "$node_dir/pause" ]; then
-    log "building the pause container from k8s.io/kubernetes $K8S_VERSION's build/pause"
+    announce "building the pause container from k8s.io/kubernetes $K8S_VERSION's build/pause"
     src=$(cd "$root/hack/tools" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' k8s.io/kubernetes)
     gcc -Os -Wall -Werror -static -DVERSION="$K8S_VERSION" -o "$node_dir.tmp/pause" "$src/build/pause/linux/pause.c"
   fi

@@ -164,19 +164,20 @@ func newSealer(cfg config.Config) (*seal.Sealer, error) {
 
 func newAuthenticator(cfg config.Config, m *metrics.Metrics, logger *slog.Logger) (*auth.Authenticator, error) {
 	ac := auth.Config{
-		Mode:        cfg.Auth,
-		Secret:      []byte(cfg.JWTSecret),
-		JWKSURL:     cfg.JWKSURL,
-		JWKSRefresh: cfg.JWKSRefresh,
-		Algorithm:   cfg.JWTAlgorithm,
-		Issuer:      cfg.JWTIssuer,
-		Audience:    cfg.JWTAudience,
-		Tenancy:     cfg.Tenancy,
-		TenantClaim: cfg.TenantClaim,
-		RoleClaim:   cfg.RoleClaim,
-		RolesClaim:  cfg.RolesClaim,
-		RoleValues:  map[auth.Level]string{auth.ReadOnly: cfg.RoleReadOnly, auth.ReadWrite: cfg.RoleReadWrite, auth.Admin: cfg.RoleAdmin},
-		Log:         logger,
+		Mode:               cfg.Auth,
+		Secret:             []byte(cfg.JWTSecret),
+		JWKSURL:            cfg.JWKSURL,
+		JWKSRefresh:        cfg.JWKSRefresh,
+		Algorithm:          cfg.JWTAlgorithm,
+		Issuer:             cfg.JWTIssuer,
+		Audience:           cfg.JWTAudience,
+		Tenancy:            cfg.Tenancy,
+		TenantClaim:        cfg.TenantClaim,
+		DefaultTokenTenant: cfg.DefaultTokenTenant,
+		RoleClaim:          cfg.RoleClaim,
+		RolesClaim:         cfg.RolesClaim,
+		RoleValues:         map[auth.Level]string{auth.ReadOnly: cfg.RoleReadOnly, auth.ReadWrite: cfg.RoleReadWrite, auth.Admin: cfg.RoleAdmin},
+		Log:                logger,
 		JWKSFetched: func(ok bool) {
 			outcome := "failed"
 			if ok {

@@ -62,7 +62,7 @@ func TestKeyRotationNewWritesUseTheNewKeyAndReadsAcceptTheOld(t *testing.T) {
 
 func TestPushStampsProducerSubFromTheTokenAndIgnoresTheBody(t *testing.T) {
 	b := brokertest.Start(t, brokertest.WithJWT(false))
-	tok, err := auth.MintHS256([]byte(brokertest.Secret), auth.MintClaims{Subject: "svc-orders", Role: auth.ReadWrite})
+	tok, err := auth.MintHS256([]byte(brokertest.Secret), auth.MintClaims{Subject: "svc-orders", Tenant: auth.DefaultTenant, Role: auth.ReadWrite})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,8 +61,7 @@ func ParseLevel(s string) (Level, error) {
 	}
 }
 
-// DefaultTenant is the tenant of every request when tenancy is off, and of
-// a token that names no tenant when it is on.
+// DefaultTenant is the tenant of every request when tenancy is off.
 const DefaultTenant = "default"
 
 // Identity is who a request acts as.
@@ -147,6 +146,12 @@ type Config struct {
 	TenantClaim string
 	RoleClaim   string
 	RolesClaim  string
+	// DefaultTokenTenant is the tenant of a token that names none, with
+	// tenancy on (without it, it is not read). Empty refuses such a token
+	// (ErrMissingTenant): an identity provider's users mostly hold a role
+	// but no tenant claim, and must not all land on one tenant's data
+	// unless the operator says so.
+	DefaultTokenTenant string
 	// RoleValues names, per level, the role a token holds to be granted
 	// it, when a provider's roles are not called read-only, read-write and
 	// admin (Queen's JWT_ROLE_ADMIN and the like). A level it leaves out
@@ -165,6 +170,7 @@ type Authenticator struct {
 	algs     []string // the algorithms a token may be signed with
 	parser   *jwt.Parser
 	tenancy  bool
+	noTenant string           // the tenant of a token that names none; "" refuses it
 	rules    claimRules       // of the tokens the public keys verify, and the secret's alone
 	ownRules claimRules       // of the secret's tokens
 	now      func() time.Time // swapped by tests to probe leeway edges
@@ -181,7 +187,8 @@ func New(cfg Config) (*Authenticator, error) {
 	}
 
 	a := &Authenticator{
-		tenancy: cfg.Tenancy,
+		tenancy:  cfg.Tenancy,
+		noTenant: cfg.DefaultTokenTenant,
 		rules: claimRules{
 			issuer:   cfg.Issuer,
 			audience: cfg.Audience,

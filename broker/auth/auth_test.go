@@ -280,11 +280,15 @@ func TestAuthenticateHS256(t *testing.T) {
 		{name: "tenancy off ignores claim", claims: func(c jwt.MapClaims) { c["tenant"] = "acme" }, want: Identity{Subject: "alice", Tenant: DefaultTenant, Level: ReadWrite}},
 		{name: "tenancy off ignores malformed claim", claims: func(c jwt.MapClaims) { c["tenant"] = 1 }, want: Identity{Subject: "alice", Tenant: DefaultTenant, Level: ReadWrite}},
 		{name: "tenant claim", cfg: Config{Tenancy: true}, claims: func(c jwt.MapClaims) { c["tenant"] = "acme" }, want: Identity{Subject: "alice", Tenant: "acme", Level: ReadWrite}},
-		{name: "tenant absent", cfg: Config{Tenancy: true}, want: Identity{Subject: "alice", Tenant: DefaultTenant, Level: ReadWrite}},
-		{name: "tenant empty", cfg: Config{Tenancy: true}, claims: func(c jwt.MapClaims) { c["tenant"] = "" }, want: Identity{Subject: "alice", Tenant: DefaultTenant, Level: ReadWrite}},
+		{name: "tenant absent", cfg: Config{Tenancy: true}, wantErr: ErrMissingTenant},
+		{name: "tenant empty", cfg: Config{Tenancy: true}, claims: func(c jwt.MapClaims) { c["tenant"] = "" }, wantErr: ErrMissingTenant},
+		{name: "tenant absent, with a default token tenant", cfg: Config{Tenancy: true, DefaultTokenTenant: "shared"}, want: Identity{Subject: "alice", Tenant: "shared", Level: ReadWrite}},
+		{name: "tenant empty, with a default token tenant", cfg: Config{Tenancy: true, DefaultTokenTenant: "shared"}, claims: func(c jwt.MapClaims) { c["tenant"] = "" }, want: Identity{Subject: "alice", Tenant: "shared", Level: ReadWrite}},
+		{name: "tenant named, with a default token tenant", cfg: Config{Tenancy: true, DefaultTokenTenant: "shared"}, claims: func(c jwt.MapClaims) { c["tenant"] = "acme" }, want: Identity{Subject: "alice", Tenant: "acme", Level: ReadWrite}},
+		{name: "tenant not a string, with a default token tenant", cfg: Config{Tenancy: true, DefaultTokenTenant: "shared"}, claims: func(c jwt.MapClaims) { c["tenant"] = 7 }, wantErr: ErrInvalidClaims},
 		{name: "tenant not a string", cfg: Config{Tenancy: true}, claims: func(c jwt.MapClaims) { c["tenant"] = []string{"acme"} }, wantErr: ErrInvalidClaims},
 		{name: "custom tenant claim", cfg: Config{Tenancy: true, TenantClaim: "org"}, claims: func(c jwt.MapClaims) { c["org"] = "acme"; c["tenant"] = "globex" }, want: Identity{Subject: "alice", Tenant: "acme", Level: ReadWrite}},
-		{name: "custom tenant claim absent", cfg: Config{Tenancy: true, TenantClaim: "org"}, claims: func(c jwt.MapClaims) { c["tenant"] = "globex" }, want: Identity{Subject: "alice", Tenant: DefaultTenant, Level: ReadWrite}},
+		{name: "custom tenant claim absent", cfg: Config{Tenancy: true, TenantClaim: "org"}, claims: func(c jwt.MapClaims) { c["tenant"] = "globex" }, wantErr: ErrMissingTenant},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

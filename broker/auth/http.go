@@ -12,13 +12,16 @@ type ctxKey struct{}
 // Require admits a request whose identity holds at least level, stores the
 // identity in the request context and calls next. Otherwise it answers 401
 // when the caller could not be authenticated and 403 when the caller is
-// known but lacks the level.
+// known but lacks the level or names no tenant.
 func (a *Authenticator) Require(level Level, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := a.Authenticate(r)
 		switch {
 		case errors.Is(err, ErrNotConfigured):
 			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		case errors.Is(err, ErrMissingTenant):
+			writeError(w, http.StatusForbidden, err.Error())
 			return
 		case err != nil:
 			w.Header().Set("WWW-Authenticate", "Bearer")

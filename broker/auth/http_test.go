@@ -29,6 +29,11 @@ func TestRequire(t *testing.T) {
 	}
 	expired := validClaims()
 	expired["exp"] = testNow.Add(-24 * time.Hour).Unix()
+	// An admin that names no tenant: refused whatever the level, with the
+	// claim that the broker reads the tenant from.
+	tenantless := validClaims()
+	tenantless["role"], tenantless["org"] = "admin", ""
+	orgs := newTestAuth(t, Config{Mode: ModeJWT, Secret: testSecret, Tenancy: true, TenantClaim: "org"})
 
 	tests := []struct {
 		name     string
@@ -45,6 +50,8 @@ func TestRequire(t *testing.T) {
 		{name: "read-only on read-write route", auth: a, level: ReadWrite, header: "Bearer " + token("read-only"), wantCode: 403, wantBody: map[string]string{"error": "Insufficient permissions"}},
 		{name: "read-write on admin route", auth: a, level: Admin, header: "Bearer " + token("read-write"), wantCode: 403, wantBody: map[string]string{"error": "Insufficient permissions"}},
 		{name: "no role on read-only route", auth: a, level: ReadOnly, header: "Bearer " + token("guest"), wantCode: 403, wantBody: map[string]string{"error": "Insufficient permissions"}},
+		{name: "no tenant", auth: a, level: ReadOnly, header: "Bearer " + sign(t, jwt.SigningMethodHS256, testSecret, tenantless), wantCode: 403, wantBody: map[string]string{"error": `missing tenant claim "tenant": with tenancy on, a token must name its tenant`}},
+		{name: "no tenant in a renamed claim", auth: orgs, level: ReadOnly, header: "Bearer " + sign(t, jwt.SigningMethodHS256, testSecret, tenantless), wantCode: 403, wantBody: map[string]string{"error": `missing tenant claim "org": with tenancy on, a token must name its tenant`}},
 		{name: "exact level", auth: a, level: ReadWrite, header: "Bearer " + token("read-write"), wantCode: 200, wantBody: map[string]string{"subject": "alice", "tenant": "acme", "level": "read-write"}},
 		{name: "admin nests read-only", auth: a, level: ReadOnly, header: "Bearer " + token("admin"), wantCode: 200, wantBody: map[string]string{"subject": "alice", "tenant": "acme", "level": "admin"}},
 		{name: "auth off", auth: newTestAuth(t, Config{}), level: Admin, wantCode: 200, wantBody: map[string]string{"subject": "", "tenant": "default", "level": "admin"}},

@@ -15,8 +15,9 @@ const DefaultMintTTL = 5 * time.Minute
 // MintClaims describes a token to mint.
 type MintClaims struct {
 	Subject string
-	// Tenant is omitted from the token when empty, which the broker reads
-	// as DefaultTenant.
+	// Tenant is required: with tenancy on, the broker refuses a token that
+	// names no tenant, and with it off it ignores the claim, so a token of
+	// Regent's always names its tenant, DefaultTenant included.
 	Tenant string
 	// Role is required.
 	Role Level
@@ -38,6 +39,9 @@ func MintHS256(secret []byte, c MintClaims) (string, error) {
 func mint(secret []byte, c MintClaims, now time.Time) (string, error) {
 	if len(secret) < minSecretLen {
 		return "", fmt.Errorf("auth: mint: HS256 secret is %d bytes, need at least %d", len(secret), minSecretLen)
+	}
+	if c.Tenant == "" {
+		return "", errors.New("auth: mint: a token must name its tenant")
 	}
 	if c.Role < ReadOnly || c.Role > Admin {
 		return "", errors.New("auth: mint: role must be read-only, read-write or admin")
@@ -68,9 +72,7 @@ func mint(secret []byte, c MintClaims, now time.Time) (string, error) {
 			claims[name] = v
 		}
 	}
-	if c.Tenant != "" {
-		claims[tenantClaim] = c.Tenant
-	}
+	claims[tenantClaim] = c.Tenant
 
 	signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
 	if err != nil {

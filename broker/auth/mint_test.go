@@ -28,9 +28,9 @@ func TestMintRoundTrip(t *testing.T) {
 			want: Identity{Subject: "operator", Tenant: "acme", Level: Admin},
 		},
 		{
-			name: "no tenant",
+			name: "the default tenant",
 			cfg:  Config{Tenancy: true},
-			c:    MintClaims{Role: ReadOnly},
+			c:    MintClaims{Tenant: DefaultTenant, Role: ReadOnly},
 			want: Identity{Tenant: DefaultTenant, Level: ReadOnly},
 		},
 	}
@@ -57,7 +57,7 @@ func TestMintTimes(t *testing.T) {
 	for _, tt := range []struct {
 		ttl, want time.Duration
 	}{{0, DefaultMintTTL}, {time.Minute, time.Minute}} {
-		token, err := mint(testSecret, MintClaims{Role: ReadWrite, TTL: tt.ttl}, testNow)
+		token, err := mint(testSecret, MintClaims{Tenant: "acme", Role: ReadWrite, TTL: tt.ttl}, testNow)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestMintTimes(t *testing.T) {
 
 	// The exported form uses the wall clock, so its token verifies now and
 	// not after its TTL (plus leeway) has passed.
-	token, err := MintHS256(testSecret, MintClaims{Role: ReadOnly, TTL: time.Minute})
+	token, err := MintHS256(testSecret, MintClaims{Tenant: "acme", Role: ReadOnly, TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +96,11 @@ func TestMintErrors(t *testing.T) {
 		c       MintClaims
 		wantErr string
 	}{
-		{name: "short secret", secret: []byte("short"), c: MintClaims{Role: ReadWrite}, wantErr: "at least 32"},
-		{name: "no role", secret: testSecret, c: MintClaims{}, wantErr: "role must be"},
-		{name: "bad role", secret: testSecret, c: MintClaims{Role: Admin + 1}, wantErr: "role must be"},
-		{name: "negative ttl", secret: testSecret, c: MintClaims{Role: ReadWrite, TTL: -time.Second}, wantErr: "negative TTL"},
+		{name: "short secret", secret: []byte("short"), c: MintClaims{Tenant: "acme", Role: ReadWrite}, wantErr: "at least 32"},
+		{name: "no tenant", secret: testSecret, c: MintClaims{Role: Admin}, wantErr: "must name its tenant"},
+		{name: "no role", secret: testSecret, c: MintClaims{Tenant: "acme"}, wantErr: "role must be"},
+		{name: "bad role", secret: testSecret, c: MintClaims{Tenant: "acme", Role: Admin + 1}, wantErr: "role must be"},
+		{name: "negative ttl", secret: testSecret, c: MintClaims{Tenant: "acme", Role: ReadWrite, TTL: -time.Second}, wantErr: "negative TTL"},
 		{name: "tenant claim clash", secret: testSecret, c: MintClaims{Role: ReadWrite, Tenant: "acme", TenantClaim: "sub"}, wantErr: "taken by another claim"},
 	}
 	for _, tt := range tests {

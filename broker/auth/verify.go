@@ -26,6 +26,12 @@ var (
 	ErrNotConfigured       = errors.New("authentication not configured")
 )
 
+// ErrMissingTenant is a verified token that names no tenant, with tenancy
+// on and no default token tenant. The caller is known, so Require answers
+// 403, not 401. The error Authenticate returns wraps it with the name of
+// the claim the token lacks.
+var ErrMissingTenant = errors.New("missing tenant claim")
+
 // offIdentity is what every request is when auth is off: all on one tenant,
 // with nothing to forbid.
 var offIdentity = Identity{Tenant: DefaultTenant, Level: Admin}
@@ -144,16 +150,20 @@ func (a *Authenticator) identity(claims jwt.MapClaims, rules claimRules) (Identi
 	if !a.tenancy {
 		return id, nil
 	}
-	switch t := claimAt(claims, rules.tenant).(type) {
-	case nil:
-	case string:
-		if t != "" {
-			id.Tenant = t
-		}
-	default:
-		// Falling back to the default tenant here would let a malformed
-		// claim land a request on someone else's data.
+	claim := claimAt(claims, rules.tenant)
+	tenant, ok := claim.(string)
+	if !ok && claim != nil {
+		// Falling back to another tenant here would let a malformed claim
+		// land a request on someone else's data.
 		return Identity{}, fmt.Errorf("%w: %s must be a string", ErrInvalidClaims, rules.tenant)
+	}
+	switch {
+	case tenant != "":
+		id.Tenant = tenant
+	case a.noTenant != "":
+		id.Tenant = a.noTenant
+	default:
+		return Identity{}, fmt.Errorf("%w %q: with tenancy on, a token must name its tenant", ErrMissingTenant, rules.tenant)
 	}
 	return id, nil
 }

@@ -57,6 +57,9 @@ type Config struct {
 	JWTAudience   string
 	Tenancy       bool
 	TenantClaim   string
+	// DefaultTokenTenant is the tenant of a token without the tenant
+	// claim, with tenancy on; empty refuses such a token.
+	DefaultTokenTenant string
 
 	JWKSURL      string        // an identity provider's JWK Set
 	JWKSRefresh  time.Duration // how often it is fetched again
@@ -228,6 +231,7 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.StrEnv(&c.JWTAudience, "jwt-audience", "REGENT_JWT_AUDIENCE", "", "required token audience, when set", "JWT_AUDIENCE")
 	f.StrEnv(&tenancy, "tenancy", "REGENT_TENANCY", "off", "multi-tenancy: off or on (on needs --auth=jwt)")
 	f.StrEnv(&c.TenantClaim, "tenant-claim", "REGENT_TENANT_CLAIM", "tenant", "JWT claim that names the tenant; a dotted path reaches into objects")
+	f.StrEnv(&c.DefaultTokenTenant, "default-token-tenant", "REGENT_DEFAULT_TOKEN_TENANT", "", "with --tenancy=on, the tenant of a token without the tenant claim; empty refuses such a token with 403")
 	f.StrEnv(&c.RoleClaim, "role-claim", "REGENT_ROLE_CLAIM", "role", "JWT claim that holds the access level (read-only, read-write or admin)", "JWT_ROLES_CLAIM")
 	f.StrEnv(&c.RoleReadOnly, "role-read-only", "REGENT_ROLE_READ_ONLY", "read-only", "the role value that grants read-only access", "JWT_ROLE_READ_ONLY")
 	f.StrEnv(&c.RoleReadWrite, "role-read-write", "REGENT_ROLE_READ_WRITE", "read-write", "the role value that grants read-write access", "JWT_ROLE_READ_WRITE")
@@ -287,6 +291,9 @@ func (c Config) validate() error {
 	}
 	if c.Tenancy && c.Auth != "jwt" {
 		errs = append(errs, errors.New("--tenancy=on needs --auth=jwt: the tenant comes from the token"))
+	}
+	if c.DefaultTokenTenant != "" && !c.Tenancy {
+		errs = append(errs, errors.New("--default-token-tenant needs --tenancy=on: with it off, every token is on the default tenant"))
 	}
 	if c.PoolSize < 2 {
 		errs = append(errs, errors.New("--pool-size must be at least 2"))

@@ -241,3 +241,26 @@ func TestCatalogSizeComesFromItsFlagOrEnvironmentAndMustBePositive(t *testing.T)
 		}
 	}
 }
+
+func TestTheDefaultTokenTenantIsUnsetByDefaultComesFromItsFlagOrEnvironmentAndNeedsTenancy(t *testing.T) {
+	on := map[string]string{"DATABASE_URL": "postgres://x", "REGENT_AUTH": "jwt", "REGENT_TENANCY": "on"}
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{nil, "", ""},
+		{nil, "shared", "shared"},
+		{[]string{"--default-token-tenant=default"}, "shared", "default"},
+	} {
+		on["REGENT_DEFAULT_TOKEN_TENANT"] = tc.env
+		c, err := Parse("broker", tc.args, env(on))
+		if err != nil || c.DefaultTokenTenant != tc.want {
+			t.Errorf("%v REGENT_DEFAULT_TOKEN_TENANT=%q: %q, %v; want %q", tc.args, tc.env, c.DefaultTokenTenant, err, tc.want)
+		}
+	}
+	_, err := Parse("broker", []string{"--default-token-tenant=shared"}, env(map[string]string{"DATABASE_URL": "postgres://x", "REGENT_AUTH": "jwt"}))
+	if err == nil || !strings.Contains(err.Error(), "--default-token-tenant needs --tenancy=on") {
+		t.Errorf("--default-token-tenant with tenancy off: %v, want it refused", err)
+	}
+}

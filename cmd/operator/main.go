@@ -119,7 +119,7 @@ func run(args []string) error {
 		// is not part of the secret; the broker trims it the same way.
 		secret = []byte(strings.TrimRight(string(b), "\r\n"))
 		// Fail now rather than on every registration.
-		if _, err := auth.MintHS256(secret, auth.MintClaims{Role: auth.ReadWrite}); err != nil {
+		if _, err := auth.MintHS256(secret, auth.MintClaims{Tenant: auth.DefaultTenant, Role: auth.ReadWrite}); err != nil {
 			return fmt.Errorf("--signing-secret-file %s: %w", s.SigningSecretFile, err)
 		}
 	}

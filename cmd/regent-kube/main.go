@@ -73,15 +73,11 @@ func run() error {
 		s.Stop()
 		fmt.Println("kube: stopped")
 	}()
-	svc, err := s.Client.CoreV1().Services(kubestack.Namespace).Get(ctx, chart.Broker, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("broker service: %w", err)
-	}
 	sec, err := s.Client.CoreV1().Secrets(kubestack.Namespace).Get(ctx, chart.Signing, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("signing secret: %w", err)
 	}
-	token, err := auth.MintHS256(sec.Data["signing-secret"], auth.MintClaims{Subject: "kube-admin", Role: auth.Admin, TTL: 24 * time.Hour})
+	token, err := auth.MintHS256(sec.Data["signing-secret"], auth.MintClaims{Subject: "kube-admin", Tenant: auth.DefaultTenant, Role: auth.Admin, TTL: 24 * time.Hour})
 	if err != nil {
 		return err
 	}
@@ -100,14 +96,14 @@ In another shell, from this directory:
 
   export KUBECONFIG=%[2]s
   export TOKEN=$(cat %[3]s)
-  B=http://%[4]s:6632            # the broker's Service, reachable from this machine
+  B=%[4]s     # the broker's Service, reachable from this machine
   kubectl get pods -A
   kubectl apply -f config/samples/
   kubectl get sq,tq -A
   curl -s $B/health
 
 Press Ctrl-C to tear it all down.
-`, o.Dir, kubeconfig, tokenFile, svc.Spec.ClusterIP, time.Since(start).Round(time.Second))
+`, o.Dir, kubeconfig, tokenFile, s.BrokerURL, time.Since(start).Round(time.Second))
 
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/controllers/registration"
 	"github.com/regent-mq/regent/test/nettest"
@@ -127,5 +129,26 @@ func TestAShortSecretIsUnavailableNotAPanic(t *testing.T) {
 	res := register(registration.New("http://127.0.0.1:1", []byte("short"), nil))
 	if res.Outcome != registration.Unavailable || !strings.Contains(res.Message, "mint token") {
 		t.Fatalf("got %+v", res)
+	}
+}
+
+// The default tenant is named in the token too, not left for the broker to
+// assume: with tenancy on, a token without the claim is refused.
+func TestTheDefaultTenantsTokenNamesItsTenant(t *testing.T) {
+	var claims jwt.MapClaims
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		claims = jwt.MapClaims{}
+		if _, _, err := jwt.NewParser().ParseUnverified(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), claims); err != nil {
+			t.Errorf("token: %v", err)
+		}
+		_, _ = io.WriteString(w, `{"success":true,"query_id":"q1"}`)
+	}))
+	defer srv.Close()
+	c := registration.New(srv.URL, []byte(secret), nil)
+	if res := c.Register(context.Background(), auth.DefaultTenant, registration.Request{Name: "q", Source: "s", ConfigHash: "h"}); res.Outcome != registration.Registered {
+		t.Fatalf("got %+v", res)
+	}
+	if claims["tenant"] != auth.DefaultTenant {
+		t.Fatalf("token claims %v, want tenant %q", claims, auth.DefaultTenant)
 	}
 }

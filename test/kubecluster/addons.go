@@ -65,7 +65,7 @@ func (c *Cluster) importBuiltImages() error {
 }
 
 func (c *Cluster) waitNodeReady(ctx context.Context, within time.Duration) error {
-	return waitFor(ctx, within, func() error {
+	return WaitFor(ctx, within, func() error {
 		if err := c.Alive(); err != nil {
 			return permanent{err}
 		}
@@ -111,7 +111,7 @@ func (c *Cluster) dns(ctx context.Context) error {
 	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "udp", DNSClusterIP+":53")
 	}}
-	return waitFor(ctx, 2*time.Minute, func() error {
+	return WaitFor(ctx, 2*time.Minute, func() error {
 		if err := c.Alive(); err != nil {
 			return permanent{err}
 		}

@@ -376,7 +376,7 @@ state = %q
 	if _, err := c.spawn("containerd", "containerd", "--config", c.path("containerd.toml")); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, 30*time.Second, func() error {
+	if err := WaitFor(ctx, 30*time.Second, func() error {
 		_, err := os.Stat(c.containerdSocket())
 		return err
 	}); err != nil {
@@ -522,7 +522,7 @@ func (c *Cluster) Alive() error {
 }
 
 func (c *Cluster) waitHealthy(ctx context.Context, p *proc, path string, within time.Duration) error {
-	return waitFor(ctx, within, func() error {
+	return WaitFor(ctx, within, func() error {
 		select {
 		case <-p.done:
 			return permanent{fmt.Errorf("%s exited: %s", p.name, p.cmd.ProcessState)}
@@ -536,12 +536,12 @@ func (c *Cluster) waitHealthy(ctx context.Context, p *proc, path string, within 
 	})
 }
 
-// permanent stops waitFor at once.
+// permanent stops WaitFor at once.
 type permanent struct{ error }
 
-// waitFor calls check until it succeeds, fails permanently, or within has
-// passed.
-func waitFor(ctx context.Context, within time.Duration, check func() error) error {
+// WaitFor calls check every 250 ms until it succeeds, fails permanently
+// (this package's checks can say so), or within has passed.
+func WaitFor(ctx context.Context, within time.Duration, check func() error) error {
 	deadline := time.Now().Add(within)
 	for {
 		err := check()

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/regent-mq/regent/test/chart"
 	"github.com/regent-mq/regent/test/kubecluster"
@@ -46,10 +48,14 @@ type Stack struct {
 	*kubecluster.Cluster
 	PG          *pgtest.Cluster
 	DatabaseURL string // from the host, as the postgres superuser
+	// BrokerURL is the broker Service's, from the host; Start returns once
+	// it answers.
+	BrokerURL string
 }
 
 // Start starts the cluster and PostgreSQL, loads the images and installs the
-// chart, waiting until helm's --wait is satisfied.
+// chart, waiting until helm's --wait is satisfied and the broker Service
+// answers.
 func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := os.RemoveAll(o.Dir); err != nil {
 		return nil, err
@@ -93,7 +99,38 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		events, _ := s.Kubectl("", "get", "events", "-n", Namespace, "--field-selector", "type=Warning")
 		return nil, fmt.Errorf("%w\n%s\n%s", err, pods, events)
 	}
+	if err := s.waitBrokerService(ctx, time.Minute); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// waitBrokerService sets BrokerURL and waits until the Service answers
+// /health there. helm's --wait ends when the pods are Ready, which can be
+// before kube-proxy has programmed the Service's rules: a request 0.05 s
+// later was once refused.
+func (s *Stack) waitBrokerService(ctx context.Context, within time.Duration) error {
+	svc, err := s.Client.CoreV1().Services(Namespace).Get(ctx, chart.Broker, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("the broker Service: %w", err)
+	}
+	s.BrokerURL = fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port)
+	client := &http.Client{Timeout: 2 * time.Second}
+	err = kubecluster.WaitFor(ctx, within, func() error {
+		resp, err := client.Get(s.BrokerURL + "/health")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /health: %s", resp.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("the broker Service %s does not answer: %w", s.BrokerURL, err)
+	}
+	return nil
 }
 
 // Stop tears down the cluster, then PostgreSQL.

@@ -218,11 +218,7 @@ func Token(dir, tenant string, role auth.Level, ttl time.Duration) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("read the local stack's signing secret (has `make run` run with this directory?): %w", err)
 	}
-	claims := auth.MintClaims{Subject: "local-" + role.String(), Role: role, TTL: ttl}
-	if tenant != auth.DefaultTenant {
-		claims.Tenant = tenant
-	}
-	token, err := auth.MintHS256(secret, claims)
+	token, err := auth.MintHS256(secret, auth.MintClaims{Subject: "local-" + role.String(), Tenant: tenant, Role: role, TTL: ttl})
 	if err != nil {
 		return "", fmt.Errorf("mint a local token: %w", err)
 	}

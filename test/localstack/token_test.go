@@ -7,13 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/test/localstack"
 )
 
-// A token minted for the local stack (what `regent-local token` prints) is
-// signed with the stack's secret, and the broker reads from it the tenant
-// and level it was asked for: a tenant-acme token for the acme sample.
+// A token minted for the local stack (what `regent-local token` prints, and
+// the default tenant's admin token `make run` writes) is signed with the
+// stack's secret, and names the tenant and level it was asked for: a
+// tenant-acme token for the acme sample, and the default tenant by name,
+// since the broker refuses a token without the tenant claim.
 func TestALocalTokenCarriesItsTenantAndLevel(t *testing.T) {
 	dir := t.TempDir()
 	secret := []byte("0123456789abcdef0123456789abcdef")
@@ -37,6 +41,10 @@ func TestALocalTokenCarriesItsTenantAndLevel(t *testing.T) {
 		got, err := a.Authenticate(r)
 		if err != nil || got != want {
 			t.Errorf("token for %+v authenticates as %+v, %v", want, got, err)
+		}
+		claims := jwt.MapClaims{}
+		if _, _, err := jwt.NewParser().ParseUnverified(tok, claims); err != nil || claims["tenant"] != want.Tenant {
+			t.Errorf("token for %+v has the claims %v (%v), want tenant %q", want, claims, err, want.Tenant)
 		}
 	}
 }

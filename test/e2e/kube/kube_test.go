@@ -125,16 +125,12 @@ worker:
 		return err
 	}
 	fmt.Printf("kube: cluster up and chart installed in %s\n", time.Since(start).Round(time.Second))
-	svc, err := stack.Client.CoreV1().Services(kubestack.Namespace).Get(ctx, chart.Broker, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	broker = fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port)
+	broker = stack.BrokerURL
 	sec, err := stack.Client.CoreV1().Secrets(kubestack.Namespace).Get(ctx, chart.Signing, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	token, err = auth.MintHS256(sec.Data["signing-secret"], auth.MintClaims{Subject: "e2e", Role: auth.Admin, TTL: time.Hour})
+	token, err = auth.MintHS256(sec.Data["signing-secret"], auth.MintClaims{Subject: "e2e", Tenant: auth.DefaultTenant, Role: auth.Admin, TTL: time.Hour})
 	return err
 }
 
@@ -197,7 +193,9 @@ func applyInNamespace(t *testing.T, ns, doc string) {
 
 // The migration hook Job runs before any broker pod (they start with
 // REGENT_MIGRATE=false) and helm install --wait only returns once it
-// succeeded and every pod is Ready.
+// succeeded and every pod is Ready. The broker Service's /health, which
+// kube-proxy may program after the pods turn Ready, kubestack.Start has
+// waited for.
 func TestInstallBringsEveryPodToReadyAfterTheMigrationJob(t *testing.T) {
 	need(t)
 	ctx := context.Background()
