@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/test/brokertest"
 )
 
 func TestConsumerGroupsListIsABareArrayOfGroupQueuePairsSortedByGroupThenQueue(t *testing.T) {
@@ -53,7 +55,7 @@ func TestConsumerGroupsLaggingListsCursorsOlderThanMinLagSeconds(t *testing.T) {
 	b.PushN(t, "q", "b", 0, 1)
 	p := b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=1&consumerGroup=g")
 	b.Pop(t, "/api/v1/pop/queue/q/partition/b?batch=1&autoAck=true&consumerGroup=g")
-	time.Sleep(1100 * time.Millisecond)
+	b.Age(t, "q", 1100*time.Millisecond)
 
 	got := array(t, b.Call(t, http.StatusOK, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=0", nil))
 	require.Len(t, got, 1, "a cursor with nothing unconsumed never appears")
@@ -222,49 +224,54 @@ func TestSeekToATimeResumesWithTheFirstMessageAfterItAndIsPoppedAtOnce(t *testin
 
 func TestSeekBackVoidsTheLeaseOfTheBatchItLeftBehind(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	b.PushN(t, "q", "Default", 0, 1)
-	b.Pop(t, "/api/v1/pop/queue/q?autoAck=true&consumerGroup=g")
-	b.PushN(t, "q", "Default", 1, 1)
-	p := b.Pop(t, "/api/v1/pop/queue/q?consumerGroup=g")
-	b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.PushN(t, q, "Default", 0, 1)
+	b.Pop(t, "/api/v1/pop/queue/"+q+"?autoAck=true&consumerGroup=g")
+	b.PushN(t, q, "Default", 1, 1)
+	p := b.Pop(t, "/api/v1/pop/queue/"+q+"?consumerGroup=g")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/"+q+"/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
 	var acks []map[string]any
 	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "consumerGroup": "g"}).JSON(t, &acks)
 	require.Equal(t, "Invalid or expired lease", acks[0]["error"])
-	ns := b.Pop(t, "/api/v1/pop/queue/q?batch=5&autoAck=true&consumerGroup=g").Ns()
+	ns := b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=5&autoAck=true&consumerGroup=g").Ns()
 	require.Equal(t, []int{0, 1}, ns)
 }
 
 func TestSeekBeforeEverythingGoesBackOnlyToTheSubscriptionTime(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	b.PushN(t, "q", "Default", 0, 2)
-	b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g&subscriptionMode=new")
-	b.PushN(t, "q", "Default", 2, 2)
-	b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
-	b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
-	ns := b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g").Ns()
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.PushN(t, q, "Default", 0, 2)
+	b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&autoAck=true&consumerGroup=g&subscriptionMode=new")
+	b.PushN(t, q, "Default", 2, 2)
+	b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&autoAck=true&consumerGroup=g")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/"+q+"/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
+	ns := b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&autoAck=true&consumerGroup=g").Ns()
 	require.Equal(t, []int{2, 3}, ns)
 }
 
 func TestSeekMovesOnlyTheCursorsTheGroupHas(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	b.PushN(t, "q", "a", 0, 1)
-	b.PushN(t, "q", "b", 0, 1)
-	b.Pop(t, "/api/v1/pop/queue/q/partition/a?autoAck=true&consumerGroup=g")
-	r := b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"toEnd": true})
+	b := brokertest.Shared(t)
+	nowhere := b.Q("nowhere")
+	q := b.Q("q")
+	b.PushN(t, q, "a", 0, 1)
+	b.PushN(t, q, "b", 0, 1)
+	b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/a?autoAck=true&consumerGroup=g")
+	r := b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/"+q+"/seek", map[string]any{"toEnd": true})
 	require.EqualValues(t, 1, r.Map(t)["partitionsUpdated"])
-	ns := b.Pop(t, "/api/v1/pop/queue/q/partition/b?consumerGroup=g&autoAck=true").Ns()
+	ns := b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/b?consumerGroup=g&autoAck=true").Ns()
 	require.Equal(t, []int{0}, ns, "no cursor on b: the group starts there by its subscription")
-	r = b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/nowhere/seek", map[string]any{"toEnd": true})
+	r = b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/"+nowhere+"/seek", map[string]any{"toEnd": true})
 	require.EqualValues(t, 0, r.Map(t)["partitionsUpdated"])
 }
 
 func TestSeekRefusesABodyWithNeitherUsableForm(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
 	for body, want := range map[string]string{
 		``:                                   "Must specify either 'toEnd': true or 'timestamp'",
 		`{}`:                                 "Must specify either 'toEnd': true or 'timestamp'",
@@ -276,7 +283,7 @@ func TestSeekRefusesABodyWithNeitherUsableForm(t *testing.T) {
 		`[1]`:                                "",
 		`{not json`:                          "",
 	} {
-		r := b.Call(t, http.StatusBadRequest, "POST", "/api/v1/consumer-groups/g/queues/q/seek", body)
+		r := b.Call(t, http.StatusBadRequest, "POST", "/api/v1/consumer-groups/g/queues/"+q+"/seek", body)
 		if want != "" {
 			require.Equal(t, want, r.Map(t)["error"], body)
 		}
@@ -310,9 +317,11 @@ func TestPartitionSeekMovesOnePartitionToItsEndAndTakesNoBody(t *testing.T) {
 
 func TestPartitionSeekOfAnUnknownQueueOrPartitionIs404(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	b.PushN(t, "q", "a", 0, 1)
-	for _, path := range []string{"/api/v1/consumer-groups/g/queues/q/partitions/zz/seek", "/api/v1/consumer-groups/g/queues/zz/partitions/a/seek"} {
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	zz := b.Q("zz")
+	b.PushN(t, q, "a", 0, 1)
+	for _, path := range []string{"/api/v1/consumer-groups/g/queues/" + q + "/partitions/" + zz + "/seek", "/api/v1/consumer-groups/g/queues/" + zz + "/partitions/a/seek"} {
 		r := b.Call(t, http.StatusNotFound, "POST", path, nil)
 		require.JSONEq(t, `{"success": false, "error": "Partition not found"}`, string(r.Body))
 	}
@@ -343,7 +352,7 @@ func TestSubscriptionRouteMovesTheStartOfPartitionsTheGroupHasNotReached(t *test
 
 func TestSubscriptionRouteRefusesAMissingOrBadTimestamp(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	for body, want := range map[string]string{
 		``:                                "Missing subscriptionTimestamp in request body",
 		`{}`:                              "Missing subscriptionTimestamp in request body",
@@ -358,22 +367,23 @@ func TestSubscriptionRouteRefusesAMissingOrBadTimestamp(t *testing.T) {
 
 func TestStatsRefreshTakesAnEmptyBody(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	r := b.Call(t, http.StatusOK, "POST", "/api/v1/stats/refresh", nil)
 	require.JSONEq(t, `{"success": true}`, string(r.Body))
 }
 
 func TestConsumerGroupRoutesRefuseAPathValueTextCannotHoldWithA400NamingIt(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
 	const cg = "/api/v1/consumer-groups/"
 	for _, c := range []struct{ method, path, field string }{
 		{"GET", cg + "a%00b", "group"},
 		{"DELETE", cg + "a%FFb", "group"},
 		{"DELETE", cg + "g/queues/a%00b", "queue"},
-		{"POST", cg + "a%00b/queues/q/seek", "group"},
+		{"POST", cg + "a%00b/queues/" + q + "/seek", "group"},
 		{"POST", cg + "g/queues/a%FFb/seek", "queue"},
-		{"POST", cg + "g/queues/q/partitions/a%00b/seek", "partition"},
+		{"POST", cg + "g/queues/" + q + "/partitions/a%00b/seek", "partition"},
 		{"POST", cg + "a%FFb/subscription", "group"},
 	} {
 		r := b.Call(t, http.StatusBadRequest, c.method, c.path, map[string]any{"toEnd": true})
