@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
@@ -35,14 +36,13 @@ func counted(t *testing.T, opts ...brokertest.Option) *brokertest.Broker {
 func deadLettered(t *testing.T, b *brokertest.Broker, path string) map[string]any {
 	t.Helper()
 	var m map[string]any
-	for range 100 {
+	brokertest.Eventually(t, 5*time.Second, func() error {
 		m = b.Call(t, http.StatusOK, "GET", path, nil).Map(t)
-		if m["messages"].(map[string]any)["deadLetter"] == 1.0 {
-			return m
+		if m["messages"].(map[string]any)["deadLetter"] != 1.0 {
+			return fmt.Errorf("%s never counted the dead letter: %v", path, m["messages"])
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s never counted the dead letter: %v", path, m["messages"])
+		return nil
+	})
 	return m
 }
 

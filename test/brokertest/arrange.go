@@ -104,3 +104,12 @@ func (b *Broker) SegmentSizes(t testing.TB, queue string) []int64 {
 	}
 	return sizes
 }
+
+// RaiseFloor moves the floor of every partition of b's tenant's queue to
+// offset, as retention would.
+func (b *Broker) RaiseFloor(t testing.TB, queue string, offset int64) {
+	t.Helper()
+	if err := b.DB.RaiseFloor(t.Context(), b.Tenant, queue, offset); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+}

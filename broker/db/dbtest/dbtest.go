@@ -314,3 +314,43 @@ func (d *DB) LockWaiters(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// RaiseFloor moves the floor of every partition of a tenant's queue to
+// offset, as retention deleting what lies below it would.
+func (d *DB) RaiseFloor(ctx context.Context, tenant, queue string, offset int64) error {
+	_, err := d.pool.Exec(ctx, `UPDATE queen.partitions p SET floor_offset = $3
+		  FROM queen.queues q WHERE q.id = p.queue_id AND q.tenant = $1 AND q.name = $2`, tenant, queue, offset)
+	if err != nil {
+		return fmt.Errorf("raise the floor of %q to %d: %w", queue, offset, err)
+	}
+	return nil
+}
+
+// ReplicaSamples counts the samples the replicas took of themselves.
+func (d *DB) ReplicaSamples(ctx context.Context) (int, error) {
+	var n int
+	if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM queen.replica_samples`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the replica samples: %w", err)
+	}
+	return n, nil
+}
+
+// AgeReplica moves a replica's samples back by d, as if it had stopped
+// sampling d ago; every replica's, for the empty name.
+func (d *DB) AgeReplica(ctx context.Context, replica string, by time.Duration) error {
+	_, err := d.pool.Exec(ctx, `UPDATE queen.replica_samples SET minute = minute - $2::interval, sampled_at = sampled_at - $2::interval
+		 WHERE $1 = '' OR replica = $1`, replica, by)
+	if err != nil {
+		return fmt.Errorf("age the samples of replica %q: %w", replica, err)
+	}
+	return nil
+}
+
+// ForgetReplicas deletes every replica's samples, as if none had sampled
+// itself yet.
+func (d *DB) ForgetReplicas(ctx context.Context) error {
+	if _, err := d.pool.Exec(ctx, `DELETE FROM queen.replica_samples`); err != nil {
+		return fmt.Errorf("delete the replica samples: %w", err)
+	}
+	return nil
+}
