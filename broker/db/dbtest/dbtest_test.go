@@ -1,6 +1,7 @@
 package dbtest_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -107,4 +108,51 @@ func TestQuietHoldsAndFreesAWindowBufferedPartition(t *testing.T) {
 	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/Default"))
 	b.Quiet(t, q, "Default", 2*time.Minute)
 	require.Equal(t, []int{0}, b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/Default").Ns())
+}
+
+func TestRaiseFloorHidesWhatLiesBelowIt(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.PushN(t, q, "Default", 0, 4)
+	b.RaiseFloor(t, q, 2)
+	require.Equal(t, []int{2, 3}, b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/Default?batch=10&autoAck=true").Ns())
+}
+
+func TestLockPartitionsHoldsAPushUntilReleased(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t) // LockWaiters counts the whole database's waiters
+	b.PushN(t, "q", "Default", 0, 1)
+	release, err := b.DB.LockPartitions(t.Context(), b.Tenant, "q")
+	require.NoError(t, err)
+	pushed := make(chan error, 1)
+	go func() {
+		_, err := b.Send("POST", "/api/v1/push", "", map[string]any{"items": brokertest.Numbered("q", "Default", 1, 1)})
+		pushed <- err
+	}()
+	brokertest.Eventually(t, 10*time.Second, func() error {
+		if n, err := b.DB.LockWaiters(t.Context()); err != nil || n == 0 {
+			return fmt.Errorf("no push waits for the lock (%v)", err)
+		}
+		return nil
+	})
+	require.NoError(t, release())
+	require.NoError(t, <-pushed)
+	require.Equal(t, 2, b.Stored(t, "q").Frames)
+}
+
+func TestReplicaSamplesAgeAndForget(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t) // samples are the database's, not a queue's
+	brokertest.Eventually(t, 10*time.Second, func() error {
+		if n, err := b.DB.ReplicaSamples(t.Context()); err != nil || n == 0 {
+			return fmt.Errorf("no sample yet (%v)", err)
+		}
+		return nil
+	})
+	require.NoError(t, b.DB.AgeReplica(t.Context(), "", time.Hour))
+	require.NoError(t, b.DB.ForgetReplicas(t.Context()))
+	n, err := b.DB.ReplicaSamples(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, n)
 }
