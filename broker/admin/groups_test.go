@@ -195,6 +195,8 @@ func TestSeekToATimeResumesWithTheFirstMessageAfterItAndIsPoppedAtOnce(t *testin
 	t.Parallel()
 	b := start(t) // the hot list is never reseeded: only the seek's announcement brings the pop back
 	b.PushN(t, "q", "Default", 0, 2)
+	// A time strictly between two pushes' creation times: only the clock
+	// passing gives one.
 	time.Sleep(5 * time.Millisecond)
 	at := time.Now().UTC()
 	time.Sleep(5 * time.Millisecond)
