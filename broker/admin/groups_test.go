@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -124,7 +125,7 @@ func TestDeleteConsumerGroupDropsItsCursorsLeasesAndSubscriptions(t *testing.T) 
 	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "consumerGroup": "g"}).JSON(t, &acks)
 	require.Equal(t, false, acks[0]["success"], "the lease went with the cursor")
-	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors`))
+	require.Empty(t, append(b.Cursors(t, "q"), b.Cursors(t, "r")...))
 	// The records went too: mode all now redelivers everything retained.
 	ns := b.Pop(t, "/api/v1/pop/queue/r?batch=5&consumerGroup=g").Ns()
 	require.Equal(t, []int{0}, ns)
@@ -167,25 +168,28 @@ func TestSeekToEndSkipsEverythingPendingAndVoidsTheLease(t *testing.T) {
 	b.PushN(t, "q", "empty", 0, 1)
 	b.Pop(t, "/api/v1/pop/queue/q/partition/empty?autoAck=true&consumerGroup=g")
 	p := b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=1&consumerGroup=g")
-	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.cursors SET retry_count = 2 WHERE partition_id = $1`, p.PartitionID)
-	require.NoError(t, err)
+	require.NoError(t, b.DB.SetRetries(t.Context(), b.Tenant, "q", "a", "g", 2))
 	// Retention took every message of "empty": its cursor is left alone.
-	_, err = b.Pool.Exec(t.Context(), `DELETE FROM queen.log_segments s USING queen.partitions p
-		WHERE s.partition_id = p.id AND p.name = 'empty'`)
-	require.NoError(t, err)
+	require.NoError(t, b.DB.EmptyPartition(t.Context(), b.Tenant, "q", "empty"))
 
 	r := b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"toEnd": true, "timestamp": "garbage is ignored"})
 	require.JSONEq(t, `{"success": true, "consumerGroup": "g", "queueName": "q", "seekToEnd": true,
 		"targetTimestamp": null, "partitionsUpdated": 1}`, string(r.Body))
-	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`))
+	for _, c := range b.Cursors(t, "q") {
+		require.Nil(t, c.LeaseID, c.Partition)
+	}
 	// An ack of the old batch, now behind the cursor, changes nothing.
 	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "consumerGroup": "g", "status": "failed"})
-	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE partition_id = $1 AND committed = 3
-		AND lease_expires_at IS NULL`, p.PartitionID))
-	var retries int
-	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT retry_count FROM queen.cursors WHERE partition_id = $1`, p.PartitionID).Scan(&retries))
-	require.Zero(t, retries, "the retry count belonged to the batch the seek left behind")
+	var a dbtest.Cursor
+	for _, c := range b.Cursors(t, "q") {
+		if c.Partition == "a" {
+			a = c
+		}
+	}
+	require.EqualValues(t, 3, a.Committed)
+	require.Nil(t, a.LeaseExpiresAt)
+	require.Zero(t, a.RetryCount, "the retry count belonged to the batch the seek left behind")
 	b.PushN(t, "q", "a", 3, 1)
 	ns := b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=5&consumerGroup=g").Ns()
 	require.Equal(t, []int{3}, ns)
@@ -300,9 +304,10 @@ func TestPartitionSeekMovesOnePartitionToItsEndAndTakesNoBody(t *testing.T) {
 	b.PushN(t, "q", "b", 0, 1)
 	b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=1&autoAck=true&consumerGroup=g")
 	b.Pop(t, "/api/v1/pop/queue/q/partition/b?batch=1&autoAck=true&consumerGroup=g")
-	var newest time.Time
-	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT max(s.max_created_at) FROM queen.log_segments s
-		JOIN queen.partitions p ON p.id = s.partition_id WHERE p.name = 'a'`).Scan(&newest))
+	parts, err := b.Log(t.Context(), b.Tenant, "q")
+	require.NoError(t, err)
+	require.Equal(t, "a", parts[0].Name)
+	newest := time.UnixMicro(parts[0].Frames[len(parts[0].Frames)-1].CreatedAt)
 
 	r := b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/partitions/a/seek", nil)
 	require.JSONEq(t, `{"success": true, "consumerGroup": "g", "queueName": "q", "partitionName": "a", "updated": true,
@@ -314,7 +319,9 @@ func TestPartitionSeekMovesOnePartitionToItsEndAndTakesNoBody(t *testing.T) {
 	r = b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/other/queues/q/partitions/a/seek", "{}")
 	require.Equal(t, false, r.Map(t)["updated"], "a missing cursor is not created")
 	require.Nil(t, r.Map(t)["cursorMovedTo"])
-	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE consumer_group = 'other'`))
+	for _, c := range b.Cursors(t, "q") {
+		require.NotEqual(t, "other", c.Group)
+	}
 }
 
 func TestPartitionSeekOfAnUnknownQueueOrPartitionIs404(t *testing.T) {

@@ -354,3 +354,31 @@ func (d *DB) ForgetReplicas(ctx context.Context) error {
 	}
 	return nil
 }
+
+// SetRetries sets the retry count of a group's cursor on a partition of a
+// tenant's queue, as that many failed batches would have.
+func (d *DB) SetRetries(ctx context.Context, tenant, queue, partition, group string, n int) error {
+	tag, err := d.pool.Exec(ctx, `UPDATE queen.cursors c SET retry_count = $5
+		  FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+		 WHERE p.id = c.partition_id AND q.tenant = $1 AND q.name = $2 AND p.name = $3 AND c.consumer_group = $4`,
+		tenant, queue, partition, group, n)
+	if err != nil {
+		return fmt.Errorf("set the retries of %s on %q/%s: %w", group, queue, partition, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("set the retries of %s on %q/%s: no such cursor", group, queue, partition)
+	}
+	return nil
+}
+
+// EmptyPartition deletes every segment of a partition of a tenant's queue,
+// as retention taking all its messages would.
+func (d *DB) EmptyPartition(ctx context.Context, tenant, queue, partition string) error {
+	_, err := d.pool.Exec(ctx, `DELETE FROM queen.log_segments s USING queen.partitions p, queen.queues q
+		 WHERE p.id = s.partition_id AND q.id = p.queue_id AND q.tenant = $1 AND q.name = $2 AND p.name = $3`,
+		tenant, queue, partition)
+	if err != nil {
+		return fmt.Errorf("empty partition %s of %q: %w", partition, queue, err)
+	}
+	return nil
+}

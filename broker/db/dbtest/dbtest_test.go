@@ -156,3 +156,26 @@ func TestReplicaSamplesAgeAndForget(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
+
+func TestSetRetriesAndEmptyPartitionTouchOnlyTheOneNamed(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.PushN(t, q, "a", 0, 2)
+	b.PushN(t, q, "b", 0, 2)
+	b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/a?batch=1&consumerGroup=g")
+	b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/b?batch=1&consumerGroup=g")
+	require.NoError(t, b.DB.SetRetries(t.Context(), b.Tenant, q, "a", "g", 2))
+	require.Error(t, b.DB.SetRetries(t.Context(), b.Tenant, q, "a", "nobody", 2))
+	retries := map[string]int{}
+	for _, c := range b.Cursors(t, q) {
+		retries[c.Partition] = c.RetryCount
+	}
+	require.Equal(t, map[string]int{"a": 2, "b": 0}, retries)
+
+	require.NoError(t, b.DB.EmptyPartition(t.Context(), b.Tenant, q, "a"))
+	parts, err := b.Log(t.Context(), b.Tenant, q)
+	require.NoError(t, err)
+	require.Len(t, parts, 1)
+	require.Equal(t, "b", parts[0].Name)
+}
