@@ -141,7 +141,7 @@ func (d *DB) ExpireLeases(ctx context.Context, tenant, queue string) error {
 // passed since it happened: its messages' creation (in the stored frames as
 // in the segments' bounds), its partitions' last push, its cursors' leases
 // and last consumption, its dedup records, its subscriptions, and its
-// analytics minutes.
+// analytics minutes (by whole minutes only: they are buckets).
 func (d *DB) Age(ctx context.Context, tenant, queue string, by time.Duration) error {
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
@@ -197,7 +197,8 @@ func (d *DB) Age(ctx context.Context, tenant, queue string, by time.Duration) er
 		ded AS (UPDATE queen.push_dedup SET created_at = created_at - $3::interval WHERE partition_id IN (SELECT id FROM p)),
 		sub AS (UPDATE queen.subscriptions SET created_at = created_at - $3::interval, starts_after = starts_after - $3::interval
 		         WHERE queue_id IN (SELECT id FROM q)),
-		min AS (UPDATE queen.queue_minutes m SET minute = minute - $3::interval FROM q WHERE m.tenant = q.tenant AND m.queue = q.name)
+		min AS (UPDATE queen.queue_minutes m SET minute = minute - date_trunc('minute', $3::interval)
+		          FROM q WHERE m.tenant = q.tenant AND m.queue = q.name)
 		UPDATE queen.partitions SET last_push_at = last_push_at - $3::interval, created_at = created_at - $3::interval
 		 WHERE id IN (SELECT id FROM p)`, tenant, queue, by)
 	if err != nil {
