@@ -1,6 +1,8 @@
 package admin_test
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -75,14 +77,14 @@ func (o queueOps) totals(queue string) opsSeries {
 func opsUntil(t *testing.T, b *brokertest.Broker, query string, done func(queueOps) bool) queueOps {
 	t.Helper()
 	var o queueOps
-	for range 100 {
+	brokertest.Eventually(t, 5*time.Second, func() error {
+		o = queueOps{}
 		b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/queue-ops?"+query, nil).JSON(t, &o)
-		if done(o) {
-			return o
+		if !done(o) {
+			return fmt.Errorf("queue-ops never got there: %+v", o)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("queue-ops never got there: %+v", o)
+		return nil
+	})
 	return o
 }
 
@@ -172,13 +174,13 @@ func TestParkedLongPollsAreAveragedPerQueueAndReplica(t *testing.T) {
 		} `json:"series"`
 		Replicas []map[string]any `json:"replicas"`
 	}
-	for range 100 {
+	brokertest.Eventually(t, 5*time.Second, func() error {
 		b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/queue-parked-replicas?"+lastHour(), nil).JSON(t, &got)
-		if len(got.Series) > 0 {
-			break
+		if len(got.Series) == 0 {
+			return errors.New("no parked series yet")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	require.NotEmpty(t, got.Series)
 	var sum float64
 	for _, s := range got.Series {
@@ -197,16 +199,16 @@ func TestQueueLagIsABareArrayOfPerMinuteRowsNewestFirst(t *testing.T) {
 	t.Parallel()
 	b := start(t, fastFlush("r1"))
 	b.PushN(t, "lagged", "Default", 0, 2)
-	time.Sleep(120 * time.Millisecond)
+	b.Age(t, "lagged", 120*time.Millisecond)
 	b.Pop(t, "/api/v1/pop/queue/lagged?batch=2&autoAck=true")
 	var rows []map[string]any
-	for range 100 {
+	brokertest.Eventually(t, 5*time.Second, func() error {
 		b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/queue-lag?queue=lagged&"+lastHour(), nil).JSON(t, &rows)
-		if len(rows) > 0 {
-			break
+		if len(rows) == 0 {
+			return errors.New("no lag rows yet")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	require.Len(t, rows, 1)
 	r := rows[0]
 	require.Equal(t, "lagged", r["queueName"])
@@ -330,13 +332,13 @@ func TestSystemMetricsReportsEachReplicasSamplesInQueensShape(t *testing.T) {
 		} `json:"replicas"`
 		ReplicaCount int `json:"replicaCount"`
 	}
-	for range 100 { // the first sample is taken as the broker starts
+	brokertest.Eventually(t, 5*time.Second, func() error { // the first sample is taken as the broker starts
 		b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/system-metrics?"+lastHour(), nil).JSON(t, &got)
-		if got.ReplicaCount > 0 {
-			break
+		if got.ReplicaCount == 0 {
+			return errors.New("no replica sampled yet")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	require.Equal(t, 1, got.ReplicaCount)
 	r := got.Replicas[0]
 	require.Equal(t, "sampled", r.Hostname)

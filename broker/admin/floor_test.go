@@ -5,20 +5,22 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/test/brokertest"
 )
 
 // What retention or eviction deleted stays deleted for a seek too
 // (queue-admin-api.md §8: nothing below a partition's floor shows).
 func TestSeekNeverMovesACursorBelowThePartitionsFloor(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	b.PushN(t, "q", "Default", 0, 4)
-	b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
-	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.partitions SET floor_offset = 2`)
-	require.NoError(t, err)
-	b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
-	require.Equal(t, 2, b.Count(t, `SELECT committed FROM queen.cursors WHERE consumer_group = 'g'`))
-	ns := b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g").Ns()
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.PushN(t, q, "Default", 0, 4)
+	b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&autoAck=true&consumerGroup=g")
+	b.RaiseFloor(t, q, 2)
+	b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/"+q+"/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
+	require.EqualValues(t, 2, b.Cursor(t, q).Committed)
+	ns := b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&autoAck=true&consumerGroup=g").Ns()
 	require.Equal(t, []int{2, 3}, ns)
 }
 
@@ -27,8 +29,7 @@ func TestNothingBelowAPartitionsFloorIsCountedListedOrFound(t *testing.T) {
 	t.Parallel()
 	b := start(t)
 	pushTx(t, b, "q", "p", "a", "b", "c", "d") // one segment
-	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.partitions SET floor_offset = 2`)
-	require.NoError(t, err)
+	b.RaiseFloor(t, "q", 2)
 	pid := partitionID(t, b, "q", "p")
 
 	m := b.Call(t, http.StatusOK, "GET", "/api/v1/resources/queues/q", nil).Map(t)

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/broker/db/dbtest"
+	"github.com/regent-mq/regent/test/brokertest"
 )
 
 func TestConsumerGroupsListIsABareArrayOfGroupQueuePairsSortedByGroupThenQueue(t *testing.T) {
@@ -53,7 +56,7 @@ func TestConsumerGroupsLaggingListsCursorsOlderThanMinLagSeconds(t *testing.T) {
 	b.PushN(t, "q", "b", 0, 1)
 	p := b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=1&consumerGroup=g")
 	b.Pop(t, "/api/v1/pop/queue/q/partition/b?batch=1&autoAck=true&consumerGroup=g")
-	time.Sleep(1100 * time.Millisecond)
+	b.Age(t, "q", 1100*time.Millisecond)
 
 	got := array(t, b.Call(t, http.StatusOK, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=0", nil))
 	require.Len(t, got, 1, "a cursor with nothing unconsumed never appears")
@@ -122,7 +125,7 @@ func TestDeleteConsumerGroupDropsItsCursorsLeasesAndSubscriptions(t *testing.T) 
 	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "consumerGroup": "g"}).JSON(t, &acks)
 	require.Equal(t, false, acks[0]["success"], "the lease went with the cursor")
-	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors`))
+	require.Empty(t, append(b.Cursors(t, "q"), b.Cursors(t, "r")...))
 	// The records went too: mode all now redelivers everything retained.
 	ns := b.Pop(t, "/api/v1/pop/queue/r?batch=5&consumerGroup=g").Ns()
 	require.Equal(t, []int{0}, ns)
@@ -165,25 +168,28 @@ func TestSeekToEndSkipsEverythingPendingAndVoidsTheLease(t *testing.T) {
 	b.PushN(t, "q", "empty", 0, 1)
 	b.Pop(t, "/api/v1/pop/queue/q/partition/empty?autoAck=true&consumerGroup=g")
 	p := b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=1&consumerGroup=g")
-	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.cursors SET retry_count = 2 WHERE partition_id = $1`, p.PartitionID)
-	require.NoError(t, err)
+	require.NoError(t, b.DB.SetRetries(t.Context(), b.Tenant, "q", "a", "g", 2))
 	// Retention took every message of "empty": its cursor is left alone.
-	_, err = b.Pool.Exec(t.Context(), `DELETE FROM queen.log_segments s USING queen.partitions p
-		WHERE s.partition_id = p.id AND p.name = 'empty'`)
-	require.NoError(t, err)
+	require.NoError(t, b.DB.EmptyPartition(t.Context(), b.Tenant, "q", "empty"))
 
 	r := b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"toEnd": true, "timestamp": "garbage is ignored"})
 	require.JSONEq(t, `{"success": true, "consumerGroup": "g", "queueName": "q", "seekToEnd": true,
 		"targetTimestamp": null, "partitionsUpdated": 1}`, string(r.Body))
-	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`))
+	for _, c := range b.Cursors(t, "q") {
+		require.Nil(t, c.LeaseID, c.Partition)
+	}
 	// An ack of the old batch, now behind the cursor, changes nothing.
 	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "consumerGroup": "g", "status": "failed"})
-	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE partition_id = $1 AND committed = 3
-		AND lease_expires_at IS NULL`, p.PartitionID))
-	var retries int
-	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT retry_count FROM queen.cursors WHERE partition_id = $1`, p.PartitionID).Scan(&retries))
-	require.Zero(t, retries, "the retry count belonged to the batch the seek left behind")
+	var a dbtest.Cursor
+	for _, c := range b.Cursors(t, "q") {
+		if c.Partition == "a" {
+			a = c
+		}
+	}
+	require.EqualValues(t, 3, a.Committed)
+	require.Nil(t, a.LeaseExpiresAt)
+	require.Zero(t, a.RetryCount, "the retry count belonged to the batch the seek left behind")
 	b.PushN(t, "q", "a", 3, 1)
 	ns := b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=5&consumerGroup=g").Ns()
 	require.Equal(t, []int{3}, ns)
@@ -193,6 +199,8 @@ func TestSeekToATimeResumesWithTheFirstMessageAfterItAndIsPoppedAtOnce(t *testin
 	t.Parallel()
 	b := start(t) // the hot list is never reseeded: only the seek's announcement brings the pop back
 	b.PushN(t, "q", "Default", 0, 2)
+	// A time strictly between two pushes' creation times: only the clock
+	// passing gives one.
 	time.Sleep(5 * time.Millisecond)
 	at := time.Now().UTC()
 	time.Sleep(5 * time.Millisecond)
@@ -222,49 +230,54 @@ func TestSeekToATimeResumesWithTheFirstMessageAfterItAndIsPoppedAtOnce(t *testin
 
 func TestSeekBackVoidsTheLeaseOfTheBatchItLeftBehind(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	b.PushN(t, "q", "Default", 0, 1)
-	b.Pop(t, "/api/v1/pop/queue/q?autoAck=true&consumerGroup=g")
-	b.PushN(t, "q", "Default", 1, 1)
-	p := b.Pop(t, "/api/v1/pop/queue/q?consumerGroup=g")
-	b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.PushN(t, q, "Default", 0, 1)
+	b.Pop(t, "/api/v1/pop/queue/"+q+"?autoAck=true&consumerGroup=g")
+	b.PushN(t, q, "Default", 1, 1)
+	p := b.Pop(t, "/api/v1/pop/queue/"+q+"?consumerGroup=g")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/"+q+"/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
 	var acks []map[string]any
 	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": p.Messages[0].TransactionID,
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID, "consumerGroup": "g"}).JSON(t, &acks)
 	require.Equal(t, "Invalid or expired lease", acks[0]["error"])
-	ns := b.Pop(t, "/api/v1/pop/queue/q?batch=5&autoAck=true&consumerGroup=g").Ns()
+	ns := b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=5&autoAck=true&consumerGroup=g").Ns()
 	require.Equal(t, []int{0, 1}, ns)
 }
 
 func TestSeekBeforeEverythingGoesBackOnlyToTheSubscriptionTime(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	b.PushN(t, "q", "Default", 0, 2)
-	b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g&subscriptionMode=new")
-	b.PushN(t, "q", "Default", 2, 2)
-	b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
-	b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
-	ns := b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g").Ns()
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.PushN(t, q, "Default", 0, 2)
+	b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&autoAck=true&consumerGroup=g&subscriptionMode=new")
+	b.PushN(t, q, "Default", 2, 2)
+	b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&autoAck=true&consumerGroup=g")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/"+q+"/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"})
+	ns := b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&autoAck=true&consumerGroup=g").Ns()
 	require.Equal(t, []int{2, 3}, ns)
 }
 
 func TestSeekMovesOnlyTheCursorsTheGroupHas(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	b.PushN(t, "q", "a", 0, 1)
-	b.PushN(t, "q", "b", 0, 1)
-	b.Pop(t, "/api/v1/pop/queue/q/partition/a?autoAck=true&consumerGroup=g")
-	r := b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"toEnd": true})
+	b := brokertest.Shared(t)
+	nowhere := b.Q("nowhere")
+	q := b.Q("q")
+	b.PushN(t, q, "a", 0, 1)
+	b.PushN(t, q, "b", 0, 1)
+	b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/a?autoAck=true&consumerGroup=g")
+	r := b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/"+q+"/seek", map[string]any{"toEnd": true})
 	require.EqualValues(t, 1, r.Map(t)["partitionsUpdated"])
-	ns := b.Pop(t, "/api/v1/pop/queue/q/partition/b?consumerGroup=g&autoAck=true").Ns()
+	ns := b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/b?consumerGroup=g&autoAck=true").Ns()
 	require.Equal(t, []int{0}, ns, "no cursor on b: the group starts there by its subscription")
-	r = b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/nowhere/seek", map[string]any{"toEnd": true})
+	r = b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/"+nowhere+"/seek", map[string]any{"toEnd": true})
 	require.EqualValues(t, 0, r.Map(t)["partitionsUpdated"])
 }
 
 func TestSeekRefusesABodyWithNeitherUsableForm(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
 	for body, want := range map[string]string{
 		``:                                   "Must specify either 'toEnd': true or 'timestamp'",
 		`{}`:                                 "Must specify either 'toEnd': true or 'timestamp'",
@@ -276,7 +289,7 @@ func TestSeekRefusesABodyWithNeitherUsableForm(t *testing.T) {
 		`[1]`:                                "",
 		`{not json`:                          "",
 	} {
-		r := b.Call(t, http.StatusBadRequest, "POST", "/api/v1/consumer-groups/g/queues/q/seek", body)
+		r := b.Call(t, http.StatusBadRequest, "POST", "/api/v1/consumer-groups/g/queues/"+q+"/seek", body)
 		if want != "" {
 			require.Equal(t, want, r.Map(t)["error"], body)
 		}
@@ -291,9 +304,10 @@ func TestPartitionSeekMovesOnePartitionToItsEndAndTakesNoBody(t *testing.T) {
 	b.PushN(t, "q", "b", 0, 1)
 	b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=1&autoAck=true&consumerGroup=g")
 	b.Pop(t, "/api/v1/pop/queue/q/partition/b?batch=1&autoAck=true&consumerGroup=g")
-	var newest time.Time
-	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT max(s.max_created_at) FROM queen.log_segments s
-		JOIN queen.partitions p ON p.id = s.partition_id WHERE p.name = 'a'`).Scan(&newest))
+	parts, err := b.Log(t.Context(), b.Tenant, "q")
+	require.NoError(t, err)
+	require.Equal(t, "a", parts[0].Name)
+	newest := time.UnixMicro(parts[0].Frames[len(parts[0].Frames)-1].CreatedAt)
 
 	r := b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/g/queues/q/partitions/a/seek", nil)
 	require.JSONEq(t, `{"success": true, "consumerGroup": "g", "queueName": "q", "partitionName": "a", "updated": true,
@@ -305,14 +319,18 @@ func TestPartitionSeekMovesOnePartitionToItsEndAndTakesNoBody(t *testing.T) {
 	r = b.Call(t, http.StatusOK, "POST", "/api/v1/consumer-groups/other/queues/q/partitions/a/seek", "{}")
 	require.Equal(t, false, r.Map(t)["updated"], "a missing cursor is not created")
 	require.Nil(t, r.Map(t)["cursorMovedTo"])
-	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE consumer_group = 'other'`))
+	for _, c := range b.Cursors(t, "q") {
+		require.NotEqual(t, "other", c.Group)
+	}
 }
 
 func TestPartitionSeekOfAnUnknownQueueOrPartitionIs404(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	b.PushN(t, "q", "a", 0, 1)
-	for _, path := range []string{"/api/v1/consumer-groups/g/queues/q/partitions/zz/seek", "/api/v1/consumer-groups/g/queues/zz/partitions/a/seek"} {
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	zz := b.Q("zz")
+	b.PushN(t, q, "a", 0, 1)
+	for _, path := range []string{"/api/v1/consumer-groups/g/queues/" + q + "/partitions/" + zz + "/seek", "/api/v1/consumer-groups/g/queues/" + zz + "/partitions/a/seek"} {
 		r := b.Call(t, http.StatusNotFound, "POST", path, nil)
 		require.JSONEq(t, `{"success": false, "error": "Partition not found"}`, string(r.Body))
 	}
@@ -343,7 +361,7 @@ func TestSubscriptionRouteMovesTheStartOfPartitionsTheGroupHasNotReached(t *test
 
 func TestSubscriptionRouteRefusesAMissingOrBadTimestamp(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	for body, want := range map[string]string{
 		``:                                "Missing subscriptionTimestamp in request body",
 		`{}`:                              "Missing subscriptionTimestamp in request body",
@@ -358,22 +376,23 @@ func TestSubscriptionRouteRefusesAMissingOrBadTimestamp(t *testing.T) {
 
 func TestStatsRefreshTakesAnEmptyBody(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	r := b.Call(t, http.StatusOK, "POST", "/api/v1/stats/refresh", nil)
 	require.JSONEq(t, `{"success": true}`, string(r.Body))
 }
 
 func TestConsumerGroupRoutesRefuseAPathValueTextCannotHoldWithA400NamingIt(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
 	const cg = "/api/v1/consumer-groups/"
 	for _, c := range []struct{ method, path, field string }{
 		{"GET", cg + "a%00b", "group"},
 		{"DELETE", cg + "a%FFb", "group"},
 		{"DELETE", cg + "g/queues/a%00b", "queue"},
-		{"POST", cg + "a%00b/queues/q/seek", "group"},
+		{"POST", cg + "a%00b/queues/" + q + "/seek", "group"},
 		{"POST", cg + "g/queues/a%FFb/seek", "queue"},
-		{"POST", cg + "g/queues/q/partitions/a%00b/seek", "partition"},
+		{"POST", cg + "g/queues/" + q + "/partitions/a%00b/seek", "partition"},
 		{"POST", cg + "a%FFb/subscription", "group"},
 	} {
 		r := b.Call(t, http.StatusBadRequest, c.method, c.path, map[string]any{"toEnd": true})

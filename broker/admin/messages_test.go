@@ -100,7 +100,7 @@ func TestMessagesOutsideTheWindowAreNotListed(t *testing.T) {
 
 func TestMessagesWithAnUnparsableFromOrToAre400(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	for _, q := range []string{"from=yesterday", "to=2026-13-01T00:00:00Z", "from=1"} {
 		r := b.Call(t, http.StatusBadRequest, "GET", "/api/v1/messages?"+q, nil)
 		require.NotEmpty(t, r.Map(t)["error"], q)
@@ -165,12 +165,13 @@ func TestMessageStatusComesFromTheQueueModeCursorAndDeadLetters(t *testing.T) {
 
 func TestMessageStatusWithNamedGroupsIsCompletedOnlyWhenEveryGroupIsPast(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	pushTx(t, b, "q", "p", "first", "second")
-	b.Pop(t, "/api/v1/pop/queue/q?batch=2&autoAck=true&consumerGroup=fast")
-	b.Pop(t, "/api/v1/pop/queue/q?batch=1&autoAck=true&consumerGroup=slow")
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	pushTx(t, b, q, "p", "first", "second")
+	b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=2&autoAck=true&consumerGroup=fast")
+	b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=1&autoAck=true&consumerGroup=slow")
 
-	l := list(t, b, "queue=q")
+	l := list(t, b, "queue="+q)
 	require.Equal(t, map[string]any{"hasQueueMode": false, "busGroupsCount": 2.0, "type": "bus"}, l.Mode)
 	byTx := map[string]map[string]any{}
 	for _, m := range l.Messages {
@@ -182,24 +183,25 @@ func TestMessageStatusWithNamedGroupsIsCompletedOnlyWhenEveryGroupIsPast(t *test
 	require.Equal(t, "pending", byTx["second"]["status"])
 	require.Equal(t, map[string]any{"consumedBy": 1.0, "totalGroups": 2.0}, byTx["second"]["busStatus"])
 
-	b.Pop(t, "/api/v1/pop/queue/q?batch=1")
-	require.Equal(t, "hybrid", list(t, b, "queue=q").Mode["type"])
+	b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=1")
+	require.Equal(t, "hybrid", list(t, b, "queue="+q).Mode["type"])
 }
 
 func TestMessageDetailHasThePayloadTheQueueConfigAndEveryCursor(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q",
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": q,
 		"options": map[string]any{"leaseTime": 60, "retryLimit": 2, "retryDelay": 500, "ttl": 99, "priority": 3}})
-	pushTx(t, b, "q", "p", "x")
-	p := b.Pop(t, "/api/v1/pop/queue/q?batch=1&consumerGroup=g&autoAck=true")
-	b.Pop(t, "/api/v1/pop/queue/q?batch=1")
+	pushTx(t, b, q, "p", "x")
+	p := b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=1&consumerGroup=g&autoAck=true")
+	b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=1")
 
 	m := b.Call(t, http.StatusOK, "GET", "/api/v1/messages/"+p.PartitionID+"/x", nil).Map(t)
 	require.Equal(t, map[string]any{"n": 0.0}, m["payload"])
 	require.Equal(t, false, m["isEncrypted"])
 	require.Equal(t, "processing", m["status"])
-	require.Equal(t, "q", m["queue"])
+	require.Equal(t, q, m["queue"])
 	require.Equal(t, "p", m["partition"])
 	require.Nil(t, m["errorMessage"])
 	require.Nil(t, m["retryCount"])
@@ -219,9 +221,10 @@ func TestMessageDetailHasThePayloadTheQueueConfigAndEveryCursor(t *testing.T) {
 
 func TestMessageDetailOfADeadLetterCarriesItsErrorAndRetryCount(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	pushTx(t, b, "q", "p", "x")
-	p := b.Pop(t, "/api/v1/pop/queue/q?batch=1")
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	pushTx(t, b, q, "p", "x")
+	p := b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=1")
 	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "x", "partitionId": p.PartitionID,
 		"leaseId": p.LeaseID, "status": "dlq", "error": "poison"})
 	m := b.Call(t, http.StatusOK, "GET", "/api/v1/messages/"+p.PartitionID+"/x", nil).Map(t)
@@ -252,7 +255,7 @@ func partitionID(t *testing.T, b *brokertest.Broker, queue, partition string) st
 
 func TestAnUnknownMessageOrAPartitionIdThatIsNotAUUIDIs404(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	pushTx(t, b, "q", "p", "x")
 	pid := partitionID(t, b, "q", "p")
 	for _, path := range []string{pid + "/nope", "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f/x", "not-a-uuid/x", pid + "/a%00b"} {
@@ -265,17 +268,19 @@ func TestAnUnknownMessageOrAPartitionIdThatIsNotAUUIDIs404(t *testing.T) {
 
 func TestStatusQueueMessagesIsABareArrayNewestFirstWithQueueModeStatuses(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	pushTx(t, b, "q", "p", "a", "b")
-	pushTx(t, b, "q", "r", "c")
-	b.Pop(t, "/api/v1/pop/queue/q/partition/p?batch=1&autoAck=true")
-	got := array(t, b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues/q/messages", nil))
+	b := brokertest.Shared(t)
+	nope := b.Q("nope")
+	q := b.Q("q")
+	pushTx(t, b, q, "p", "a", "b")
+	pushTx(t, b, q, "r", "c")
+	b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/p?batch=1&autoAck=true")
+	got := array(t, b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues/"+q+"/messages", nil))
 	require.Equal(t, []string{"c", "b", "a"}, txids(got))
 	require.Equal(t, "completed", got[2]["status"])
 	require.Equal(t, "pending", got[1]["status"])
 	require.Len(t, got[0], 8, "id, transactionId, partitionId, queuePath, queue, partition, status, createdAt")
-	require.Equal(t, []string{"b"}, txids(array(t, b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues/q/messages?limit=1&offset=1", nil))))
-	require.JSONEq(t, `[]`, string(b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues/nope/messages", nil).Body))
+	require.Equal(t, []string{"b"}, txids(array(t, b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues/"+q+"/messages?limit=1&offset=1", nil))))
+	require.JSONEq(t, `[]`, string(b.Call(t, http.StatusOK, "GET", "/api/v1/status/queues/"+nope+"/messages", nil).Body))
 }
 
 func deleteMessage(t *testing.T, b *brokertest.Broker, pid, tx string) map[string]any {
@@ -325,7 +330,7 @@ func TestDeletingAMessageRemovesItsDeadLettersAndFreesItsTransactionId(t *testin
 
 func TestDeletingAMissingMessageAnswers200WithSuccessFalse(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	pushTx(t, b, "q", "p", "x")
 	pid := partitionID(t, b, "q", "p")
 	deleteMessage(t, b, pid, "x")

@@ -25,8 +25,10 @@ func TestPopMaintenanceHoldsLongPollsAndDeliversNothingUntilItEnds(t *testing.T)
 	if held := time.Since(start); held < 350*time.Millisecond {
 		t.Fatalf("a long-poll during pop maintenance answered after %v, not at its timeout", held)
 	}
-	if leased := b.Count(t, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`); leased != 0 {
-		t.Fatalf("pop maintenance took %d leases", leased)
+	for _, c := range b.Cursors(t, "q") {
+		if c.LeaseID != nil {
+			t.Fatalf("pop maintenance took a lease: %+v", c)
+		}
 	}
 
 	got := make(chan []int, 1)
@@ -34,6 +36,9 @@ func TestPopMaintenanceHoldsLongPollsAndDeliversNothingUntilItEnds(t *testing.T)
 		ns := b.Pop(t, "/api/v1/pop/queue/q?wait=true&timeout=10000").Ns()
 		got <- ns
 	}()
+	// A poll held by maintenance is not parked (regent_pops_parked does not
+	// count it), so no event says it arrived: real time for it to reach the
+	// broker before maintenance ends.
 	time.Sleep(300 * time.Millisecond)
 	b.Call(t, http.StatusOK, "POST", "/api/v1/system/maintenance/pop", map[string]any{"enabled": false})
 	select {

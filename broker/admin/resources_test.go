@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
@@ -35,14 +36,13 @@ func counted(t *testing.T, opts ...brokertest.Option) *brokertest.Broker {
 func deadLettered(t *testing.T, b *brokertest.Broker, path string) map[string]any {
 	t.Helper()
 	var m map[string]any
-	for range 100 {
+	brokertest.Eventually(t, 5*time.Second, func() error {
 		m = b.Call(t, http.StatusOK, "GET", path, nil).Map(t)
-		if m["messages"].(map[string]any)["deadLetter"] == 1.0 {
-			return m
+		if m["messages"].(map[string]any)["deadLetter"] != 1.0 {
+			return fmt.Errorf("%s never counted the dead letter: %v", path, m["messages"])
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s never counted the dead letter: %v", path, m["messages"])
+		return nil
+	})
 	return m
 }
 
@@ -86,12 +86,13 @@ func TestResourceQueueListsPartitionsByNameWithSixCountersAndPendingIncludingPro
 
 func TestEachCounterOfAPartitionIsItsMaximumOverGroups(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	b.PushN(t, "q", "p", 0, 4)
-	b.Pop(t, "/api/v1/pop/queue/q?batch=3&autoAck=true&consumerGroup=fast")
-	b.Pop(t, "/api/v1/pop/queue/q?batch=1&autoAck=true&consumerGroup=slow")
-	b.Pop(t, "/api/v1/pop/queue/q?batch=2&consumerGroup=fast")
-	m := b.Call(t, http.StatusOK, "GET", "/api/v1/resources/queues/q", nil).Map(t)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.PushN(t, q, "p", 0, 4)
+	b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=3&autoAck=true&consumerGroup=fast")
+	b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=1&autoAck=true&consumerGroup=slow")
+	b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=2&consumerGroup=fast")
+	m := b.Call(t, http.StatusOK, "GET", "/api/v1/resources/queues/"+q, nil).Map(t)
 	stats := m["partitions"].([]any)[0].(map[string]any)["stats"]
 	require.Equal(t, map[string]any{"total": 4.0, "pending": 3.0, "processing": 1.0, "completed": 1.0, "failed": 0.0, "deadLetter": 0.0}, stats,
 		"pending is slow's 3, processing fast's leased 1")
@@ -99,8 +100,9 @@ func TestEachCounterOfAPartitionIsItsMaximumOverGroups(t *testing.T) {
 
 func TestAnUnknownQueueIs404QueueNotFound(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	for _, path := range []string{"/api/v1/resources/queues/nope", "/api/v1/status/queues/nope", "/api/v1/status/queues/a%00b"} {
+	b := brokertest.Shared(t)
+	nope := b.Q("nope")
+	for _, path := range []string{"/api/v1/resources/queues/" + nope, "/api/v1/status/queues/" + nope, "/api/v1/status/queues/a%00b"} {
 		r := b.Call(t, http.StatusNotFound, "GET", path, nil)
 		require.JSONEq(t, `{"error": "Queue not found"}`, string(r.Body), path)
 	}
@@ -108,13 +110,16 @@ func TestAnUnknownQueueIs404QueueNotFound(t *testing.T) {
 
 func TestNamespacesAndTasksListTheNonEmptyValuesSortedWithTheirCounts(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q1", "namespace": "zeta", "task": "t"})
-	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q2", "namespace": "alpha", "task": "t"})
-	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q3"})
-	b.PushN(t, "q1", "a", 0, 2)
-	b.PushN(t, "q2", "a", 0, 1)
-	b.PushN(t, "q2", "b", 0, 1)
+	b := brokertest.Shared(t)
+	q1 := b.Q("q1")
+	q2 := b.Q("q2")
+	q3 := b.Q("q3")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": q1, "namespace": "zeta", "task": "t"})
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": q2, "namespace": "alpha", "task": "t"})
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": q3})
+	b.PushN(t, q1, "a", 0, 2)
+	b.PushN(t, q2, "a", 0, 1)
+	b.PushN(t, q2, "b", 0, 1)
 	var ns struct {
 		Namespaces []map[string]any `json:"namespaces"`
 	}
@@ -251,7 +256,7 @@ func TestStatusCountsQueuesLeasesAndDeadLetters(t *testing.T) {
 
 func TestStatusWithAnUnparsableOrReversedRangeIs400(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	for _, q := range []string{"from=x", "to=2026-05-06", "from=2026-05-06T12:00:00Z&to=2026-05-06T11:00:00Z"} {
 		require.NotEmpty(t, b.Call(t, http.StatusBadRequest, "GET", "/api/v1/status?"+q, nil).Map(t)["error"], q)
 	}
@@ -259,7 +264,7 @@ func TestStatusWithAnUnparsableOrReversedRangeIs400(t *testing.T) {
 
 func TestStatusBuffersReportsThisReplicasSpoolAndTheDatabase(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	r := b.Call(t, http.StatusOK, "GET", "/api/v1/status/buffers", nil)
 	require.JSONEq(t, `{"pending": 0, "failed": 0, "dbHealthy": true, "worker": 0}`, string(r.Body))
 }

@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"fmt"
 	"math"
 	"net/http"
 	"testing"
@@ -67,17 +68,16 @@ func (s status) sum() statusRow {
 func statusUntil(t *testing.T, b *brokertest.Broker, token, query string, done func(status) bool) status {
 	t.Helper()
 	var s status
-	for range 100 {
+	brokertest.Eventually(t, 5*time.Second, func() error {
 		r := b.Do(t, "GET", "/api/v1/status?"+query, token, nil)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 		s = status{}
 		r.JSON(t, &s)
-		if done(s) {
-			return s
+		if !done(s) {
+			return fmt.Errorf("status never got there: %+v", s)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("status never got there: %+v", s)
+		return nil
+	})
 	return s
 }
 
@@ -203,9 +203,7 @@ func TestStatusWorkersAreTheReplicasSampledInTheLastTwoMinutes(t *testing.T) {
 	}
 	// A replica whose sample is older than 2 minutes is gone.
 	two.Stop()
-	_, err := one.Pool.Exec(t.Context(), `UPDATE queen.replica_samples SET minute = minute - interval '10 minutes',
-		sampled_at = sampled_at - interval '10 minutes' WHERE replica = 'replica-2'`)
-	require.NoError(t, err)
+	require.NoError(t, one.DB.AgeReplica(t.Context(), "replica-2", 10*time.Minute))
 	s = statusUntil(t, one, "", lastHour(), func(status) bool { return true })
 	require.Len(t, s.Workers, 1)
 	require.Equal(t, "replica-1", s.Workers[0]["hostname"])
@@ -215,14 +213,13 @@ func TestStatusWorkersHoldTheAnsweringReplicaBeforeItsFirstSample(t *testing.T) 
 	t.Parallel()
 	b := start(t, fastFlush("r1"))
 	// The broker samples itself at start; without that sample it is still listed.
-	for range 100 {
-		if b.Count(t, `SELECT count(*) FROM queen.replica_samples`) > 0 {
-			break
+	brokertest.Eventually(t, 5*time.Second, func() error {
+		if n, err := b.DB.ReplicaSamples(t.Context()); err != nil || n == 0 {
+			return fmt.Errorf("no sample yet (%v)", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	_, err := b.Pool.Exec(t.Context(), `DELETE FROM queen.replica_samples`)
-	require.NoError(t, err)
+		return nil
+	})
+	require.NoError(t, b.DB.ForgetReplicas(t.Context()))
 	s := statusUntil(t, b, "", lastHour(), func(status) bool { return true })
 	require.Len(t, s.Workers, 1)
 	require.Equal(t, "r1", s.Workers[0]["hostname"])
@@ -233,17 +230,17 @@ func TestOverviewThroughputIsTheLastFiveMinutesPerSecondAndLagTimeIsInSeconds(t 
 	t.Parallel()
 	b := start(t, fastFlush("r1"))
 	b.PushN(t, "q", "p", 0, 90)
-	time.Sleep(1100 * time.Millisecond) // a pop lag of over a second
+	b.Age(t, "q", 1100*time.Millisecond) // a pop lag of over a second
 	ns := b.Pop(t, "/api/v1/pop/queue/q?batch=90&autoAck=true").Ns()
 	require.Len(t, ns, 90)
 	var m map[string]any
-	for range 100 {
+	brokertest.Eventually(t, 5*time.Second, func() error {
 		m = b.Call(t, http.StatusOK, "GET", "/api/v1/resources/overview", nil).Map(t)
-		if m["throughput"].(map[string]any)["processedPerSecond"] != 0.0 {
-			break
+		if m["throughput"].(map[string]any)["processedPerSecond"] == 0.0 {
+			return fmt.Errorf("the overview counts no pop yet: %v", m["throughput"])
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	require.Equal(t, map[string]any{"ingestedPerSecond": 0.3, "processedPerSecond": 0.3}, m["throughput"], "90 ÷ 300")
 	lag := m["lag"].(map[string]any)["time"].(map[string]any)
 	require.GreaterOrEqual(t, lag["max"], 1.1)
@@ -251,8 +248,7 @@ func TestOverviewThroughputIsTheLastFiveMinutesPerSecondAndLagTimeIsInSeconds(t 
 	require.GreaterOrEqual(t, lag["avg"], 1.1)
 	require.LessOrEqual(t, lag["avg"], lag["max"])
 	// Counts older than five minutes are not recent.
-	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.queue_minutes SET minute = minute - interval '10 minutes'`)
-	require.NoError(t, err)
+	b.Age(t, "q", 10*time.Minute)
 	m = b.Call(t, http.StatusOK, "GET", "/api/v1/resources/overview", nil).Map(t)
 	require.Equal(t, map[string]any{"ingestedPerSecond": 0.0, "processedPerSecond": 0.0}, m["throughput"])
 	require.Equal(t, map[string]any{"avg": 0.0, "median": 0.0, "min": 0.0, "max": 0.0}, m["lag"].(map[string]any)["time"])

@@ -14,7 +14,7 @@ import (
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 // newCatalog returns an empty catalog over a database of its own.
 func newCatalog(t *testing.T) (*catalog.Catalog, *db.DB) {

@@ -21,7 +21,7 @@ import (
 // stand still for the whole test (lease_live, lag ages), and the statements
 // would no longer commit, take their locks, or spread a batch over the pool
 // as they do in the broker.
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 // fixture is a fresh migrated database, the seam on it, and the rows a test
 // lays down in it. The rows are written as the broker leaves them, straight

@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// The seam itself, and the schema migrations, which run before any broker
-// code and hold the only DDL.
-var seam = []string{"broker/db", "broker/migrate"}
+// The seam itself, its arrangements for tests, and the schema migrations,
+// which run before any broker code and hold the only DDL.
+var seam = []string{"broker/db", "broker/db/dbtest", "broker/migrate"}
 
 // The broker's layers, from the outside in: the HTTP handlers (queue,
 // streams, admin, console, server, auth's middleware, httpx, and app,

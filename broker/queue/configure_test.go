@@ -13,13 +13,14 @@ import (
 
 func TestConfigureAnswersEveryOptionWithDefaults(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
-	resp := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "orders", "namespace": "ns",
+	b := brokertest.Shared(t)
+	orders := b.Q("orders")
+	resp := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": orders, "namespace": "ns",
 		"options": map[string]any{"leaseTime": 10, "encryptionEnabled": true}})
 	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
 	m := resp.Map(t)
 	require.Equal(t, true, m["configured"])
-	require.Equal(t, "orders", m["queue"])
+	require.Equal(t, orders, m["queue"])
 	require.Equal(t, "ns", m["namespace"])
 	require.Nil(t, m["task"])
 	require.NotEmpty(t, m["queueId"])
@@ -31,39 +32,44 @@ func TestConfigureAnswersEveryOptionWithDefaults(t *testing.T) {
 		"deadLetterQueue": false, "dlqAfterMaxRetries": false, "maxWaitTimeSeconds": 0.0,
 		"dedupWindowSeconds": 3600.0, "storage": "rows",
 	}, m["options"])
-	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.partitions WHERE name = 'Default' AND id = $1`, m["partitionId"]))
+	require.Equal(t, map[string]string{"Default": m["partitionId"].(string)}, b.Stored(t, orders).Partitions)
 }
 
 func TestConfigureUpdatesAndResetsOptionsNotGiven(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
-	first := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"retryLimit": 7}}).Map(t)
-	second := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"leaseTime": 5}}).Map(t)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	first := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": q, "options": map[string]any{"retryLimit": 7}}).Map(t)
+	second := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": q, "options": map[string]any{"leaseTime": 5}}).Map(t)
 	require.Equal(t, first["queueId"], second["queueId"])
 	require.Equal(t, first["partitionId"], second["partitionId"])
-	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.queues WHERE name = 'q' AND lease_time = 5 AND retry_limit = 3`))
+	stored := b.Stored(t, q)
+	require.Equal(t, 5, stored.LeaseTime)
+	require.Equal(t, 3, stored.RetryLimit, "reset to its default")
 }
 
 // queue-admin-api.md §8: Queen's newer options are accepted, stored and
 // echoed; storage is an echo only.
 func TestConfigureStoresAndEchoesDedupWindowSecondsAndStorage(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
 	for _, storage := range []string{"segments", "rows"} {
-		resp := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q",
+		resp := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": q,
 			"options": map[string]any{"dedupWindowSeconds": 0, "storage": storage}})
 		require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
 		o := resp.Map(t)["options"].(map[string]any)
 		require.Equal(t, 0.0, o["dedupWindowSeconds"])
 		require.Equal(t, storage, o["storage"])
-		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.queues WHERE name = 'q' AND dedup_window_seconds = 0
-			AND storage = $1`, storage))
+		stored := b.Stored(t, q)
+		require.Equal(t, new(0), stored.DedupWindow)
+		require.Equal(t, storage, stored.Storage)
 	}
 	// Not given, the window is the broker's --dedup-window again: stored as
 	// none, so that the flag's next value applies, and echoed as the flag.
-	resp := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q", "options": map[string]any{"storage": "segments"}})
+	resp := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": q, "options": map[string]any{"storage": "segments"}})
 	require.Equal(t, 3600.0, resp.Map(t)["options"].(map[string]any)["dedupWindowSeconds"])
-	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.queues WHERE name = 'q' AND dedup_window_seconds IS NULL`))
+	require.Nil(t, b.Stored(t, q).DedupWindow)
 }
 
 func TestConfigureEchoesTheBrokersDedupWindowForAQueueThatSetsNone(t *testing.T) {
@@ -75,60 +81,62 @@ func TestConfigureEchoesTheBrokersDedupWindowForAQueueThatSetsNone(t *testing.T)
 
 func TestConfigureAcceptsTheEmptyQueueName(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	resp := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": ""})
 	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
 	require.Equal(t, true, resp.Map(t)["configured"])
-	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
-		WHERE q.name = '' AND p.name = 'Default'`))
+	require.Contains(t, b.Stored(t, "").Partitions, "Default")
 }
 
 func TestConfigureRejectsBadQueueNameAndOptions(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
 	for _, body := range []any{
 		map[string]any{},
 		map[string]any{"queue": "has space"},
 		map[string]any{"queue": 5},
-		map[string]any{"queue": "q", "options": map[string]any{"leaseTime": "long"}},
-		map[string]any{"queue": "q", "options": map[string]any{"leaseTime": 0}},
-		map[string]any{"queue": "q", "options": map[string]any{"retryLimit": -1}},
-		map[string]any{"queue": "q", "options": []any{}},
-		map[string]any{"queue": "q", "options": map[string]any{"dedupWindowSeconds": -1}},
-		map[string]any{"queue": "q", "options": map[string]any{"dedupWindowSeconds": 2147483648}},
-		map[string]any{"queue": "q", "options": map[string]any{"dedupWindowSeconds": "1h"}},
-		map[string]any{"queue": "q", "options": map[string]any{"storage": "columns"}},
-		map[string]any{"queue": "q", "options": map[string]any{"storage": ""}},
-		map[string]any{"queue": "q", "options": map[string]any{"storage": 1}},
+		map[string]any{"queue": q, "options": map[string]any{"leaseTime": "long"}},
+		map[string]any{"queue": q, "options": map[string]any{"leaseTime": 0}},
+		map[string]any{"queue": q, "options": map[string]any{"retryLimit": -1}},
+		map[string]any{"queue": q, "options": []any{}},
+		map[string]any{"queue": q, "options": map[string]any{"dedupWindowSeconds": -1}},
+		map[string]any{"queue": q, "options": map[string]any{"dedupWindowSeconds": 2147483648}},
+		map[string]any{"queue": q, "options": map[string]any{"dedupWindowSeconds": "1h"}},
+		map[string]any{"queue": q, "options": map[string]any{"storage": "columns"}},
+		map[string]any{"queue": q, "options": map[string]any{"storage": ""}},
+		map[string]any{"queue": q, "options": map[string]any{"storage": 1}},
 	} {
 		resp := b.Do(t, "POST", "/api/v1/configure", "", body)
 		require.Equal(t, http.StatusBadRequest, resp.Status, "%v: %s", body, resp.Body)
 		require.NotEmpty(t, resp.Map(t)["error"])
 	}
-	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.queues`))
+	for _, name := range []string{q, "has space"} {
+		require.False(t, b.Stored(t, name).Exists, name)
+	}
 }
 
 func TestDeleteQueueCascadesAndAnswersWhenAbsent(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
-	b.Push(t, map[string]any{"queue": "gone", "payload": 1, "transactionId": "x"})
-	p := b.Pop(t, "/api/v1/pop/queue/gone")
+	b := brokertest.Shared(t)
+	goneQ := b.Q("gone")
+	b.Push(t, map[string]any{"queue": goneQ, "payload": 1, "transactionId": "x"})
+	p := b.Pop(t, "/api/v1/pop/queue/"+goneQ)
 	require.NotNil(t, p)
-	_, err := b.Pool.Exec(t.Context(), `INSERT INTO queen.dead_letters (message_id, partition_id, consumer_group, transaction_id, created_at)
-		VALUES (gen_random_uuid(), $1, 'g', 't', now())`, p.PartitionID)
-	require.NoError(t, err)
+	ack(t, b, map[string]any{"transactionId": "x", "partitionId": p.PartitionID, "leaseId": p.LeaseID, "status": "dlq"})
+	id := b.Stored(t, goneQ).ID
+	require.Len(t, b.Leftovers(t, id, p.PartitionID), 6, "a row in every table to delete but subscriptions")
 
-	resp := b.Do(t, "DELETE", "/api/v1/resources/queues/gone", "", nil)
+	resp := b.Do(t, "DELETE", "/api/v1/resources/queues/"+goneQ, "", nil)
 	require.Equal(t, http.StatusOK, resp.Status)
-	require.Equal(t, map[string]any{"deleted": true, "queue": "gone", "existed": true}, resp.Map(t))
-	for _, table := range []string{"queues", "partitions", "log_segments", "cursors", "push_dedup", "dead_letters"} {
-		require.Zero(t, b.Count(t, `SELECT count(*) FROM queen.`+table), table)
-	}
-	resp = b.Do(t, "DELETE", "/api/v1/resources/queues/gone", "", nil)
-	require.Equal(t, map[string]any{"deleted": true, "queue": "gone", "existed": false}, resp.Map(t))
+	require.Equal(t, map[string]any{"deleted": true, "queue": goneQ, "existed": true}, resp.Map(t))
+	require.False(t, b.Stored(t, goneQ).Exists)
+	require.Empty(t, b.Leftovers(t, id, p.PartitionID))
+	resp = b.Do(t, "DELETE", "/api/v1/resources/queues/"+goneQ, "", nil)
+	require.Equal(t, map[string]any{"deleted": true, "queue": goneQ, "existed": false}, resp.Map(t))
 
 	// The cached ids are gone with it: a new push recreates the queue.
-	out := b.Push(t, map[string]any{"queue": "gone", "payload": 2, "transactionId": "x"})
+	out := b.Push(t, map[string]any{"queue": goneQ, "payload": 2, "transactionId": "x"})
 	require.Equal(t, "queued", out[0]["status"])
 	require.NotEqual(t, p.PartitionID, out[0]["partition_id"])
 }
@@ -144,5 +152,5 @@ func TestDeleteQueueOnOneReplicaIsSeenByAnother(t *testing.T) {
 	out := b.Push(t, map[string]any{"queue": "shared", "payload": 2})
 	require.Equal(t, "queued", out[0]["status"])
 	require.NotEqual(t, first[0]["partition_id"], out[0]["partition_id"])
-	require.Equal(t, 1, a.Count(t, `SELECT count(*) FROM queen.log_segments`))
+	require.Equal(t, 1, a.Stored(t, "shared").Segments)
 }

@@ -33,11 +33,9 @@ func metric(t *testing.T, b *brokertest.Broker, sample string) float64 {
 func TestPushesThatWaitForACallJoinTheNextOne(t *testing.T) {
 	b := brokertest.Start(t)
 	b.Push(t, map[string]any{"queue": "q", "payload": 0})
-	tx, err := b.Pool.Begin(t.Context())
+	release, err := b.DB.LockPartitions(t.Context(), b.Tenant, "q")
 	require.NoError(t, err)
-	defer tx.Rollback(t.Context()) //nolint:errcheck // released below; a no-op then
-	_, err = tx.Exec(t.Context(), `SELECT FROM queen.partitions FOR UPDATE`)
-	require.NoError(t, err)
+	defer release() //nolint:errcheck // released below; a no-op then
 
 	const n = 12
 	done := make(chan []map[string]any, n)
@@ -46,22 +44,24 @@ func TestPushesThatWaitForACallJoinTheNextOne(t *testing.T) {
 			done <- b.Push(t, map[string]any{"queue": "q", "payload": i, "transactionId": fmt.Sprint("t", i)})
 		}()
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	brokertest.Eventually(t, 10*time.Second, func() error {
 		waiting := metric(t, b, `regent_join_waiting{kind="push"}`)
-		locked := b.Count(t, `SELECT count(DISTINCT pid) FROM pg_locks WHERE NOT granted`)
+		locked, err := b.DB.LockWaiters(t.Context())
+		require.NoError(t, err)
 		if waiting > 0 && int(waiting)+locked == n {
-			break
+			return nil
 		}
-		require.False(t, time.Now().After(deadline), "%v pushes wait for a call and %d for the row, want %d in all", waiting, locked, n)
-	}
-	require.NoError(t, tx.Rollback(t.Context()))
+		return fmt.Errorf("%v pushes wait for a call and %d for the row, want %d in all", waiting, locked, n)
+	})
+	require.NoError(t, release())
 	for range n {
 		out := <-done
 		require.Len(t, out, 1)
 		require.Equal(t, "queued", out[0]["status"])
 	}
-	require.Equal(t, n+1, b.Count(t, `SELECT sum(frame_count) FROM queen.log_segments`))
-	require.Equal(t, n+1, b.Count(t, `SELECT max(base_offset + frame_count) FROM queen.log_segments`), "offsets are contiguous")
+	stored := b.Stored(t, "q")
+	require.Equal(t, n+1, stored.Frames)
+	require.EqualValues(t, n+1, stored.NextOffset, "offsets are contiguous")
 	calls := metric(t, b, `regent_joined_requests_count{kind="push"}`)
 	alone := metric(t, b, `regent_joined_requests_bucket{kind="push",le="1"}`)
 	require.Less(t, alone, calls, "no call carried more than one push")

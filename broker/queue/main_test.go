@@ -3,7 +3,7 @@ package queue_test
 import (
 	"testing"
 
-	"github.com/regent-mq/regent/test/pgtest"
+	"github.com/regent-mq/regent/test/brokertest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { brokertest.Main(m) }

@@ -24,16 +24,17 @@ func TestPopWithoutWaitIs204OnlyWhenNoPartitionHasAMessage(t *testing.T) {
 	} {
 		t.Run(query, func(t *testing.T) {
 			t.Parallel()
-			b := brokertest.Start(t)
+			b := brokertest.Shared(t)
+			q := b.Q("q")
 			items := make([]map[string]any, partitions)
 			for i := range items {
-				items[i] = map[string]any{"queue": "q", "partition": fmt.Sprintf("p%d", i), "payload": map[string]any{"n": i}}
+				items[i] = map[string]any{"queue": q, "partition": fmt.Sprintf("p%d", i), "payload": map[string]any{"n": i}}
 			}
 			b.Push(t, items...)
 			seen := map[int]bool{}
-			popUntil204(t, b, "/api/v1/pop/queue/q?wait=false&"+query, seen, partitions)
+			popUntil204(t, b, "/api/v1/pop/queue/"+q+"?wait=false&"+query, seen, partitions)
 			require.Len(t, seen, partitions, "a pop answered 204 while messages waited")
-			require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?wait=false&"+query))
+			require.Nil(t, b.Pop(t, "/api/v1/pop/queue/"+q+"?wait=false&"+query))
 		})
 	}
 }
@@ -43,29 +44,31 @@ func TestPopWithoutWaitIs204OnlyWhenNoPartitionHasAMessage(t *testing.T) {
 func TestPopWithoutWaitIs204OnlyWhenNoPartitionHasAMessageAfterPartitionPops(t *testing.T) {
 	t.Parallel()
 	const partitions = 200
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
 	seen := drainedThroughThePartitionRoute(t, b, partitions, partitions/2)
-	popUntil204(t, b, "/api/v1/pop/queue/q?wait=false&autoAck=true", seen, partitions)
+	popUntil204(t, b, "/api/v1/pop/queue/"+q+"?wait=false&autoAck=true", seen, partitions)
 	require.Len(t, seen, partitions, "a pop answered 204 while messages waited")
 }
 
 // drainedThroughThePartitionRoute pushes message i-1 to partition p<i> of
-// queue q, for i from 1 to partitions, once the queue-wide pop knows the
+// queue b.Q("q"), for i from 1 to partitions, once the queue-wide pop knows the
 // queue, and pops the first drained of them through the partition route,
 // which settles no candidate of the hot list. It returns the messages
 // popped.
 func drainedThroughThePartitionRoute(t *testing.T, b *brokertest.Broker, partitions, drained int) map[int]bool {
 	t.Helper()
-	b.PushN(t, "q", "p0", 0, 1)
-	require.NotNil(t, b.Pop(t, "/api/v1/pop/queue/q?autoAck=true"), "the queue-wide pop knows the queue")
+	q := b.Q("q")
+	b.PushN(t, q, "p0", 0, 1)
+	require.NotNil(t, b.Pop(t, "/api/v1/pop/queue/"+q+"?autoAck=true"), "the queue-wide pop knows the queue")
 	items := make([]map[string]any, partitions)
 	for i := range items {
-		items[i] = map[string]any{"queue": "q", "partition": fmt.Sprintf("p%d", i+1), "payload": map[string]any{"n": i}}
+		items[i] = map[string]any{"queue": q, "partition": fmt.Sprintf("p%d", i+1), "payload": map[string]any{"n": i}}
 	}
 	b.Push(t, items...)
 	seen := map[int]bool{}
 	for i := range drained {
-		p := b.Pop(t, fmt.Sprintf("/api/v1/pop/queue/q/partition/p%d?autoAck=true", i+1))
+		p := b.Pop(t, fmt.Sprintf("/api/v1/pop/queue/%s/partition/p%d?autoAck=true", q, i+1))
 		require.NotNil(t, p)
 		seen[p.Ns()[0]] = true
 	}
@@ -97,10 +100,11 @@ func popUntil204(t *testing.T, b *brokertest.Broker, path string, seen map[int]b
 func TestALongPollWhoseCandidatesWereAllDrainedLooksFurtherBeforeItParks(t *testing.T) {
 	t.Parallel()
 	const drained = 40
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
 	drainedThroughThePartitionRoute(t, b, drained, drained)
-	b.PushN(t, "q", "last", 1000, 1)
-	p := b.Pop(t, "/api/v1/pop/queue/q?wait=true&timeout=5000&autoAck=true")
+	b.PushN(t, q, "last", 1000, 1)
+	p := b.Pop(t, "/api/v1/pop/queue/"+q+"?wait=true&timeout=5000&autoAck=true")
 	require.NotNil(t, p, "the long-poll waited out its timeout beside a message")
 	require.Equal(t, []int{1000}, p.Ns())
 }

@@ -22,45 +22,39 @@ func configureQueue(t *testing.T, b *brokertest.Broker, queue string, options ma
 	return resp.Map(t)["options"].(map[string]any)
 }
 
-// quiet makes partition's newest message of queue look pushed ago, as far
-// as windowBuffer is concerned.
-func quiet(t *testing.T, b *brokertest.Broker, queue, partition string, ago time.Duration) {
-	t.Helper()
-	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.partitions p SET last_push_at = now() - $3::interval
-		  FROM queen.queues q WHERE q.id = p.queue_id AND q.name = $1 AND p.name = $2`, queue, partition, ago)
-	require.NoError(t, err)
-}
-
 func TestWindowBufferHoldsAPartitionWhileItsNewestMessageIsYounger(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
-	configureQueue(t, b, "q", map[string]any{"windowBuffer": 60})
-	b.Push(t, brokertest.Numbered("q", "held", 0, 2)...)
-	b.Push(t, brokertest.Numbered("q", "quiet", 10, 1)...)
-	quiet(t, b, "q", "quiet", 2*time.Minute)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	configureQueue(t, b, q, map[string]any{"windowBuffer": 60})
+	b.Push(t, brokertest.Numbered(q, "held", 0, 2)...)
+	b.Push(t, brokertest.Numbered(q, "quiet", 10, 1)...)
+	b.Quiet(t, q, "quiet", 2*time.Minute)
 
-	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q/partition/held?batch=10"), "the partition route answers 204")
-	p := b.Pop(t, "/api/v1/pop/queue/q?batch=10&partitions=10")
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/held?batch=10"), "the partition route answers 204")
+	p := b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&partitions=10")
 	require.Equal(t, []int{10}, p.Ns(), "the queue-wide pop claims only the quiet partition")
-	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?batch=10&partitions=10"))
-	require.Zero(t, b.Count(t, `SELECT count(*) FROM queen.cursors c JOIN queen.partitions p ON p.id = c.partition_id
-		WHERE p.name = 'held' AND c.lease_id IS NOT NULL`), "a held partition takes no lease")
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&partitions=10"))
+	for _, c := range b.Cursors(t, q) {
+		require.False(t, c.Partition == "held" && c.LeaseID != nil, "a held partition takes no lease")
+	}
 
-	quiet(t, b, "q", "held", 2*time.Minute)
-	b.Push(t, brokertest.Numbered("q", "held", 2, 1)...)
-	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q/partition/held?batch=10"), "a new push holds it again")
-	quiet(t, b, "q", "held", 2*time.Minute)
-	require.Equal(t, []int{0, 1, 2}, b.Pop(t, "/api/v1/pop/queue/q/partition/held?batch=10").Ns(),
+	b.Quiet(t, q, "held", 2*time.Minute)
+	b.Push(t, brokertest.Numbered(q, "held", 2, 1)...)
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/held?batch=10"), "a new push holds it again")
+	b.Quiet(t, q, "held", 2*time.Minute)
+	require.Equal(t, []int{0, 1, 2}, b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/held?batch=10").Ns(),
 		"once quiet, everything after the cursor is delivered")
 }
 
 func TestAParkedLongPollWakesWhenAHeldPartitionsWindowEnds(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
-	configureQueue(t, b, "q", map[string]any{"windowBuffer": 1})
-	b.Push(t, brokertest.Numbered("q", "Default", 0, 2)...)
-	for _, path := range []string{"/api/v1/pop/queue/q", "/api/v1/pop/queue/q/partition/Default"} {
-		quiet(t, b, "q", "Default", -500*time.Millisecond) // newest message 0.5 s in the future: 1.5 s to wait
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	configureQueue(t, b, q, map[string]any{"windowBuffer": 1})
+	b.Push(t, brokertest.Numbered(q, "Default", 0, 2)...)
+	for _, path := range []string{"/api/v1/pop/queue/" + q, "/api/v1/pop/queue/" + q + "/partition/Default"} {
+		b.Quiet(t, q, "Default", -500*time.Millisecond) // newest message 0.5 s in the future: 1.5 s to wait
 		start := time.Now()
 		p := b.Pop(t, path+"?batch=10&autoAck=true&consumerGroup="+time.Now().Format("150405.000000")+"&wait=true&timeout=8000")
 		took := time.Since(start)
@@ -72,84 +66,88 @@ func TestAParkedLongPollWakesWhenAHeldPartitionsWindowEnds(t *testing.T) {
 
 func TestWindowBufferAndDelayedProcessingMustBothPass(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
-	configureQueue(t, b, "q", map[string]any{"windowBuffer": 60, "delayedProcessing": 60})
-	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
-	quiet(t, b, "q", "Default", 2*time.Minute)
-	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q/partition/Default"), "the window passed, the delay did not")
-	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.log_segments SET max_created_at = now() - interval '2 minutes'`)
-	require.NoError(t, err)
-	quiet(t, b, "q", "Default", 0)
-	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q/partition/Default"), "the delay passed, the window did not")
-	quiet(t, b, "q", "Default", 2*time.Minute)
-	require.Equal(t, []int{0}, b.Pop(t, "/api/v1/pop/queue/q/partition/Default").Ns())
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	configureQueue(t, b, q, map[string]any{"windowBuffer": 60, "delayedProcessing": 60})
+	b.Push(t, brokertest.Numbered(q, "Default", 0, 1)...)
+	b.Quiet(t, q, "Default", 2*time.Minute)
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/Default"), "the window passed, the delay did not")
+	b.Age(t, q, 2*time.Minute)
+	b.Quiet(t, q, "Default", 0)
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/Default"), "the delay passed, the window did not")
+	b.Quiet(t, q, "Default", 2*time.Minute)
+	require.Equal(t, []int{0}, b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/Default").Ns())
 }
 
 func TestTTLIsStoredAndEchoedAndExpiresNothing(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
-	require.Equal(t, 1.0, configureQueue(t, b, "q", map[string]any{"ttl": 1})["ttl"])
-	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
-	_, err := b.Pool.Exec(t.Context(), `UPDATE queen.log_segments SET min_created_at = now() - interval '1 day',
-		max_created_at = now() - interval '1 day'`)
-	require.NoError(t, err)
-	require.Equal(t, []int{0}, b.Pop(t, "/api/v1/pop/queue/q").Ns(), "a day past its ttl, the message is delivered")
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	require.Equal(t, 1.0, configureQueue(t, b, q, map[string]any{"ttl": 1})["ttl"])
+	b.Push(t, brokertest.Numbered(q, "Default", 0, 1)...)
+	b.Age(t, q, 24*time.Hour)
+	require.Equal(t, []int{0}, b.Pop(t, "/api/v1/pop/queue/"+q).Ns(), "a day past its ttl, the message is delivered")
 }
 
 func TestMaxSizeIsStoredAndEchoedAndNotEnforcedOnPush(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
-	require.Equal(t, 2.0, configureQueue(t, b, "q", map[string]any{"maxSize": 2})["maxSize"])
-	out := b.Push(t, brokertest.Numbered("q", "Default", 0, 5)...)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	require.Equal(t, 2.0, configureQueue(t, b, q, map[string]any{"maxSize": 2})["maxSize"])
+	out := b.Push(t, brokertest.Numbered(q, "Default", 0, 5)...)
 	for _, o := range out {
 		require.Equal(t, "queued", o["status"])
 	}
 	resp := b.Do(t, "POST", "/api/v1/transaction", "", map[string]any{"operations": []any{
-		map[string]any{"type": "push", "items": brokertest.Numbered("q", "Default", 5, 2)}}})
+		map[string]any{"type": "push", "items": brokertest.Numbered(q, "Default", 5, 2)}}})
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
-	require.Equal(t, seq(0, 7), b.Pop(t, "/api/v1/pop/queue/q?batch=10").Ns())
+	require.Equal(t, seq(0, 7), b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10").Ns())
 }
 
 func TestPriorityIsStoredAndEchoedAndNoPopReadsIt(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
-	require.Equal(t, 9.0, configureQueue(t, b, "q", map[string]any{"priority": 9})["priority"])
-	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.queues WHERE name = 'q' AND priority = 9`))
-	b.Push(t, brokertest.Numbered("q", "Default", 0, 3)...)
-	require.Equal(t, seq(0, 3), b.Pop(t, "/api/v1/pop/queue/q?batch=10").Ns(), "delivered as without it")
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	require.Equal(t, 9.0, configureQueue(t, b, q, map[string]any{"priority": 9})["priority"])
+	require.Equal(t, 9, b.Stored(t, q).Priority)
+	b.Push(t, brokertest.Numbered(q, "Default", 0, 3)...)
+	require.Equal(t, seq(0, 3), b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10").Ns(), "delivered as without it")
 }
 
 func TestDeadLetteringHappensWhateverDeadLetterQueueAndDlqAfterMaxRetriesSay(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
-	o := configureQueue(t, b, "q", map[string]any{"retryLimit": 0, "deadLetterQueue": false, "dlqAfterMaxRetries": false})
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	o := configureQueue(t, b, q, map[string]any{"retryLimit": 0, "deadLetterQueue": false, "dlqAfterMaxRetries": false})
 	require.Equal(t, false, o["deadLetterQueue"])
 	require.Equal(t, false, o["dlqAfterMaxRetries"])
-	o = configureQueue(t, b, "echo", map[string]any{"deadLetterQueue": true, "dlqAfterMaxRetries": true})
+	o = configureQueue(t, b, b.Q("echo"), map[string]any{"deadLetterQueue": true, "dlqAfterMaxRetries": true})
 	require.Equal(t, true, o["deadLetterQueue"])
 	require.Equal(t, true, o["dlqAfterMaxRetries"])
 
-	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
-	p := b.Pop(t, "/api/v1/pop/queue/q")
+	b.Push(t, brokertest.Numbered(q, "Default", 0, 1)...)
+	p := b.Pop(t, "/api/v1/pop/queue/"+q)
 	m := p.Messages[0]
 	ack(t, b, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": p.LeaseID,
 		"status": "failed"})
-	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.dead_letters`), "both flags false, and still a dead letter")
+	require.Equal(t, 1, b.Stored(t, q).DeadLetters, "both flags false, and still a dead letter")
 }
 
 func TestDeletingAQueueDeletesItsSubscriptionRecords(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
-	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
-	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?consumerGroup=g&subscriptionMode=new"))
-	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.subscriptions WHERE consumer_group = 'g'`))
-	resp := b.Do(t, "DELETE", "/api/v1/resources/queues/q", "", nil)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.Push(t, brokertest.Numbered(q, "Default", 0, 1)...)
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/"+q+"?consumerGroup=g&subscriptionMode=new"))
+	stored := b.Stored(t, q)
+	require.Equal(t, 1, stored.Subscriptions)
+	resp := b.Do(t, "DELETE", "/api/v1/resources/queues/"+q, "", nil)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
-	require.Zero(t, b.Count(t, `SELECT count(*) FROM queen.subscriptions`))
+	require.Empty(t, b.Leftovers(t, stored.ID, stored.Partitions["Default"]))
 
 	// The name reused: the group starts afresh, from the beginning.
-	b.Push(t, brokertest.Numbered("q", "Default", 1, 2)...)
-	require.Equal(t, []int{1, 2}, b.Pop(t, "/api/v1/pop/queue/q?batch=10&consumerGroup=g").Ns())
+	b.Push(t, brokertest.Numbered(q, "Default", 1, 2)...)
+	require.Equal(t, []int{1, 2}, b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&consumerGroup=g").Ns())
 }
 
 func TestDefaultSubscriptionModeAppliesToAPopThatSendsNone(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,15 +40,7 @@ func pushApart(t *testing.T, b *brokertest.Broker, n, size int) []int64 {
 	for i := range n {
 		b.Push(t, bigItem("q", i, size))
 	}
-	rows, err := b.Pool.Query(t.Context(), `SELECT octet_length(body)::bigint FROM queen.log_segments ORDER BY base_offset`)
-	require.NoError(t, err)
-	var sizes []int64
-	for rows.Next() {
-		var s int64
-		require.NoError(t, rows.Scan(&s))
-		sizes = append(sizes, s)
-	}
-	require.NoError(t, rows.Err())
+	sizes := b.SegmentSizes(t, "q")
 	require.Len(t, sizes, n)
 	return sizes
 }
@@ -81,7 +74,7 @@ func TestAPopCutShortByTheByteCapLeasesOnlyWhatItDelivered(t *testing.T) {
 
 	p := b.Pop(t, "/api/v1/pop/queue/q?batch=10")
 	require.Equal(t, []int{0, 1}, p.Ns())
-	require.Equal(t, 2, b.Count(t, `SELECT batch_end::int FROM queen.cursors`), "the lease ends where the answer ends")
+	require.Equal(t, new(int64(2)), b.Cursor(t, "q").BatchEnd, "the lease ends where the answer ends")
 	ackLast(t, b, p, "__QUEUE_MODE__")
 	require.Equal(t, []int{2, 3}, b.Pop(t, "/api/v1/pop/queue/q?batch=10").Ns(),
 		"the rest is free at once, not after the lease")
@@ -92,7 +85,7 @@ func TestAnAutoAckedPopCutShortByTheByteCapCommitsOnlyWhatItDelivered(t *testing
 	b := cutAfterTwo(t)
 
 	require.Equal(t, []int{0, 1}, b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true").Ns())
-	require.Equal(t, 2, b.Count(t, `SELECT committed::int FROM queen.cursors`))
+	require.EqualValues(t, 2, b.Cursor(t, "q").Committed)
 	require.Equal(t, []int{2, 3}, b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true").Ns())
 	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true"))
 }
@@ -118,11 +111,12 @@ func vmRSS(t *testing.T) int64 {
 
 // Not parallel: it measures the whole process.
 func TestPoppingAHundredMebibytesStaysUnderTheRSSBound(t *testing.T) {
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
 	for i := 0; i < 100; i += 10 {
 		items := make([]map[string]any, 10)
 		for j := range items {
-			items[j] = bigItem("q", i+j, 1<<20)
+			items[j] = bigItem(q, i+j, 1<<20)
 		}
 		b.Push(t, items...)
 	}
@@ -153,7 +147,7 @@ func TestPoppingAHundredMebibytesStaysUnderTheRSSBound(t *testing.T) {
 	var sizes []int
 	for pops := 0; len(seen) < 100; pops++ {
 		require.Less(t, pops, 10, "100 messages in at most 10 pops")
-		resp := b.Do(t, "GET", "/api/v1/pop/queue/q?batch=100", "", nil)
+		resp := b.Do(t, "GET", "/api/v1/pop/queue/"+q+"?batch=100", "", nil)
 		require.Equal(t, http.StatusOK, resp.Status, "pop %d after %d messages", pops, len(seen))
 		var p struct {
 			LeaseID  string `json:"leaseId"`
@@ -173,7 +167,7 @@ func TestPoppingAHundredMebibytesStaysUnderTheRSSBound(t *testing.T) {
 		ack(t, b, map[string]any{"transactionId": last.TransactionID, "partitionId": last.PartitionID,
 			"leaseId": p.LeaseID, "consumerGroup": "__QUEUE_MODE__"})
 	}
-	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?batch=100"), "every message was delivered and acked")
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=100"), "every message was delivered and acked")
 	close(stop)
 	<-sampled
 	t.Logf("pops (and acks) took %v", time.Since(pushed))
@@ -191,8 +185,7 @@ func TestAPopWhoseByteCapIsSpentLeavesTheNextPartitionUnclaimed(t *testing.T) {
 		item["partition"] = part
 		a.Push(t, item)
 	}
-	var one int64
-	require.NoError(t, a.Pool.QueryRow(t.Context(), `SELECT max(octet_length(body)) FROM queen.log_segments`).Scan(&one))
+	one := slices.Max(a.SegmentSizes(t, "q"))
 	b := brokertest.StartOn(t, db, maxPopBytes(one))
 
 	first := b.Pop(t, "/api/v1/pop/queue/q?batch=10&partitions=2")

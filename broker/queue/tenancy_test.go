@@ -38,7 +38,11 @@ func TestTenantsHaveSeparateQueuesOfTheSameName(t *testing.T) {
 	resp.JSON(t, &p)
 	require.Equal(t, "sub-acme", *p.Messages[0].ProducerSub, "the token's sub is stamped")
 	b.Do(t, "POST", "/api/v1/push", o, map[string]any{"items": brokertest.Numbered("q", "Default", 5, 1)})
-	require.Equal(t, 2, b.Count(t, `SELECT count(*) FROM queen.queues WHERE name = 'q'`))
+	for _, tenant := range []string{"acme", "other"} {
+		q, err := b.DB.Queue(t.Context(), tenant, "q")
+		require.NoError(t, err)
+		require.True(t, q.Exists, tenant)
+	}
 	resp = b.Do(t, "GET", "/api/v1/pop/queue/q", o, nil)
 	resp.JSON(t, &p)
 	require.Equal(t, []int{5}, p.Ns())
@@ -65,7 +69,11 @@ func TestAckAndLeaseNeverReachAnotherTenantsPartition(t *testing.T) {
 	resp := b.Do(t, "POST", "/api/v1/transaction", o, map[string]any{"operations": []any{map[string]any{
 		"type": "ack", "transactionId": p.Messages[1].TransactionID, "partitionId": p.PartitionID}}})
 	require.Equal(t, false, resp.Map(t)["success"])
-	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE committed = 0 AND lease_id IS NOT NULL`))
+	c, err := b.DB.Cursors(t.Context(), "acme", "q")
+	require.NoError(t, err)
+	require.Len(t, c, 1)
+	require.Zero(t, c[0].Committed)
+	require.NotNil(t, c[0].LeaseID)
 	resp = b.Do(t, "GET", "/api/v1/dlq", o, nil)
 	require.EqualValues(t, 0, resp.Map(t)["total"])
 }

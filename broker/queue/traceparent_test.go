@@ -78,12 +78,13 @@ func TestTransactionPushTraceparentIsStoredAndReturnedOnPop(t *testing.T) {
 // readable by the replicas it has not replaced yet.
 func TestPushTraceparentIsNotStoredUntilTheSettingIsOn(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
-	pushTraced(t, b, "untraced", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
-	frames := b.Frames(t, b.Tenant, "untraced")
+	b := brokertest.Shared(t)
+	untraced := b.Q("untraced")
+	pushTraced(t, b, untraced, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	frames := b.Frames(t, b.Tenant, untraced)
 	require.Len(t, frames, 1)
 	require.Empty(t, frames[0].Traceparent, "no traceparent in the stored frame")
-	msgs := b.PopAll(t, "/api/v1/pop/queue/untraced?autoAck=true")
+	msgs := b.PopAll(t, "/api/v1/pop/queue/"+untraced+"?autoAck=true")
 	require.Len(t, msgs, 1)
 	require.Empty(t, msgs[0].Traceparent)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/regent-mq/regent/broker/app"
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
@@ -44,7 +45,12 @@ type Broker struct {
 	Tenant string
 	// Subject is the sub claim of Token; empty without one.
 	Subject string
-	stop    func()
+	// DB arranges and inspects the broker's database through the seam.
+	DB *dbtest.DB
+	// prefix starts the name of every queue of the test's namespace (Q).
+	prefix string
+	stop   func()
+	halt   func() error
 }
 
 // Stop stops the broker before the test ends, as a crash would for its
@@ -98,10 +104,28 @@ func Start(t testing.TB, opts ...Option) *Broker {
 // can share one, as replicas do.
 func StartOn(t testing.TB, dbURL string, opts ...Option) *Broker {
 	t.Helper()
-	cfg, err := config.Parse("broker", []string{"--database-url=" + dbURL, "--pool-size=10", "--spool-dir=" + t.TempDir(), "--drain-grace=0"},
+	b, err := launch(dbURL, t.TempDir(), opts)
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.halt(); err != nil {
+			t.Errorf("brokertest: %v", err)
+		}
+	})
+	if Secure() {
+		b.Token, b.Tenant, b.Subject = Mint(t, SecureTenant, auth.Admin), SecureTenant, "test-"+SecureTenant
+	}
+	return b
+}
+
+// launch starts a broker on dbURL, spooling under spoolDir. halt stops it
+// and closes its pool.
+func launch(dbURL, spoolDir string, opts []Option) (*Broker, error) {
+	cfg, err := config.Parse("broker", []string{"--database-url=" + dbURL, "--pool-size=10", "--spool-dir=" + spoolDir, "--drain-grace=0"},
 		func(string) string { return "" })
 	if err != nil {
-		t.Fatalf("brokertest: config: %v", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	if Secure() {
 		WithJWT(true)(&cfg)
@@ -118,46 +142,47 @@ func StartOn(t testing.TB, dbURL string, opts ...Option) *Broker {
 	b, err := app.New(ctx, cfg, log)
 	if err != nil {
 		cancel()
-		t.Fatalf("brokertest: start broker: %v", err)
+		return nil, fmt.Errorf("start broker: %w", err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		cancel()
 		b.Close()
-		t.Fatalf("brokertest: listen: %v", err)
+		return nil, fmt.Errorf("listen: %w", err)
 	}
 	ml, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		cancel()
 		l.Close()
 		b.Close()
-		t.Fatalf("brokertest: listen: %v", err)
+		return nil, fmt.Errorf("listen: %w", err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- b.Serve(ctx, l, ml) }()
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatalf("brokertest: open pool: %v", err)
-	}
+	var serveErr error
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
 			cancel()
 			if err := <-done; err != nil {
-				t.Errorf("brokertest: serve: %v", err)
+				serveErr = fmt.Errorf("serve: %w", err)
 			}
 			b.Close()
 		})
 	}
-	t.Cleanup(func() {
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("open pool: %w", err)
+	}
+	br := &Broker{URL: "http://" + l.Addr().String(), MetricsURL: "http://" + ml.Addr().String(), DatabaseURL: dbURL, Pool: pool,
+		DB: dbtest.New(pool), Config: cfg, Tenant: auth.DefaultTenant, stop: stop}
+	br.halt = func() error {
 		stop()
 		pool.Close()
-	})
-	br := &Broker{URL: "http://" + l.Addr().String(), MetricsURL: "http://" + ml.Addr().String(), DatabaseURL: dbURL, Pool: pool, Config: cfg, Tenant: auth.DefaultTenant, stop: stop}
-	if Secure() {
-		br.Token, br.Tenant, br.Subject = Mint(t, SecureTenant, auth.Admin), SecureTenant, "test-"+SecureTenant
+		return serveErr
 	}
-	return br
+	return br, nil
 }
 
 // At addresses a broker that runs elsewhere (a subprocess, the local

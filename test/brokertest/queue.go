@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -174,10 +175,10 @@ func (b *Broker) Metric(t testing.TB, name string) float64 {
 // what the test does next reaches them parked, not on their way in.
 func (b *Broker) WaitParked(t testing.TB, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); b.Metric(t, "regent_pops_parked") < float64(n); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pops were not parked within 30 s", n)
+	Eventually(t, 30*time.Second, func() error {
+		if parked := b.Metric(t, "regent_pops_parked"); parked < float64(n) {
+			return fmt.Errorf("%v of %d pops parked", parked, n)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }

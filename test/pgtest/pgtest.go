@@ -49,6 +49,7 @@ type server struct {
 	template string
 	cluster  *Cluster // nil when REGENT_TEST_DATABASE_URL names the server
 	dir      string
+	shared   []string // databases of SharedURL, dropped with the template
 }
 
 // Main runs the tests and stops the throwaway cluster afterwards, whatever
@@ -57,21 +58,25 @@ func Main(m *testing.M) { os.Exit(Run(m)) }
 
 // MainNoLeaks is Main for a package that starts background loops: once
 // its tests pass, any goroutine still running (a loop a test started and
-// did not stop) fails the package. Idle keep-alive connections of the
-// default HTTP client are closed first: they are the client's, not a leak
-// of the code under test.
-func MainNoLeaks(m *testing.M) {
-	code := Run(m)
-	if code == 0 {
-		http.DefaultClient.CloseIdleConnections()
-		// The cluster's own goroutine, locked to the thread that started
-		// PostgreSQL, lives until the process ends.
-		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/regent-mq/regent/test/pgtest.StartCluster.func1")); err != nil {
-			fmt.Fprintf(os.Stderr, "goroutines left running after the tests: %v\n", err)
-			code = 1
-		}
+// did not stop) fails the package.
+func MainNoLeaks(m *testing.M) { os.Exit(NoLeaks(Run(m))) }
+
+// NoLeaks turns a passing exit code into a failing one when goroutines are
+// still running: for a TestMain that stopped everything it started. Idle
+// keep-alive connections of the default HTTP client are closed first: they
+// are the client's, not a leak of the code under test.
+func NoLeaks(code int) int {
+	if code != 0 {
+		return code
 	}
-	os.Exit(code)
+	http.DefaultClient.CloseIdleConnections()
+	// The cluster's own goroutine, locked to the thread that started
+	// PostgreSQL, lives until the process ends.
+	if err := goleak.Find(goleak.IgnoreTopFunction("github.com/regent-mq/regent/test/pgtest.StartCluster.func1")); err != nil {
+		fmt.Fprintf(os.Stderr, "goroutines left running after the tests: %v\n", err)
+		return 1
+	}
+	return 0
 }
 
 // Run is Main for a TestMain that has more to stop before it exits (an
@@ -79,10 +84,16 @@ func MainNoLeaks(m *testing.M) {
 // cluster, and returns the exit code.
 func Run(m *testing.M) int {
 	code := m.Run()
+	Stop()
+	return code
+}
+
+// Stop stops the throwaway cluster, for a TestMain that calls m.Run itself
+// and had something to stop first (a broker shared by the package's tests).
+func Stop() {
 	if srv != nil {
 		srv.stop()
 	}
-	return code
 }
 
 // URL returns the connection string of a fresh, migrated database that is
@@ -90,6 +101,25 @@ func Run(m *testing.M) int {
 func URL(t testing.TB) string {
 	t.Helper()
 	return create(t, true)
+}
+
+// SharedURL returns the connection string of a fresh, migrated database
+// that lives as long as the test binary: for a broker that the tests of a
+// package share, started outside any one test.
+func SharedURL() (string, error) {
+	once.Do(func() { srv, startErr = start() })
+	if startErr != nil {
+		return "", fmt.Errorf("pgtest: %w", startErr)
+	}
+	name := fmt.Sprintf("shared_%d_%d", os.Getpid(), seq.Add(1))
+	createMu.Lock()
+	err := srv.exec(context.Background(), fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, srv.template))
+	createMu.Unlock()
+	if err != nil {
+		return "", fmt.Errorf("pgtest: create database: %w", err)
+	}
+	srv.shared = append(srv.shared, name)
+	return srv.urlFor(name), nil
 }
 
 // EmptyURL returns the connection string of a fresh database without any
@@ -201,9 +231,12 @@ func (s *server) startCluster() error {
 
 func (s *server) stop() {
 	if s.cluster == nil {
-		// A shared server: leave it running, but take the template away.
-		if s.template != "" {
-			_ = s.exec(context.Background(), "DROP DATABASE IF EXISTS "+s.template+" WITH (FORCE)")
+		// A shared server: leave it running, but take the template and
+		// the shared databases away.
+		for _, name := range append(s.shared, s.template) {
+			if name != "" {
+				_ = s.exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			}
 		}
 		return
 	}

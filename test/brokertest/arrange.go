@@ -1,0 +1,115 @@
+package brokertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/regent-mq/regent/broker/db/dbtest"
+)
+
+// Cursors lists the cursors of b's tenant's queue (see dbtest.DB.Cursors).
+func (b *Broker) Cursors(t testing.TB, queue string) []dbtest.Cursor {
+	t.Helper()
+	c, err := b.DB.Cursors(t.Context(), b.Tenant, queue)
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	return c
+}
+
+// Cursor is the one cursor of b's tenant's queue, failing the test when
+// there is not exactly one.
+func (b *Broker) Cursor(t testing.TB, queue string) dbtest.Cursor {
+	t.Helper()
+	c := b.Cursors(t, queue)
+	if len(c) != 1 {
+		t.Fatalf("brokertest: queue %s has %d cursors, want 1: %+v", queue, len(c), c)
+	}
+	return c[0]
+}
+
+// Stored is what b's tenant's queue holds (see dbtest.DB.Queue).
+func (b *Broker) Stored(t testing.TB, queue string) dbtest.Queue {
+	t.Helper()
+	q, err := b.DB.Queue(t.Context(), b.Tenant, queue)
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	return q
+}
+
+// ExpireLeases ends every lease on b's tenant's queue, as its lease time
+// passing would.
+func (b *Broker) ExpireLeases(t testing.TB, queue string) {
+	t.Helper()
+	if err := b.DB.ExpireLeases(t.Context(), b.Tenant, queue); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+}
+
+// Age moves b's tenant's queue back in time by d, as d passing would (see
+// dbtest.DB.Age): in place of sleeping d.
+func (b *Broker) Age(t testing.TB, queue string, d time.Duration) {
+	t.Helper()
+	if err := b.DB.Age(t.Context(), b.Tenant, queue, d); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+}
+
+// Leftovers counts the rows, table by table, that still refer to a queue
+// or its partition (see dbtest.DB.Leftovers).
+func (b *Broker) Leftovers(t testing.TB, queueID, partitionID string) map[string]int {
+	t.Helper()
+	left, err := b.DB.Leftovers(t.Context(), queueID, partitionID)
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	return left
+}
+
+// Quiet makes a partition's last push of b's tenant's queue lie ago
+// before now, as its window buffer reads it.
+func (b *Broker) Quiet(t testing.TB, queue, partition string, ago time.Duration) {
+	t.Helper()
+	if err := b.DB.Quiet(t.Context(), b.Tenant, queue, partition, ago); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+}
+
+// AddPartitions adds n empty partitions to b's tenant's queue (see
+// dbtest.DB.AddPartitions).
+func (b *Broker) AddPartitions(t testing.TB, queue string, n int) {
+	t.Helper()
+	if err := b.DB.AddPartitions(t.Context(), b.Tenant, queue, n); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+}
+
+// DropSegment deletes the segment at offset base of b's tenant's queue, as
+// retention would.
+func (b *Broker) DropSegment(t testing.TB, queue string, base int64) {
+	t.Helper()
+	if err := b.DB.DropSegment(t.Context(), b.Tenant, queue, base); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+}
+
+// SegmentSizes lists the stored size of each segment of b's tenant's
+// queue, by partition and offset.
+func (b *Broker) SegmentSizes(t testing.TB, queue string) []int64 {
+	t.Helper()
+	sizes, err := b.DB.SegmentSizes(t.Context(), b.Tenant, queue)
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	return sizes
+}
+
+// RaiseFloor moves the floor of every partition of b's tenant's queue to
+// offset, as retention would.
+func (b *Broker) RaiseFloor(t testing.TB, queue string, offset int64) {
+	t.Helper()
+	if err := b.DB.RaiseFloor(t.Context(), b.Tenant, queue, offset); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+}
