@@ -186,8 +186,8 @@ func (c *compiler) exprAt(n *pg.Node, sc scope, depth int) (val, error) {
 			}
 			args = append(args, v.operand(p))
 		}
-		if p == pUnary {
-			return val{cel: "!" + val{cel: args[0], prec: pAtom}.cel, t: tBool, prec: pUnary}, nil
+		if p == pUnary && len(args) == 1 {
+			return val{cel: "!" + args[0], t: tBool, prec: pUnary}, nil
 		}
 		return val{cel: strings.Join(args, join), t: tBool, prec: p}, nil
 	case n.GetNullTest() != nil:
@@ -377,6 +377,9 @@ func (c *compiler) operator(e *pg.A_Expr, sub func(*pg.Node) (val, error)) (val,
 			return val{}, err
 		}
 		bounds := e.Rexpr.GetList().GetItems()
+		if len(bounds) != 2 {
+			return val{}, c.errorf("BETWEEN takes two bounds")
+		}
 		lo, err := sub(bounds[0])
 		if err != nil {
 			return val{}, err
@@ -557,14 +560,14 @@ func (c *compiler) caseExpr(ce *pg.CaseExpr, sub func(*pg.Node) (val, error)) (v
 	}
 	for i := len(ce.Args) - 1; i >= 0; i-- {
 		w := ce.Args[i].GetCaseWhen()
-		cond, err := sub(w.Expr)
+		cond, err := sub(w.GetExpr())
 		if err != nil {
 			return val{}, err
 		}
 		if ce.Arg != nil {
 			cond = val{cel: subject.operand(pRel) + " == " + cond.right(pRel), prec: pRel}
 		}
-		res, err := sub(w.Result)
+		res, err := sub(w.GetResult())
 		if err != nil {
 			return val{}, err
 		}
