@@ -173,3 +173,48 @@ func fold(t *testing.T, p *pipeline.Program, events []pipeline.Event, sizes []in
 	cycle(nil, true)
 	return pushed, total
 }
+
+// The README's revenue example: the query in SQL emits what its YAML
+// pipeline emits, on the README's events.
+func TestTheReadmesRevenueQueryInSQLEmitsWhatItsPipelineDoes(t *testing.T) {
+	q, err := Compile(`SELECT payload->>'customer' AS customer, window_start AS minute, count(*) AS orders,
+       sum((payload->>'amount')::numeric) AS revenue, avg((payload->>'amount')::numeric) AS average
+FROM orders
+WHERE (payload->>'amount')::numeric > 0
+GROUP BY payload->>'customer', TUMBLE((payload->>'ts')::timestamptz, INTERVAL '1 minute', idle_flush => INTERVAL '2s')
+HAVING count(*) >= 2`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hand, err := pipeline.Parse([]byte(`pipeline:
+  filter: "payload.amount > 0"
+  keyBy: "payload.customer"
+  eventTime: "timestamp(payload.ts)"
+  window: {type: Tumbling, size: 60s, idleFlush: 2s}
+  aggregate:
+    - {name: orders, fn: count}
+    - {name: revenue, fn: sum, of: "payload.amount"}
+    - {name: average, fn: avg, of: "payload.amount"}
+  having: "orders >= 2"
+  project: "{'customer': key, 'minute': windowStart, 'orders': orders, 'revenue': revenue, 'average': average}"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := pipeline.Compile(hand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []pipeline.Event
+	for i, e := range []string{
+		`{"customer":"acme","amount":120,"ts":"2026-08-17T10:00:05Z"}`, `{"customer":"acme","amount":80,"ts":"2026-08-17T10:00:40Z"}`,
+		`{"customer":"acme","amount":-5,"ts":"2026-08-17T10:00:41Z"}`, `{"customer":"globex","amount":30,"ts":"2026-08-17T10:00:50Z"}`,
+		`{"customer":"acme","amount":45,"ts":"2026-08-17T10:01:10Z"}`} {
+		events = append(events, pipeline.Event{Data: json.RawMessage(e), TransactionID: strconv.Itoa(i), CreatedAt: time.Now()})
+	}
+	got, _ := fold(t, q.Program, events, []int{len(events)})
+	want, _ := fold(t, h, events, []int{len(events)})
+	const readme = `sink {"average":100,"customer":"acme","minute":"2026-08-17T10:00:00.000Z","orders":2,"revenue":200}`
+	if !slices.Equal(got, want) || len(got) != 1 || got[0] != readme {
+		t.Fatalf("SQL pushed %v, the pipeline %v; the README shows %s", got, want, readme)
+	}
+}
