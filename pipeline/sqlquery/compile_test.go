@@ -143,6 +143,7 @@ func TestAQueryOutsideTheSubsetIsRefusedNamingTheClauseAndWhatIsSupported(t *tes
 		{`SELECT count(*) FROM q`, "SELECT: the aggregate count() is only for SELECT and HAVING of a query with GROUP BY"},
 		{`SELECT count(*) FROM q GROUP BY payload->>'k'`, "GROUP BY: needs a window: TUMBLE(time, size), HOP(time, slide, size) or SESSION(time, gap)"},
 		{`SELECT count(*) FROM q GROUP BY TUMBLE(created_at, INTERVAL '1m'), SESSION(created_at, INTERVAL '1m')`, "GROUP BY: two window functions"},
+		{`SELECT payload->>'a' AS a, count(*) FROM q GROUP BY 1, TUMBLE(created_at, INTERVAL '1m')`, "GROUP BY: GROUP BY a constant or a column's position is not supported"},
 		{`SELECT count(*) FROM q GROUP BY ROLLUP (payload->>'a'), TUMBLE(created_at, INTERVAL '1m')`, "GROUP BY: GROUPING SETS, ROLLUP and CUBE are not supported"},
 		{`SELECT count(*) FROM q GROUP BY TUMBLE(created_at, (payload->>'s')::interval)`, "GROUP BY TUMBLE: size must be a constant interval, such as INTERVAL '1 minute'"},
 		{`SELECT count(*) FROM q GROUP BY TUMBLE(created_at, INTERVAL '1 month')`, `GROUP BY TUMBLE: size: INTERVAL "1 month" is not a fixed length of time`},

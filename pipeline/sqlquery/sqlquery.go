@@ -246,6 +246,9 @@ func (c *compiler) windowed(s *pg.SelectStmt) error {
 		if g.GetGroupingSet() != nil {
 			return c.errorf("GROUPING SETS, ROLLUP and CUBE are not supported")
 		}
+		if g.GetAConst() != nil {
+			return c.errorf("GROUP BY a constant or a column's position is not supported: write the key's expression")
+		}
 		k, err := c.expr(g, perEvent)
 		if err != nil {
 			return err
