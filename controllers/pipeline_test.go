@@ -46,16 +46,24 @@ func TestChangingOneExpressionOfThePipelineIsAConfigChange(t *testing.T) {
 	}
 }
 
-func TestAnInvalidExpressionIsPipelineInvalidWithTheCompilersMessageAndNothingIsRegistered(t *testing.T) {
+// pipelineInvalid creates acme's query revenue, edited, and waits for it
+// to be PipelineInvalid with a message that contains want.
+func pipelineInvalid(t *testing.T, want string, edit ...func(*v1.StreamQuery)) (*harness, *v1.StreamQuery) {
+	t.Helper()
 	h := newHarness(t)
 	h.grant("acme")
 	h.startOperator(operatorOpts{})
-	q := h.reason(h.query(h.namespace("acme"), "revenue", revenuePipeline, func(q *v1.StreamQuery) {
-		q.Spec.Pipeline.Filter = "payload.amount >"
-	}), v1.ReasonPipelineInvalid)
-	if m := message(q.Status.Conditions); !strings.Contains(m, "spec.pipeline: filter: ERROR: <input>:1:17: Syntax error") {
-		t.Fatalf("message %q should carry the compiler's", m)
+	q := h.reason(h.query(h.namespace("acme"), "revenue", edit...), v1.ReasonPipelineInvalid)
+	if m := message(q.Status.Conditions); !strings.Contains(m, want) {
+		t.Fatalf("message %q, want one that says %q", m, want)
 	}
+	return h, q
+}
+
+func TestAnInvalidExpressionIsPipelineInvalidWithTheCompilersMessageAndNothingIsRegistered(t *testing.T) {
+	h, q := pipelineInvalid(t, "spec.pipeline: filter: ERROR: <input>:1:17: Syntax error", revenuePipeline, func(q *v1.StreamQuery) {
+		q.Spec.Pipeline.Filter = "payload.amount >"
+	})
 	h.wantEvent(q, v1.ReasonPipelineInvalid, "Syntax error")
 	if _, ok := h.registration("acme", "revenue"); ok {
 		t.Fatal("an invalid pipeline was registered")
@@ -65,13 +73,7 @@ func TestAnInvalidExpressionIsPipelineInvalidWithTheCompilersMessageAndNothingIs
 }
 
 func TestAConfigHashThatIsNotThePipelinesIsPipelineInvalid(t *testing.T) {
-	h := newHarness(t)
-	h.grant("acme")
-	h.startOperator(operatorOpts{})
-	q := h.reason(h.query(h.namespace("acme"), "revenue", revenuePipeline, func(q *v1.StreamQuery) {
+	pipelineInvalid(t, `spec.configHash "h1" is not the pipeline's config hash`, revenuePipeline, func(q *v1.StreamQuery) {
 		q.Spec.ConfigHash = "h1"
-	}), v1.ReasonPipelineInvalid)
-	if m := message(q.Status.Conditions); !strings.Contains(m, `spec.configHash "h1" is not the pipeline's config hash`) {
-		t.Fatalf("message %q", m)
-	}
+	})
 }

@@ -191,11 +191,12 @@ func (r *StreamQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	q.Status.Tenant = tenant
 	q.Status.ObservedGeneration = q.Generation
+	sqlErr := compileSQL(&q)
 	// A restore comes first: it decides the hash.
 	if res, done, err := r.restore(ctx, s); done {
 		return res, err
 	}
-	hash, err := configHash(&q)
+	hash, err := configHash(&q, sqlErr)
 	if err != nil {
 		return r.pipelineInvalid(ctx, s, err)
 	}
@@ -223,16 +224,21 @@ func (r *StreamQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 // configHash is the hash the query registers with: the restored
 // savepoint's while spec.restoreFrom names it, else spec.configHash, or
-// its pipeline's. A pipeline that does not compile, or a configHash that is
-// not the pipeline's, is an error the user must fix.
-func configHash(q *v1.StreamQuery) (string, error) {
+// its pipeline's. A pipeline that does not compile (sqlErr, for spec.sql),
+// or a configHash that is not the pipeline's, is an error the user must
+// fix.
+func configHash(q *v1.StreamQuery, sqlErr error) (string, error) {
 	if lr := restored(q); lr != nil {
 		return lr.ConfigHash, nil
 	}
-	if q.Spec.Pipeline == nil {
+	if sqlErr != nil {
+		return "", sqlErr
+	}
+	p := specPipeline(q)
+	if p == nil {
 		return q.Spec.ConfigHash, nil
 	}
-	prog, err := pipeline.Compile(*q.Spec.Pipeline)
+	prog, err := pipeline.Compile(*p)
 	switch {
 	case err != nil:
 		return "", fmt.Errorf("spec.pipeline: %w", err)

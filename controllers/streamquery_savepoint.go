@@ -60,12 +60,12 @@ func restored(q *v1.StreamQuery) *v1.RestoreStatus {
 }
 
 // runPipeline is the pipeline the query's workers run: the restored
-// savepoint's, or spec.pipeline.
+// savepoint's, or the spec's.
 func runPipeline(q *v1.StreamQuery) *v1.Pipeline {
 	if lr := restored(q); lr != nil && lr.Pipeline != nil {
 		return lr.Pipeline
 	}
-	return q.Spec.Pipeline
+	return specPipeline(q)
 }
 
 func pipelineJSON(p *v1.Pipeline) (*string, error) {

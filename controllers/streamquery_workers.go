@@ -76,7 +76,7 @@ const (
 func workersName(q *v1.StreamQuery) string { return q.Name + "-worker" }
 
 // wantsWorkers says whether the operator runs the query's workers.
-func wantsWorkers(q *v1.StreamQuery) bool { return q.Spec.Pipeline != nil }
+func wantsWorkers(q *v1.StreamQuery) bool { return q.Spec.Pipeline != nil || q.Spec.SQL != "" }
 
 // workerLabels are the query's own labels, so that whatever selects the
 // query selects its workers too, and the operator's.

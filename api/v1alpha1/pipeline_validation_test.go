@@ -73,3 +73,19 @@ func TestAggregatesAndHavingNeedAWindow(t *testing.T) {
 	rejected(t, create(t, query(t, "stateless", source, "pipeline:", "  having: 'total > 1'")), "having needs a window")
 	rejected(t, create(t, query(t, "stateless", source, "pipeline:", "  late: 'no queue'")), "spec.pipeline.late")
 }
+
+const ordersSQL = `sql: "SELECT count(*) FROM orders GROUP BY TUMBLE(created_at, INTERVAL '1 minute')"`
+
+func TestASQLQueryNeedsNoConfigHashButASinkQueue(t *testing.T) {
+	if err := create(t, query(t, "sql-only", source, sink, ordersSQL)); err != nil {
+		t.Fatal(err)
+	}
+	rejected(t, create(t, query(t, "sql-no-sink", source, ordersSQL)), "a pipeline needs sinkQueue")
+	if err := create(t, query(t, "sql-workers", source, sink, ordersSQL, "workers: {replicas: 2}")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPipelineAndSQLAreExclusive(t *testing.T) {
+	rejected(t, create(t, query(t, "both", source, sink, orders, ordersSQL)), "pipeline and sql are two ways to write one pipeline: set one of them")
+}

@@ -69,9 +69,10 @@ const (
 )
 
 // StreamQuerySpec is the streaming query to register on the broker.
-// +kubebuilder:validation:XValidation:rule="has(self.configHash) || has(self.pipeline)",message="configHash is required when there is no pipeline"
-// +kubebuilder:validation:XValidation:rule="!has(self.workers) || has(self.pipeline)",message="workers run a pipeline: spec.workers needs spec.pipeline"
-// +kubebuilder:validation:XValidation:rule="!has(self.pipeline) || has(self.sinkQueue)",message="a pipeline needs sinkQueue: its workers push their output there"
+// +kubebuilder:validation:XValidation:rule="!(has(self.pipeline) && has(self.sql))",message="pipeline and sql are two ways to write one pipeline: set one of them"
+// +kubebuilder:validation:XValidation:rule="has(self.configHash) || has(self.pipeline) || has(self.sql)",message="configHash is required when there is no pipeline"
+// +kubebuilder:validation:XValidation:rule="!has(self.workers) || has(self.pipeline) || has(self.sql)",message="workers run a pipeline: spec.workers needs spec.pipeline or spec.sql"
+// +kubebuilder:validation:XValidation:rule="!(has(self.pipeline) || has(self.sql)) || has(self.sinkQueue)",message="a pipeline needs sinkQueue: its workers push their output there"
 // +kubebuilder:validation:XValidation:rule="!has(self.upgradeMode) || !has(self.onConfigChange) || self.upgradeMode == self.onConfigChange",message="onConfigChange is the deprecated alias of upgradeMode: remove it, or make it equal"
 type StreamQuerySpec struct {
 	// queryName is the query's name on the broker, unique per tenant; a
@@ -109,6 +110,16 @@ type StreamQuerySpec struct {
 	// pipeline, the operator runs the query's workers (see workers).
 	// +optional
 	Pipeline *Pipeline `json:"pipeline,omitempty"`
+
+	// sql is the pipeline written as one SQL SELECT (the subset is in the
+	// README, section Pipelines), instead of pipeline. The operator
+	// compiles it into a pipeline, shows that in status.compiledPipeline
+	// and runs it as it runs spec.pipeline. Its FROM names sourceQueue. A
+	// query outside the subset is Ready=False, PipelineInvalid.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=16384
+	SQL string `json:"sql,omitempty"`
 
 	// workers is how the operator runs the pipeline: a Deployment of
 	// regent-worker in the query's namespace, a ConfigMap holding the
@@ -273,6 +284,12 @@ type StreamQueryStatus struct {
 	// queryId is the broker's id of the registration.
 	// +optional
 	QueryID string `json:"queryId,omitempty"`
+
+	// compiledPipeline is the pipeline spec.sql compiled to, which the
+	// query's workers run; absent without spec.sql, or when it does not
+	// compile.
+	// +optional
+	CompiledPipeline *Pipeline `json:"compiledPipeline,omitempty"`
 
 	// registeredHash is the configHash the broker last accepted.
 	// +optional

@@ -7,6 +7,10 @@
 //	    --source orders --sink orders.revenue --pipeline revenue.yaml
 //	regent-worker --check revenue.yaml              # validate, offline
 //	regent-worker --pipeline revenue.yaml --print-config-hash
+//	regent-worker --check revenue.sql               # a query in SQL: prints its pipeline too
+//
+// A pipeline file ending in .sql is a query in SQL (package
+// pipeline/sqlquery); its FROM is the source queue unless --source says it.
 //
 // Without --pipeline it runs pipelines/count-per-minute.yaml: events
 // {"key", "ts"} counted per key in one-minute tumbling windows.
@@ -23,14 +27,18 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"sigs.k8s.io/yaml"
 
+	v1 "github.com/regent-mq/regent/api/v1alpha1"
 	"github.com/regent-mq/regent/pipeline"
+	"github.com/regent-mq/regent/pipeline/sqlquery"
 	"github.com/regent-mq/regent/streamworker"
 )
 
@@ -46,6 +54,14 @@ func main() {
 	switch {
 	case cfg.check:
 		fmt.Printf("%s: valid, config hash %s\n", cfg.pipelineFile, cfg.prog.Hash)
+		if cfg.compiled != nil {
+			out, err := yaml.Marshal(map[string]any{"pipeline": cfg.compiled})
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "regent-worker:", err)
+				os.Exit(1)
+			}
+			fmt.Printf("%s compiles to:\n%s", cfg.pipelineFile, out)
+		}
 		return
 	case cfg.printHash:
 		fmt.Println(cfg.prog.Hash)
@@ -68,6 +84,7 @@ type config struct {
 	check        bool
 	printHash    bool
 	prog         *pipeline.Program
+	compiled     *v1.Pipeline // what a .sql file compiled to
 }
 
 // envOf names each flag's environment fallback; an explicit flag wins.
@@ -86,7 +103,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.Query, "query", "", "query name (required)")
 	fs.StringVar(&c.Source, "source", "", "source queue (required)")
 	fs.StringVar(&c.Sink, "sink", "", "sink queue for the output (required)")
-	fs.StringVar(&c.pipelineFile, "pipeline", "", "pipeline file, YAML or JSON; absent: count per key per minute")
+	fs.StringVar(&c.pipelineFile, "pipeline", "", "pipeline file, YAML or JSON, or a query in SQL (.sql); absent: count per key per minute")
 	fs.StringVar(&c.listen, "listen", ":8080", "address of /metrics, /healthz and /readyz; empty for none")
 	fs.IntVar(&c.Batch, "batch", 100, "messages per pop")
 	fs.IntVar(&c.Concurrency, "workers", 2, "pop-fold-commit loops: how many partitions fold at once")
@@ -111,9 +128,9 @@ func parseFlags(args []string) (config, error) {
 	switch {
 	case *check != "":
 		c.check, c.pipelineFile = true, *check
-		c.prog, err = pipeline.Load(*check)
+		err = c.load()
 	case c.pipelineFile != "":
-		c.prog, err = pipeline.Load(c.pipelineFile)
+		err = c.load()
 	default:
 		var spec, perr = pipeline.Parse(countPerMinute)
 		if perr != nil {
@@ -135,6 +152,28 @@ func parseFlags(args []string) (config, error) {
 		return c, errors.New("--batch and --workers must be at least 1")
 	}
 	return c, nil
+}
+
+// load compiles the pipeline file: a pipeline, or a query in SQL whose
+// FROM is the source queue.
+func (c *config) load() error {
+	if !strings.HasSuffix(c.pipelineFile, ".sql") {
+		var err error
+		c.prog, err = pipeline.Load(c.pipelineFile)
+		return err
+	}
+	q, err := sqlquery.Load(c.pipelineFile)
+	if err != nil {
+		return err
+	}
+	if c.Source == "" {
+		c.Source = q.Source
+	}
+	if c.Source != q.Source {
+		return fmt.Errorf("%s reads FROM %q, not --source %q", c.pipelineFile, q.Source, c.Source)
+	}
+	c.prog, c.compiled = q.Program, &q.Pipeline
+	return nil
 }
 
 func run(ctx context.Context, cfg config, log *slog.Logger) error {
