@@ -49,9 +49,9 @@ func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testi
 	s := newStore(t)
 	ctx := t.Context()
 	items := []produce.Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}}
-	_, segs, err := s.producer.Push(ctx, "default", "", items)
+	e, err := s.producer.Emit(ctx, produce.Write{Tenant: "default", Items: items})
 	require.NoError(t, err)
-	s.after.Apply(produce.AfterPush(segs))
+	s.after.Apply(e.After)
 	p := &PopRequest{Tenant: "default", Queue: "q", Group: catalog.QueueMode, Batch: 2, Partitions: 1, SubStart: "all"}
 
 	_, err = s.db.Conn().Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum + 1`)
@@ -82,8 +82,9 @@ func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
 	for i, part := range []string{"a", "a", "b", "b"} {
 		items = append(items, produce.Item{Queue: "q", Partition: part, Payload: json.RawMessage(strconv.Itoa(i))})
 	}
-	out, _, err := s.producer.Push(ctx, "default", "", items)
+	e, err := s.producer.Emit(ctx, produce.Write{Tenant: "default", Items: items})
 	require.NoError(t, err)
+	out := e.Pushed
 	a, b := out[0].Partition.ID, out[2].Partition.ID
 	q, err := s.catalog.LookupQueue(ctx, "default", "q")
 	require.NoError(t, err)
@@ -121,10 +122,10 @@ func TestAFinalPopFindsWhatTheHotListWasNotToldOf(t *testing.T) {
 	ctx := t.Context()
 	push := func(part string) {
 		t.Helper()
-		_, segs, err := s.producer.Push(ctx, "default", "", []produce.Item{{Queue: "q", Partition: part, Payload: json.RawMessage(`1`)}})
+		e, err := s.producer.Emit(ctx, produce.Write{Tenant: "default", Items: []produce.Item{{Queue: "q", Partition: part, Payload: json.RawMessage(`1`)}}})
 		require.NoError(t, err)
 		if part == "a" {
-			s.after.Apply(produce.AfterPush(segs))
+			s.after.Apply(e.After)
 		}
 	}
 	push("a")
