@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -23,7 +24,7 @@ func newProducer(t *testing.T) *Producer {
 	pool := pgtest.New(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	d := db.New(pool)
-	return New(d, catalog.New(d, catalog.DefaultSize), Options{Metrics: metrics.New(), Logger: logger})
+	return New(d, catalog.New(d, config.DefaultCatalogSize), Options{Metrics: metrics.New(), Logger: logger})
 }
 
 func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {

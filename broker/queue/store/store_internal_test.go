@@ -4,6 +4,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/commit"
+	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/ids"
 
@@ -35,7 +36,7 @@ func newStore(t testing.TB) testStore {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, hot := metrics.New(), hotlist.New()
 	d := db.New(pool)
-	cat, after := catalog.New(d, catalog.DefaultSize), commit.New(hotlist.NewAnnouncer(hot, d, logger), hot, m)
+	cat, after := catalog.New(d, config.DefaultCatalogSize), commit.New(hotlist.NewAnnouncer(hot, d, logger), hot, m)
 	p := produce.New(d, cat, produce.Options{Metrics: m, Logger: logger})
 	return testStore{New(d, cat, after, nil, nil, m, hot, logger, 64<<20), p}
 }
