@@ -53,7 +53,7 @@ type Emitted struct {
 // once, unless it runs in the caller's transaction.
 func (l *Producer) Emit(ctx context.Context, w Write) (Emitted, error) {
 	l.Trace(w.Items, w.Traceparent)
-	p, err := l.pack(ctx, &w)
+	p, err := l.pack(ctx, w)
 	if err != nil {
 		return Emitted{}, err
 	}
@@ -67,43 +67,45 @@ func (l *Producer) Emit(ctx context.Context, w Write) (Emitted, error) {
 		return Emitted{}, err
 	}
 	for resolved := false; ; resolved = true {
-		e, err := l.store(ctx, &w, p)
+		e, err := l.store(ctx, w.Tx, w.Cycle, p)
 		if !errors.Is(err, catalog.ErrPartitionGone) || resolved || w.Tx != nil {
 			return e, err
 		}
 		for _, it := range w.Items {
 			l.catalog.Invalidate(w.Tenant, it.Queue)
 		}
-		if p, err = l.pack(ctx, &w); err != nil {
+		if p, err = l.pack(ctx, w); err != nil {
 			return Emitted{}, err
 		}
 	}
 }
 
-// pack is Pack on w's items; a cycle without items packs nothing.
-func (l *Producer) pack(ctx context.Context, w *Write) (*Packed, error) {
+// pack is Pack on w's items; a cycle without items packs nothing. w is a
+// copy: a pointer to it would let the cycle escape to the heap.
+func (l *Producer) pack(ctx context.Context, w Write) (*Packed, error) {
 	if w.Cycle != nil && len(w.Items) == 0 {
 		return &Packed{}, nil
 	}
 	return l.Pack(ctx, w.Tenant, w.Sub, w.Items)
 }
 
-// store runs w once with p's segments.
-func (l *Producer) store(ctx context.Context, w *Write, p *Packed) (Emitted, error) {
+// store stores p's segments once: in cycle when it is not nil, and
+// otherwise by a push, in tx when it is not nil.
+func (l *Producer) store(ctx context.Context, tx *db.DB, cycle *db.Cycle, p *Packed) (Emitted, error) {
 	var e Emitted
 	var segs []*Segment
 	var err error
-	if w.Cycle == nil {
-		segs, err = l.allocate(ctx, w.Tx, p)
+	if cycle == nil {
+		segs, err = l.allocate(ctx, tx, p)
 	} else {
-		segs, e.Cycle, err = l.cycle(ctx, w.Cycle, p)
+		segs, e.Cycle, err = l.cycle(ctx, cycle, p)
 	}
 	if err != nil {
 		return Emitted{}, err
 	}
 	e.Pushed, e.After = p.Results(segs), afterPush(segs)
 	if e.Cycle.Announce {
-		e.After.Announce = append(e.After.Announce, commit.Partition{Queue: e.Cycle.QueueID, Partition: w.Cycle.PartitionID})
+		e.After.Announce = append(e.After.Announce, commit.Partition{Queue: e.Cycle.QueueID, Partition: cycle.PartitionID})
 	}
 	return e, nil
 }

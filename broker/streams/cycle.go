@@ -113,20 +113,8 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	// What the cycle emits continues its trace.
 	e, err := s.producer.Emit(r.Context(), produce.Write{Tenant: c.Tenant, Sub: id.Subject, Items: items,
 		Traceparent: tracing.Carried(r.Context(), r.Header.Get(tracing.Header)), Cycle: &c})
-	var bad *catalog.BadName
-	var over *quota.Refusal
-	switch {
-	case err == nil:
-	case errors.As(err, &bad):
-		httpx.Fail(w, httpx.BadRequest("%s", bad.Message))
-		return
-	case errors.As(err, &over) && over.Quota == quota.MaxStoredBytes:
-		// Past maxStoredBytes the cycle fails as a whole, as past
-		// maxStateRows.
-		s.refuseOwned(w, r, &c, over.Message, start)
-		return
-	default:
-		s.refuseOrFail(w, r, &c, err, start)
+	if err != nil {
+		s.notEmitted(w, r, &c, err, start)
 		return
 	}
 	res := e.Cycle
@@ -150,6 +138,24 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	}
 	resp.write(w)
 	s.metrics.Cycle(c.Tenant, c.QueryID.String(), metrics.CycleCommitted, time.Since(start))
+}
+
+// notEmitted answers a cycle that Emit did not commit. Its own function:
+// the targets of errors.As escape, and the committed cycle does not pay
+// for them.
+func (s *Service) notEmitted(w http.ResponseWriter, r *http.Request, c *db.Cycle, err error, start time.Time) {
+	var bad *catalog.BadName
+	var over *quota.Refusal
+	switch {
+	case errors.As(err, &bad):
+		httpx.Fail(w, httpx.BadRequest("%s", bad.Message))
+	case errors.As(err, &over) && over.Quota == quota.MaxStoredBytes:
+		// Past maxStoredBytes the cycle fails as a whole, as past
+		// maxStateRows.
+		s.refuseOwned(w, r, c, over.Message, start)
+	default:
+		s.refuseOrFail(w, r, c, err, start)
+	}
 }
 
 // refuseOwned fails a cycle that breaks a rule the broker checks before the
