@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/controllers/registration"
 )
 
@@ -45,7 +45,7 @@ type fakeQuery struct {
 type fakeCell struct {
 	mu      sync.Mutex
 	queries map[string]*fakeQuery // by tenant/name
-	quotas  map[string]db.Quota
+	quotas  map[string]celldb.Quota
 	ids     int
 	sent    int // reset registrations received
 	resets  int // reset registrations that took effect
@@ -56,7 +56,7 @@ type fakeCell struct {
 }
 
 func newFakeCell() *fakeCell {
-	return &fakeCell{queries: map[string]*fakeQuery{}, quotas: map[string]db.Quota{}}
+	return &fakeCell{queries: map[string]*fakeQuery{}, quotas: map[string]celldb.Quota{}}
 }
 
 func (c *fakeCell) Register(_ context.Context, tenant string, req registration.Request) registration.Result {
@@ -128,7 +128,7 @@ func (c *fakeCell) setIntercept(f func(req registration.Request, commit func() r
 	c.mu.Unlock()
 }
 
-func (c *fakeCell) ApplyQuota(_ context.Context, q db.Quota) (int64, error) {
+func (c *fakeCell) ApplyQuota(_ context.Context, q celldb.Quota) (int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dbErr != nil {
@@ -144,10 +144,10 @@ func (c *fakeCell) CountQueries(_ context.Context, tenant string) (int64, error)
 	return c.count(tenant), c.dbErr
 }
 
-func (c *fakeCell) Usage(_ context.Context, tenant string, _ time.Duration) (db.Usage, error) {
+func (c *fakeCell) Usage(_ context.Context, tenant string, _ time.Duration) (celldb.Usage, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return db.Usage{Queries: c.count(tenant)}, c.dbErr
+	return celldb.Usage{Queries: c.count(tenant)}, c.dbErr
 }
 
 func (c *fakeCell) count(tenant string) int64 {
@@ -175,14 +175,14 @@ func (c *fakeCell) DeleteQuery(_ context.Context, tenant, name string) (bool, er
 	return found, c.dbErr
 }
 
-func (c *fakeCell) Progress(_ context.Context, tenant, name, _, _ string) (db.Progress, error) {
+func (c *fakeCell) Progress(_ context.Context, tenant, name, _, _ string) (celldb.Progress, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := c.queries[tenant+"/"+name]
 	if q == nil {
-		return db.Progress{}, db.ErrNoQuery
+		return celldb.Progress{}, celldb.ErrNoQuery
 	}
-	return db.Progress{StateRows: q.stateRows}, c.dbErr
+	return celldb.Progress{StateRows: q.stateRows}, c.dbErr
 }
 
 func (c *fakeCell) ResetGeneration(_ context.Context, tenant, name string) (int64, error) {
@@ -190,7 +190,7 @@ func (c *fakeCell) ResetGeneration(_ context.Context, tenant, name string) (int6
 	defer c.mu.Unlock()
 	q := c.queries[tenant+"/"+name]
 	if q == nil {
-		return 0, db.ErrNoQuery
+		return 0, celldb.ErrNoQuery
 	}
 	return q.generation, c.dbErr
 }
@@ -203,22 +203,22 @@ func (c *fakeCell) Suspend(_ context.Context, tenant, name, _ string, _ bool) (b
 
 // Rewind is not part of the fake's rules: the rewind's fence is in its
 // SQL, tested on PostgreSQL (broker/db) and through the envtest suite.
-func (c *fakeCell) Rewind(context.Context, string, string, string, string, time.Time) (db.Rewound, error) {
-	return db.Rewound{}, errors.New("the fake cell does not rewind")
+func (c *fakeCell) Rewind(context.Context, string, string, string, string, time.Time) (celldb.Rewound, error) {
+	return celldb.Rewound{}, errors.New("the fake cell does not rewind")
 }
 
-func (c *fakeCell) SourceLoad(context.Context, string, string, string, string, db.WindowKeys) (db.SourceLoad, error) {
-	return db.SourceLoad{}, c.dbErr
+func (c *fakeCell) SourceLoad(context.Context, string, string, string, string, celldb.WindowKeys) (celldb.SourceLoad, error) {
+	return celldb.SourceLoad{}, c.dbErr
 }
 
 // Savepoints are not part of the fake's rules either: they are tested on
 // PostgreSQL (broker/db) and through the envtest suite. The fake has none,
 // and no leases.
-func (c *fakeCell) TakeSavepoint(context.Context, string, string, string, string, *string) (db.Savepoint, bool, error) {
-	return db.Savepoint{}, false, errors.New("the fake cell takes no savepoints")
+func (c *fakeCell) TakeSavepoint(context.Context, string, string, string, string, *string) (celldb.Savepoint, bool, error) {
+	return celldb.Savepoint{}, false, errors.New("the fake cell takes no savepoints")
 }
 
-func (c *fakeCell) Savepoints(context.Context, string, string) ([]db.Savepoint, error) {
+func (c *fakeCell) Savepoints(context.Context, string, string) ([]celldb.Savepoint, error) {
 	return nil, nil
 }
 
@@ -226,8 +226,8 @@ func (c *fakeCell) PruneSavepoints(context.Context, string, string, int32) (int3
 	return 0, nil
 }
 
-func (c *fakeCell) RestoreSavepoint(context.Context, string, string, string, string, string) (db.Restored, error) {
-	return db.Restored{}, errors.New("the fake cell restores nothing")
+func (c *fakeCell) RestoreSavepoint(context.Context, string, string, string, string, string) (celldb.Restored, error) {
+	return celldb.Restored{}, errors.New("the fake cell restores nothing")
 }
 
 func (c *fakeCell) Leases(context.Context, string, string, string) (int32, error) { return 0, nil }

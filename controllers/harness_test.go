@@ -36,7 +36,7 @@ import (
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
 	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/controllers"
 	"github.com/regent-mq/regent/controllers/registration"
 	"github.com/regent-mq/regent/test/brokertest"
@@ -168,7 +168,7 @@ func (h *harness) startOperator(o operatorOpts) *operator {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	var db controllers.CellDB = db.NewCell(pool)
+	var db controllers.CellDB = celldb.New(pool)
 	if o.db != nil {
 		db = o.db(db)
 	}

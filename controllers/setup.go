@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/controllers/registration"
 )
 
@@ -26,33 +26,33 @@ type Registrar interface {
 	Register(ctx context.Context, tenant string, req registration.Request) registration.Result
 }
 
-// CellDB is the cell database; db.Cell is the real one. The reconcilers
+// CellDB is the cell database; celldb.DB is the real one. The reconcilers
 // depend on these two interfaces rather than on the clients, so that their
 // rules can be tested against fakes as well as against a real broker.
 type CellDB interface {
-	ApplyQuota(ctx context.Context, q db.Quota) (registered int64, err error)
+	ApplyQuota(ctx context.Context, q celldb.Quota) (registered int64, err error)
 	CountQueries(ctx context.Context, tenant string) (int64, error)
 	// Usage reads the tenant's usage and the limits that refused it
 	// within the last within.
-	Usage(ctx context.Context, tenant string, within time.Duration) (db.Usage, error)
+	Usage(ctx context.Context, tenant string, within time.Duration) (celldb.Usage, error)
 	DeleteQuota(ctx context.Context, tenant string) error
 	DeleteQuery(ctx context.Context, tenant, name string) (found bool, err error)
-	// Progress and ResetGeneration return db.ErrNoQuery when the
+	// Progress and ResetGeneration return celldb.ErrNoQuery when the
 	// tenant has no query of that name.
-	Progress(ctx context.Context, tenant, name, group, source string) (db.Progress, error)
+	Progress(ctx context.Context, tenant, name, group, source string) (celldb.Progress, error)
 	ResetGeneration(ctx context.Context, tenant, name string) (int64, error)
 	// Suspend reports whether the query exists; Rewind returns
-	// db.ErrNoQuery when it does not.
+	// celldb.ErrNoQuery when it does not.
 	Suspend(ctx context.Context, tenant, name, group string, suspended bool) (found bool, err error)
-	Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (db.Rewound, error)
+	Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (celldb.Rewound, error)
 	// SourceLoad reads what the autoscaler needs of a query's source.
-	SourceLoad(ctx context.Context, tenant, query, source, group string, windows db.WindowKeys) (db.SourceLoad, error)
-	// The savepoints (broker/db/operator_savepoint.go); Leases counts the
+	SourceLoad(ctx context.Context, tenant, query, source, group string, windows celldb.WindowKeys) (celldb.SourceLoad, error)
+	// The savepoints (broker/celldb/savepoint.go); Leases counts the
 	// live leases of the query's group, which a drain waits out.
-	TakeSavepoint(ctx context.Context, tenant, name, group, savepoint string, pipeline *string) (db.Savepoint, bool, error)
-	Savepoints(ctx context.Context, tenant, name string) ([]db.Savepoint, error)
+	TakeSavepoint(ctx context.Context, tenant, name, group, savepoint string, pipeline *string) (celldb.Savepoint, bool, error)
+	Savepoints(ctx context.Context, tenant, name string) ([]celldb.Savepoint, error)
 	PruneSavepoints(ctx context.Context, tenant, name string, keep int32) (int32, error)
-	RestoreSavepoint(ctx context.Context, tenant, name, group, savepoint, token string) (db.Restored, error)
+	RestoreSavepoint(ctx context.Context, tenant, name, group, savepoint, token string) (celldb.Restored, error)
 	Leases(ctx context.Context, tenant, name, group string) (int32, error)
 }
 

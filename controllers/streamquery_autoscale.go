@@ -2,7 +2,7 @@ package controllers
 
 // The operator's autoscaler for a query with spec.workers.autoscale: at
 // every reconcile that read the query's progress, it reads how loaded the
-// source is (db.SourceLoad) and lets package autoscaler decide the
+// source is (celldb.SourceLoad) and lets package autoscaler decide the
 // replicas, which status.workers.autoscaler keeps (so that a restarted
 // operator keeps its stabilisation window) and the Deployment follows.
 // Every change is an Event. spec.suspend forgets the decision: resume
@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/controllers/autoscaler"
 	"github.com/regent-mq/regent/pipeline"
 )
@@ -42,7 +42,7 @@ func (r *StreamQueryReconciler) autoscale(ctx context.Context, s *step) error {
 		return nil // nothing new to decide on: the last decision holds
 	}
 	load, err := r.DB.SourceLoad(ctx, s.tenant, q.QueryName(), q.Spec.SourceQueue, consumerGroup(q),
-		db.WindowKeys{Prefix: pipeline.Prefix, Clock: pipeline.ClockKey})
+		celldb.WindowKeys{Prefix: pipeline.Prefix, Clock: pipeline.ClockKey})
 	if err != nil {
 		return err
 	}

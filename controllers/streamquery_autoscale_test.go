@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/controllers"
 	"github.com/regent-mq/regent/controllers/autoscaler"
 )
@@ -149,8 +149,8 @@ func TestScalingTheStreamQueryThroughTheScaleSubresourceScalesItsWorkers(t *test
 // unreadableSource is a cell database whose source load cannot be read.
 type unreadableSource struct{ controllers.CellDB }
 
-func (unreadableSource) SourceLoad(context.Context, string, string, string, string, db.WindowKeys) (db.SourceLoad, error) {
-	return db.SourceLoad{}, errors.New("the source cannot be read")
+func (unreadableSource) SourceLoad(context.Context, string, string, string, string, celldb.WindowKeys) (celldb.SourceLoad, error) {
+	return celldb.SourceLoad{}, errors.New("the source cannot be read")
 }
 
 // When the source's load cannot be read the autoscaler decides nothing,

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/controllers/registration"
 	"github.com/regent-mq/regent/pipeline"
 )
@@ -342,7 +342,7 @@ func (r *StreamQueryReconciler) readProgress(ctx context.Context, s *step) error
 	name := s.q.QueryName()
 	p, err := r.DB.Progress(ctx, s.tenant, name, consumerGroup(s.q), s.q.Spec.SourceQueue)
 	switch {
-	case errors.Is(err, db.ErrNoQuery):
+	case errors.Is(err, celldb.ErrNoQuery):
 		// Deleted behind the operator's back since it registered: the
 		// next resync registers it again.
 		return nil

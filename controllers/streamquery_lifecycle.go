@@ -28,7 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/celldb"
 )
 
 // consumerGroup is the consumer group the query's workers pop its source as.
@@ -85,7 +85,7 @@ func (r *StreamQueryReconciler) rewind(ctx context.Context, s *step) error {
 	}
 	rw, err := r.DB.Rewind(ctx, s.tenant, q.QueryName(), consumerGroup(q), token, to)
 	switch {
-	case errors.Is(err, db.ErrNoQuery):
+	case errors.Is(err, celldb.ErrNoQuery):
 		return nil // deleted behind the operator's back; the next resync registers it again
 	case err != nil:
 		return err

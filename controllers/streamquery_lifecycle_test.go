@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/controllers"
 )
 
@@ -149,7 +149,7 @@ type rewindThenDie struct {
 	done   atomic.Int32 // rewinds that did something
 }
 
-func (d *rewindThenDie) Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (db.Rewound, error) {
+func (d *rewindThenDie) Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (celldb.Rewound, error) {
 	rw, err := d.CellDB.Rewind(ctx, tenant, name, group, token, to)
 	if err == nil && !rw.Already {
 		d.done.Add(1)
@@ -158,7 +158,7 @@ func (d *rewindThenDie) Rewind(ctx context.Context, tenant, name, group, token s
 		return rw, err
 	}
 	d.refold()
-	return db.Rewound{}, errors.New("the operator died before it wrote the status")
+	return celldb.Rewound{}, errors.New("the operator died before it wrote the status")
 }
 
 func TestARewindThatCommittedBeforeItsStatusWasWrittenIsNotRepeated(t *testing.T) {

@@ -4,7 +4,7 @@ package controllers
 // exactly once for each new config hash (onConfigChange: Reset) and each new
 // reset-token value, even when the operator dies half-way. The broker's
 // reset cannot be made conditional, so the operator keeps a witness it can
-// read back: the query's reset generation (see db.ResetGeneration),
+// read back: the query's reset generation (see celldb.DB.ResetGeneration),
 // which the broker raises in the same transaction that deletes the state.
 //
 //  1. Read the reset generation.
@@ -47,7 +47,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/controllers/registration"
 )
 
@@ -57,7 +57,7 @@ func (r *StreamQueryReconciler) startReset(ctx context.Context, s *step, pr v1.P
 		return retrySoon, err
 	}
 	g, err := r.DB.ResetGeneration(ctx, s.tenant, s.q.QueryName())
-	if errors.Is(err, db.ErrNoQuery) {
+	if errors.Is(err, celldb.ErrNoQuery) {
 		// Not registered yet, so there is no state to discard: register,
 		// and the token has had its effect.
 		res := r.register(ctx, s, pr.ConfigHash, false)
@@ -83,7 +83,7 @@ func (r *StreamQueryReconciler) resumeReset(ctx context.Context, s *step) (ctrl.
 		return retrySoon, err
 	}
 	g, err := r.DB.ResetGeneration(ctx, s.tenant, s.q.QueryName())
-	if err != nil && !errors.Is(err, db.ErrNoQuery) {
+	if err != nil && !errors.Is(err, celldb.ErrNoQuery) {
 		return ctrl.Result{}, err
 	}
 	if err == nil && g == s.q.Status.PendingReset.Generation {

@@ -38,7 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/celldb"
 )
 
 // drainPoll is how often a drain looks again for the old workers' leases.
@@ -150,7 +150,7 @@ func (r *StreamQueryReconciler) restore(ctx context.Context, s *step) (res ctrl.
 	}
 	if !hasSavepoint(st.Savepoints, name) {
 		// The list in the status may be stale: read it again first.
-		if err := r.listSavepoints(ctx, s); err != nil && !errors.Is(err, db.ErrNoQuery) {
+		if err := r.listSavepoints(ctx, s); err != nil && !errors.Is(err, celldb.ErrNoQuery) {
 			return res, true, err
 		}
 		if !hasSavepoint(st.Savepoints, name) {
@@ -167,7 +167,7 @@ func (r *StreamQueryReconciler) restore(ctx context.Context, s *step) (res ctrl.
 	}
 	rs, err := r.DB.RestoreSavepoint(ctx, s.tenant, q.QueryName(), consumerGroup(q), name, fmt.Sprintf("%s/%s/%d", q.UID, name, count))
 	switch {
-	case errors.Is(err, db.ErrNoQuery), errors.Is(err, db.ErrNoSavepoint):
+	case errors.Is(err, celldb.ErrNoQuery), errors.Is(err, celldb.ErrNoSavepoint):
 		r.event(q, corev1.EventTypeWarning, v1.ReasonRestoreFailed, "Restore", err.Error())
 		return res, false, nil
 	case err != nil:

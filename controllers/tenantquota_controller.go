@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/celldb"
 )
 
 // quotaFinalizer is on the TenantQuota that owns its tenant's quota row; it
@@ -220,9 +220,9 @@ func (r *TenantQuotaReconciler) usage(ctx context.Context, tq *v1.TenantQuota) e
 }
 
 // quotaOf is the row a TenantQuota grants.
-func quotaOf(tq *v1.TenantQuota) db.Quota {
+func quotaOf(tq *v1.TenantQuota) celldb.Quota {
 	s := tq.Spec
-	q := db.Quota{Tenant: s.Tenant, Enabled: tq.IsEnabled(), MaxQueries: s.MaxQueries, MaxQueues: s.MaxQueues,
+	q := celldb.Quota{Tenant: s.Tenant, Enabled: tq.IsEnabled(), MaxQueries: s.MaxQueries, MaxQueues: s.MaxQueues,
 		MaxStoredBytes: s.MaxStoredBytes, MaxStateRows: s.MaxStateRows}
 	if p := s.Push; p != nil {
 		q.PushMessagesPerSecond, q.PushMessagesBurst = p.MessagesPerSecond, p.MessagesBurst

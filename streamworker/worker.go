@@ -156,14 +156,6 @@ type popAnswer struct {
 	} `json:"messages"`
 }
 
-type cycleAnswer struct {
-	Success     bool   `json:"success"`
-	Error       string `json:"error"`
-	PushResults []struct {
-		Status string `json:"status"`
-	} `json:"push_results"`
-}
-
 // New makes a worker; Run runs it.
 func New(cfg Config) *Worker {
 	if cfg.Metrics == nil {
@@ -313,7 +305,8 @@ func (w *Worker) process(ctx context.Context, b *popAnswer) error {
 		events[i] = pipeline.Event{Data: m.Data, TransactionID: m.TransactionID, CreatedAt: m.CreatedAt}
 	}
 	last := b.Messages[len(b.Messages)-1]
-	ack := map[string]any{"leaseId": b.LeaseID, "transactionId": last.TransactionID, "status": "completed", "count": len(b.Messages)}
+	completed, count := "completed", int64(len(b.Messages))
+	ack := &wire.CycleAck{LeaseID: b.LeaseID, TransactionID: last.TransactionID, Status: &completed, Count: &count}
 	for range refolds {
 		var rows []pipeline.Row
 		if w.cfg.Program.Stateful() {
@@ -450,17 +443,13 @@ const (
 // whether it committed. A refused cycle is not an error: it is logged and
 // counted; its batch is folded again or redelivered (or, after a lost
 // answer, had already committed).
-func (w *Worker) cycle(ctx context.Context, p *partition, kind string, ops []pipeline.StateOp, pushes []pipeline.Push, ack map[string]any) (bool, error) {
-	if ops == nil {
-		ops = []pipeline.StateOp{}
+func (w *Worker) cycle(ctx context.Context, p *partition, kind string, ops []pipeline.StateOp, pushes []pipeline.Push, ack *wire.CycleAck) (bool, error) {
+	body, err := w.cycleBody(p, ops, pushes, ack)
+	if err != nil {
+		return false, err
 	}
-	if pushes == nil {
-		pushes = []pipeline.Push{}
-	}
-	body := map[string]any{"query_id": w.queryID, "partition_id": p.id, "consumer_group": w.group,
-		"state_ops": ops, "push_items": pushes, "ack": ack, "reset_generation": w.generation}
 	start := time.Now()
-	var out cycleAnswer
+	var out wire.CycleResponse
 	status, err := w.c.call(ctx, "POST", "/streams/v1/cycle", body, &out)
 	switch {
 	case err != nil:
@@ -485,4 +474,22 @@ func (w *Worker) cycle(ctx context.Context, p *partition, kind string, ops []pip
 		}
 	}
 	return true, nil
+}
+
+// cycleBody is the cycle's request, with every member Queen's clients send:
+// state_ops and push_items as arrays, even empty, and a flush's ack null.
+func (w *Worker) cycleBody(p *partition, ops []pipeline.StateOp, pushes []pipeline.Push, ack *wire.CycleAck) (*wire.CycleRequest, error) {
+	if ops == nil {
+		ops = []pipeline.StateOp{}
+	}
+	raw, err := json.Marshal(ops)
+	if err != nil {
+		return nil, fmt.Errorf("encode state ops: %w", err)
+	}
+	items := make([]wire.PushItem, len(pushes))
+	for i, x := range pushes {
+		items[i] = wire.PushItem{Queue: x.Queue, Partition: x.Partition, Payload: x.Payload, TransactionID: x.TransactionID}
+	}
+	return &wire.CycleRequest{QueryID: w.queryID, PartitionID: p.id, ConsumerGroup: w.group, StateOps: raw,
+		PushItems: items, Ack: ack, ResetGeneration: w.generation}, nil
 }

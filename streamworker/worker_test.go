@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/broker/streams/wire"
 	"github.com/regent-mq/regent/pipeline"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -97,9 +98,12 @@ func TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused(t *testing.T) {
 			t.Fatalf("op %s %q carries no if_updated_at", op.Type, op.Key)
 		}
 	}
-	var out cycleAnswer
-	if _, err := w.c.call(ctx, "POST", "/streams/v1/cycle", map[string]any{"query_id": w.queryID, "partition_id": p.id,
-		"consumer_group": w.group, "state_ops": ops, "push_items": pushes, "ack": nil}, &out); err != nil {
+	body, err := w.cycleBody(p, ops, pushes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out wire.CycleResponse
+	if _, err := w.c.call(ctx, "POST", "/streams/v1/cycle", body, &out); err != nil {
 		t.Fatal(err)
 	}
 	if out.Success || !strings.Contains(out.Error, "stale state") {

@@ -107,14 +107,15 @@ func TestQueueOpsCountsPushesPopsAcksEmptyPopsAndTransactionsPerQueue(t *testing
 	b.Pop(t, "/api/v1/pop/queue/orders/partition/a?batch=3") // leased: 204
 	b.Pop(t, "/api/v1/pop/queue/none?batch=3")               // no such queue: 204 too
 	b.Call(t, http.StatusOK, "POST", "/api/v1/transaction", map[string]any{"operations": []any{
-		map[string]any{"type": "push", "items": []any{map[string]any{"queue": "orders", "payload": 1}}}}})
+		map[string]any{"type": "push", "items": []any{map[string]any{"queue": "orders", "payload": 1}}},
+		map[string]any{"type": "push", "items": []any{map[string]any{"queue": "orders", "payload": 2}}}}})
 
 	o := opsUntil(t, b, lastHour(), func(o queueOps) bool { return o.totals("orders").Transactions == 1 })
 	require.Equal(t, 1, o.BucketMinutes)
 	require.Equal(t, []string{"none", "orders", "other"}, o.Queues)
 	got := o.totals("orders")
-	require.EqualValues(t, 3, got.PushRequests, "two pushes and the transaction's")
-	require.EqualValues(t, 6, got.PushMessages)
+	require.EqualValues(t, 3, got.PushRequests, "two pushes and the transaction's, once for its two push operations")
+	require.EqualValues(t, 7, got.PushMessages)
 	require.EqualValues(t, 3, got.PopMessages)
 	require.EqualValues(t, 1, got.PopEmpty)
 	require.EqualValues(t, 1, got.AckRequests, "one ack/batch request")

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/test/pgtest"
 )
@@ -18,7 +19,7 @@ import (
 //	go test ./broker/catalog -run '^$' -bench RefreshOfOneQueue
 func BenchmarkRefreshOfOneQueueBeside100kPartitionsOfOthers(b *testing.B) {
 	d := db.New(pgtest.New(b))
-	cat := catalog.New(d, catalog.DefaultSize)
+	cat := catalog.New(d, config.DefaultCatalogSize)
 	ctx := context.Background()
 	for q := range 100 {
 		ts := make([]catalog.Target, 1000)

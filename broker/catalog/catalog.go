@@ -21,10 +21,6 @@ type Target struct {
 // configure and delete on another replica reach this one within it.
 const optionsTTL = 5 * time.Second
 
-// DefaultSize is the default bound on the partitions, and on the queues,
-// that a Catalog caches.
-const DefaultSize = 100_000
-
 // Catalog caches the queues and partitions the broker looks up: their ids
 // and the options it reads in memory. It is safe for concurrent use.
 //

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/test/pgtest"
 )
@@ -20,7 +21,7 @@ func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 func newCatalog(t *testing.T) (*catalog.Catalog, *db.DB) {
 	t.Helper()
 	d := db.New(pgtest.New(t))
-	return catalog.New(d, catalog.DefaultSize), d
+	return catalog.New(d, config.DefaultCatalogSize), d
 }
 
 func TestResolveCachesAndCreatesOnce(t *testing.T) {
@@ -54,7 +55,7 @@ func TestOwnedPartitionIsNotFoundForAnotherTenant(t *testing.T) {
 	_, err = cat.OwnedPartition(ctx, "acme", uuid.New())
 	require.True(t, errors.Is(err, catalog.ErrNotFound))
 	// Uncached: a second catalog reads the database.
-	s2 := catalog.New(d, catalog.DefaultSize)
+	s2 := catalog.New(d, config.DefaultCatalogSize)
 	_, err = s2.OwnedPartition(ctx, "other", p.ID)
 	require.True(t, errors.Is(err, catalog.ErrNotFound))
 	got, err = s2.OwnedPartition(ctx, "acme", p.ID)
@@ -86,7 +87,7 @@ func TestCatalogEvictsTheLeastRecentlyUsedAndAnswersTheSame(t *testing.T) {
 	const size, queues, parts = 16, 5, 12
 	d := db.New(pgtest.New(t))
 	ctx := context.Background()
-	truth := catalog.New(d, catalog.DefaultSize)
+	truth := catalog.New(d, config.DefaultCatalogSize)
 	want := map[catalog.Target]uuid.UUID{}
 	var targets []catalog.Target
 	for q := range queues {

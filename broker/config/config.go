@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/regent-mq/regent/broker/catalog"
 )
 
 // DefaultSpoolDir is where the spool lives unless told otherwise: the path
@@ -26,6 +24,10 @@ const DefaultSpoolDir = "/var/lib/regent/spool"
 // third less CPU per push; at 2, 4 clients already waited, for 12 % less
 // throughput.
 const DefaultPushCalls = 4
+
+// DefaultCatalogSize is --catalog-size's default: the bound on the
+// partitions, and on the queues, that a replica's catalog caches.
+const DefaultCatalogSize = 100_000
 
 // DefaultMetricsListen is --metrics-listen's default: the port next to the
 // API's, which the chart's ServiceMonitor scrapes.
@@ -219,7 +221,7 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.BoolEnv(&c.Migrate, "migrate", "REGENT_MIGRATE", true, "apply schema migrations at start")
 	f.Int64Env(&c.MaxBodyBytes, "max-body-bytes", "REGENT_MAX_BODY_BYTES", 16<<20, "largest accepted request body; larger is 413")
 	f.Int64Env(&c.MaxPopBytes, "max-pop-bytes", "REGENT_MAX_POP_BYTES", 64<<20, "stored (compressed) bytes one pop may deliver; a pop always delivers at least one message")
-	f.IntEnv(&c.CatalogSize, "catalog-size", "REGENT_CATALOG_SIZE", catalog.DefaultSize, "partitions, and queues, whose ids and options the broker caches; the least recently used go past it")
+	f.IntEnv(&c.CatalogSize, "catalog-size", "REGENT_CATALOG_SIZE", DefaultCatalogSize, "partitions, and queues, whose ids and options the broker caches; the least recently used go past it")
 	f.StrEnv(&c.Auth, "auth", "REGENT_AUTH", "off", "authentication: off or jwt")
 	f.StrEnv(&c.JWTSecret, "jwt-secret", "REGENT_JWT_SECRET", "", "HS256 shared secret", "JWT_SECRET")
 	f.StrEnv(&c.JWTSecretFile, "jwt-secret-file", "REGENT_JWT_SECRET_FILE", "", "file holding the HS256 shared secret")

@@ -17,9 +17,10 @@
 // the analytics counters' flush and the replica samples (counters.go); the
 // hot list's announcements and LISTEN connections (notify.go, and Listen);
 // the pool's own figures for the metrics (PoolStats). The operator's
-// access to the cell database is Cell (operator*.go), which calls SQL
-// functions only. TestOnlyTheSeamImportsPgx and TestOnlyTheSeamNamesTables
-// keep it so.
+// access to the cell database is broker/celldb's, beside this package, so
+// that the operator does not link the broker. TestOnlyTheSeamImportsPgx
+// and TestOnlyTheSeamNamesTables keep it so; broker/doc.go states the
+// layers.
 package db
 
 import (

@@ -23,6 +23,8 @@ import (
 // as they do in the broker.
 func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
+var ctx = context.Background()
+
 // fixture is a fresh migrated database, the seam on it, and the rows a test
 // lays down in it. The rows are written as the broker leaves them, straight
 // into the tables, so that a test of a read depends on no other family.

@@ -7,9 +7,10 @@ import (
 	"testing"
 )
 
-// The seam itself, its arrangements for tests, and the schema migrations,
-// which run before any broker code and hold the only DDL.
-var seam = []string{"broker/db", "broker/db/dbtest", "broker/migrate"}
+// The seam itself, its arrangements for tests, the schema migrations, which
+// run before any broker code and hold the only DDL, and the operator's cell
+// database. The layers are stated in broker/doc.go.
+var seam = []string{"broker/db", "broker/db/dbtest", "broker/migrate", "broker/celldb"}
 
 // The broker's layers, from the outside in: the HTTP handlers (queue,
 // streams, admin, console, server, auth's middleware, httpx, and app,
@@ -66,6 +67,39 @@ func TestDomainPackagesImportNeitherNetHTTPNorPgx(t *testing.T) {
 		}
 		if importsPgx(imps) {
 			t.Errorf("%s imports pgx: its statements belong in broker/db", pkg)
+		}
+	}
+}
+
+// deps lists the packages of the module that pkg links.
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+	}
+	var mine []string
+	for line := range strings.Lines(string(out)) {
+		if p, ok := strings.CutPrefix(strings.TrimSpace(line), "github.com/regent-mq/regent/"); ok {
+			mine = append(mine, p)
+		}
+	}
+	return mine
+}
+
+func TestTheOperatorLinksNoneOfTheBrokersInternals(t *testing.T) {
+	allowed := []string{"broker/auth", "broker/config", "broker/celldb"}
+	for _, p := range deps(t, "github.com/regent-mq/regent/cmd/operator") {
+		if strings.HasPrefix(p, "broker/") && !slices.Contains(allowed, p) {
+			t.Errorf("the operator links %s: it reaches the cell database through broker/celldb alone", p)
+		}
+	}
+}
+
+func TestTheStreamsWireImportsNothingOfTheBroker(t *testing.T) {
+	for _, p := range deps(t, "github.com/regent-mq/regent/broker/streams/wire") {
+		if p != "broker/streams/wire" {
+			t.Errorf("broker/streams/wire links %s: regent-worker shares it without the broker", p)
 		}
 	}
 }

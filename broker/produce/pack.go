@@ -78,9 +78,9 @@ type Packed struct {
 	Stored map[int]Pushed
 }
 
-// Args lays segs out for the database. They must be sorted by partition id,
-// the lock order (SortSegments).
-func Args(segs []*Segment) db.Segments {
+// args lays segs out for the database. They must be sorted by partition id,
+// the lock order (sortSegments).
+func args(segs []*Segment) db.Segments {
 	n := len(segs)
 	a := db.Segments{
 		Partitions: make([][16]byte, n), Frames: make([]int32, n), Bodies: make([][]byte, n),
@@ -99,11 +99,11 @@ func Args(segs []*Segment) db.Segments {
 	return a
 }
 
-// SortSegments sorts segs by partition id, PostgreSQL's uuid order: the
+// sortSegments sorts segs by partition id, PostgreSQL's uuid order: the
 // order queen.log_push_one_v1 locks their partitions in. It is stable, so
 // that one partition's segments of a joined call take their offsets in
 // request order.
-func SortSegments(segs []*Segment) {
+func sortSegments(segs []*Segment) {
 	slices.SortStableFunc(segs, func(a, b *Segment) int { return bytes.Compare(a.Partition.ID[:], b.Partition.ID[:]) })
 }
 
@@ -317,10 +317,10 @@ func (p *Packed) Results(stored []*Segment) []Pushed {
 	return out
 }
 
-// AfterPush is what committed segments leave to do: their partitions to
+// afterPush is what committed segments leave to do: their partitions to
 // announce, and their queues' counts (the messages, and one request per
 // queue).
-func AfterPush(segs []*Segment) commit.After {
+func afterPush(segs []*Segment) commit.After {
 	var a commit.After
 	for i, g := range segs {
 		if len(g.Frames) == 0 {

@@ -5,38 +5,41 @@
 // partitions come from broker/catalog.
 //
 // Data enters the log only through the allocator queen.log_push_one_v1
-// (db.DB.Push), one call per request, which stores every segment of it. A
-// caller that pushes goes through these steps, all on *Producer:
+// (db.DB.Push), or the cycle's call (db.DB.RunCycle) for its sink emits:
+// one call per request, which stores every segment of it. Every writer
+// (the push route, a transaction's pushes, the spool's drain, the cycle)
+// calls Emit with a Write that says which of those it is, and gets back
+// the answer to every item and the commit.After it leaves to do. Emit:
 //
-//  1. Pack resolves every item's (tenant, queue, partition) in the catalog
-//     (catalog.Catalog.ResolveAll, which creates what does not exist), and
-//     frames the items into one *Segment per partition, in order of first
-//     appearance: a UUIDv7 message id unless the item brings one, the
-//     transaction id (the message id when absent), createdAt in
-//     microseconds, producer sub and trace id, the payload sealed when the
-//     queue has encryptionEnabled (a sealing failure logs a warning, counts
-//     in regent_encryption_failures_total and stores plaintext), the encoded
-//     body and checksum, the time range and the txids in frame order. Items
-//     that repeat a client transaction id of an earlier item of the same
-//     partition are not packed; Packed.DupOf names the earlier item.
-//  2. Args lays the segments, sorted by partition id (SortSegments), out as
-//     the arrays queen.log_push_one_v1 (or queen_streams.cycle) takes. The
-//     function stores all of them or, when a partition is gone or already
-//     holds some of the client transaction ids, none. Store is the loop
-//     every write runs then, the push and the cycle alike: Drop takes the
-//     items the database held out (Packed.Stored remembers them) and the
-//     call runs again; a partition gone behind the catalog's cache is
-//     resolved again, once. Results answers every item once the rest is
-//     stored. Push runs on the pool: pushes that arrive while
-//     Options.PushCalls calls are in flight wait and join the next call
-//     (broker/batch), one round trip and one commit for all of them, each
-//     request answered on its own. PushInTx runs in the caller's
-//     transaction, alone, and returns a gone partition.
-//  3. AfterPush says what the committed segments leave to do (a
-//     commit.After: the counts per queue and the partitions to announce),
-//     which the caller applies once its transaction has committed: this
-//     replica's hot list at once, the other replicas by a NOTIFY the
-//     announcer sends, not the transaction.
+//  1. Packs (Pack): resolves every item's (tenant, queue, partition) in the
+//     catalog (catalog.Catalog.ResolveAll, which creates what does not
+//     exist), and frames the items into one *Segment per partition, in
+//     order of first appearance: a UUIDv7 message id unless the item brings
+//     one, the transaction id (the message id when absent), createdAt in
+//     microseconds, producer sub, trace id and traceparent (Trace), the
+//     payload sealed when the queue has encryptionEnabled (a sealing
+//     failure logs a warning, counts in regent_encryption_failures_total
+//     and stores plaintext), the encoded body and checksum, the time range
+//     and the txids in frame order. Items that repeat a client transaction
+//     id of an earlier item of the same partition are not packed;
+//     Packed.DupOf names the earlier item.
+//  2. Admits the write under the tenant's quotas: the push rates and
+//     maxStoredBytes for a push, maxStoredBytes alone for a cycle.
+//  3. Stores the segments, sorted by partition id (the lock order), in one
+//     call, which stores all of them or, when a partition is gone or
+//     already holds some of the client transaction ids, none: Drop takes
+//     the items the database held out (Packed.Stored remembers them) and
+//     the call runs again; a partition gone behind the catalog's cache is
+//     resolved again and the write run again, once, except in the caller's
+//     transaction (Write.Tx), which cannot run again. A push on the pool
+//     joins the pushes that arrive while Options.PushCalls calls are in
+//     flight (broker/batch): one round trip and one commit for all of
+//     them, each request answered on its own.
+//  4. Answers every item (Packed.Results), and says what the committed
+//     write leaves to do (a commit.After: the counts per queue and the
+//     partitions to announce), which the caller applies once its
+//     transaction has committed: this replica's hot list at once, the
+//     other replicas by a NOTIFY the announcer sends, not the transaction.
 package produce
 
 import (

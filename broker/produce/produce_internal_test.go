@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -23,7 +24,7 @@ func newProducer(t *testing.T) *Producer {
 	pool := pgtest.New(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	d := db.New(pool)
-	return New(d, catalog.New(d, catalog.DefaultSize), Options{Metrics: metrics.New(), Logger: logger})
+	return New(d, catalog.New(d, config.DefaultCatalogSize), Options{Metrics: metrics.New(), Logger: logger})
 }
 
 func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {
@@ -68,9 +69,9 @@ func vanished(t *testing.T) (*Producer, *catalog.Partition) {
 func TestPushRecoversWhenACachedPartitionVanished(t *testing.T) {
 	t.Parallel()
 	l, first := vanished(t)
-	out, _, err := l.Push(t.Context(), "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
+	e, err := l.Emit(t.Context(), Write{Tenant: "default", Items: []Item{{Queue: "q", Payload: json.RawMessage(`1`)}}})
 	require.NoError(t, err)
-	require.NotEqual(t, first.ID, out[0].Partition.ID)
+	require.NotEqual(t, first.ID, e.Pushed[0].Partition.ID)
 }
 
 // In the caller's transaction a push cannot run again: a partition deleted
@@ -80,7 +81,7 @@ func TestAPushInATransactionReturnsAGonePartition(t *testing.T) {
 	l, _ := vanished(t)
 	ctx := t.Context()
 	err := l.db.InTx(ctx, func(tx *db.DB) error {
-		_, _, err := l.PushInTx(ctx, tx, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
+		_, err := l.Emit(ctx, Write{Tenant: "default", Items: []Item{{Queue: "q", Payload: json.RawMessage(`1`)}}, Tx: tx})
 		return err
 	})
 	require.ErrorIs(t, err, catalog.ErrPartitionGone)
@@ -166,8 +167,9 @@ func TestJoinedPushesDropWhatTheDatabaseHoldsPerRequest(t *testing.T) {
 	t.Parallel()
 	l := newProducer(t)
 	ctx := context.Background()
-	before, _, err := l.Push(ctx, "default", "", []Item{{Queue: "q", Payload: json.RawMessage(`0`), TransactionID: "held"}})
+	held, err := l.Emit(ctx, Write{Tenant: "default", Items: []Item{{Queue: "q", Payload: json.RawMessage(`0`), TransactionID: "held"}}})
 	require.NoError(t, err)
+	before := held.Pushed
 	calls := joinedPushes(t, l,
 		[]Item{{Queue: "q", Payload: json.RawMessage(`1`), TransactionID: "new"}},
 		[]Item{{Queue: "q", Payload: json.RawMessage(`2`), TransactionID: "held"},

@@ -11,53 +11,6 @@ import (
 	"github.com/regent-mq/regent/broker/db"
 )
 
-// Push packs and stores items on the pool in one call (plus one when the
-// database already holds some of their client transaction ids), joined
-// with the pushes of other requests (see joinPushes). A partition deleted
-// behind the cache is resolved again and the push retried once. The caller
-// runs AfterPush on the segments, which are committed.
-func (l *Producer) Push(ctx context.Context, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
-	return l.push(ctx, nil, tenant, producerSub, items)
-}
-
-// PushInTx is Push inside the caller's transaction tx (db.DB.InTx): not
-// joined, and a gone partition is returned as catalog.ErrPartitionGone,
-// since the transaction cannot run the push again. The caller runs
-// AfterPush once tx commits.
-func (l *Producer) PushInTx(ctx context.Context, tx *db.DB, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
-	return l.push(ctx, tx, tenant, producerSub, items)
-}
-
-// push is Push on the pool when tx is nil, and PushInTx otherwise.
-func (l *Producer) push(ctx context.Context, tx *db.DB, tenant, producerSub string, items []Item) ([]Pushed, []*Segment, error) {
-	p, err := l.Pack(ctx, tenant, producerSub, items)
-	if err != nil {
-		return nil, nil, err
-	}
-	// Whole requests or nothing: a refused push stores no item.
-	if err := l.quotas.AdmitPush(tenant, len(items), p.Bytes()); err != nil {
-		return nil, nil, err
-	}
-	var segs []*Segment
-	repack := func() (err error) {
-		p, err = l.Pack(ctx, tenant, producerSub, items)
-		return err
-	}
-	if tx != nil {
-		repack = nil
-	}
-	// allocate drops what the database holds itself, per request of a joined
-	// call, so try never returns duplicates.
-	err = l.Store(tenant, items, func() (db.Duplicates, error) {
-		segs, err = l.allocate(ctx, tx, p)
-		return nil, err
-	}, nil, repack)
-	if err != nil {
-		return nil, nil, err
-	}
-	return p.Results(segs), segs, nil
-}
-
 // Bytes is what the packed segments will store: the compressed bodies.
 func (p *Packed) Bytes() int64 {
 	var n int64
@@ -190,8 +143,8 @@ func (l *Producer) call(ctx context.Context, d *db.DB, calls []*pushCall) {
 		if len(segs) == 0 {
 			break
 		}
-		SortSegments(segs)
-		bases, dups, err := d.Push(ctx, Args(segs))
+		sortSegments(segs)
+		bases, dups, err := d.Push(ctx, args(segs))
 		if err != nil {
 			for _, c := range calls {
 				c.err = err

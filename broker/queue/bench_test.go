@@ -1,7 +1,10 @@
 package queue_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"testing"
 
@@ -44,6 +47,51 @@ func BenchmarkPopOneBusyPartition(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				pop()
+			}
+		})
+	}
+}
+
+// BenchmarkPush measures POST /api/v1/push as Queen's JS client sends it,
+// every item with a transactionId: one item, and a batch of 100. Encoding
+// the bodies is not timed.
+//
+//	go test ./broker/queue -run '^$' -bench BenchmarkPush -benchmem
+func BenchmarkPush(b *testing.B) {
+	for _, n := range []int{1, 100} {
+		b.Run(fmt.Sprintf("items=%d", n), func(b *testing.B) {
+			br := brokertest.Start(b)
+			sent := 0
+			for b.Loop() {
+				b.StopTimer()
+				items := make([]map[string]any, n)
+				for i := range items {
+					items[i] = map[string]any{"queue": "q", "partition": "p", "payload": map[string]any{"n": sent},
+						"transactionId": fmt.Sprintf("tx-%d", sent)}
+					sent++
+				}
+				body, err := json.Marshal(map[string]any{"items": items})
+				if err != nil {
+					b.Fatal(err)
+				}
+				req, err := http.NewRequest("POST", br.URL+"/api/v1/push", bytes.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				req.Header.Set("Content-Type", "application/json")
+				if br.Token != "" {
+					req.Header.Set("Authorization", "Bearer "+br.Token)
+				}
+				b.StartTimer()
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusCreated {
+					b.Fatalf("push answered %d %s (%v)", resp.StatusCode, out, err)
+				}
 			}
 		})
 	}

@@ -124,9 +124,10 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteAppended(w, http.StatusCreated, pushResults{}.append)
 		return
 	}
-	s.carryTrace(r, in)
 	id := auth.FromContext(r.Context())
+	traceparent := s.traceparent(r)
 	if sp := s.Spool; sp != nil && sp.Buffering() {
+		s.Producer.Trace(in, traceparent)
 		taken, err := sp.Take(id.Tenant, id.Subject, in)
 		switch {
 		case errors.Is(err, spool.ErrNotWritten):
@@ -138,19 +139,19 @@ func (s *Handler) handlePush(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	pushed, segs, err := s.Producer.Push(r.Context(), id.Tenant, id.Subject, in)
+	e, err := s.Producer.Emit(r.Context(), produce.Write{Tenant: id.Tenant, Sub: id.Subject, Items: in, Traceparent: traceparent})
 	if err != nil {
 		s.fail(w, r, "push", err)
 		return
 	}
-	s.After.Apply(produce.AfterPush(segs))
-	httpx.WriteAppended(w, http.StatusCreated, pushResults{in, pushed}.append)
+	s.After.Apply(e.After)
+	httpx.WriteAppended(w, http.StatusCreated, pushResults{in, e.Pushed}.append)
 }
 
-// carryTrace stamps the request's trace context on the items it pushes, to
-// be stored with them and handed to their consumers.
-func (s *Handler) carryTrace(r *http.Request, in []produce.Item) {
-	s.Producer.Trace(in, tracing.Carried(r.Context(), r.Header.Get(tracing.Header)))
+// traceparent is the request's trace context, which the items it pushes
+// carry, to be stored with them and handed to their consumers.
+func (s *Handler) traceparent(r *http.Request) string {
+	return tracing.Carried(r.Context(), r.Header.Get(tracing.Header))
 }
 
 // fail answers a failed request: client errors with their status, anything

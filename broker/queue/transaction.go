@@ -100,13 +100,11 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
-	for _, o := range ops {
-		s.carryTrace(r, o.push)
-	}
+	traceparent := s.traceparent(r)
 	id := auth.FromContext(r.Context())
 	ctx := r.Context()
 	results := make([]opResult, 0, len(ops))
-	var pushed []*produce.Segment
+	var after commit.After
 	var acks []db.QueueAck
 	var acked []db.AckResult
 	var failure string
@@ -126,12 +124,13 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 				}
 				continue
 			}
-			out, segs, err := s.Producer.PushInTx(ctx, tx, id.Tenant, id.Subject, o.push)
+			e, err := s.Producer.Emit(ctx, produce.Write{Tenant: id.Tenant, Sub: id.Subject, Items: o.push,
+				Traceparent: traceparent, Tx: tx})
 			if err != nil {
 				return err
 			}
-			pushed = append(pushed, segs...)
-			results = append(results, opResult{Index: i, Type: "push", Success: true, Results: &pushResults{o.push, out}})
+			after.Add(e.After)
+			results = append(results, opResult{Index: i, Type: "push", Success: true, Results: &pushResults{o.push, e.Pushed}})
 		}
 		return nil
 	})
@@ -149,9 +148,10 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.fail(w, r, "transaction", err)
 	default:
-		after := produce.AfterPush(pushed)
+		// transactionOps counts the push requests of the whole transaction.
+		after.Ops = slices.DeleteFunc(after.Ops, func(o commit.Op) bool { return o.Field == counters.PushRequests })
+		after.Ops = append(after.Ops, transactionOps(id.Tenant, after.Pushed, acked)...)
 		after.Add(store.Acked(id.Tenant, acks, acked))
-		after.Ops = append(after.Ops, transactionOps(id.Tenant, pushed, acked)...)
 		s.After.Apply(after)
 		httpx.WriteJSON(w, http.StatusOK, map[string]any{"transactionId": txID, "success": true, "results": results})
 	}
@@ -161,20 +161,27 @@ func (s *Handler) handleTransaction(w http.ResponseWriter, r *http.Request) {
 // an error of the database).
 var errRollback = fmt.Errorf("transaction rolled back")
 
-// transactionOps count a committed transaction once in each queue it
-// pushed to or acked in.
-func transactionOps(tenant string, pushed []*produce.Segment, acked []db.AckResult) []commit.Op {
-	var queues []string
-	for _, g := range pushed {
-		queues = append(queues, g.Partition.Queue.Name)
+// transactionOps are a committed transaction's counts per queue: one
+// transaction in each queue it pushed to or acked in, and one push request
+// in each queue it pushed to, however many of its operations pushed there.
+func transactionOps(tenant string, pushed []commit.Count, acked []db.AckResult) []commit.Op {
+	var queues, pushedTo []string
+	for _, c := range pushed {
+		pushedTo = append(pushedTo, c.Queue)
 	}
+	queues = append(queues, pushedTo...)
 	for _, r := range acked {
 		queues = append(queues, *r.QueueName) // a committed ack found its message
 	}
-	slices.Sort(queues)
 	var ops []commit.Op
-	for _, q := range slices.Compact(queues) {
-		ops = append(ops, commit.Op{Tenant: tenant, Queue: q, Field: counters.Transactions, N: 1})
+	for _, c := range []struct {
+		queues []string
+		field  counters.Field
+	}{{queues, counters.Transactions}, {pushedTo, counters.PushRequests}} {
+		slices.Sort(c.queues)
+		for _, q := range slices.Compact(c.queues) {
+			ops = append(ops, commit.Op{Tenant: tenant, Queue: q, Field: c.field, N: 1})
+		}
 	}
 	return ops
 }

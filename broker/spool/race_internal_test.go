@@ -14,6 +14,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/commit"
+	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/metrics"
@@ -43,7 +44,7 @@ func TestAppendsRacingDrainsAllReachTheDatabase(t *testing.T) {
 	sw.on.Store(true)
 	d := db.New(pool)
 	hot := hotlist.New()
-	p := produce.New(d, catalog.New(d, catalog.DefaultSize), produce.Options{Metrics: m, Logger: logger})
+	p := produce.New(d, catalog.New(d, config.DefaultCatalogSize), produce.Options{Metrics: m, Logger: logger})
 	s, err := Open(t.TempDir(), p, commit.New(hotlist.NewAnnouncer(hot, d, logger), hot, m), sw, m.SpoolBuffered, logger)
 	if err != nil {
 		t.Fatal(err)

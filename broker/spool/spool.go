@@ -467,11 +467,11 @@ func (s *Spool) push(ctx context.Context, batch []Record) error {
 		for k := range items {
 			items[k] = batch[i+k].Item
 		}
-		_, segs, err := s.producer.Push(ctx, batch[i].Tenant, batch[i].Sub, items)
+		e, err := s.producer.Emit(ctx, produce.Write{Tenant: batch[i].Tenant, Sub: batch[i].Sub, Items: items})
 		if err != nil {
 			return fmt.Errorf("drain spool: push %d messages: %w", len(items), err)
 		}
-		s.after.Apply(produce.AfterPush(segs))
+		s.after.Apply(e.After)
 		i = j
 	}
 	return nil

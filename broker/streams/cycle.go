@@ -1,9 +1,7 @@
 package streams
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -12,49 +10,18 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/catalog"
-	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/produce"
 	"github.com/regent-mq/regent/broker/quota"
+	"github.com/regent-mq/regent/broker/streams/wire"
 	"github.com/regent-mq/regent/broker/tracing"
 )
 
-type cycleRequest struct {
-	QueryID       string          `json:"query_id"`
-	PartitionID   string          `json:"partition_id"`
-	ConsumerGroup string          `json:"consumer_group"`
-	StateOps      json.RawMessage `json:"state_ops"`
-	PushItems     []pushItem      `json:"push_items"`
-	Ack           *ackRequest     `json:"ack"`
-	ReleaseLease  *bool           `json:"release_lease"`
-	// ResetGeneration is the reset_generation the worker's registration
-	// answered: with it, the cycle is refused (409) once a reset or a
-	// restore has moved the query's. Absent checks nothing.
-	ResetGeneration *int64 `json:"reset_generation"`
-}
-
-type ackRequest struct {
-	// TransactionID is accepted as the SDKs send it, and not used: the
-	// lease names the batch an ack covers.
-	TransactionID string  `json:"transactionId"`
-	LeaseID       string  `json:"leaseId"`
-	Status        *string `json:"status"`
-	Count         *int64  `json:"count"`
-}
-
-type cycleResponse struct {
-	Success         bool         `json:"success"`
-	Error           string       `json:"error,omitempty"`
-	QueryID         uuid.UUID    `json:"query_id"`
-	PartitionID     uuid.UUID    `json:"partition_id"`
-	QueueName       *string      `json:"queueName"`
-	StateOpsApplied int32        `json:"state_ops_applied"`
-	PushResults     []pushResult `json:"push_results"`
-	AckResult       *ackResult   `json:"ack_result"`
-}
+// cycleResponse is the cycle's answer, written by hand.
+type cycleResponse wire.CycleResponse
 
 // appendJSON appends r as encoding/json would write it: on this hot path
 // reflection cost more than the rest of the answer.
@@ -82,7 +49,7 @@ func (r *cycleResponse) appendJSON(b []byte) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = r.PushResults[i].appendJSON(b)
+			b = appendPushResult(b, &r.PushResults[i])
 		}
 		b = append(b, ']')
 	}
@@ -111,15 +78,6 @@ func (r *cycleResponse) writeStatus(w http.ResponseWriter, status int) {
 	httpx.WriteAppended(w, status, r.appendJSON)
 }
 
-// ackResult reports an ack the cycle applied; a cycle whose ack could not
-// be applied fails as a whole, so Success is always true here.
-type ackResult struct {
-	Success       bool  `json:"success"`
-	Count         int64 `json:"count"`
-	LeaseReleased bool  `json:"lease_released"`
-	DLQ           bool  `json:"dlq"`
-}
-
 // cycle is POST /streams/v1/cycle: one call of queen_streams.cycle_v4 (the
 // short path of the common cycle, in front of cycle_v3 and cycle_v2), whose
 // rules are in broker/migrate/functions/queen_streams.cycle_v2.sql: what its
@@ -127,7 +85,7 @@ type ackResult struct {
 // beside folds exactly-once.
 func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	var req cycleRequest
+	var req wire.CycleRequest
 	if err := httpx.ReadJSON(r, &req); err != nil {
 		httpx.Fail(w, err)
 		return
@@ -142,8 +100,6 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
-	// What the cycle emits continues its trace.
-	s.producer.Trace(items, tracing.Carried(r.Context(), r.Header.Get(tracing.Header)))
 	id := auth.FromContext(r.Context())
 	c.Tenant = id.Tenant
 	if !s.ownPartition(w, r, c.Tenant, c.PartitionID) {
@@ -154,24 +110,14 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 		s.refuseOwned(w, r, &c, c.Ops.Refusal, start)
 		return
 	}
-	k, err := s.pack(r.Context(), c.Tenant, id.Subject, req.PushItems, items, index)
+	// What the cycle emits continues its trace.
+	e, err := s.producer.Emit(r.Context(), produce.Write{Tenant: c.Tenant, Sub: id.Subject, Items: items,
+		Traceparent: tracing.Carried(r.Context(), r.Header.Get(tracing.Header)), Cycle: &c})
 	if err != nil {
-		s.fail(w, r, err)
+		s.notEmitted(w, r, &c, err, start)
 		return
 	}
-	if k.packed != nil {
-		if err := s.quotas.AdmitStore(c.Tenant, k.packed.Bytes()); err != nil {
-			// Past maxStoredBytes the cycle fails as a whole, as past
-			// maxStateRows.
-			s.refuseOwned(w, r, &c, err.Error(), start)
-			return
-		}
-	}
-	res, k, err := s.run(r, &c, k, items)
-	if err != nil {
-		s.refuseOrFail(w, r, &c, err, start)
-		return
-	}
+	res := e.Cycle
 	s.metrics.Ops.Cycle(c.Tenant, c.QueryID, false)
 	s.metrics.StateOps.WithLabelValues(c.Tenant, "upsert").Add(float64(len(c.Ops.UpsertKeys)))
 	s.metrics.StateOps.WithLabelValues(c.Tenant, "delete").Add(float64(len(c.Ops.DeleteKeys)))
@@ -179,16 +125,11 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	// The cycle committed: the bookkeeping of the push and ack routes is
 	// done here, counters and the announcements that make the sink emits
 	// and the released source visible to the pops of every replica.
-	k.committed(res.BaseOffsets)
-	after := produce.AfterPush(k.segs)
-	if res.Announce {
-		after.Announce = append(after.Announce, commit.Partition{Queue: res.QueueID, Partition: c.PartitionID})
-	}
-	s.after.Apply(after)
+	s.after.Apply(e.After)
 	resp := cycleResponse{Success: true, QueryID: c.QueryID, PartitionID: c.PartitionID,
-		QueueName: &res.QueueName, StateOpsApplied: c.Ops.Applied, PushResults: k.results()}
+		QueueName: &res.QueueName, StateOpsApplied: c.Ops.Applied, PushResults: pushResults(req.PushItems, index, e.Pushed)}
 	if c.Ack != nil {
-		resp.AckResult = &ackResult{Success: true, Count: res.AckCount, LeaseReleased: res.LeaseReleased}
+		resp.AckResult = &wire.AckResult{Success: true, Count: res.AckCount, LeaseReleased: res.LeaseReleased}
 		if c.Ack.OK && res.AckCount > 0 {
 			s.metrics.Acked.WithLabelValues(c.Tenant, res.QueueName).Add(float64(res.AckCount))
 			s.metrics.Ops.Add(c.Tenant, res.QueueName, counters.AckRequests, 1)
@@ -197,6 +138,24 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	}
 	resp.write(w)
 	s.metrics.Cycle(c.Tenant, c.QueryID.String(), metrics.CycleCommitted, time.Since(start))
+}
+
+// notEmitted answers a cycle that Emit did not commit. Its own function:
+// the targets of errors.As escape, and the committed cycle does not pay
+// for them.
+func (s *Service) notEmitted(w http.ResponseWriter, r *http.Request, c *db.Cycle, err error, start time.Time) {
+	var bad *catalog.BadName
+	var over *quota.Refusal
+	switch {
+	case errors.As(err, &bad):
+		httpx.Fail(w, httpx.BadRequest("%s", bad.Message))
+	case errors.As(err, &over) && over.Quota == quota.MaxStoredBytes:
+		// Past maxStoredBytes the cycle fails as a whole, as past
+		// maxStateRows.
+		s.refuseOwned(w, r, c, over.Message, start)
+	default:
+		s.refuseOrFail(w, r, c, err, start)
+	}
 }
 
 // refuseOwned fails a cycle that breaks a rule the broker checks before the
@@ -227,7 +186,7 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cyc
 			status = http.StatusConflict
 		}
 		(&cycleResponse{QueryID: c.QueryID, PartitionID: c.PartitionID,
-			Error: refused.Message, PushResults: []pushResult{}}).writeStatus(w, status)
+			Error: refused.Message, PushResults: []wire.PushResult{}}).writeStatus(w, status)
 		s.metrics.Cycle(c.Tenant, c.QueryID.String(), metrics.CycleRefused, time.Since(start))
 		return
 	}
@@ -235,29 +194,8 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cyc
 	s.metrics.Cycle(c.Tenant, c.QueryID.String(), metrics.CycleFailed, time.Since(start))
 }
 
-// run runs the cycle until it commits or is refused, through the log's
-// loop (produce.Producer.Store): items the database already holds under their
-// transaction id are dropped and the cycle runs again; a sink partition
-// deleted behind the cache is resolved again once.
-func (s *Service) run(r *http.Request, c *db.Cycle, k *sink, items []produce.Item) (db.CycleResult, *sink, error) {
-	var res db.CycleResult
-	err := s.producer.Store(c.Tenant, items, func() (db.Duplicates, error) {
-		c.Segments = produce.Args(k.segs)
-		var err error
-		if res, err = s.db.RunCycle(r.Context(), *c); err == nil && res.Gone {
-			err = fmt.Errorf("run cycle: %w", catalog.ErrPartitionGone)
-		}
-		return res.Duplicates, err
-	}, func(d db.Duplicates) { k.drop(d) }, func() (err error) {
-		id := auth.FromContext(r.Context())
-		k, err = s.pack(r.Context(), c.Tenant, id.Subject, k.items, items, k.index)
-		return err
-	})
-	return res, k, err
-}
-
 // cycleFrom checks a cycle request and applies the defaults.
-func cycleFrom(req *cycleRequest) (db.Cycle, error) {
+func cycleFrom(req *wire.CycleRequest) (db.Cycle, error) {
 	var c db.Cycle
 	var err error
 	if c.QueryID, err = parseID("query_id", req.QueryID); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/streams/wire"
 
 	"github.com/google/uuid"
 )
@@ -14,15 +15,15 @@ import (
 func TestCycleAnswerIsWrittenAsEncodingJSONWritesIt(t *testing.T) {
 	name, offset, id := "orders <&> \u2028 \"q\"", int64(4711), uuid.New()
 	for _, r := range []cycleResponse{
-		{QueryID: uuid.New(), PartitionID: uuid.New(), Error: "query not found", PushResults: []pushResult{}},
+		{QueryID: uuid.New(), PartitionID: uuid.New(), Error: "query not found", PushResults: []wire.PushResult{}},
 		{QueryID: uuid.New(), PartitionID: uuid.New(), Error: "invalid lease: \x01 \xff"},
 		{Success: true, QueryID: uuid.New(), PartitionID: uuid.New(), QueueName: &name, StateOpsApplied: 3,
-			PushResults: []pushResult{
+			PushResults: []wire.PushResult{
 				{Queue: "out", Partition: "Default", Status: "queued", BaseOffset: &offset, MessageID: &id, TransactionID: "t1"},
 				{Status: "skipped"},
 				{Queue: "out", Partition: "p", Status: "duplicate", MessageID: &id, TransactionID: "t\n2"},
 			},
-			AckResult: &ackResult{Success: true, Count: 50, LeaseReleased: true}},
+			AckResult: &wire.AckResult{Success: true, Count: 50, LeaseReleased: true}},
 	} {
 		want, err := json.Marshal(r)
 		if err != nil {
@@ -41,9 +42,9 @@ func TestCycleAnswerIsWrittenAsEncodingJSONWritesIt(t *testing.T) {
 func BenchmarkCycleAnswer(b *testing.B) {
 	name, offset, id := "orders", int64(4711), uuid.New()
 	r := cycleResponse{Success: true, QueryID: uuid.New(), PartitionID: uuid.New(), QueueName: &name, StateOpsApplied: 4,
-		PushResults: []pushResult{{Queue: "orders.per_minute", Partition: "Default", Status: "queued", BaseOffset: &offset,
+		PushResults: []wire.PushResult{{Queue: "orders.per_minute", Partition: "Default", Status: "queued", BaseOffset: &offset,
 			MessageID: &id, TransactionID: id.String()}},
-		AckResult: &ackResult{Success: true, Count: 100, LeaseReleased: true}}
+		AckResult: &wire.AckResult{Success: true, Count: 100, LeaseReleased: true}}
 	b.Run("encoding-json", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

@@ -1,45 +1,18 @@
 package streams
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 
 	"github.com/google/uuid"
 
-	"github.com/regent-mq/regent/broker/catalog"
-	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/produce"
+	"github.com/regent-mq/regent/broker/streams/wire"
 )
 
-// pushItem is a sink message as the client sends it.
-type pushItem struct {
-	Queue         string          `json:"queue"`
-	Partition     string          `json:"partition"`
-	Payload       json.RawMessage `json:"payload"`
-	Data          json.RawMessage `json:"data"`
-	MessageID     string          `json:"messageId"`
-	TransactionID string          `json:"transactionId"`
-	TraceID       string          `json:"traceId"`
-}
-
-// pushResult answers one push item, in item order. A duplicate names the
-// message already stored under its transaction id and has no offset.
-type pushResult struct {
-	Queue         string     `json:"queue"`
-	Partition     string     `json:"partition,omitempty"`
-	Status        string     `json:"status"` // queued, duplicate, or skipped (no queue)
-	BaseOffset    *int64     `json:"baseOffset,omitempty"`
-	MessageID     *uuid.UUID `json:"messageId,omitempty"`
-	TransactionID string     `json:"transactionId,omitempty"`
-}
-
-// appendJSON appends r as encoding/json would write it.
-func (r *pushResult) appendJSON(b []byte) []byte {
+// appendPushResult appends r as encoding/json would write it.
+func appendPushResult(b []byte, r *wire.PushResult) []byte {
 	b = append(b, `{"queue":`...)
 	b = httpx.AppendString(b, r.Queue)
 	if r.Partition != "" {
@@ -63,19 +36,9 @@ func (r *pushResult) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-// sink is a cycle's push_items, packed by the queue's push path.
-type sink struct {
-	items  []pushItem
-	index  []int // packed item j is items[index[j]]
-	packed *produce.Packed
-	// segs are the segments still to push, sorted by partition id: the lock
-	// order of the push.
-	segs []*produce.Segment
-}
-
 // sinkItems checks the push items and turns the ones with a queue into
 // queue.Items; an item with an empty queue is skipped, not rejected.
-func sinkItems(in []pushItem) (items []produce.Item, index []int, err error) {
+func sinkItems(in []wire.PushItem) (items []produce.Item, index []int, err error) {
 	for i, it := range in {
 		if it.Queue == "" {
 			continue
@@ -104,50 +67,19 @@ func sinkItems(in []pushItem) (items []produce.Item, index []int, err error) {
 	return items, index, nil
 }
 
-// pack resolves the sink partitions under the tenant (creating what is
-// missing) and packs the items of sinkItems into segments.
-func (s *Service) pack(ctx context.Context, tenant, producerSub string, in []pushItem, items []produce.Item, index []int) (*sink, error) {
-	k := &sink{items: in, index: index}
-	if len(items) == 0 {
-		return k, nil
-	}
-	var err error
-	if k.packed, err = s.producer.Pack(ctx, tenant, producerSub, items); err != nil {
-		var bad *catalog.BadName
-		if errors.As(err, &bad) {
-			return nil, httpx.BadRequest("%s", bad.Message)
-		}
-		return nil, err
-	}
-	k.segs = slices.Clone(k.packed.Segments)
-	produce.SortSegments(k.segs)
-	return k, nil
-}
-
-// drop takes out of the segments the items the database already holds, so
-// that the cycle can run again.
-func (k *sink) drop(d db.Duplicates) { k.segs = k.packed.Drop(k.segs, d) }
-
-// committed records the base offsets the cycle gave k.segs.
-func (k *sink) committed(offsets []int64) {
-	for n, g := range k.segs {
-		g.BaseOffset = offsets[n]
-	}
-}
-
-// results answers every push item once the cycle committed.
-func (k *sink) results() []pushResult {
-	out := make([]pushResult, len(k.items))
-	for i, it := range k.items {
+// pushResults answers every push item of in once the cycle committed:
+// pushed answers the items sinkItems kept, in order, index[j] naming
+// pushed[j]'s item.
+func pushResults(in []wire.PushItem, index []int, pushed []produce.Pushed) []wire.PushResult {
+	out := make([]wire.PushResult, len(in))
+	for i, it := range in {
 		if it.Queue == "" {
-			out[i] = pushResult{Status: "skipped"}
+			out[i] = wire.PushResult{Status: "skipped"}
 		}
 	}
-	if k.packed == nil {
-		return out
-	}
-	for j, p := range k.packed.Results(k.segs) {
-		r := &out[k.index[j]]
+	for j := range pushed {
+		p := &pushed[j]
+		r := &out[index[j]]
 		r.Queue, r.Partition, r.MessageID, r.TransactionID = p.Partition.Queue.Name, p.Partition.Name, &p.MessageID, p.TransactionID
 		if p.Duplicate {
 			r.Status = "duplicate"

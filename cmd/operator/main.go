@@ -27,8 +27,8 @@ import (
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/broker/config"
-	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/controllers"
 	"github.com/regent-mq/regent/controllers/registration"
 )
@@ -162,7 +162,7 @@ func run(args []string) error {
 	}
 
 	ctx := ctrl.SetupSignalHandler()
-	cell, err := db.OpenCell(ctx, s.DatabaseURL, workers+2)
+	cell, err := celldb.Open(ctx, s.DatabaseURL, workers+2)
 	if err != nil {
 		return err
 	}

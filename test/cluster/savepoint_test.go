@@ -11,7 +11,7 @@ import (
 	"time"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/test/foldref"
 )
 
@@ -59,7 +59,7 @@ func (r *pipelineRun) startWorkers(p v1.Pipeline, sink string, n int) []*workerP
 
 // stopWorkers kills ws and waits until the query's group holds no live
 // lease: the drain of an upgrade.
-func (r *pipelineRun) stopWorkers(db *db.Cell, ws []*workerProc) {
+func (r *pipelineRun) stopWorkers(db *celldb.DB, ws []*workerProc) {
 	for _, w := range ws {
 		w.kill()
 	}
@@ -94,7 +94,7 @@ func TestAnUpgradeThroughASavepointAndARollbackKeepTheSinkExactlyOnce(t *testing
 	oldP, newP := foldref.Pipeline(oldWindow), foldref.Pipeline(newWindow)
 
 	r := newPipelineRun(t, "upgrade", partitions, 1)
-	db := db.NewCell(r.pool)
+	db := celldb.New(r.pool)
 	ctx := context.Background()
 
 	// The old pipeline folds the first half of the events.

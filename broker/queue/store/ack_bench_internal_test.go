@@ -26,7 +26,7 @@ func BenchmarkAck(b *testing.B) {
 				for j := range items {
 					items[j] = produce.Item{Queue: "q", Payload: json.RawMessage(fmt.Sprint(i + j))}
 				}
-				if _, _, err := s.producer.Push(ctx, "default", "", items); err != nil {
+				if _, err := s.producer.Emit(ctx, produce.Write{Tenant: "default", Items: items}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -35,11 +35,11 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 			items[i] = produce.Item{Queue: queue, Payload: json.RawMessage(fmt.Sprint(i))}
 		}
 		// Two segments, so that batches span them.
-		pushed, _, err := s.producer.Push(ctx, "default", "", items[:5])
+		first, err := s.producer.Emit(ctx, produce.Write{Tenant: "default", Items: items[:5]})
 		require.NoError(t, err)
-		more, _, err := s.producer.Push(ctx, "default", "", items[5:])
+		second, err := s.producer.Emit(ctx, produce.Write{Tenant: "default", Items: items[5:]})
 		require.NoError(t, err)
-		pushed = append(pushed, more...)
+		pushed := append(first.Pushed, second.Pushed...)
 		pid := pushed[0].Partition.ID
 
 		got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: queue, Group: catalog.QueueMode,
@@ -140,7 +140,7 @@ func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
-	_, _, err := s.producer.Push(ctx, "default", "", []produce.Item{{Queue: "q", Payload: json.RawMessage(`1`)}})
+	_, err := s.producer.Emit(ctx, produce.Write{Tenant: "default", Items: []produce.Item{{Queue: "q", Payload: json.RawMessage(`1`)}}})
 	require.NoError(t, err)
 	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: "q", Group: catalog.QueueMode, Batch: 1, Partitions: 1, SubStart: "all"})
 	msgs := got.Messages
@@ -184,7 +184,7 @@ func popAll(t *testing.T, s testStore, queue, partition string, n, per int) []Me
 		for j := i; j < min(i+per, n); j++ {
 			items = append(items, produce.Item{Queue: queue, Partition: partition, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, j))})
 		}
-		_, _, err := s.producer.Push(ctx, "default", "", items)
+		_, err := s.producer.Emit(ctx, produce.Write{Tenant: "default", Items: items})
 		require.NoError(t, err)
 	}
 	got, err := s.Pop(ctx, &PopRequest{Tenant: "default", Queue: queue, Partition: partition, Group: catalog.QueueMode,

@@ -4,6 +4,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/commit"
+	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/ids"
 
@@ -35,7 +36,7 @@ func newStore(t testing.TB) testStore {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, hot := metrics.New(), hotlist.New()
 	d := db.New(pool)
-	cat, after := catalog.New(d, catalog.DefaultSize), commit.New(hotlist.NewAnnouncer(hot, d, logger), hot, m)
+	cat, after := catalog.New(d, config.DefaultCatalogSize), commit.New(hotlist.NewAnnouncer(hot, d, logger), hot, m)
 	p := produce.New(d, cat, produce.Options{Metrics: m, Logger: logger})
 	return testStore{New(d, cat, after, nil, nil, m, hot, logger, 64<<20), p}
 }
@@ -49,9 +50,9 @@ func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testi
 	s := newStore(t)
 	ctx := t.Context()
 	items := []produce.Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}}
-	_, segs, err := s.producer.Push(ctx, "default", "", items)
+	e, err := s.producer.Emit(ctx, produce.Write{Tenant: "default", Items: items})
 	require.NoError(t, err)
-	s.after.Apply(produce.AfterPush(segs))
+	s.after.Apply(e.After)
 	p := &PopRequest{Tenant: "default", Queue: "q", Group: catalog.QueueMode, Batch: 2, Partitions: 1, SubStart: "all"}
 
 	_, err = s.db.Conn().Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum + 1`)
@@ -82,8 +83,9 @@ func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
 	for i, part := range []string{"a", "a", "b", "b"} {
 		items = append(items, produce.Item{Queue: "q", Partition: part, Payload: json.RawMessage(strconv.Itoa(i))})
 	}
-	out, _, err := s.producer.Push(ctx, "default", "", items)
+	e, err := s.producer.Emit(ctx, produce.Write{Tenant: "default", Items: items})
 	require.NoError(t, err)
+	out := e.Pushed
 	a, b := out[0].Partition.ID, out[2].Partition.ID
 	q, err := s.catalog.LookupQueue(ctx, "default", "q")
 	require.NoError(t, err)
@@ -121,10 +123,10 @@ func TestAFinalPopFindsWhatTheHotListWasNotToldOf(t *testing.T) {
 	ctx := t.Context()
 	push := func(part string) {
 		t.Helper()
-		_, segs, err := s.producer.Push(ctx, "default", "", []produce.Item{{Queue: "q", Partition: part, Payload: json.RawMessage(`1`)}})
+		e, err := s.producer.Emit(ctx, produce.Write{Tenant: "default", Items: []produce.Item{{Queue: "q", Partition: part, Payload: json.RawMessage(`1`)}}})
 		require.NoError(t, err)
 		if part == "a" {
-			s.after.Apply(produce.AfterPush(segs))
+			s.after.Apply(e.After)
 		}
 	}
 	push("a")

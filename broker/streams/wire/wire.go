@@ -1,6 +1,8 @@
-// Package wire holds the names of Regent's extensions to the streams
-// routes that the broker and regent-worker both speak, with no dependency,
-// so that the worker can share them without the broker's.
+// Package wire is what the broker and regent-worker both speak on the
+// streams routes: the cycle's request and answer, which are Queen's JSON
+// exactly (stock clients share these routes), and the names of Regent's
+// extensions. It depends on nothing of the broker's, so that the worker can
+// share it without linking the broker.
 package wire
 
 // ResetGenerationHeader is the header of the broker's 200 answer to a

@@ -1,4 +1,16 @@
-package db
+// Package celldb is the operator's access to the cell database, the
+// PostgreSQL the brokers share: the quota grants it writes, the
+// registrations it deletes, suspends, rewinds and restores, and the
+// progress and load it reads. Registration itself goes through the broker
+// (package controllers/registration), never through here.
+//
+// Every call goes through a function the schema owns (see
+// broker/migrate/functions/queen_streams.quota_*.sql, query_*.sql and
+// savepoint_*.sql), never through the broker's tables, so that a table
+// change cannot break the operator silently; TestOnlyTheSeamNamesTables
+// holds it to that. It is a package of its own, beside broker/db, so that
+// the operator links none of the broker's internals: only pgx.
+package celldb
 
 import (
 	"context"
@@ -10,35 +22,32 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Cell is the operator's access to the cell database, the PostgreSQL the
-// brokers share: the quota grants it writes, the registrations it deletes,
-// and the progress it reads. Registration itself goes through the broker
-// (package registration), never through here.
-//
-// Every call goes through a function the schema owns (see
-// broker/migrate/functions/queen_streams.quota_*.sql, query_*.sql and
-// savepoint_*.sql), never through the broker's tables, so that a table
-// change cannot break the operator silently: Cell has no other methods.
-type Cell struct{ pool *pgxpool.Pool }
+// DB is the operator's access to the cell database.
+type DB struct{ pool *pgxpool.Pool }
 
-// NewCell wraps a pool; the caller keeps ownership of it.
-func NewCell(pool *pgxpool.Pool) *Cell { return &Cell{pool: pool} }
+// New wraps a pool; the caller keeps ownership of it.
+func New(pool *pgxpool.Pool) *DB { return &DB{pool: pool} }
 
-// OpenCell connects a pool of at most maxConns connections to the cell
+// Open connects a pool of at most maxConns connections to the cell
 // database at url. Close releases it.
-func OpenCell(ctx context.Context, url string, maxConns int32) (*Cell, error) {
-	pool, err := openPool(ctx, url, maxConns, func(*pgxpool.Config) {})
+func Open(ctx context.Context, url string, maxConns int32) (*DB, error) {
+	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	return NewCell(pool), nil
+	pc.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	return New(pool), nil
 }
 
 // Close closes the pool, waiting for its connections to be released.
-func (d *Cell) Close() { d.pool.Close() }
+func (d *DB) Close() { d.pool.Close() }
 
 // Ping checks that the cell database answers.
-func (d *Cell) Ping(ctx context.Context) error { return d.pool.Ping(ctx) }
+func (d *DB) Ping(ctx context.Context) error { return d.pool.Ping(ctx) }
 
 // Quota is a tenant's grant and its limits; nil means no limit.
 type Quota struct {
@@ -57,7 +66,7 @@ type Quota struct {
 
 // ApplyQuota writes the grant, leaving it untouched when it already says
 // the same, and returns how many queries the tenant has registered.
-func (d *Cell) ApplyQuota(ctx context.Context, q Quota) (registered int64, err error) {
+func (d *DB) ApplyQuota(ctx context.Context, q Quota) (registered int64, err error) {
 	err = d.pool.QueryRow(ctx, `SELECT queen_streams.quota_apply_v2(p_tenant => $1, p_enabled => $2,
 		p_max_queries => $3, p_max_queues => $4, p_push_messages_per_second => $5, p_push_messages_burst => $6,
 		p_push_bytes_per_second => $7, p_push_bytes_burst => $8, p_pop_messages_per_second => $9,
@@ -82,7 +91,7 @@ type Usage struct {
 
 // Usage reads the tenant's usage, and the limits that refused it within
 // the last within.
-func (d *Cell) Usage(ctx context.Context, tenant string, within time.Duration) (Usage, error) {
+func (d *DB) Usage(ctx context.Context, tenant string, within time.Duration) (Usage, error) {
 	var u Usage
 	err := d.pool.QueryRow(ctx, `SELECT queues, queries, stored_bytes, state_rows, pushed_last_minute,
 		popped_last_minute, refusing FROM queen_streams.quota_usage(p_tenant => $1, p_within => $2)`, tenant, within).
@@ -94,7 +103,7 @@ func (d *Cell) Usage(ctx context.Context, tenant string, within time.Duration) (
 }
 
 // CountQueries returns how many queries the tenant has registered.
-func (d *Cell) CountQueries(ctx context.Context, tenant string) (int64, error) {
+func (d *DB) CountQueries(ctx context.Context, tenant string) (int64, error) {
 	var n int64
 	if err := d.pool.QueryRow(ctx, `SELECT queen_streams.query_count(p_tenant => $1)`, tenant).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count queries of tenant %q: %w", tenant, err)
@@ -104,7 +113,7 @@ func (d *Cell) CountQueries(ctx context.Context, tenant string) (int64, error) {
 
 // DeleteQuota removes the tenant's grant: the broker then refuses new names
 // for the tenant, and its existing queries keep running.
-func (d *Cell) DeleteQuota(ctx context.Context, tenant string) error {
+func (d *DB) DeleteQuota(ctx context.Context, tenant string) error {
 	if _, err := d.pool.Exec(ctx, `SELECT queen_streams.quota_delete(p_tenant => $1)`, tenant); err != nil {
 		return fmt.Errorf("delete quota of tenant %q: %w", tenant, err)
 	}
@@ -113,7 +122,7 @@ func (d *Cell) DeleteQuota(ctx context.Context, tenant string) error {
 
 // DeleteQuery removes the registration and, by cascade, its state. It
 // reports whether there was one.
-func (d *Cell) DeleteQuery(ctx context.Context, tenant, name string) (bool, error) {
+func (d *DB) DeleteQuery(ctx context.Context, tenant, name string) (bool, error) {
 	var found bool
 	if err := d.pool.QueryRow(ctx, `SELECT queen_streams.query_delete(p_tenant => $1, p_name => $2)`, tenant, name).Scan(&found); err != nil {
 		return false, fmt.Errorf("delete query %q of tenant %q: %w", name, tenant, err)
@@ -142,7 +151,7 @@ var ErrNoQuery = errors.New("no such query")
 
 // Progress reads the progress of the tenant's query name, whose workers pop
 // source as consumer group group.
-func (d *Cell) Progress(ctx context.Context, tenant, name, group, source string) (Progress, error) {
+func (d *DB) Progress(ctx context.Context, tenant, name, group, source string) (Progress, error) {
 	var p Progress
 	err := d.pool.QueryRow(ctx, `
 SELECT lag, oldest, state_rows, last_cycle
@@ -161,7 +170,7 @@ SELECT lag, oldest, state_rows, last_cycle
 // the tenant's query name. While the query exists it only grows, and it
 // grows in the same transaction as the reset, so a value beyond one read
 // earlier proves that a reset has committed since.
-func (d *Cell) ResetGeneration(ctx context.Context, tenant, name string) (int64, error) {
+func (d *DB) ResetGeneration(ctx context.Context, tenant, name string) (int64, error) {
 	var g *int64
 	if err := d.pool.QueryRow(ctx, `SELECT queen_streams.query_reset_generation(p_tenant => $1, p_name => $2)`, tenant, name).Scan(&g); err != nil {
 		return 0, fmt.Errorf("read reset generation of query %q of tenant %q: %w", name, tenant, err)
@@ -175,7 +184,7 @@ func (d *Cell) ResetGeneration(ctx context.Context, tenant, name string) (int64,
 // Suspend sets whether the tenant's query name is suspended: while it is,
 // the broker answers the pops of its consumer group, group, with nothing
 // and refuses its cycles. It reports whether the query exists.
-func (d *Cell) Suspend(ctx context.Context, tenant, name, group string, suspended bool) (bool, error) {
+func (d *DB) Suspend(ctx context.Context, tenant, name, group string, suspended bool) (bool, error) {
 	var found bool
 	err := d.pool.QueryRow(ctx, `SELECT queen_streams.query_suspend(p_tenant => $1, p_name => $2, p_group => $3, p_suspended => $4)`,
 		tenant, name, group, suspended).Scan(&found)
@@ -198,7 +207,7 @@ type Rewound struct {
 // Rewind deletes the state of the tenant's query name and moves its
 // consumer group, group, to the first message created at or after to, in
 // one transaction, once per token (queen_streams.query_rewind).
-func (d *Cell) Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (Rewound, error) {
+func (d *DB) Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (Rewound, error) {
 	var (
 		rw      Rewound
 		outcome string

@@ -1,4 +1,4 @@
-package db_test
+package celldb_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -141,7 +141,7 @@ func TestRewindOfAnUnknownQueryIsErrNoQuery(t *testing.T) {
 	_, cell, _ := setup(t)
 	for _, tenant := range []string{auth.DefaultTenant, "other"} {
 		name := map[string]string{auth.DefaultTenant: "absent", "other": "q"}[tenant]
-		if _, err := cell.Rewind(ctx, tenant, name, "streams."+name, "t", time.Now()); !errors.Is(err, db.ErrNoQuery) {
+		if _, err := cell.Rewind(ctx, tenant, name, "streams."+name, "t", time.Now()); !errors.Is(err, celldb.ErrNoQuery) {
 			t.Fatalf("rewind of %s/%s: %v, want ErrNoQuery", tenant, name, err)
 		}
 	}

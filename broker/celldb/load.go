@@ -1,4 +1,4 @@
-package db
+package celldb
 
 import (
 	"context"
@@ -31,7 +31,7 @@ type WindowKeys struct{ Prefix, Clock string }
 // group (queen_streams.query_source_load), and the open windows of query
 // (queen_streams.query_open_windows), in one round trip. A queue that does
 // not exist yet has no load.
-func (d *Cell) SourceLoad(ctx context.Context, tenant, query, source, group string, windows WindowKeys) (SourceLoad, error) {
+func (d *DB) SourceLoad(ctx context.Context, tenant, query, source, group string, windows WindowKeys) (SourceLoad, error) {
 	var l SourceLoad
 	err := d.pool.QueryRow(ctx, `SELECT l.partitions_behind, l.last_push,
        queen_streams.query_open_windows(p_tenant => $1, p_name => $4, p_prefix => $5, p_clock => $6)

@@ -1,4 +1,4 @@
-package db_test
+package celldb_test
 
 import (
 	"context"
@@ -8,19 +8,23 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/pgtest"
 )
+
+// The cell's tests run against a real broker and its database.
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 var ctx = context.Background()
 
 // setup starts a broker with the default tenant's query "q" registered,
 // and returns the cell database of that broker and the query's id.
-func setup(t *testing.T) (*brokertest.Broker, *db.Cell, string) {
+func setup(t *testing.T) (*brokertest.Broker, *celldb.DB, string) {
 	t.Helper()
 	b := brokertest.Start(t, brokertest.WithJWT(false))
 	id := register(t, b, "h1", false)
-	return b, db.NewCell(b.Pool), id
+	return b, celldb.New(b.Pool), id
 }
 
 func register(t *testing.T, b *brokertest.Broker, hash string, reset bool) string {
@@ -40,7 +44,7 @@ func execSQL(t *testing.T, b *brokertest.Broker, sql string, args ...any) {
 	}
 }
 
-func generation(t *testing.T, cell *db.Cell, tenant, name string) int64 {
+func generation(t *testing.T, cell *celldb.DB, tenant, name string) int64 {
 	t.Helper()
 	g, err := cell.ResetGeneration(ctx, tenant, name)
 	if err != nil {
@@ -67,14 +71,14 @@ func TestOnlyAResetRegistrationRaisesTheResetGeneration(t *testing.T) {
 
 func TestResetGenerationOfAnUnknownQueryIsErrNoQuery(t *testing.T) {
 	_, cell, _ := setup(t)
-	if _, err := cell.ResetGeneration(ctx, auth.DefaultTenant, "absent"); !errors.Is(err, db.ErrNoQuery) {
+	if _, err := cell.ResetGeneration(ctx, auth.DefaultTenant, "absent"); !errors.Is(err, celldb.ErrNoQuery) {
 		t.Fatalf("err = %v, want ErrNoQuery", err)
 	}
 }
 
 func TestResetGenerationIsScopedToItsTenant(t *testing.T) {
 	_, cell, _ := setup(t)
-	if _, err := cell.ResetGeneration(ctx, "other", "q"); !errors.Is(err, db.ErrNoQuery) {
+	if _, err := cell.ResetGeneration(ctx, "other", "q"); !errors.Is(err, celldb.ErrNoQuery) {
 		t.Fatalf("err = %v for another tenant's query of the same name, want ErrNoQuery", err)
 	}
 }
@@ -99,7 +103,7 @@ func TestDeleteQueryReportsWhetherThereWasOne(t *testing.T) {
 			t.Fatalf("delete #%d = %v, %v; want %v", i+1, found, err, want)
 		}
 	}
-	if _, err := cell.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src"); !errors.Is(err, db.ErrNoQuery) {
+	if _, err := cell.Progress(ctx, auth.DefaultTenant, "q", "streams.q", "src"); !errors.Is(err, celldb.ErrNoQuery) {
 		t.Fatalf("progress after the delete: %v, want ErrNoQuery", err)
 	}
 }
@@ -107,7 +111,7 @@ func TestDeleteQueryReportsWhetherThereWasOne(t *testing.T) {
 func TestDeleteQuotaRemovesTheGrantAndLeavesTheQueries(t *testing.T) {
 	b, cell, _ := setup(t)
 	execSQL(t, b, `INSERT INTO queen_streams.queries (id, tenant, name, source_queue, config_hash) VALUES (gen_random_uuid(), 'acme', 'a', 's', 'h')`)
-	if _, err := cell.ApplyQuota(ctx, db.Quota{Tenant: "acme", Enabled: true}); err != nil {
+	if _, err := cell.ApplyQuota(ctx, celldb.Quota{Tenant: "acme", Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := cell.DeleteQuota(ctx, "acme"); err != nil {
@@ -124,7 +128,7 @@ func TestDeleteQuotaRemovesTheGrantAndLeavesTheQueries(t *testing.T) {
 
 func TestProgressOfAnUnknownQueryIsErrNoQuery(t *testing.T) {
 	_, cell, _ := setup(t)
-	if _, err := cell.Progress(ctx, auth.DefaultTenant, "absent", "streams.absent", "src"); !errors.Is(err, db.ErrNoQuery) {
+	if _, err := cell.Progress(ctx, auth.DefaultTenant, "absent", "streams.absent", "src"); !errors.Is(err, celldb.ErrNoQuery) {
 		t.Fatalf("err = %v, want ErrNoQuery", err)
 	}
 }
@@ -151,14 +155,14 @@ func TestLagCountsEveryPartitionFromTheGroupsCursor(t *testing.T) {
 func TestApplyQuotaLeavesAnUnchangedRowAlone(t *testing.T) {
 	b, cell, _ := setup(t)
 	max := int32(3)
-	if _, err := cell.ApplyQuota(ctx, db.Quota{Tenant: "acme", Enabled: true, MaxQueries: &max}); err != nil {
+	if _, err := cell.ApplyQuota(ctx, celldb.Quota{Tenant: "acme", Enabled: true, MaxQueries: &max}); err != nil {
 		t.Fatal(err)
 	}
 	var first, second time.Time
 	if err := b.Pool.QueryRow(ctx, `SELECT updated_at FROM queen_streams.quota WHERE tenant = 'acme'`).Scan(&first); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cell.ApplyQuota(ctx, db.Quota{Tenant: "acme", Enabled: true, MaxQueries: &max}); err != nil {
+	if _, err := cell.ApplyQuota(ctx, celldb.Quota{Tenant: "acme", Enabled: true, MaxQueries: &max}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Pool.QueryRow(ctx, `SELECT updated_at FROM queen_streams.quota WHERE tenant = 'acme'`).Scan(&second); err != nil {
@@ -173,7 +177,7 @@ func TestApplyQuotaCountsTheTenantsQueries(t *testing.T) {
 	b, cell, _ := setup(t)
 	execSQL(t, b, `INSERT INTO queen_streams.queries (id, tenant, name, source_queue, config_hash) VALUES
 		(gen_random_uuid(), 'acme', 'a', 's', 'h'), (gen_random_uuid(), 'acme', 'b', 's', 'h')`)
-	n, err := cell.ApplyQuota(ctx, db.Quota{Tenant: "acme", Enabled: true})
+	n, err := cell.ApplyQuota(ctx, celldb.Quota{Tenant: "acme", Enabled: true})
 	if err != nil || n != 2 {
 		t.Fatalf("registered = %d, %v; want 2 (the default tenant's query is not acme's)", n, err)
 	}

@@ -1,4 +1,4 @@
-package db_test
+package celldb_test
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -328,21 +328,21 @@ func TestSavepointsAreListedNewestFirstAndPrunedToKeep(t *testing.T) {
 	if len(list) != 2 || list[0].Name != "d" || list[1].Name != "c" {
 		t.Fatalf("savepoints after pruning to 2: %+v, want d then c", list)
 	}
-	if _, err := cell.RestoreSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "a", "r"); !errors.Is(err, db.ErrNoSavepoint) {
+	if _, err := cell.RestoreSavepoint(ctx, auth.DefaultTenant, "q", "streams.q", "a", "r"); !errors.Is(err, celldb.ErrNoSavepoint) {
 		t.Fatalf("restoring a pruned savepoint = %v, want ErrNoSavepoint", err)
 	}
 }
 
 func TestSavepointsOfAnUnknownQueryAreErrNoQuery(t *testing.T) {
 	_, cell, _ := setup(t)
-	if _, _, err := cell.TakeSavepoint(ctx, auth.DefaultTenant, "absent", "streams.absent", "a", nil); !errors.Is(err, db.ErrNoQuery) {
+	if _, _, err := cell.TakeSavepoint(ctx, auth.DefaultTenant, "absent", "streams.absent", "a", nil); !errors.Is(err, celldb.ErrNoQuery) {
 		t.Fatalf("take = %v, want ErrNoQuery", err)
 	}
-	if _, err := cell.RestoreSavepoint(ctx, auth.DefaultTenant, "absent", "streams.absent", "a", "r"); !errors.Is(err, db.ErrNoQuery) {
+	if _, err := cell.RestoreSavepoint(ctx, auth.DefaultTenant, "absent", "streams.absent", "a", "r"); !errors.Is(err, celldb.ErrNoQuery) {
 		t.Fatalf("restore = %v, want ErrNoQuery", err)
 	}
 	// Another tenant's query of the same name is not this tenant's.
-	if _, _, err := cell.TakeSavepoint(ctx, "acme", "q", "streams.q", "a", nil); !errors.Is(err, db.ErrNoQuery) {
+	if _, _, err := cell.TakeSavepoint(ctx, "acme", "q", "streams.q", "a", nil); !errors.Is(err, celldb.ErrNoQuery) {
 		t.Fatalf("take as another tenant = %v, want ErrNoQuery", err)
 	}
 }

@@ -1,4 +1,4 @@
-package db
+package celldb
 
 import (
 	"context"
@@ -26,7 +26,7 @@ var ErrNoSavepoint = errors.New("no such savepoint")
 // the savepoint called savepoint, in one transaction that no cycle falls
 // inside (queen_streams.savepoint_take). A name already taken is not taken
 // again: existed says so, and sp describes the earlier savepoint.
-func (d *Cell) TakeSavepoint(ctx context.Context, tenant, name, group, savepoint string, pipeline *string) (sp Savepoint, existed bool, err error) {
+func (d *DB) TakeSavepoint(ctx context.Context, tenant, name, group, savepoint string, pipeline *string) (sp Savepoint, existed bool, err error) {
 	var outcome string
 	var at *time.Time
 	var hash *string
@@ -45,7 +45,7 @@ func (d *Cell) TakeSavepoint(ctx context.Context, tenant, name, group, savepoint
 }
 
 // Savepoints lists the savepoints of the tenant's query name, newest first.
-func (d *Cell) Savepoints(ctx context.Context, tenant, name string) ([]Savepoint, error) {
+func (d *DB) Savepoints(ctx context.Context, tenant, name string) ([]Savepoint, error) {
 	rows, err := d.pool.Query(ctx, `SELECT name, taken_at, config_hash, state_rows, cursors
   FROM queen_streams.savepoint_list(p_tenant => $1, p_name => $2)`, tenant, name)
 	if err != nil {
@@ -68,7 +68,7 @@ func (d *Cell) Savepoints(ctx context.Context, tenant, name string) ([]Savepoint
 
 // PruneSavepoints drops the savepoints of the tenant's query name beyond
 // the newest keep, and returns how many it dropped.
-func (d *Cell) PruneSavepoints(ctx context.Context, tenant, name string, keep int32) (int32, error) {
+func (d *DB) PruneSavepoints(ctx context.Context, tenant, name string, keep int32) (int32, error) {
 	var n int32
 	if err := d.pool.QueryRow(ctx, `SELECT queen_streams.savepoint_prune(p_tenant => $1, p_name => $2, p_keep => $3)`,
 		tenant, name, keep).Scan(&n); err != nil {
@@ -103,7 +103,7 @@ type Restored struct {
 // group, group, and the config hash of the savepoint called savepoint of the
 // tenant's query name, releasing the group's leases, in one transaction,
 // once per token (queen_streams.savepoint_restore).
-func (d *Cell) RestoreSavepoint(ctx context.Context, tenant, name, group, savepoint, token string) (Restored, error) {
+func (d *DB) RestoreSavepoint(ctx context.Context, tenant, name, group, savepoint, token string) (Restored, error) {
 	var (
 		rs      Restored
 		outcome string
@@ -132,7 +132,7 @@ func (d *Cell) RestoreSavepoint(ctx context.Context, tenant, name, group, savepo
 
 // Leases returns on how many source partitions of the tenant's query name
 // its consumer group, group, holds a live lease.
-func (d *Cell) Leases(ctx context.Context, tenant, name, group string) (int32, error) {
+func (d *DB) Leases(ctx context.Context, tenant, name, group string) (int32, error) {
 	var n int32
 	if err := d.pool.QueryRow(ctx, `SELECT queen_streams.query_leases(p_tenant => $1, p_name => $2, p_group => $3)`,
 		tenant, name, group).Scan(&n); err != nil {

@@ -1,11 +1,11 @@
-package db_test
+package celldb_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/pipeline"
 )
 
@@ -70,4 +70,4 @@ func TestOpenWindowsAreThePipelinesStateRowsButTheClock(t *testing.T) {
 	}
 }
 
-var windows = db.WindowKeys{Prefix: pipeline.Prefix, Clock: pipeline.ClockKey}
+var windows = celldb.WindowKeys{Prefix: pipeline.Prefix, Clock: pipeline.ClockKey}
