@@ -46,8 +46,11 @@ type ackRequest struct {
 }
 
 type cycleResponse struct {
-	Success         bool         `json:"success"`
-	Error           string       `json:"error,omitempty"`
+	Success bool   `json:"success"`
+	Error   string `json:"error,omitempty"`
+	// Deferred, on an idle flush the rules deferred (success, nothing
+	// applied), says why.
+	Deferred        string       `json:"deferred,omitempty"`
 	QueryID         uuid.UUID    `json:"query_id"`
 	PartitionID     uuid.UUID    `json:"partition_id"`
 	QueueName       *string      `json:"queueName"`
@@ -64,6 +67,10 @@ func (r *cycleResponse) appendJSON(b []byte) []byte {
 	if r.Error != "" {
 		b = append(b, `,"error":`...)
 		b = httpx.AppendString(b, r.Error)
+	}
+	if r.Deferred != "" {
+		b = append(b, `,"deferred":`...)
+		b = httpx.AppendString(b, r.Deferred)
 	}
 	b = append(b, `,"query_id":`...)
 	b = httpx.AppendUUID(b, r.QueryID)
@@ -215,6 +222,10 @@ func (s *Service) refuseOwned(w http.ResponseWriter, r *http.Request, c *db.Cycl
 func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cycle, err error, start time.Time) {
 	var refused *db.Failure
 	if errors.As(err, &refused) {
+		if reason, ok := refused.Deferred(); ok {
+			s.deferFlush(w, c, refused.Message, reason, start)
+			return
+		}
 		s.metrics.Ops.Cycle(c.Tenant, c.QueryID, true)
 		if q := quota.InSQL(refused.Code); q != "" {
 			s.quotas.Refused(c.Tenant, q, refused.Message)
@@ -233,6 +244,18 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cyc
 	}
 	s.fail(w, r, err)
 	s.metrics.Cycle(c.Tenant, c.QueryID.String(), metrics.CycleFailed, time.Since(start))
+}
+
+// deferFlush answers an idle flush the rules deferred: a success that
+// applied nothing, and says why. It is no refusal: a stock worker counts
+// every success false as an error, and loses nothing by a flush not
+// applied, since it reads the ripe windows again at its next flush.
+func (s *Service) deferFlush(w http.ResponseWriter, c *db.Cycle, why, reason string, start time.Time) {
+	s.metrics.Ops.Cycle(c.Tenant, c.QueryID, false)
+	s.metrics.FlushDeferred.WithLabelValues(c.Tenant, reason).Inc()
+	(&cycleResponse{Success: true, Deferred: why, QueryID: c.QueryID, PartitionID: c.PartitionID,
+		PushResults: []pushResult{}}).write(w)
+	s.metrics.Cycle(c.Tenant, c.QueryID.String(), metrics.CycleDeferred, time.Since(start))
 }
 
 // run runs the cycle until it commits or is refused, through the log's
