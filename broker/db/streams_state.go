@@ -42,15 +42,17 @@ const stateSQL = `SELECT s.key, s.value, s.updated_at FROM queen_streams.state s
 
 // ripeReadSQL is a ripe read that records, on each row it returns, the
 // updated_at it returned (ripe_read_at), which an idle flush's deletes are
-// checked against (queen_streams.cycle_v2, rule 5). It takes the (query,
-// partition) lock of the cycles before it marks, so that it never waits on
-// a row a cycle has locked and deadlocks with it. Its
-// snapshot may predate a cycle that committed while it waited: the mark is
-// then the updated_at it returns, older than the row's, and a flush of what
-// it returned is deferred, as it must be.
-const ripeReadSQL = `WITH lock AS (SELECT pg_advisory_xact_lock(hashtextextended($1::uuid::text || $3::uuid::text, 0))),
-	r AS (SELECT s.key, s.value, s.updated_at, s.ripe_read_at FROM queen_streams.state s, lock WHERE ` + stateWhere + `),
-	marked AS (UPDATE queen_streams.state s SET ripe_read_at = r.updated_at FROM r
+// checked against (queen_streams.cycle_v2, rule 5). When a row needs the
+// mark, it takes the (query, partition) lock of the cycles before marking,
+// so that it never waits on a row a cycle has locked and deadlocks with
+// it; a read of rows all marked already writes nothing and takes no lock.
+// Its snapshot may predate a cycle that committed while it waited: the mark
+// is then the updated_at it returns, older than the row's, and a flush of
+// what it returned is deferred, as it must be.
+const ripeReadSQL = `WITH r AS (SELECT s.key, s.value, s.updated_at, s.ripe_read_at FROM queen_streams.state s WHERE ` + stateWhere + `),
+	lock AS (SELECT pg_advisory_xact_lock(hashtextextended($1::uuid::text || $3::uuid::text, 0))
+	          WHERE EXISTS (SELECT FROM r WHERE r.ripe_read_at IS DISTINCT FROM r.updated_at)),
+	marked AS (UPDATE queen_streams.state s SET ripe_read_at = r.updated_at FROM r, lock
 	            WHERE s.query_id = $1 AND s.partition_id = $3 AND s.key = r.key
 	              AND r.ripe_read_at IS DISTINCT FROM r.updated_at)
 	SELECT r.key, r.value, r.updated_at FROM r ORDER BY r.key`
