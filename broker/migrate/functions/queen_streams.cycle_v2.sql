@@ -70,8 +70,10 @@
 --      flushes, so a deferred flush costs them nothing. The rule knows the
 --      last ripe read, not the flush's own: it is exact while one worker
 --      flushes a partition, and a second flusher's read of the new value
---      can let the first one's stale flush through. Only the updated_at
---      the worker sends closes that (the README says so).
+--      can let the first one's stale flush through; a flush that read
+--      without ripe_at_or_before (the stock session-window flush) is not
+--      seen. Only the updated_at the worker sends closes those (the README
+--      says so).
 --
 -- The lease check is queen.ack_verdict's, asked as for a 'completed' ack of
 -- the message at the cursor: whatever its status, the ack needs the live
