@@ -95,6 +95,10 @@ func (f *Failure) Error() string { return f.Message }
 // is gone or changed since it was read as ripe.
 const flushDeferred = "streams.flush_deferred."
 
+// DeferredLeased is the reason of a flush deferred while a worker holds the
+// partition's live lease.
+const DeferredLeased = "leased"
+
 // Deferred reports whether the cycle was an idle flush the rules deferred,
 // and the rule's reason (leased, unacknowledged, gone or changed). Nothing
 // of it committed, and the worker loses nothing: the windows it would have

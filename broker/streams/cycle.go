@@ -223,7 +223,7 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cyc
 	var refused *db.Failure
 	if errors.As(err, &refused) {
 		if reason, ok := refused.Deferred(); ok {
-			s.deferFlush(w, c, refused.Message, reason, start)
+			s.deferFlush(w, r, c, refused.Message, reason, start)
 			return
 		}
 		s.metrics.Ops.Cycle(c.Tenant, c.QueryID, true)
@@ -250,12 +250,27 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cyc
 // applied nothing, and says why. It is no refusal: a stock worker counts
 // every success false as an error, and loses nothing by a flush not
 // applied, since it reads the ripe windows again at its next flush.
-func (s *Service) deferFlush(w http.ResponseWriter, c *db.Cycle, why, reason string, start time.Time) {
+//
+// The flush held the partition's cursor row locked while the rules were
+// checked, and a pop that found it locked skipped the partition, as beside
+// a committed flush: unless a lease holder will announce it when it acks,
+// the partition is announced again, so that what it holds is not left
+// waiting for the next reseed.
+func (s *Service) deferFlush(w http.ResponseWriter, r *http.Request, c *db.Cycle, why, reason string, start time.Time) {
 	s.metrics.Ops.Cycle(c.Tenant, c.QueryID, false)
 	s.metrics.FlushDeferred.WithLabelValues(c.Tenant, reason).Inc()
 	(&cycleResponse{Success: true, Deferred: why, QueryID: c.QueryID, PartitionID: c.PartitionID,
 		PushResults: []pushResult{}}).write(w)
 	s.metrics.Cycle(c.Tenant, c.QueryID.String(), metrics.CycleDeferred, time.Since(start))
+	if reason == db.DeferredLeased {
+		return
+	}
+	p, err := s.catalog.OwnedPartition(r.Context(), c.Tenant, c.PartitionID)
+	if err != nil {
+		s.log.Warn("a deferred flush's partition was not announced again", "partition", c.PartitionID, "err", err)
+		return
+	}
+	s.after.Apply(commit.After{Announce: []commit.Partition{{Queue: p.Queue.ID, Partition: c.PartitionID}}})
 }
 
 // run runs the cycle until it commits or is refused, through the log's
