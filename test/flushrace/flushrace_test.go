@@ -61,7 +61,7 @@ var scenarios = []scenario{
 	{ // a fold loop that pops late, so that a fold often adds an event to a
 		// window a slow flush has read as ripe (issue 37)
 		name: "a fold adds an event to a window the flush read", partitions: 1, size: 200 * time.Millisecond, idle: 20 * time.Millisecond,
-		pushes: every(12, 2*time.Millisecond, 30*time.Millisecond), folders: 1, foldLag: 600 * time.Millisecond, slowFlush: 40 * time.Millisecond},
+		pushes: every(12, 2*time.Millisecond, 30*time.Millisecond), folders: 1, foldLag: 900 * time.Millisecond, slowFlush: 40 * time.Millisecond},
 }
 
 func every(n int, first, period time.Duration) []time.Duration {
@@ -213,7 +213,7 @@ func (sc scenario) run(b *brokertest.Broker, tag string, fresh bool) ([]string, 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s := &stock{base: b.URL, token: b.Token, query: "q" + tag, source: "src" + tag, sink: "out" + tag,
-		size: sc.size, idle: sc.idle, grace: 250 * time.Millisecond, batch: 50, folders: cmp.Or(sc.folders, 4),
+		size: sc.size, idle: sc.idle, grace: 500 * time.Millisecond, batch: 50, folders: cmp.Or(sc.folders, 4),
 		slowFlush: cmp.Or(sc.slowFlush, 10*time.Millisecond), foldLag: sc.foldLag, fresh: fresh}
 	if err := s.register(ctx); err != nil {
 		return nil, err
