@@ -54,9 +54,10 @@
 //   - A pop whose answer is lost leaves a lease nobody holds: the batch is
 //     redelivered when it expires, to a fold that starts from committed state.
 //   - A flush takes no lease, and may run in another process beside a fold
-//     of the same partition. The broker refuses a flush while a worker holds
-//     a live lease on the partition for the group, or while the partition
-//     holds messages the group has not acknowledged. Every state op on a row
+//     of the same partition. The broker defers a flush (success, nothing
+//     applied, "deferred" saying why) while a worker holds a live lease on
+//     the partition for the group, or while the partition holds messages
+//     the group has not acknowledged. Every state op on a row
 //     that was read carries "if_updated_at", the updated_at it was read
 //     with, and the broker refuses the cycle when the row has changed or
 //     gone since; and every cycle, fold or flush, writes the clock row. So
@@ -74,7 +75,7 @@
 //     is answered "duplicate", and no path stores an output twice.
 //
 // A flush must not close a window that still has events waiting in the
-// source; it would make them late. The broker refuses it while the
+// source; it would make them late. The broker defers it while the
 // partition holds unacknowledged messages or a live lease (one orphaned by
 // a lost pop answer hides its partition's data until it expires); and the
 // worker tries only after its pops found nothing for idleFlush since the
@@ -465,6 +466,11 @@ func (w *Worker) cycle(ctx context.Context, p *partition, kind string, ops []pip
 		// was read.
 		w.m.refused.WithLabelValues(kind).Inc()
 		w.log.Info("cycle refused", "kind", kind, "partition", p.name, "err", out.Error)
+		return false, nil
+	}
+	if out.Deferred != "" {
+		w.m.deferred.Inc()
+		w.log.Info("flush deferred", "partition", p.name, "why", out.Deferred)
 		return false, nil
 	}
 	w.m.cycles.WithLabelValues(kind).Inc()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
@@ -41,22 +42,19 @@ func countingWorker(t *testing.T, query string) (*brokertest.Broker, *Worker, *p
 	return b, w, prog
 }
 
-// TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused is the rule the
-// exactly-once argument rests on when a flush runs beside a fold: both read
-// the partition's state, the fold commits, and the flush, whose clock row
-// and window rows carry the updated_at they were read with, is refused by a
-// real broker, writing nothing.
-func TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused(t *testing.T) {
-	b, w, prog := countingWorker(t, "race")
-	token := b.Token
-	ctx := context.Background()
-	push := func(ts int64) {
-		if r := b.Do(t, "POST", "/api/v1/push", token, map[string]any{"items": []map[string]any{
-			{"queue": "src", "partition": "p", "payload": map[string]any{"k": "a", "ts": ts}}}}); r.Status != http.StatusCreated {
-			t.Fatalf("push = %d %s", r.Status, r.Body)
-		}
+// pushEvent pushes an event of key "a" at event time ts to src's partition p.
+func pushEvent(t *testing.T, b *brokertest.Broker, ts int64) {
+	t.Helper()
+	if r := b.Do(t, "POST", "/api/v1/push", b.Token, map[string]any{"items": []map[string]any{
+		{"queue": "src", "partition": "p", "payload": map[string]any{"k": "a", "ts": ts}}}}); r.Status != http.StatusCreated {
+		t.Fatalf("push = %d %s", r.Status, r.Body)
 	}
-	push(1_000)
+}
+
+// foldFirst registers the worker, then pops and folds the first batch.
+func foldFirst(t *testing.T, w *Worker) *popAnswer {
+	ctx := t.Context()
+	t.Helper()
 	if err := w.register(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +65,19 @@ func TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused(t *testing.T) {
 	if err := w.process(ctx, first); err != nil {
 		t.Fatal(err)
 	}
+	return first
+}
+
+// TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused is the rule the
+// exactly-once argument rests on when a flush runs beside a fold: both read
+// the partition's state, the fold commits, and the flush, whose clock row
+// and window rows carry the updated_at they were read with, is refused by a
+// real broker, writing nothing.
+func TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused(t *testing.T) {
+	b, w, prog := countingWorker(t, "race")
+	ctx := context.Background()
+	pushEvent(t, b, 1_000)
+	first := foldFirst(t, w)
 	p := w.partition(first.PartitionID, first.Partition)
 
 	// The flush reads the open window and the clock ...
@@ -79,7 +90,7 @@ func TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	// ... a fold commits on the partition ...
-	push(2_000)
+	pushEvent(t, b, 2_000)
 	second, err := w.pop(ctx)
 	if err != nil || second == nil {
 		t.Fatalf("pop: %v, %v", second, err)
@@ -155,5 +166,33 @@ func TestAWorkerWhoseQueryWasResetSinceItRegisteredStops(t *testing.T) {
 	}
 	if n := b.Count(t, `SELECT count(*) FROM queen_streams.state`); n != 0 {
 		t.Fatalf("the refused worker wrote %d state rows", n)
+	}
+}
+
+// A flush of a partition that is not idle is deferred by the broker (a
+// success that applied nothing): the worker counts no window emitted, and
+// the window stays for the next flush.
+func TestAFlushTheBrokerDefersEmitsAndCountsNothing(t *testing.T) {
+	b, w, _ := countingWorker(t, "deferred")
+	ctx := context.Background()
+	pushEvent(t, b, 1_000)
+	batch := foldFirst(t, w)
+	pushEvent(t, b, 2_000) // not acknowledged: the partition is not idle
+	// Quiet by the worker's own measure, which the broker's rule overrides.
+	w.cfg.Program.IdleFlush = time.Millisecond
+	time.Sleep(5 * time.Millisecond)
+	p := w.partition(batch.PartitionID, batch.Partition)
+	if err := w.flush(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.ToFloat64(w.m.deferred); n != 1 {
+		t.Fatalf("%v flushes deferred, want 1", n)
+	}
+	if n := testutil.ToFloat64(w.m.emitted); n != 0 {
+		t.Fatalf("%v windows counted emitted by a deferred flush", n)
+	}
+	rows, err := w.readState(ctx, p, map[string]any{"key_prefix": pipeline.Prefix})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("state after the deferred flush: %v, %v; want the window and the clock", rows, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -88,6 +89,23 @@ const StaleGeneration = "streams.stale_generation"
 type Failure struct{ Message, Code string }
 
 func (f *Failure) Error() string { return f.Message }
+
+// flushDeferred prefixes the Code of an idle flush deferred by the rules
+// (queen_streams.cycle_v2): the partition is not idle, or a row it deletes
+// is gone or changed since it was read as ripe.
+const flushDeferred = "streams.flush_deferred."
+
+// DeferredLeased is the reason of a flush deferred while a worker holds the
+// partition's live lease.
+const DeferredLeased = "leased"
+
+// Deferred reports whether the cycle was an idle flush the rules deferred,
+// and the rule's reason (leased, unacknowledged, gone or changed). Nothing
+// of it committed, and the worker loses nothing: the windows it would have
+// emitted are still in the state.
+func (f *Failure) Deferred() (reason string, ok bool) {
+	return strings.CutPrefix(f.Code, flushDeferred)
+}
 
 // Duplicates maps a sink partition to the duplicate transaction ids and the
 // message ids they were recorded with.

@@ -34,10 +34,11 @@ type Metrics struct {
 
 	PopsParked prometheus.Gauge // long-polls waiting for messages
 	// The streams cycles: Cycle counts them; StateOps on commit.
-	StreamCycles  *prometheus.CounterVec   // tenant, outcome: committed, refused or failed
+	StreamCycles  *prometheus.CounterVec   // tenant, outcome: committed, deferred, refused or failed
 	CycleDuration *prometheus.HistogramVec // outcome
 	StateOps      *prometheus.CounterVec   // tenant, type: upsert or delete
 	RefusedInARow *prometheus.GaugeVec     // tenant, query: only while its last cycles were refused
+	FlushDeferred *prometheus.CounterVec   // tenant, reason: the DETAIL suffix of the rule that deferred it
 	queries       *cycling
 	// QuotaRefusals counts the requests a tenant quota's limit refused.
 	QuotaRefusals *prometheus.CounterVec // tenant, quota
@@ -57,6 +58,7 @@ type Metrics struct {
 // outcome label.
 const (
 	CycleCommitted = "committed" // applied: state, sink pushes and source ack
+	CycleDeferred  = "deferred"  // an idle flush answered success=true, nothing applied
 	CycleRefused   = "refused"   // answered success=false, nothing applied
 	CycleFailed    = "failed"    // Regent's own error, answered 5xx
 )
@@ -101,7 +103,7 @@ func New() *Metrics {
 		}),
 		StreamCycles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regent_streams_cycles_total",
-			Help: "Streams cycles that reached the database, by outcome: committed, refused or failed.",
+			Help: "Streams cycles that reached the database, by outcome: committed, deferred (an idle flush of a partition that is not idle), refused or failed.",
 		}, []string{"tenant", "outcome"}),
 		CycleDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "regent_streams_cycle_duration_seconds",
@@ -116,6 +118,10 @@ func New() *Metrics {
 			Name: "regent_streams_query_refused_in_a_row",
 			Help: "Cycles of a query this replica refused since its last committed one; the series exists only while there are some.",
 		}, []string{"tenant", "query"}),
+		FlushDeferred: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regent_streams_flush_deferred_total",
+			Help: "Idle flushes answered as a success that applied nothing, by reason: leased (a worker holds the partition's lease), unacknowledged (the partition holds messages the group has not acknowledged), gone (a row the flush deletes is gone) or changed (a row it deletes changed since a ripe read returned it).",
+		}, []string{"tenant", "reason"}),
 		queries: &cycling{last: map[string]time.Time{}, refused: map[string]int{}},
 		DatabaseUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "regent_database_up",
@@ -140,7 +146,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.RequestDuration, m.Pushed, m.Popped, m.Acked, m.EncryptionFailures, m.JWKSFetches,
 		m.PopsParked, m.StreamCycles, m.QuotaRefusals, m.DatabaseUp, m.SpoolBuffered,
-		m.JoinedRequests, m.JoinWaiting, m.CycleDuration, m.StateOps, m.RefusedInARow,
+		m.JoinedRequests, m.JoinWaiting, m.CycleDuration, m.StateOps, m.RefusedInARow, m.FlushDeferred,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "regent_streams_active_queries",
 			Help: "Queries that sent this replica a cycle in the last minute.",

@@ -818,7 +818,8 @@ CREATE TABLE queen_streams.state (
     partition_id uuid NOT NULL,
     key text NOT NULL COLLATE pg_catalog."C",
     value jsonb NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    ripe_read_at timestamp with time zone
 );
 
 --

@@ -123,8 +123,9 @@ func BenchmarkCycleQuota(b *testing.B) {
 	}
 }
 
-// BenchmarkStateGet measures reading a shard of 64 rows: all of them, and
-// the half under one prefix.
+// BenchmarkStateGet measures reading a shard of 64 rows: all of them, the
+// half under one prefix, and the ripe ones of that half as an idle flush
+// reads them (which records them as read, once).
 func BenchmarkStateGet(b *testing.B) {
 	f := newFixture(b)
 	ops := make([]any, 64)
@@ -139,6 +140,7 @@ func BenchmarkStateGet(b *testing.B) {
 	for name, body := range map[string]map[string]any{
 		"all":    f.body(nil),
 		"prefix": f.body(map[string]any{"key_prefix": "tumb:60\u001f"}),
+		"ripe":   f.body(map[string]any{"key_prefix": "tumb:60\u001f", "ripe_at_or_before": 1787047260000 + 32*60000}),
 	} {
 		buf, _ := json.Marshal(body)
 		b.Run(name, func(b *testing.B) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/catalog"
+	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
@@ -31,6 +32,10 @@ func (r *cycleResponse) appendJSON(b []byte) []byte {
 	if r.Error != "" {
 		b = append(b, `,"error":`...)
 		b = httpx.AppendString(b, r.Error)
+	}
+	if r.Deferred != "" {
+		b = append(b, `,"deferred":`...)
+		b = httpx.AppendString(b, r.Deferred)
 	}
 	b = append(b, `,"query_id":`...)
 	b = httpx.AppendUUID(b, r.QueryID)
@@ -174,6 +179,10 @@ func (s *Service) refuseOwned(w http.ResponseWriter, r *http.Request, c *db.Cycl
 func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cycle, err error, start time.Time) {
 	var refused *db.Failure
 	if errors.As(err, &refused) {
+		if reason, ok := refused.Deferred(); ok {
+			s.deferFlush(w, r, c, refused.Message, reason, start)
+			return
+		}
 		s.metrics.Ops.Cycle(c.Tenant, c.QueryID, true)
 		if q := quota.InSQL(refused.Code); q != "" {
 			s.quotas.Refused(c.Tenant, q, refused.Message)
@@ -192,6 +201,33 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cyc
 	}
 	s.fail(w, r, err)
 	s.metrics.Cycle(c.Tenant, c.QueryID.String(), metrics.CycleFailed, time.Since(start))
+}
+
+// deferFlush answers an idle flush the rules deferred: a success that
+// applied nothing, and says why. It is no refusal: a stock worker counts
+// every success false as an error, and loses nothing by a flush not
+// applied, since it reads the ripe windows again at its next flush.
+//
+// The flush held the partition's cursor row locked while the rules were
+// checked, and a pop that found it locked skipped the partition, as beside
+// a committed flush: unless a lease holder will announce it when it acks,
+// the partition is announced again, so that what it holds is not left
+// waiting for the next reseed.
+func (s *Service) deferFlush(w http.ResponseWriter, r *http.Request, c *db.Cycle, why, reason string, start time.Time) {
+	s.metrics.Ops.Cycle(c.Tenant, c.QueryID, false)
+	s.metrics.FlushDeferred.WithLabelValues(c.Tenant, reason).Inc()
+	(&cycleResponse{Success: true, Deferred: why, QueryID: c.QueryID, PartitionID: c.PartitionID,
+		PushResults: []wire.PushResult{}}).write(w)
+	s.metrics.Cycle(c.Tenant, c.QueryID.String(), metrics.CycleDeferred, time.Since(start))
+	if reason == db.DeferredLeased {
+		return
+	}
+	p, err := s.catalog.OwnedPartition(r.Context(), c.Tenant, c.PartitionID)
+	if err != nil {
+		s.log.Warn("a deferred flush's partition was not announced again", "partition", c.PartitionID, "err", err)
+		return
+	}
+	s.after.Apply(commit.After{Announce: []commit.Partition{{Queue: p.Queue.ID, Partition: c.PartitionID}}})
 }
 
 // cycleFrom checks a cycle request and applies the defaults.

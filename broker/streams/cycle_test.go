@@ -20,6 +20,7 @@ import (
 type cycleAnswer struct {
 	Success         bool             `json:"success"`
 	Error           string           `json:"error"`
+	Deferred        string           `json:"deferred"`
 	QueryID         string           `json:"query_id"`
 	PartitionID     string           `json:"partition_id"`
 	QueueName       *string          `json:"queueName"`

@@ -1,8 +1,13 @@
 package streams_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/test/brokertest"
 )
 
 // The rules that keep an idle flush (a cycle with "ack": null) beside folds
@@ -44,23 +49,34 @@ func TestCycleIdleFlushOnAnIdlePartitionCommitsAndDoesNoLeaseWork(t *testing.T) 
 	}
 }
 
-func TestCycleIdleFlushIsRefusedWhileAWorkerHoldsALiveLease(t *testing.T) {
+// deferred requires an idle flush answered as a success that applied
+// nothing, whose deferred field contains want.
+func deferred(t testing.TB, b *brokertest.Broker, body map[string]any, want string) {
+	t.Helper()
+	a := cycle(t, b, body)
+	if !a.Success || a.Error != "" || !strings.Contains(a.Deferred, want) || a.StateOpsApplied != 0 ||
+		a.PushResults == nil || len(a.PushResults) != 0 || a.AckResult != nil {
+		t.Fatalf("the flush answered %+v, want success, nothing applied, and deferred saying %q", a, want)
+	}
+}
+
+func TestCycleIdleFlushIsDeferredWhileAWorkerHoldsALiveLease(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.b.PushN(t, "src", "", 0, 5)
 	pop(t, f.b, "src", 5, "")
 	before := f.cursor(t, "__QUEUE_MODE__")
-	refused(t, f.b, f.flushBody(), "idle flush refused: a worker holds a live lease on this partition for consumer group __QUEUE_MODE__")
+	deferred(t, f.b, f.flushBody(), "a worker holds a live lease on this partition for consumer group __QUEUE_MODE__")
 	f.wantNothingWritten(t, "out", before)
 }
 
-func TestCycleIdleFlushIsRefusedWhileThePartitionHoldsUnacknowledgedMessages(t *testing.T) {
+func TestCycleIdleFlushIsDeferredWhileThePartitionHoldsUnacknowledgedMessages(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.drained(t, 3)
 	f.b.PushN(t, "src", "", 3, 1)
 	before := f.cursor(t, "__QUEUE_MODE__")
-	refused(t, f.b, f.flushBody(), "idle flush refused: the partition holds messages consumer group __QUEUE_MODE__ has not acknowledged")
+	deferred(t, f.b, f.flushBody(), "the partition holds messages consumer group __QUEUE_MODE__ has not acknowledged")
 	f.wantNothingWritten(t, "out", before)
 }
 
@@ -72,19 +88,133 @@ func TestCycleIdleFlushOfAPartitionTheGroupNeverPoppedCommits(t *testing.T) {
 		"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}}}))
 }
 
-func TestCycleIdleFlushIsRefusedWhenARowItRemovesIsGone(t *testing.T) {
+func TestCycleIdleFlushIsDeferredWhenARowItRemovesIsGone(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.drained(t, 1)
 	before := f.cursor(t, "__QUEUE_MODE__")
-	refused(t, f.b, f.flushBody(map[string]any{"type": "delete", "key": "w\u001f1"}),
-		`stale state: key "w\u001f1" changed or was deleted since it was read`)
+	deferred(t, f.b, f.flushBody(map[string]any{"type": "delete", "key": "w\u001f1"}),
+		`key "w\u001f1" that the flush deletes is already gone`)
 	f.wantNothingWritten(t, "out", before)
 
 	// A row the same flush wrote first is its own to remove.
 	committed(t, f.b, f.flushBody(
 		map[string]any{"type": "upsert", "key": "w", "value": 1},
 		map[string]any{"type": "delete", "key": "w"}))
+}
+
+// read is a state/get of the fixture's query and partition with filter, by
+// the caller of token ("" the default one): the rows' keys and updated_at.
+func (f fixture) read(t *testing.T, token string, filter map[string]any) (rows []struct{ Key, UpdatedAt string }) {
+	t.Helper()
+	filter["query_id"], filter["partition_id"] = f.query, f.partition
+	r := f.b.Do(t, "POST", "/streams/v1/state/get", token, filter)
+	wantStatus(t, r, 200)
+	var out struct {
+		Rows []struct {
+			Key       string `json:"key"`
+			UpdatedAt string `json:"updated_at"`
+		} `json:"rows"`
+	}
+	r.JSON(t, &out)
+	for _, row := range out.Rows {
+		rows = append(rows, struct{ Key, UpdatedAt string }{row.Key, row.UpdatedAt})
+	}
+	return rows
+}
+
+// ripeRead is a flush's read of the windows ripe at ripe, as the stock
+// workers send it, by the caller of token: how many rows it returned.
+func (f fixture) ripeRead(t *testing.T, token string, ripe int64) int {
+	t.Helper()
+	return len(f.read(t, token, map[string]any{"keys": []string{}, "key_prefix": "w", "ripe_at_or_before": ripe}))
+}
+
+// fold pops the n-th message pushed to the fixture's source and commits a
+// fold of it into window w1 (n events, ripe at 1000).
+func (f fixture) fold(t *testing.T, n int) {
+	t.Helper()
+	f.b.PushN(t, "src", "", n-1, 1)
+	p := pop(t, f.b, "src", 1, "")
+	committed(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, "completed", 1), "state_ops": []any{
+		map[string]any{"type": "upsert", "key": "w1", "value": map[string]any{"windowEnd": 1000, "n": n}}}}))
+}
+
+// stockFlush is a stock worker's flush of window w1 as it read it, with n
+// events: no if_updated_at, no transaction id.
+func (f fixture) stockFlush(n int) map[string]any {
+	return f.body(map[string]any{"ack": nil, "state_ops": []any{map[string]any{"type": "delete", "key": "w1"}},
+		"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": n}}}})
+}
+
+// The interleaving of issue 37, through the routes: a stock flush reads a
+// ripe window, a fold adds an event to it, and the flush, which would emit
+// the window without the event and delete it, is deferred. Its next read
+// returns the fold's window, which it then emits.
+func TestCycleIdleFlushIsDeferredWhenARowItRemovesChangedSinceARipeReadReturnedIt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.fold(t, 1)
+	if got := f.ripeRead(t, "", 1000); got != 1 {
+		t.Fatalf("the ripe read returned %d rows, want w1", got)
+	}
+	f.fold(t, 2)
+	deferred(t, f.b, f.stockFlush(1), `key "w1" changed since a ripe read returned it`)
+	if got := f.state(t)["w1"]; got != `{"n": 2, "windowEnd": 1000}` || sinkMessages(t, f.b, "out") != 0 {
+		t.Fatalf("the deferred flush left w1 = %s and emitted %d", got, sinkMessages(t, f.b, "out"))
+	}
+
+	f.ripeRead(t, "", 1000)
+	committed(t, f.b, f.stockFlush(2))
+	if got := f.state(t); len(got) != 0 || sinkMessages(t, f.b, "out") != 1 {
+		t.Fatalf("the flush after a new read left %v and emitted %d", got, sinkMessages(t, f.b, "out"))
+	}
+}
+
+// A read-only caller cannot flush, so its ripe read vouches for no flush:
+// the flush that read before the fold is still deferred after it.
+func TestARipeReadByAReadOnlyCallerVouchesForNoFlush(t *testing.T) {
+	t.Parallel()
+	b := start(t, brokertest.WithJWT(false))
+	b.Token = brokertest.Mint(t, auth.DefaultTenant, auth.ReadWrite)
+	f := fixture{b: b, query: register(t, b, "q", "src", "out", "h", false).QueryID, partition: sourcePartition(t, b, "src")}
+	f.fold(t, 1)
+	f.ripeRead(t, "", 1000)
+	f.fold(t, 2)
+	if got := f.ripeRead(t, brokertest.Mint(t, auth.DefaultTenant, auth.ReadOnly), 1000); got != 1 {
+		t.Fatalf("the read-only ripe read returned %d rows, want w1", got)
+	}
+	deferred(t, f.b, f.stockFlush(1), `key "w1" changed since a ripe read returned it`)
+}
+
+// A worker that sends if_updated_at asked to be told: its failed
+// precondition is a refusal even when the flush would also be deferred.
+func TestCycleIdleFlushWithAFailedPreconditionIsRefusedNotDeferred(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	committed(t, f.b, f.body(map[string]any{"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}}}))
+	read := f.readAt(t, "k")
+	time.Sleep(time.Millisecond) // updated_at has microseconds
+	committed(t, f.b, f.body(map[string]any{"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 2}}}))
+	f.b.PushN(t, "src", "", 0, 1)
+	pop(t, f.b, "src", 1, "")
+	refused(t, f.b, f.flushBody(map[string]any{"type": "delete", "key": "k", "if_updated_at": read}),
+		`stale state: key "k" changed or was deleted since it was read`)
+}
+
+func TestIdleFlushDeferralsAreCountedByReasonNotAsRefusals(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.drained(t, 1)
+	deferred(t, f.b, f.flushBody(map[string]any{"type": "delete", "key": "gone"}), "already gone")
+	f.b.PushN(t, "src", "", 1, 1)
+	deferred(t, f.b, f.flushBody(), "not acknowledged")
+	waitForMetric(t, f.b, fmt.Sprintf(`regent_streams_flush_deferred_total{reason="gone",tenant=%q} 1`, f.b.Tenant))
+	waitForMetric(t, f.b, fmt.Sprintf(`regent_streams_flush_deferred_total{reason="unacknowledged",tenant=%q} 1`, f.b.Tenant))
+	waitForMetric(t, f.b, fmt.Sprintf(`regent_streams_cycles_total{outcome="deferred",tenant=%q} 2`, f.b.Tenant))
+	if body := f.b.Scrape(t); strings.Contains(body, `regent_streams_cycles_total{outcome="refused"`) {
+		t.Fatalf("a deferral was counted as a refusal:\n%s", body)
+	}
 }
 
 func TestCycleFoldMayDeleteARowThatIsGone(t *testing.T) {
@@ -99,18 +229,11 @@ func TestCycleFoldMayDeleteARowThatIsGone(t *testing.T) {
 // readAt returns the updated_at that state/get answers for key.
 func (f fixture) readAt(t *testing.T, key string) string {
 	t.Helper()
-	r := post(t, f.b, "/streams/v1/state/get", map[string]any{"query_id": f.query, "partition_id": f.partition, "keys": []string{key}})
-	wantStatus(t, r, 200)
-	var out struct {
-		Rows []struct {
-			UpdatedAt string `json:"updated_at"`
-		} `json:"rows"`
+	rows := f.read(t, "", map[string]any{"keys": []string{key}})
+	if len(rows) != 1 {
+		t.Fatalf("state/get of %q: %v", key, rows)
 	}
-	r.JSON(t, &out)
-	if len(out.Rows) != 1 {
-		t.Fatalf("state/get of %q: %s", key, r.Body)
-	}
-	return out.Rows[0].UpdatedAt
+	return rows[0].UpdatedAt
 }
 
 func TestCycleStateOpIfUpdatedAtRefusesARowChangedOrDeletedSinceItWasRead(t *testing.T) {

@@ -27,11 +27,16 @@ func (s *Service) stateGet(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
+	id := auth.FromContext(r.Context())
 	f := db.StateFilter{
-		Tenant:         auth.FromContext(r.Context()).Tenant,
+		Tenant:         id.Tenant,
 		Keys:           req.Keys,
 		KeyPrefix:      req.KeyPrefix,
 		RipeAtOrBefore: req.RipeAtOrBefore,
+		// A ripe read by a caller that may flush what it read is recorded
+		// (the idle flush's rule 5, queen_streams.cycle_v2); a read-only
+		// observer's is not, since it would vouch for reads it did not do.
+		Mark: id.Level >= auth.ReadWrite,
 	}
 	var err error
 	if f.QueryID, err = parseID("query_id", req.QueryID); err != nil {

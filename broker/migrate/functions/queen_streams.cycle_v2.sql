@@ -22,10 +22,13 @@
 --   'gone' (a row per sink partition): deleted behind the broker's cache;
 --     nothing was written, and the broker resolves again.
 -- A refusal (the query or the source partition is not the caller's, the
--- lease is not the live lease, an idle flush while the partition is not
--- idle, a state row changed since the worker read it, the new state rows
--- would exceed the tenant's maxStateRows) raises, and rolls back
--- everything.
+-- lease is not the live lease, a state row changed since the worker read
+-- it by its if_updated_at, the new state rows would exceed the tenant's
+-- maxStateRows) raises, and rolls back everything. So does a deferred idle
+-- flush (rules 2, 3 and 5 below), whose DETAIL is
+-- 'streams.flush_deferred.<reason>': the broker answers it as a success
+-- that applied nothing, since the windows stay in the state and the next
+-- flush, or the fold that closes them, emits them once.
 --
 -- # Exactly-once beside an idle flush
 --
@@ -40,27 +43,37 @@
 --   1. Every cycle of one query and partition runs alone: cycle_owner takes
 --      an advisory lock until the commit, so each rule below is checked
 --      against the state and cursor that the cycle then writes over.
---   2. An idle flush is refused while a worker holds a live lease on the
+--   2. An idle flush is deferred while a worker holds a live lease on the
 --      partition for the cycle's consumer group. A fold holds its lease
 --      from its pop to its cycle, and reads state in between: a flush
 --      committed in that span would emit a window that the fold then emits
 --      or rewrites again. The flush holds the cursor row's lock from this
 --      check to its commit, so no pop can claim the partition, and no fold
 --      read its state, in between.
---   3. An idle flush is refused while the partition holds messages the
+--   3. An idle flush is deferred while the partition holds messages the
 --      group has not acknowledged: it is not idle. A window it closed now
 --      would miss the events waiting for it, and the fold that brings them
 --      would open the window again (a split) or drop them as late.
 --   4. A state op may name the updated_at it read (p_expect_*): the cycle is
---      refused when that row has since changed or gone. The broker also
---      expects, of an idle flush, that each row it deletes still exists
---      (p_expect_at NULL): a flush that read a window before a fold closed
---      it would otherwise emit it again after the fold, once rules 2 and 3
---      no longer hold. A worker that sends updated_at closes the last stale
---      read too: a flush that read a window before a fold added an event to
---      it. Stock workers do not send it; for them that read is the same
---      race as an event later than the window's end, which a flush by the
---      wall clock cannot tell from one.
+--      refused when that row has since changed or gone; the worker asked to
+--      be told. The broker also expects, of an idle flush, that each row it
+--      deletes without one still exists (p_expect_at NULL), and defers the
+--      flush when one is gone: a flush that read a window before a fold
+--      closed it would otherwise emit it again after the fold, once rules
+--      2 and 3 no longer hold.
+--   5. An idle flush is deferred when a row it deletes without an
+--      updated_at has changed since a ripe read last returned it
+--      (ripe_read_at, written by queen_streams.state_ripe_read): a flush
+--      that read a window as ripe before a fold added an event to it would
+--      emit the window without the event and delete it. Stock workers read
+--      ripe windows, emit them and delete them, with no memory between two
+--      flushes, so a deferred flush costs them nothing. The rule knows the
+--      last ripe read, not the flush's own: it is exact while one worker
+--      flushes a partition, and a second flusher's read of the new value
+--      can let the first one's stale flush through; a flush that read
+--      without ripe_at_or_before (the stock session-window flush) is not
+--      seen. Only the updated_at the worker sends closes those (the README
+--      says so).
 --
 -- The lease check is queen.ack_verdict's, asked as for a 'completed' ack of
 -- the message at the cursor: whatever its status, the ack needs the live
@@ -122,6 +135,8 @@ DECLARE
     v_inserted bigint := 0;
     v_deleted  bigint := 0;
     v_stale    text;
+    v_implicit boolean;  -- v_stale carries no if_updated_at: an idle flush's delete
+    v_gone     boolean;
 BEGIN
     SELECT o.queue_id, o.queue_name, o.next_offset INTO queue_id, queue_name, v_next
       FROM queen_streams.cycle_owner(p_tenant, p_query_id, p_partition_id) o;
@@ -144,6 +159,22 @@ BEGIN
         END IF;
     END IF;
 
+    -- Rules 4 and 5: the rows the worker read are still as it read them.
+    -- A precondition the worker sent is checked first: its failure is a
+    -- refusal, whatever else would defer the flush.
+    IF cardinality(p_expect_keys) > 0 THEN
+        SELECT e.key, e.at IS NULL, s.key IS NULL INTO v_stale, v_implicit, v_gone
+          FROM unnest(p_expect_keys, p_expect_at) AS e (key, at)
+          LEFT JOIN queen_streams.state s
+            ON s.query_id = p_query_id AND s.partition_id = p_partition_id AND s.key = e.key
+         WHERE s.key IS NULL OR s.updated_at <> coalesce(e.at, s.ripe_read_at)
+         ORDER BY e.at IS NULL
+         LIMIT 1;
+        IF FOUND AND NOT v_implicit THEN
+            RAISE EXCEPTION 'stale state: key % changed or was deleted since it was read', to_json(v_stale);
+        END IF;
+    END IF;
+
     -- Rules 2 and 3: an idle flush needs an idle partition. A group that
     -- never popped it has no fold to race. The cursor row stays locked
     -- until the commit, so that no pop claims the partition (pops skip a
@@ -153,26 +184,22 @@ BEGIN
          WHERE c.partition_id = p_partition_id AND c.consumer_group = p_group
            FOR UPDATE;
         IF FOUND AND v_cursor.lease_id IS NOT NULL AND queen.lease_live(v_cursor.lease_expires_at) THEN
-            RAISE EXCEPTION 'idle flush refused: a worker holds a live lease on this partition for consumer group %', p_group;
+            RAISE EXCEPTION 'a worker holds a live lease on this partition for consumer group %', p_group
+                USING DETAIL = 'streams.flush_deferred.leased';
         END IF;
         -- next_offset read again under the cursor's lock: a push that
         -- committed since cycle_owner read it waits for the group too.
         IF FOUND AND (SELECT pa.next_offset FROM queen.partitions pa WHERE pa.id = p_partition_id) > v_cursor.committed THEN
-            RAISE EXCEPTION 'idle flush refused: the partition holds messages consumer group % has not acknowledged', p_group;
+            RAISE EXCEPTION 'the partition holds messages consumer group % has not acknowledged', p_group
+                USING DETAIL = 'streams.flush_deferred.unacknowledged';
         END IF;
     END IF;
-
-    -- Rule 4: the rows the worker read are still as it read them.
-    IF cardinality(p_expect_keys) > 0 THEN
-        SELECT e.key INTO v_stale
-          FROM unnest(p_expect_keys, p_expect_at) AS e (key, at)
-          LEFT JOIN queen_streams.state s
-            ON s.query_id = p_query_id AND s.partition_id = p_partition_id AND s.key = e.key
-         WHERE s.key IS NULL OR s.updated_at IS DISTINCT FROM coalesce(e.at, s.updated_at)
-         LIMIT 1;
-        IF FOUND THEN
-            RAISE EXCEPTION 'stale state: key % changed or was deleted since it was read', to_json(v_stale);
-        END IF;
+    IF v_gone THEN
+        RAISE EXCEPTION 'key % that the flush deletes is already gone', to_json(v_stale)
+            USING DETAIL = 'streams.flush_deferred.gone';
+    ELSIF v_implicit THEN
+        RAISE EXCEPTION 'key % changed since a ripe read returned it', to_json(v_stale)
+            USING DETAIL = 'streams.flush_deferred.changed';
     END IF;
 
     -- The sink pushes go first: they write nothing when a sink partition

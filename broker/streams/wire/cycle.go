@@ -53,8 +53,11 @@ type CycleAck struct {
 // refuse is Success false with the Error, and status 200 (409 for a stale
 // reset generation).
 type CycleResponse struct {
-	Success         bool         `json:"success"`
-	Error           string       `json:"error,omitempty"`
+	Success bool   `json:"success"`
+	Error   string `json:"error,omitempty"`
+	// Deferred, on an idle flush the rules deferred (success, nothing
+	// applied), says why.
+	Deferred        string       `json:"deferred,omitempty"`
 	QueryID         uuid.UUID    `json:"query_id"`
 	PartitionID     uuid.UUID    `json:"partition_id"`
 	QueueName       *string      `json:"queueName"`
