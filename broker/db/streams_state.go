@@ -42,7 +42,7 @@ const stateSQL = `SELECT s.key, s.value, s.updated_at FROM queen_streams.state s
 
 // ripeReadSQL is a ripe read that records, on each row it returns, the
 // updated_at it returned (ripe_read_at), which an idle flush's deletes are
-// checked against (queen_streams.cycle_v2, rule 5). It takes the (query,
+// checked against (queen_streams.cycle_rules, rule 5). It takes the (query,
 // partition) lock of the cycles before it marks, so that it never waits on
 // a row a cycle has locked and deadlocks with it. Its
 // snapshot may predate a cycle that committed while it waited: the mark is
