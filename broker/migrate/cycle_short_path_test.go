@@ -78,9 +78,23 @@ func (w cycleWorld) common() cycleCall {
 
 var cycleAt = time.Date(2026, 8, 17, 10, 0, 0, 0, time.UTC)
 
-// run calls queen_streams.cycle_v5 with c in tx, and answers its rows, or
-// its error, as text.
-func (c cycleCall) run(ctx context.Context, tx pgx.Tx) ([]string, error) {
+// cycleV5 and cycleV4 call the cycle as broker/db does, and as the previous
+// release's does (queen_streams.cycle_v4, kept one release).
+const (
+	cycleV5 = `queen_streams.cycle_v5(ROW($1, $2, $3, 'g', $4, $5::jsonb[], $6, $22, $23,
+		$7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)::queen_streams.cycle_request)`
+	cycleV4 = `queen_streams.cycle_v4(p_tenant => $1, p_query_id => $2, p_partition_id => $3, p_group => 'g',
+		p_upsert_keys => $4, p_upsert_values => $5::jsonb[], p_delete_keys => $6,
+		p_seg_partitions => $7, p_seg_frames => $8, p_seg_bodies => $9, p_seg_checksums => $10,
+		p_seg_txids => $11, p_seg_min_at => $12, p_seg_max_at => $12, p_seg_dedups => $13,
+		p_dedup_txids => $14, p_dedup_msg_ids => $15,
+		p_ack => $16, p_lease_id => $17, p_ack_ok => $18, p_count => $19, p_release => $20,
+		p_expect_keys => $22, p_expect_at => $23, p_generation => $21)`
+)
+
+// run calls the cycle (cycleV5 or cycleV4) with c in tx, and answers its
+// rows, or its error, as text.
+func (c cycleCall) run(ctx context.Context, tx pgx.Tx, call string) ([]string, error) {
 	values := make([]string, len(c.upserts))
 	for i := range values {
 		values[i] = fmt.Sprint(i)
@@ -108,8 +122,7 @@ func (c cycleCall) run(ctx context.Context, tx pgx.Tx) ([]string, error) {
 		}
 	}
 	rows, err := tx.Query(ctx, `SELECT outcome, queue_name, base_offsets, ack_count, lease_released, announce, partition_id, dup_txids
-		FROM queen_streams.cycle_v5(ROW($1, $2, $3, 'g', $4, $5::jsonb[], $6, $22, $23,
-			$7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)::queen_streams.cycle_request)`,
+		FROM `+call,
 		c.tenant, c.query, c.partition, c.upserts, values, c.deletes,
 		c.segs, frames, bodies, sums, txids, at, dedups, dedupTx, dedupIDs,
 		c.ack, c.lease, c.ok, c.count, c.release, c.generation, c.expect, c.expectAt)
@@ -143,7 +156,7 @@ func written(ctx context.Context, t *testing.T, tx pgx.Tx) string {
 // queen_streams.cycle_rules. Without short, the short path is replaced in
 // that transaction by one that never finishes, so that the rules answer
 // every cycle.
-func (c cycleCall) outcome(t *testing.T, pool *pgxpool.Pool, short bool) (answer, tables string, calledRules bool) {
+func (c cycleCall) outcome(t *testing.T, pool *pgxpool.Pool, call string, short bool) (answer, tables string, calledRules bool) {
 	t.Helper()
 	ctx := t.Context()
 	tx, err := pool.Begin(ctx)
@@ -168,7 +181,7 @@ func (c cycleCall) outcome(t *testing.T, pool *pgxpool.Pool, short bool) (answer
 	// A savepoint keeps the transaction usable after a refusal.
 	_, err = tx.Exec(ctx, `SAVEPOINT cycle`)
 	require.NoError(t, err)
-	rows, err := c.run(ctx, tx)
+	rows, err := c.run(ctx, tx, call)
 	if err != nil {
 		answer = "error: " + err.Error()
 		_, err = tx.Exec(ctx, `ROLLBACK TO SAVEPOINT cycle`)
@@ -229,8 +242,8 @@ func TestTheCycleAnswersAsItsRulesAndTakesTheShortPathOnlyInTheCommonCase(t *tes
 		t.Run(c.name, func(t *testing.T) {
 			call := w.common()
 			c.edit(&call)
-			wantAnswer, wantTables, _ := call.outcome(t, pool, false)
-			answer, tables, calledRules := call.outcome(t, pool, true)
+			wantAnswer, wantTables, _ := call.outcome(t, pool, cycleV5, false)
+			answer, tables, calledRules := call.outcome(t, pool, cycleV5, true)
 			require.Equal(t, wantAnswer, answer)
 			require.Equal(t, wantTables, tables)
 			// A function that raised is not counted as called.
@@ -242,10 +255,32 @@ func TestTheCycleAnswersAsItsRulesAndTakesTheShortPathOnlyInTheCommonCase(t *tes
 	t.Run("a suspended query", func(t *testing.T) {
 		_, err := pool.Exec(t.Context(), `UPDATE queen_streams.queries SET suspended = true`)
 		require.NoError(t, err)
-		wantAnswer, wantTables, _ := w.common().outcome(t, pool, false)
-		answer, tables, _ := w.common().outcome(t, pool, true)
+		wantAnswer, wantTables, _ := w.common().outcome(t, pool, cycleV5, false)
+		answer, tables, _ := w.common().outcome(t, pool, cycleV5, true)
 		require.Contains(t, answer, "query suspended")
 		require.Equal(t, wantAnswer, answer)
 		require.Equal(t, wantTables, tables)
 	})
+}
+
+// The previous release's call, queen_streams.cycle_v4, answers as
+// cycle_v5 does and writes what it writes.
+func TestTheKeptCycleV4AnswersAsCycleV5(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	w := newCycleWorld(t, pool)
+	for name, edit := range map[string]func(c *cycleCall){
+		"common":                 func(*cycleCall) {},
+		"an idle flush":          func(c *cycleCall) { c.ack = false },
+		"another worker's lease": func(c *cycleCall) { c.lease = uuid.New() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			call := w.common()
+			edit(&call)
+			wantAnswer, wantTables, _ := call.outcome(t, pool, cycleV5, true)
+			answer, tables, _ := call.outcome(t, pool, cycleV4, true)
+			require.Equal(t, wantAnswer, answer)
+			require.Equal(t, wantTables, tables)
+		})
+	}
 }
