@@ -14,7 +14,7 @@ import (
 )
 
 // Segments are packed segments as the parallel arrays that
-// queen.log_push_one_v1 and queen_streams.cycle take: one element per
+// queen.log_push_one_v1 and queen_streams.cycle_request take: one element per
 // segment, and the per-frame transaction ids and the dedup ids flattened
 // segment after segment. The segments are sorted by partition id, the
 // order the functions lock their partitions in.

@@ -42,7 +42,7 @@ const stateSQL = `SELECT s.key, s.value, s.updated_at FROM queen_streams.state s
 
 // ripeReadSQL is a ripe read that records, on each row it returns, the
 // updated_at it returned (ripe_read_at), which an idle flush's deletes are
-// checked against (queen_streams.cycle_v2, rule 5). When a row needs the
+// checked against (queen_streams.cycle_rules, rule 5). When a row needs the
 // mark, it takes the (query, partition) lock of the cycles before marking,
 // so that it never waits on a row a cycle has locked and deadlocks with
 // it; a read of rows all marked already writes nothing and takes no lock.

@@ -78,9 +78,23 @@ func (w cycleWorld) common() cycleCall {
 
 var cycleAt = time.Date(2026, 8, 17, 10, 0, 0, 0, time.UTC)
 
-// run calls fn (cycle_v3 or cycle_v4) with c in tx, and answers its rows,
-// or its error, as text.
-func (c cycleCall) run(ctx context.Context, tx pgx.Tx, fn string) ([]string, error) {
+// cycleV5 and cycleV4 call the cycle as broker/db does, and as the previous
+// release's does (queen_streams.cycle_v4, kept one release).
+const (
+	cycleV5 = `queen_streams.cycle_v5(ROW($1, $2, $3, 'g', $4, $5::jsonb[], $6, $22, $23,
+		$7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)::queen_streams.cycle_request)`
+	cycleV4 = `queen_streams.cycle_v4(p_tenant => $1, p_query_id => $2, p_partition_id => $3, p_group => 'g',
+		p_upsert_keys => $4, p_upsert_values => $5::jsonb[], p_delete_keys => $6,
+		p_seg_partitions => $7, p_seg_frames => $8, p_seg_bodies => $9, p_seg_checksums => $10,
+		p_seg_txids => $11, p_seg_min_at => $12, p_seg_max_at => $12, p_seg_dedups => $13,
+		p_dedup_txids => $14, p_dedup_msg_ids => $15,
+		p_ack => $16, p_lease_id => $17, p_ack_ok => $18, p_count => $19, p_release => $20,
+		p_expect_keys => $22, p_expect_at => $23, p_generation => $21)`
+)
+
+// run calls the cycle (cycleV5 or cycleV4) with c in tx, and answers its
+// rows, or its error, as text.
+func (c cycleCall) run(ctx context.Context, tx pgx.Tx, call string) ([]string, error) {
 	values := make([]string, len(c.upserts))
 	for i := range values {
 		values[i] = fmt.Sprint(i)
@@ -108,13 +122,7 @@ func (c cycleCall) run(ctx context.Context, tx pgx.Tx, fn string) ([]string, err
 		}
 	}
 	rows, err := tx.Query(ctx, `SELECT outcome, queue_name, base_offsets, ack_count, lease_released, announce, partition_id, dup_txids
-		FROM queen_streams.`+fn+`(p_tenant => $1, p_query_id => $2, p_partition_id => $3, p_group => 'g',
-			p_upsert_keys => $4, p_upsert_values => $5::jsonb[], p_delete_keys => $6,
-			p_seg_partitions => $7, p_seg_frames => $8, p_seg_bodies => $9, p_seg_checksums => $10,
-			p_seg_txids => $11, p_seg_min_at => $12, p_seg_max_at => $12, p_seg_dedups => $13,
-			p_dedup_txids => $14, p_dedup_msg_ids => $15,
-			p_ack => $16, p_lease_id => $17, p_ack_ok => $18, p_count => $19, p_release => $20,
-			p_expect_keys => $22, p_expect_at => $23, p_generation => $21)`,
+		FROM `+call,
 		c.tenant, c.query, c.partition, c.upserts, values, c.deletes,
 		c.segs, frames, bodies, sums, txids, at, dedups, dedupTx, dedupIDs,
 		c.ack, c.lease, c.ok, c.count, c.release, c.generation, c.expect, c.expectAt)
@@ -143,10 +151,12 @@ func written(ctx context.Context, t *testing.T, tx pgx.Tx) string {
 	return out
 }
 
-// outcome runs c through fn in a transaction it rolls back, and answers
-// the rows or the error, what the cycle wrote, and whether it called
-// cycle_v3.
-func (c cycleCall) outcome(t *testing.T, pool *pgxpool.Pool, fn string) (answer, tables string, calledV3 bool) {
+// outcome runs c in a transaction it rolls back, and answers the rows or
+// the error, what the cycle wrote, and whether it called
+// queen_streams.cycle_rules. Without short, the short path is replaced in
+// that transaction by one that never finishes, so that the rules answer
+// every cycle.
+func (c cycleCall) outcome(t *testing.T, pool *pgxpool.Pool, call string, short bool) (answer, tables string, calledRules bool) {
 	t.Helper()
 	ctx := t.Context()
 	tx, err := pool.Begin(ctx)
@@ -156,16 +166,22 @@ func (c cycleCall) outcome(t *testing.T, pool *pgxpool.Pool, fn string) (answer,
 	require.NoError(t, err)
 	// The view holds what the connection did since it last reported, not
 	// only this transaction.
-	v3Calls := func() (n int64) {
+	rulesCalls := func() (n int64) {
 		require.NoError(t, tx.QueryRow(ctx, `SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions
-			WHERE schemaname = 'queen_streams' AND funcname = 'cycle_v3'`).Scan(&n))
+			WHERE schemaname = 'queen_streams' AND funcname = 'cycle_rules'`).Scan(&n))
 		return n
 	}
-	before := v3Calls()
+	if !short {
+		_, err = tx.Exec(ctx, `CREATE OR REPLACE FUNCTION queen_streams.cycle_short(r queen_streams.cycle_request,
+			a queen_streams.cycle_answer, p_next_offset bigint) RETURNS SETOF queen_streams.cycle_answer
+			LANGUAGE sql AS 'SELECT a WHERE false'`)
+		require.NoError(t, err)
+	}
+	before := rulesCalls()
 	// A savepoint keeps the transaction usable after a refusal.
 	_, err = tx.Exec(ctx, `SAVEPOINT cycle`)
 	require.NoError(t, err)
-	rows, err := c.run(ctx, tx, fn)
+	rows, err := c.run(ctx, tx, call)
 	if err != nil {
 		answer = "error: " + err.Error()
 		_, err = tx.Exec(ctx, `ROLLBACK TO SAVEPOINT cycle`)
@@ -173,16 +189,16 @@ func (c cycleCall) outcome(t *testing.T, pool *pgxpool.Pool, fn string) (answer,
 	} else {
 		answer = fmt.Sprint(rows)
 	}
-	return answer, written(ctx, t, tx), v3Calls() > before
+	return answer, written(ctx, t, tx), rulesCalls() > before
 }
 
-// queen_streams.cycle_v4 answers every cycle as cycle_v3 does, and writes
-// what it writes, refusals included; only the common case (a success ack
-// that releases, with a count, at most one sink segment without client
-// transaction ids) takes its short path, and a short path that cannot
-// finish (a refusal, a gone sink partition) leaves the verdict to
-// cycle_v3.
-func TestCycleV4AnswersAsCycleV3AndTakesTheShortPathOnlyInTheCommonCase(t *testing.T) {
+// The cycle answers every cycle as its rules (queen_streams.cycle_rules)
+// do, and writes what they write, refusals included; only the common case
+// (a success ack that releases, with a count) takes its short path, a
+// short path that cannot finish (a refusal) leaves the verdict to the
+// rules, and the sink pushes' own answers (duplicates, gone) come before
+// either.
+func TestTheCycleAnswersAsItsRulesAndTakesTheShortPathOnlyInTheCommonCase(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.New(t)
 	w := newCycleWorld(t, pool)
@@ -190,21 +206,21 @@ func TestCycleV4AnswersAsCycleV3AndTakesTheShortPathOnlyInTheCommonCase(t *testi
 	for _, c := range []struct {
 		name  string
 		edit  func(c *cycleCall)
-		short bool // the short path answers alone
+		rules bool // cycle_rules answers
 	}{
-		{"common", func(*cycleCall) {}, true},
-		{"no sink item", func(c *cycleCall) { c.segs = nil }, true},
-		{"no state op", func(c *cycleCall) { c.upserts, c.deletes = nil, nil }, true},
-		{"the reset generation it carries", func(c *cycleCall) { c.generation = &zero }, true},
+		{"common", func(*cycleCall) {}, false},
+		{"no sink item", func(c *cycleCall) { c.segs = nil }, false},
+		{"no state op", func(c *cycleCall) { c.upserts, c.deletes = nil, nil }, false},
+		{"the reset generation it carries", func(c *cycleCall) { c.generation = &zero }, false},
 		{"the rows it read, as it read them", func(c *cycleCall) {
 			c.expect, c.expectAt = []string{"old", "old"}, []*time.Time{nil, &w.oldAt}
-		}, true},
+		}, false},
 		{"a row changed since it was read", func(c *cycleCall) {
 			c.expect, c.expectAt = []string{"old"}, []*time.Time{&cycleAt}
-		}, false},
-		{"a row gone since it was read", func(c *cycleCall) { c.expect, c.expectAt = []string{"gone"}, []*time.Time{nil} }, false},
+		}, true},
+		{"a row gone since it was read", func(c *cycleCall) { c.expect, c.expectAt = []string{"gone"}, []*time.Time{nil} }, true},
 		{"two sink segments", func(c *cycleCall) { c.segs = w.sinks[:] }, false},
-		{"client transaction ids", func(c *cycleCall) { c.dedups = true }, true},
+		{"client transaction ids", func(c *cycleCall) { c.dedups = true }, false},
 		{"a transaction id the sink partition holds", func(c *cycleCall) { c.dedups, c.first = true, []string{"new", "seen"} }, false},
 		{"a transaction id recorded before the dedup window", func(c *cycleCall) {
 			c.dedups, c.first = true, []string{"expired", "new"}
@@ -212,37 +228,59 @@ func TestCycleV4AnswersAsCycleV3AndTakesTheShortPathOnlyInTheCommonCase(t *testi
 		{"a transaction id the sink partition holds, and another worker's lease", func(c *cycleCall) {
 			c.dedups, c.first, c.lease = true, []string{"seen"}, uuid.New()
 		}, false},
-		{"no count", func(c *cycleCall) { c.count = nil }, false},
-		{"a nack", func(c *cycleCall) { c.ok = false }, false},
-		{"the lease kept", func(c *cycleCall) { c.release = false }, false},
-		{"an idle flush", func(c *cycleCall) { c.ack = false }, false},
-		{"another worker's lease", func(c *cycleCall) { c.lease = uuid.New() }, false},
-		{"a foreign query", func(c *cycleCall) { c.tenant = "other" }, false},
-		{"an unknown query", func(c *cycleCall) { c.query = uuid.New() }, false},
-		{"an unknown partition", func(c *cycleCall) { c.partition = uuid.New() }, false},
-		{"a stale generation", func(c *cycleCall) { c.generation = &eleven }, false},
+		{"no count", func(c *cycleCall) { c.count = nil }, true},
+		{"a nack", func(c *cycleCall) { c.ok = false }, true},
+		{"the lease kept", func(c *cycleCall) { c.release = false }, true},
+		{"an idle flush", func(c *cycleCall) { c.ack = false }, true},
+		{"another worker's lease", func(c *cycleCall) { c.lease = uuid.New() }, true},
+		{"a foreign query", func(c *cycleCall) { c.tenant = "other" }, true},
+		{"an unknown query", func(c *cycleCall) { c.query = uuid.New() }, true},
+		{"an unknown partition", func(c *cycleCall) { c.partition = uuid.New() }, true},
+		{"a stale generation", func(c *cycleCall) { c.generation = &eleven }, true},
 		{"a gone sink partition", func(c *cycleCall) { c.segs = []uuid.UUID{uuid.New()} }, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			call := w.common()
 			c.edit(&call)
-			wantAnswer, wantTables, _ := call.outcome(t, pool, "cycle_v3")
-			answer, tables, calledV3 := call.outcome(t, pool, "cycle_v4")
+			wantAnswer, wantTables, _ := call.outcome(t, pool, cycleV5, false)
+			answer, tables, calledRules := call.outcome(t, pool, cycleV5, true)
 			require.Equal(t, wantAnswer, answer)
 			require.Equal(t, wantTables, tables)
 			// A function that raised is not counted as called.
 			if !strings.HasPrefix(answer, "error") {
-				require.Equal(t, !c.short, calledV3, "whether the full path ran")
+				require.Equal(t, c.rules, calledRules, "whether the rules ran")
 			}
 		})
 	}
 	t.Run("a suspended query", func(t *testing.T) {
 		_, err := pool.Exec(t.Context(), `UPDATE queen_streams.queries SET suspended = true`)
 		require.NoError(t, err)
-		wantAnswer, wantTables, _ := w.common().outcome(t, pool, "cycle_v3")
-		answer, tables, _ := w.common().outcome(t, pool, "cycle_v4")
+		wantAnswer, wantTables, _ := w.common().outcome(t, pool, cycleV5, false)
+		answer, tables, _ := w.common().outcome(t, pool, cycleV5, true)
 		require.Contains(t, answer, "query suspended")
 		require.Equal(t, wantAnswer, answer)
 		require.Equal(t, wantTables, tables)
 	})
+}
+
+// The previous release's call, queen_streams.cycle_v4, answers as
+// cycle_v5 does and writes what it writes.
+func TestTheKeptCycleV4AnswersAsCycleV5(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	w := newCycleWorld(t, pool)
+	for name, edit := range map[string]func(c *cycleCall){
+		"common":                 func(*cycleCall) {},
+		"an idle flush":          func(c *cycleCall) { c.ack = false },
+		"another worker's lease": func(c *cycleCall) { c.lease = uuid.New() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			call := w.common()
+			edit(&call)
+			wantAnswer, wantTables, _ := call.outcome(t, pool, cycleV5, true)
+			answer, tables, _ := call.outcome(t, pool, cycleV4, true)
+			require.Equal(t, wantAnswer, answer)
+			require.Equal(t, wantTables, tables)
+		})
+	}
 }

@@ -6,8 +6,9 @@ package migrate
 // during a rolling upgrade. A migration of the next release drops each one
 // and takes it off this list (UPGRADING.md).
 var Previous = []string{
-	// Replaced by queen_streams.cycle_v2 (state-op preconditions).
-	"queen_streams.cycle",
+	// Replaced by queen_streams.cycle_v5 (one composite argument), whose
+	// wrapper it is meanwhile.
+	"queen_streams.cycle_v4",
 	// Replaced by queen.seek_to_v2 (the seek to the end and of one
 	// partition), whose wrapper it is meanwhile.
 	"queen.seek_to",

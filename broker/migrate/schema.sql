@@ -11,6 +11,55 @@ CREATE SCHEMA queen;
 CREATE SCHEMA queen_streams;
 
 --
+-- Name: cycle_answer; Type: TYPE; Schema: queen_streams; Owner: -
+--
+
+CREATE TYPE queen_streams.cycle_answer AS (
+	outcome text,
+	queue_id uuid,
+	queue_name text,
+	base_offsets bigint[],
+	ack_count bigint,
+	lease_released boolean,
+	announce boolean,
+	partition_id uuid,
+	dup_txids text[],
+	dup_message_ids uuid[]
+);
+
+--
+-- Name: cycle_request; Type: TYPE; Schema: queen_streams; Owner: -
+--
+
+CREATE TYPE queen_streams.cycle_request AS (
+	tenant text,
+	query_id uuid,
+	partition_id uuid,
+	consumer_group text,
+	upsert_keys text[],
+	upsert_values jsonb[],
+	delete_keys text[],
+	expect_keys text[],
+	expect_at timestamp with time zone[],
+	seg_partitions uuid[],
+	seg_frames integer[],
+	seg_bodies bytea[],
+	seg_checksums bigint[],
+	seg_txids text[],
+	seg_min_at timestamp with time zone[],
+	seg_max_at timestamp with time zone[],
+	seg_dedups integer[],
+	dedup_txids text[],
+	dedup_msg_ids uuid[],
+	ack boolean,
+	lease_id uuid,
+	ack_ok boolean,
+	count bigint,
+	release boolean,
+	generation bigint
+);
+
+--
 -- Name: ack(text, uuid[], text[], text[], text[], uuid[], text[], integer[], uuid[], bytea[], bigint[], timestamp with time zone[]); Type: FUNCTION; Schema: queen; Owner: -
 --
 
@@ -193,12 +242,12 @@ CREATE FUNCTION queen.txid_offsets(p_partition_id uuid, p_from bigint, p_to bigi
 $$;
 
 --
--- Name: cycle(text, uuid, uuid, text, text[], jsonb[], text[], uuid[], integer[], bytea[], bigint[], text[], timestamp with time zone[], timestamp with time zone[], integer[], text[], uuid[], boolean, uuid, boolean, bigint, boolean); Type: FUNCTION; Schema: queen_streams; Owner: -
+-- Name: cycle_gate(queen_streams.cycle_request); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 
-CREATE FUNCTION queen_streams.cycle(p_tenant text, p_query_id uuid, p_partition_id uuid, p_group text, p_upsert_keys text[], p_upsert_values jsonb[], p_delete_keys text[], p_seg_partitions uuid[], p_seg_frames integer[], p_seg_bodies bytea[], p_seg_checksums bigint[], p_seg_txids text[], p_seg_min_at timestamp with time zone[], p_seg_max_at timestamp with time zone[], p_seg_dedups integer[], p_dedup_txids text[], p_dedup_msg_ids uuid[], p_ack boolean, p_lease_id uuid, p_ack_ok boolean, p_count bigint, p_release boolean) RETURNS TABLE(outcome text, queue_id uuid, queue_name text, base_offsets bigint[], ack_count bigint, lease_released boolean, announce boolean, partition_id uuid, dup_txids text[], dup_message_ids uuid[])
-    LANGUAGE sql
-    AS $$ -- the body of functions/queen_streams.cycle.sql
+CREATE FUNCTION queen_streams.cycle_gate(r queen_streams.cycle_request, OUT queue_id uuid, OUT queue_name text, OUT next_offset bigint) RETURNS record
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.cycle_gate.sql
 $$;
 
 --
@@ -211,21 +260,39 @@ CREATE FUNCTION queen_streams.cycle_owner(p_tenant text, p_query_id uuid, p_part
 $$;
 
 --
--- Name: cycle_v2(text, uuid, uuid, text, text[], jsonb[], text[], text[], timestamp with time zone[], uuid[], integer[], bytea[], bigint[], text[], timestamp with time zone[], timestamp with time zone[], integer[], text[], uuid[], boolean, uuid, boolean, bigint, boolean); Type: FUNCTION; Schema: queen_streams; Owner: -
+-- Name: cycle_rules(queen_streams.cycle_request, queen_streams.cycle_answer, bigint); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 
-CREATE FUNCTION queen_streams.cycle_v2(p_tenant text, p_query_id uuid, p_partition_id uuid, p_group text, p_upsert_keys text[], p_upsert_values jsonb[], p_delete_keys text[], p_expect_keys text[], p_expect_at timestamp with time zone[], p_seg_partitions uuid[], p_seg_frames integer[], p_seg_bodies bytea[], p_seg_checksums bigint[], p_seg_txids text[], p_seg_min_at timestamp with time zone[], p_seg_max_at timestamp with time zone[], p_seg_dedups integer[], p_dedup_txids text[], p_dedup_msg_ids uuid[], p_ack boolean, p_lease_id uuid, p_ack_ok boolean, p_count bigint, p_release boolean) RETURNS TABLE(outcome text, queue_id uuid, queue_name text, base_offsets bigint[], ack_count bigint, lease_released boolean, announce boolean, partition_id uuid, dup_txids text[], dup_message_ids uuid[])
+CREATE FUNCTION queen_streams.cycle_rules(r queen_streams.cycle_request, a queen_streams.cycle_answer, p_next_offset bigint) RETURNS SETOF queen_streams.cycle_answer
     LANGUAGE plpgsql
-    AS $$ -- the body of functions/queen_streams.cycle_v2.sql
+    AS $$ -- the body of functions/queen_streams.cycle_rules.sql
 $$;
 
 --
--- Name: cycle_v3(text, uuid, uuid, text, text[], jsonb[], text[], text[], timestamp with time zone[], uuid[], integer[], bytea[], bigint[], text[], timestamp with time zone[], timestamp with time zone[], integer[], text[], uuid[], boolean, uuid, boolean, bigint, boolean, bigint); Type: FUNCTION; Schema: queen_streams; Owner: -
+-- Name: cycle_short(queen_streams.cycle_request, queen_streams.cycle_answer, bigint); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 
-CREATE FUNCTION queen_streams.cycle_v3(p_tenant text, p_query_id uuid, p_partition_id uuid, p_group text, p_upsert_keys text[], p_upsert_values jsonb[], p_delete_keys text[], p_expect_keys text[], p_expect_at timestamp with time zone[], p_seg_partitions uuid[], p_seg_frames integer[], p_seg_bodies bytea[], p_seg_checksums bigint[], p_seg_txids text[], p_seg_min_at timestamp with time zone[], p_seg_max_at timestamp with time zone[], p_seg_dedups integer[], p_dedup_txids text[], p_dedup_msg_ids uuid[], p_ack boolean, p_lease_id uuid, p_ack_ok boolean, p_count bigint, p_release boolean, p_generation bigint) RETURNS TABLE(outcome text, queue_id uuid, queue_name text, base_offsets bigint[], ack_count bigint, lease_released boolean, announce boolean, partition_id uuid, dup_txids text[], dup_message_ids uuid[])
+CREATE FUNCTION queen_streams.cycle_short(r queen_streams.cycle_request, a queen_streams.cycle_answer, p_next_offset bigint) RETURNS SETOF queen_streams.cycle_answer
     LANGUAGE plpgsql
-    AS $$ -- the body of functions/queen_streams.cycle_v3.sql
+    AS $$ -- the body of functions/queen_streams.cycle_short.sql
+$$;
+
+--
+-- Name: cycle_stale(queen_streams.cycle_request); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.cycle_stale(r queen_streams.cycle_request) RETURNS TABLE(key text, implicit boolean, gone boolean)
+    LANGUAGE sql STABLE
+    AS $$ -- the body of functions/queen_streams.cycle_stale.sql
+$$;
+
+--
+-- Name: cycle_state(queen_streams.cycle_request); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.cycle_state(r queen_streams.cycle_request) RETURNS void
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.cycle_state.sql
 $$;
 
 --
@@ -233,8 +300,17 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.cycle_v4(p_tenant text, p_query_id uuid, p_partition_id uuid, p_group text, p_upsert_keys text[], p_upsert_values jsonb[], p_delete_keys text[], p_expect_keys text[], p_expect_at timestamp with time zone[], p_seg_partitions uuid[], p_seg_frames integer[], p_seg_bodies bytea[], p_seg_checksums bigint[], p_seg_txids text[], p_seg_min_at timestamp with time zone[], p_seg_max_at timestamp with time zone[], p_seg_dedups integer[], p_dedup_txids text[], p_dedup_msg_ids uuid[], p_ack boolean, p_lease_id uuid, p_ack_ok boolean, p_count bigint, p_release boolean, p_generation bigint) RETURNS TABLE(outcome text, queue_id uuid, queue_name text, base_offsets bigint[], ack_count bigint, lease_released boolean, announce boolean, partition_id uuid, dup_txids text[], dup_message_ids uuid[])
-    LANGUAGE plpgsql
+    LANGUAGE sql
     AS $$ -- the body of functions/queen_streams.cycle_v4.sql
+$$;
+
+--
+-- Name: cycle_v5(queen_streams.cycle_request); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.cycle_v5(r queen_streams.cycle_request) RETURNS SETOF queen_streams.cycle_answer
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.cycle_v5.sql
 $$;
 
 --

@@ -83,9 +83,8 @@ func (r *cycleResponse) writeStatus(w http.ResponseWriter, status int) {
 	httpx.WriteAppended(w, status, r.appendJSON)
 }
 
-// cycle is POST /streams/v1/cycle: one call of queen_streams.cycle_v4 (the
-// short path of the common cycle, in front of cycle_v3 and cycle_v2), whose
-// rules are in broker/migrate/functions/queen_streams.cycle_v2.sql: what its
+// cycle is POST /streams/v1/cycle: one call of queen_streams.cycle_v5, whose
+// rules are in broker/migrate/functions/queen_streams.cycle_rules.sql: what its
 // ack does to the cursor, the gate partial ack, and what keeps an idle flush
 // beside folds exactly-once.
 func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {

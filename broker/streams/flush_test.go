@@ -11,7 +11,7 @@ import (
 )
 
 // The rules that keep an idle flush (a cycle with "ack": null) beside folds
-// exactly-once; queen_streams.cycle_v2's file says why each is needed, and
+// exactly-once; queen_streams.cycle_rules.s file says why each is needed, and
 // test/flushrace runs workers that need them.
 
 // drained pushes n messages to src, pops them all and acks them in a cycle:

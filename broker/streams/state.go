@@ -34,7 +34,7 @@ func (s *Service) stateGet(w http.ResponseWriter, r *http.Request) {
 		KeyPrefix:      req.KeyPrefix,
 		RipeAtOrBefore: req.RipeAtOrBefore,
 		// A ripe read by a caller that may flush what it read is recorded
-		// (the idle flush's rule 5, queen_streams.cycle_v2); a read-only
+		// (the idle flush's rule 5, queen_streams.cycle_rules); a read-only
 		// observer's is not, since it would vouch for reads it did not do.
 		Mark: id.Level >= auth.ReadWrite,
 	}

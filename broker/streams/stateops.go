@@ -28,7 +28,7 @@ import (
 // The preconditions are about the state the worker read before the cycle,
 // so a key's first if_updated_at is the one expected. An idle flush
 // (flush) also expects every row it removes to exist, unless an earlier op
-// of the same cycle wrote it: queen_streams.cycle_v2's file says why.
+// of the same cycle wrote it: queen_streams.cycle_rules.s file says why.
 func foldStateOps(raw json.RawMessage, flush bool) (db.StateOps, error) {
 	var f db.StateOps
 	raw = bytes.TrimSpace(raw)

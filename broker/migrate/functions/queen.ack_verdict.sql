@@ -1,6 +1,7 @@
 -- The one verdict on an acknowledgement, which queen.ack (item by item),
--- queen.ack_cursor (set-based) and queen_streams.cycle_v2 (the source ack)
--- all ask: may the ack of the message at p_offset, with p_status, under the
+-- queen.ack_cursor (set-based) and the cycle's source ack
+-- (queen_streams.cycle_rules and cycle_short) all ask: may the ack of the
+-- message at p_offset, with p_status, under the
 -- lease p_given (NULL: none given), apply to a cursor at p_committed that
 -- holds p_lease_id until p_expires_at? The answer is one of
 --   'Message not found': no such message in the cursor's last batch

@@ -7,7 +7,7 @@
 -- reset deletes the query's state and bumps its reset_generation in the
 -- same transaction, after waiting for the query's cycles and keeping them
 -- out (queen_streams.query_lock_cycles): a cycle that carries the reset
--- generation its worker registered under (queen_streams.cycle_v3) then
+-- generation its worker registered under (queen_streams.cycle_gate) then
 -- either commits before the reset or is refused after it.
 -- reset_generation is the query's generation once registered, what a
 -- worker registering now sends with its cycles.
