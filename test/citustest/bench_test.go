@@ -1,0 +1,124 @@
+package citustest_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"testing"
+
+	"github.com/regent-mq/regent/test/citustest"
+	"github.com/regent-mq/regent/test/pgtest"
+)
+
+// A push-shaped PL/pgSQL function: move the partition's offset, store the
+// message. The same function on plain PostgreSQL and delegated on Citus.
+var pushShapeSQL = []string{
+	`CREATE TABLE partitions (id bigint PRIMARY KEY, next_offset bigint NOT NULL DEFAULT 0)`,
+	`CREATE TABLE messages (partition_id bigint, off bigint, body text, PRIMARY KEY (partition_id, off))`,
+	`CREATE FUNCTION push(p bigint, b text) RETURNS bigint LANGUAGE plpgsql AS $$
+	DECLARE v bigint;
+	BEGIN
+		UPDATE partitions SET next_offset = next_offset + 1 WHERE id = p RETURNING next_offset - 1 INTO v;
+		INSERT INTO messages VALUES (p, v, b);
+		RETURN v;
+	END $$`,
+}
+
+var distributePushShapeSQL = []string{
+	`SELECT create_distributed_table('partitions', 'id')`,
+	`SELECT create_distributed_table('messages', 'partition_id', colocate_with => 'partitions')`,
+	`SELECT create_distributed_function('push(bigint,text)', '$1', colocate_with => 'partitions')`,
+}
+
+// BenchmarkPushShapedCall is the cost of one call of a push-shaped function,
+// prepared, in autocommit: on plain PostgreSQL, on Citus through the
+// coordinator (delegated to the worker that owns the partition's shard),
+// and on Citus straight to that worker. Beside the time, each node's CPU
+// per call (its server processes' user and system time: the bench's
+// connections and the background workers, all alive for the run).
+func BenchmarkPushShapedCall(b *testing.B) {
+	ctx := context.Background()
+	const partition = 7
+	plain := pgtest.Own(b)
+	plainConn := connect(b, plain.URL("postgres").String())
+	setUp(b, plainConn, pushShapeSQL, partition)
+	run(b, "plain", plainConn, partition, map[string]*pgtest.Cluster{"node": plain})
+
+	c := citustest.New(b, 2)
+	coordinator := connect(b, c.URL().String())
+	setUp(b, coordinator, slices.Concat(pushShapeSQL, distributePushShapeSQL), partition)
+	var port int
+	if err := coordinator.QueryRow(ctx, `SELECT nodeport FROM citus_shards
+		WHERE shardid = get_shard_id_for_distribution_column('partitions', $1::bigint)`, partition).Scan(&port); err != nil {
+		b.Fatal(err)
+	}
+	i := slices.IndexFunc(c.Workers, func(w *pgtest.Cluster) bool { return w.Port == port })
+	if i < 0 {
+		b.Fatalf("the partition's shard is on port %d, which is no worker's", port)
+	}
+	owner := c.Workers[i]
+	nodes := map[string]*pgtest.Cluster{"coordinator": c.Coordinator, "worker": owner}
+	run(b, "citus-coordinator", coordinator, partition, nodes)
+	run(b, "citus-owning-worker", connect(b, owner.URL(citustest.Database).String()), partition, nodes)
+}
+
+func setUp(b *testing.B, conn *pgx.Conn, setup []string, partition int64) {
+	execAll(b, conn, setup...)
+	if _, err := conn.Exec(context.Background(), "INSERT INTO partitions (id) VALUES ($1)", partition); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func run(b *testing.B, name string, conn *pgx.Conn, partition int64, nodes map[string]*pgtest.Cluster) {
+	ctx := context.Background()
+	b.Run(name, func(b *testing.B) {
+		before := map[string]time.Duration{}
+		for n, c := range nodes {
+			before[n] = serverCPU(b, c)
+		}
+		for b.Loop() {
+			if _, err := conn.Exec(ctx, "SELECT push($1, 'x')", partition); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for n, c := range nodes {
+			b.ReportMetric(float64((serverCPU(b, c)-before[n]).Microseconds())/float64(b.N), n+"-cpu-µs/op")
+		}
+	})
+}
+
+// serverCPU is the user and system CPU time of a server's postmaster and
+// its live children, from /proc (in clock ticks of 10 ms: USER_HZ is 100 on
+// Linux), so a run of a few thousand calls measures it to a few percent.
+func serverCPU(b *testing.B, c *pgtest.Cluster) time.Duration {
+	pidFile, err := os.ReadFile(filepath.Join(c.DataDir, "postmaster.pid"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	postmaster, _, _ := strings.Cut(string(pidFile), "\n")
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var ticks int64
+	for _, f := range stats {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue // the process ended
+		}
+		_, rest, _ := strings.Cut(string(raw), ") ") // after the command's name
+		fields := strings.Fields(rest)               // state, ppid, … utime (12), stime (13)
+		pid := filepath.Base(filepath.Dir(f))
+		if len(fields) < 13 || (pid != postmaster && fields[1] != postmaster) {
+			continue
+		}
+		for _, v := range fields[11:13] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
