@@ -66,6 +66,13 @@ func BenchmarkPushShapedCall(b *testing.B) {
 	nodes := map[string]*pgtest.Cluster{"coordinator": c.Coordinator, "worker": owner}
 	run(b, "citus-coordinator", coordinator, partition, nodes)
 	run(b, "citus-owning-worker", connect(b, owner.URL(citustest.Database).String()), partition, nodes)
+
+	// The same tables and function, not distributed, on the coordinator
+	// (workers refuse DDL): what Citus costs a node for tables it does not
+	// manage.
+	local := connect(b, c.URL().String())
+	setUp(b, local, slices.Concat([]string{"CREATE SCHEMA local", "SET search_path = local"}, pushShapeSQL), partition)
+	run(b, "citus-local-tables", local, partition, nodes)
 }
 
 func setUp(b *testing.B, conn *pgx.Conn, setup []string, partition int64) {
