@@ -43,26 +43,13 @@ var distributePushShapeSQL = []string{
 // per call (its server processes' user and system time: the bench's
 // connections and the background workers, all alive for the run).
 func BenchmarkPushShapedCall(b *testing.B) {
-	ctx := context.Background()
 	const partition = 7
 	plain := pgtest.Own(b)
 	plainConn := connect(b, plain.URL("postgres").String())
 	setUp(b, plainConn, pushShapeSQL, partition)
 	run(b, "plain", plainConn, partition, map[string]*pgtest.Cluster{"node": plain})
 
-	c := citustest.New(b, 2)
-	coordinator := connect(b, c.URL().String())
-	setUp(b, coordinator, slices.Concat(pushShapeSQL, distributePushShapeSQL), partition)
-	var port int
-	if err := coordinator.QueryRow(ctx, `SELECT nodeport FROM citus_shards
-		WHERE shardid = get_shard_id_for_distribution_column('partitions', $1::bigint)`, partition).Scan(&port); err != nil {
-		b.Fatal(err)
-	}
-	i := slices.IndexFunc(c.Workers, func(w *pgtest.Cluster) bool { return w.Port == port })
-	if i < 0 {
-		b.Fatalf("the partition's shard is on port %d, which is no worker's", port)
-	}
-	owner := c.Workers[i]
+	c, coordinator, owner := distributedPushShape(b, partition)
 	nodes := map[string]*pgtest.Cluster{"coordinator": c.Coordinator, "worker": owner}
 	run(b, "citus-coordinator", coordinator, partition, nodes)
 	run(b, "citus-owning-worker", connect(b, owner.URL(citustest.Database).String()), partition, nodes)
@@ -75,6 +62,52 @@ func BenchmarkPushShapedCall(b *testing.B) {
 	run(b, "citus-local-tables", local, partition, nodes)
 }
 
+// BenchmarkStatement is the cost of one prepared statement on its own, in
+// autocommit, on plain PostgreSQL and on the Citus worker that owns the
+// partition's shard: what Citus adds to each statement a hot function runs.
+// update-const-key names the shard key as a constant (the parameter then
+// only guards the statement), as a delegated function's statements cannot.
+func BenchmarkStatement(b *testing.B) {
+	const partition = 7
+	statements := []struct{ name, sql string }{
+		{"round-trip", "SELECT $1::bigint"},
+		{"select-by-key", "SELECT next_offset FROM partitions WHERE id = $1"},
+		{"update", "UPDATE partitions SET next_offset = next_offset + 1 WHERE id = $1"},
+		{"update-const-key", "UPDATE partitions SET next_offset = next_offset + 1 WHERE id = 7 AND $1 > 0"},
+		{"insert", "INSERT INTO messages VALUES ($1, (random() * 1e15)::bigint, 'x')"},
+	}
+	plain := pgtest.Own(b)
+	plainConn := connect(b, plain.URL("postgres").String())
+	setUp(b, plainConn, pushShapeSQL, partition)
+	for _, s := range statements {
+		runCall(b, "plain/"+s.name, s.sql, plainConn, partition, map[string]*pgtest.Cluster{"node": plain})
+	}
+	_, _, owner := distributedPushShape(b, partition)
+	worker := connect(b, owner.URL(citustest.Database).String())
+	for _, s := range statements {
+		runCall(b, "citus-owning-worker/"+s.name, s.sql, worker, partition, map[string]*pgtest.Cluster{"worker": owner})
+	}
+}
+
+// distributedPushShape starts a Citus cluster with the push-shaped tables
+// and function distributed and the partition's row in place, and returns it,
+// a connection to its coordinator and the worker that owns the partition.
+func distributedPushShape(b *testing.B, partition int64) (*citustest.Cluster, *pgx.Conn, *pgtest.Cluster) {
+	c := citustest.New(b, 2)
+	coordinator := connect(b, c.URL().String())
+	setUp(b, coordinator, slices.Concat(pushShapeSQL, distributePushShapeSQL), partition)
+	var port int
+	if err := coordinator.QueryRow(context.Background(), `SELECT nodeport FROM citus_shards
+		WHERE shardid = get_shard_id_for_distribution_column('partitions', $1::bigint)`, partition).Scan(&port); err != nil {
+		b.Fatal(err)
+	}
+	i := slices.IndexFunc(c.Workers, func(w *pgtest.Cluster) bool { return w.Port == port })
+	if i < 0 {
+		b.Fatalf("the partition's shard is on port %d, which is no worker's", port)
+	}
+	return c, coordinator, c.Workers[i]
+}
+
 func setUp(b *testing.B, conn *pgx.Conn, setup []string, partition int64) {
 	execAll(b, conn, setup...)
 	if _, err := conn.Exec(context.Background(), "INSERT INTO partitions (id) VALUES ($1)", partition); err != nil {
@@ -83,6 +116,10 @@ func setUp(b *testing.B, conn *pgx.Conn, setup []string, partition int64) {
 }
 
 func run(b *testing.B, name string, conn *pgx.Conn, partition int64, nodes map[string]*pgtest.Cluster) {
+	runCall(b, name, "SELECT push($1, 'x')", conn, partition, nodes)
+}
+
+func runCall(b *testing.B, name, call string, conn *pgx.Conn, partition int64, nodes map[string]*pgtest.Cluster) {
 	ctx := context.Background()
 	b.Run(name, func(b *testing.B) {
 		before := map[string]time.Duration{}
@@ -90,7 +127,7 @@ func run(b *testing.B, name string, conn *pgx.Conn, partition int64, nodes map[s
 			before[n] = serverCPU(b, c)
 		}
 		for b.Loop() {
-			if _, err := conn.Exec(ctx, "SELECT push($1, 'x')", partition); err != nil {
+			if _, err := conn.Exec(ctx, call, partition); err != nil {
 				b.Fatal(err)
 			}
 		}
