@@ -25,7 +25,7 @@ help: ## List the targets.
 			print line }}' $(MAKEFILE_LIST)
 
 .PHONY: deps
-deps: ## Install what is missing: PostgreSQL, podman, buildah and runc (apt), and kube-apiserver, etcd, kubectl, helm, controller-gen (built into the cache, ~/.cache/regent).
+deps: ## Install what is missing: PostgreSQL, podman, buildah and runc (apt), Citus (built from ../shared/vendor, or CITUS_TARBALL), and kube-apiserver, etcd, kubectl, helm, controller-gen (built into the cache, ~/.cache/regent).
 	@REGENT_CACHE=$(CACHE) hack/deps.sh
 
 .PHONY: generate

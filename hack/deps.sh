@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what `make test` and `make run` need, and only what is missing:
-# PostgreSQL, podman, buildah, runc, chromium and jq from apt, kube-apiserver, etcd, kubectl, helm
+# PostgreSQL, podman, buildah, runc, chromium and jq from apt, Citus built into that PostgreSQL
+# from the shared vendor tarball (hack/citus.sh), kube-apiserver, etcd, kubectl, helm
 # and controller-gen built from the Go module proxy into a cache outside the checkout (CI runs in
 # a fresh clone, so the cache is what keeps a warm run from rebuilding the control plane), and the
 # main module's dependencies. It links kubectl and helm into the checkout's bin/, beside what
@@ -58,6 +59,11 @@ install_apt_packages() {
   fi
 }
 
+# Citus builds against the installed server and installs apt packages of its own, so it follows
+# the apt step; it runs under this run's lock.
+build_citus() { CITUS_LOCKED=1 REGENT_CACHE="$cache" "$root/hack/citus.sh"; }
+install_apt_packages_and_citus() { install_apt_packages && build_citus; }
+
 build_control_plane() {
   [ -x "$k8s_dir/kube-apiserver" ] && [ -x "$k8s_dir/etcd" ] && [ -x "$k8s_dir/kubectl" ] && return 0
   announce "building kube-apiserver, etcd and kubectl $K8S_VERSION into $k8s_dir (a few minutes, once)"
@@ -107,9 +113,10 @@ lock_cache "make deps"
 # The Go steps fetch from the module proxy over HTTPS: without the CA bundle, apt goes first.
 steps=(build_control_plane build_helm build_controller_gen download_modules)
 if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
-  steps=(install_apt_packages "${steps[@]}")
+  steps=(install_apt_packages_and_citus "${steps[@]}")
 else
   install_apt_packages
+  steps=(build_citus "${steps[@]}")
 fi
 pids=() names=()
 for step in "${steps[@]}"; do

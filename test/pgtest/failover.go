@@ -36,7 +36,7 @@ var (
 // and starts that. Both are stopped and removed when the test ends.
 func StartPair(t testing.TB) *Pair {
 	t.Helper()
-	dir, err := scratchDir("regent-pgtest-pair-")
+	dir, err := ScratchDir("regent-pgtest-pair-")
 	if err != nil {
 		t.Fatalf("pgtest: make cluster directory: %v", err)
 	}

@@ -11,13 +11,17 @@ import (
 // database that dies with the test.
 var throwaway = []string{"fsync=off", "synchronous_commit=off", "full_page_writes=off"}
 
+// Throwaway returns the settings of test clusters, for harnesses that start
+// clusters of their own.
+func Throwaway() []string { return slices.Clone(throwaway) }
+
 // Own starts a throwaway cluster for this test alone, for tests that stop,
 // restart or fail over PostgreSQL and so cannot share the binary's cluster.
 // It is stopped and removed when the test ends. Its "postgres" database
 // (c.URL("postgres")) is empty; a broker started on it migrates it.
 func Own(t testing.TB, settings ...string) *Cluster {
 	t.Helper()
-	dir, err := scratchDir("regent-pgtest-own-")
+	dir, err := ScratchDir("regent-pgtest-own-")
 	if err != nil {
 		t.Fatalf("pgtest: make cluster directory: %v", err)
 	}

@@ -215,7 +215,7 @@ func start() (*server, error) {
 }
 
 func (s *server) startCluster() error {
-	dir, err := scratchDir("regent-pgtest-")
+	dir, err := ScratchDir("regent-pgtest-")
 	if err != nil {
 		return fmt.Errorf("make cluster directory: %w", err)
 	}

@@ -19,11 +19,13 @@ const ramDir = "/dev/shm"
 
 const tmpfsMagic = 0x01021994
 
-// scratchDir makes a directory for a throwaway cluster: under ramDir when
-// it is a tmpfs, else under the system's temporary directory. Not
+// ScratchDir makes a directory for a throwaway cluster: under ramDir when
+// it is a tmpfs, else under the system's temporary directory. A prefix
+// starting "regent-pgtest-" lets a later run sweep it up if its test binary
+// is killed (clusters may sit one or two levels below it). Not
 // t.TempDir: its parent is private to root, and as root PostgreSQL runs as
 // the postgres user, which must reach the data directory.
-func scratchDir(prefix string) (string, error) {
+func ScratchDir(prefix string) (string, error) {
 	var fs syscall.Statfs_t
 	if syscall.Statfs(ramDir, &fs) == nil && fs.Type == tmpfsMagic {
 		sweep(ramDir)
