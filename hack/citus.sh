@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds Citus (distributed PostgreSQL, issue 39) into the installed PostgreSQL 15 when citus.so is
+# Builds Citus (distributed PostgreSQL) into the installed PostgreSQL 15 when citus.so is
 # missing from its lib directory. Neither Debian bookworm nor any reachable registry ships it, so
 # it comes from the source tarball in the shared vendor directory (../shared/vendor beside the
 # checkout, as CI lays it out; CITUS_TARBALL overrides), after checking its sha256.
