@@ -2,8 +2,8 @@
 // coordinator and workers, each a PostgreSQL server started by pgtest with
 // Citus preloaded (as the postgres system user when running as root), the
 // citus extension created in one database on every node, and the workers
-// registered with the coordinator. Regent runs on Citus past one primary
-// (issue 39); `make deps` builds Citus into the installed PostgreSQL
+// registered with the coordinator, for running Regent past one primary;
+// `make deps` builds Citus into the installed PostgreSQL
 // (hack/citus.sh).
 package citustest
 
