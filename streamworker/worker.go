@@ -85,11 +85,9 @@ package streamworker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -144,17 +142,6 @@ type partition struct {
 	mu   sync.Mutex
 	id   string
 	name string
-}
-
-type popAnswer struct {
-	PartitionID string `json:"partitionId"`
-	Partition   string `json:"partition"`
-	LeaseID     string `json:"leaseId"`
-	Messages    []struct {
-		TransactionID string          `json:"transactionId"`
-		Data          json.RawMessage `json:"data"`
-		CreatedAt     time.Time       `json:"createdAt"`
-	} `json:"messages"`
 }
 
 // New makes a worker; Run runs it.
@@ -257,26 +244,6 @@ func (w *Worker) loop(stop, ctx context.Context) error {
 	return nil
 }
 
-func (w *Worker) pop(ctx context.Context) (*popAnswer, error) {
-	q := url.Values{
-		"batch":         {strconv.Itoa(w.cfg.Batch)},
-		"wait":          {"true"},
-		"timeout":       {strconv.FormatInt(w.cfg.Wait.Milliseconds(), 10)},
-		"consumerGroup": {w.group},
-	}
-	var b popAnswer
-	status, err := w.c.call(ctx, "GET", "/api/v1/pop/queue/"+url.PathEscape(w.cfg.Source)+"?"+q.Encode(), nil, &b)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("pop: %w", err)
-	case status == http.StatusNoContent:
-		return nil, nil
-	case status != http.StatusOK:
-		return nil, fmt.Errorf("pop: status %d", status)
-	}
-	return &b, nil
-}
-
 func (w *Worker) partition(id, name string) *partition {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -290,212 +257,4 @@ func (w *Worker) partition(id, name string) *partition {
 
 func (w *Worker) scope(p *partition) pipeline.Scope {
 	return pipeline.Scope{QueryID: w.queryID, PartitionID: p.id, Partition: p.name, Sink: w.cfg.Sink}
-}
-
-// refolds is how many times a batch is folded again from fresh state when
-// its cycle is refused while its lease may still be live.
-const refolds = 3
-
-// process folds one leased batch and commits it with its ack.
-func (w *Worker) process(ctx context.Context, b *popAnswer) error {
-	p := w.partition(b.PartitionID, b.Partition)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	events := make([]pipeline.Event, len(b.Messages))
-	for i, m := range b.Messages {
-		events[i] = pipeline.Event{Data: m.Data, TransactionID: m.TransactionID, CreatedAt: m.CreatedAt}
-	}
-	last := b.Messages[len(b.Messages)-1]
-	completed, count := "completed", int64(len(b.Messages))
-	ack := &wire.CycleAck{LeaseID: b.LeaseID, TransactionID: last.TransactionID, Status: &completed, Count: &count}
-	for range refolds {
-		var rows []pipeline.Row
-		if w.cfg.Program.Stateful() {
-			var err error
-			if rows, err = w.readState(ctx, p, map[string]any{"key_prefix": pipeline.Prefix}); err != nil {
-				return err
-			}
-		}
-		s, err := w.cfg.Program.NewShard(w.scope(p), rows)
-		if err != nil {
-			return err
-		}
-		s.Fold(events)
-		now := time.Now()
-		ops, pushes, err := s.Commit(&now)
-		if err != nil {
-			return err
-		}
-		done, err := w.cycle(ctx, p, kindFold, ops, pushes, ack)
-		if err != nil {
-			return err
-		}
-		if done {
-			w.counted(p, s)
-			return nil
-		}
-	}
-	w.log.Info("batch left to redelivery", "partition", p.name, "refolds", refolds)
-	return nil
-}
-
-func (w *Worker) counted(p *partition, s *pipeline.Shard) {
-	w.m.eventsIn.Add(float64(s.In))
-	w.m.filtered.Add(float64(s.Filtered))
-	w.m.late.Add(float64(s.Late))
-	w.m.failed.Add(float64(s.Failed))
-	w.m.emitted.Add(float64(s.Emitted))
-	for _, err := range s.Errors {
-		w.log.Warn("an event or window failed its expression and was dropped", "partition", p.name, "err", err)
-	}
-}
-
-// flushIfIdle closes the windows ripe by the wall clock on every quiet
-// partition of the source, once pops have found nothing for idleFlush
-// since the broker last failed to answer: a pop lost in an outage may have
-// left a lease that hides data until it expires.
-func (w *Worker) flushIfIdle(ctx context.Context) error {
-	idle := w.cfg.Program.IdleFlush
-	since := max(w.quietSince.Load(), w.c.lastFailure.Load())
-	if !w.cfg.Program.Stateful() || since == 0 || time.Since(time.Unix(0, since)) < idle || !w.flushing.TryLock() {
-		return nil
-	}
-	defer w.flushing.Unlock()
-	var q struct {
-		Partitions []struct {
-			ID   string `json:"id"`
-			Name string `json:"name"`
-		} `json:"partitions"`
-	}
-	status, err := w.c.call(ctx, "GET", "/api/v1/resources/queues/"+url.PathEscape(w.cfg.Source), nil, &q)
-	switch {
-	case err != nil:
-		return fmt.Errorf("list the source's partitions: %w", err)
-	case status == http.StatusNotFound:
-		q.Partitions = nil // nothing pushed yet
-	case status != http.StatusOK:
-		return fmt.Errorf("list the source's partitions: status %d", status)
-	}
-	for _, e := range q.Partitions {
-		if err := w.flush(ctx, w.partition(e.ID, e.Name)); err != nil {
-			return err
-		}
-	}
-	// The next round waits for another idle period.
-	w.quietSince.Store(time.Now().UnixNano())
-	return nil
-}
-
-func (w *Worker) flush(ctx context.Context, p *partition) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := time.Now()
-	ripe, err := w.readState(ctx, p, map[string]any{"key_prefix": pipeline.Prefix,
-		"ripe_at_or_before": now.Add(-w.cfg.Program.Lateness()).UnixMilli()})
-	if err != nil || len(ripe) == 0 {
-		return err
-	}
-	clock, err := w.readState(ctx, p, map[string]any{"keys": []string{pipeline.ClockKey}})
-	if err != nil {
-		return err
-	}
-	s, err := w.cfg.Program.NewShard(w.scope(p), append(ripe, clock...))
-	if err != nil {
-		return err
-	}
-	if now.UnixMilli()-s.FoldedAt() < w.cfg.Program.IdleFlush.Milliseconds() {
-		return nil // folded recently, maybe by another worker: not idle
-	}
-	s.Flush(now)
-	ops, pushes, err := s.Commit(nil)
-	if err != nil {
-		return err
-	}
-	w.log.Info("flushing an idle partition", "partition", p.name, "windows", s.Emitted)
-	done, err := w.cycle(ctx, p, kindFlush, ops, pushes, nil)
-	if done {
-		w.counted(p, s)
-	}
-	return err
-}
-
-func (w *Worker) readState(ctx context.Context, p *partition, filter map[string]any) ([]pipeline.Row, error) {
-	filter["query_id"], filter["partition_id"] = w.queryID, p.id
-	var out struct {
-		Rows  []pipeline.Row `json:"rows"`
-		Error string         `json:"error"`
-	}
-	status, err := w.c.call(ctx, "POST", "/streams/v1/state/get", filter, &out)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("read state: %w", err)
-	case status != http.StatusOK:
-		return nil, fmt.Errorf("read state: %d %s", status, out.Error)
-	}
-	return out.Rows, nil
-}
-
-const (
-	kindFold  = "fold"
-	kindFlush = "flush"
-)
-
-// cycle commits state ops, pushes and an ack (nil: a flush), and reports
-// whether it committed. A refused cycle is not an error: it is logged and
-// counted; its batch is folded again or redelivered (or, after a lost
-// answer, had already committed).
-func (w *Worker) cycle(ctx context.Context, p *partition, kind string, ops []pipeline.StateOp, pushes []pipeline.Push, ack *wire.CycleAck) (bool, error) {
-	body, err := w.cycleBody(p, ops, pushes, ack)
-	if err != nil {
-		return false, err
-	}
-	start := time.Now()
-	var out wire.CycleResponse
-	status, err := w.c.call(ctx, "POST", "/streams/v1/cycle", body, &out)
-	switch {
-	case err != nil:
-		return false, fmt.Errorf("cycle: %w", err)
-	case status != http.StatusOK:
-		return false, fmt.Errorf("cycle: status %d %s", status, out.Error)
-	}
-	w.m.cycleSeconds.WithLabelValues(kind).Observe(time.Since(start).Seconds())
-	if !out.Success {
-		// The transaction rolled back: the lease is gone (this very cycle
-		// committed before an outage ate its answer, or the lease expired
-		// and the batch went to another pop), or a row changed since it
-		// was read.
-		w.m.refused.WithLabelValues(kind).Inc()
-		w.log.Info("cycle refused", "kind", kind, "partition", p.name, "err", out.Error)
-		return false, nil
-	}
-	if out.Deferred != "" {
-		w.m.deferred.Inc()
-		w.log.Info("flush deferred", "partition", p.name, "why", out.Deferred)
-		return false, nil
-	}
-	w.m.cycles.WithLabelValues(kind).Inc()
-	for _, r := range out.PushResults {
-		if r.Status == "duplicate" {
-			w.log.Info("an output was already stored; not stored again", "partition", p.name)
-		}
-	}
-	return true, nil
-}
-
-// cycleBody is the cycle's request, with every member Queen's clients send:
-// state_ops and push_items as arrays, even empty, and a flush's ack null.
-func (w *Worker) cycleBody(p *partition, ops []pipeline.StateOp, pushes []pipeline.Push, ack *wire.CycleAck) (*wire.CycleRequest, error) {
-	if ops == nil {
-		ops = []pipeline.StateOp{}
-	}
-	raw, err := json.Marshal(ops)
-	if err != nil {
-		return nil, fmt.Errorf("encode state ops: %w", err)
-	}
-	items := make([]wire.PushItem, len(pushes))
-	for i, x := range pushes {
-		items[i] = wire.PushItem{Queue: x.Queue, Partition: x.Partition, Payload: x.Payload, TransactionID: x.TransactionID}
-	}
-	return &wire.CycleRequest{QueryID: w.queryID, PartitionID: p.id, ConsumerGroup: w.group, StateOps: raw,
-		PushItems: items, Ack: ack, ResetGeneration: w.generation}, nil
 }
