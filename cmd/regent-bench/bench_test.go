@@ -169,9 +169,7 @@ func TestPopAckScenarioReportsMissingMessages(t *testing.T) {
 
 func TestCycleScenarioVerifiesExactlyOnce(t *testing.T) {
 	b := brokertest.Start(t)
-	// With tenancy on (secure mode) the tenant needs a grant to register.
-	_, err := b.Pool.Exec(t.Context(), `INSERT INTO queen_streams.quota (tenant) VALUES ($1)`, b.Tenant)
-	require.NoError(t, err)
+	grantStreams(t, b)
 	res := env(t, b, "cycle-q").run(t.Context(), "cycle", scenarios["cycle"])
 	requireVerified(t, res)
 	require.Greater(t, res.CyclesPerSec, 0.0)
@@ -222,14 +220,21 @@ func grantStreams(t *testing.T, b *brokertest.Broker) {
 	require.NoError(t, err)
 }
 
-func TestStockScenarioFoldsEveryEventOnceIntoItsKeysWindow(t *testing.T) {
+// runKeyed runs scenario name with 7 keys on a broker of its own, and
+// requires it verified.
+func runKeyed(t *testing.T, name string) (*brokertest.Broker, *Env, *Result) {
 	b := brokertest.Start(t)
 	grantStreams(t, b)
-	e := env(t, b, "stock-q")
+	e := env(t, b, name+"-q")
 	e.Keys = 7
-	res := e.run(t.Context(), "stock", scenarios["stock"])
+	res := e.run(t.Context(), name, scenarios[name])
 	requireVerified(t, res)
 	require.Equal(t, 7, res.Keys)
+	return b, e, res
+}
+
+func TestStockScenarioFoldsEveryEventOnceIntoItsKeysWindow(t *testing.T) {
+	b, e, res := runKeyed(t, "stock")
 	require.ElementsMatch(t, []string{"tool"}, keys(res.CPUMsPer1000Msgs))
 	require.InDelta(t, res.CPUSeconds["tool"]*1e6/float64(e.N), res.CPUMsPer1000Msgs["tool"], 1e-9)
 	// Each event is counted once: in a window still open in the state, or
@@ -265,12 +270,6 @@ func TestStockScenarioFoldsEveryEventOnceIntoItsKeysWindow(t *testing.T) {
 }
 
 func TestPipelineScenarioWithKeysFoldsEveryEvent(t *testing.T) {
-	b := brokertest.Start(t)
-	grantStreams(t, b)
-	e := env(t, b, "keyed-q")
-	e.Keys = 7
-	res := e.run(t.Context(), "pipeline", scenarios["pipeline"])
-	requireVerified(t, res)
-	require.Equal(t, 7, res.Keys)
+	_, _, res := runKeyed(t, "pipeline")
 	require.Contains(t, res.CPUMsPer1000Msgs, "tool")
 }
