@@ -12,7 +12,9 @@
 # C = 1, 4, 16, 64, and without at C=4; push with 10 million rows in the
 # dedup table; popack and cycle at C = 1, 4, 16, 64 (P=16) and at P = 1,000
 # and 10,000 (C=4); stateget; Regent's worker running a pipeline end to end
-# at C = 4 and 16 (regent-bench -scenario pipeline). N is chosen for each point to run at least 5 s
+# at C = 4 and 16 (regent-bench -scenario pipeline); Regent's worker and a
+# stock-style worker folding 1,000 keys at batch 100 and 1000 (worker
+# batch=B, stock batch=B). N is chosen for each point to run at least 5 s
 # on a quiet 2-core machine, and the whole for about 20 minutes there (some
 # 50 when six other builds share it). BENCH_QUICK=1 runs each point once
 # with N/20 (and 200,000 dedup rows): a pass of two minutes that shows
@@ -130,6 +132,17 @@ point "stateget" stateget 4 30000 -scenario stateget
 # against the cycle scenario at the same C and B, and the same limit.
 for c in 4 16; do
   point "pipeline C=$c" cycle "$c" 300000 -scenario pipeline
+done
+# The work a user would recognise: 16 partitions, 1,000 keys, a tumbling
+# minute's count and sum per key, N prefilled, folded by Regent's worker
+# and by a stock-style worker of the same loop (test/stockworker), each
+# with 4 fold loops, at batch 100 and 1000; each process's CPU per 1,000
+# events is in the JSON line (cpu_ms_per_1000_msgs).
+for b in 100 1000; do
+  for w in worker stock; do
+    s=$([ "$w" = worker ] && echo pipeline || echo stock)
+    point "$w batch=$b" cycle 4 $((b == 100 ? 100000 : 400000)) -scenario "$s" -keys 1000 -p 16 -b "$b"
+  done
 done
 
 if [ -n "$only" ]; then exit $((${#failed[@]} > 0)); fi

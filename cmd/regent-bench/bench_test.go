@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -168,9 +169,7 @@ func TestPopAckScenarioReportsMissingMessages(t *testing.T) {
 
 func TestCycleScenarioVerifiesExactlyOnce(t *testing.T) {
 	b := brokertest.Start(t)
-	// With tenancy on (secure mode) the tenant needs a grant to register.
-	_, err := b.Pool.Exec(t.Context(), `INSERT INTO queen_streams.quota (tenant) VALUES ($1)`, b.Tenant)
-	require.NoError(t, err)
+	grantStreams(t, b)
 	res := env(t, b, "cycle-q").run(t.Context(), "cycle", scenarios["cycle"])
 	requireVerified(t, res)
 	require.Greater(t, res.CyclesPerSec, 0.0)
@@ -212,4 +211,65 @@ func TestDropDeletesTheRunsQueueAndTheQueuesItMade(t *testing.T) {
 	require.Equal(t, 2, count(), "the source and the sink")
 	require.NoError(t, e.Drop(t.Context()))
 	require.Zero(t, count(), "nothing of the run left")
+}
+
+// grantStreams lets the tenant register queries: with tenancy on (secure
+// mode) it needs a grant.
+func grantStreams(t *testing.T, b *brokertest.Broker) {
+	_, err := b.Pool.Exec(t.Context(), `INSERT INTO queen_streams.quota (tenant) VALUES ($1) ON CONFLICT DO NOTHING`, b.Tenant)
+	require.NoError(t, err)
+}
+
+// runKeyed runs scenario name with 7 keys on a broker of its own, and
+// requires it verified.
+func runKeyed(t *testing.T, name string) (*brokertest.Broker, *Env, *Result) {
+	b := brokertest.Start(t)
+	grantStreams(t, b)
+	e := env(t, b, name+"-q")
+	e.Keys = 7
+	res := e.run(t.Context(), name, scenarios[name])
+	requireVerified(t, res)
+	require.Equal(t, 7, res.Keys)
+	return b, e, res
+}
+
+func TestStockScenarioFoldsEveryEventOnceIntoItsKeysWindow(t *testing.T) {
+	b, e, res := runKeyed(t, "stock")
+	require.ElementsMatch(t, []string{"tool"}, keys(res.CPUMsPer1000Msgs))
+	require.InDelta(t, res.CPUSeconds["tool"]*1e6/float64(e.N), res.CPUMsPer1000Msgs["tool"], 1e-9)
+	// Each event is counted once: in a window still open in the state, or
+	// in one a fold or the flush emitted (a run across a minute's end).
+	count := map[string]int{}
+	rows, err := b.Pool.Query(t.Context(), `SELECT s.value->>'key', (s.value->>'count')::int FROM queen_streams.state s
+		JOIN queen_streams.queries q ON q.id = s.query_id WHERE q.name = $1 AND s.key <> 'wm'`, e.Queue+".stock")
+	require.NoError(t, err)
+	for rows.Next() {
+		var k string
+		var n int
+		require.NoError(t, rows.Scan(&k, &n))
+		count[k] += n
+	}
+	require.NoError(t, rows.Err())
+	parts, err := b.Log(t.Context(), b.Tenant, e.Queue+".out")
+	require.NoError(t, err)
+	for _, p := range parts {
+		for _, f := range p.Frames {
+			var w struct {
+				Key   string `json:"key"`
+				Count int    `json:"count"`
+			}
+			require.NoError(t, json.Unmarshal(f.Payload, &w))
+			count[w.Key] += w.Count
+		}
+	}
+	want := map[string]int{}
+	for id := range e.N {
+		want[fmt.Sprintf("k%d", id%e.Keys)]++
+	}
+	require.Equal(t, want, count)
+}
+
+func TestPipelineScenarioWithKeysFoldsEveryEvent(t *testing.T) {
+	_, _, res := runKeyed(t, "pipeline")
+	require.Contains(t, res.CPUMsPer1000Msgs, "tool")
 }

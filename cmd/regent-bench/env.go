@@ -22,7 +22,10 @@ import (
 type Env struct {
 	URL, Token, Queue string
 	C, B, P, N, Size  int
-	Prefilled         bool
+	// Keys, when positive, gives every pushed payload an "id", a "key" of
+	// Keys and an "amount" (the stock worker's events), in place of "i".
+	Keys      int
+	Prefilled bool
 	// TxIDs: every pushed item carries a transactionId of its own, a
 	// UUIDv7, as Queen's stock JavaScript client stamps on every message.
 	TxIDs bool
@@ -48,6 +51,7 @@ type Result struct {
 	Clients      int     `json:"clients"`
 	Batch        int     `json:"batch"`
 	Partitions   int     `json:"partitions"`
+	Keys         int     `json:"keys,omitempty"`
 	Messages     int     `json:"messages"`
 	Seconds      float64 `json:"seconds"`
 	MsgsPerSec   float64 `json:"msgs_per_sec"`
@@ -71,6 +75,9 @@ type Result struct {
 	// included).
 	CPUSeconds      map[string]float64 `json:"cpu_s,omitempty"`
 	CPUMsPerRequest map[string]float64 `json:"cpu_ms_per_request,omitempty"`
+	// The same CPU in milliseconds per 1,000 messages: what a worker's
+	// events cost each process, whatever its requests.
+	CPUMsPer1000Msgs map[string]float64 `json:"cpu_ms_per_1000_msgs,omitempty"`
 }
 
 // init checks URL and makes room for the idle connections.
@@ -88,7 +95,7 @@ func (e *Env) init() error {
 // measured, since setup (such as pre-filling a queue) is not part of it.
 func (e *Env) run(ctx context.Context, name string, s scenario) *Result {
 	e.latencies, e.errors, e.lastErr = e.latencies[:0], 0, ""
-	res := &Result{Scenario: name, Queue: e.Queue, Clients: e.C, Batch: e.B, Partitions: e.P, Messages: e.N}
+	res := &Result{Scenario: name, Queue: e.Queue, Clients: e.C, Batch: e.B, Partitions: e.P, Keys: e.Keys, Messages: e.N}
 	var peak <-chan int64
 	stop := make(chan struct{})
 	if e.BrokerPID > 0 {
@@ -110,6 +117,12 @@ func (e *Env) run(ctx context.Context, name string, s scenario) *Result {
 		res.CPUMsPerRequest = map[string]float64{}
 		for k, v := range res.CPUSeconds {
 			res.CPUMsPerRequest[k] = v * 1000 / float64(res.Requests)
+		}
+	}
+	if res.CPUSeconds != nil && res.Messages > 0 {
+		res.CPUMsPer1000Msgs = map[string]float64{}
+		for k, v := range res.CPUSeconds {
+			res.CPUMsPer1000Msgs[k] = v * 1e6 / float64(res.Messages)
 		}
 	}
 	res.Errors, res.LastError = e.errors, e.lastErr
@@ -311,7 +324,12 @@ func (e *Env) pushBody(partition string, first, n int, txids bool) []byte {
 		if txids {
 			fmt.Fprintf(&b, `"transactionId":"%s",`, uuid.Must(uuid.NewV7()))
 		}
-		fmt.Fprintf(&b, `"payload":{"i":%d,"pad":%q}}`, first+i, pad)
+		if e.Keys > 0 {
+			id := first + i
+			fmt.Fprintf(&b, `"payload":{"id":%d,"key":"k%d","amount":%d,"pad":%q}}`, id, id%e.Keys, id%100, pad)
+		} else {
+			fmt.Fprintf(&b, `"payload":{"i":%d,"pad":%q}}`, first+i, pad)
+		}
 	}
 	b.WriteString(`]}`)
 	return b.Bytes()

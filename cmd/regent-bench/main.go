@@ -47,6 +47,7 @@ func main() {
 	flag.IntVar(&env.B, "b", 100, "messages per request (batch)")
 	flag.IntVar(&env.P, "p", 16, "partitions")
 	flag.IntVar(&env.N, "n", 200000, "messages")
+	flag.IntVar(&env.Keys, "keys", 0, "pipeline, stock: fold per key, over this many keys (the payloads then carry id, key and amount)")
 	flag.IntVar(&env.Size, "size", 64, "approximate payload size in bytes")
 	flag.StringVar(&env.Queue, "queue", "", "queue name (default: a fresh one per run, deleted after it with the queues the run made)")
 	keep := flag.Bool("keep-queues", false, "keep each run's fresh queues (deleting them takes an admin token when auth is on)")
@@ -137,6 +138,14 @@ func summary(results []*Result) string {
 		for _, k := range []string{"broker", "postgres", "tool"} {
 			if _, ok := cpu[k]; ok {
 				line += fmt.Sprintf(" %s %.3f ms", k, median(func(r *Result) float64 { return r.CPUMsPerRequest[k] }))
+			}
+		}
+	}
+	if cpu := results[0].CPUMsPer1000Msgs; cpu != nil && results[0].Keys > 0 {
+		line += "; CPU per 1,000 msgs:"
+		for _, k := range []string{"broker", "postgres", "tool"} {
+			if _, ok := cpu[k]; ok {
+				line += fmt.Sprintf(" %s %.1f ms", k, median(func(r *Result) float64 { return r.CPUMsPer1000Msgs[k] }))
 			}
 		}
 	}

@@ -25,6 +25,13 @@ var benchPipeline = v1.Pipeline{KeyBy: "string(payload.i % 4)",
 	Aggregate: []v1.Aggregate{{Name: "orders", Fn: v1.FnCount}, {Name: "total", Fn: v1.FnSum, Of: "payload.i"},
 		{Name: "mean", Fn: v1.FnAvg, Of: "payload.i"}}}
 
+// keyedPipeline is the pipeline scenario's with -keys: the workload a user
+// would recognise, a tumbling minute of createdAt with count and sum of the
+// amount per key, as the stock scenario folds it.
+var keyedPipeline = v1.Pipeline{KeyBy: "payload.key",
+	Window:    &v1.Window{Type: v1.WindowTumbling, Size: &metav1.Duration{Duration: time.Minute}},
+	Aggregate: []v1.Aggregate{{Name: "count", Fn: v1.FnCount}, {Name: "sum", Fn: v1.FnSum, Of: "payload.amount"}}}
+
 // runPipeline is Regent's own worker end to end, in this process: it
 // pre-fills the source with N messages over P partitions (not measured),
 // then runs streamworker with C loops popping batches of B, each read of
@@ -38,7 +45,11 @@ func runPipeline(ctx context.Context, e *Env, res *Result) error {
 			return err
 		}
 	}
-	prog, err := pipeline.Compile(benchPipeline)
+	spec := benchPipeline
+	if e.Keys > 0 {
+		spec = keyedPipeline
+	}
+	prog, err := pipeline.Compile(spec)
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,5 @@
 // Package flushrace_test runs streams workers whose idle flush runs beside
-// their folds, as the stock Queen streams workers do (stock_test.go), in the
+// their folds, as the stock Queen streams workers do (test/stockworker), in the
 // scenarios where such workers were seen counting an event twice (issue 30)
 // or reporting errors (issue 37), and one where a fold adds an event to a
 // window a flush has read, many times each, and checks every emitted window
@@ -26,6 +26,7 @@ import (
 
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
+	"github.com/regent-mq/regent/test/stockworker"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -102,9 +103,9 @@ func TestStockFlushOfAWindowAFoldAddedToSinceItsReadIsDeferred(t *testing.T) {
 	b := brokertest.Start(t)
 	ctx := t.Context()
 	tag := strconv.FormatInt(tags.Add(1), 10)
-	s := &stock{base: b.URL, token: b.Token, query: "q" + tag, source: "src" + tag, sink: "out" + tag,
-		size: 500 * time.Millisecond, grace: 20 * time.Millisecond, batch: 1, folders: 1}
-	if err := s.register(ctx); err != nil {
+	s := &stockworker.Worker{Base: b.URL, Token: b.Token, Query: "q" + tag, Source: "src" + tag, Sink: "out" + tag,
+		Size: 500 * time.Millisecond, Grace: 20 * time.Millisecond, Batch: 1, Folders: 1}
+	if err := s.Register(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Two events in one window, pushed just after it starts, folded one at
@@ -112,43 +113,40 @@ func TestStockFlushOfAWindowAFoldAddedToSinceItsReadIsDeferred(t *testing.T) {
 	now := time.Now().UnixMilli()
 	time.Sleep(time.Until(time.UnixMilli(now - now%500 + 502)))
 	for id := 1; id <= 2; id++ {
-		if err := push(ctx, s, "p0", event{ID: id, Amount: float64(100 + id)}); err != nil {
+		if err := push(ctx, s, "p0", stockworker.Event{ID: id, Amount: float64(100 + id)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.fold(ctx); err != nil {
+	if err := s.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var p string
-	for id := range s.name {
-		p = id
-	}
-	var read []stateRow
+	p := s.Partitions()[0]
+	var read []stockworker.StateRow
 	for len(read) == 0 { // the window is ripe by the wall clock after its end and the grace
 		time.Sleep(10 * time.Millisecond)
 		var err error
-		if read, err = s.ripe(ctx, p); err != nil {
+		if read, err = s.Ripe(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.fold(ctx); err != nil {
+	if err := s.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.emit(ctx, p, read); err != nil {
+	if err := s.Emit(ctx, p, read); err != nil {
 		t.Fatalf("the flush that read before the fold: %v", err)
 	}
-	if err := s.flush(ctx, p); err != nil {
+	if err := s.Flush(ctx, p); err != nil {
 		t.Fatalf("the next flush: %v", err)
 	}
-	problems, report, err := verdict(ctx, b, s, s.size.Milliseconds())
+	problems, report, err := verdict(ctx, b, s, s.Size.Milliseconds())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(problems) > 0 {
-		t.Fatalf("%s\n%s\n%s", strings.Join(problems, "\n"), strings.Join(report, "\n"), strings.Join(s.trace, "\n"))
+		t.Fatalf("%s\n%s\n%s", strings.Join(problems, "\n"), strings.Join(report, "\n"), strings.Join(s.Trace(), "\n"))
 	}
-	if !strings.Contains(s.trace[2], "flush emits") || !strings.Contains(s.trace[2], "changed since a ripe read returned it") {
-		t.Fatalf("the flush that read before the fold was not deferred:\n%s", strings.Join(s.trace, "\n"))
+	if !strings.Contains(s.Trace()[2], "flush emits") || !strings.Contains(s.Trace()[2], "changed since a ripe read returned it") {
+		t.Fatalf("the flush that read before the fold was not deferred:\n%s", strings.Join(s.Trace(), "\n"))
 	}
 }
 
@@ -172,7 +170,7 @@ func each(t *testing.T, run func(sc scenario, tag string) ([]string, error)) {
 	for _, sc := range scenarios {
 		t.Run(strings.ReplaceAll(sc.name, " ", "_"), func(t *testing.T) {
 			n := runs()
-			deferred0, raced0 := deferrals.Load(), raced.Load()
+			deferred0, raced0 := stockworker.Deferrals.Load(), stockworker.Raced.Load()
 			var wrong atomic.Int32
 			var mu sync.Mutex
 			var first []string
@@ -198,7 +196,7 @@ func each(t *testing.T, run func(sc scenario, tag string) ([]string, error)) {
 			}
 			wg.Wait()
 			t.Logf("%s: %d of %d runs wrong (a wrong window, or a worker error); %d flushes deferred, %d of them after a fold changed a window they read",
-				sc.name, wrong.Load(), n, deferrals.Load()-deferred0, raced.Load()-raced0)
+				sc.name, wrong.Load(), n, stockworker.Deferrals.Load()-deferred0, stockworker.Raced.Load()-raced0)
 			if wrong.Load() > 0 {
 				t.Fatalf("%d of %d runs wrong; the first:\n%s", wrong.Load(), n, strings.Join(first, "\n"))
 			}
@@ -212,15 +210,15 @@ func each(t *testing.T, run func(sc scenario, tag string) ([]string, error)) {
 func (sc scenario) run(b *brokertest.Broker, tag string, fresh bool) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s := &stock{base: b.URL, token: b.Token, query: "q" + tag, source: "src" + tag, sink: "out" + tag,
-		size: sc.size, idle: sc.idle, grace: 500 * time.Millisecond, batch: 50, folders: cmp.Or(sc.folders, 4),
-		slowFlush: cmp.Or(sc.slowFlush, 10*time.Millisecond), foldLag: sc.foldLag, fresh: fresh}
-	if err := s.register(ctx); err != nil {
+	s := &stockworker.Worker{Base: b.URL, Token: b.Token, Query: "q" + tag, Source: "src" + tag, Sink: "out" + tag,
+		Size: sc.size, Idle: sc.idle, Grace: 500 * time.Millisecond, Batch: 50, Folders: cmp.Or(sc.folders, 4),
+		SlowFlush: cmp.Or(sc.slowFlush, 10*time.Millisecond), FoldLag: sc.foldLag, Fresh: fresh}
+	if err := s.Register(ctx); err != nil {
 		return nil, err
 	}
 	work, stop := context.WithCancel(ctx)
 	var done sync.WaitGroup
-	start := func() { done.Go(func() { s.run(work) }) }
+	start := func() { done.Go(func() { s.Run(work) }) }
 	if sc.before == 0 {
 		start()
 	}
@@ -237,7 +235,7 @@ func (sc scenario) run(b *brokertest.Broker, tag string, fresh bool) ([]string, 
 		errs := make(chan error, sc.partitions)
 		for p := range sc.partitions {
 			id++
-			ev := event{ID: id, Amount: float64(100 + id)}
+			ev := stockworker.Event{ID: id, Amount: float64(100 + id)}
 			wg.Go(func() { errs <- push(ctx, s, fmt.Sprintf("p%d", p), ev) })
 		}
 		wg.Wait()
@@ -254,26 +252,26 @@ func (sc scenario) run(b *brokertest.Broker, tag string, fresh bool) ([]string, 
 	}
 
 	// Every window closes at the latest when the flush finds it ripe.
-	settled := time.Now().Add(sc.size + s.grace + 3*sc.idle + sc.foldLag + 300*time.Millisecond)
+	settled := time.Now().Add(sc.size + s.Grace + 3*sc.idle + sc.foldLag + 300*time.Millisecond)
 	for time.Now().Before(settled) || b.Count(nopT{}, `SELECT count(*) FROM queen_streams.state s
-		JOIN queen_streams.queries q ON q.id = s.query_id WHERE q.name = $1 AND s.key <> $2`, s.query, watermarkKey) > 0 {
+		JOIN queen_streams.queries q ON q.id = s.query_id WHERE q.name = $1 AND s.key <> $2`, s.Query, stockworker.WatermarkKey) > 0 {
 		if ctx.Err() != nil {
 			stop()
 			done.Wait()
-			return slices.Concat([]string{fmt.Sprintf("windows still open after 30 s; the worker's errors: %v", s.errs)}, s.trace), nil
+			return slices.Concat([]string{fmt.Sprintf("windows still open after 30 s; the worker's errors: %v", s.Errs())}, s.Trace()), nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	stop()
 	done.Wait()
-	if len(s.errs) > 0 {
-		return nil, s.errs[0]
+	if len(s.Errs()) > 0 {
+		return nil, s.Errs()[0]
 	}
 	problems, report, err := verdict(ctx, b, s, size)
 	if err != nil || len(problems) == 0 {
 		return nil, err
 	}
-	return slices.Concat(problems, report, s.trace), nil
+	return slices.Concat(problems, report, s.Trace()), nil
 }
 
 // nopT lets Broker.Count run outside the test goroutine: its query cannot
@@ -283,11 +281,11 @@ type nopT struct{ testing.TB }
 func (nopT) Helper()               {}
 func (nopT) Fatalf(string, ...any) {}
 
-func push(ctx context.Context, s *stock, partition string, ev event) error {
-	st, err := s.call(ctx, "POST", "/api/v1/push", map[string]any{"items": []map[string]any{{
-		"queue": s.source, "partition": partition, "payload": ev,
+func push(ctx context.Context, s *stockworker.Worker, partition string, ev stockworker.Event) error {
+	st, err := s.Call(ctx, "POST", "/api/v1/push", map[string]any{"items": []map[string]any{{
+		"queue": s.Source, "partition": partition, "payload": ev,
 		// Stock clients stamp one on every message.
-		"transactionId": fmt.Sprintf("%s-%d", s.source, ev.ID)}}}, nil)
+		"transactionId": fmt.Sprintf("%s-%d", s.Source, ev.ID)}}}, nil)
 	if err != nil {
 		return err
 	}
@@ -303,12 +301,12 @@ func push(ctx context.Context, s *stock, partition string, ev event) error {
 // the emitted windows. Both queues are read from the log in PostgreSQL, not
 // popped: an auto-acked pop whose answer a loaded machine lost would take
 // its messages from the oracle, and a run would look wrong when it was not.
-func verdict(ctx context.Context, b *brokertest.Broker, s *stock, size int64) (problems, report []string, err error) {
-	events, err := read[event](ctx, b, s.source)
+func verdict(ctx context.Context, b *brokertest.Broker, s *stockworker.Worker, size int64) (problems, report []string, err error) {
+	events, err := read[stockworker.Event](ctx, b, s.Source)
 	if err != nil {
 		return nil, nil, err
 	}
-	emitted, err := read[window](ctx, b, s.sink)
+	emitted, err := read[stockworker.Window](ctx, b, s.Sink)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,4 +1,4 @@
-package flushrace_test
+package stockworker
 
 import (
 	"bytes"
@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,12 +19,12 @@ import (
 	"time"
 )
 
-// stock is a streams worker written the way the stock Queen streams SDKs
+// Worker is a streams worker written the way the stock Queen streams SDKs
 // write theirs (Runner.js of Queen's JS client, _loop, _flushTick and
 // _flushPartition; the Go SDK's runtime.Runner), with the habits that make
 // the idle-flush race possible:
 //
-//   - the idle flush runs on a timer of its own, every idle, beside the
+//   - the idle flush runs on a timer of its own, every Idle, beside the
 //     pop-and-fold loops, and nothing in the process serialises a flush and
 //     a fold of the same partition; one flush runs at a time, and it visits
 //     every partition the worker folded, idle or not;
@@ -36,17 +38,22 @@ import (
 //     it, and the runner counts it in errorsTotal), and the worker goes on.
 //
 // It counts and sums events in tumbling windows of event time (the
-// message's createdAt); the watermark is the largest event time a partition
+// message's createdAt), per event key (none by default: one window a
+// partition at a time); the watermark is the largest event time a partition
 // has folded, and a window closes when the watermark passes its end by
 // the grace, or when the flush finds it ripe by the wall clock (its end
-// plus the grace past) on a partition that has been idle for idle. Each window also lists its events' ids, so that a
-// verdict can tell an event counted twice from one lost.
-type stock struct {
-	base, token   string
-	query, source string
-	sink          string
-	size, idle    time.Duration
-	// grace is how long after its end a window still takes events, the
+// plus the grace past) on a partition that has been idle for Idle. Each
+// window also lists its events' ids, so that a verdict can tell an event
+// counted twice from one lost.
+//
+// test/flushrace runs it against the idle-flush races; regent-bench runs it
+// beside Regent's own worker, as the loop a stock worker pays for.
+type Worker struct {
+	Base, Token   string
+	Query, Source string
+	Sink          string
+	Size, Idle    time.Duration
+	// Grace is how long after its end a window still takes events, the
 	// stock SDKs' allowed lateness: a message is stamped when the broker
 	// receives it, and visible only when its push commits, which on a
 	// loaded machine is a while later (over 140 ms was seen while four
@@ -54,22 +61,28 @@ type stock struct {
 	// cores, which split one window in 800 runs with a grace of 250 ms).
 	// An event later than that is late, and no broker rule can tell it from
 	// a quiet partition.
-	grace   time.Duration
-	batch   int
-	folders int
-	// slowFlush, when set, holds each flush between its state read and its
+	Grace   time.Duration
+	Batch   int
+	Folders int
+	// SlowFlush, when set, holds each flush between its state read and its
 	// cycle for up to this long, as a loaded machine or a GC pause does.
-	slowFlush time.Duration
-	// foldLag, when set, holds each fold loop before its pop for up to this
+	SlowFlush time.Duration
+	// FoldLag, when set, holds each fold loop before its pop for up to this
 	// long, as a stock loop busy with the other partitions of its last pop
 	// does: an event then waits in the source past its window's ripeness.
-	foldLag time.Duration
-	// fresh sends if_updated_at on every state op of a row the worker read,
+	FoldLag time.Duration
+	// Fresh sends if_updated_at on every state op of a row the worker read,
 	// as Regent's own worker does; the stock workers do not.
-	fresh bool
+	Fresh bool
+	// Touched makes a fold write only the windows its batch added to (and
+	// those it closes), as the SDKs do with keyed state; without it every
+	// open window of the partition is written again, which the flush races
+	// rely on.
+	Touched bool
 
 	queryID string
 	group   string
+	folded  atomic.Int64
 
 	mu    sync.Mutex
 	name  map[string]string // source partition id -> its name, for the partitions folded
@@ -77,9 +90,12 @@ type stock struct {
 	trace []string // the cycles, for a failed run's report
 }
 
-const watermarkKey = "wm"
+// WatermarkKey is the state key of a partition's watermark.
+const WatermarkKey = "wm"
 
-type window struct {
+// Window is a window's state, and what the sink receives when it closes.
+type Window struct {
+	Key         string  `json:"key,omitempty"`
 	WindowStart int64   `json:"windowStart"`
 	WindowEnd   int64   `json:"windowEnd"`
 	Count       int     `json:"count"`
@@ -87,14 +103,17 @@ type window struct {
 	IDs         []int   `json:"ids"`
 }
 
-type stateRow struct {
+// StateRow is a row of state/get's answer.
+type StateRow struct {
 	Key       string          `json:"key"`
 	Value     json.RawMessage `json:"value"`
 	UpdatedAt string          `json:"updated_at"`
 }
 
-type event struct {
+// Event is a source message's payload.
+type Event struct {
 	ID     int     `json:"id"`
+	Key    string  `json:"key,omitempty"`
 	Amount float64 `json:"amount"`
 }
 
@@ -105,14 +124,14 @@ type popped struct {
 	Messages    []struct {
 		TransactionID string    `json:"transactionId"`
 		CreatedAt     time.Time `json:"createdAt"`
-		Data          event     `json:"data"`
+		Data          Event     `json:"data"`
 	} `json:"messages"`
 }
 
-// call sends a request until it is answered below 500, as the stock
+// Call sends a request until it is answered below 500, as the stock
 // clients do: a 503 while the machine is loaded, or a connection lost, is
 // retried, and the broker's one-transaction cycle makes that safe.
-func (s *stock) call(ctx context.Context, method, path string, body, out any) (int, error) {
+func (s *Worker) Call(ctx context.Context, method, path string, body, out any) (int, error) {
 	var buf []byte
 	if body != nil {
 		var err error
@@ -129,18 +148,18 @@ func (s *stock) call(ctx context.Context, method, path string, body, out any) (i
 	}
 }
 
-func (s *stock) send(ctx context.Context, method, path string, body []byte, out any) (int, error) {
+func (s *Worker) send(ctx context.Context, method, path string, body []byte, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, s.base+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, s.Base+path, rd)
 	if err != nil {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if s.token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.token)
+	if s.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.Token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -159,44 +178,45 @@ func (s *stock) send(ctx context.Context, method, path string, body []byte, out 
 	return resp.StatusCode, nil
 }
 
-func (s *stock) fail(err error) {
+func (s *Worker) fail(err error) {
 	s.mu.Lock()
 	s.errs = append(s.errs, err)
 	s.mu.Unlock()
 }
 
-func (s *stock) register(ctx context.Context) error {
+// Register registers the query, whose id the worker's calls then carry.
+func (s *Worker) Register(ctx context.Context) error {
 	var out struct {
 		QueryID string `json:"query_id"`
 	}
-	st, err := s.call(ctx, "POST", "/streams/v1/queries", map[string]any{
-		"name": s.query, "source_queue": s.source, "sink_queue": s.sink, "config_hash": "tumb-count-sum"}, &out)
+	st, err := s.Call(ctx, "POST", "/streams/v1/queries", map[string]any{
+		"name": s.Query, "source_queue": s.Source, "sink_queue": s.Sink, "config_hash": "tumb-count-sum"}, &out)
 	if err != nil || st != http.StatusOK {
-		return fmt.Errorf("register %s: status %d: %v", s.query, st, err)
+		return fmt.Errorf("register %s: status %d: %v", s.Query, st, err)
 	}
-	s.queryID, s.group = out.QueryID, "streams."+s.query
+	s.queryID, s.group = out.QueryID, "streams."+s.Query
 	s.name = map[string]string{}
 	return nil
 }
 
-// run folds and flushes until ctx ends. An error is recorded and the
+// Run folds and flushes until ctx ends. An error is recorded and the
 // worker goes on, as the stock runners do.
-func (s *stock) run(ctx context.Context) {
+func (s *Worker) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for range s.folders {
+	for range s.Folders {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				if s.foldLag > 0 {
-					time.Sleep(rand.N(s.foldLag))
+				if s.FoldLag > 0 {
+					time.Sleep(rand.N(s.FoldLag))
 				}
-				if err := s.fold(ctx); err != nil && ctx.Err() == nil {
+				if err := s.Fold(ctx); err != nil && ctx.Err() == nil {
 					s.fail(err)
 				}
 			}
 		})
 	}
 	wg.Go(func() {
-		tick := time.NewTicker(s.idle)
+		tick := time.NewTicker(s.Idle)
 		defer tick.Stop()
 		for {
 			select {
@@ -211,7 +231,7 @@ func (s *stock) run(ctx context.Context) {
 			}
 			s.mu.Unlock()
 			for _, p := range partitions {
-				if err := s.flush(ctx, p); err != nil && ctx.Err() == nil {
+				if err := s.Flush(ctx, p); err != nil && ctx.Err() == nil {
 					s.fail(err)
 				}
 			}
@@ -220,10 +240,12 @@ func (s *stock) run(ctx context.Context) {
 	wg.Wait()
 }
 
-func (s *stock) fold(ctx context.Context) error {
-	q := url.Values{"batch": {strconv.Itoa(s.batch)}, "wait": {"true"}, "timeout": {"100"}, "consumerGroup": {s.group}}
+// Fold pops one batch, folds it into the state it reads and commits it
+// with one cycle.
+func (s *Worker) Fold(ctx context.Context) error {
+	q := url.Values{"batch": {strconv.Itoa(s.Batch)}, "wait": {"true"}, "timeout": {"100"}, "consumerGroup": {s.group}}
 	var b popped
-	st, err := s.call(ctx, "GET", "/api/v1/pop/queue/"+url.PathEscape(s.source)+"?"+q.Encode(), nil, &b)
+	st, err := s.Call(ctx, "GET", "/api/v1/pop/queue/"+url.PathEscape(s.Source)+"?"+q.Encode(), nil, &b)
 	if err != nil || st == http.StatusNoContent {
 		return err
 	}
@@ -233,38 +255,51 @@ func (s *stock) fold(ctx context.Context) error {
 	s.mu.Lock()
 	s.name[b.PartitionID] = b.Partition
 	s.mu.Unlock()
-	rows, err := s.state(ctx, b.PartitionID, nil)
+	size, grace := s.Size.Milliseconds(), s.Grace.Milliseconds()
+	var keys []string // with Touched, the batch's windows and the watermark
+	if s.Touched {
+		seen := map[string]bool{WatermarkKey: true}
+		keys = append(keys, WatermarkKey)
+		for _, m := range b.Messages {
+			ts := m.CreatedAt.UnixMilli()
+			if k := windowKey(m.Data.Key, ts-ts%size); !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	rows, err := s.state(ctx, b.PartitionID, nil, keys)
 	if err != nil {
 		return err
 	}
-	open := map[int64]*window{}
+	open := map[string]*Window{}
 	read := map[string]string{} // key -> updated_at
 	var wm int64
 	for _, r := range rows {
 		read[r.Key] = r.UpdatedAt
-		if r.Key == watermarkKey {
+		if r.Key == WatermarkKey {
 			if err := json.Unmarshal(r.Value, &wm); err != nil {
 				return err
 			}
 			continue
 		}
-		var w window
+		var w Window
 		if err := json.Unmarshal(r.Value, &w); err != nil {
 			return err
 		}
-		open[w.WindowStart] = &w
+		open[windowKey(w.Key, w.WindowStart)] = &w
 	}
-	size, grace := s.size.Milliseconds(), s.grace.Milliseconds()
 	for _, m := range b.Messages {
 		ts := m.CreatedAt.UnixMilli()
 		start := ts - ts%size
 		if start+size+grace <= wm {
 			continue // late: its window closed already
 		}
-		w := open[start]
+		key := windowKey(m.Data.Key, start)
+		w := open[key]
 		if w == nil {
-			w = &window{WindowStart: start, WindowEnd: start + size}
-			open[start] = w
+			w = &Window{Key: m.Data.Key, WindowStart: start, WindowEnd: start + size}
+			open[key] = w
 		}
 		w.Count++
 		w.Sum += m.Data.Amount
@@ -274,51 +309,55 @@ func (s *stock) fold(ctx context.Context) error {
 	var ops []map[string]any
 	var emits []map[string]any
 	for _, w := range sorted(open) {
-		key := windowKey(w.WindowStart)
+		key := windowKey(w.Key, w.WindowStart)
 		if w.WindowEnd+grace <= wm {
-			emits = append(emits, map[string]any{"queue": s.sink, "partition": b.Partition, "payload": w})
+			emits = append(emits, map[string]any{"queue": s.Sink, "partition": b.Partition, "payload": w})
 			ops = append(ops, s.op("delete", key, nil, read))
 		} else {
 			ops = append(ops, s.op("upsert", key, w, read))
 		}
 	}
-	ops = append(ops, s.op("upsert", watermarkKey, wm, read))
+	ops = append(ops, s.op("upsert", WatermarkKey, wm, read))
 	last := b.Messages[len(b.Messages)-1]
-	return s.cycle(ctx, b.PartitionID, ops, emits, map[string]any{
-		"leaseId": b.LeaseID, "transactionId": last.TransactionID, "status": "completed", "count": len(b.Messages)})
+	if err := s.cycle(ctx, b.PartitionID, ops, emits, map[string]any{
+		"leaseId": b.LeaseID, "transactionId": last.TransactionID, "status": "completed", "count": len(b.Messages)}); err != nil {
+		return err
+	}
+	s.folded.Add(int64(len(b.Messages)))
+	return nil
 }
 
-// flush emits and deletes the windows of partition p that are ripe by the
+// Flush emits and deletes the windows of partition p that are ripe by the
 // wall clock.
-func (s *stock) flush(ctx context.Context, p string) error {
-	rows, err := s.ripe(ctx, p)
+func (s *Worker) Flush(ctx context.Context, p string) error {
+	rows, err := s.Ripe(ctx, p)
 	if err != nil || len(rows) == 0 {
 		return err
 	}
-	if s.slowFlush > 0 {
-		time.Sleep(rand.N(s.slowFlush))
+	if s.SlowFlush > 0 {
+		time.Sleep(rand.N(s.SlowFlush))
 	}
-	return s.emit(ctx, p, rows)
+	return s.Emit(ctx, p, rows)
 }
 
-// ripe reads the windows of partition p that are ripe by the wall clock.
-func (s *stock) ripe(ctx context.Context, p string) ([]stateRow, error) {
-	ripe := time.Now().Add(-s.grace).UnixMilli()
-	return s.state(ctx, p, &ripe)
+// Ripe reads the windows of partition p that are ripe by the wall clock.
+func (s *Worker) Ripe(ctx context.Context, p string) ([]StateRow, error) {
+	ripe := time.Now().Add(-s.Grace).UnixMilli()
+	return s.state(ctx, p, &ripe, nil)
 }
 
-// emit commits an idle flush that emits the windows rows, as read, and
+// Emit commits an idle flush that emits the windows rows, as read, and
 // deletes them.
-func (s *stock) emit(ctx context.Context, p string, rows []stateRow) error {
+func (s *Worker) Emit(ctx context.Context, p string, rows []StateRow) error {
 	read := map[string]string{}
 	var ops, emits []map[string]any
 	for _, r := range rows {
 		read[r.Key] = r.UpdatedAt
-		var w window
+		var w Window
 		if err := json.Unmarshal(r.Value, &w); err != nil {
 			return err
 		}
-		emits = append(emits, map[string]any{"queue": s.sink, "partition": "", "payload": &w})
+		emits = append(emits, map[string]any{"queue": s.Sink, "partition": "", "payload": &w})
 		ops = append(ops, s.op("delete", r.Key, nil, read))
 	}
 	s.mu.Lock()
@@ -330,26 +369,29 @@ func (s *stock) emit(ctx context.Context, p string, rows []stateRow) error {
 	return s.cycle(ctx, p, ops, emits, nil)
 }
 
-func (s *stock) op(typ, key string, value any, read map[string]string) map[string]any {
+func (s *Worker) op(typ, key string, value any, read map[string]string) map[string]any {
 	op := map[string]any{"type": typ, "key": key}
 	if typ == "upsert" {
 		op["value"] = value
 	}
-	if at, ok := read[key]; ok && s.fresh {
+	if at, ok := read[key]; ok && s.Fresh {
 		op["if_updated_at"] = at
 	}
 	return op
 }
 
-func (s *stock) state(ctx context.Context, partition string, ripe *int64) ([]stateRow, error) {
+func (s *Worker) state(ctx context.Context, partition string, ripe *int64, keys []string) ([]StateRow, error) {
 	req := map[string]any{"query_id": s.queryID, "partition_id": partition}
+	if keys != nil {
+		req["keys"] = keys
+	}
 	if ripe != nil {
 		req["ripe_at_or_before"] = *ripe
 	}
 	var out struct {
-		Rows []stateRow `json:"rows"`
+		Rows []StateRow `json:"rows"`
 	}
-	st, err := s.call(ctx, "POST", "/streams/v1/state/get", req, &out)
+	st, err := s.Call(ctx, "POST", "/streams/v1/state/get", req, &out)
 	if err != nil {
 		return nil, err
 	}
@@ -362,7 +404,7 @@ func (s *stock) state(ctx context.Context, partition string, ripe *int64) ([]sta
 // cycle commits. A refusal (success false) is an error, as for the stock
 // runners; a worker that sends if_updated_at (fresh) asked to be refused,
 // and goes on as Regent's own does.
-func (s *stock) cycle(ctx context.Context, p string, ops, emits []map[string]any, ack map[string]any) error {
+func (s *Worker) cycle(ctx context.Context, p string, ops, emits []map[string]any, ack map[string]any) error {
 	if ops == nil {
 		ops = []map[string]any{}
 	}
@@ -379,14 +421,14 @@ func (s *stock) cycle(ctx context.Context, p string, ops, emits []map[string]any
 		// the windows it emitted and its verdict.
 		var ws []int64
 		for _, e := range emits {
-			ws = append(ws, e["payload"].(*window).WindowStart)
+			ws = append(ws, e["payload"].(*Window).WindowStart)
 		}
 		s.mu.Lock()
 		s.trace = append(s.trace, fmt.Sprintf("  %s %s %s emits %v: success %v %s%s",
 			time.Now().Format("15:04:05.000"), s.name[p], kind(ack), ws, out.Success, out.Error, out.Deferred))
 		s.mu.Unlock()
 	}()
-	st, err := s.call(ctx, "POST", "/streams/v1/cycle", map[string]any{
+	st, err := s.Call(ctx, "POST", "/streams/v1/cycle", map[string]any{
 		"query_id": s.queryID, "partition_id": p, "consumer_group": s.group,
 		"state_ops": ops, "push_items": emits, "ack": ack}, &out)
 	switch {
@@ -394,20 +436,20 @@ func (s *stock) cycle(ctx context.Context, p string, ops, emits []map[string]any
 		return err
 	case st != http.StatusOK:
 		return fmt.Errorf("cycle: status %d", st)
-	case !out.Success && !s.fresh:
+	case !out.Success && !s.Fresh:
 		return fmt.Errorf("%s failed: %s", kind(ack), out.Error)
 	case out.Deferred != "":
-		deferrals.Add(1)
+		Deferrals.Add(1)
 		if strings.Contains(out.Deferred, "changed since a ripe read") {
-			raced.Add(1)
+			Raced.Add(1)
 		}
 	}
 	return nil
 }
 
-// deferrals counts the flushes the broker deferred, and raced those it
+// Deferrals counts the flushes the broker deferred, and Raced those it
 // deferred for a fold that changed a window after the flush read it.
-var deferrals, raced atomic.Int64
+var Deferrals, Raced atomic.Int64
 
 func kind(ack map[string]any) string {
 	if ack != nil {
@@ -416,13 +458,50 @@ func kind(ack map[string]any) string {
 	return "flush"
 }
 
-func windowKey(start int64) string { return "tumb\x1f" + strconv.FormatInt(start, 10) }
+// windowKey is the state key of key's window starting at start; without a
+// key, one window a partition at a time.
+func windowKey(key string, start int64) string {
+	if key == "" {
+		return "tumb\x1f" + strconv.FormatInt(start, 10)
+	}
+	return "tumb\x1f" + key + "\x1f" + strconv.FormatInt(start, 10)
+}
 
-func sorted(m map[int64]*window) []*window {
-	out := make([]*window, 0, len(m))
+func sorted(m map[string]*Window) []*Window {
+	out := make([]*Window, 0, len(m))
 	for _, w := range m {
 		out = append(out, w)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].WindowStart < out[j].WindowStart })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].WindowStart != out[j].WindowStart {
+			return out[i].WindowStart < out[j].WindowStart
+		}
+		return out[i].Key < out[j].Key
+	})
 	return out
+}
+
+// Folded is how many events the worker's folds have committed.
+func (s *Worker) Folded() int64 { return s.folded.Load() }
+
+// Errs are the errors the worker recorded and went on from.
+func (s *Worker) Errs() []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.errs)
+}
+
+// Trace is the worker's cycles so far, one line each, for a failed run's
+// report.
+func (s *Worker) Trace() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.trace)
+}
+
+// Partitions are the ids of the source partitions the worker has folded.
+func (s *Worker) Partitions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Keys(s.name))
 }
