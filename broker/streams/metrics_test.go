@@ -29,7 +29,8 @@ func waitForMetric(t *testing.T, b *brokertest.Broker, line string) {
 
 func TestStreamCyclesAreCountedByTenantAndOutcomeAndTimed(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	// The figures are the whole broker's, so it keeps a broker of its own.
+	f := fixtureOn(t, start(t))
 	committed(t, f.b, f.body(nil))
 	committed(t, f.b, f.body(nil))
 	refused(t, f.b, f.body(map[string]any{"ack": ack(uuid.NewString(), "completed", 1)}), "no lease")
@@ -42,7 +43,8 @@ func TestStreamCyclesAreCountedByTenantAndOutcomeAndTimed(t *testing.T) {
 
 func TestStateOpsOfCommittedCyclesAreCountedByType(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	// The figures are the whole broker's, so it keeps a broker of its own.
+	f := fixtureOn(t, start(t))
 	committed(t, f.b, f.body(map[string]any{"state_ops": []any{
 		map[string]any{"type": "upsert", "key": "a", "value": 1},
 		map[string]any{"type": "upsert", "key": "b", "value": 2},

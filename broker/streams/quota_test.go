@@ -153,7 +153,7 @@ func TestQuotaStateRowsCapFailsTheCycleAsAWhole(t *testing.T) {
 	b.Token, b.Tenant = brokertest.Mint(t, "acme", auth.ReadWrite), "acme"
 	grant(t, b, "acme", nil)
 	exec(t, b, `UPDATE queen_streams.quota SET max_state_rows = 2 WHERE tenant = 'acme'`)
-	f := fixture{b: b, query: register(t, b, "q", "src", "out", "h", false).QueryID, partition: sourcePartition(t, b, "src")}
+	f := fixtureOn(t, b)
 	upserts := func(keys ...string) []any {
 		ops := make([]any, len(keys))
 		for i, k := range keys {
@@ -224,7 +224,7 @@ func TestQuotaStoredBytesCapFailsACycleThatEmits(t *testing.T) {
 	b := brokertest.Start(t, brokertest.WithJWT(true))
 	b.Token, b.Tenant = brokertest.Mint(t, "acme", auth.ReadWrite), "acme"
 	grant(t, b, "acme", nil)
-	f := fixture{b: b, query: register(t, b, "q", "src", "out", "h", false).QueryID, partition: sourcePartition(t, b, "src")}
+	f := fixtureOn(t, b)
 	b.PushN(t, "src", "", 0, 3)
 	exec(t, b, `UPDATE queen_streams.quota SET max_stored_bytes = 1 WHERE tenant = 'acme'`)
 	exec(t, b, `SELECT pg_notify('regent_quota', '')`)

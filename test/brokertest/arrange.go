@@ -180,3 +180,20 @@ func (b *Broker) PlaceCursor(t testing.TB, queue, partition, group string, commi
 		t.Fatalf("brokertest: %v", err)
 	}
 }
+
+// DropLeases clears every lease on b's tenant's queue, as if none had been
+// taken (see dbtest.DB.DropLeases).
+func (b *Broker) DropLeases(t testing.TB, queue string) {
+	t.Helper()
+	if err := b.DB.DropLeases(t.Context(), b.Tenant, queue); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+}
+
+// ForgetCursors deletes every cursor of b's tenant's queue.
+func (b *Broker) ForgetCursors(t testing.TB, queue string) {
+	t.Helper()
+	if err := b.DB.ForgetCursors(t.Context(), b.Tenant, queue); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+}

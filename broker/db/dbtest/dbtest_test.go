@@ -219,3 +219,27 @@ func TestStreamsArrangementsReadAndWriteOnlyTheQueryNamed(t *testing.T) {
 	require.Equal(t, int64(3), b.Cursor(t, src).Committed)
 	require.Error(t, b.DB.PlaceCursor(t.Context(), b.Tenant, src, "none", "g", 1))
 }
+
+func TestDropLeasesSetConsumedAndForgetCursorsTouchOnlyTheQueueNamed(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	q, other := b.Q("q"), b.Q("other")
+	b.PushN(t, q, "p", 0, 2)
+	b.PushN(t, other, "p", 0, 1)
+	b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/p?batch=2")
+	b.Pop(t, "/api/v1/pop/queue/"+other+"/partition/p")
+
+	require.NoError(t, b.DB.SetConsumed(t.Context(), b.Tenant, q, "p", dbtest.QueueMode, 100))
+	require.Error(t, b.DB.SetConsumed(t.Context(), b.Tenant, q, "p", "nobody", 1))
+	b.DropLeases(t, q)
+	c := b.Cursor(t, q)
+	require.Nil(t, c.LeaseID)
+	require.Nil(t, c.LeaseExpiresAt)
+	require.Equal(t, int64(100), c.TotalConsumed)
+	require.NotNil(t, b.Cursor(t, other).LeaseID, "another queue's lease is left alone")
+	require.Equal(t, []int{0, 1}, b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/p?batch=2").Ns(), "no lease holds the batch")
+
+	b.ForgetCursors(t, q)
+	require.Empty(t, b.Cursors(t, q))
+	require.Len(t, b.Cursors(t, other), 1)
+}

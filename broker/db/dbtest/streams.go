@@ -114,3 +114,32 @@ func (d *DB) PlaceCursor(ctx context.Context, tenant, queue, partition, group st
 	}
 	return nil
 }
+
+// DropLeases clears every lease on a tenant's queue, as if none had been
+// taken: unlike ExpireLeases, no lease is left to expire.
+func (d *DB) DropLeases(ctx context.Context, tenant, queue string) error {
+	_, err := d.pool.Exec(ctx, `UPDATE queen.cursors c SET lease_id = NULL, lease_expires_at = NULL
+		  FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+		 WHERE p.id = c.partition_id AND q.tenant = $1 AND q.name = $2`, tenant, queue)
+	if err != nil {
+		return fmt.Errorf("drop the leases of %q: %w", queue, err)
+	}
+	return nil
+}
+
+// ForgetCursors deletes every cursor of a tenant's queue, as if no group
+// had ever consumed it.
+func (d *DB) ForgetCursors(ctx context.Context, tenant, queue string) error {
+	_, err := d.pool.Exec(ctx, `DELETE FROM queen.cursors c USING queen.partitions p, queen.queues q
+		 WHERE p.id = c.partition_id AND q.id = p.queue_id AND q.tenant = $1 AND q.name = $2`, tenant, queue)
+	if err != nil {
+		return fmt.Errorf("forget the cursors of %q: %w", queue, err)
+	}
+	return nil
+}
+
+// SetConsumed sets the total a group's cursor on a partition of a
+// tenant's queue has consumed, as that many acknowledged messages would.
+func (d *DB) SetConsumed(ctx context.Context, tenant, queue, partition, group string, n int64) error {
+	return d.setCursor(ctx, "total_consumed", "the consumed total", tenant, queue, partition, group, n)
+}
