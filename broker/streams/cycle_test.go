@@ -695,7 +695,7 @@ func TestCycleWithTenancyAForeignQueryIs200QueryNotFound(t *testing.T) {
 	if m := r.Map(t); m["success"] != false || m["error"] != "query not found" {
 		t.Fatalf("a foreign query answered %s, want 200 success false, query not found", r.Body)
 	}
-	if n := scalar[int](t, x.b, `SELECT count(*) FROM queen_streams.state`); n != 0 {
+	if n := x.b.StateRows(t, q); n != 0 {
 		t.Fatalf("%d state rows written into a foreign query", n)
 	}
 }
@@ -709,7 +709,7 @@ func TestCycleWithTenancyAForeignOrMissingPartitionIs404(t *testing.T) {
 			"push_items": []any{map[string]any{"queue": "out", "payload": 1}}})
 		wantNotFound(t, r)
 	}
-	if n := scalar[int](t, x.b, `SELECT count(*) FROM queen.queues WHERE name = 'out'`); n != 0 {
+	if n := x.queues(t, "out"); n != 0 {
 		t.Fatal("a cycle refused by the ownership gate created its sink queue")
 	}
 }
@@ -722,7 +722,7 @@ func TestCycleWithTenancySinkQueuesResolveWithinTheRequestTenant(t *testing.T) {
 	r := x.b.Do(t, "POST", "/streams/v1/cycle", x.blue, map[string]any{"query_id": q, "partition_id": p,
 		"push_items": []any{map[string]any{"queue": "out", "payload": 1}}})
 	wantStatus(t, r, 200)
-	if n := scalar[int](t, x.b, `SELECT count(*) FROM queen.queues WHERE name = 'out'`); n != 2 {
+	if n := x.queues(t, "out"); n != 2 {
 		t.Fatalf("%d queues named out, want red's and a new one for blue", n)
 	}
 	if r := x.b.Do(t, "GET", "/api/v1/pop/queue/out", x.red, nil); r.Status != 204 {

@@ -46,6 +46,22 @@ func twoTenants(t testing.TB, opts ...brokertest.Option) tenants {
 	return tenants{b: b, red: brokertest.Mint(t, "red", auth.ReadWrite), blue: brokertest.Mint(t, "blue", auth.ReadWrite)}
 }
 
+// queues counts the queues called name, red's and blue's.
+func (x tenants) queues(t testing.TB, name string) int {
+	t.Helper()
+	n := 0
+	for _, tenant := range []string{"red", "blue"} {
+		q, err := x.b.DB.Queue(t.Context(), tenant, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Exists {
+			n++
+		}
+	}
+	return n
+}
+
 // queryAs registers query b.Q("q") on source b.Q("src") as token's tenant and returns
 // its id.
 func queryAs(t testing.TB, b *brokertest.Broker, token string) string {
