@@ -730,8 +730,8 @@ func TestCycleWithTenancySinkQueuesResolveWithinTheRequestTenant(t *testing.T) {
 	}
 }
 
-// It counts every advisory lock waiter of the database, so it keeps a
-// broker of its own.
+// It counts every lock waiter of the database, so it keeps a broker of its
+// own.
 func TestCycleConcurrentCyclesOnOneQueryAndPartitionAreSerialised(t *testing.T) {
 	t.Parallel()
 	f := fixtureOn(t, start(t))
@@ -759,8 +759,8 @@ func TestCycleConcurrentCyclesOnOneQueryAndPartitionAreSerialised(t *testing.T) 
 			t.Fatalf("a cycle ran while another held its (query, partition): %+v", a)
 		default:
 		}
-		if waiting := scalar[int](t, f.b, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`); waiting != 1 {
-			return fmt.Errorf("%d advisory lock waiters, want the cycle", waiting)
+		if waiting, err := f.b.DB.LockWaiters(t.Context()); err != nil || waiting != 1 {
+			return fmt.Errorf("%d lock waiters (%v), want the cycle", waiting, err)
 		}
 		return nil
 	})

@@ -100,15 +100,6 @@ func exec(t testing.TB, b *brokertest.Broker, sql string, args ...any) {
 	}
 }
 
-func scalar[T any](t testing.TB, b *brokertest.Broker, sql string, args ...any) T {
-	t.Helper()
-	var v T
-	if err := b.Pool.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return v
-}
-
 // post sends a JSON POST as the broker's default caller.
 func post(t testing.TB, b *brokertest.Broker, path string, body any) brokertest.Response {
 	t.Helper()
