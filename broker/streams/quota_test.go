@@ -204,17 +204,13 @@ func TestQuotaStateRowsCapFailsTheCycleAsAWhole(t *testing.T) {
 		}
 		return m
 	}
-	sinkMessages := func() int {
-		return b.Count(t, `SELECT coalesce(sum(s.frame_count), 0) FROM queen.log_segments s
-			JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'out'`)
-	}
 
 	m := cycle(upserts("a", "b", "c"))
 	if m["success"] != false || !strings.Contains(fmt.Sprint(m["error"]), "maxStateRows") {
 		t.Fatalf("a cycle of 3 new keys under a cap of 2 answered %v, want success false naming maxStateRows", m)
 	}
-	if len(f.state(t)) != 0 || sinkMessages() != 0 {
-		t.Fatalf("the refused cycle left state %v and %d sink messages", f.state(t), sinkMessages())
+	if len(f.state(t)) != 0 || sinkMessages(t, b, f.out) != 0 {
+		t.Fatalf("the refused cycle left state %v and %d sink messages", f.state(t), sinkMessages(t, b, f.out))
 	}
 	// The broker knows the refusal by its code, not its wording, and
 	// counts it against the quota.
