@@ -78,7 +78,7 @@ func TestMain(m *testing.M) {
 	if err := kube.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stop envtest:", err)
 	}
-	os.Exit(code)
+	os.Exit(pgtest.NoLeaks(code))
 }
 
 // workerImage is the operator's --worker-image in these tests.

@@ -18,7 +18,9 @@ import (
 // One Chromium serves the whole package: each test opens a tab of its own.
 var browser context.Context
 
-func TestMain(m *testing.M) { os.Exit(runPackage(m)) }
+// The browser stops when runPackage returns, before the check for
+// goroutines left running.
+func TestMain(m *testing.M) { os.Exit(pgtest.NoLeaks(runPackage(m))) }
 
 func runPackage(m *testing.M) int {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],

@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -74,10 +75,7 @@ func seed(t *testing.T, b *brokertest.Broker, tenant, p string) {
 	ack(pop(orders, p+"-audit"), p+"-audit", "dlq")
 
 	if tenant != auth.DefaultTenant {
-		if _, err := b.Pool.Exec(context.Background(),
-			`INSERT INTO queen_streams.quota (tenant, enabled) VALUES ($1, true) ON CONFLICT (tenant) DO NOTHING`, tenant); err != nil {
-			t.Fatal(err)
-		}
+		b.Grant(t, tenant, nil)
 	}
 	var q struct {
 		QueryID string `json:"query_id"`
@@ -430,14 +428,13 @@ func TestStreamQueryPageShowsItsSuspensionAndLastRewind(t *testing.T) {
 	t.Parallel()
 	b, tab := shopAt(t, "#/query/shop-views")
 	mustContain(t, "a query never suspended or rewound", tab.panel("Query"), "Suspended\nno", "Last rewind\nnever")
-	for _, sql := range []string{
-		`SELECT queen_streams.query_suspend(p_tenant => 'default', p_name => 'shop-views', p_group => 'streams.shop-views', p_suspended => true)`,
-		`SELECT queen_streams.query_rewind(p_tenant => 'default', p_name => 'shop-views', p_group => 'streams.shop-views',
-			p_token => 'r1', p_to => '2026-05-06T12:00:00Z')`,
-	} {
-		if _, err := b.Pool.Exec(context.Background(), sql); err != nil {
-			t.Fatal(err)
-		}
+	cell := celldb.New(b.Pool)
+	if found, err := cell.Suspend(t.Context(), auth.DefaultTenant, "shop-views", "streams.shop-views", true); err != nil || !found {
+		t.Fatalf("suspend found query shop-views: %v, %v", found, err)
+	}
+	if _, err := cell.Rewind(t.Context(), auth.DefaultTenant, "shop-views", "streams.shop-views", "r1",
+		time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
 	}
 	// The overview first: opening the page that is open already would
 	// not draw it again.

@@ -16,6 +16,7 @@ import (
 	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/produce"
@@ -87,14 +88,12 @@ func TestAppendsRacingDrainsAllReachTheDatabase(t *testing.T) {
 			t.Fatalf("%d records still pending after 20 s", s.pending.total())
 		}
 	}
-	var stored int64
-	if err := pool.QueryRow(t.Context(), `SELECT coalesce(sum(s.frame_count), 0) FROM queen.log_segments s
-		JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id
-		WHERE q.name = 'raced'`).Scan(&stored); err != nil {
+	q, err := dbtest.New(pool).Queue(t.Context(), "default", "raced")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if stored != appended.Load() || stored == 0 {
+	if stored := int64(q.Frames); stored != appended.Load() || stored == 0 {
 		t.Fatalf("%d records appended, %d stored", appended.Load(), stored)
 	}
-	t.Logf("%d records appended and stored while the mode flipped every 37 ms", stored)
+	t.Logf("%d records appended and stored while the mode flipped every 37 ms", q.Frames)
 }

@@ -3,6 +3,7 @@ package spool_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,7 +24,9 @@ import (
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
+// Push maintenance is the whole broker's, so most tests here start a
+// broker of their own; Main still stops the cluster and checks for leaks.
+func TestMain(m *testing.M) { brokertest.Main(m) }
 
 func maintenance(t *testing.T, b *brokertest.Broker, on bool) {
 	t.Helper()
@@ -54,53 +57,27 @@ func maintenanceStatus(t *testing.T, b *brokertest.Broker) status {
 // drained waits, for up to 10 s, until the broker's spool is empty.
 func drained(t *testing.T, b *brokertest.Broker) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		s := maintenanceStatus(t, b)
-		if s.BufferedMessages == 0 {
-			return
+	brokertest.Eventually(t, 10*time.Second, func() error {
+		if n := maintenanceStatus(t, b).BufferedMessages; n != 0 {
+			return fmt.Errorf("the spool still holds %d messages", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the spool still holds %d messages after 10 s", s.BufferedMessages)
-		}
-	}
+		return nil
+	})
 }
 
+// push pushes items in one request and requires the status.
 func push(t *testing.T, b *brokertest.Broker, want int, items ...map[string]any) brokertest.Response {
 	t.Helper()
 	if items == nil {
 		items = []map[string]any{}
 	}
-	r := b.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": items})
-	require.Equal(t, want, r.Status, "%s", r.Body)
-	return r
-}
-
-type message struct {
-	TransactionID string `json:"transactionId"`
-	ID            string `json:"id"`
-	Data          int    `json:"data"`
+	return b.Call(t, want, "POST", "/api/v1/push", map[string]any{"items": items})
 }
 
 // popAll pops the queue's partition with autoAck until it is empty.
-func popAll(t *testing.T, b *brokertest.Broker, queue, partition string) []message {
+func popAll(t *testing.T, b *brokertest.Broker, queue, partition string) []brokertest.Message {
 	t.Helper()
-	var out []message
-	for range 100 {
-		r := b.Do(t, "GET", "/api/v1/pop/queue/"+queue+"/partition/"+partition+"?batch=1000&autoAck=true", "", nil)
-		if r.Status == http.StatusNoContent {
-			return out
-		}
-		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		var p struct{ Messages []message }
-		r.JSON(t, &p)
-		out = append(out, p.Messages...)
-	}
-	t.Fatal("the queue never ran empty")
-	return nil
-}
-
-func queues(t *testing.T, b *brokertest.Broker, name string) int {
-	return b.Count(t, `SELECT count(*) FROM queen.queues WHERE name = $1`, name)
+	return b.PopAll(t, "/api/v1/pop/queue/"+queue+"/partition/"+partition+"?batch=1000&autoAck=true")
 }
 
 func TestABufferedPushAnswersBufferedPerItemAndStoresNothing(t *testing.T) {
@@ -115,7 +92,7 @@ func TestABufferedPushAnswersBufferedPerItemAndStoresNothing(t *testing.T) {
 		{"status": "buffered", "queue": "q", "partition": "Default", "transactionId": "tx-1"},
 		{"status": "buffered", "queue": "q", "partition": "p"},
 		{"status": "buffered", "queue": "q", "partition": "Default"}]`, string(r.Body))
-	require.Zero(t, queues(t, b, "q"), "a buffered push touched the database")
+	require.False(t, b.Stored(t, "q").Exists, "a buffered push touched the database")
 	r = push(t, b, http.StatusCreated)
 	require.JSONEq(t, `[]`, string(r.Body))
 }
@@ -155,7 +132,7 @@ func TestTheSpoolDrainsInArrivalOrderWithTheClientsTransactionIDs(t *testing.T) 
 	got := popAll(t, b, "q", "Default")
 	require.Len(t, got, 10)
 	for i, m := range got {
-		require.Equal(t, i, m.Data, "delivery order")
+		require.EqualValues(t, i, m.Data, "delivery order")
 		if i%2 == 0 {
 			require.Equal(t, "tx-"+string(rune('a'+i/2)), m.TransactionID)
 		} else {
@@ -231,7 +208,7 @@ func TestASpoolThatCannotWriteFailsEveryItemWith500(t *testing.T) {
 	drained(t, b)
 	got := popAll(t, b, "q", "Default")
 	require.Len(t, got, 1, "only the push the spool took is delivered")
-	require.Equal(t, 3, got[0].Data)
+	require.EqualValues(t, 3, got[0].Data)
 }
 
 func TestABrokerDoesNotStartWithoutAWritableSpoolDirOfItsOwn(t *testing.T) {
@@ -302,7 +279,7 @@ func TestADrainReplayedAfterACrashDeliversEachMessageOnce(t *testing.T) {
 	got := popAll(t, b, "q", "Default")
 	require.Len(t, got, 10)
 	for i, m := range got {
-		require.Equal(t, i, m.Data)
+		require.EqualValues(t, i, m.Data)
 	}
 	ents, err := os.ReadDir(crashed)
 	require.NoError(t, err)
@@ -328,7 +305,7 @@ func TestPopAckConfigureAndTransactionsCarryOnDuringPushMaintenance(t *testing.T
 	var p struct {
 		PartitionID string `json:"partitionId"`
 		LeaseID     string `json:"leaseId"`
-		Messages    []message
+		Messages    []brokertest.Message
 	}
 	r.JSON(t, &p)
 	require.Len(t, p.Messages, 2, "the transaction's push went to the database")
@@ -390,9 +367,12 @@ func TestTheMaintenanceStatusCountsOnlyTheCallersTenantsPushes(t *testing.T) {
 	require.Zero(t, count(other), "another tenant sees the count of tenant-a's pushes")
 
 	require.Equal(t, http.StatusOK, b.Do(t, "POST", "/api/v1/system/maintenance", other, map[string]any{"enabled": false}).Status)
-	for deadline := time.Now().Add(10 * time.Second); count(a) > 0; time.Sleep(20 * time.Millisecond) {
-		require.True(t, time.Now().Before(deadline), "tenant-a's pushes never drained")
-	}
+	brokertest.Eventually(t, 10*time.Second, func() error {
+		if n := count(a); n > 0 {
+			return fmt.Errorf("%d of tenant-a's pushes not drained", n)
+		}
+		return nil
+	})
 	require.Len(t, b.Frames(t, "tenant-a", "q"), 2, "the drain stored the pushes as tenant-a's")
 }
 
@@ -400,8 +380,7 @@ func TestACyclesSinkPushesGoToTheDatabaseDuringPushMaintenance(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	if b.Tenant != auth.DefaultTenant { // secure mode: registering takes a quota grant
-		_, err := b.Pool.Exec(t.Context(), `INSERT INTO queen_streams.quota (tenant, enabled) VALUES ($1, true)`, b.Tenant)
-		require.NoError(t, err)
+		b.Grant(t, b.Tenant, nil)
 	}
 	push(t, b, http.StatusCreated, map[string]any{"queue": "src", "payload": 1})
 	r := b.Do(t, "POST", "/streams/v1/queries", "", map[string]any{"name": "q", "source_queue": "src", "sink_queue": "sink", "config_hash": "v1"})
@@ -418,5 +397,5 @@ func TestACyclesSinkPushesGoToTheDatabaseDuringPushMaintenance(t *testing.T) {
 	require.Zero(t, maintenanceStatus(t, b).BufferedMessages)
 	got := popAll(t, b, "sink", "Default")
 	require.Len(t, got, 1, "the sink push is in the database while push maintenance is on")
-	require.Equal(t, 2, got[0].Data)
+	require.EqualValues(t, 2, got[0].Data)
 }

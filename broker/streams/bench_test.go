@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -45,7 +46,7 @@ func benchCycleBody(f fixture, p *brokertest.Popped, first string) []byte {
 			map[string]any{"type": "upsert", "key": "k2", "value": map[string]any{"acc": 100}},
 			map[string]any{"type": "upsert", "key": "k3", "value": map[string]any{"acc": 100}},
 		},
-		"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"count": 100}}},
+		"push_items": []any{map[string]any{"queue": f.out, "payload": map[string]any{"count": 100}}},
 		"ack":        ack(p.LeaseID, "completed", 100),
 	}))
 	return body
@@ -58,8 +59,8 @@ func BenchmarkCycle(b *testing.B) {
 	f := newFixture(b)
 	for b.Loop() {
 		b.StopTimer()
-		f.b.PushN(b, "src", "", 0, 100)
-		body := benchCycleBody(f, pop(b, f.b, "src", 100, ""), "k0")
+		f.b.PushN(b, f.src, "", 0, 100)
+		body := benchCycleBody(f, pop(b, f.b, f.src, 100, ""), "k0")
 		b.StartTimer()
 		benchPost(b, f.b, "/streams/v1/cycle", body, `"success":true`)
 	}
@@ -76,8 +77,8 @@ func BenchmarkCycleResetGeneration(b *testing.B) {
 			f := newFixture(b)
 			for b.Loop() {
 				b.StopTimer()
-				f.b.PushN(b, "src", "", 0, 100)
-				body := benchCycleBody(f, pop(b, f.b, "src", 100, ""), "k0")
+				f.b.PushN(b, f.src, "", 0, 100)
+				body := benchCycleBody(f, pop(b, f.b, f.src, 100, ""), "k0")
 				if withGeneration {
 					body = append(bytes.TrimSuffix(body, []byte("}")), `,"reset_generation":0}`...)
 				}
@@ -96,26 +97,29 @@ func BenchmarkCycleResetGeneration(b *testing.B) {
 //
 //	go test ./broker/streams -run '^$' -bench CycleQuota -benchtime 1000x -count 5
 func BenchmarkCycleQuota(b *testing.B) {
-	for _, v := range []struct{ name, limits string }{
-		{"quota=absent", ""},
-		{"quota=present", `UPDATE queen_streams.quota SET max_queues = 1000000, push_messages_per_second = 1e12,
-			push_bytes_per_second = 1e12, pop_messages_per_second = 1e12, max_stored_bytes = 1e15,
-			max_state_rows = 1e12 WHERE tenant = 'acme'`},
+	high := int64(1e12)
+	for _, v := range []struct {
+		name   string
+		limits *celldb.Quota
+	}{
+		{"quota=absent", nil},
+		{"quota=present", &celldb.Quota{Enabled: true, MaxQueues: new(int32(1000000)), PushMessagesPerSecond: &high,
+			PushBytesPerSecond: &high, PopMessagesPerSecond: &high, MaxStoredBytes: new(int64(1e15)), MaxStateRows: &high}},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			br := brokertest.Start(b, brokertest.WithJWT(true))
 			br.Token, br.Tenant = brokertest.Mint(b, "acme", auth.ReadWrite), "acme"
 			grant(b, br, "acme", nil)
-			if v.limits != "" {
-				exec(b, br, v.limits)
+			if v.limits != nil {
+				applyQuota(b, br, *v.limits)
 			}
-			f := fixture{b: br, query: register(b, br, "q", "src", "out", "h", false).QueryID, partition: sourcePartition(b, br, "src")}
+			f := fixtureOn(b, br)
 			i := 0
 			for b.Loop() {
 				b.StopTimer()
-				f.b.PushN(b, "src", "", 0, 100)
+				f.b.PushN(b, f.src, "", 0, 100)
 				i++
-				body := benchCycleBody(f, pop(b, f.b, "src", 100, ""), fmt.Sprintf("new%d", i))
+				body := benchCycleBody(f, pop(b, f.b, f.src, 100, ""), fmt.Sprintf("new%d", i))
 				b.StartTimer()
 				benchPost(b, f.b, "/streams/v1/cycle", body, `"success":true`)
 			}
@@ -156,12 +160,12 @@ func BenchmarkStateGet(b *testing.B) {
 // answer.
 func BenchmarkSinkEmitToParkedPop(b *testing.B) {
 	f := newFixture(b)
-	body, _ := json.Marshal(f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": 1}}}}))
+	body, _ := json.Marshal(f.body(map[string]any{"push_items": []any{map[string]any{"queue": f.out, "payload": map[string]any{"n": 1}}}}))
 	benchPost(b, f.b, "/streams/v1/cycle", body, `"success":true`)
-	pop(b, f.b, "out", 1, "autoAck=true")
+	pop(b, f.b, f.out, 1, "autoAck=true")
 	for b.Loop() {
 		b.StopTimer()
-		got := parkedPop(f.b, "out", "autoAck=true")
+		got := parkedPop(f.b, f.out, "autoAck=true")
 		f.b.WaitParked(b, 1)
 		b.StartTimer()
 		benchPost(b, f.b, "/streams/v1/cycle", body, `"success":true`)

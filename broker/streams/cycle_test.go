@@ -64,18 +64,30 @@ func refused(t testing.TB, b *brokertest.Broker, body map[string]any, want strin
 	}
 }
 
-// fixture is a registered query on source queue "src", sink "out".
+// fixture is a registered query "q" on source queue src, sink out, all
+// three named in the test's namespace.
 type fixture struct {
 	b         *brokertest.Broker
 	query     string
 	partition string // src's partition Default
+	src, out  string
+	group     string // the query's consumer group, as its worker names it
 }
 
+// newFixture is a fixture on the shared broker, or, given options, on a
+// broker of the test's own.
 func newFixture(t testing.TB, opts ...brokertest.Option) fixture {
 	t.Helper()
-	b := start(t, opts...)
+	if len(opts) == 0 {
+		return fixtureOn(t, shared(t))
+	}
+	return fixtureOn(t, start(t, opts...))
+}
+
+func fixtureOn(t testing.TB, b *brokertest.Broker) fixture {
+	t.Helper()
 	q := register(t, b, "q", "src", "out", "h", false)
-	return fixture{b: b, query: q.QueryID, partition: sourcePartition(t, b, "src")}
+	return fixture{b: b, query: q.QueryID, partition: sourcePartition(t, b, "src"), src: b.Q("src"), out: b.Q("out"), group: "streams." + b.Q("q")}
 }
 
 // body is a cycle request on the fixture's query and partition.
@@ -89,21 +101,7 @@ func (f fixture) body(fields map[string]any) map[string]any {
 
 func (f fixture) state(t testing.TB) map[string]string {
 	t.Helper()
-	rows, err := f.b.Pool.Query(context.Background(),
-		`SELECT key, value::text FROM queen_streams.state WHERE query_id = $1 AND partition_id = $2`, f.query, f.partition)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var k, v string
-		if err := rows.Scan(&k, &v); err != nil {
-			t.Fatal(err)
-		}
-		out[k] = v
-	}
-	return out
+	return f.b.State(t, f.query, f.partition)
 }
 
 // wantNothingWritten requires that a refused cycle left no state row and
@@ -131,18 +129,18 @@ type cursor struct {
 
 func (f fixture) cursor(t testing.TB, group string) cursor {
 	t.Helper()
-	var c cursor
-	var lease *uuid.UUID
-	err := f.b.Pool.QueryRow(context.Background(), `SELECT committed, lease_id, retry_count, total_consumed
-		FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2`, f.partition, group).
-		Scan(&c.Committed, &lease, &c.RetryCount, &c.TotalConsumed)
-	if err != nil {
-		t.Fatalf("read cursor: %v", err)
+	for _, s := range f.b.Cursors(t, f.src) {
+		if s.Partition != "Default" || s.Group != group {
+			continue
+		}
+		c := cursor{Committed: s.Committed, RetryCount: s.RetryCount, TotalConsumed: s.TotalConsumed}
+		if s.LeaseID != nil {
+			c.Leased, c.LeaseID = true, *s.LeaseID
+		}
+		return c
 	}
-	if lease != nil {
-		c.Leased, c.LeaseID = true, lease.String()
-	}
-	return c
+	t.Fatalf("no cursor of group %s on %s/Default", group, f.src)
+	return cursor{}
 }
 
 // pop pops up to batch messages of queue's partition Default; nil on 204.
@@ -247,7 +245,7 @@ func TestCycleStateOpsAndPushItemsDefaultToEmpty(t *testing.T) {
 	f := newFixture(t)
 	for _, fields := range []map[string]any{{}, {"state_ops": nil, "push_items": nil, "ack": nil}} {
 		a := committed(t, f.b, f.body(fields))
-		if a.StateOpsApplied != 0 || len(a.PushResults) != 0 || a.AckResult != nil || *a.QueueName != "src" {
+		if a.StateOpsApplied != 0 || len(a.PushResults) != 0 || a.AckResult != nil || *a.QueueName != f.src {
 			t.Fatalf("empty cycle answered %+v", a)
 		}
 	}
@@ -257,8 +255,8 @@ func TestCycleUnknownStateOpTypeFailsTheWholeCycleAndCommitsNothing(t *testing.T
 	t.Parallel()
 	f := newFixture(t)
 	committed(t, f.b, f.body(map[string]any{"state_ops": []any{map[string]any{"type": "upsert", "key": "a", "value": 1}}}))
-	f.b.PushN(t, "src", "", 0, 3)
-	p := pop(t, f.b, "src", 10, "")
+	f.b.PushN(t, f.src, "", 0, 3)
+	p := pop(t, f.b, f.src, 10, "")
 	before := f.cursor(t, "__QUEUE_MODE__")
 	refused(t, f.b, f.body(map[string]any{
 		"state_ops": []any{
@@ -266,7 +264,7 @@ func TestCycleUnknownStateOpTypeFailsTheWholeCycleAndCommitsNothing(t *testing.T
 			map[string]any{"type": "delete", "key": "a"},
 			map[string]any{"type": "upsret", "key": "b", "value": 3},
 		},
-		"push_items": []any{map[string]any{"queue": "out", "payload": 1}},
+		"push_items": []any{map[string]any{"queue": f.out, "payload": 1}},
 		"ack":        ack(p.LeaseID, "completed", 3),
 	}), `unknown type "upsret"`)
 	if got := f.state(t); len(got) != 1 || got["a"] != "1" {
@@ -275,32 +273,30 @@ func TestCycleUnknownStateOpTypeFailsTheWholeCycleAndCommitsNothing(t *testing.T
 	if after := f.cursor(t, "__QUEUE_MODE__"); after != before {
 		t.Fatalf("cursor %+v after a failed cycle, want %+v", after, before)
 	}
-	if sinkMessages(t, f.b, "out") != 0 {
+	if sinkMessages(t, f.b, f.out) != 0 {
 		t.Fatal("a failed cycle's sink push was stored")
 	}
 }
 
-// sinkMessages counts the frames stored in queue's log.
+// sinkMessages counts the frames stored in the log of b's tenant's queue.
 func sinkMessages(t testing.TB, b *brokertest.Broker, queue string) int {
 	t.Helper()
-	return scalar[int](t, b, `SELECT coalesce(sum(s.frame_count), 0)::int FROM queen.log_segments s
-		JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id
-		WHERE q.name = $1`, queue)
+	return b.Stored(t, queue).Frames
 }
 
 func TestCyclePushItemPartitionDefaultsToDefaultAndDataIsThePayload(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	a := committed(t, f.b, f.body(map[string]any{"push_items": []any{
-		map[string]any{"queue": "out", "data": map[string]any{"n": 1}},
-		map[string]any{"queue": "out", "payload": map[string]any{"n": 2}},
+		map[string]any{"queue": f.out, "data": map[string]any{"n": 1}},
+		map[string]any{"queue": f.out, "payload": map[string]any{"n": 2}},
 	}}))
 	for _, r := range a.PushResults {
-		if r["queue"] != "out" || r["partition"] != "Default" || r["status"] != "queued" {
+		if r["queue"] != f.out || r["partition"] != "Default" || r["status"] != "queued" {
 			t.Fatalf("push result %v, want queued on out/Default", r)
 		}
 	}
-	if got := pop(t, f.b, "out", 10, "").Ns(); fmt.Sprint(got) != "[1 2]" {
+	if got := pop(t, f.b, f.out, 10, "").Ns(); fmt.Sprint(got) != "[1 2]" {
 		t.Fatalf("sink delivered %v, want [1 2]", got)
 	}
 }
@@ -311,13 +307,13 @@ func TestCyclePushItemWithAnEmptyQueueIsSkipped(t *testing.T) {
 	a := committed(t, f.b, f.body(map[string]any{"push_items": []any{
 		map[string]any{"queue": "", "payload": 1},
 		map[string]any{"payload": 2},
-		map[string]any{"queue": "out", "payload": map[string]any{"n": 3}},
+		map[string]any{"queue": f.out, "payload": map[string]any{"n": 3}},
 	}}))
 	if len(a.PushResults) != 3 || a.PushResults[0]["status"] != "skipped" || a.PushResults[1]["status"] != "skipped" ||
 		a.PushResults[2]["status"] != "queued" {
 		t.Fatalf("push results %v, want skipped, skipped, queued", a.PushResults)
 	}
-	if n := sinkMessages(t, f.b, "out"); n != 1 {
+	if n := sinkMessages(t, f.b, f.out); n != 1 {
 		t.Fatalf("%d sink messages, want 1", n)
 	}
 }
@@ -327,12 +323,12 @@ func TestCyclePushItemMessageIdAndTransactionIdAreHonoured(t *testing.T) {
 	f := newFixture(t)
 	mid := uuid.NewString()
 	a := committed(t, f.b, f.body(map[string]any{"push_items": []any{
-		map[string]any{"queue": "out", "partition": "p1", "payload": map[string]any{"n": 1}, "messageId": mid, "transactionId": "win-1"},
+		map[string]any{"queue": f.out, "partition": "p1", "payload": map[string]any{"n": 1}, "messageId": mid, "transactionId": "win-1"},
 	}}))
 	if a.PushResults[0]["messageId"] != mid || a.PushResults[0]["transactionId"] != "win-1" || a.PushResults[0]["partition"] != "p1" {
 		t.Fatalf("push result %v, want messageId %s, transactionId win-1 on p1", a.PushResults[0], mid)
 	}
-	r := f.b.Do(t, "GET", "/api/v1/pop/queue/out/partition/p1", "", nil)
+	r := f.b.Do(t, "GET", "/api/v1/pop/queue/"+f.out+"/partition/p1", "", nil)
 	wantStatus(t, r, 200)
 	var p brokertest.Popped
 	r.JSON(t, &p)
@@ -344,12 +340,12 @@ func TestCyclePushItemMessageIdAndTransactionIdAreHonoured(t *testing.T) {
 func TestCyclePushItemWithoutIdsGetsAUUIDv7ReusedAsTransactionId(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	a := committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": 1}}}}))
+	a := committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": f.out, "payload": map[string]any{"n": 1}}}}))
 	id, err := uuid.Parse(fmt.Sprint(a.PushResults[0]["messageId"]))
 	if err != nil || id.Version() != 7 || a.PushResults[0]["transactionId"] != id.String() {
 		t.Fatalf("push result %v, want a UUIDv7 message id reused as the transaction id", a.PushResults[0])
 	}
-	if p := pop(t, f.b, "out", 1, ""); p.Messages[0].ID != id.String() || p.Messages[0].TransactionID != id.String() {
+	if p := pop(t, f.b, f.out, 1, ""); p.Messages[0].ID != id.String() || p.Messages[0].TransactionID != id.String() {
 		t.Fatalf("brokertest.Popped %+v, want id and transactionId %s", p.Messages[0], id)
 	}
 }
@@ -357,11 +353,12 @@ func TestCyclePushItemWithoutIdsGetsAUUIDv7ReusedAsTransactionId(t *testing.T) {
 func TestCycleSinkQueuesAreAutoCreatedUnderTheRequestTenant(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "fresh.sink", "payload": 1}}}))
-	if tenant := scalar[string](t, f.b, `SELECT tenant FROM queen.queues WHERE name = 'fresh.sink'`); tenant != f.b.Tenant {
-		t.Fatalf("sink queue created under tenant %q, want %q", tenant, f.b.Tenant)
+	fresh := f.b.Q("fresh.sink")
+	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": fresh, "payload": 1}}}))
+	if !f.b.Stored(t, fresh).Exists {
+		t.Fatalf("sink queue not created under tenant %q", f.b.Tenant)
 	}
-	if n := sinkMessages(t, f.b, "fresh.sink"); n != 1 {
+	if n := sinkMessages(t, f.b, fresh); n != 1 {
 		t.Fatalf("%d messages on the auto-created sink, want 1", n)
 	}
 }
@@ -370,8 +367,8 @@ func TestCyclePushItemRepeatingATransactionIdIsADuplicate(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	first := committed(t, f.b, f.body(map[string]any{"push_items": []any{
-		map[string]any{"queue": "out", "payload": 1, "transactionId": "w1"},
-		map[string]any{"queue": "out", "payload": 1, "transactionId": "w1"},
+		map[string]any{"queue": f.out, "payload": 1, "transactionId": "w1"},
+		map[string]any{"queue": f.out, "payload": 1, "transactionId": "w1"},
 	}}))
 	if first.PushResults[0]["status"] != "queued" || first.PushResults[1]["status"] != "duplicate" ||
 		first.PushResults[1]["messageId"] != first.PushResults[0]["messageId"] {
@@ -380,14 +377,14 @@ func TestCyclePushItemRepeatingATransactionIdIsADuplicate(t *testing.T) {
 	again := committed(t, f.b, f.body(map[string]any{
 		"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}},
 		"push_items": []any{
-			map[string]any{"queue": "out", "payload": 2, "transactionId": "w1"},
-			map[string]any{"queue": "out", "payload": 3, "transactionId": "w2"},
+			map[string]any{"queue": f.out, "payload": 2, "transactionId": "w1"},
+			map[string]any{"queue": f.out, "payload": 3, "transactionId": "w2"},
 		}}))
 	if again.PushResults[0]["status"] != "duplicate" || again.PushResults[0]["messageId"] != first.PushResults[0]["messageId"] ||
 		again.PushResults[1]["status"] != "queued" {
 		t.Fatalf("push results %v, want a duplicate of the first cycle's message, then queued", again.PushResults)
 	}
-	if n := sinkMessages(t, f.b, "out"); n != 2 {
+	if n := sinkMessages(t, f.b, f.out); n != 2 {
 		t.Fatalf("%d sink messages, want 2 (w1 once, w2)", n)
 	}
 	if got := f.state(t); got["k"] != "1" {
@@ -398,9 +395,14 @@ func TestCyclePushItemRepeatingATransactionIdIsADuplicate(t *testing.T) {
 func TestCycleAckOkAndReleaseJumpsToBatchEndAndClearsTheLeaseAndRetryState(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.b.PushN(t, "src", "", 0, 10)
-	p := pop(t, f.b, "src", 4, "")
-	exec(t, f.b, `UPDATE queen.cursors SET retry_count = 2, total_consumed = 100 WHERE partition_id = $1`, f.partition)
+	f.b.PushN(t, f.src, "", 0, 10)
+	p := pop(t, f.b, f.src, 4, "")
+	if err := f.b.DB.SetRetries(t.Context(), f.b.Tenant, f.src, "Default", "__QUEUE_MODE__", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.b.DB.SetConsumed(t.Context(), f.b.Tenant, f.src, "Default", "__QUEUE_MODE__", 100); err != nil {
+		t.Fatal(err)
+	}
 	a := committed(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, "completed", 4)}))
 	if a.AckResult == nil || !a.AckResult.Success || a.AckResult.Count != 4 || !a.AckResult.LeaseReleased || a.AckResult.DLQ {
 		t.Fatalf("ack_result %+v, want success, count 4, lease released, no dlq", a.AckResult)
@@ -408,7 +410,7 @@ func TestCycleAckOkAndReleaseJumpsToBatchEndAndClearsTheLeaseAndRetryState(t *te
 	if c := f.cursor(t, "__QUEUE_MODE__"); c.Committed != 4 || c.Leased || c.RetryCount != 0 || c.TotalConsumed != 104 {
 		t.Fatalf("cursor %+v, want committed 4, no lease, retry 0, total 104", c)
 	}
-	if got := pop(t, f.b, "src", 1, "").Ns(); fmt.Sprint(got) != "[4]" {
+	if got := pop(t, f.b, f.src, 1, "").Ns(); fmt.Sprint(got) != "[4]" {
 		t.Fatalf("next pop %v, want [4]", got)
 	}
 }
@@ -416,8 +418,8 @@ func TestCycleAckOkAndReleaseJumpsToBatchEndAndClearsTheLeaseAndRetryState(t *te
 func TestCycleAckWithoutCountAcksTheWholeLeasedBatch(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.b.PushN(t, "src", "", 0, 10)
-	p := pop(t, f.b, "src", 6, "")
+	f.b.PushN(t, f.src, "", 0, 10)
+	p := pop(t, f.b, f.src, 6, "")
 	a := committed(t, f.b, f.body(map[string]any{"ack": map[string]any{"leaseId": p.LeaseID}}))
 	if a.AckResult.Count != 6 {
 		t.Fatalf("ack_result count %d, want the batch's 6", a.AckResult.Count)
@@ -430,11 +432,11 @@ func TestCycleAckWithoutCountAcksTheWholeLeasedBatch(t *testing.T) {
 func TestCycleGatePartialAckAdvancesExactlyCountFramesAcrossARetentionGapAndKeepsTheLease(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.b.PushN(t, "src", "", 0, 3) // offsets 0-2
-	f.b.PushN(t, "src", "", 3, 3) // 3-5, removed by "retention" below
-	f.b.PushN(t, "src", "", 6, 3) // 6-8
-	exec(t, f.b, `DELETE FROM queen.log_segments WHERE partition_id = $1 AND base_offset = 3`, f.partition)
-	p := pop(t, f.b, "src", 10, "")
+	f.b.PushN(t, f.src, "", 0, 3) // offsets 0-2
+	f.b.PushN(t, f.src, "", 3, 3) // 3-5, removed by "retention" below
+	f.b.PushN(t, f.src, "", 6, 3) // 6-8
+	f.b.DropSegment(t, f.src, 3)
+	p := pop(t, f.b, f.src, 10, "")
 	if fmt.Sprint(p.Ns()) != "[0 1 2 6 7 8]" {
 		t.Fatalf("pop across the gap delivered %v", p.Ns())
 	}
@@ -463,8 +465,8 @@ func TestCycleNackReleasesTheLeaseLeavesTheCursorAndCountsZero(t *testing.T) {
 		t.Run(status, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
-			f.b.PushN(t, "src", "", 0, 5)
-			p := pop(t, f.b, "src", 3, "")
+			f.b.PushN(t, f.src, "", 0, 5)
+			p := pop(t, f.b, f.src, 3, "")
 			a := committed(t, f.b, f.body(map[string]any{
 				"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}},
 				"ack":       ack(p.LeaseID, status, 3),
@@ -475,7 +477,7 @@ func TestCycleNackReleasesTheLeaseLeavesTheCursorAndCountsZero(t *testing.T) {
 			if c := f.cursor(t, "__QUEUE_MODE__"); c.Committed != 0 || c.Leased || c.TotalConsumed != 0 {
 				t.Fatalf("cursor %+v after a nack, want it untouched and unleased", c)
 			}
-			again := pop(t, f.b, "src", 3, "")
+			again := pop(t, f.b, f.src, 3, "")
 			if again == nil || fmt.Sprint(again.Ns()) != "[0 1 2]" {
 				t.Fatalf("after status %q the batch was not redelivered", status)
 			}
@@ -489,8 +491,8 @@ func TestCycleSuccessWordsAndAnAbsentStatusAck(t *testing.T) {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
-			f.b.PushN(t, "src", "", 0, 5)
-			p := pop(t, f.b, "src", 2, "")
+			f.b.PushN(t, f.src, "", 0, 5)
+			p := pop(t, f.b, f.src, 2, "")
 			a := committed(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, status, 2)}))
 			if a.AckResult.Count != 2 {
 				t.Fatalf("ack_result %+v, want count 2", a.AckResult)
@@ -505,26 +507,22 @@ func TestCycleSuccessWordsAndAnAbsentStatusAck(t *testing.T) {
 func TestCycleStolenLeaseFailsTheFirstWorkerWithNothingCommitted(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	wantStatus(t, post(t, f.b, "/api/v1/configure", map[string]any{"queue": "src", "options": map[string]any{"leaseTime": 1}}), 200)
-	f.b.PushN(t, "src", "", 0, 3)
-	first := pop(t, f.b, "src", 3, "")
-	var second *brokertest.Popped
-	for deadline := time.Now().Add(10 * time.Second); second == nil && time.Now().Before(deadline); {
-		time.Sleep(200 * time.Millisecond)
-		second = pop(t, f.b, "src", 3, "")
-	}
+	f.b.PushN(t, f.src, "", 0, 3)
+	first := pop(t, f.b, f.src, 3, "")
+	f.b.ExpireLeases(t, f.src)
+	second := pop(t, f.b, f.src, 3, "")
 	if second == nil {
 		t.Fatal("the batch was not redelivered after the lease expired")
 	}
 	refused(t, f.b, f.body(map[string]any{
 		"state_ops":  []any{map[string]any{"type": "upsert", "key": "k", "value": 1}},
-		"push_items": []any{map[string]any{"queue": "out", "payload": 1}},
+		"push_items": []any{map[string]any{"queue": f.out, "payload": 1}},
 		"ack":        ack(first.LeaseID, "completed", 3),
 	}), "another worker")
 	if got := f.state(t); len(got) != 0 {
 		t.Fatalf("state %v written by a cycle with a stolen lease", got)
 	}
-	if n := sinkMessages(t, f.b, "out"); n != 0 {
+	if n := sinkMessages(t, f.b, f.out); n != 0 {
 		t.Fatalf("%d sink messages pushed by a cycle with a stolen lease", n)
 	}
 	if c := f.cursor(t, "__QUEUE_MODE__"); c.Committed != 0 || c.LeaseID != second.LeaseID {
@@ -536,9 +534,9 @@ func TestCycleStolenLeaseFailsTheFirstWorkerWithNothingCommitted(t *testing.T) {
 func TestCycleExpiredLeaseFails(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.b.PushN(t, "src", "", 0, 3)
-	p := pop(t, f.b, "src", 3, "")
-	exec(t, f.b, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 second' WHERE partition_id = $1`, f.partition)
+	f.b.PushN(t, f.src, "", 0, 3)
+	p := pop(t, f.b, f.src, 3, "")
+	f.b.ExpireLeases(t, f.src)
 	refused(t, f.b, f.body(map[string]any{
 		"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}},
 		"ack":       ack(p.LeaseID, "completed", 3),
@@ -551,9 +549,9 @@ func TestCycleExpiredLeaseFails(t *testing.T) {
 func TestCycleAbsentLeaseFails(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.b.PushN(t, "src", "", 0, 3)
+	f.b.PushN(t, f.src, "", 0, 3)
 	refused(t, f.b, f.body(map[string]any{"ack": ack(uuid.NewString(), "completed", 3)}), "no lease")
-	p := pop(t, f.b, "src", 3, "")
+	p := pop(t, f.b, f.src, 3, "")
 	refused(t, f.b, f.body(map[string]any{"ack": map[string]any{"status": "completed", "count": 3}}), "leaseId")
 	committed(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, "completed", 3)}))
 	refused(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, "completed", 3)}), "no lease")
@@ -577,17 +575,17 @@ func TestCycleLeaseGuardRefusesEveryKindOfAckAndCommitsNothing(t *testing.T) {
 		lease func(t *testing.T, f fixture) string
 	}{
 		"none held": {"no lease", func(t *testing.T, f fixture) string {
-			p := pop(t, f.b, "src", 3, "")
-			exec(t, f.b, `UPDATE queen.cursors SET lease_id = NULL, lease_expires_at = NULL WHERE partition_id = $1`, f.partition)
+			p := pop(t, f.b, f.src, 3, "")
+			f.b.DropLeases(t, f.src)
 			return p.LeaseID
 		}},
 		"another worker's": {"another worker", func(t *testing.T, f fixture) string {
-			pop(t, f.b, "src", 3, "")
+			pop(t, f.b, f.src, 3, "")
 			return uuid.NewString()
 		}},
 		"expired": {"expired", func(t *testing.T, f fixture) string {
-			p := pop(t, f.b, "src", 3, "")
-			exec(t, f.b, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 second' WHERE partition_id = $1`, f.partition)
+			p := pop(t, f.b, f.src, 3, "")
+			f.b.ExpireLeases(t, f.src)
 			return p.LeaseID
 		}},
 	}
@@ -595,15 +593,15 @@ func TestCycleLeaseGuardRefusesEveryKindOfAckAndCommitsNothing(t *testing.T) {
 	for ackName, body := range acks {
 		for leaseName, l := range leases {
 			t.Run(ackName+"/"+leaseName, func(t *testing.T) {
-				exec(t, f.b, `DELETE FROM queen.cursors WHERE partition_id = $1`, f.partition)
-				f.b.PushN(t, "src", "", 0, 3)
+				f.b.ForgetCursors(t, f.src)
+				f.b.PushN(t, f.src, "", 0, 3)
 				lease := l.lease(t, f)
 				before := f.cursor(t, "__QUEUE_MODE__")
 				req := f.body(body(lease))
 				req["state_ops"] = []any{map[string]any{"type": "upsert", "key": "k", "value": 1}}
-				req["push_items"] = []any{map[string]any{"queue": "guard-out", "payload": 1}}
+				req["push_items"] = []any{map[string]any{"queue": f.b.Q("guard-out"), "payload": 1}}
 				refused(t, f.b, req, l.want)
-				f.wantNothingWritten(t, "guard-out", before)
+				f.wantNothingWritten(t, f.b.Q("guard-out"), before)
 			})
 		}
 	}
@@ -612,16 +610,16 @@ func TestCycleLeaseGuardRefusesEveryKindOfAckAndCommitsNothing(t *testing.T) {
 func TestCycleRepeatedAfterItCommittedFailsOnTheLeaseAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.b.PushN(t, "src", "", 0, 3)
-	p := pop(t, f.b, "src", 3, "")
+	f.b.PushN(t, f.src, "", 0, 3)
+	p := pop(t, f.b, f.src, 3, "")
 	body := f.body(map[string]any{
 		"state_ops":  []any{map[string]any{"type": "upsert", "key": "k", "value": 3}},
-		"push_items": []any{map[string]any{"queue": "out", "payload": 3}},
+		"push_items": []any{map[string]any{"queue": f.out, "payload": 3}},
 		"ack":        ack(p.LeaseID, "completed", 3),
 	})
 	committed(t, f.b, body)
 	refused(t, f.b, body, "no lease")
-	if n := sinkMessages(t, f.b, "out"); n != 1 {
+	if n := sinkMessages(t, f.b, f.out); n != 1 {
 		t.Fatalf("%d sink messages after a repeated cycle, want 1", n)
 	}
 	if c := f.cursor(t, "__QUEUE_MODE__"); c.TotalConsumed != 3 {
@@ -632,13 +630,13 @@ func TestCycleRepeatedAfterItCommittedFailsOnTheLeaseAndChangesNothing(t *testin
 func TestCycleConsumerGroupDefaultsToQueueMode(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.b.PushN(t, "src", "", 0, 4)
-	p := pop(t, f.b, "src", 2, "")
+	f.b.PushN(t, f.src, "", 0, 4)
+	p := pop(t, f.b, f.src, 2, "")
 	committed(t, f.b, f.body(map[string]any{"consumer_group": "", "ack": ack(p.LeaseID, "completed", 2)}))
 	if c := f.cursor(t, "__QUEUE_MODE__"); c.Committed != 2 {
 		t.Fatalf("queue-mode cursor %+v, want committed 2", c)
 	}
-	g := pop(t, f.b, "src", 2, "consumerGroup=streams.q")
+	g := pop(t, f.b, f.src, 2, "consumerGroup=streams.q")
 	refused(t, f.b, f.body(map[string]any{"ack": ack(g.LeaseID, "completed", 2)}), "no lease")
 	committed(t, f.b, f.body(map[string]any{"consumer_group": "streams.q", "ack": ack(g.LeaseID, "completed", 2)}))
 	if c := f.cursor(t, "streams.q"); c.Committed != 2 || c.Leased {
@@ -697,7 +695,7 @@ func TestCycleWithTenancyAForeignQueryIs200QueryNotFound(t *testing.T) {
 	if m := r.Map(t); m["success"] != false || m["error"] != "query not found" {
 		t.Fatalf("a foreign query answered %s, want 200 success false, query not found", r.Body)
 	}
-	if n := scalar[int](t, x.b, `SELECT count(*) FROM queen_streams.state`); n != 0 {
+	if n := x.b.StateRows(t, q); n != 0 {
 		t.Fatalf("%d state rows written into a foreign query", n)
 	}
 }
@@ -711,7 +709,7 @@ func TestCycleWithTenancyAForeignOrMissingPartitionIs404(t *testing.T) {
 			"push_items": []any{map[string]any{"queue": "out", "payload": 1}}})
 		wantNotFound(t, r)
 	}
-	if n := scalar[int](t, x.b, `SELECT count(*) FROM queen.queues WHERE name = 'out'`); n != 0 {
+	if n := x.queues(t, "out"); n != 0 {
 		t.Fatal("a cycle refused by the ownership gate created its sink queue")
 	}
 }
@@ -724,7 +722,7 @@ func TestCycleWithTenancySinkQueuesResolveWithinTheRequestTenant(t *testing.T) {
 	r := x.b.Do(t, "POST", "/streams/v1/cycle", x.blue, map[string]any{"query_id": q, "partition_id": p,
 		"push_items": []any{map[string]any{"queue": "out", "payload": 1}}})
 	wantStatus(t, r, 200)
-	if n := scalar[int](t, x.b, `SELECT count(*) FROM queen.queues WHERE name = 'out'`); n != 2 {
+	if n := x.queues(t, "out"); n != 2 {
 		t.Fatalf("%d queues named out, want red's and a new one for blue", n)
 	}
 	if r := x.b.Do(t, "GET", "/api/v1/pop/queue/out", x.red, nil); r.Status != 204 {
@@ -732,9 +730,11 @@ func TestCycleWithTenancySinkQueuesResolveWithinTheRequestTenant(t *testing.T) {
 	}
 }
 
+// It counts every lock waiter of the database, so it keeps a broker of its
+// own.
 func TestCycleConcurrentCyclesOnOneQueryAndPartitionAreSerialised(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := fixtureOn(t, start(t))
 	ctx := context.Background()
 	conn, err := f.b.Pool.Acquire(ctx)
 	if err != nil {
@@ -753,21 +753,17 @@ func TestCycleConcurrentCyclesOnOneQueryAndPartitionAreSerialised(t *testing.T) 
 			"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}}}))
 	}()
 	// The idle-flush cycle must be waiting on the lock, not done.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		waiting := scalar[int](t, f.b, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`)
-		if waiting == 1 {
-			break
-		}
+	brokertest.Eventually(t, 10*time.Second, func() error {
 		select {
 		case a := <-done:
 			t.Fatalf("a cycle ran while another held its (query, partition): %+v", a)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the cycle never waited for the pair's lock")
+		if waiting, err := f.b.DB.LockWaiters(t.Context()); err != nil || waiting != 1 {
+			return fmt.Errorf("%d lock waiters (%v), want the cycle", waiting, err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(`+key+`)`, f.query, f.partition); err != nil {
 		t.Fatal(err)
 	}
@@ -782,12 +778,12 @@ func TestCycleSinkEmitWakesAParkedPop(t *testing.T) {
 	// the emit visible in time.
 	f := newFixture(t, func(c *config.Config) { c.ReseedInterval = time.Hour })
 	// The pop parks on a queue that exists and is empty.
-	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": 0}}}}))
-	pop(t, f.b, "out", 1, "autoAck=true")
-	got := parkedPop(f.b, "out", "batch=1")
+	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": f.out, "payload": map[string]any{"n": 0}}}}))
+	pop(t, f.b, f.out, 1, "autoAck=true")
+	got := parkedPop(f.b, f.out, "batch=1")
 	f.b.WaitParked(t, 1)
 	start := time.Now()
-	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": 1}}}}))
+	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": f.out, "payload": map[string]any{"n": 1}}}}))
 	p := <-got
 	if p == nil || fmt.Sprint(p.Ns()) != "[1]" {
 		t.Fatalf("the parked pop got %+v, want the emit", p)
@@ -798,9 +794,12 @@ func TestCycleSinkEmitWakesAParkedPop(t *testing.T) {
 // The broker announces a cycle after its commit (hotlist.Announcer): every
 // replica's LISTEN must hear of the sink emits and of the released source
 // that has data left, and of nothing a refused cycle did.
+//
+// It listens to every announcement of the database, so it keeps a broker
+// of its own.
 func TestCycleAnnouncesItsSinkEmitsAndReleasedSourceOnTheLogChannel(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := fixtureOn(t, start(t))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	conn := pgtest.Listen(t, f.b.DatabaseURL, hotlist.Channel)
@@ -812,11 +811,11 @@ func TestCycleAnnouncesItsSinkEmitsAndReleasedSourceOnTheLogChannel(t *testing.T
 		}
 		return n.Payload
 	}
-	f.b.PushN(t, "src", "", 0, 4)
+	f.b.PushN(t, f.src, "", 0, 4)
 	if got, want := announced(), f.b.Announcement(t, "src", "Default"); got != want {
 		t.Fatalf("the push announced %s, want %s", got, want)
 	}
-	p := pop(t, f.b, "src", 2, "")
+	p := pop(t, f.b, f.src, 2, "")
 
 	refused := cycle(t, f.b, f.body(map[string]any{
 		"push_items": []any{map[string]any{"queue": "refused-out", "payload": 0}},
@@ -826,7 +825,7 @@ func TestCycleAnnouncesItsSinkEmitsAndReleasedSourceOnTheLogChannel(t *testing.T
 		t.Fatal("a cycle under another lease committed")
 	}
 	committed(t, f.b, f.body(map[string]any{
-		"push_items": []any{map[string]any{"queue": "out", "payload": 1}},
+		"push_items": []any{map[string]any{"queue": f.out, "payload": 1}},
 		"ack":        ack(p.LeaseID, "completed", 2),
 	}))
 	want := map[string]string{f.b.Announcement(t, "out", "Default"): "the sink emit", f.b.Announcement(t, "src", "Default"): "the released source"}
@@ -842,16 +841,16 @@ func TestCycleAnnouncesItsSinkEmitsAndReleasedSourceOnTheLogChannel(t *testing.T
 func TestCycleCountsItsPushesAndAcksInThePerQueueMetrics(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.b.PushN(t, "src", "", 0, 5)
-	p := pop(t, f.b, "src", 5, "")
+	f.b.PushN(t, f.src, "", 0, 5)
+	p := pop(t, f.b, f.src, 5, "")
 	committed(t, f.b, f.body(map[string]any{
-		"push_items": []any{map[string]any{"queue": "out", "payload": 1}, map[string]any{"queue": "out", "payload": 2}},
+		"push_items": []any{map[string]any{"queue": f.out, "payload": 1}, map[string]any{"queue": f.out, "payload": 2}},
 		"ack":        ack(p.LeaseID, "completed", 5),
 	}))
 	m := f.b.Scrape(t)
 	for _, want := range []string{
-		fmt.Sprintf(`regent_messages_pushed_total{queue="out",tenant=%q} 2`, f.b.Tenant),
-		fmt.Sprintf(`regent_messages_acked_total{queue="src",tenant=%q} 5`, f.b.Tenant),
+		fmt.Sprintf(`regent_messages_pushed_total{queue=%q,tenant=%q} 2`, f.out, f.b.Tenant),
+		fmt.Sprintf(`regent_messages_acked_total{queue=%q,tenant=%q} 5`, f.src, f.b.Tenant),
 	} {
 		if !strings.Contains(m, want) {
 			t.Fatalf("metrics lack %s", want)
@@ -861,10 +860,11 @@ func TestCycleCountsItsPushesAndAcksInThePerQueueMetrics(t *testing.T) {
 
 // Only a refusal that Regent's SQL raises (P0001) is a cycle's success:
 // false; any other database error, such as a function that a bad rollout
-// broke, is the broker's fault: a 500 that carries no SQL text.
+// broke, is the broker's fault: a 500 that carries no SQL text. It breaks
+// the function for every query, so it keeps a broker of its own.
 func TestCycleADatabaseErrorThatIsNotARefusalIs500WithoutItsText(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := fixtureOn(t, start(t))
 	if _, err := f.b.Pool.Exec(context.Background(), `CREATE OR REPLACE FUNCTION queen_streams.cycle_owner(
 			p_tenant text, p_query_id uuid, p_partition_id uuid,
 			OUT queue_id uuid, OUT queue_name text, OUT next_offset bigint)

@@ -12,13 +12,13 @@ func TestCycleSealsSinkPayloadsOfAnEncryptedQueueAndPopOpensThem(t *testing.T) {
 	t.Parallel()
 	key, _ := brokertest.KeyFile(t)
 	f := newFixture(t, func(c *config.Config) { c.EncryptionKey = key })
-	wantStatus(t, post(t, f.b, "/api/v1/configure", map[string]any{"queue": "out", "options": map[string]any{"encryptionEnabled": true}}), 200)
-	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": 4111}}}}))
-	frames := f.b.Frames(t, f.b.Tenant, "out")
+	wantStatus(t, post(t, f.b, "/api/v1/configure", map[string]any{"queue": f.out, "options": map[string]any{"encryptionEnabled": true}}), 200)
+	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": f.out, "payload": map[string]any{"n": 4111}}}}))
+	frames := f.b.Frames(t, f.b.Tenant, f.out)
 	if len(frames) != 1 || !frames[0].Sealed() || strings.Contains(string(frames[0].Payload), "4111") {
 		t.Fatalf("stored sink frame %+v, want it sealed", frames)
 	}
-	if got := pop(t, f.b, "out", 1, "").Ns(); len(got) != 1 || got[0] != 4111 {
+	if got := pop(t, f.b, f.out, 1, "").Ns(); len(got) != 1 || got[0] != 4111 {
 		t.Fatalf("pop opened %v, want [4111]", got)
 	}
 }
@@ -26,9 +26,9 @@ func TestCycleSealsSinkPayloadsOfAnEncryptedQueueAndPopOpensThem(t *testing.T) {
 func TestCycleSinkSealingFailureStoresPlaintextAndTheCycleCommits(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t) // no key: sealing fails
-	wantStatus(t, post(t, f.b, "/api/v1/configure", map[string]any{"queue": "out", "options": map[string]any{"encryptionEnabled": true}}), 200)
-	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": "out", "payload": 7}}}))
-	frames := f.b.Frames(t, f.b.Tenant, "out")
+	wantStatus(t, post(t, f.b, "/api/v1/configure", map[string]any{"queue": f.out, "options": map[string]any{"encryptionEnabled": true}}), 200)
+	committed(t, f.b, f.body(map[string]any{"push_items": []any{map[string]any{"queue": f.out, "payload": 7}}}))
+	frames := f.b.Frames(t, f.b.Tenant, f.out)
 	if len(frames) != 1 || frames[0].Sealed() || string(frames[0].Payload) != "7" {
 		t.Fatalf("stored sink frame %+v, want plaintext 7", frames)
 	}

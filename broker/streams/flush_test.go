@@ -18,8 +18,8 @@ import (
 // the partition is idle, with no lease held.
 func (f fixture) drained(t *testing.T, n int) {
 	t.Helper()
-	f.b.PushN(t, "src", "", 0, n)
-	p := pop(t, f.b, "src", n, "")
+	f.b.PushN(t, f.src, "", 0, n)
+	p := pop(t, f.b, f.src, n, "")
 	committed(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, "completed", n)}))
 }
 
@@ -29,7 +29,7 @@ func (f fixture) flushBody(ops ...any) map[string]any {
 		ops = []any{map[string]any{"type": "upsert", "key": "k", "value": 1}}
 	}
 	return f.body(map[string]any{"ack": nil, "release_lease": true, "state_ops": ops,
-		"push_items": []any{map[string]any{"queue": "out", "payload": 1}}})
+		"push_items": []any{map[string]any{"queue": f.out, "payload": 1}}})
 }
 
 func TestCycleIdleFlushOnAnIdlePartitionCommitsAndDoesNoLeaseWork(t *testing.T) {
@@ -44,7 +44,7 @@ func TestCycleIdleFlushOnAnIdlePartitionCommitsAndDoesNoLeaseWork(t *testing.T) 
 	if after := f.cursor(t, "__QUEUE_MODE__"); after != before {
 		t.Fatalf("cursor %+v after ack: null, want %+v", after, before)
 	}
-	if got := f.state(t); got["k"] != "1" || sinkMessages(t, f.b, "out") != 1 {
+	if got := f.state(t); got["k"] != "1" || sinkMessages(t, f.b, f.out) != 1 {
 		t.Fatalf("the flush did not apply: state %v", got)
 	}
 }
@@ -63,27 +63,27 @@ func deferred(t testing.TB, b *brokertest.Broker, body map[string]any, want stri
 func TestCycleIdleFlushIsDeferredWhileAWorkerHoldsALiveLease(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.b.PushN(t, "src", "", 0, 5)
-	pop(t, f.b, "src", 5, "")
+	f.b.PushN(t, f.src, "", 0, 5)
+	pop(t, f.b, f.src, 5, "")
 	before := f.cursor(t, "__QUEUE_MODE__")
 	deferred(t, f.b, f.flushBody(), "a worker holds a live lease on this partition for consumer group __QUEUE_MODE__")
-	f.wantNothingWritten(t, "out", before)
+	f.wantNothingWritten(t, f.out, before)
 }
 
 func TestCycleIdleFlushIsDeferredWhileThePartitionHoldsUnacknowledgedMessages(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.drained(t, 3)
-	f.b.PushN(t, "src", "", 3, 1)
+	f.b.PushN(t, f.src, "", 3, 1)
 	before := f.cursor(t, "__QUEUE_MODE__")
 	deferred(t, f.b, f.flushBody(), "the partition holds messages consumer group __QUEUE_MODE__ has not acknowledged")
-	f.wantNothingWritten(t, "out", before)
+	f.wantNothingWritten(t, f.out, before)
 }
 
 func TestCycleIdleFlushOfAPartitionTheGroupNeverPoppedCommits(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.b.PushN(t, "src", "", 0, 2)
+	f.b.PushN(t, f.src, "", 0, 2)
 	committed(t, f.b, f.body(map[string]any{"ack": nil, "consumer_group": "never-brokertest.Popped",
 		"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}}}))
 }
@@ -95,7 +95,7 @@ func TestCycleIdleFlushIsDeferredWhenARowItRemovesIsGone(t *testing.T) {
 	before := f.cursor(t, "__QUEUE_MODE__")
 	deferred(t, f.b, f.flushBody(map[string]any{"type": "delete", "key": "w\u001f1"}),
 		`key "w\u001f1" that the flush deletes is already gone`)
-	f.wantNothingWritten(t, "out", before)
+	f.wantNothingWritten(t, f.out, before)
 
 	// A row the same flush wrote first is its own to remove.
 	committed(t, f.b, f.flushBody(
@@ -134,8 +134,8 @@ func (f fixture) ripeRead(t *testing.T, token string, ripe int64) int {
 // fold of it into window w1 (n events, ripe at 1000).
 func (f fixture) fold(t *testing.T, n int) {
 	t.Helper()
-	f.b.PushN(t, "src", "", n-1, 1)
-	p := pop(t, f.b, "src", 1, "")
+	f.b.PushN(t, f.src, "", n-1, 1)
+	p := pop(t, f.b, f.src, 1, "")
 	committed(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, "completed", 1), "state_ops": []any{
 		map[string]any{"type": "upsert", "key": "w1", "value": map[string]any{"windowEnd": 1000, "n": n}}}}))
 }
@@ -144,7 +144,7 @@ func (f fixture) fold(t *testing.T, n int) {
 // events: no if_updated_at, no transaction id.
 func (f fixture) stockFlush(n int) map[string]any {
 	return f.body(map[string]any{"ack": nil, "state_ops": []any{map[string]any{"type": "delete", "key": "w1"}},
-		"push_items": []any{map[string]any{"queue": "out", "payload": map[string]any{"n": n}}}})
+		"push_items": []any{map[string]any{"queue": f.out, "payload": map[string]any{"n": n}}}})
 }
 
 // The interleaving of issue 37, through the routes: a stock flush reads a
@@ -160,14 +160,14 @@ func TestCycleIdleFlushIsDeferredWhenARowItRemovesChangedSinceARipeReadReturnedI
 	}
 	f.fold(t, 2)
 	deferred(t, f.b, f.stockFlush(1), `key "w1" changed since a ripe read returned it`)
-	if got := f.state(t)["w1"]; got != `{"n": 2, "windowEnd": 1000}` || sinkMessages(t, f.b, "out") != 0 {
-		t.Fatalf("the deferred flush left w1 = %s and emitted %d", got, sinkMessages(t, f.b, "out"))
+	if got := f.state(t)["w1"]; got != `{"n": 2, "windowEnd": 1000}` || sinkMessages(t, f.b, f.out) != 0 {
+		t.Fatalf("the deferred flush left w1 = %s and emitted %d", got, sinkMessages(t, f.b, f.out))
 	}
 
 	f.ripeRead(t, "", 1000)
 	committed(t, f.b, f.stockFlush(2))
-	if got := f.state(t); len(got) != 0 || sinkMessages(t, f.b, "out") != 1 {
-		t.Fatalf("the flush after a new read left %v and emitted %d", got, sinkMessages(t, f.b, "out"))
+	if got := f.state(t); len(got) != 0 || sinkMessages(t, f.b, f.out) != 1 {
+		t.Fatalf("the flush after a new read left %v and emitted %d", got, sinkMessages(t, f.b, f.out))
 	}
 }
 
@@ -177,7 +177,7 @@ func TestARipeReadByAReadOnlyCallerVouchesForNoFlush(t *testing.T) {
 	t.Parallel()
 	b := start(t, brokertest.WithJWT(false))
 	b.Token = brokertest.Mint(t, auth.DefaultTenant, auth.ReadWrite)
-	f := fixture{b: b, query: register(t, b, "q", "src", "out", "h", false).QueryID, partition: sourcePartition(t, b, "src")}
+	f := fixtureOn(t, b)
 	f.fold(t, 1)
 	f.ripeRead(t, "", 1000)
 	f.fold(t, 2)
@@ -196,18 +196,19 @@ func TestCycleIdleFlushWithAFailedPreconditionIsRefusedNotDeferred(t *testing.T)
 	read := f.readAt(t, "k")
 	time.Sleep(time.Millisecond) // updated_at has microseconds
 	committed(t, f.b, f.body(map[string]any{"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 2}}}))
-	f.b.PushN(t, "src", "", 0, 1)
-	pop(t, f.b, "src", 1, "")
+	f.b.PushN(t, f.src, "", 0, 1)
+	pop(t, f.b, f.src, 1, "")
 	refused(t, f.b, f.flushBody(map[string]any{"type": "delete", "key": "k", "if_updated_at": read}),
 		`stale state: key "k" changed or was deleted since it was read`)
 }
 
 func TestIdleFlushDeferralsAreCountedByReasonNotAsRefusals(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	// The figures are the whole broker's, so it keeps a broker of its own.
+	f := fixtureOn(t, start(t))
 	f.drained(t, 1)
 	deferred(t, f.b, f.flushBody(map[string]any{"type": "delete", "key": "gone"}), "already gone")
-	f.b.PushN(t, "src", "", 1, 1)
+	f.b.PushN(t, f.src, "", 1, 1)
 	deferred(t, f.b, f.flushBody(), "not acknowledged")
 	waitForMetric(t, f.b, fmt.Sprintf(`regent_streams_flush_deferred_total{reason="gone",tenant=%q} 1`, f.b.Tenant))
 	waitForMetric(t, f.b, fmt.Sprintf(`regent_streams_flush_deferred_total{reason="unacknowledged",tenant=%q} 1`, f.b.Tenant))
@@ -220,8 +221,8 @@ func TestIdleFlushDeferralsAreCountedByReasonNotAsRefusals(t *testing.T) {
 func TestCycleFoldMayDeleteARowThatIsGone(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.b.PushN(t, "src", "", 0, 1)
-	p := pop(t, f.b, "src", 1, "")
+	f.b.PushN(t, f.src, "", 0, 1)
+	p := pop(t, f.b, f.src, 1, "")
 	committed(t, f.b, f.body(map[string]any{"ack": ack(p.LeaseID, "completed", 1),
 		"state_ops": []any{map[string]any{"type": "delete", "key": "gone"}}}))
 }

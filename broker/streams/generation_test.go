@@ -17,8 +17,8 @@ func TestACycleOfAWorkerOfAnOlderResetGenerationIsRefusedWith409(t *testing.T) {
 	if old.Generation != "0" {
 		t.Fatalf("a new query's registration answered reset generation %q, want 0", old.Generation)
 	}
-	f.b.PushN(t, "src", "", 0, 3)
-	p := pop(t, f.b, "src", 3, "consumerGroup=streams.q")
+	f.b.PushN(t, f.src, "", 0, 3)
+	p := pop(t, f.b, f.src, 3, "consumerGroup=streams.q")
 
 	// The upgrade: a new hash, registered with reset.
 	next := register(t, f.b, "q", "src", "out", "h2", true)
@@ -45,8 +45,8 @@ func TestACycleOfAWorkerOfAnOlderResetGenerationIsRefusedWith409(t *testing.T) {
 	// sends no generation is not checked.
 	body["reset_generation"] = 1
 	committed(t, f.b, body)
-	f.b.PushN(t, "src", "", 3, 1)
-	p = pop(t, f.b, "src", 1, "consumerGroup=streams.q")
+	f.b.PushN(t, f.src, "", 3, 1)
+	p = pop(t, f.b, f.src, 1, "consumerGroup=streams.q")
 	delete(body, "reset_generation")
 	body["ack"] = map[string]any{"leaseId": p.LeaseID, "count": 1}
 	committed(t, f.b, body)

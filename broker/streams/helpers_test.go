@@ -8,13 +8,23 @@ import (
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/streams/wire"
 	"github.com/regent-mq/regent/test/brokertest"
-	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { brokertest.Main(m) }
 
-// start starts a broker whose default caller may register queries: in
-// secure mode its tenant is not the default one and needs a quota grant.
+// shared is the package's broker in a namespace of the test's own, whose
+// default caller may register queries: in secure mode its tenant is not
+// the default one and needs a quota grant.
+func shared(t testing.TB) *brokertest.Broker {
+	t.Helper()
+	b := brokertest.Shared(t)
+	grant(t, b, b.Tenant, nil)
+	return b
+}
+
+// start starts a broker of the test's own, for a test that needs other
+// options or reads the whole database; its default caller may register
+// queries, as shared's may.
 func start(t testing.TB, opts ...brokertest.Option) *brokertest.Broker {
 	t.Helper()
 	b := brokertest.Start(t, opts...)
@@ -36,20 +46,36 @@ func twoTenants(t testing.TB, opts ...brokertest.Option) tenants {
 	return tenants{b: b, red: brokertest.Mint(t, "red", auth.ReadWrite), blue: brokertest.Mint(t, "blue", auth.ReadWrite)}
 }
 
-// queryAs registers query "q" on source "src" as token's tenant and returns
+// queues counts the queues called name, red's and blue's.
+func (x tenants) queues(t testing.TB, name string) int {
+	t.Helper()
+	n := 0
+	for _, tenant := range []string{"red", "blue"} {
+		q, err := x.b.DB.Queue(t.Context(), tenant, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Exists {
+			n++
+		}
+	}
+	return n
+}
+
+// queryAs registers query b.Q("q") on source b.Q("src") as token's tenant and returns
 // its id.
 func queryAs(t testing.TB, b *brokertest.Broker, token string) string {
 	t.Helper()
-	r := b.Do(t, "POST", "/streams/v1/queries", token, map[string]any{"name": "q", "source_queue": "src", "config_hash": "h"})
+	r := b.Do(t, "POST", "/streams/v1/queries", token, map[string]any{"name": b.Q("q"), "source_queue": b.Q("src"), "config_hash": "h"})
 	wantStatus(t, r, 200)
 	return r.Map(t)["query_id"].(string)
 }
 
-// partitionAs creates queue's partition Default as token's tenant (the
+// partitionAs creates b.Q(queue)'s partition Default as token's tenant (the
 // broker's default caller when token is empty) and returns its id.
 func partitionAs(t testing.TB, b *brokertest.Broker, token, queue string) string {
 	t.Helper()
-	r := b.Do(t, "POST", "/api/v1/configure", token, map[string]any{"queue": queue})
+	r := b.Do(t, "POST", "/api/v1/configure", token, map[string]any{"queue": b.Q(queue)})
 	wantStatus(t, r, 200)
 	id, _ := r.Map(t)["partitionId"].(string)
 	if id == "" {
@@ -64,8 +90,7 @@ func grant(t testing.TB, b *brokertest.Broker, tenant string, max *int) {
 	if tenant == auth.DefaultTenant {
 		return
 	}
-	exec(t, b, `INSERT INTO queen_streams.quota (tenant, enabled, max_queries) VALUES ($1, true, $2)
-		ON CONFLICT (tenant) DO UPDATE SET enabled = true, max_queries = $2`, tenant, max)
+	b.Grant(t, tenant, max)
 }
 
 func exec(t testing.TB, b *brokertest.Broker, sql string, args ...any) {
@@ -73,15 +98,6 @@ func exec(t testing.TB, b *brokertest.Broker, sql string, args ...any) {
 	if _, err := b.Pool.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
-}
-
-func scalar[T any](t testing.TB, b *brokertest.Broker, sql string, args ...any) T {
-	t.Helper()
-	var v T
-	if err := b.Pool.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return v
 }
 
 // post sends a JSON POST as the broker's default caller.
@@ -130,11 +146,15 @@ type registered struct {
 	Generation string `json:"-"` // the Regent-Reset-Generation header
 }
 
-// register registers a query and requires a 200.
+// register registers query b.Q(name) on b.Q(source), sinking to b.Q(sink)
+// (none for ""), and requires a 200.
 func register(t testing.TB, b *brokertest.Broker, name, source, sink, hash string, reset bool) registered {
 	t.Helper()
+	if sink != "" {
+		sink = b.Q(sink)
+	}
 	r := post(t, b, "/streams/v1/queries", map[string]any{
-		"name": name, "source_queue": source, "sink_queue": sink, "config_hash": hash, "reset": reset})
+		"name": b.Q(name), "source_queue": b.Q(source), "sink_queue": sink, "config_hash": hash, "reset": reset})
 	wantStatus(t, r, 200)
 	var out registered
 	r.JSON(t, &out)

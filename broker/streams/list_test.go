@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -182,13 +183,13 @@ func TestQueryListingShowsTheSuspensionAndTheLastRewind(t *testing.T) {
 	if q := l.Queries[0]; q.Suspended || q.LastRewind != nil {
 		t.Fatalf("a new query listed as suspended %v, last rewind %+v", q.Suspended, q.LastRewind)
 	}
-	if !scalar[bool](t, b, `SELECT queen_streams.query_suspend(p_tenant => $1, p_name => 'kube', p_group => 'streams.kube', p_suspended => true)`, b.Tenant) {
-		t.Fatal("query_suspend found no query kube")
+	cell := celldb.New(b.Pool)
+	if found, err := cell.Suspend(t.Context(), b.Tenant, "kube", "streams.kube", true); err != nil || !found {
+		t.Fatalf("suspend found query kube: %v, %v", found, err)
 	}
 	to := time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
-	if outcome := scalar[string](t, b, `SELECT outcome FROM queen_streams.query_rewind(p_tenant => $1, p_name => 'kube',
-		p_group => 'streams.kube', p_token => 'r1', p_to => $2)`, b.Tenant, to); outcome != "rewound" {
-		t.Fatalf("rewind outcome %q", outcome)
+	if rw, err := cell.Rewind(t.Context(), b.Tenant, "kube", "streams.kube", "r1", to); err != nil || rw.Already {
+		t.Fatalf("rewind %+v, %v; want rewound", rw, err)
 	}
 	b.Do(t, "GET", "/streams/v1/queries", "", nil).JSON(t, &l)
 	q := l.Queries[0]

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -26,6 +27,26 @@ func registerAs(t testing.TB, b *brokertest.Broker, token, name, hash string, re
 		"name": name, "source_queue": "src", "config_hash": hash, "reset": reset})
 }
 
+// applyQuota writes tenant acme's grant as the operator does for its
+// TenantQuota (which also tells the brokers).
+func applyQuota(t testing.TB, b *brokertest.Broker, q celldb.Quota) {
+	t.Helper()
+	q.Tenant = "acme"
+	if _, err := celldb.New(b.Pool).ApplyQuota(t.Context(), q); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// acmeQueries counts the queries tenant acme has registered.
+func acmeQueries(t testing.TB, b *brokertest.Broker) int64 {
+	t.Helper()
+	n, err := celldb.New(b.Pool).CountQueries(t.Context(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // wantDenied requires a 403 refusal whose error contains why.
 func wantDenied(t testing.TB, r brokertest.Response, why string) {
 	t.Helper()
@@ -40,7 +61,7 @@ func TestQuotaNewNameWithoutAGrantIs403(t *testing.T) {
 	t.Parallel()
 	b, tok := tenantBroker(t, "acme")
 	wantDenied(t, registerAs(t, b, tok, "q", "h", false), "no quota grant")
-	if n := scalar[int](t, b, `SELECT count(*) FROM queen_streams.queries`); n != 0 {
+	if n := acmeQueries(t, b); n != 0 {
 		t.Fatalf("a denied registration inserted %d rows", n)
 	}
 }
@@ -48,7 +69,7 @@ func TestQuotaNewNameWithoutAGrantIs403(t *testing.T) {
 func TestQuotaDisabledGrantIs403(t *testing.T) {
 	t.Parallel()
 	b, tok := tenantBroker(t, "acme")
-	exec(t, b, `INSERT INTO queen_streams.quota (tenant, enabled) VALUES ('acme', false)`)
+	applyQuota(t, b, celldb.Quota{Enabled: false})
 	wantDenied(t, registerAs(t, b, tok, "q", "h", false), "disabled")
 }
 
@@ -60,7 +81,7 @@ func TestQuotaFullCapIs403AndNothingIsInserted(t *testing.T) {
 	wantStatus(t, registerAs(t, b, tok, "a", "h", false), 200)
 	wantStatus(t, registerAs(t, b, tok, "b", "h", false), 200)
 	wantDenied(t, registerAs(t, b, tok, "c", "h", false), "cap")
-	if n := scalar[int](t, b, `SELECT count(*) FROM queen_streams.queries WHERE tenant = 'acme'`); n != 2 {
+	if n := acmeQueries(t, b); n != 2 {
 		t.Fatalf("%d queries for acme, want 2", n)
 	}
 	zero := 0
@@ -91,7 +112,7 @@ func TestQuotaCapIsExactWhenRegistrationsRace(t *testing.T) {
 	if ok != 3 || denied != 9 {
 		t.Fatalf("%d registered and %d denied of 12 racing new names under a cap of 3 (codes %v)", ok, denied, codes)
 	}
-	if n := scalar[int](t, b, `SELECT count(*) FROM queen_streams.queries WHERE tenant = 'acme'`); n != 3 {
+	if n := acmeQueries(t, b); n != 3 {
 		t.Fatalf("%d queries stored, want exactly the cap", n)
 	}
 }
@@ -102,12 +123,17 @@ func TestQuotaReRegisteringAnExistingNameAlwaysPasses(t *testing.T) {
 	one := 1
 	grant(t, b, "acme", &one)
 	wantStatus(t, registerAs(t, b, tok, "q", "h", false), 200)
-	for _, revoke := range []string{
-		`UPDATE queen_streams.quota SET max_queries = 0`,
-		`UPDATE queen_streams.quota SET enabled = false`,
-		`DELETE FROM queen_streams.quota`,
+	var zero int32
+	for _, revoke := range []func(){
+		func() { applyQuota(t, b, celldb.Quota{Enabled: true, MaxQueries: &zero}) },
+		func() { applyQuota(t, b, celldb.Quota{Enabled: false, MaxQueries: &zero}) },
+		func() {
+			if err := celldb.New(b.Pool).DeleteQuota(t.Context(), "acme"); err != nil {
+				t.Fatal(err)
+			}
+		},
 	} {
-		exec(t, b, revoke)
+		revoke()
 		wantStatus(t, registerAs(t, b, tok, "q", "h", false), 200)
 		wantStatus(t, registerAs(t, b, tok, "q", "h2", true), 200)
 		wantStatus(t, registerAs(t, b, tok, "q", "h", true), 200)
@@ -151,9 +177,8 @@ func TestQuotaStateRowsCapFailsTheCycleAsAWhole(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t, brokertest.WithJWT(true))
 	b.Token, b.Tenant = brokertest.Mint(t, "acme", auth.ReadWrite), "acme"
-	grant(t, b, "acme", nil)
-	exec(t, b, `UPDATE queen_streams.quota SET max_state_rows = 2 WHERE tenant = 'acme'`)
-	f := fixture{b: b, query: register(t, b, "q", "src", "out", "h", false).QueryID, partition: sourcePartition(t, b, "src")}
+	applyQuota(t, b, celldb.Quota{Enabled: true, MaxStateRows: new(int64(2))})
+	f := fixtureOn(t, b)
 	upserts := func(keys ...string) []any {
 		ops := make([]any, len(keys))
 		for i, k := range keys {
@@ -179,17 +204,13 @@ func TestQuotaStateRowsCapFailsTheCycleAsAWhole(t *testing.T) {
 		}
 		return m
 	}
-	sinkMessages := func() int {
-		return b.Count(t, `SELECT coalesce(sum(s.frame_count), 0) FROM queen.log_segments s
-			JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'out'`)
-	}
 
 	m := cycle(upserts("a", "b", "c"))
 	if m["success"] != false || !strings.Contains(fmt.Sprint(m["error"]), "maxStateRows") {
 		t.Fatalf("a cycle of 3 new keys under a cap of 2 answered %v, want success false naming maxStateRows", m)
 	}
-	if len(f.state(t)) != 0 || sinkMessages() != 0 {
-		t.Fatalf("the refused cycle left state %v and %d sink messages", f.state(t), sinkMessages())
+	if len(f.state(t)) != 0 || sinkMessages(t, b, f.out) != 0 {
+		t.Fatalf("the refused cycle left state %v and %d sink messages", f.state(t), sinkMessages(t, b, f.out))
 	}
 	// The broker knows the refusal by its code, not its wording, and
 	// counts it against the quota.
@@ -211,8 +232,8 @@ func TestQuotaStateRowsCapFailsTheCycleAsAWhole(t *testing.T) {
 	if got := f.state(t); len(got) != 2 || got["b"] == "" || got["c"] == "" {
 		t.Fatalf("state %v, want b and c", got)
 	}
-	if n := scalar[int](t, b, `SELECT sum(row_count) FROM queen_streams.state_rows`); n != 2 {
-		t.Fatalf("the state-row counter says %d, want 2", n)
+	if u, err := celldb.New(b.Pool).Usage(t.Context(), "acme", time.Minute); err != nil || u.StateRows != 2 {
+		t.Fatalf("the state-row counter says %d (%v), want 2", u.StateRows, err)
 	}
 }
 
@@ -224,21 +245,17 @@ func TestQuotaStoredBytesCapFailsACycleThatEmits(t *testing.T) {
 	b := brokertest.Start(t, brokertest.WithJWT(true))
 	b.Token, b.Tenant = brokertest.Mint(t, "acme", auth.ReadWrite), "acme"
 	grant(t, b, "acme", nil)
-	f := fixture{b: b, query: register(t, b, "q", "src", "out", "h", false).QueryID, partition: sourcePartition(t, b, "src")}
+	f := fixtureOn(t, b)
 	b.PushN(t, "src", "", 0, 3)
-	exec(t, b, `UPDATE queen_streams.quota SET max_stored_bytes = 1 WHERE tenant = 'acme'`)
-	exec(t, b, `SELECT pg_notify('regent_quota', '')`)
+	applyQuota(t, b, celldb.Quota{Enabled: true, MaxStoredBytes: new(int64(1))})
 	// Once a push is refused, the broker has read the cap.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		r := post(t, b, "/api/v1/push", map[string]any{"items": []any{map[string]any{"queue": "src", "payload": 1}}})
-		if r.Status == 429 {
-			break
+	brokertest.Eventually(t, 10*time.Second, func() error {
+		if r := post(t, b, "/api/v1/push", map[string]any{"items": []any{map[string]any{"queue": "src", "payload": 1}}}); r.Status != 429 {
+			return fmt.Errorf("pushes past maxStoredBytes still pass: %d %s", r.Status, r.Body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pushes past maxStoredBytes still pass: %d %s", r.Status, r.Body)
-		}
-	}
-	before := scalar[int](t, b, `SELECT count(*) FROM queen.log_segments`)
+		return nil
+	})
+	before := b.Stored(t, "out").Segments
 	p := pop(t, b, "src", 1, "consumerGroup=g")
 	r := post(t, b, "/streams/v1/cycle", f.body(map[string]any{"consumer_group": "g",
 		"push_items": []any{map[string]any{"queue": "out", "payload": 1}}, "ack": ack(p.LeaseID, "completed", nil)}))
@@ -246,7 +263,7 @@ func TestQuotaStoredBytesCapFailsACycleThatEmits(t *testing.T) {
 	if m := r.Map(t); m["success"] != false || !strings.Contains(fmt.Sprint(m["error"]), "maxStoredBytes") {
 		t.Fatalf("a cycle emitting past maxStoredBytes answered %s, want success false naming maxStoredBytes", r.Body)
 	}
-	if n := scalar[int](t, b, `SELECT count(*) FROM queen.log_segments`); n != before {
+	if n := b.Stored(t, "out").Segments; n != before {
 		t.Fatalf("the refused cycle stored %d segments", n-before)
 	}
 	r = post(t, b, "/streams/v1/cycle", f.body(map[string]any{"consumer_group": "g", "ack": ack(p.LeaseID, "completed", nil)}))

@@ -3,6 +3,7 @@ package streams_test
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -11,26 +12,27 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
 func TestRegisterNewNameIsFresh(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	r := register(t, b, "orders.per_minute", "orders", "orders.out", "h1", false)
-	if !r.Success || !r.Fresh || r.Reset || r.Name != "orders.per_minute" || r.ConfigHash != "h1" {
+	if !r.Success || !r.Fresh || r.Reset || r.Name != b.Q("orders.per_minute") || r.ConfigHash != "h1" {
 		t.Fatalf("answer %+v, want a fresh success echoing name and hash", r)
 	}
-	got := scalar[string](t, b, `SELECT source_queue || '|' || sink_queue || '|' || config_hash || '|' || tenant
-		FROM queen_streams.queries WHERE id = $1`, r.QueryID)
-	if want := "orders|orders.out|h1|" + b.Tenant; got != want {
-		t.Fatalf("stored %q, want %q", got, want)
+	got := b.StreamQuery(t, r.QueryID)
+	if want := (dbtest.StreamQuery{Exists: true, Tenant: b.Tenant, Name: b.Q("orders.per_minute"), Source: b.Q("orders"),
+		Sink: new(b.Q("orders.out")), ConfigHash: "h1"}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("stored %+v, want %+v", got, want)
 	}
 }
 
 func TestRegisterNewNameWithResetIsFreshAndAnswersReset(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	r := register(t, b, "q", "src", "", "h", true)
 	if !r.Success || !r.Fresh || !r.Reset {
 		t.Fatalf("answer %+v, want fresh and reset", r)
@@ -39,8 +41,8 @@ func TestRegisterNewNameWithResetIsFreshAndAnswersReset(t *testing.T) {
 
 func TestRegisterAnswersExactlyTheSeedShape(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	r := post(t, b, "/streams/v1/queries", map[string]any{"name": "q", "source_queue": "src", "config_hash": "h"})
+	b := shared(t)
+	r := post(t, b, "/streams/v1/queries", map[string]any{"name": b.Q("q"), "source_queue": b.Q("src"), "config_hash": "h"})
 	wantStatus(t, r, 200)
 	m := r.Map(t)
 	var keys []string
@@ -55,7 +57,7 @@ func TestRegisterAnswersExactlyTheSeedShape(t *testing.T) {
 
 func TestRegisterQueryIdIsUUIDv7(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	r := register(t, b, "q", "src", "", "h", false)
 	id, err := uuid.Parse(r.QueryID)
 	if err != nil || id.Version() != 7 {
@@ -65,37 +67,38 @@ func TestRegisterQueryIdIsUUIDv7(t *testing.T) {
 
 func TestRegisterSameHashUpdatesSourceAndSinkAndKeepsState(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	first := register(t, b, "q", "src", "sink1", "h", false)
 	putState(t, b, first.QueryID, "k", `{"acc": 41}`)
 	again := register(t, b, "q", "src2", "sink2", "h", false)
 	if !again.Success || again.Fresh || again.Reset || again.QueryID != first.QueryID {
 		t.Fatalf("re-registration %+v, want the same query, not fresh, no reset", again)
 	}
-	if got := scalar[string](t, b, `SELECT source_queue || '|' || sink_queue FROM queen_streams.queries WHERE id = $1`, first.QueryID); got != "src2|sink2" {
-		t.Fatalf("source|sink = %q, want the new ones", got)
+	if got := b.StreamQuery(t, first.QueryID); got.Source != b.Q("src2") || got.Sink == nil || *got.Sink != b.Q("sink2") {
+		t.Fatalf("stored %+v, want the new source and sink", got)
 	}
-	if n := stateRows(t, b, first.QueryID); n != 1 {
+	if n := b.StateRows(t, first.QueryID); n != 1 {
 		t.Fatalf("%d state rows after a same-hash registration, want the accumulator kept", n)
 	}
 }
 
 func TestRegisterDifferentHashWithoutResetIs409NamingTheQuery(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	first := register(t, b, "orders.per_minute", "src", "", "h1", false)
 	putState(t, b, first.QueryID, "k", `{"acc": 1}`)
+	name := b.Q("orders.per_minute")
 	for _, body := range []map[string]any{
-		{"name": "orders.per_minute", "source_queue": "src", "config_hash": "h2"},
-		{"name": "orders.per_minute", "source_queue": "src", "config_hash": "h2", "reset": false},
+		{"name": name, "source_queue": b.Q("src"), "config_hash": "h2"},
+		{"name": name, "source_queue": b.Q("src"), "config_hash": "h2", "reset": false},
 	} {
 		r := post(t, b, "/streams/v1/queries", body)
 		wantStatus(t, r, 409)
 		m := r.Map(t)
-		if m["success"] != false || !strings.Contains(fmt.Sprint(m["error"]), "orders.per_minute") {
+		if m["success"] != false || !strings.Contains(fmt.Sprint(m["error"]), name) {
 			t.Fatalf("409 body %s, want success false and an error naming the query", r.Body)
 		}
-		const want = "config_hash mismatch: operator chain changed for queryId 'orders.per_minute'. " +
+		want := "config_hash mismatch: operator chain changed for queryId '" + name + "'. " +
 			"Pass reset:true to wipe existing state, or use a new queryId."
 		if e := fmt.Sprint(m["error"]); !strings.HasPrefix(e, want) {
 			t.Fatalf("409 error %q, want it to start with the phrase the SDKs match: %q", e, want)
@@ -104,70 +107,71 @@ func TestRegisterDifferentHashWithoutResetIs409NamingTheQuery(t *testing.T) {
 			t.Fatalf("409 names query_id %v, want %s", m["query_id"], first.QueryID)
 		}
 	}
-	if h := scalar[string](t, b, `SELECT config_hash FROM queen_streams.queries WHERE id = $1`, first.QueryID); h != "h1" {
+	if h := b.StreamQuery(t, first.QueryID).ConfigHash; h != "h1" {
 		t.Fatalf("a 409 changed the hash to %q", h)
 	}
-	if n := stateRows(t, b, first.QueryID); n != 1 {
+	if n := b.StateRows(t, first.QueryID); n != 1 {
 		t.Fatalf("a 409 touched the state: %d rows", n)
 	}
 }
 
 func TestRegisterResetAfter409DeletesStateAndLeavesTheCursor(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	first := register(t, b, "q", "src", "", "h1", false)
 	putState(t, b, first.QueryID, "a", `{"acc": 1}`)
 	putState(t, b, first.QueryID, "b", `{"acc": 2}`)
-	part := sourcePartition(t, b, "src")
-	exec(t, b, `INSERT INTO queen.cursors (partition_id, consumer_group, committed, total_consumed) VALUES ($1, 'streams.q', 17, 17)`, part)
+	sourcePartition(t, b, "src")
+	b.PlaceCursor(t, b.Q("src"), "Default", "streams."+b.Q("q"), 17)
 
-	wantStatus(t, post(t, b, "/streams/v1/queries", map[string]any{"name": "q", "source_queue": "src", "config_hash": "h2"}), 409)
+	wantStatus(t, post(t, b, "/streams/v1/queries", map[string]any{"name": b.Q("q"), "source_queue": b.Q("src"), "config_hash": "h2"}), 409)
 	r := register(t, b, "q", "src", "", "h2", true)
 	if !r.Success || !r.Reset || r.Fresh || r.QueryID != first.QueryID || r.ConfigHash != "h2" {
 		t.Fatalf("reset answer %+v, want success, reset true, same query, new hash", r)
 	}
-	if n := stateRows(t, b, first.QueryID); n != 0 {
+	if n := b.StateRows(t, first.QueryID); n != 0 {
 		t.Fatalf("%d state rows after reset, want none", n)
 	}
-	if c := scalar[int64](t, b, `SELECT committed FROM queen.cursors WHERE partition_id = $1`, part); c != 17 {
-		t.Fatalf("reset moved the source cursor to %d", c)
+	if c := b.Cursor(t, b.Q("src")); c.Committed != 17 {
+		t.Fatalf("reset moved the source cursor to %d", c.Committed)
 	}
-	if h := scalar[string](t, b, `SELECT config_hash FROM queen_streams.queries WHERE id = $1`, first.QueryID); h != "h2" {
+	if h := b.StreamQuery(t, first.QueryID).ConfigHash; h != "h2" {
 		t.Fatalf("stored hash %q after reset, want h2", h)
 	}
 }
 
 func TestRegisterResetWithMatchingHashStillDeletesState(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	first := register(t, b, "q", "src", "", "h", false)
 	putState(t, b, first.QueryID, "a", `{"acc": 1}`)
 	r := register(t, b, "q", "src", "", "h", true)
 	if !r.Reset || r.Fresh {
 		t.Fatalf("answer %+v, want reset true", r)
 	}
-	if n := stateRows(t, b, first.QueryID); n != 0 {
+	if n := b.StateRows(t, first.QueryID); n != 0 {
 		t.Fatalf("%d state rows after a reset with the same hash, want none", n)
 	}
 }
 
 func TestRegisterMissingOrEmptyConfigHashIs400BeforeAnythingRuns(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
+	q := b.Q("q")
 	want400(t, b, "/streams/v1/queries", map[string]string{
-		`{"name": "q", "source_queue": "src"}`:                      "config_hash",
-		`{"name": "q", "source_queue": "src", "config_hash": ""}`:   "config_hash",
-		`{"name": "q", "source_queue": "src", "config_hash": null}`: "config_hash",
-		`{"config_hash": ""}`:                                       "config_hash",
+		`{"name": "` + q + `", "source_queue": "src"}`:                      "config_hash",
+		`{"name": "` + q + `", "source_queue": "src", "config_hash": ""}`:   "config_hash",
+		`{"name": "` + q + `", "source_queue": "src", "config_hash": null}`: "config_hash",
+		`{"config_hash": ""}`: "config_hash",
 	})
-	if n := scalar[int](t, b, `SELECT count(*) FROM queen_streams.queries`); n != 0 {
+	if n := b.StreamQueries(t, q); n != 0 {
 		t.Fatalf("%d queries stored by rejected registrations", n)
 	}
 }
 
 func TestRegisterMissingNameOrSourceQueueIs400(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	want400(t, b, "/streams/v1/queries", map[string]string{
 		`{"source_queue": "src", "config_hash": "h"}`:                            "name",
 		`{"name": "", "source_queue": "src", "config_hash": "h"}`:                "name",
@@ -181,15 +185,15 @@ func TestRegisterMissingNameOrSourceQueueIs400(t *testing.T) {
 
 func TestRegisterEmptySinkQueueIsStoredAsNull(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	r := register(t, b, "q", "src", "", "h", false)
-	if null := scalar[bool](t, b, `SELECT sink_queue IS NULL FROM queen_streams.queries WHERE id = $1`, r.QueryID); !null {
-		t.Fatal("empty sink_queue was not stored as NULL")
+	if sink := b.StreamQuery(t, r.QueryID).Sink; sink != nil {
+		t.Fatalf("empty sink_queue was stored as %q, not NULL", *sink)
 	}
 	register(t, b, "q", "src", "out", "h", false)
 	register(t, b, "q", "src", "", "h", false)
-	if null := scalar[bool](t, b, `SELECT sink_queue IS NULL FROM queen_streams.queries WHERE id = $1`, r.QueryID); !null {
-		t.Fatal("re-registering with an empty sink_queue did not store NULL")
+	if sink := b.StreamQuery(t, r.QueryID).Sink; sink != nil {
+		t.Fatalf("re-registering with an empty sink_queue stored %q, not NULL", *sink)
 	}
 }
 
@@ -200,20 +204,22 @@ func TestRegisterNameIsUniquePerTenantNotGlobal(t *testing.T) {
 	if red, blue := queryAs(t, x.b, x.red), queryAs(t, x.b, x.blue); red == blue {
 		t.Fatal("two tenants registering one name share one query")
 	}
-	if n := scalar[int](t, x.b, `SELECT count(*) FROM queen_streams.queries WHERE name = 'q'`); n != 2 {
-		t.Fatalf("%d queries named q, want one per tenant", n)
+	for _, tenant := range []string{"red", "blue"} {
+		if n, err := x.b.DB.StreamQueries(t.Context(), tenant, "q"); err != nil || n != 1 {
+			t.Fatalf("%d queries named q of tenant %s (%v), want one per tenant", n, tenant, err)
+		}
 	}
 }
 
 func TestRegisterRacingRegistrationsOfOneNewNameConvergeOnOneQuery(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	var wg sync.WaitGroup
 	ids := make([]string, 8)
 	fresh := make([]bool, 8)
 	for i := range ids {
 		wg.Go(func() {
-			r := post(t, b, "/streams/v1/queries", map[string]any{"name": "q", "source_queue": "src", "config_hash": "h"})
+			r := post(t, b, "/streams/v1/queries", map[string]any{"name": b.Q("q"), "source_queue": b.Q("src"), "config_hash": "h"})
 			var out registered
 			if r.Status == 200 {
 				_ = json.Unmarshal(r.Body, &out)
@@ -251,16 +257,11 @@ func TestQueriesAndCycleNeedReadWriteAndStateGetReadOnly(t *testing.T) {
 	}
 }
 
-// putState writes a state row the way a committed cycle leaves it.
+// putState writes a state row of a partition of its own, the way a
+// committed cycle leaves it.
 func putState(t testing.TB, b *brokertest.Broker, queryID, key, value string) {
 	t.Helper()
-	exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, $2, $3, $4)`,
-		queryID, uuid.New(), key, value)
-}
-
-func stateRows(t testing.TB, b *brokertest.Broker, queryID string) int {
-	t.Helper()
-	return scalar[int](t, b, `SELECT count(*) FROM queen_streams.state WHERE query_id = $1`, queryID)
+	b.PutState(t, queryID, uuid.NewString(), key, value)
 }
 
 // sourcePartition creates queue's partition Default and returns its id.
@@ -273,7 +274,7 @@ func sourcePartition(t testing.TB, b *brokertest.Broker, queue string) string {
 // rule, so a registration can never name a queue that cannot exist.
 func TestRegistrationRefusesQueueNamesThatCanNeverExist(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	for _, body := range []map[string]any{
 		{"name": "n", "source_queue": "ünïcode", "config_hash": "h"},
 		{"name": "n", "source_queue": strings.Repeat("q", 300), "config_hash": "h"},

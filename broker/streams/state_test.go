@@ -50,18 +50,17 @@ func shard(t testing.TB, b *brokertest.Broker, rows map[string]string) (queryID,
 	q := register(t, b, "q", "src", "", "h", false)
 	partitionID = sourcePartition(t, b, "src")
 	for k, v := range rows {
-		exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, $2, $3, $4)`,
-			q.QueryID, partitionID, k, v)
+		b.PutState(t, q.QueryID, partitionID, k, v)
 	}
 	return q.QueryID, partitionID
 }
 
 func TestStateGetReturnsRowsOrderedByKeyWithTheirValueAndUpdatedAt(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	q, p := shard(t, b, map[string]string{"b": `{"acc": 2}`, "a": `{"acc": 1}`, "B": `{"acc": 0}`})
 	// Another partition's shard and another query's rows are not read.
-	exec(t, b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, $2, 'a', '{}')`, q, uuid.New())
+	b.PutState(t, q, uuid.NewString(), "a", `{}`)
 	a := getState(t, b, map[string]any{"query_id": q, "partition_id": p})
 	if got := keysOf(a); !slices.Equal(got, []string{"B", "a", "b"}) {
 		t.Fatalf("keys %v, want [B a b] (bytewise order, this shard only)", got)
@@ -77,7 +76,7 @@ func TestStateGetReturnsRowsOrderedByKeyWithTheirValueAndUpdatedAt(t *testing.T)
 
 func TestStateGetReturnsKeysAndValuesExactlyAsStored(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	key := "tumb:60\x1f\"quoted\" \\ back\n\x01é🙂"
 	q, p := shard(t, b, map[string]string{key: `{"s": "é\u0001x\"", "n": 1.5e300, "a": [null, true]}`})
 	a := getState(t, b, map[string]any{"query_id": q, "partition_id": p})
@@ -91,7 +90,7 @@ func TestStateGetReturnsKeysAndValuesExactlyAsStored(t *testing.T) {
 
 func TestStateGetKeysAbsentNullOrEmptyMeanNoFilter(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	q, p := shard(t, b, map[string]string{"a": `{}`, "b": `{}`})
 	for _, keys := range []any{"absent", nil, []string{}} {
 		body := map[string]any{"query_id": q, "partition_id": p}
@@ -106,7 +105,7 @@ func TestStateGetKeysAbsentNullOrEmptyMeanNoFilter(t *testing.T) {
 
 func TestStateGetKeysSelectsExactKeysAndAMissingKeyIsAbsent(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	q, p := shard(t, b, map[string]string{"a": `{}`, "ab": `{}`, "b": `{}`})
 	got := keysOf(getState(t, b, map[string]any{"query_id": q, "partition_id": p, "keys": []string{"b", "a", "zzz"}}))
 	if !slices.Equal(got, []string{"a", "b"}) {
@@ -116,7 +115,7 @@ func TestStateGetKeysSelectsExactKeysAndAMissingKeyIsAbsent(t *testing.T) {
 
 func TestStateGetKeyPrefixSelectsKeysBeginningWithIt(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	q, p := shard(t, b, map[string]string{
 		"tumb:60\x1f1\x1facme": `{}`, "tumb:60\x1f2\x1facme": `{}`, "tumb:600\x1f1\x1facme": `{}`, "tumb:5": `{}`, "other": `{}`,
 		"é\U0010FFFF": `{}`, "é\U0010FFFFx": `{}`, "ê": `{}`,
@@ -133,7 +132,7 @@ func TestStateGetKeyPrefixSelectsKeysBeginningWithIt(t *testing.T) {
 
 func TestStateGetEmptyKeyPrefixIsAbsent(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	q, p := shard(t, b, map[string]string{"a": `{}`, "b": `{}`})
 	if got := keysOf(getState(t, b, map[string]any{"query_id": q, "partition_id": p, "key_prefix": ""})); len(got) != 2 {
 		t.Fatalf("empty prefix read %v, want every row", got)
@@ -142,7 +141,7 @@ func TestStateGetEmptyKeyPrefixIsAbsent(t *testing.T) {
 
 func TestStateGetKeyPrefixMatchesPercentAndUnderscoreLiterally(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	q, p := shard(t, b, map[string]string{"a%b": `{}`, "axb": `{}`, "a_c": `{}`, "ayc": `{}`, "a%": `{}`})
 	for prefix, want := range map[string][]string{
 		"a%": {"a%", "a%b"},
@@ -158,7 +157,7 @@ func TestStateGetKeyPrefixMatchesPercentAndUnderscoreLiterally(t *testing.T) {
 
 func TestStateGetRipeAtOrBeforeReadsOnlyNumericWindowEndsAtOrBeforeIt(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	q, p := shard(t, b, map[string]string{
 		"early":  `{"windowEnd": 1000}`,
 		"equal":  `{"windowEnd": 2000}`,
@@ -177,7 +176,7 @@ func TestStateGetRipeAtOrBeforeReadsOnlyNumericWindowEndsAtOrBeforeIt(t *testing
 
 func TestStateGetFiltersAreANDed(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	q, p := shard(t, b, map[string]string{
 		"w:1": `{"windowEnd": 10}`, "w:2": `{"windowEnd": 20}`, "w:3": `{"windowEnd": 5}`, "x:1": `{"windowEnd": 1}`,
 	})
@@ -190,7 +189,7 @@ func TestStateGetFiltersAreANDed(t *testing.T) {
 
 func TestStateGetMissingIdsAre400(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	id := uuid.NewString()
 	want400(t, b, "/streams/v1/state/get", map[string]string{
 		`{"partition_id": "` + id + `"}`:                                                     "query_id",
@@ -207,13 +206,14 @@ func TestStateGetMissingIdsAre400(t *testing.T) {
 
 func TestStateGetUnknownQueryReadsAsEmptyRows(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := shared(t)
 	_, p := shard(t, b, map[string]string{"a": `{}`})
 	if got := keysOf(getState(t, b, map[string]any{"query_id": uuid.NewString(), "partition_id": p})); len(got) != 0 {
 		t.Fatalf("unknown query read %v", got)
 	}
 }
 
+// It breaks the database for every query, so it keeps a broker of its own.
 func TestStateGetDatabaseErrorIs500(t *testing.T) {
 	t.Parallel()
 	b := start(t)
@@ -230,7 +230,7 @@ func TestStateGetWithTenancyAForeignQueryReadsAsEmptyRows(t *testing.T) {
 	t.Parallel()
 	x := twoTenants(t)
 	q, p := queryAs(t, x.b, x.blue), partitionAs(t, x.b, x.red, "src")
-	exec(t, x.b, `INSERT INTO queen_streams.state (query_id, partition_id, key, value) VALUES ($1, $2, 'a', '{}')`, q, p)
+	x.b.PutState(t, q, p, "a", `{}`)
 	r := x.b.Do(t, "POST", "/streams/v1/state/get", x.red, map[string]any{"query_id": q, "partition_id": p})
 	wantStatus(t, r, 200)
 	if got := r.Map(t)["rows"]; got == nil || len(got.([]any)) != 0 {

@@ -16,10 +16,10 @@ import (
 //	go test ./broker/streams -run '^$' -bench PopOfAQuerysGroup
 func BenchmarkPopOfAQuerysGroup(b *testing.B) {
 	f := newFixture(b)
-	f.b.PushN(b, "src", "", 0, 10)
-	queue := scalar[string](b, f.b, `SELECT id::text FROM queen.queues WHERE name = 'src'`)
-	for _, group := range []string{"streams.q", "__QUEUE_MODE__"} {
-		b.Run(group, func(b *testing.B) {
+	f.b.PushN(b, f.src, "", 0, 10)
+	queue := f.b.Stored(b, f.src).ID
+	for name, group := range map[string]string{"streams.q": f.group, "__QUEUE_MODE__": "__QUEUE_MODE__"} {
+		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
 				err := pgx.BeginFunc(b.Context(), f.b.Pool, func(tx pgx.Tx) error {
 					var n int

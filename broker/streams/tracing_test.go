@@ -126,17 +126,17 @@ func TestOneTraceLinksAPushThePopThatDeliveredItAndTheCycleThatAckedIt(t *testin
 	f := newFixture(t, brokertest.WithTraceparents)
 	const traceID, producerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	sendTraced(t, f.b, "POST", "/api/v1/push", "00-"+traceID+"-"+producerSpan+"-01",
-		map[string]any{"items": []map[string]any{{"queue": "src", "payload": map[string]any{"n": 1}}}})
-	p := pop(t, f.b, "src", 1, "")
+		map[string]any{"items": []map[string]any{{"queue": f.src, "payload": map[string]any{"n": 1}}}})
+	p := pop(t, f.b, f.src, 1, "")
 	if p == nil || len(p.Messages) != 1 {
 		t.Fatalf("pop delivered %+v, want the message", p)
 	}
 	carried := p.Messages[0].Traceparent
 	sendTraced(t, f.b, "POST", "/streams/v1/cycle", carried, f.body(map[string]any{
 		"ack":        map[string]any{"leaseId": p.LeaseID},
-		"push_items": []map[string]any{{"queue": "out", "payload": 2}},
+		"push_items": []map[string]any{{"queue": f.out, "payload": 2}},
 	}))
-	emitted := pop(t, f.b, "out", 1, "autoAck=true")
+	emitted := pop(t, f.b, f.out, 1, "autoAck=true")
 	if emitted == nil || len(emitted.Messages) != 1 {
 		t.Fatalf("the cycle emitted %+v, want its message on out", emitted)
 	}

@@ -113,3 +113,87 @@ func (b *Broker) RaiseFloor(t testing.TB, queue string, offset int64) {
 		t.Fatalf("brokertest: %v", err)
 	}
 }
+
+// Grant gives tenant an enabled streams quota grant with the cap max on
+// queries (nil: none). The default tenant needs none.
+func (b *Broker) Grant(t testing.TB, tenant string, max *int) {
+	t.Helper()
+	if err := b.DB.Grant(t.Context(), tenant, max); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+}
+
+// StreamQuery reads the streams query of that id (see dbtest.DB.StreamQuery).
+func (b *Broker) StreamQuery(t testing.TB, id string) dbtest.StreamQuery {
+	t.Helper()
+	q, err := b.DB.StreamQuery(t.Context(), id)
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	return q
+}
+
+// StreamQueries counts b's tenant's streams queries called name.
+func (b *Broker) StreamQueries(t testing.TB, name string) int {
+	t.Helper()
+	n, err := b.DB.StreamQueries(t.Context(), b.Tenant, name)
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	return n
+}
+
+// PutState writes a state row of a query's partition, as a committed
+// cycle leaves it.
+func (b *Broker) PutState(t testing.TB, queryID, partitionID, key, value string) {
+	t.Helper()
+	if err := b.DB.PutState(t.Context(), queryID, partitionID, key, value); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+}
+
+// State reads the state of a query's partition (every partition, for "").
+func (b *Broker) State(t testing.TB, queryID, partitionID string) map[string]string {
+	t.Helper()
+	s, err := b.DB.State(t.Context(), queryID, partitionID)
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	return s
+}
+
+// StateRows counts a query's state rows.
+func (b *Broker) StateRows(t testing.TB, queryID string) int {
+	t.Helper()
+	n, err := b.DB.StateRows(t.Context(), queryID)
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	return n
+}
+
+// PlaceCursor puts group's cursor on a partition of b's tenant's queue at
+// committed (see dbtest.DB.PlaceCursor).
+func (b *Broker) PlaceCursor(t testing.TB, queue, partition, group string, committed int64) {
+	t.Helper()
+	if err := b.DB.PlaceCursor(t.Context(), b.Tenant, queue, partition, group, committed); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+}
+
+// DropLeases clears every lease on b's tenant's queue, as if none had been
+// taken (see dbtest.DB.DropLeases).
+func (b *Broker) DropLeases(t testing.TB, queue string) {
+	t.Helper()
+	if err := b.DB.DropLeases(t.Context(), b.Tenant, queue); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+}
+
+// ForgetCursors deletes every cursor of b's tenant's queue.
+func (b *Broker) ForgetCursors(t testing.TB, queue string) {
+	t.Helper()
+	if err := b.DB.ForgetCursors(t.Context(), b.Tenant, queue); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+}

@@ -359,15 +359,21 @@ func (d *DB) ForgetReplicas(ctx context.Context) error {
 // SetRetries sets the retry count of a group's cursor on a partition of a
 // tenant's queue, as that many failed batches would have.
 func (d *DB) SetRetries(ctx context.Context, tenant, queue, partition, group string, n int) error {
-	tag, err := d.pool.Exec(ctx, `UPDATE queen.cursors c SET retry_count = $5
+	return d.setCursor(ctx, "retry_count", "the retries", tenant, queue, partition, group, n)
+}
+
+// setCursor sets one column of a group's cursor on a partition of a
+// tenant's queue to n; what names the column in an error.
+func (d *DB) setCursor(ctx context.Context, column, what, tenant, queue, partition, group string, n any) error {
+	tag, err := d.pool.Exec(ctx, `UPDATE queen.cursors c SET `+column+` = $5
 		  FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
 		 WHERE p.id = c.partition_id AND q.tenant = $1 AND q.name = $2 AND p.name = $3 AND c.consumer_group = $4`,
 		tenant, queue, partition, group, n)
 	if err != nil {
-		return fmt.Errorf("set the retries of %s on %q/%s: %w", group, queue, partition, err)
+		return fmt.Errorf("set %s of %s on %q/%s: %w", what, group, queue, partition, err)
 	}
 	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("set the retries of %s on %q/%s: no such cursor", group, queue, partition)
+		return fmt.Errorf("set %s of %s on %q/%s: no such cursor", what, group, queue, partition)
 	}
 	return nil
 }

@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 )
@@ -178,4 +180,66 @@ func TestSetRetriesAndEmptyPartitionTouchOnlyTheOneNamed(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, parts, 1)
 	require.Equal(t, "b", parts[0].Name)
+}
+
+func TestStreamsArrangementsReadAndWriteOnlyTheQueryNamed(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	if b.Tenant != auth.DefaultTenant {
+		r := b.Do(t, "POST", "/streams/v1/queries", "", map[string]any{"name": b.Q("q"), "source_queue": b.Q("src"), "config_hash": "h"})
+		require.Equal(t, 403, r.Status, "no grant yet: %s", r.Body)
+		b.Grant(t, b.Tenant, nil)
+	}
+	register := func(name, sink string) string {
+		r := b.Call(t, 200, "POST", "/streams/v1/queries", map[string]any{"name": b.Q(name), "source_queue": b.Q("src"), "sink_queue": sink, "config_hash": "h"})
+		return r.Map(t)["query_id"].(string)
+	}
+	q, other := register("q", b.Q("out")), register("other", "")
+	require.Equal(t, dbtest.StreamQuery{Exists: true, Tenant: b.Tenant, Name: b.Q("q"), Source: b.Q("src"), Sink: new(b.Q("out")), ConfigHash: "h"},
+		b.StreamQuery(t, q))
+	require.Nil(t, b.StreamQuery(t, other).Sink)
+	require.Equal(t, dbtest.StreamQuery{}, b.StreamQuery(t, uuid.NewString()))
+	require.Equal(t, 1, b.StreamQueries(t, b.Q("q")))
+	require.Equal(t, 0, b.StreamQueries(t, b.Q("none")))
+
+	p1, p2 := uuid.NewString(), uuid.NewString()
+	b.PutState(t, q, p1, "a", `{"n": 1}`)
+	b.PutState(t, q, p2, "b", `{"n": 2}`)
+	b.PutState(t, other, p1, "c", `{}`)
+	require.Equal(t, map[string]string{"a": `{"n": 1}`}, b.State(t, q, p1))
+	require.Equal(t, map[string]string{"a": `{"n": 1}`, "b": `{"n": 2}`}, b.State(t, q, ""))
+	require.Equal(t, 2, b.StateRows(t, q))
+
+	src := b.Q("src")
+	b.Call(t, 200, "POST", "/api/v1/configure", map[string]any{"queue": src})
+	b.PlaceCursor(t, src, "Default", "streams.q", 17)
+	c := b.Cursor(t, src)
+	require.Equal(t, dbtest.Cursor{Partition: "Default", Group: "streams.q", Committed: 17, TotalConsumed: 17}, c)
+	b.PlaceCursor(t, src, "Default", "streams.q", 3)
+	require.Equal(t, int64(3), b.Cursor(t, src).Committed)
+	require.Error(t, b.DB.PlaceCursor(t.Context(), b.Tenant, src, "none", "g", 1))
+}
+
+func TestDropLeasesSetConsumedAndForgetCursorsTouchOnlyTheQueueNamed(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	q, other := b.Q("q"), b.Q("other")
+	b.PushN(t, q, "p", 0, 2)
+	b.PushN(t, other, "p", 0, 1)
+	b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/p?batch=2")
+	b.Pop(t, "/api/v1/pop/queue/"+other+"/partition/p")
+
+	require.NoError(t, b.DB.SetConsumed(t.Context(), b.Tenant, q, "p", dbtest.QueueMode, 100))
+	require.Error(t, b.DB.SetConsumed(t.Context(), b.Tenant, q, "p", "nobody", 1))
+	b.DropLeases(t, q)
+	c := b.Cursor(t, q)
+	require.Nil(t, c.LeaseID)
+	require.Nil(t, c.LeaseExpiresAt)
+	require.Equal(t, int64(100), c.TotalConsumed)
+	require.NotNil(t, b.Cursor(t, other).LeaseID, "another queue's lease is left alone")
+	require.Equal(t, []int{0, 1}, b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/p?batch=2").Ns(), "no lease holds the batch")
+
+	b.ForgetCursors(t, q)
+	require.Empty(t, b.Cursors(t, q))
+	require.Len(t, b.Cursors(t, other), 1)
 }
