@@ -28,19 +28,22 @@ type Options struct {
 // server has closed before a statement gets them. The DB owns the pool;
 // Close releases it.
 func Open(ctx context.Context, url string, o Options) (*DB, error) {
-	pool, err := openPool(ctx, url, int32(o.MaxConns), func(pc *pgxpool.Config) {
-		// Every statement the broker runs is short; JIT compilation only
-		// ever adds to it (seconds, for the admin reads over 10,000
-		// cursors).
-		pc.ConnConfig.RuntimeParams["jit"] = "off"
-		// queen.log_push_one_v1 reads it, only when a push repeats a
-		// recorded id: a setting of the session, not one more argument of
-		// every push and cycle.
-		pc.ConnConfig.RuntimeParams[DedupWindowSetting] = strconv.Itoa(int(o.DedupWindow / time.Second))
-		pc.PrepareConn = dropClosed
-	})
+	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	pc.MaxConns = int32(o.MaxConns)
+	// Every statement the broker runs is short; JIT compilation only ever
+	// adds to it (seconds, for the admin reads over 10,000 cursors).
+	pc.ConnConfig.RuntimeParams["jit"] = "off"
+	// queen.log_push_one_v1 reads it, only when a push repeats a recorded
+	// id: a setting of the session, not one more argument of every push
+	// and cycle.
+	pc.ConnConfig.RuntimeParams[DedupWindowSetting] = strconv.Itoa(int(o.DedupWindow / time.Second))
+	pc.PrepareConn = dropClosed
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
 	}
 	return New(pool), nil
 }
@@ -48,22 +51,6 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 // DedupWindowSetting is the session setting that carries Options.DedupWindow,
 // in whole seconds.
 const DedupWindowSetting = "regent.dedup_window_seconds"
-
-// openPool connects a pool of at most maxConns connections to url, its
-// configuration adjusted by tune.
-func openPool(ctx context.Context, url string, maxConns int32, tune func(*pgxpool.Config)) (*pgxpool.Pool, error) {
-	pc, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
-	}
-	pc.MaxConns = maxConns
-	tune(pc)
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		return nil, fmt.Errorf("open database pool: %w", err)
-	}
-	return pool, nil
-}
 
 // Close closes the pool, waiting for its connections to be released.
 func (d *DB) Close() { d.pool.Close() }
