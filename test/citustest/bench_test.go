@@ -92,7 +92,7 @@ func BenchmarkStatement(b *testing.B) {
 // distributedPushShape starts a Citus cluster with the push-shaped tables
 // and function distributed and the partition's row in place, and returns it,
 // a connection to its coordinator and the worker that owns the partition.
-func distributedPushShape(b *testing.B, partition int64) (*citustest.Cluster, *pgx.Conn, *pgtest.Cluster) {
+func distributedPushShape(b testing.TB, partition int64) (*citustest.Cluster, *pgx.Conn, *pgtest.Cluster) {
 	c := citustest.New(b, 2)
 	coordinator := connect(b, c.URL().String())
 	setUp(b, coordinator, slices.Concat(pushShapeSQL, distributePushShapeSQL), partition)
@@ -108,7 +108,7 @@ func distributedPushShape(b *testing.B, partition int64) (*citustest.Cluster, *p
 	return c, coordinator, c.Workers[i]
 }
 
-func setUp(b *testing.B, conn *pgx.Conn, setup []string, partition int64) {
+func setUp(b testing.TB, conn *pgx.Conn, setup []string, partition int64) {
 	execAll(b, conn, setup...)
 	if _, err := conn.Exec(context.Background(), "INSERT INTO partitions (id) VALUES ($1)", partition); err != nil {
 		b.Fatal(err)
