@@ -184,27 +184,6 @@ func TestSeeksStayInsideTheirTenant(t *testing.T) {
 	require.Zero(t, f.cursorRow(p, "g").Committed)
 }
 
-// queen.seek_to, kept for one release for the brokers of the previous one,
-// must move cursors exactly as its successor does.
-func TestThePreviousSeekToIsTheSameRuleAsItsSuccessor(t *testing.T) {
-	f := newFixture(t)
-	q := f.queue("acme", "orders")
-	p := f.partition(q, "p")
-	f.segments(p, "a b", "c")
-	f.exec(`UPDATE queen.partitions SET floor_offset = 1 WHERE id = $1`, p)
-	for _, at := range []time.Time{t0, t0.Add(-time.Hour), t0.Add(time.Hour)} {
-		f.exec(`DELETE FROM queen.cursors`)
-		for _, group := range []string{"old", "new"} {
-			f.cursor(p, group, 3)
-			f.lease(p, group, 3, time.Now().Add(time.Minute), 2)
-		}
-		f.exec(`SELECT * FROM queen.seek_to(p_tenant => 'acme', p_queue => 'orders', p_group => 'old', p_at => $1)`, at)
-		_, err := f.db.SeekTo(f.ctx, "acme", "new", "orders", at)
-		require.NoError(t, err)
-		require.Equal(t, f.cursorRow(p, "new"), f.cursorRow(p, "old"), "seek to %s", at)
-	}
-}
-
 func TestDeleteGroupDeletesItsCursorsAndWithTheMetadataItsSubscriptions(t *testing.T) {
 	f := newFixture(t)
 	orders, invoices := f.queue("acme", "orders"), f.queue("acme", "invoices")

@@ -78,21 +78,11 @@ func (w cycleWorld) common() cycleCall {
 
 var cycleAt = time.Date(2026, 8, 17, 10, 0, 0, 0, time.UTC)
 
-// cycleV5 and cycleV4 call the cycle as broker/db does, and as the previous
-// release's does (queen_streams.cycle_v4, kept one release).
-const (
-	cycleV5 = `queen_streams.cycle_v5(ROW($1, $2, $3, 'g', $4, $5::jsonb[], $6, $22, $23,
-		$7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)::queen_streams.cycle_request)`
-	cycleV4 = `queen_streams.cycle_v4(p_tenant => $1, p_query_id => $2, p_partition_id => $3, p_group => 'g',
-		p_upsert_keys => $4, p_upsert_values => $5::jsonb[], p_delete_keys => $6,
-		p_seg_partitions => $7, p_seg_frames => $8, p_seg_bodies => $9, p_seg_checksums => $10,
-		p_seg_txids => $11, p_seg_min_at => $12, p_seg_max_at => $12, p_seg_dedups => $13,
-		p_dedup_txids => $14, p_dedup_msg_ids => $15,
-		p_ack => $16, p_lease_id => $17, p_ack_ok => $18, p_count => $19, p_release => $20,
-		p_expect_keys => $22, p_expect_at => $23, p_generation => $21)`
-)
+// cycleV5 calls the cycle as broker/db does.
+const cycleV5 = `queen_streams.cycle_v5(ROW($1, $2, $3, 'g', $4, $5::jsonb[], $6, $22, $23,
+	$7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)::queen_streams.cycle_request)`
 
-// run calls the cycle (cycleV5 or cycleV4) with c in tx, and answers its
+// run calls the cycle by call (as cycleV5 does) with c in tx, and answers its
 // rows, or its error, as text.
 func (c cycleCall) run(ctx context.Context, tx pgx.Tx, call string) ([]string, error) {
 	values := make([]string, len(c.upserts))
@@ -261,26 +251,4 @@ func TestTheCycleAnswersAsItsRulesAndTakesTheShortPathOnlyInTheCommonCase(t *tes
 		require.Equal(t, wantAnswer, answer)
 		require.Equal(t, wantTables, tables)
 	})
-}
-
-// The previous release's call, queen_streams.cycle_v4, answers as
-// cycle_v5 does and writes what it writes.
-func TestTheKeptCycleV4AnswersAsCycleV5(t *testing.T) {
-	t.Parallel()
-	pool := pgtest.New(t)
-	w := newCycleWorld(t, pool)
-	for name, edit := range map[string]func(c *cycleCall){
-		"common":                 func(*cycleCall) {},
-		"an idle flush":          func(c *cycleCall) { c.ack = false },
-		"another worker's lease": func(c *cycleCall) { c.lease = uuid.New() },
-	} {
-		t.Run(name, func(t *testing.T) {
-			call := w.common()
-			edit(&call)
-			wantAnswer, wantTables, _ := call.outcome(t, pool, cycleV5, true)
-			answer, tables, _ := call.outcome(t, pool, cycleV4, true)
-			require.Equal(t, wantAnswer, answer)
-			require.Equal(t, wantTables, tables)
-		})
-	}
 }

@@ -206,15 +206,6 @@ CREATE FUNCTION queen.resolve_partition_v2(p_tenant text, p_queue text, p_partit
 $$;
 
 --
--- Name: seek_to(text, text, text, timestamp with time zone); Type: FUNCTION; Schema: queen; Owner: -
---
-
-CREATE FUNCTION queen.seek_to(p_tenant text, p_queue text, p_group text, p_at timestamp with time zone) RETURNS TABLE(queue_id uuid, partition_id uuid)
-    LANGUAGE sql
-    AS $$ -- the body of functions/queen.seek_to.sql
-$$;
-
---
 -- Name: seek_to_v2(text, text, text, text, timestamp with time zone); Type: FUNCTION; Schema: queen; Owner: -
 --
 
@@ -293,15 +284,6 @@ $$;
 CREATE FUNCTION queen_streams.cycle_state(r queen_streams.cycle_request) RETURNS void
     LANGUAGE plpgsql
     AS $$ -- the body of functions/queen_streams.cycle_state.sql
-$$;
-
---
--- Name: cycle_v4(text, uuid, uuid, text, text[], jsonb[], text[], text[], timestamp with time zone[], uuid[], integer[], bytea[], bigint[], text[], timestamp with time zone[], timestamp with time zone[], integer[], text[], uuid[], boolean, uuid, boolean, bigint, boolean, bigint); Type: FUNCTION; Schema: queen_streams; Owner: -
---
-
-CREATE FUNCTION queen_streams.cycle_v4(p_tenant text, p_query_id uuid, p_partition_id uuid, p_group text, p_upsert_keys text[], p_upsert_values jsonb[], p_delete_keys text[], p_expect_keys text[], p_expect_at timestamp with time zone[], p_seg_partitions uuid[], p_seg_frames integer[], p_seg_bodies bytea[], p_seg_checksums bigint[], p_seg_txids text[], p_seg_min_at timestamp with time zone[], p_seg_max_at timestamp with time zone[], p_seg_dedups integer[], p_dedup_txids text[], p_dedup_msg_ids uuid[], p_ack boolean, p_lease_id uuid, p_ack_ok boolean, p_count bigint, p_release boolean, p_generation bigint) RETURNS TABLE(outcome text, queue_id uuid, queue_name text, base_offsets bigint[], ack_count bigint, lease_released boolean, announce boolean, partition_id uuid, dup_txids text[], dup_message_ids uuid[])
-    LANGUAGE sql
-    AS $$ -- the body of functions/queen_streams.cycle_v4.sql
 $$;
 
 --
@@ -464,15 +446,6 @@ $$;
 CREATE FUNCTION queen_streams.refuse_lease(p_partition_id uuid, p_group text, p_lease_id uuid) RETURNS void
     LANGUAGE plpgsql
     AS $$ -- the body of functions/queen_streams.refuse_lease.sql
-$$;
-
---
--- Name: register(text, text, text, text, text, boolean, uuid); Type: FUNCTION; Schema: queen_streams; Owner: -
---
-
-CREATE FUNCTION queen_streams.register(p_tenant text, p_name text, p_source text, p_sink text, p_config_hash text, p_reset boolean, p_new_id uuid, OUT outcome text, OUT query_id uuid, OUT fresh boolean, OUT message text) RETURNS record
-    LANGUAGE sql
-    AS $$ -- the body of functions/queen_streams.register.sql
 $$;
 
 --

@@ -1,7 +1,7 @@
 -- The one rule of releasing a cursor's lease early, before it expires: every
 -- path that does it returns c through here (queen.ack and queen.ack_cursor,
 -- queen_streams.cycle_rules and cycle_short, queen.pop with auto-ack,
--- queen.seek_to and so the
+-- queen.seek_to_v2 and so the
 -- StreamQuery rewind, queen.raise_floors, and the broker's pop when it
 -- abandons a batch or ends one at its deleted messages). Nothing else writes
 -- lease_id or lease_expires_at but a pop's claim and a lease extension.

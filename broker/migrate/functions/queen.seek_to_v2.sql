@@ -21,8 +21,7 @@
 -- behind the cursor it reads as already acknowledged, ahead of it the
 -- missing lease refuses it. The admin API's seeks (to a time, to the end,
 -- and one partition to its end) and the StreamQuery rewind
--- (queen_streams.query_rewind) all move cursors through here. It succeeds
--- queen.seek_to, which had neither the end nor the one partition.
+-- (queen_streams.query_rewind) all move cursors through here.
 CREATE OR REPLACE FUNCTION queen.seek_to_v2(p_tenant text, p_queue text, p_group text, p_partition text, p_at timestamptz)
 RETURNS TABLE (queue_id uuid, partition_id uuid) LANGUAGE sql AS $$
     WITH t AS (
