@@ -1,0 +1,129 @@
+package dbtest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/regent-mq/regent/broker/segment"
+)
+
+// QueueMinute is one replica's counters of a tenant's queue over a minute,
+// as the broker's flush leaves them; the counters left out are zero.
+type QueueMinute struct {
+	Tenant, Queue, Replica string
+	Minute                 time.Time // truncated to its minute
+	PushMessages           int64
+	LagMaxMs               int64
+}
+
+// PutQueueMinute writes a minute of counters, as a flush long ago would.
+func (d *DB) PutQueueMinute(ctx context.Context, m QueueMinute) error {
+	_, err := d.pool.Exec(ctx, `INSERT INTO queen.queue_minutes (tenant, minute, queue, replica, push_messages, lag_max_ms)
+		VALUES ($1, date_trunc('minute', $2::timestamptz), $3, $4, $5, $6)`, m.Tenant, m.Minute, m.Queue, m.Replica, m.PushMessages, m.LagMaxMs)
+	if err != nil {
+		return fmt.Errorf("put a minute of queue %q: %w", m.Queue, err)
+	}
+	return nil
+}
+
+// ForgetQueueMinute deletes the counters of a tenant's queue of the
+// minute that holds at, as the retention sweep does once they are too old.
+func (d *DB) ForgetQueueMinute(ctx context.Context, tenant, queue string, at time.Time) error {
+	tag, err := d.pool.Exec(ctx, `DELETE FROM queen.queue_minutes
+		 WHERE tenant = $1 AND queue = $2 AND minute = date_trunc('minute', $3::timestamptz)`, tenant, queue, at)
+	if err != nil {
+		return fmt.Errorf("forget the minute %s of %q: %w", at, queue, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("forget the minute %s of %q: there is none", at, queue)
+	}
+	return nil
+}
+
+// GroupMinute is a consumer group's lag on a tenant's queue, as sampled
+// at a minute.
+type GroupMinute struct {
+	Tenant, Queue, Group string
+	Minute               time.Time
+	Lag                  int64   // messages behind
+	LagSeconds           float64 // the age of the oldest of them
+}
+
+// PutGroupMinute writes a sample of a group's lag, as the sampler would.
+func (d *DB) PutGroupMinute(ctx context.Context, m GroupMinute) error {
+	_, err := d.pool.Exec(ctx, `INSERT INTO queen.group_minutes (tenant, queue, consumer_group, minute, lag, lag_seconds)
+		VALUES ($1, $2, $3, $4, $5, $6)`, m.Tenant, m.Queue, m.Group, m.Minute, m.Lag, m.LagSeconds)
+	if err != nil {
+		return fmt.Errorf("put a lag sample of group %s on %q: %w", m.Group, m.Queue, err)
+	}
+	return nil
+}
+
+// RetentionEvent is what retention records when it deletes messages of a
+// tenant's queue; kind is retention, completed_retention or eviction.
+type RetentionEvent struct {
+	Tenant, Queue, Kind string
+	At                  time.Time
+	Messages            int64
+}
+
+// PutRetentionEvent records a retention event, as a sweep at e.At would,
+// on a partition of its own.
+func (d *DB) PutRetentionEvent(ctx context.Context, e RetentionEvent) error {
+	_, err := d.pool.Exec(ctx, `INSERT INTO queen.retention_events (tenant, at, queue, partition_id, kind, messages)
+		VALUES ($1, $2, $3, gen_random_uuid(), $4, $5)`, e.Tenant, e.At, e.Queue, e.Kind, e.Messages)
+	if err != nil {
+		return fmt.Errorf("put a retention event of %q: %w", e.Queue, err)
+	}
+	return nil
+}
+
+// Traces counts what a tenant's traces hold.
+type Traces struct {
+	Traces   int // on the messages of the tenant's queues
+	Names    int // the tenant's trace name rows
+	Messages int // the distinct messages (offsets) traced
+}
+
+// Traces counts the traces of a tenant.
+func (d *DB) Traces(ctx context.Context, tenant string) (Traces, error) {
+	var out Traces
+	err := d.pool.QueryRow(ctx, `WITH t AS (SELECT t.partition_id, t.message_offset FROM queen.traces t
+		  JOIN queen.partitions p ON p.id = t.partition_id JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant = $1)
+		SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM queen.trace_names WHERE tenant = $1),
+		       (SELECT count(DISTINCT (partition_id, message_offset)) FROM t)`, tenant).Scan(&out.Traces, &out.Names, &out.Messages)
+	if err != nil {
+		return Traces{}, fmt.Errorf("count the traces of tenant %q: %w", tenant, err)
+	}
+	return out, nil
+}
+
+// AppendSegment stores frames as one more segment of a partition of a
+// tenant's queue, at its next offset, and moves the offset past them: as
+// a push at the frames' times would have left them.
+func (d *DB) AppendSegment(ctx context.Context, tenant, queue, partition string, frames []segment.Frame) error {
+	if len(frames) == 0 {
+		return fmt.Errorf("append a segment to %q/%s: no frames", queue, partition)
+	}
+	body, sum := segment.Encode(nil, frames)
+	txids := make([]string, len(frames))
+	first, last := frames[0].CreatedAt, frames[0].CreatedAt
+	for i, f := range frames {
+		txids[i] = f.TransactionID
+		first, last = min(first, f.CreatedAt), max(last, f.CreatedAt)
+	}
+	tag, err := d.pool.Exec(ctx, `WITH p AS (UPDATE queen.partitions p SET next_offset = p.next_offset + $4
+		  FROM queen.queues q WHERE q.id = p.queue_id AND q.tenant = $1 AND q.name = $2 AND p.name = $3
+		  RETURNING p.id, p.next_offset - $4 AS base)
+		INSERT INTO queen.log_segments (partition_id, base_offset, frame_count, body, checksum, txids, min_created_at, max_created_at)
+		SELECT p.id, p.base, $4, $5, $6, $7, $8, $9 FROM p`,
+		tenant, queue, partition, len(frames), body, int64(sum), txids, time.UnixMicro(first), time.UnixMicro(last))
+	if err != nil {
+		return fmt.Errorf("append a segment to %q/%s: %w", queue, partition, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("append a segment to %q/%s: no such partition", queue, partition)
+	}
+	return nil
+}

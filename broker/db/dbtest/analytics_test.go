@@ -1,0 +1,118 @@
+package dbtest_test
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/broker/db/dbtest"
+	"github.com/regent-mq/regent/broker/segment"
+	"github.com/regent-mq/regent/test/brokertest"
+)
+
+// around is the hour around at, as an analytics route's window.
+func around(at time.Time) string {
+	return "from=" + url.QueryEscape(at.Add(-30*time.Minute).Format(time.RFC3339)) +
+		"&to=" + url.QueryEscape(at.Add(30*time.Minute).Format(time.RFC3339))
+}
+
+func TestPutQueueMinuteIsCountedAndForgetQueueMinuteTakesOnlyItsQueues(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	q, other := b.Q("q"), b.Q("other")
+	at := time.Now().Add(-time.Hour).Truncate(time.Minute)
+	for _, queue := range []string{q, other} {
+		require.NoError(t, b.DB.PutQueueMinute(t.Context(), dbtest.QueueMinute{Tenant: b.Tenant, Queue: queue, Replica: "r", Minute: at.Add(20 * time.Second),
+			PushMessages: 7, LagMaxMs: 3}))
+	}
+	pushed := func(queue string) float64 {
+		var o struct {
+			Series []map[string]any `json:"series"`
+		}
+		b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/queue-ops?queue="+queue+"&"+around(at), nil).JSON(t, &o)
+		sum := 0.0
+		for _, s := range o.Series {
+			sum += s["pushMessages"].(float64)
+		}
+		return sum
+	}
+	require.Equal(t, 7.0, pushed(q))
+	require.NoError(t, b.DB.ForgetQueueMinute(t.Context(), b.Tenant, q, at))
+	require.Zero(t, pushed(q))
+	require.Equal(t, 7.0, pushed(other), "another queue's minute is left alone")
+	require.Error(t, b.DB.ForgetQueueMinute(t.Context(), b.Tenant, q, at), "nothing is left to forget")
+}
+
+func TestPutGroupMinuteIsALagSampleOfTheGroup(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	at := time.Now().Add(-time.Hour).Truncate(time.Minute)
+	require.NoError(t, b.DB.PutGroupMinute(t.Context(), dbtest.GroupMinute{Tenant: b.Tenant, Queue: q, Group: "g", Minute: at, Lag: 12, LagSeconds: 3.5}))
+	var h struct {
+		Series []map[string]any `json:"series"`
+	}
+	b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/group-lag?queue="+q+"&"+around(at), nil).JSON(t, &h)
+	require.Len(t, h.Series, 1)
+	require.Equal(t, "g", h.Series[0]["consumerGroup"])
+	require.Equal(t, 12.0, h.Series[0]["lag"])
+	require.Equal(t, 3.5, h.Series[0]["lagSeconds"])
+}
+
+func TestPutRetentionEventIsCountedByKind(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	at := time.Now().Add(-time.Hour).Truncate(time.Minute)
+	require.NoError(t, b.DB.PutRetentionEvent(t.Context(), dbtest.RetentionEvent{Tenant: b.Tenant, Queue: q, Kind: "eviction", At: at, Messages: 4}))
+	require.Error(t, b.DB.PutRetentionEvent(t.Context(), dbtest.RetentionEvent{Tenant: b.Tenant, Queue: q, Kind: "nonsense", At: at, Messages: 1}))
+	var got struct {
+		Totals map[string]any `json:"totals"`
+	}
+	b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/retention?queue="+q+"&"+around(at), nil).JSON(t, &got)
+	require.Equal(t, 4.0, got.Totals["evictionMsgs"])
+	require.Equal(t, 4.0, got.Totals["totalMsgs"])
+}
+
+func TestTracesCountsTheTracesOfTheTenantsQueues(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t) // with tenancy off its tenant is every test's, but only this test traces
+	q := b.Q("q")
+	none, err := b.DB.Traces(t.Context(), b.Tenant)
+	require.NoError(t, err)
+	require.Equal(t, dbtest.Traces{}, none)
+	r := b.Call(t, http.StatusCreated, "POST", "/api/v1/push", map[string]any{"items": []any{
+		map[string]any{"queue": q, "transactionId": "m0", "payload": 1}, map[string]any{"queue": q, "transactionId": "m1", "payload": 2}}})
+	var pushed []map[string]any
+	r.JSON(t, &pushed)
+	for _, tx := range []string{"m0", "m0", "m1"} {
+		b.Call(t, http.StatusCreated, "POST", "/api/v1/traces", map[string]any{"transactionId": tx, "partitionId": pushed[0]["partition_id"],
+			"data": 1, "traceNames": []string{"a", "b"}})
+	}
+	got, err := b.DB.Traces(t.Context(), b.Tenant)
+	require.NoError(t, err)
+	require.Equal(t, dbtest.Traces{Traces: 3, Names: 6, Messages: 2}, got)
+	other, err := b.DB.Traces(t.Context(), "someone-else")
+	require.NoError(t, err)
+	require.Equal(t, dbtest.Traces{}, other)
+}
+
+func TestAppendSegmentStoresFramesAtTheNextOffset(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.PushN(t, q, "p", 0, 1)
+	old := time.Now().Add(-3 * time.Hour)
+	frames := []segment.Frame{{ID: uuid.New(), TransactionID: "x", CreatedAt: old.UnixMicro(), Payload: []byte(`{"n": 1}`)},
+		{ID: uuid.New(), TransactionID: "y", CreatedAt: old.Add(time.Second).UnixMicro(), Payload: []byte(`{"n": 2}`)}}
+	require.NoError(t, b.DB.AppendSegment(t.Context(), b.Tenant, q, "p", frames))
+	require.Error(t, b.DB.AppendSegment(t.Context(), b.Tenant, q, "none", frames))
+	s := b.Stored(t, q)
+	require.Equal(t, 2, s.Segments)
+	require.EqualValues(t, 3, s.NextOffset)
+	require.Equal(t, []int{0, 1, 2}, b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/p?batch=10&autoAck=true").Ns())
+}
