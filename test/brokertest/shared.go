@@ -44,7 +44,8 @@ func Main(m *testing.M, opts ...Option) {
 
 // Shared gives the test the package's broker, started on first use with
 // Main's options, in a namespace of the test's own: its queues are named
-// by Q, and in secure mode it acts as a tenant of its own. Starting a
+// by Q, and with tenancy on (secure mode, or WithJWT(true) among Main's
+// options) it acts as a tenant of its own. Starting a
 // broker on a fresh database costs far more than most tests; a namespace
 // costs nothing. A test that needs other options, a broker it can stop, or
 // figures of the whole broker (its metrics, every queue of a tenant with
@@ -72,7 +73,7 @@ func Shared(t testing.TB) *Broker {
 	n := shared.seq.Add(1)
 	b := *shared.b
 	b.prefix = fmt.Sprintf("t%d-", n)
-	if Secure() {
+	if b.Config.Tenancy { // secure mode, or Main's options turned it on
 		b.Tenant = fmt.Sprintf("t%d", n)
 		b.Token, b.Subject = Mint(t, b.Tenant, auth.Admin), "test-"+b.Tenant
 	}
