@@ -127,3 +127,21 @@ func (d *DB) AppendSegment(ctx context.Context, tenant, queue, partition string,
 	}
 	return nil
 }
+
+// QueryMinute is a streams query's cycles over a minute on one replica.
+type QueryMinute struct {
+	Tenant, QueryID, Replica string
+	Minute                   time.Time
+	Cycles, Refused          int64
+}
+
+// PutQueryMinute writes a minute of a query's cycle counters, as the
+// cycle's flush would.
+func (d *DB) PutQueryMinute(ctx context.Context, m QueryMinute) error {
+	_, err := d.pool.Exec(ctx, `INSERT INTO queen_streams.query_minutes (tenant, query_id, minute, replica, cycles, refused)
+		VALUES ($1, $2, $3, $4, $5, $6)`, m.Tenant, m.QueryID, m.Minute, m.Replica, m.Cycles, m.Refused)
+	if err != nil {
+		return fmt.Errorf("put a minute of query %s: %w", m.QueryID, err)
+	}
+	return nil
+}

@@ -20,6 +20,16 @@ func around(at time.Time) string {
 		"&to=" + url.QueryEscape(at.Add(30*time.Minute).Format(time.RFC3339))
 }
 
+// series reads the series of an analytics route.
+func series(t *testing.T, b *brokertest.Broker, path string) []map[string]any {
+	t.Helper()
+	var o struct {
+		Series []map[string]any `json:"series"`
+	}
+	b.Call(t, http.StatusOK, "GET", path, nil).JSON(t, &o)
+	return o.Series
+}
+
 func TestPutQueueMinuteIsCountedAndForgetQueueMinuteTakesOnlyItsQueues(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Shared(t)
@@ -30,12 +40,8 @@ func TestPutQueueMinuteIsCountedAndForgetQueueMinuteTakesOnlyItsQueues(t *testin
 			PushMessages: 7, LagMaxMs: 3}))
 	}
 	pushed := func(queue string) float64 {
-		var o struct {
-			Series []map[string]any `json:"series"`
-		}
-		b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/queue-ops?queue="+queue+"&"+around(at), nil).JSON(t, &o)
 		sum := 0.0
-		for _, s := range o.Series {
+		for _, s := range series(t, b, "/api/v1/analytics/queue-ops?queue="+queue+"&"+around(at)) {
 			sum += s["pushMessages"].(float64)
 		}
 		return sum
@@ -53,14 +59,11 @@ func TestPutGroupMinuteIsALagSampleOfTheGroup(t *testing.T) {
 	q := b.Q("q")
 	at := time.Now().Add(-time.Hour).Truncate(time.Minute)
 	require.NoError(t, b.DB.PutGroupMinute(t.Context(), dbtest.GroupMinute{Tenant: b.Tenant, Queue: q, Group: "g", Minute: at, Lag: 12, LagSeconds: 3.5}))
-	var h struct {
-		Series []map[string]any `json:"series"`
-	}
-	b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/group-lag?queue="+q+"&"+around(at), nil).JSON(t, &h)
-	require.Len(t, h.Series, 1)
-	require.Equal(t, "g", h.Series[0]["consumerGroup"])
-	require.Equal(t, 12.0, h.Series[0]["lag"])
-	require.Equal(t, 3.5, h.Series[0]["lagSeconds"])
+	got := series(t, b, "/api/v1/analytics/group-lag?queue="+q+"&"+around(at))
+	require.Len(t, got, 1)
+	require.Equal(t, "g", got[0]["consumerGroup"])
+	require.Equal(t, 12.0, got[0]["lag"])
+	require.Equal(t, 3.5, got[0]["lagSeconds"])
 }
 
 func TestPutRetentionEventIsCountedByKind(t *testing.T) {
