@@ -61,7 +61,7 @@ func TestKeyRotationNewWritesUseTheNewKeyAndReadsAcceptTheOld(t *testing.T) {
 }
 
 func TestPushStampsProducerSubFromTheTokenAndIgnoresTheBody(t *testing.T) {
-	b := brokertest.Start(t, brokertest.WithJWT(false))
+	b := authNoTenancy.Shared(t)
 	tok, err := auth.MintHS256([]byte(brokertest.Secret), auth.MintClaims{Subject: "svc-orders", Tenant: auth.DefaultTenant, Role: auth.ReadWrite})
 	if err != nil {
 		t.Fatal(err)

@@ -43,7 +43,7 @@ func requireClosedWithin(t *testing.T, c net.Conn, within time.Duration) string 
 
 func TestAClientStalledMidBodyHasItsConnectionClosed(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, shortTimeouts)
+	b := timeouts.Shared(t)
 	conns := make([]net.Conn, 10)
 	for i := range conns {
 		conns[i] = dial(t, b)
@@ -62,7 +62,7 @@ func TestAClientStalledMidBodyHasItsConnectionClosed(t *testing.T) {
 
 func TestAClientStalledMidHeadersHasItsConnectionClosed(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, shortTimeouts)
+	b := timeouts.Shared(t)
 	c := dial(t, b)
 	if _, err := io.WriteString(c, "GET /health HTTP/1.1\r\nHost: x\r\n"); err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestAClientStalledMidHeadersHasItsConnectionClosed(t *testing.T) {
 
 func TestAnIdleKeepAliveConnectionIsClosed(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, shortTimeouts)
+	b := timeouts.Shared(t)
 	c := dial(t, b)
 	if _, err := io.WriteString(c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestAnIdleKeepAliveConnectionIsClosed(t *testing.T) {
 
 func TestALongPollParksForItsFullTimeoutWhateverTheReadTimeouts(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, shortTimeouts)
+	b := timeouts.Shared(t)
 	if r := b.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": []map[string]any{
 		{"queue": "lp", "payload": 1}}}); r.Status != http.StatusCreated {
 		t.Fatalf("push = %d %s", r.Status, r.Body)
