@@ -59,7 +59,7 @@ func Shared(t testing.TB) *Broker {
 }
 
 // A Group is a broker shared by the tests of a package that need the same
-// options, other than Main's, on the package's shared database. Declare
+// options, other than Main's, each on a fresh database. Declare
 // one per configuration, at package level:
 //
 //	var slow = brokertest.NewGroup(shortTimeouts)

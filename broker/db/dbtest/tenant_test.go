@@ -9,7 +9,9 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/db/dbtest"
+	"github.com/regent-mq/regent/broker/migrate"
 	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/pgtest"
 )
 
 // tenants is a broker with tenancy on in either mode: each test a tenant.
@@ -60,4 +62,25 @@ func TestObjectsCountsTheQueuesAndQueriesOfEveryTenant(t *testing.T) {
 	after, err := b.DB.Objects(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 2, after-before)
+}
+
+func TestForgetLatestMigrationAndForgetMigrationsLeaveTheSchemaBehind(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	d := dbtest.New(pool)
+	current, err := migrate.Current(t.Context(), pool)
+	require.NoError(t, err)
+	require.True(t, current)
+	all, err := migrate.All()
+	require.NoError(t, err)
+	v, err := d.ForgetLatestMigration(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, all[len(all)-1].Version, v)
+	current, err = migrate.Current(t.Context(), pool)
+	require.NoError(t, err)
+	require.False(t, current)
+	require.NoError(t, d.ForgetMigrations(t.Context()))
+	current, err = migrate.Current(t.Context(), pool)
+	require.NoError(t, err)
+	require.False(t, current)
 }

@@ -1,0 +1,28 @@
+package dbtest
+
+import (
+	"context"
+	"fmt"
+)
+
+// ForgetLatestMigration deletes the record of the latest migration applied
+// and returns its version: the database then reads as one that a newer
+// broker's migration has not reached yet.
+func (d *DB) ForgetLatestMigration(ctx context.Context) (int, error) {
+	var v int
+	err := d.pool.QueryRow(ctx, `DELETE FROM public.regent_schema_migrations
+		 WHERE version = (SELECT max(version) FROM public.regent_schema_migrations) RETURNING version`).Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("forget the latest migration: %w", err)
+	}
+	return v, nil
+}
+
+// ForgetMigrations drops the record of the migrations altogether, as a
+// database never migrated lacks it.
+func (d *DB) ForgetMigrations(ctx context.Context) error {
+	if _, err := d.pool.Exec(ctx, `DROP TABLE public.regent_schema_migrations CASCADE`); err != nil {
+		return fmt.Errorf("drop the record of the migrations: %w", err)
+	}
+	return nil
+}
