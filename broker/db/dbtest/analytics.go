@@ -5,26 +5,54 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/regent-mq/regent/broker/segment"
 )
 
 // QueueMinute is one replica's counters of a tenant's queue over a minute,
-// as the broker's flush leaves them; the counters left out are zero.
+// as the broker's flush leaves them; those not named here are zero when
+// put.
 type QueueMinute struct {
-	Tenant, Queue, Replica string
-	Minute                 time.Time // truncated to its minute
-	PushMessages           int64
-	LagMaxMs               int64
+	Tenant, Queue, Replica       string
+	Minute                       time.Time // truncated to its minute
+	PushRequests, PushMessages   int64
+	PopRequests, PopMessages     int64
+	LagSumMs, LagCount, LagMaxMs int64
 }
 
 // PutQueueMinute writes a minute of counters, as a flush long ago would.
 func (d *DB) PutQueueMinute(ctx context.Context, m QueueMinute) error {
-	_, err := d.pool.Exec(ctx, `INSERT INTO queen.queue_minutes (tenant, minute, queue, replica, push_messages, lag_max_ms)
-		VALUES ($1, date_trunc('minute', $2::timestamptz), $3, $4, $5, $6)`, m.Tenant, m.Minute, m.Queue, m.Replica, m.PushMessages, m.LagMaxMs)
+	_, err := d.pool.Exec(ctx, `INSERT INTO queen.queue_minutes (tenant, minute, queue, replica, push_requests, push_messages,
+		       pop_requests, pop_messages, lag_sum_ms, lag_count, lag_max_ms)
+		VALUES ($1, date_trunc('minute', $2::timestamptz), $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		m.Tenant, m.Minute, m.Queue, m.Replica, m.PushRequests, m.PushMessages, m.PopRequests, m.PopMessages, m.LagSumMs, m.LagCount, m.LagMaxMs)
 	if err != nil {
 		return fmt.Errorf("put a minute of queue %q: %w", m.Queue, err)
 	}
 	return nil
+}
+
+// QueueMinutes lists every minute of counters the database holds, by
+// tenant, queue, replica and minute: for a test of the flush on a database
+// of its own.
+func (d *DB) QueueMinutes(ctx context.Context) ([]QueueMinute, error) {
+	rows, err := d.pool.Query(ctx, `SELECT tenant, queue, replica, minute, push_requests, push_messages, pop_requests, pop_messages,
+		       lag_sum_ms, lag_count, lag_max_ms
+		  FROM queen.queue_minutes ORDER BY tenant, queue, replica, minute`)
+	if err != nil {
+		return nil, fmt.Errorf("read the queue minutes: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (QueueMinute, error) {
+		var m QueueMinute
+		err := r.Scan(&m.Tenant, &m.Queue, &m.Replica, &m.Minute, &m.PushRequests, &m.PushMessages, &m.PopRequests, &m.PopMessages,
+			&m.LagSumMs, &m.LagCount, &m.LagMaxMs)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the queue minutes: %w", err)
+	}
+	return out, nil
 }
 
 // ForgetQueueMinute deletes the counters of a tenant's queue of the
@@ -144,4 +172,48 @@ func (d *DB) PutQueryMinute(ctx context.Context, m QueryMinute) error {
 		return fmt.Errorf("put a minute of query %s: %w", m.QueryID, err)
 	}
 	return nil
+}
+
+// QueryMinutes lists every minute of cycle counters the database holds, by
+// tenant, query, replica and minute.
+func (d *DB) QueryMinutes(ctx context.Context) ([]QueryMinute, error) {
+	rows, err := d.pool.Query(ctx, `SELECT tenant, query_id::text, replica, minute, cycles, refused
+		  FROM queen_streams.query_minutes ORDER BY tenant, query_id, replica, minute`)
+	if err != nil {
+		return nil, fmt.Errorf("read the query minutes: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (QueryMinute, error) {
+		var m QueryMinute
+		err := r.Scan(&m.Tenant, &m.QueryID, &m.Replica, &m.Minute, &m.Cycles, &m.Refused)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the query minutes: %w", err)
+	}
+	return out, nil
+}
+
+// Sample is what a replica recorded of itself.
+type Sample struct {
+	SampledAt         time.Time
+	RSSBytes, Virtual int64
+	PoolSize          int
+}
+
+// Samples lists a replica's samples of itself, oldest first.
+func (d *DB) Samples(ctx context.Context, replica string) ([]Sample, error) {
+	rows, err := d.pool.Query(ctx, `SELECT sampled_at, rss_bytes, virtual_bytes, pool_size FROM queen.replica_samples
+		 WHERE replica = $1 ORDER BY sampled_at`, replica)
+	if err != nil {
+		return nil, fmt.Errorf("read the samples of replica %q: %w", replica, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Sample, error) {
+		var s Sample
+		err := r.Scan(&s.SampledAt, &s.RSSBytes, &s.Virtual, &s.PoolSize)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the samples of replica %q: %w", replica, err)
+	}
+	return out, nil
 }

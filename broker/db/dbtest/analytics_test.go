@@ -1,8 +1,10 @@
 package dbtest_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -118,4 +120,73 @@ func TestAppendSegmentStoresFramesAtTheNextOffset(t *testing.T) {
 	require.Equal(t, 2, s.Segments)
 	require.EqualValues(t, 3, s.NextOffset)
 	require.Equal(t, []int{0, 1, 2}, b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/p?batch=10&autoAck=true").Ns())
+}
+
+func TestQueueMinutesAndQueryMinutesReadWhatWasPut(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	at := time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
+	put := dbtest.QueueMinute{Tenant: b.Tenant, Queue: b.Q("q"), Replica: "r", Minute: at.Add(30 * time.Second), PushRequests: 1, PushMessages: 2,
+		PopRequests: 3, PopMessages: 4, LagSumMs: 5, LagCount: 6, LagMaxMs: 7}
+	require.NoError(t, b.DB.PutQueueMinute(t.Context(), put))
+	minutes, err := b.DB.QueueMinutes(t.Context())
+	require.NoError(t, err)
+	i := slices.IndexFunc(minutes, func(m dbtest.QueueMinute) bool { return m.Queue == put.Queue })
+	require.GreaterOrEqual(t, i, 0)
+	got := minutes[i]
+	require.Equal(t, at, got.Minute.UTC(), "truncated to its minute")
+	got.Minute, put.Minute = at, at
+	require.Equal(t, put, got)
+
+	id := uuid.NewString()
+	require.NoError(t, b.DB.PutQueryMinute(t.Context(), dbtest.QueryMinute{Tenant: b.Tenant, QueryID: id, Replica: "r", Minute: at, Cycles: 2, Refused: 1}))
+	queries, err := b.DB.QueryMinutes(t.Context())
+	require.NoError(t, err)
+	i = slices.IndexFunc(queries, func(m dbtest.QueryMinute) bool { return m.QueryID == id })
+	require.GreaterOrEqual(t, i, 0)
+	require.Equal(t, [2]int64{2, 1}, [2]int64{queries[i].Cycles, queries[i].Refused})
+}
+
+func TestSamplesListAReplicasSamplesOfItself(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	var samples []dbtest.Sample
+	brokertest.Eventually(t, 10*time.Second, func() error { // the broker samples itself as it starts
+		var err error
+		if samples, err = b.DB.Samples(t.Context(), b.Config.Replica); err != nil || len(samples) == 0 {
+			return fmt.Errorf("no sample of %q yet (%v)", b.Config.Replica, err)
+		}
+		return nil
+	})
+	require.Greater(t, samples[0].RSSBytes, int64(1<<20))
+	require.GreaterOrEqual(t, samples[0].PoolSize, 1)
+	none, err := b.DB.Samples(t.Context(), "nobody")
+	require.NoError(t, err)
+	require.Empty(t, none)
+}
+
+func TestPartitionsDeletePartitionAndDeleteQueue(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	q, other := b.Q("q"), b.Q("other")
+	b.PushN(t, q, "a", 0, 2)
+	b.PushN(t, q, "b", 0, 1)
+	b.PushN(t, other, "a", 0, 1)
+	parts, err := b.DB.Partitions(t.Context(), b.Tenant, q)
+	require.NoError(t, err)
+	require.Len(t, parts, 2)
+	require.Equal(t, []string{"a", "b"}, []string{parts[0].Name, parts[1].Name})
+	require.EqualValues(t, 2, parts[0].NextOffset)
+	require.NotNil(t, parts[0].LastPushAt)
+	require.Equal(t, b.Stored(t, q).Partitions["a"], parts[0].ID)
+
+	require.NoError(t, b.DB.DeletePartition(t.Context(), b.Tenant, q, "a"))
+	require.Error(t, b.DB.DeletePartition(t.Context(), b.Tenant, q, "a"), "gone already")
+	parts, err = b.DB.Partitions(t.Context(), b.Tenant, q)
+	require.NoError(t, err)
+	require.Len(t, parts, 1)
+	require.NoError(t, b.DB.DeleteQueue(t.Context(), b.Tenant, q))
+	require.Error(t, b.DB.DeleteQueue(t.Context(), b.Tenant, q))
+	require.False(t, b.Stored(t, q).Exists)
+	require.True(t, b.Stored(t, other).Exists, "another queue is left alone")
 }
