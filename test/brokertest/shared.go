@@ -10,6 +10,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/test/pgtest"
+	"github.com/regent-mq/regent/test/poll"
 )
 
 // The package's shared brokers: Main's (Shared) and the groups', each
@@ -124,18 +125,9 @@ func (b *Broker) Q(name string) string { return b.prefix + name }
 // Eventually calls check, on the test's goroutine, until it returns nil,
 // and fails the test with check's last error once within has passed. It
 // is how a test waits for something that happens in the background: for
-// the event, never for a fixed time.
+// the event, never for a fixed time (see poll, for the packages that
+// brokertest imports).
 func Eventually(t testing.TB, within time.Duration, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %v", within, err)
-		}
-		time.Sleep(pause)
-	}
+	poll.Eventually(t, within, check)
 }
