@@ -3,6 +3,8 @@ package dbtest
 import (
 	"context"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ForgetLatestMigration deletes the record of the latest migration applied
@@ -25,4 +27,18 @@ func (d *DB) ForgetMigrations(ctx context.Context) error {
 		return fmt.Errorf("drop the record of the migrations: %w", err)
 	}
 	return nil
+}
+
+// Migrations lists the versions of the migrations recorded as applied, in
+// the order they were.
+func (d *DB) Migrations(ctx context.Context) ([]int, error) {
+	rows, err := d.pool.Query(ctx, `SELECT version FROM public.regent_schema_migrations ORDER BY applied_at, version`)
+	if err != nil {
+		return nil, fmt.Errorf("read the migrations applied: %w", err)
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("read the migrations applied: %w", err)
+	}
+	return versions, nil
 }

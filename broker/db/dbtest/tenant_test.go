@@ -64,7 +64,7 @@ func TestObjectsCountsTheQueuesAndQueriesOfEveryTenant(t *testing.T) {
 	require.Equal(t, 2, after-before)
 }
 
-func TestForgetLatestMigrationAndForgetMigrationsLeaveTheSchemaBehind(t *testing.T) {
+func TestMigrationsListsTheRecordAndForgettingLeavesTheSchemaBehind(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.New(t)
 	d := dbtest.New(pool)
@@ -73,9 +73,18 @@ func TestForgetLatestMigrationAndForgetMigrationsLeaveTheSchemaBehind(t *testing
 	require.True(t, current)
 	all, err := migrate.All()
 	require.NoError(t, err)
+	recorded, err := d.Migrations(t.Context())
+	require.NoError(t, err)
+	require.Len(t, recorded, len(all))
+	for i, m := range all {
+		require.Equal(t, m.Version, recorded[i])
+	}
 	v, err := d.ForgetLatestMigration(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, all[len(all)-1].Version, v)
+	recorded, err = d.Migrations(t.Context())
+	require.NoError(t, err)
+	require.Len(t, recorded, len(all)-1)
 	current, err = migrate.Current(t.Context(), pool)
 	require.NoError(t, err)
 	require.False(t, current)
