@@ -82,9 +82,7 @@ func TestAProviderTokenThatNamesItsTenantIsAcceptedOnEveryRoute(t *testing.T) {
 	if r := pushOne(t, b, tok, "named"); r.Status != http.StatusCreated {
 		t.Fatalf("push: status %d %s, want 201", r.Status, r.Body)
 	}
-	if n := b.Count(t, `SELECT count(*) FROM queen.queues WHERE tenant = 'acme' AND name = 'orders'`); n != 1 {
-		t.Fatalf("queue orders of tenant acme: %d rows, want 1", n)
-	}
+	requireQueue(t, b, "acme", "orders")
 }
 
 func TestWithADefaultTokenTenantATokenThatNamesNoneActsAsThatTenantAndSeesNothingOfDefault(t *testing.T) {
@@ -100,14 +98,12 @@ func TestWithADefaultTokenTenantATokenThatNamesNoneActsAsThatTenantAndSeesNothin
 	if r := pushOne(t, shared, tenantless, "of-shared"); r.Status != http.StatusCreated {
 		t.Fatalf("push with the tenantless token: %d %s", r.Status, r.Body)
 	}
-	if n := shared.Count(t, `SELECT count(*) FROM queen.queues WHERE name = 'orders' AND tenant IN ('default', 'shared')`); n != 2 {
-		t.Fatalf("queues orders of default and shared: %d, want 2", n)
-	}
+	requireQueue(t, shared, "default", "orders")
+	sharedOrders := requireQueue(t, shared, "shared", "orders")
 	wantPopped(t, shared, tenantless, "of-shared")
 	r := shared.Do(t, "GET", "/api/v1/resources/queues", tenantless, nil)
 	var list struct{ Queues []struct{ ID string } }
-	if r.JSON(t, &list); r.Status != http.StatusOK || len(list.Queues) != 1 ||
-		shared.Count(t, `SELECT count(*) FROM queen.queues WHERE id = $1 AND tenant = 'shared'`, list.Queues[0].ID) != 1 {
+	if r.JSON(t, &list); r.Status != http.StatusOK || len(list.Queues) != 1 || list.Queues[0].ID != sharedOrders.ID {
 		t.Fatalf("queues listed to the tenantless token: %d %s, want shared's orders alone", r.Status, r.Body)
 	}
 
