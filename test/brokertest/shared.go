@@ -39,6 +39,9 @@ func Main(m *testing.M, opts ...Option) {
 			code = 1
 		}
 		os.RemoveAll(g.dir)
+		if g.after != nil {
+			g.after()
+		}
 	}
 	shared.mu.Unlock()
 	pgtest.Stop()
@@ -67,16 +70,25 @@ func Shared(t testing.TB) *Broker {
 //	...
 //	b := slow.Shared(t)
 type Group struct {
-	opts []Option
-	once sync.Once
-	b    *Broker
-	dir  string
-	err  error
+	opts  []Option
+	setup func() ([]Option, func(), error)
+	after func() // stops what setup started
+	once  sync.Once
+	b     *Broker
+	dir   string
+	err   error
 }
 
 // NewGroup declares a broker configured by opts, started by the first test
 // that asks for it and stopped by Main.
 func NewGroup(opts ...Option) *Group { return &Group{opts: opts} }
+
+// NewGroupWith declares a broker whose options need something running
+// first, an identity provider say: setup starts it as the broker starts
+// and returns the options, and a stop that Main calls after the broker's.
+func NewGroupWith(setup func() (opts []Option, stop func(), err error)) *Group {
+	return &Group{setup: setup}
+}
 
 // Shared gives the test g's broker in a namespace of the test's own, as the
 // package's Shared does.
@@ -95,7 +107,17 @@ func (g *Group) Shared(t testing.TB) *Broker {
 			g.err = err
 			return
 		}
+		if g.setup != nil {
+			var opts []Option
+			if opts, g.after, g.err = g.setup(); g.err != nil {
+				return
+			}
+			g.opts = append(g.opts, opts...)
+		}
 		if g.b, g.err = launch(url, g.dir, g.opts); g.err != nil {
+			if g.after != nil {
+				g.after()
+			}
 			return
 		}
 		shared.mu.Lock()
