@@ -63,14 +63,12 @@ func wantRefusedOnEveryRoute(t *testing.T, b *brokertest.Broker, token, claim st
 }
 
 func TestAProviderTokenThatNamesNoTenantIsRefusedWith403OnEveryRoute(t *testing.T) {
-	k := jwkstest.NewKey(t, "RS256", "rsa")
-	b := brokertest.Start(t, withIdP(jwkstest.Start(t, k).URL))
+	k, b := keys(t).rsa, provider.Shared(t)
 	wantRefusedOnEveryRoute(t, b, k.Sign(t, tenantlessAdmin()), "org")
 }
 
 func TestAProviderTokenThatNamesItsTenantIsAcceptedOnEveryRoute(t *testing.T) {
-	k := jwkstest.NewKey(t, "RS256", "rsa")
-	b := brokertest.Start(t, withIdP(jwkstest.Start(t, k).URL))
+	k, b := keys(t).rsa, provider.Shared(t)
 	c := tenantlessAdmin()
 	c["org"] = "acme"
 	tok := k.Sign(t, c)
@@ -146,8 +144,6 @@ func TestRegentsOwnHS256TokenThatNamesNoTenantIsRefusedToo(t *testing.T) {
 	// Beside a provider, the secret's tokens keep Regent's claim names, so
 	// the message names Regent's claim, not the provider's.
 	t.Run("beside a provider", func(t *testing.T) {
-		k := jwkstest.NewKey(t, "EdDSA", "ed")
-		b := brokertest.Start(t, withIdP(jwkstest.Start(t, k).URL), func(c *config.Config) { c.JWTSecret = brokertest.Secret })
-		wantRefusedOnEveryRoute(t, b, own, "tenant")
+		wantRefusedOnEveryRoute(t, providerAndSecret.Shared(t), own, "tenant")
 	})
 }
