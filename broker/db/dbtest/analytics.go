@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/regent-mq/regent/broker/segment"
 )
 
 // QueueMinute is one replica's counters of a tenant's queue over a minute,
@@ -21,14 +19,18 @@ type QueueMinute struct {
 	LagSumMs, LagCount, LagMaxMs int64
 }
 
-// PutQueueMinute writes a minute of counters, as a flush long ago would.
-func (d *DB) PutQueueMinute(ctx context.Context, m QueueMinute) error {
-	_, err := d.pool.Exec(ctx, `INSERT INTO queen.queue_minutes (tenant, minute, queue, replica, push_requests, push_messages,
-		       pop_requests, pop_messages, lag_sum_ms, lag_count, lag_max_ms)
-		VALUES ($1, date_trunc('minute', $2::timestamptz), $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		m.Tenant, m.Minute, m.Queue, m.Replica, m.PushRequests, m.PushMessages, m.PopRequests, m.PopMessages, m.LagSumMs, m.LagCount, m.LagMaxMs)
+// PutQueueMinutes writes minutes of counters, as flushes long ago would,
+// in one round trip however many.
+func (d *DB) PutQueueMinutes(ctx context.Context, ms ...QueueMinute) error {
+	rows := make([][]any, len(ms))
+	for i, m := range ms {
+		rows[i] = []any{m.Tenant, m.Minute.Truncate(time.Minute), m.Queue, m.Replica, m.PushRequests, m.PushMessages,
+			m.PopRequests, m.PopMessages, m.LagSumMs, m.LagCount, m.LagMaxMs}
+	}
+	_, err := d.pool.CopyFrom(ctx, pgx.Identifier{"queen", "queue_minutes"}, []string{"tenant", "minute", "queue", "replica",
+		"push_requests", "push_messages", "pop_requests", "pop_messages", "lag_sum_ms", "lag_count", "lag_max_ms"}, pgx.CopyFromRows(rows))
 	if err != nil {
-		return fmt.Errorf("put a minute of queue %q: %w", m.Queue, err)
+		return fmt.Errorf("put %d minutes of queue counters: %w", len(ms), err)
 	}
 	return nil
 }
@@ -125,35 +127,6 @@ func (d *DB) Traces(ctx context.Context, tenant string) (Traces, error) {
 		return Traces{}, fmt.Errorf("count the traces of tenant %q: %w", tenant, err)
 	}
 	return out, nil
-}
-
-// AppendSegment stores frames as one more segment of a partition of a
-// tenant's queue, at its next offset, and moves the offset past them: as
-// a push at the frames' times would have left them.
-func (d *DB) AppendSegment(ctx context.Context, tenant, queue, partition string, frames []segment.Frame) error {
-	if len(frames) == 0 {
-		return fmt.Errorf("append a segment to %q/%s: no frames", queue, partition)
-	}
-	body, sum := segment.Encode(nil, frames)
-	txids := make([]string, len(frames))
-	first, last := frames[0].CreatedAt, frames[0].CreatedAt
-	for i, f := range frames {
-		txids[i] = f.TransactionID
-		first, last = min(first, f.CreatedAt), max(last, f.CreatedAt)
-	}
-	tag, err := d.pool.Exec(ctx, `WITH p AS (UPDATE queen.partitions p SET next_offset = p.next_offset + $4
-		  FROM queen.queues q WHERE q.id = p.queue_id AND q.tenant = $1 AND q.name = $2 AND p.name = $3
-		  RETURNING p.id, p.next_offset - $4 AS base)
-		INSERT INTO queen.log_segments (partition_id, base_offset, frame_count, body, checksum, txids, min_created_at, max_created_at)
-		SELECT p.id, p.base, $4, $5, $6, $7, $8, $9 FROM p`,
-		tenant, queue, partition, len(frames), body, int64(sum), txids, time.UnixMicro(first), time.UnixMicro(last))
-	if err != nil {
-		return fmt.Errorf("append a segment to %q/%s: %w", queue, partition, err)
-	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("append a segment to %q/%s: no such partition", queue, partition)
-	}
-	return nil
 }
 
 // QueryMinute is a streams query's cycles over a minute on one replica.

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/db/dbtest"
-	"github.com/regent-mq/regent/broker/segment"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -38,7 +37,7 @@ func TestPutQueueMinuteIsCountedAndForgetQueueMinuteTakesOnlyItsQueues(t *testin
 	q, other := b.Q("q"), b.Q("other")
 	at := time.Now().Add(-time.Hour).Truncate(time.Minute)
 	for _, queue := range []string{q, other} {
-		require.NoError(t, b.DB.PutQueueMinute(t.Context(), dbtest.QueueMinute{Tenant: b.Tenant, Queue: queue, Replica: "r", Minute: at.Add(20 * time.Second),
+		require.NoError(t, b.DB.PutQueueMinutes(t.Context(), dbtest.QueueMinute{Tenant: b.Tenant, Queue: queue, Replica: "r", Minute: at.Add(20 * time.Second),
 			PushMessages: 7, LagMaxMs: 3}))
 	}
 	pushed := func(queue string) float64 {
@@ -106,29 +105,13 @@ func TestTracesCountsTheTracesOfTheTenantsQueues(t *testing.T) {
 	require.Equal(t, dbtest.Traces{}, other)
 }
 
-func TestAppendSegmentStoresFramesAtTheNextOffset(t *testing.T) {
-	t.Parallel()
-	b := brokertest.Shared(t)
-	q := b.Q("q")
-	b.PushN(t, q, "p", 0, 1)
-	old := time.Now().Add(-3 * time.Hour)
-	frames := []segment.Frame{{ID: uuid.New(), TransactionID: "x", CreatedAt: old.UnixMicro(), Payload: []byte(`{"n": 1}`)},
-		{ID: uuid.New(), TransactionID: "y", CreatedAt: old.Add(time.Second).UnixMicro(), Payload: []byte(`{"n": 2}`)}}
-	require.NoError(t, b.DB.AppendSegment(t.Context(), b.Tenant, q, "p", frames))
-	require.Error(t, b.DB.AppendSegment(t.Context(), b.Tenant, q, "none", frames))
-	s := b.Stored(t, q)
-	require.Equal(t, 2, s.Segments)
-	require.EqualValues(t, 3, s.NextOffset)
-	require.Equal(t, []int{0, 1, 2}, b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/p?batch=10&autoAck=true").Ns())
-}
-
 func TestQueueMinutesAndQueryMinutesReadWhatWasPut(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Shared(t)
 	at := time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
 	put := dbtest.QueueMinute{Tenant: b.Tenant, Queue: b.Q("q"), Replica: "r", Minute: at.Add(30 * time.Second), PushRequests: 1, PushMessages: 2,
 		PopRequests: 3, PopMessages: 4, LagSumMs: 5, LagCount: 6, LagMaxMs: 7}
-	require.NoError(t, b.DB.PutQueueMinute(t.Context(), put))
+	require.NoError(t, b.DB.PutQueueMinutes(t.Context(), put))
 	minutes, err := b.DB.QueueMinutes(t.Context())
 	require.NoError(t, err)
 	i := slices.IndexFunc(minutes, func(m dbtest.QueueMinute) bool { return m.Queue == put.Queue })
