@@ -19,7 +19,7 @@ func TestLifetimeCountersSumEveryMinuteKeptOnceAndSettledMinutesAreRescannedHour
 	now := time.Now().Truncate(time.Minute).Add(30 * time.Second)
 	pushed := func(tenant string, ago time.Duration, n int64) {
 		t.Helper()
-		require.NoError(t, arrange.PutQueueMinute(t.Context(), dbtest.QueueMinute{Tenant: tenant, Queue: "q", Replica: "r1",
+		require.NoError(t, arrange.PutQueueMinutes(t.Context(), dbtest.QueueMinute{Tenant: tenant, Queue: "q", Replica: "r1",
 			Minute: now.Add(-ago), PushMessages: n, LagMaxMs: n}))
 	}
 	var l lifetimes

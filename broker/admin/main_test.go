@@ -28,7 +28,7 @@ func quietHotList(c *config.Config) { c.ReseedInterval = time.Hour }
 // shared one has: for a test that changes the whole broker (maintenance),
 // or reads or writes what is the database's rather than a tenant's
 // (replica samples, the retention sweep).
-func start(t *testing.T, opts ...brokertest.Option) *brokertest.Broker {
+func start(t testing.TB, opts ...brokertest.Option) *brokertest.Broker {
 	t.Helper()
 	return brokertest.Start(t, append([]brokertest.Option{quietHotList}, opts...)...)
 }

@@ -388,7 +388,7 @@ func TestMessagesListingReachesBackThroughOlderSegments(t *testing.T) {
 	pushTx(t, b, "q", "p", "now")
 	for _, age := range []time.Duration{10 * time.Minute, 3 * time.Hour, 48 * time.Hour} {
 		at := time.Now().Add(-age)
-		require.NoError(t, b.DB.AppendSegment(t.Context(), b.Tenant, "q", "p",
+		require.NoError(t, b.DB.AppendSegments(t.Context(), b.Tenant, "q", "p",
 			[]segment.Frame{{ID: uuid.New(), TransactionID: age.String(), CreatedAt: at.UnixMicro(), Payload: []byte("1")}}))
 	}
 	from := "from=" + url.QueryEscape(time.Now().Add(-72*time.Hour).Format(time.RFC3339))
