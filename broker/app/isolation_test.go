@@ -91,16 +91,31 @@ func TestTenantBCannotReadModifyAckLeasePopOrDetectTenantAsObjects(t *testing.T)
 	}
 	now := time.Now().UTC().Truncate(time.Minute)
 	window := "&from=" + now.Add(-time.Hour).Format(time.RFC3339) + "&to=" + now.Add(time.Hour).Format(time.RFC3339)
-	// The analytics probes below must meet A's counts: wait for their flush.
+	// The analytics probes below must meet A's counts: wait for their flush,
+	// the last seeded (the second pop, the cycle) included.
 	brokertest.Eventually(t, 10*time.Second, func() error {
-		var o struct {
+		var ops struct {
 			Series []struct {
 				PushMessages int `json:"pushMessages"`
+				PopMessages  int `json:"popMessages"`
 			} `json:"series"`
 		}
-		b.Do(t, "GET", "/api/v1/analytics/queue-ops?queue="+queueName+window, tokA, nil).JSON(t, &o)
-		if len(o.Series) == 0 || o.Series[0].PushMessages == 0 {
-			return fmt.Errorf("A's counters are not flushed yet: %+v", o)
+		b.Do(t, "GET", "/api/v1/analytics/queue-ops?queue="+queueName+window, tokA, nil).JSON(t, &ops)
+		var cycles struct {
+			Series []struct {
+				Cycles int `json:"cycles"`
+			} `json:"series"`
+		}
+		b.Do(t, "GET", "/api/v1/analytics/query-cycles?queryId="+a.queryID+window, tokA, nil).JSON(t, &cycles)
+		pushed, popped, cycled := 0, 0, 0
+		for _, s := range ops.Series {
+			pushed, popped = pushed+s.PushMessages, popped+s.PopMessages
+		}
+		for _, s := range cycles.Series {
+			cycled += s.Cycles
+		}
+		if pushed != 2 || popped != 2 || cycled != 1 {
+			return fmt.Errorf("A's counters are not all flushed yet: %d pushed, %d popped, %d cycles", pushed, popped, cycled)
 		}
 		return nil
 	})
