@@ -98,19 +98,20 @@ func TestAnIdleKeepAliveConnectionIsClosed(t *testing.T) {
 func TestALongPollParksForItsFullTimeoutWhateverTheReadTimeouts(t *testing.T) {
 	t.Parallel()
 	b := timeouts.Shared(t)
+	lp := b.Q("lp")
 	if r := b.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": []map[string]any{
-		{"queue": "lp", "payload": 1}}}); r.Status != http.StatusCreated {
+		{"queue": lp, "payload": 1}}}); r.Status != http.StatusCreated {
 		t.Fatalf("push = %d %s", r.Status, r.Body)
 	}
-	b.Do(t, "GET", "/api/v1/pop/queue/lp?autoAck=true", "", nil) // empties it
+	b.Do(t, "GET", "/api/v1/pop/queue/"+lp+"?autoAck=true", "", nil) // empties it
 	start := time.Now()
-	r := b.Do(t, "GET", "/api/v1/pop/queue/lp?wait=true&timeout=1500", "", nil)
+	r := b.Do(t, "GET", "/api/v1/pop/queue/"+lp+"?wait=true&timeout=1500", "", nil)
 	if took := time.Since(start); r.Status != http.StatusNoContent || took < 1400*time.Millisecond {
 		t.Fatalf("long-poll of 1.5s with 300ms read timeouts = %d %s after %v", r.Status, r.Body, took)
 	}
 	// A request with a body on the same broker still works after its wait.
 	if r := b.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": []map[string]any{
-		{"queue": "lp", "payload": 2}}}); r.Status != http.StatusCreated {
+		{"queue": lp, "payload": 2}}}); r.Status != http.StatusCreated {
 		t.Fatalf("push after the long-poll = %d %s", r.Status, r.Body)
 	}
 }

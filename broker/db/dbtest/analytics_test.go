@@ -84,7 +84,7 @@ func TestPutRetentionEventIsCountedByKind(t *testing.T) {
 
 func TestTracesCountsTheTracesOfTheTenantsQueues(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Shared(t) // with tenancy off its tenant is every test's, but only this test traces
+	b := tenants.Shared(t) // a tenant of its own
 	q := b.Q("q")
 	none, err := b.DB.Traces(t.Context(), b.Tenant)
 	require.NoError(t, err)
