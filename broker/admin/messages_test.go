@@ -16,14 +16,14 @@ import (
 )
 
 // pushTx pushes one message per transaction id to queue/partition, payload
-// {"n": i}.
-func pushTx(t *testing.T, b *brokertest.Broker, queue, partition string, txids ...string) {
+// {"n": i}, in one request, and returns the partition's id.
+func pushTx(t *testing.T, b *brokertest.Broker, queue, partition string, txids ...string) string {
 	t.Helper()
 	items := make([]map[string]any, len(txids))
 	for i, tx := range txids {
 		items[i] = map[string]any{"queue": queue, "partition": partition, "transactionId": tx, "payload": map[string]any{"n": i}}
 	}
-	b.Call(t, http.StatusCreated, "POST", "/api/v1/push", map[string]any{"items": items})
+	return b.Push(t, items...)[0]["partition_id"].(string)
 }
 
 type listing struct {

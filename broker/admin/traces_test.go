@@ -17,18 +17,6 @@ import (
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
-// pushed pushes one message per transaction id to queue/partition and
-// returns the partition's id.
-func pushed(t *testing.T, b *brokertest.Broker, queue, partition string, txids ...string) string {
-	t.Helper()
-	var items []map[string]any
-	for i, id := range txids {
-		items = append(items, map[string]any{"queue": queue, "partition": partition, "transactionId": id, "payload": map[string]any{"n": i}})
-	}
-	out := array(t, b.Call(t, http.StatusCreated, "POST", "/api/v1/push", map[string]any{"items": items}))
-	return out[0]["partition_id"].(string)
-}
-
 // traces counts the traces of b's tenant.
 func traces(t *testing.T, b *brokertest.Broker) dbtest.Traces {
 	t.Helper()
@@ -45,7 +33,7 @@ func trace(t *testing.T, b *brokertest.Broker, want int, body map[string]any) ma
 func TestATraceIsRecordedAgainstItsMessageAndReadOldestFirstWithSortedNames(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Shared(t)
-	pid := pushed(t, b, "orders", "Default", "inv-1", "inv-2")
+	pid := pushTx(t, b, "orders", "Default", "inv-1", "inv-2")
 	first := trace(t, b, http.StatusCreated, map[string]any{"transactionId": "inv-1", "partitionId": pid,
 		"consumerGroup": "billing", "eventType": "step", "data": map[string]any{"step": "charged"}, "traceNames": []string{"zeta", "acme", "acme"}})
 	require.Equal(t, true, first["success"])
@@ -80,7 +68,7 @@ func TestATraceIsRecordedAgainstItsMessageAndReadOldestFirstWithSortedNames(t *t
 func TestATraceNeedsItsMessageIdsAndDataAndAnUnknownMessageIs404(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Shared(t)
-	pid := pushed(t, b, "orders", "Default", "inv-1")
+	pid := pushTx(t, b, "orders", "Default", "inv-1")
 	for body, want := range map[string]string{
 		`{"partitionId": "` + pid + `", "data": {}}`:                                                   "transactionId and partitionId are required",
 		`{"transactionId": "inv-1", "data": {}}`:                                                       "transactionId and partitionId are required",
@@ -116,7 +104,7 @@ func TestATraceNeedsItsMessageIdsAndDataAndAnUnknownMessageIs404(t *testing.T) {
 func TestTracesByNamePagesOldestFirstWithTheirMessagesAndPayloads(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Shared(t)
-	pid := pushed(t, b, "orders", "p", "m0", "m1", "m2")
+	pid := pushTx(t, b, "orders", "p", "m0", "m1", "m2")
 	for _, tx := range []string{"m0", "m1", "m2", "m1"} {
 		trace(t, b, http.StatusCreated, map[string]any{"transactionId": tx, "partitionId": pid, "data": map[string]any{"tx": tx},
 			"traceNames": []string{"tenant acme", "other"}})
@@ -150,7 +138,7 @@ func TestTracesByNamePagesOldestFirstWithTheirMessagesAndPayloads(t *testing.T) 
 func TestTraceNamesCountTracesAndMessagesMostRecentlySeenFirst(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Shared(t)
-	pid := pushed(t, b, "orders", "Default", "m0", "m1")
+	pid := pushTx(t, b, "orders", "Default", "m0", "m1")
 	for _, x := range []struct{ tx, name string }{{"m0", "old"}, {"m0", "busy"}, {"m1", "busy"}, {"m1", "busy"}} {
 		trace(t, b, http.StatusCreated, map[string]any{"transactionId": x.tx, "partitionId": pid, "data": 1, "traceNames": x.name})
 	}
@@ -181,9 +169,9 @@ func TestTraceNamesCountTracesAndMessagesMostRecentlySeenFirst(t *testing.T) {
 func TestTracesGoWithTheirMessagesSegmentAndWithTheirQueue(t *testing.T) {
 	t.Parallel()
 	b := start(t) // the retention sweep is the database's: it would sweep what other tests arranged
-	gone := pushed(t, b, "aged", "Default", "m0")
-	kept := pushed(t, b, "kept", "Default", "m0")
-	deleted := pushed(t, b, "deleted", "Default", "m0")
+	gone := pushTx(t, b, "aged", "Default", "m0")
+	kept := pushTx(t, b, "kept", "Default", "m0")
+	deleted := pushTx(t, b, "deleted", "Default", "m0")
 	for _, pid := range []string{gone, kept, deleted} {
 		trace(t, b, http.StatusCreated, map[string]any{"transactionId": "m0", "partitionId": pid, "data": 1, "traceNames": "n"})
 	}
@@ -212,8 +200,8 @@ func sweepTraces(t *testing.T, b *brokertest.Broker) (int64, error) {
 func TestATraceFindsItsMessageInTheGroupsBatchOrAnywhereInThePartition(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Shared(t)
-	pid := pushed(t, b, "orders", "Default", "m0", "m1")
-	pushed(t, b, "orders", "Default", "m2", "m3")
+	pid := pushTx(t, b, "orders", "Default", "m0", "m1")
+	pushTx(t, b, "orders", "Default", "m2", "m3")
 	p := b.Pop(t, "/api/v1/pop/queue/orders?batch=1&consumerGroup=g")
 	require.Len(t, p.Messages, 1)
 	p = b.Pop(t, "/api/v1/pop/queue/orders?batch=2&consumerGroup=h&subscriptionFrom=1970-01-01T00:00:00Z")
@@ -236,7 +224,7 @@ func TestATraceFindsItsMessageInTheGroupsBatchOrAnywhereInThePartition(t *testin
 func TestDeletingAMessageDeletesItsTraces(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Shared(t)
-	pid := pushed(t, b, "orders", "Default", "inv-1", "inv-2")
+	pid := pushTx(t, b, "orders", "Default", "inv-1", "inv-2")
 	for _, tx := range []string{"inv-1", "inv-2"} {
 		trace(t, b, http.StatusCreated, map[string]any{"transactionId": tx, "partitionId": pid, "data": 1, "traceNames": "n"})
 	}
