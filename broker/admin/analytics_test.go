@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -90,7 +91,7 @@ func opsUntil(t *testing.T, b *brokertest.Broker, query string, done func(queueO
 
 func TestQueueOpsCountsPushesPopsAcksEmptyPopsAndTransactionsPerQueue(t *testing.T) {
 	t.Parallel()
-	b := start(t, fastFlush("r1"))
+	b := brokertest.Shared(t)
 	b.PushN(t, "orders", "a", 0, 3)
 	b.PushN(t, "orders", "b", 0, 2)
 	b.PushN(t, "other", "Default", 0, 1)
@@ -130,10 +131,19 @@ func TestQueueOpsCountsPushesPopsAcksEmptyPopsAndTransactionsPerQueue(t *testing
 	}
 }
 
-func TestCountersFlushedByTwoBrokersOnOneDatabaseAddUp(t *testing.T) {
+// TestTwoReplicasOnOneDatabase starts the package's only brokers of their
+// own: what replicas sample of themselves is the database's, not a
+// tenant's, and its subtests age and forget it.
+func TestTwoReplicasOnOneDatabase(t *testing.T) {
 	t.Parallel()
 	one := start(t, fastFlush("replica-1"))
-	two := brokertest.StartOn(t, one.DatabaseURL, fastFlush("replica-2"), func(c *config.Config) { c.ReseedInterval = time.Hour })
+	two := brokertest.StartOn(t, one.DatabaseURL, fastFlush("replica-2"), quietHotList)
+	t.Run("CountersFlushedByBothAddUp", func(t *testing.T) { countersFlushedByTwoBrokersAddUp(t, one, two) })
+	t.Run("StatusWorkersAreTheReplicasSampledInTheLastTwoMinutes", func(t *testing.T) { statusWorkersAreTheReplicasSampled(t, one, two) })
+	t.Run("StatusWorkersHoldTheAnsweringReplicaBeforeItsFirstSample", func(t *testing.T) { statusWorkersHoldTheAnsweringReplica(t, one) })
+}
+
+func countersFlushedByTwoBrokersAddUp(t *testing.T, one, two *brokertest.Broker) {
 	for i := range 3 {
 		one.PushN(t, "orders", "Default", i, 2)
 		two.PushN(t, "orders", "Default", 10+i, 1)
@@ -158,7 +168,7 @@ func TestCountersFlushedByTwoBrokersOnOneDatabaseAddUp(t *testing.T) {
 
 func TestParkedLongPollsAreAveragedPerQueueAndReplica(t *testing.T) {
 	t.Parallel()
-	b := start(t, fastFlush("parker"))
+	b := brokertest.Shared(t)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -186,19 +196,19 @@ func TestParkedLongPollsAreAveragedPerQueueAndReplica(t *testing.T) {
 	var sum float64
 	for _, s := range got.Series {
 		require.Equal(t, "idle", s.QueueName)
-		require.Equal(t, "parker", s.Hostname)
+		require.Equal(t, shared, s.Hostname)
 		sum += s.ParkedCount
 	}
 	// One poll parked for 2.5 s: two or three one-second samples of a minute.
 	require.InDelta(t, 2.5/60, sum, 0.03)
-	require.Equal(t, []map[string]any{{"hostname": "parker", "workerId": 0.0}}, got.Replicas)
+	require.Equal(t, []map[string]any{{"hostname": shared, "workerId": 0.0}}, got.Replicas)
 	o := opsUntil(t, b, lastHour(), func(o queueOps) bool { return o.totals("idle").PopEmpty == 1 })
 	require.EqualValues(t, 1, o.totals("idle").PopEmpty, "a wait that timed out is an empty pop")
 }
 
 func TestQueueLagIsABareArrayOfPerMinuteRowsNewestFirst(t *testing.T) {
 	t.Parallel()
-	b := start(t, fastFlush("r1"))
+	b := brokertest.Shared(t)
 	b.PushN(t, "lagged", "Default", 0, 2)
 	b.Age(t, "lagged", 120*time.Millisecond)
 	b.Pop(t, "/api/v1/pop/queue/lagged?batch=2&autoAck=true")
@@ -222,7 +232,7 @@ func TestQueueLagIsABareArrayOfPerMinuteRowsNewestFirst(t *testing.T) {
 
 func TestBucketWidthFollowsTheLengthOfTheRange(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	to := time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
 	for span, want := range map[time.Duration]float64{
 		time.Hour: 1, 6 * time.Hour: 5, 24 * time.Hour: 15, 7 * 24 * time.Hour: 60, 8 * 24 * time.Hour: 360,
@@ -237,7 +247,7 @@ func TestBucketWidthFollowsTheLengthOfTheRange(t *testing.T) {
 
 func TestEveryAnalyticsRouteRefusesABadTimeWithA400(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	routes := []string{"/api/v1/status/analytics", "/api/v1/analytics/queue-lag", "/api/v1/analytics/queue-ops",
 		"/api/v1/analytics/queue-parked-replicas", "/api/v1/analytics/retention", "/api/v1/analytics/system-metrics",
 		"/api/v1/analytics/worker-metrics"}
@@ -258,7 +268,7 @@ func TestEveryAnalyticsRouteRefusesABadTimeWithA400(t *testing.T) {
 
 func TestStatusAnalyticsCountsStoredMessagesPerBucketAscendingAndZeroFilled(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	b.PushN(t, "stored", "Default", 0, 3)
 	b.PushN(t, "stored", "Default", 3, 2)
 	b.PushN(t, "elsewhere", "Default", 0, 4)
@@ -296,14 +306,13 @@ func TestStatusAnalyticsCountsStoredMessagesPerBucketAscendingAndZeroFilled(t *t
 
 func TestRetentionSeriesSumsEachKindOfEventPerBucket(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	at := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Minute)
 	for _, e := range []struct {
 		tenant, queue, kind string
-		n                   int
-	}{{b.Tenant, "q", "retention", 5}, {b.Tenant, "q", "completed_retention", 2}, {b.Tenant, "r", "eviction", 1}, {"someone-else", "q", "retention", 100}} {
-		b.Count(t, `WITH i AS (INSERT INTO queen.retention_events (tenant, at, queue, partition_id, kind, messages)
-			VALUES ($1, $2, $3, gen_random_uuid(), $4, $5) RETURNING 1) SELECT count(*) FROM i`, e.tenant, at, e.queue, e.kind, e.n)
+		n                   int64
+	}{{b.Tenant, "q", "retention", 5}, {b.Tenant, "q", "completed_retention", 2}, {b.Tenant, "r", "eviction", 1}, {b.Tenant + "-else", "q", "retention", 100}} {
+		require.NoError(t, b.DB.PutRetentionEvent(t.Context(), dbtest.RetentionEvent{Tenant: e.tenant, Queue: e.queue, Kind: e.kind, At: at, Messages: e.n}))
 	}
 	var got struct {
 		Series []map[string]any `json:"series"`
@@ -321,7 +330,7 @@ func TestRetentionSeriesSumsEachKindOfEventPerBucket(t *testing.T) {
 
 func TestSystemMetricsReportsEachReplicasSamplesInQueensShape(t *testing.T) {
 	t.Parallel()
-	b := start(t, fastFlush("sampled"))
+	b := brokertest.Shared(t)
 	var got struct {
 		Replicas []struct {
 			Hostname   string `json:"hostname"`
@@ -342,10 +351,12 @@ func TestSystemMetricsReportsEachReplicasSamplesInQueensShape(t *testing.T) {
 	})
 	require.Equal(t, 1, got.ReplicaCount)
 	r := got.Replicas[0]
-	require.Equal(t, "sampled", r.Hostname)
-	// Samples taken across a minute's end make two buckets.
+	require.Equal(t, shared, r.Hostname)
 	require.NotEmpty(t, r.TimeSeries)
-	require.LessOrEqual(t, len(r.TimeSeries), 2)
+	for _, s := range r.TimeSeries {
+		// The sample taken at start and the minute's: never one per flush.
+		require.LessOrEqual(t, s.SampleCount, 2, s.Timestamp)
+	}
 	m := r.TimeSeries[len(r.TimeSeries)-1].Metrics
 	require.Greater(t, m["memory"]["rss_bytes"]["last"], float64(1<<20))
 	require.GreaterOrEqual(t, m["memory"]["virtual_bytes"]["max"], m["memory"]["rss_bytes"]["max"])
@@ -361,7 +372,7 @@ func TestSystemMetricsReportsEachReplicasSamplesInQueensShape(t *testing.T) {
 
 func TestPostgresStatsCoversTheBrokerSchemasOnly(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	b.PushN(t, "q", "Default", 0, 1)
 	got := b.Call(t, http.StatusOK, "GET", "/api/v1/analytics/postgres-stats", nil).Map(t)
 	for _, k := range []string{"timestamp", "database", "databaseCache", "tableCache", "indexCache", "cacheSummary",

@@ -27,7 +27,7 @@ func TestSeekNeverMovesACursorBelowThePartitionsFloor(t *testing.T) {
 // Nor do the counts, listings and lookups of the messages below it.
 func TestNothingBelowAPartitionsFloorIsCountedListedOrFound(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	pushTx(t, b, "q", "p", "a", "b", "c", "d") // one segment
 	b.RaiseFloor(t, "q", 2)
 	pid := partitionID(t, b, "q", "p")

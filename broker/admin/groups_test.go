@@ -13,7 +13,7 @@ import (
 
 func TestConsumerGroupsListIsABareArrayOfGroupQueuePairsSortedByGroupThenQueue(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	b.PushN(t, "q1", "a", 0, 3)
 	b.PushN(t, "q1", "b", 10, 2)
 	b.PushN(t, "q2", "Default", 20, 1)
@@ -51,7 +51,7 @@ func TestConsumerGroupsListIsABareArrayOfGroupQueuePairsSortedByGroupThenQueue(t
 
 func TestConsumerGroupsLaggingListsCursorsOlderThanMinLagSeconds(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	b.PushN(t, "q", "a", 0, 3)
 	b.PushN(t, "q", "b", 0, 1)
 	p := b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=1&consumerGroup=g")
@@ -83,7 +83,7 @@ func TestConsumerGroupsLaggingListsCursorsOlderThanMinLagSeconds(t *testing.T) {
 
 func TestConsumerGroupDescribeIsKeyedByQueueAndAnUnknownGroupIsEmpty(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	b.PushN(t, "q", "b", 0, 2)
 	b.PushN(t, "q", "a", 0, 1)
 	b.Pop(t, "/api/v1/pop/queue/q/partition/b?batch=1&autoAck=true&consumerGroup=g")
@@ -113,7 +113,7 @@ func TestConsumerGroupDescribeIsKeyedByQueueAndAnUnknownGroupIsEmpty(t *testing.
 
 func TestDeleteConsumerGroupDropsItsCursorsLeasesAndSubscriptions(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	b.PushN(t, "q", "Default", 0, 2)
 	b.PushN(t, "r", "Default", 0, 1)
 	p := b.Pop(t, "/api/v1/pop/queue/q?batch=1&consumerGroup=g&subscriptionFrom=1970-01-01T00:00:00Z")
@@ -136,7 +136,7 @@ func TestDeleteConsumerGroupDropsItsCursorsLeasesAndSubscriptions(t *testing.T) 
 
 func TestDeleteConsumerGroupWithoutMetadataKeepsWhereItsSubscriptionStarts(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	b.PushN(t, "q", "Default", 0, 2)
 	b.Pop(t, "/api/v1/pop/queue/q?batch=5&consumerGroup=g&subscriptionMode=new")
 	b.PushN(t, "q", "Default", 2, 1)
@@ -149,7 +149,7 @@ func TestDeleteConsumerGroupWithoutMetadataKeepsWhereItsSubscriptionStarts(t *te
 
 func TestDeleteConsumerGroupOnOneQueueLeavesItsOtherQueues(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	b.PushN(t, "q", "Default", 0, 1)
 	b.PushN(t, "r", "Default", 0, 1)
 	b.Pop(t, "/api/v1/pop/queue/q?autoAck=true&consumerGroup=g")
@@ -163,7 +163,7 @@ func TestDeleteConsumerGroupOnOneQueueLeavesItsOtherQueues(t *testing.T) {
 
 func TestSeekToEndSkipsEverythingPendingAndVoidsTheLease(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	b.PushN(t, "q", "a", 0, 3)
 	b.PushN(t, "q", "empty", 0, 1)
 	b.Pop(t, "/api/v1/pop/queue/q/partition/empty?autoAck=true&consumerGroup=g")
@@ -197,13 +197,14 @@ func TestSeekToEndSkipsEverythingPendingAndVoidsTheLease(t *testing.T) {
 
 func TestSeekToATimeResumesWithTheFirstMessageAfterItAndIsPoppedAtOnce(t *testing.T) {
 	t.Parallel()
-	b := start(t) // the hot list is never reseeded: only the seek's announcement brings the pop back
+	b := brokertest.Shared(t)
+	// The hot list is never reseeded: only the seek's announcement brings
+	// the pop back.
 	b.PushN(t, "q", "Default", 0, 2)
-	// A time strictly between two pushes' creation times: only the clock
-	// passing gives one.
-	time.Sleep(5 * time.Millisecond)
-	at := time.Now().UTC()
-	time.Sleep(5 * time.Millisecond)
+	// A time strictly between two pushes' creation times: the first two
+	// made 10 ms older, 5 ms ago lies after them and before the next push.
+	b.Age(t, "q", 10*time.Millisecond)
+	at := time.Now().UTC().Add(-5 * time.Millisecond)
 	b.PushN(t, "q", "Default", 2, 2)
 	b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true&consumerGroup=g")
 	b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true")
@@ -299,7 +300,7 @@ func TestSeekRefusesABodyWithNeitherUsableForm(t *testing.T) {
 
 func TestPartitionSeekMovesOnePartitionToItsEndAndTakesNoBody(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	b.PushN(t, "q", "a", 0, 3)
 	b.PushN(t, "q", "b", 0, 1)
 	b.Pop(t, "/api/v1/pop/queue/q/partition/a?batch=1&autoAck=true&consumerGroup=g")
@@ -338,7 +339,7 @@ func TestPartitionSeekOfAnUnknownQueueOrPartitionIs404(t *testing.T) {
 
 func TestSubscriptionRouteMovesTheStartOfPartitionsTheGroupHasNotReached(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	b.PushN(t, "q", "a", 0, 1)
 	b.Pop(t, "/api/v1/pop/queue/q/partition/a?autoAck=true&consumerGroup=g&subscriptionMode=new")
 	b.Pop(t, "/api/v1/pop/queue/q/partition/a?autoAck=true&consumerGroup=all")

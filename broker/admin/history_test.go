@@ -1,7 +1,6 @@
 package admin_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -11,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -33,7 +33,7 @@ func span(from, to time.Time) string {
 
 func TestGroupLagHistoryIsEachGroupsLargestSampleOfABucket(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	t0 := time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
 	for _, s := range []struct {
 		queue, group string
@@ -44,9 +44,8 @@ func TestGroupLagHistoryIsEachGroupsLargestSampleOfABucket(t *testing.T) {
 		{"orders", "billing", 0, 10, 5}, {"orders", "billing", 3, 40, 65.5}, {"orders", "billing", 7, 2, 1},
 		{"orders", "audit", 1, 7, 12}, {"other", "billing", 0, 999, 999},
 	} {
-		_, err := b.Pool.Exec(context.Background(), `INSERT INTO queen.group_minutes (tenant, queue, consumer_group, minute, lag, lag_seconds)
-			VALUES ($1, $2, $3, $4, $5, $6)`, b.Tenant, s.queue, s.group, t0.Add(time.Duration(s.minute)*time.Minute), s.lag, s.age)
-		require.NoError(t, err)
+		require.NoError(t, b.DB.PutGroupMinute(t.Context(), dbtest.GroupMinute{Tenant: b.Tenant, Queue: s.queue, Group: s.group,
+			Minute: t0.Add(time.Duration(s.minute) * time.Minute), Lag: s.lag, LagSeconds: s.age}))
 	}
 	var h lagHistory
 	// Six hours: buckets of 5 minutes.
@@ -80,11 +79,8 @@ type cycleHistory struct {
 
 func TestQueryCyclesHistoryCountsCommittedAndRefusedCycles(t *testing.T) {
 	t.Parallel()
-	b := start(t, fastFlush("r1"))
-	// In secure mode the tenant registers queries under a grant.
-	_, err := b.Pool.Exec(context.Background(), `INSERT INTO queen_streams.quota (tenant, enabled) VALUES ($1, true)
-		ON CONFLICT (tenant) DO NOTHING`, b.Tenant)
-	require.NoError(t, err)
+	b := brokertest.Shared(t)
+	b.Grant(t, b.Tenant, nil) // a tenant registers queries under a grant
 	var reg struct {
 		QueryID string `json:"query_id"`
 	}
@@ -130,7 +126,7 @@ func TestQueryCyclesHistoryCountsCommittedAndRefusedCycles(t *testing.T) {
 
 func TestHistoryRoutesAnswer400ForABadQueueQueryIdOrWindow(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	for _, path := range []string{
 		"/api/v1/analytics/group-lag",
 		"/api/v1/analytics/group-lag?queue=q&from=2026-05-06T12:00:00Z&to=2026-05-06T11:00:00Z",

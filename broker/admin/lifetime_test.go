@@ -8,19 +8,19 @@ import (
 
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
 func TestLifetimeCountersSumEveryMinuteKeptOnceAndSettledMinutesAreRescannedHourly(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.New(t)
-	st := db.New(pool)
+	st, arrange := db.New(pool), dbtest.New(pool)
 	now := time.Now().Truncate(time.Minute).Add(30 * time.Second)
 	pushed := func(tenant string, ago time.Duration, n int64) {
 		t.Helper()
-		_, err := pool.Exec(t.Context(), `INSERT INTO queen.queue_minutes (tenant, minute, queue, replica, push_messages, lag_max_ms)
-			VALUES ($1, date_trunc('minute', $2::timestamptz), 'q', 'r1', $3, $3)`, tenant, now.Add(-ago), n)
-		require.NoError(t, err)
+		require.NoError(t, arrange.PutQueueMinutes(t.Context(), dbtest.QueueMinute{Tenant: tenant, Queue: "q", Replica: "r1",
+			Minute: now.Add(-ago), PushMessages: n, LagMaxMs: n}))
 	}
 	var l lifetimes
 	total := func(at time.Time) int64 {
@@ -47,8 +47,7 @@ func TestLifetimeCountersSumEveryMinuteKeptOnceAndSettledMinutesAreRescannedHour
 	require.EqualValues(t, 1111, total(now.Add(10*time.Minute)))
 	require.EqualValues(t, 11111, total(now.Add(rescanEvery)), "the rescan")
 	// The rescan also drops what the retention sweep deleted.
-	_, err = pool.Exec(t.Context(), `DELETE FROM queen.queue_minutes WHERE push_messages = 1`)
-	require.NoError(t, err)
+	require.NoError(t, arrange.ForgetQueueMinute(t.Context(), "acme", "q", now.Add(-80*24*time.Hour)))
 	require.EqualValues(t, 11111, total(now.Add(rescanEvery+time.Minute)))
 	require.EqualValues(t, 11110, total(now.Add(2*rescanEvery)))
 }

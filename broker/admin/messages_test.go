@@ -16,14 +16,14 @@ import (
 )
 
 // pushTx pushes one message per transaction id to queue/partition, payload
-// {"n": i}.
-func pushTx(t *testing.T, b *brokertest.Broker, queue, partition string, txids ...string) {
+// {"n": i}, in one request, and returns the partition's id.
+func pushTx(t *testing.T, b *brokertest.Broker, queue, partition string, txids ...string) string {
 	t.Helper()
 	items := make([]map[string]any, len(txids))
 	for i, tx := range txids {
 		items[i] = map[string]any{"queue": queue, "partition": partition, "transactionId": tx, "payload": map[string]any{"n": i}}
 	}
-	b.Call(t, http.StatusCreated, "POST", "/api/v1/push", map[string]any{"items": items})
+	return b.Push(t, items...)[0]["partition_id"].(string)
 }
 
 type listing struct {
@@ -48,7 +48,7 @@ func txids(ms []map[string]any) []string {
 
 func TestMessagesListsTheLastHourNewestFirstWithEveryFieldAndNoPayload(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "orders", "namespace": "shop", "task": "bill",
 		"options": map[string]any{"priority": 7}})
 	pushTx(t, b, "orders", "p1", "a")
@@ -74,7 +74,7 @@ func TestMessagesListsTheLastHourNewestFirstWithEveryFieldAndNoPayload(t *testin
 
 func TestMessagesFilterByQueuePartitionNamespaceAndTask(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q1", "namespace": "n1", "task": "t1"})
 	pushTx(t, b, "q1", "a", "1a")
 	pushTx(t, b, "q1", "b", "1b")
@@ -89,7 +89,7 @@ func TestMessagesFilterByQueuePartitionNamespaceAndTask(t *testing.T) {
 
 func TestMessagesOutsideTheWindowAreNotListed(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	pushTx(t, b, "q", "p", "x")
 	later := url.QueryEscape(time.Now().Add(time.Hour).Format(time.RFC3339))
 	require.Empty(t, list(t, b, "from="+later).Messages)
@@ -111,7 +111,7 @@ func TestMessagesWithAnUnparsableFromOrToAre400(t *testing.T) {
 
 func TestMessagesPageWithLimitAndOffsetAndABadIntegerIsTheDefault(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	var all []string
 	for i := range 5 {
 		tx := fmt.Sprint("m", i)
@@ -124,7 +124,7 @@ func TestMessagesPageWithLimitAndOffsetAndABadIntegerIsTheDefault(t *testing.T) 
 
 func TestMessagesListingReadsPastAChunkOfSegments(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	// 40 partitions of one segment each: more than one chunk of 32.
 	for i := range 40 {
 		pushTx(t, b, "q", fmt.Sprint("p", i), fmt.Sprint("t", i))
@@ -138,7 +138,7 @@ func TestMessagesListingReadsPastAChunkOfSegments(t *testing.T) {
 
 func TestMessageStatusComesFromTheQueueModeCursorAndDeadLetters(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	pushTx(t, b, "q", "p", "done", "dead", "leased", "waiting")
 	p := b.Pop(t, "/api/v1/pop/queue/q?batch=1")
 	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "done", "partitionId": p.PartitionID, "leaseId": p.LeaseID})
@@ -236,7 +236,7 @@ func TestMessageDetailOfADeadLetterCarriesItsErrorAndRetryCount(t *testing.T) {
 func TestMessageDetailOpensASealedPayload(t *testing.T) {
 	t.Parallel()
 	key, _ := brokertest.KeyFile(t)
-	b := start(t, func(c *config.Config) { c.EncryptionKey = key })
+	b := start(t, func(c *config.Config) { c.EncryptionKey = key }) // the shared broker has no key
 	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q", "options": map[string]any{"encryptionEnabled": true}})
 	pushTx(t, b, "q", "p", "x")
 	pid := partitionID(t, b, "q", "p")
@@ -247,9 +247,8 @@ func TestMessageDetailOpensASealedPayload(t *testing.T) {
 
 func partitionID(t *testing.T, b *brokertest.Broker, queue, partition string) string {
 	t.Helper()
-	var id string
-	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT p.id::text FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-		WHERE q.tenant = $1 AND q.name = $2 AND p.name = $3`, b.Tenant, queue, partition).Scan(&id))
+	id, ok := b.Stored(t, queue).Partitions[partition]
+	require.True(t, ok, "no partition %s of %s", partition, queue)
 	return id
 }
 
@@ -290,7 +289,7 @@ func deleteMessage(t *testing.T, b *brokertest.Broker, pid, tx string) map[strin
 
 func TestADeletedMessageIsGoneFromLookupsListingsAndPops(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	pushTx(t, b, "q", "p", "a", "b", "c")
 	pid := partitionID(t, b, "q", "p")
 	require.Equal(t, map[string]any{"success": true, "partitionId": pid, "transactionId": "b",
@@ -312,7 +311,7 @@ func TestADeletedMessageIsGoneFromLookupsListingsAndPops(t *testing.T) {
 
 func TestDeletingAMessageRemovesItsDeadLettersAndFreesItsTransactionId(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	pushTx(t, b, "q", "p", "x")
 	p := b.Pop(t, "/api/v1/pop/queue/q?batch=1")
 	b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": "x", "partitionId": p.PartitionID,
@@ -342,7 +341,7 @@ func TestDeletingAMissingMessageAnswers200WithSuccessFalse(t *testing.T) {
 
 func TestAckingADeletedMessageOfALeasedBatchIsMessageNotFoundAndTheCursorStays(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	pushTx(t, b, "q", "p", "a", "b", "c")
 	p := b.Pop(t, "/api/v1/pop/queue/q?batch=3")
 	ns := p.Ns()
@@ -352,16 +351,16 @@ func TestAckingADeletedMessageOfALeasedBatchIsMessageNotFoundAndTheCursorStays(t
 		"partitionId": p.PartitionID, "leaseId": p.LeaseID}))
 	require.Equal(t, false, acks[0]["success"])
 	require.Equal(t, "Message not found", acks[0]["error"])
-	require.Equal(t, 0, b.Count(t, `SELECT committed FROM queen.cursors`))
+	require.Zero(t, b.Cursor(t, "q").Committed)
 	for _, tx := range []string{"b", "c"} {
 		b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": tx, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
 	}
-	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`), "acking the rest released the batch")
+	require.Nil(t, b.Cursor(t, "q").LeaseID, "acking the rest released the batch")
 }
 
 func TestABatchEndsAtItsLastMessageThatWasNotDeleted(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	pushTx(t, b, "q", "p", "a", "b", "c")
 	pid := partitionID(t, b, "q", "p")
 	deleteMessage(t, b, pid, "c")
@@ -371,8 +370,7 @@ func TestABatchEndsAtItsLastMessageThatWasNotDeleted(t *testing.T) {
 	for _, tx := range []string{"a", "b"} {
 		b.Call(t, http.StatusOK, "POST", "/api/v1/ack", map[string]any{"transactionId": tx, "partitionId": p.PartitionID, "leaseId": p.LeaseID})
 	}
-	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`),
-		"acking what was delivered releases the lease")
+	require.Nil(t, b.Cursor(t, "q").LeaseID, "acking what was delivered releases the lease")
 
 	// A batch of nothing but deleted messages is passed over at once.
 	pushTx(t, b, "q", "p", "d")
@@ -386,17 +384,12 @@ func TestABatchEndsAtItsLastMessageThatWasNotDeleted(t *testing.T) {
 
 func TestMessagesListingReachesBackThroughOlderSegments(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	pushTx(t, b, "q", "p", "now")
-	pid := partitionID(t, b, "q", "p")
-	for i, age := range []time.Duration{10 * time.Minute, 3 * time.Hour, 48 * time.Hour} {
+	for _, age := range []time.Duration{10 * time.Minute, 3 * time.Hour, 48 * time.Hour} {
 		at := time.Now().Add(-age)
-		body, sum := segment.Encode(nil, []segment.Frame{{ID: uuid.New(), TransactionID: age.String(), CreatedAt: at.UnixMicro(), Payload: []byte("1")}})
-		_, err := b.Pool.Exec(t.Context(), `INSERT INTO queen.log_segments (partition_id, base_offset, frame_count, body, checksum, txids, min_created_at, max_created_at)
-			VALUES ($1, $2, 1, $3, $4, ARRAY[$5], $6, $6)`, pid, i+1, body, int64(sum), age.String(), at)
-		require.NoError(t, err)
-		_, err = b.Pool.Exec(t.Context(), `UPDATE queen.partitions SET next_offset = $2 WHERE id = $1`, pid, i+2)
-		require.NoError(t, err)
+		require.NoError(t, b.DB.AppendSegments(t.Context(), b.Tenant, "q", "p",
+			[]segment.Frame{{ID: uuid.New(), TransactionID: age.String(), CreatedAt: at.UnixMicro(), Payload: []byte("1")}}))
 	}
 	from := "from=" + url.QueryEscape(time.Now().Add(-72*time.Hour).Format(time.RFC3339))
 	require.Equal(t, []string{"now", "10m0s", "3h0m0s", "48h0m0s"}, txids(list(t, b, from).Messages))
@@ -408,7 +401,7 @@ func TestMessagesListingReachesBackThroughOlderSegments(t *testing.T) {
 
 func TestMessagesToIsRoundedUpToTheEndOfItsMinute(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := brokertest.Shared(t)
 	pushTx(t, b, "q", "p", "x")
 	at, err := time.Parse(time.RFC3339Nano, list(t, b, "").Messages[0]["createdAt"].(string))
 	require.NoError(t, err)

@@ -15,9 +15,9 @@ import (
 // counted sets up queue q: partition a with 5 messages, of which the queue
 // mode acked 1, holds 2 under a live lease and dead-lettered none; partition
 // b with 2 messages and no cursor; and a dead letter in c.
-func counted(t *testing.T, opts ...brokertest.Option) *brokertest.Broker {
+func counted(t *testing.T) *brokertest.Broker {
 	t.Helper()
-	b := start(t, opts...)
+	b := brokertest.Shared(t)
 	b.PushN(t, "q", "a", 0, 5)
 	b.PushN(t, "q", "b", 0, 2)
 	pushTx(t, b, "q", "c", "poison")
@@ -142,7 +142,7 @@ func TestNamespacesAndTasksListTheNonEmptyValuesSortedWithTheirCounts(t *testing
 
 func TestOverviewCountsRowsDistinctValuesAndLifetimeMessages(t *testing.T) {
 	t.Parallel()
-	b := counted(t, fastFlush("r1"))
+	b := counted(t)
 	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q", "namespace": "n", "task": "t"})
 	m := deadLettered(t, b, "/api/v1/resources/overview")
 	require.EqualValues(t, 1, m["queues"])
@@ -231,7 +231,7 @@ func TestStatusLaysOutBucketsByTheRangeNewestFirst(t *testing.T) {
 
 func TestStatusCountsQueuesLeasesAndDeadLetters(t *testing.T) {
 	t.Parallel()
-	b := counted(t, fastFlush("r1"))
+	b := counted(t)
 	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "empty"})
 	m := deadLettered(t, b, "/api/v1/status")
 	queues := m["queues"].([]any)

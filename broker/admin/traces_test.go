@@ -12,20 +12,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/broker/retention"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
-// pushed pushes one message per transaction id to queue/partition and
-// returns the partition's id.
-func pushed(t *testing.T, b *brokertest.Broker, queue, partition string, txids ...string) string {
+// traces counts the traces of b's tenant.
+func traces(t *testing.T, b *brokertest.Broker) dbtest.Traces {
 	t.Helper()
-	var items []map[string]any
-	for i, id := range txids {
-		items = append(items, map[string]any{"queue": queue, "partition": partition, "transactionId": id, "payload": map[string]any{"n": i}})
-	}
-	out := array(t, b.Call(t, http.StatusCreated, "POST", "/api/v1/push", map[string]any{"items": items}))
-	return out[0]["partition_id"].(string)
+	n, err := b.DB.Traces(t.Context(), b.Tenant)
+	require.NoError(t, err)
+	return n
 }
 
 func trace(t *testing.T, b *brokertest.Broker, want int, body map[string]any) map[string]any {
@@ -35,8 +32,8 @@ func trace(t *testing.T, b *brokertest.Broker, want int, body map[string]any) ma
 
 func TestATraceIsRecordedAgainstItsMessageAndReadOldestFirstWithSortedNames(t *testing.T) {
 	t.Parallel()
-	b := start(t, fastFlush("replica-7"))
-	pid := pushed(t, b, "orders", "Default", "inv-1", "inv-2")
+	b := brokertest.Shared(t)
+	pid := pushTx(t, b, "orders", "Default", "inv-1", "inv-2")
 	first := trace(t, b, http.StatusCreated, map[string]any{"transactionId": "inv-1", "partitionId": pid,
 		"consumerGroup": "billing", "eventType": "step", "data": map[string]any{"step": "charged"}, "traceNames": []string{"zeta", "acme", "acme"}})
 	require.Equal(t, true, first["success"])
@@ -55,7 +52,7 @@ func TestATraceIsRecordedAgainstItsMessageAndReadOldestFirstWithSortedNames(t *t
 	require.Equal(t, "step", a["event_type"])
 	require.Equal(t, map[string]any{"step": "charged"}, a["data"])
 	require.Equal(t, "billing", a["consumer_group"])
-	require.Equal(t, "replica-7", a["worker_id"], "the replica's name")
+	require.Equal(t, shared, a["worker_id"], "the replica's name")
 	require.Equal(t, []any{"acme", "zeta"}, a["trace_names"], "sorted, each once")
 	require.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`, a["created_at"])
 	require.Equal(t, second["traceId"], c["id"])
@@ -70,8 +67,8 @@ func TestATraceIsRecordedAgainstItsMessageAndReadOldestFirstWithSortedNames(t *t
 
 func TestATraceNeedsItsMessageIdsAndDataAndAnUnknownMessageIs404(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	pid := pushed(t, b, "orders", "Default", "inv-1")
+	b := brokertest.Shared(t)
+	pid := pushTx(t, b, "orders", "Default", "inv-1")
 	for body, want := range map[string]string{
 		`{"partitionId": "` + pid + `", "data": {}}`:                                                   "transactionId and partitionId are required",
 		`{"transactionId": "inv-1", "data": {}}`:                                                       "transactionId and partitionId are required",
@@ -97,7 +94,7 @@ func TestATraceNeedsItsMessageIdsAndDataAndAnUnknownMessageIs404(t *testing.T) {
 	r = b.Call(t, http.StatusNotFound, "POST", "/api/v1/traces", map[string]any{"transactionId": "inv-1",
 		"partitionId": "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f", "data": map[string]any{}})
 	require.JSONEq(t, `{"success": false, "error": "Message not found"}`, string(r.Body))
-	require.Zero(t, b.Count(t, `SELECT count(*) FROM queen.traces`))
+	require.Zero(t, traces(t, b).Traces)
 	trace(t, b, http.StatusCreated, map[string]any{"transactionId": "inv-1", "partitionId": pid, "data": `a\u0000`})
 	for _, path := range []string{"/api/v1/traces/by-name/%E2", "/api/v1/traces/" + pid + "/%E2", "/api/v1/traces/" + pid + "/a%00"} {
 		require.NotEmpty(t, b.Call(t, http.StatusBadRequest, "GET", path, nil).Map(t)["error"], path)
@@ -106,8 +103,8 @@ func TestATraceNeedsItsMessageIdsAndDataAndAnUnknownMessageIs404(t *testing.T) {
 
 func TestTracesByNamePagesOldestFirstWithTheirMessagesAndPayloads(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	pid := pushed(t, b, "orders", "p", "m0", "m1", "m2")
+	b := brokertest.Shared(t)
+	pid := pushTx(t, b, "orders", "p", "m0", "m1", "m2")
 	for _, tx := range []string{"m0", "m1", "m2", "m1"} {
 		trace(t, b, http.StatusCreated, map[string]any{"transactionId": tx, "partitionId": pid, "data": map[string]any{"tx": tx},
 			"traceNames": []string{"tenant acme", "other"}})
@@ -140,8 +137,8 @@ func TestTracesByNamePagesOldestFirstWithTheirMessagesAndPayloads(t *testing.T) 
 
 func TestTraceNamesCountTracesAndMessagesMostRecentlySeenFirst(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	pid := pushed(t, b, "orders", "Default", "m0", "m1")
+	b := brokertest.Shared(t)
+	pid := pushTx(t, b, "orders", "Default", "m0", "m1")
 	for _, x := range []struct{ tx, name string }{{"m0", "old"}, {"m0", "busy"}, {"m1", "busy"}, {"m1", "busy"}} {
 		trace(t, b, http.StatusCreated, map[string]any{"transactionId": x.tx, "partitionId": pid, "data": 1, "traceNames": x.name})
 	}
@@ -171,21 +168,22 @@ func TestTraceNamesCountTracesAndMessagesMostRecentlySeenFirst(t *testing.T) {
 
 func TestTracesGoWithTheirMessagesSegmentAndWithTheirQueue(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	gone := pushed(t, b, "aged", "Default", "m0")
-	kept := pushed(t, b, "kept", "Default", "m0")
-	deleted := pushed(t, b, "deleted", "Default", "m0")
+	b := start(t) // the retention sweep is the database's: it would sweep what other tests arranged
+	gone := pushTx(t, b, "aged", "Default", "m0")
+	kept := pushTx(t, b, "kept", "Default", "m0")
+	deleted := pushTx(t, b, "deleted", "Default", "m0")
 	for _, pid := range []string{gone, kept, deleted} {
 		trace(t, b, http.StatusCreated, map[string]any{"transactionId": "m0", "partitionId": pid, "data": 1, "traceNames": "n"})
 	}
 	// What retention does to the segment that held aged's message.
-	b.Count(t, `WITH d AS (DELETE FROM queen.log_segments WHERE partition_id = $1 RETURNING 1) SELECT count(*) FROM d`, gone)
+	require.NoError(t, b.DB.EmptyPartition(t.Context(), b.Tenant, "aged", "Default"))
 	b.Call(t, http.StatusOK, "DELETE", "/api/v1/resources/queues/deleted", nil)
 	n, err := sweepTraces(t, b)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
-	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.traces`))
-	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM queen.trace_names`), "names go with their trace")
+	left := traces(t, b)
+	require.Equal(t, 1, left.Traces)
+	require.Equal(t, 1, left.Names, "names go with their trace")
 	require.Len(t, b.Call(t, http.StatusOK, "GET", "/api/v1/traces/"+kept+"/m0", nil).Map(t)["traces"], 1)
 }
 
@@ -201,9 +199,9 @@ func sweepTraces(t *testing.T, b *brokertest.Broker) (int64, error) {
 
 func TestATraceFindsItsMessageInTheGroupsBatchOrAnywhereInThePartition(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	pid := pushed(t, b, "orders", "Default", "m0", "m1")
-	pushed(t, b, "orders", "Default", "m2", "m3")
+	b := brokertest.Shared(t)
+	pid := pushTx(t, b, "orders", "Default", "m0", "m1")
+	pushTx(t, b, "orders", "Default", "m2", "m3")
 	p := b.Pop(t, "/api/v1/pop/queue/orders?batch=1&consumerGroup=g")
 	require.Len(t, p.Messages, 1)
 	p = b.Pop(t, "/api/v1/pop/queue/orders?batch=2&consumerGroup=h&subscriptionFrom=1970-01-01T00:00:00Z")
@@ -220,13 +218,13 @@ func TestATraceFindsItsMessageInTheGroupsBatchOrAnywhereInThePartition(t *testin
 	for i, want := range []float64{0, 1, 1, 0} { // each trace's own message: m0 and m2 are n 0, m1 and m3 n 1
 		require.Equal(t, map[string]any{"n": want}, got.Traces[i]["message_payload"], "trace %d", i)
 	}
-	require.Equal(t, 4, b.Count(t, `SELECT count(DISTINCT message_offset) FROM queen.traces`))
+	require.Equal(t, 4, traces(t, b).Messages)
 }
 
 func TestDeletingAMessageDeletesItsTraces(t *testing.T) {
 	t.Parallel()
-	b := start(t)
-	pid := pushed(t, b, "orders", "Default", "inv-1", "inv-2")
+	b := brokertest.Shared(t)
+	pid := pushTx(t, b, "orders", "Default", "inv-1", "inv-2")
 	for _, tx := range []string{"inv-1", "inv-2"} {
 		trace(t, b, http.StatusCreated, map[string]any{"transactionId": tx, "partitionId": pid, "data": 1, "traceNames": "n"})
 	}

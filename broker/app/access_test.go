@@ -37,12 +37,12 @@ func TestEveryRouteHasTheLevelTheContractGives(t *testing.T) {
 }
 
 func TestAccessLevelOfEveryRouteForEachRoleAndNoToken(t *testing.T) {
-	b := brokertest.Start(t, brokertest.WithJWT(true))
+	b := tenants.Shared(t)
 	tokens := map[string]string{
 		"no token":   brokertest.NoToken,
-		"read-only":  brokertest.Mint(t, "acme", auth.ReadOnly),
-		"read-write": brokertest.Mint(t, "acme", auth.ReadWrite),
-		"admin":      brokertest.Mint(t, "acme", auth.Admin),
+		"read-only":  brokertest.Mint(t, b.Tenant, auth.ReadOnly),
+		"read-write": brokertest.Mint(t, b.Tenant, auth.ReadWrite),
+		"admin":      b.Token,
 	}
 	has := map[string]auth.Level{"read-only": auth.ReadOnly, "read-write": auth.ReadWrite, "admin": auth.Admin}
 	for _, l := range levels {
@@ -69,7 +69,7 @@ func TestAccessLevelOfEveryRouteForEachRoleAndNoToken(t *testing.T) {
 }
 
 func TestHealthAndReadinessArePublicWithAuthOn(t *testing.T) {
-	b := brokertest.Start(t, brokertest.WithJWT(true))
+	b := tenants.Shared(t)
 	for _, p := range []string{"/health", "/ready"} {
 		if r := b.Do(t, "GET", p, brokertest.NoToken, nil); r.Status != http.StatusOK {
 			t.Fatalf("GET %s without a token = %d", p, r.Status)
@@ -82,7 +82,7 @@ func TestHealthAndReadinessArePublicWithAuthOn(t *testing.T) {
 // and are a 404 with it on, since their labels name every tenant's queues.
 func TestMetricsArePublicOnTheirListenerAndOffTheAPIWithTenancy(t *testing.T) {
 	for _, tenancy := range []bool{false, true} {
-		b := brokertest.Start(t, brokertest.WithJWT(tenancy))
+		b := map[bool]*brokertest.Group{false: authNoTenancy, true: tenants}[tenancy].Shared(t)
 		for _, p := range []string{"/metrics", "/metrics/prometheus"} {
 			if r := brokertest.At(b.MetricsURL).Do(t, "GET", p, brokertest.NoToken, nil); r.Status != http.StatusOK {
 				t.Errorf("tenancy %v: GET %s on the metrics listener = %d", tenancy, p, r.Status)

@@ -1,8 +1,8 @@
 package app_test
 
 import (
-	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -71,17 +71,7 @@ func seedTenantA(t *testing.T, b *brokertest.Broker, tok string) tenantA {
 // snapshot is A's data as the database holds it.
 func snapshot(t *testing.T, b *brokertest.Broker) string {
 	t.Helper()
-	var s string
-	err := b.Pool.QueryRow(context.Background(), `SELECT concat_ws(' | ',
-		(SELECT string_agg(concat_ws(',', q.name, q.lease_time), ';' ORDER BY q.name) FROM queen.queues q WHERE q.tenant = 'A'),
-		(SELECT string_agg(concat_ws(',', p.name, p.next_offset), ';' ORDER BY p.name) FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant = 'A'),
-		(SELECT string_agg(concat_ws(',', c.consumer_group, c.committed, c.batch_end, c.lease_id, c.lease_expires_at, c.retry_count), ';' ORDER BY c.consumer_group)
-		   FROM queen.cursors c JOIN queen.partitions p ON p.id = c.partition_id JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant = 'A'),
-		(SELECT string_agg(concat_ws(',', p.name, s.base_offset, s.checksum, array_to_string(s.txids, ':')), ';' ORDER BY p.name, s.base_offset)
-		   FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant = 'A'),
-		(SELECT count(*) FROM queen.dead_letters d JOIN queen.partitions p ON p.id = d.partition_id JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant = 'A'),
-		(SELECT string_agg(concat_ws(',', name, source_queue, sink_queue, config_hash), ';') FROM queen_streams.queries WHERE tenant = 'A'),
-		(SELECT string_agg(concat_ws(',', s.key, s.value::text), ';' ORDER BY s.key) FROM queen_streams.state s JOIN queen_streams.queries q ON q.id = s.query_id WHERE q.tenant = 'A'))`).Scan(&s)
+	s, err := b.DB.Dump(t.Context(), b.Tenant)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,31 +79,53 @@ func snapshot(t *testing.T, b *brokertest.Broker) string {
 }
 
 func TestTenantBCannotReadModifyAckLeasePopOrDetectTenantAsObjects(t *testing.T) {
-	// Counters reach the database at once, so that the analytics probes
-	// below meet A's counts.
-	b := brokertest.Start(t, brokertest.WithJWT(true), func(c *config.Config) { c.AnalyticsFlush = 20 * time.Millisecond })
-	tokA := brokertest.Mint(t, "A", auth.Admin)
-	tokB := brokertest.Mint(t, "B", auth.Admin)
-	if _, err := b.Pool.Exec(context.Background(), `INSERT INTO queen_streams.quota (tenant) VALUES ('A'), ('B')`); err != nil {
-		t.Fatal(err)
-	}
+	b := tenants.Shared(t) // b's tenant is A
+	tokA, tenantB := b.Token, b.Tenant+"-b"
+	tokB := brokertest.Mint(t, tenantB, auth.Admin)
+	b.Grant(t, b.Tenant, nil)
+	b.Grant(t, tenantB, nil)
 	a := seedTenantA(t, b, tokA)
 	if r := b.Do(t, "POST", "/api/v1/traces", tokA, map[string]any{"transactionId": a.txID, "partitionId": a.partitionID,
 		"data": map[string]any{"step": 1}, "traceNames": "a-trace"}); r.Status != 201 {
 		t.Fatalf("seeding tenant A: trace = %d %s", r.Status, r.Body)
 	}
-	time.Sleep(200 * time.Millisecond) // ten flushes of A's counters
 	now := time.Now().UTC().Truncate(time.Minute)
-	// A's history, as the backlog refresh and the cycle counters write it.
-	for _, seed := range [][]any{
-		{`INSERT INTO queen.group_minutes (tenant, queue, consumer_group, minute, lag, lag_seconds) VALUES ('A', $1, 'g', $2, 5, 30)`, queueName, now},
-		{`INSERT INTO queen_streams.query_minutes (tenant, query_id, minute, replica, cycles, refused) VALUES ('A', $1, $2, 'r', 4, 1)`, a.queryID, now},
-	} {
-		if _, err := b.Pool.Exec(context.Background(), seed[0].(string), seed[1:]...); err != nil {
-			t.Fatalf("seeding tenant A's history: %v", err)
-		}
-	}
 	window := "&from=" + now.Add(-time.Hour).Format(time.RFC3339) + "&to=" + now.Add(time.Hour).Format(time.RFC3339)
+	// The analytics probes below must meet A's counts: wait for their flush,
+	// the last seeded (the second pop, the cycle) included.
+	brokertest.Eventually(t, 10*time.Second, func() error {
+		var ops struct {
+			Series []struct {
+				PushMessages int `json:"pushMessages"`
+				PopMessages  int `json:"popMessages"`
+			} `json:"series"`
+		}
+		b.Do(t, "GET", "/api/v1/analytics/queue-ops?queue="+queueName+window, tokA, nil).JSON(t, &ops)
+		var cycles struct {
+			Series []struct {
+				Cycles int `json:"cycles"`
+			} `json:"series"`
+		}
+		b.Do(t, "GET", "/api/v1/analytics/query-cycles?queryId="+a.queryID+window, tokA, nil).JSON(t, &cycles)
+		pushed, popped, cycled := 0, 0, 0
+		for _, s := range ops.Series {
+			pushed, popped = pushed+s.PushMessages, popped+s.PopMessages
+		}
+		for _, s := range cycles.Series {
+			cycled += s.Cycles
+		}
+		if pushed != 2 || popped != 2 || cycled != 1 {
+			return fmt.Errorf("A's counters are not all flushed yet: %d pushed, %d popped, %d cycles", pushed, popped, cycled)
+		}
+		return nil
+	})
+	// A's history, as the backlog refresh and the cycle counters write it.
+	if err := b.DB.PutGroupMinute(t.Context(), dbtest.GroupMinute{Tenant: b.Tenant, Queue: queueName, Group: "g", Minute: now, Lag: 5, LagSeconds: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DB.PutQueryMinute(t.Context(), dbtest.QueryMinute{Tenant: b.Tenant, QueryID: a.queryID, Minute: now, Replica: "r", Cycles: 4, Refused: 1}); err != nil {
+		t.Fatal(err)
+	}
 	before := snapshot(t, b)
 	missing := uuid.Must(uuid.NewV7()).String()
 
@@ -277,11 +289,9 @@ func withoutField(t *testing.T, body, field string) string {
 // or query: the metrics, whose labels do, live on a listener of their own
 // (queue-admin-api.md §10). The probes cover every route of the table.
 func TestNothingOnTheAPIPortWithoutATokenNamesATenant(t *testing.T) {
-	b := brokertest.Start(t, brokertest.WithJWT(true), func(c *config.Config) { c.AnalyticsFlush = 20 * time.Millisecond })
-	tokA := brokertest.Mint(t, "A", auth.Admin)
-	if _, err := b.Pool.Exec(context.Background(), `INSERT INTO queen_streams.quota (tenant) VALUES ('A')`); err != nil {
-		t.Fatal(err)
-	}
+	b := tenants.Shared(t)
+	tokA := b.Token
+	b.Grant(t, b.Tenant, nil)
 	seedTenantA(t, b, tokA)
 	if r := b.Do(t, "POST", "/api/v1/traces", tokA, map[string]any{"transactionId": "a-2", "partitionId": "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f",
 		"traceNames": []string{"orders-trace"}, "data": map[string]any{}}); r.Status >= 500 {

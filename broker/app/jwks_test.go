@@ -3,6 +3,7 @@ package app_test
 import (
 	"crypto/x509"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/jwkstest"
 )
@@ -41,11 +43,76 @@ func keycloakClaims() jwt.MapClaims {
 	}
 }
 
+// providerKeys are the keys that the shared identity providers publish,
+// made once: an RSA, an EC and an Ed25519 key, with kids rsa, ec and ed.
+var providerKeys = sync.OnceValues(func() (keySet, error) {
+	var k keySet
+	var err error
+	for _, m := range []struct {
+		key      *jwkstest.Key
+		alg, kid string
+	}{{&k.rsa, "RS256", "rsa"}, {&k.ec, "ES256", "ec"}, {&k.ed, "EdDSA", "ed"}} {
+		if *m.key, err = jwkstest.GenerateKey(m.alg, m.kid); err != nil {
+			return keySet{}, err
+		}
+	}
+	return k, nil
+})
+
+type keySet struct{ rsa, ec, ed jwkstest.Key }
+
+// keys are the shared providers' keys, for a test of a provider group.
+func keys(t *testing.T) keySet {
+	t.Helper()
+	k, err := providerKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// providerGroup is a broker shared by the tests that verify an identity
+// provider's tokens (withIdP), with an identity provider of its own that
+// publishes providerKeys.
+func providerGroup(opts ...brokertest.Option) *brokertest.Group {
+	return brokertest.NewGroupWith(func() ([]brokertest.Option, func(), error) {
+		k, err := providerKeys()
+		if err != nil {
+			return nil, nil, err
+		}
+		idp, stop, err := jwkstest.Serve(k.rsa, k.ec, k.ed)
+		if err != nil {
+			return nil, nil, err
+		}
+		return append([]brokertest.Option{withIdP(idp.URL)}, opts...), stop, nil
+	})
+}
+
+var (
+	// provider verifies a provider's tokens.
+	provider = providerGroup()
+	// providerAndSecret verifies Regent's own HS256 tokens besides.
+	providerAndSecret = providerGroup(func(c *config.Config) { c.JWTSecret = brokertest.Secret })
+)
+
 func pushOne(t *testing.T, b *brokertest.Broker, token, txID string) brokertest.Response {
 	t.Helper()
 	return b.Do(t, "POST", "/api/v1/push", token, map[string]any{"items": []any{
 		map[string]any{"queue": "orders", "partition": "p1", "payload": map[string]any{"tx": txID}, "transactionId": txID},
 	}})
+}
+
+// requireQueue fails the test unless the tenant has the queue.
+func requireQueue(t *testing.T, b *brokertest.Broker, tenant, queue string) dbtest.Queue {
+	t.Helper()
+	q, err := b.DB.Queue(t.Context(), tenant, queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !q.Exists {
+		t.Fatalf("tenant %s has no queue %s", tenant, queue)
+	}
+	return q
 }
 
 func want401(t *testing.T, what string, r brokertest.Response, wantErr string) {
@@ -75,14 +142,11 @@ func TestATokenOfARotatedIdPKeyIsAcceptedWithNoRestart(t *testing.T) {
 	if r.JSON(t, &popped); r.Status != http.StatusOK || len(popped.Messages) != 2 {
 		t.Fatalf("pop as acme: %d, %d messages, want the 2 pushed: %s", r.Status, len(popped.Messages), r.Body)
 	}
-	if n := b.Count(t, `SELECT count(*) FROM queen.queues WHERE tenant = 'acme' AND name = 'orders'`); n != 1 {
-		t.Fatalf("queue orders of tenant acme: %d rows, want 1", n)
-	}
+	requireQueue(t, b, "acme", "orders")
 }
 
 func TestAnAlgConfusionTokenIsRefusedWith401(t *testing.T) {
-	k := jwkstest.NewKey(t, "RS256", "rsa")
-	b := brokertest.Start(t, withIdP(jwkstest.Start(t, k).URL))
+	k, b := keys(t).rsa, provider.Shared(t)
 	der, err := x509.MarshalPKIXPublicKey(k.Signer.Public())
 	if err != nil {
 		t.Fatal(err)
@@ -92,23 +156,20 @@ func TestAnAlgConfusionTokenIsRefusedWith401(t *testing.T) {
 }
 
 func TestAnAlgNoneTokenIsRefusedWith401(t *testing.T) {
-	k := jwkstest.NewKey(t, "EdDSA", "ed")
-	b := brokertest.Start(t, withIdP(jwkstest.Start(t, k).URL))
-	unsigned := jwkstest.Forge(t, jwt.SigningMethodNone, "ed", jwt.UnsafeAllowNoneSignatureType, keycloakClaims())
+	b := provider.Shared(t)
+	unsigned := jwkstest.Forge(t, jwt.SigningMethodNone, keys(t).ed.KID, jwt.UnsafeAllowNoneSignatureType, keycloakClaims())
 	want401(t, "alg none", pushOne(t, b, unsigned, "none"), "unexpected signing algorithm")
 }
 
 func TestAnExpiredIdPTokenIsRefusedWith401(t *testing.T) {
-	k := jwkstest.NewKey(t, "ES256", "ec")
-	b := brokertest.Start(t, withIdP(jwkstest.Start(t, k).URL))
+	k, b := keys(t).ec, provider.Shared(t)
 	c := keycloakClaims()
 	c["iat"], c["exp"] = time.Now().Add(-time.Hour).Unix(), time.Now().Add(-10*time.Minute).Unix()
 	want401(t, "expired token", pushOne(t, b, k.Sign(t, c), "expired"), "token expired")
 }
 
 func TestAWrongIssuerOrAudienceIsRefusedWith401(t *testing.T) {
-	k := jwkstest.NewKey(t, "RS256", "rsa")
-	b := brokertest.Start(t, withIdP(jwkstest.Start(t, k).URL))
+	k, b := keys(t).rsa, provider.Shared(t)
 	c := keycloakClaims()
 	c["iss"] = "https://idp.example/realms/other"
 	want401(t, "another realm's token", pushOne(t, b, k.Sign(t, c), "iss"), "invalid issuer")
@@ -118,8 +179,7 @@ func TestAWrongIssuerOrAudienceIsRefusedWith401(t *testing.T) {
 }
 
 func TestTheOperatorsHS256TokensStillWorkNextToAnIdentityProvider(t *testing.T) {
-	k := jwkstest.NewKey(t, "EdDSA", "ed")
-	b := brokertest.Start(t, withIdP(jwkstest.Start(t, k).URL), func(c *config.Config) { c.JWTSecret = brokertest.Secret })
+	k, b := keys(t).ed, providerAndSecret.Shared(t)
 	// Minted as the operator mints: Regent's own claims, no issuer or audience.
 	if r := pushOne(t, b, brokertest.Mint(t, "acme", auth.ReadWrite), "operator"); r.Status != http.StatusCreated {
 		t.Fatalf("push with the operator's HS256 token: %d %s", r.Status, r.Body)
@@ -127,7 +187,5 @@ func TestTheOperatorsHS256TokensStillWorkNextToAnIdentityProvider(t *testing.T) 
 	if r := pushOne(t, b, k.Sign(t, keycloakClaims()), "provider"); r.Status != http.StatusCreated {
 		t.Fatalf("push with the provider's EdDSA token: %d %s", r.Status, r.Body)
 	}
-	if n := b.Count(t, `SELECT count(*) FROM queen.queues WHERE tenant = 'acme' AND name = 'orders'`); n != 1 {
-		t.Fatalf("queue orders of tenant acme: %d rows, want 1 (both tokens act as acme)", n)
-	}
+	requireQueue(t, b, "acme", "orders") // both tokens act as acme
 }

@@ -16,7 +16,7 @@ import (
 // JSON all the same.
 func TestProtocolGarbageGetsAJSONError(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	for name, tc := range map[string]struct {
 		request string
 		status  int

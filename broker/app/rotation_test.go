@@ -61,13 +61,13 @@ func TestKeyRotationNewWritesUseTheNewKeyAndReadsAcceptTheOld(t *testing.T) {
 }
 
 func TestPushStampsProducerSubFromTheTokenAndIgnoresTheBody(t *testing.T) {
-	b := brokertest.Start(t, brokertest.WithJWT(false))
+	b := authNoTenancy.Shared(t)
 	tok, err := auth.MintHS256([]byte(brokertest.Secret), auth.MintClaims{Subject: "svc-orders", Tenant: auth.DefaultTenant, Role: auth.ReadWrite})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := b.Do(t, "POST", "/api/v1/push", tok, map[string]any{"items": []any{
-		map[string]any{"queue": "q", "payload": 1, "producerSub": "someone-else"}}})
+		map[string]any{"queue": b.Q("q"), "payload": 1, "producerSub": "someone-else"}}})
 	if r.Status != 201 {
 		t.Fatalf("push = %d %s", r.Status, r.Body)
 	}
@@ -76,7 +76,7 @@ func TestPushStampsProducerSubFromTheTokenAndIgnoresTheBody(t *testing.T) {
 			ProducerSub string `json:"producerSub"`
 		} `json:"messages"`
 	}
-	b.Do(t, "GET", "/api/v1/pop/queue/q", tok, nil).JSON(t, &pop)
+	b.Do(t, "GET", "/api/v1/pop/queue/"+b.Q("q"), tok, nil).JSON(t, &pop)
 	if len(pop.Messages) != 1 || pop.Messages[0].ProducerSub != "svc-orders" {
 		t.Fatalf("popped %+v, want producerSub svc-orders from the token", pop.Messages)
 	}

@@ -1,8 +1,11 @@
 package app_test
 
 import (
-	"context"
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,26 +24,35 @@ func TestAPushInFlightWhenTheBrokerStopsIsAnswered(t *testing.T) {
 	if r := b.Do(t, "POST", "/api/v1/push", "", push); r.Status != http.StatusCreated {
 		t.Fatalf("first push = %d %s", r.Status, r.Body)
 	}
-	ctx := context.Background()
-	tx, err := b.Pool.Begin(ctx)
+	release, err := b.DB.LockPartitions(t.Context(), b.Tenant, "stopping")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM queen.partitions FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
+	defer release() //nolint:errcheck // a no-op once released
 	answer := make(chan brokertest.Response, 1)
 	go func() { answer <- b.Do(t, "POST", "/api/v1/push", "", push) }()
-	waitForLockWaiter(t, b)
+	brokertest.Eventually(t, 10*time.Second, func() error {
+		if n, err := b.DB.LockWaiters(t.Context()); err != nil || n == 0 {
+			return fmt.Errorf("the push never waited on the lock (%v)", err)
+		}
+		return nil
+	})
 
 	stopped := make(chan struct{})
 	go func() {
 		b.Stop()
 		close(stopped)
 	}()
-	time.Sleep(300 * time.Millisecond) // the broker is draining
-	if err := tx.Rollback(ctx); err != nil {
+	// The broker is draining once its listener refuses new connections.
+	brokertest.Eventually(t, 10*time.Second, func() error {
+		c, err := net.Dial("tcp", strings.TrimPrefix(b.URL, "http://"))
+		if err != nil {
+			return nil
+		}
+		c.Close()
+		return errors.New("the broker still takes new connections")
+	})
+	if err := release(); err != nil {
 		t.Fatal(err)
 	}
 	r := <-answer
@@ -48,7 +60,7 @@ func TestAPushInFlightWhenTheBrokerStopsIsAnswered(t *testing.T) {
 		t.Errorf("the push in flight at shutdown was answered %d %q, want 201 with its results", r.Status, r.Body)
 	}
 	<-stopped
-	if n := b.Count(t, "SELECT count(*)::int FROM queen.log_segments"); n != 2 {
+	if n := b.Stored(t, "stopping").Segments; n != 2 {
 		t.Errorf("%d segments stored, want both pushes'", n)
 	}
 }
@@ -68,17 +80,5 @@ func TestAParkedPopAnswers204WhenTheBrokerStops(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the broker took %v to stop with a parked pop", d)
-	}
-}
-
-func waitForLockWaiter(t *testing.T, b *brokertest.Broker) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if b.Count(t, "SELECT count(*)::int FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()") > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the push never waited on the lock")
-		}
 	}
 }

@@ -34,9 +34,19 @@ func withDefaultTokenTenant(tenant string) brokertest.Option {
 // wantRefusedOnEveryRoute checks that token is refused with 403 and the
 // one message naming claim on every route that takes a token (queue,
 // streams, admin and the console's API alike), and that nothing was
-// written.
+// written: it runs alone (no test of the package is parallel to it), so
+// no queue or query of any tenant may appear meanwhile.
 func wantRefusedOnEveryRoute(t *testing.T, b *brokertest.Broker, token, claim string) {
 	t.Helper()
+	objects := func() int {
+		t.Helper()
+		n, err := b.DB.Objects(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := objects()
 	want := `missing tenant claim "` + claim + `": with tenancy on, a token must name its tenant`
 	for _, l := range levels {
 		r := b.Do(t, l.method, l.probe, token, "{}")
@@ -47,20 +57,18 @@ func wantRefusedOnEveryRoute(t *testing.T, b *brokertest.Broker, token, claim st
 	if r := pushOne(t, b, token, "tenantless"); r.Status != http.StatusForbidden {
 		t.Errorf("push: status %d %s, want 403", r.Status, r.Body)
 	}
-	if n := b.Count(t, `SELECT (SELECT count(*) FROM queen.queues) + (SELECT count(*) FROM queen_streams.queries)`); n != 0 {
-		t.Errorf("%d queues and queries exist after the refusals, want none", n)
+	if n := objects() - before; n != 0 {
+		t.Errorf("%d queues and queries were made by the refused token, want none", n)
 	}
 }
 
 func TestAProviderTokenThatNamesNoTenantIsRefusedWith403OnEveryRoute(t *testing.T) {
-	k := jwkstest.NewKey(t, "RS256", "rsa")
-	b := brokertest.Start(t, withIdP(jwkstest.Start(t, k).URL))
+	k, b := keys(t).rsa, provider.Shared(t)
 	wantRefusedOnEveryRoute(t, b, k.Sign(t, tenantlessAdmin()), "org")
 }
 
 func TestAProviderTokenThatNamesItsTenantIsAcceptedOnEveryRoute(t *testing.T) {
-	k := jwkstest.NewKey(t, "RS256", "rsa")
-	b := brokertest.Start(t, withIdP(jwkstest.Start(t, k).URL))
+	k, b := keys(t).rsa, provider.Shared(t)
 	c := tenantlessAdmin()
 	c["org"] = "acme"
 	tok := k.Sign(t, c)
@@ -72,9 +80,7 @@ func TestAProviderTokenThatNamesItsTenantIsAcceptedOnEveryRoute(t *testing.T) {
 	if r := pushOne(t, b, tok, "named"); r.Status != http.StatusCreated {
 		t.Fatalf("push: status %d %s, want 201", r.Status, r.Body)
 	}
-	if n := b.Count(t, `SELECT count(*) FROM queen.queues WHERE tenant = 'acme' AND name = 'orders'`); n != 1 {
-		t.Fatalf("queue orders of tenant acme: %d rows, want 1", n)
-	}
+	requireQueue(t, b, "acme", "orders")
 }
 
 func TestWithADefaultTokenTenantATokenThatNamesNoneActsAsThatTenantAndSeesNothingOfDefault(t *testing.T) {
@@ -90,14 +96,12 @@ func TestWithADefaultTokenTenantATokenThatNamesNoneActsAsThatTenantAndSeesNothin
 	if r := pushOne(t, shared, tenantless, "of-shared"); r.Status != http.StatusCreated {
 		t.Fatalf("push with the tenantless token: %d %s", r.Status, r.Body)
 	}
-	if n := shared.Count(t, `SELECT count(*) FROM queen.queues WHERE name = 'orders' AND tenant IN ('default', 'shared')`); n != 2 {
-		t.Fatalf("queues orders of default and shared: %d, want 2", n)
-	}
+	requireQueue(t, shared, "default", "orders")
+	sharedOrders := requireQueue(t, shared, "shared", "orders")
 	wantPopped(t, shared, tenantless, "of-shared")
 	r := shared.Do(t, "GET", "/api/v1/resources/queues", tenantless, nil)
 	var list struct{ Queues []struct{ ID string } }
-	if r.JSON(t, &list); r.Status != http.StatusOK || len(list.Queues) != 1 ||
-		shared.Count(t, `SELECT count(*) FROM queen.queues WHERE id = $1 AND tenant = 'shared'`, list.Queues[0].ID) != 1 {
+	if r.JSON(t, &list); r.Status != http.StatusOK || len(list.Queues) != 1 || list.Queues[0].ID != sharedOrders.ID {
 		t.Fatalf("queues listed to the tenantless token: %d %s, want shared's orders alone", r.Status, r.Body)
 	}
 
@@ -135,13 +139,11 @@ func TestRegentsOwnHS256TokenThatNamesNoTenantIsRefusedToo(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("alone", func(t *testing.T) {
-		wantRefusedOnEveryRoute(t, brokertest.Start(t, brokertest.WithJWT(true)), own, "tenant")
+		wantRefusedOnEveryRoute(t, tenants.Shared(t), own, "tenant")
 	})
 	// Beside a provider, the secret's tokens keep Regent's claim names, so
 	// the message names Regent's claim, not the provider's.
 	t.Run("beside a provider", func(t *testing.T) {
-		k := jwkstest.NewKey(t, "EdDSA", "ed")
-		b := brokertest.Start(t, withIdP(jwkstest.Start(t, k).URL), func(c *config.Config) { c.JWTSecret = brokertest.Secret })
-		wantRefusedOnEveryRoute(t, b, own, "tenant")
+		wantRefusedOnEveryRoute(t, providerAndSecret.Shared(t), own, "tenant")
 	})
 }

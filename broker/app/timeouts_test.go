@@ -43,7 +43,7 @@ func requireClosedWithin(t *testing.T, c net.Conn, within time.Duration) string 
 
 func TestAClientStalledMidBodyHasItsConnectionClosed(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, shortTimeouts)
+	b := timeouts.Shared(t)
 	conns := make([]net.Conn, 10)
 	for i := range conns {
 		conns[i] = dial(t, b)
@@ -62,7 +62,7 @@ func TestAClientStalledMidBodyHasItsConnectionClosed(t *testing.T) {
 
 func TestAClientStalledMidHeadersHasItsConnectionClosed(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, shortTimeouts)
+	b := timeouts.Shared(t)
 	c := dial(t, b)
 	if _, err := io.WriteString(c, "GET /health HTTP/1.1\r\nHost: x\r\n"); err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestAClientStalledMidHeadersHasItsConnectionClosed(t *testing.T) {
 
 func TestAnIdleKeepAliveConnectionIsClosed(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, shortTimeouts)
+	b := timeouts.Shared(t)
 	c := dial(t, b)
 	if _, err := io.WriteString(c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
@@ -97,20 +97,21 @@ func TestAnIdleKeepAliveConnectionIsClosed(t *testing.T) {
 
 func TestALongPollParksForItsFullTimeoutWhateverTheReadTimeouts(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, shortTimeouts)
+	b := timeouts.Shared(t)
+	lp := b.Q("lp")
 	if r := b.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": []map[string]any{
-		{"queue": "lp", "payload": 1}}}); r.Status != http.StatusCreated {
+		{"queue": lp, "payload": 1}}}); r.Status != http.StatusCreated {
 		t.Fatalf("push = %d %s", r.Status, r.Body)
 	}
-	b.Do(t, "GET", "/api/v1/pop/queue/lp?autoAck=true", "", nil) // empties it
+	b.Do(t, "GET", "/api/v1/pop/queue/"+lp+"?autoAck=true", "", nil) // empties it
 	start := time.Now()
-	r := b.Do(t, "GET", "/api/v1/pop/queue/lp?wait=true&timeout=1500", "", nil)
+	r := b.Do(t, "GET", "/api/v1/pop/queue/"+lp+"?wait=true&timeout=1500", "", nil)
 	if took := time.Since(start); r.Status != http.StatusNoContent || took < 1400*time.Millisecond {
 		t.Fatalf("long-poll of 1.5s with 300ms read timeouts = %d %s after %v", r.Status, r.Body, took)
 	}
 	// A request with a body on the same broker still works after its wait.
 	if r := b.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": []map[string]any{
-		{"queue": "lp", "payload": 2}}}); r.Status != http.StatusCreated {
+		{"queue": lp, "payload": 2}}}); r.Status != http.StatusCreated {
 		t.Fatalf("push after the long-poll = %d %s", r.Status, r.Body)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/regent-mq/regent/test/jwkstest"
+	"github.com/regent-mq/regent/test/poll"
 )
 
 // newJWKSAuth builds an Authenticator on the JWK Set at url, its clock
@@ -84,9 +85,9 @@ func TestJWKSIsRefetchedEveryRefreshInterval(t *testing.T) {
 
 	// A retired key is only dropped by a refresh: no token asks for one.
 	srv.Publish(t, next)
-	eventually(t, "the retired key is dropped", func() error {
+	poll.Eventually(t, 10*time.Second, func() error {
 		if _, err := authenticate(a, old.Sign(t, validClaims())); !errors.Is(err, ErrUnknownKey) {
-			return fmt.Errorf("err = %v, want %v", err, ErrUnknownKey)
+			return fmt.Errorf("the retired key is not dropped: err = %v, want %v", err, ErrUnknownKey)
 		}
 		return nil
 	})
@@ -102,26 +103,12 @@ func TestJWKSProviderDownAtStartRefusesTokensUntilItAnswers(t *testing.T) {
 	}
 	srv.Down(false)
 	go a.Run(t.Context())
-	eventually(t, "the token is accepted once the provider answers", func() error {
-		_, err := authenticate(a, k.Sign(t, validClaims()))
-		return err
+	poll.Eventually(t, 10*time.Second, func() error {
+		if _, err := authenticate(a, k.Sign(t, validClaims())); err != nil {
+			return fmt.Errorf("the token is not accepted once the provider answers: %w", err)
+		}
+		return nil
 	})
-}
-
-// eventually retries check every 10ms, for up to 10s, until it returns nil.
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %v after 10s", what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestJWKSAlgorithmComesFromTheKeyWhenTheSetOmitsIt(t *testing.T) {

@@ -2,7 +2,9 @@ package counters_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +13,8 @@ import (
 
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/db/dbtest"
+	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
@@ -36,14 +40,12 @@ func TestFlushAddsEachMinutesCountsToTheReplicasRowsAndASecondFlushAddsUp(t *tes
 	require.NoError(t, c.Flush(ctx, store, "r1"))
 	require.NoError(t, c.Flush(ctx, store, "r1"), "nothing new: nothing written")
 
-	var pushReq, pushMsgs, popReq, popMsgs, lagSum, lagCount, lagMax int64
-	require.NoError(t, pool.QueryRow(ctx, `SELECT push_requests, push_messages, pop_requests, pop_messages, lag_sum_ms, lag_count, lag_max_ms
-		FROM queen.queue_minutes WHERE tenant = 'acme' AND queue = 'orders' AND replica = 'r1' AND minute = '2026-05-06T12:00:00Z'`).
-		Scan(&pushReq, &pushMsgs, &popReq, &popMsgs, &lagSum, &lagCount, &lagMax))
-	require.Equal(t, []int64{1, 15, 2, 6, 300, 6, 150}, []int64{pushReq, pushMsgs, popReq, popMsgs, lagSum, lagCount, lagMax})
-	var rows int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM queen.queue_minutes`).Scan(&rows))
-	require.Equal(t, 3, rows, "acme's two minutes and other's one")
+	rows := queueMinutes(t, dbtest.New(pool))
+	require.Len(t, rows, 3, "acme's two minutes and other's one")
+	first := rows[0]
+	require.Equal(t, []any{"acme", "orders", "r1", m.Truncate(time.Minute)}, []any{first.Tenant, first.Queue, first.Replica, first.Minute.UTC()})
+	require.Equal(t, []int64{1, 15, 2, 6, 300, 6, 150}, []int64{first.PushRequests, first.PushMessages, first.PopRequests, first.PopMessages,
+		first.LagSumMs, first.LagCount, first.LagMaxMs})
 }
 
 func TestAFailedFlushKeepsItsCountsForTheNext(t *testing.T) {
@@ -58,9 +60,7 @@ func TestAFailedFlushKeepsItsCountsForTheNext(t *testing.T) {
 	require.Error(t, c.Flush(cancelled, store, "r1"))
 	c.Add("default", "q", counters.PushMessages, 2)
 	require.NoError(t, c.Flush(ctx, store, "r1"))
-	var n int64
-	require.NoError(t, pool.QueryRow(ctx, `SELECT sum(push_messages) FROM queen.queue_minutes`).Scan(&n))
-	require.EqualValues(t, 5, n)
+	require.EqualValues(t, 5, pushed(t, dbtest.New(pool)))
 }
 
 func TestCyclesAreCountedPerQueryAndMinuteAndAFailedFlushKeepsThem(t *testing.T) {
@@ -80,13 +80,14 @@ func TestCyclesAreCountedPerQueryAndMinuteAndAFailedFlushKeepsThem(t *testing.T)
 	c.Cycle("acme", q, false)
 	require.NoError(t, c.Flush(ctx, store, "r1"))
 	require.NoError(t, c.Flush(ctx, store, "r2"), "nothing new: nothing written")
-	var cycles, refused int64
-	require.NoError(t, pool.QueryRow(ctx, `SELECT cycles, refused FROM queen_streams.query_minutes
-		WHERE tenant = 'acme' AND query_id = $1 AND replica = 'r1' AND minute = '2026-05-06T12:00:00Z'`, q).Scan(&cycles, &refused))
-	require.Equal(t, [2]int64{2, 1}, [2]int64{cycles, refused})
-	var rows int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM queen_streams.query_minutes`).Scan(&rows))
-	require.Equal(t, 2, rows, "one row per query and minute")
+	rows, err := dbtest.New(pool).QueryMinutes(ctx)
+	require.NoError(t, err)
+	require.Len(t, rows, 2, "one row per query and minute")
+	i := slices.IndexFunc(rows, func(m dbtest.QueryMinute) bool { return m.QueryID == q.String() })
+	require.GreaterOrEqual(t, i, 0)
+	got := rows[i]
+	require.Equal(t, []any{"acme", "r1", time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)}, []any{got.Tenant, got.Replica, got.Minute.UTC()})
+	require.Equal(t, [2]int64{2, 1}, [2]int64{got.Cycles, got.Refused})
 }
 
 func TestTheSampleRecordsTheProcessAndThePool(t *testing.T) {
@@ -96,13 +97,13 @@ func TestTheSampleRecordsTheProcessAndThePool(t *testing.T) {
 	store := db.New(pool)
 	require.NoError(t, pool.Ping(ctx))
 	require.NoError(t, counters.SampleNow(ctx, store, "r1", time.Now()))
-	var rss, virtual int64
-	var size int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT rss_bytes, virtual_bytes, pool_size FROM queen.replica_samples WHERE replica = 'r1'`).
-		Scan(&rss, &virtual, &size))
-	require.Greater(t, rss, int64(1<<20))
-	require.GreaterOrEqual(t, virtual, rss)
-	require.GreaterOrEqual(t, size, 1)
+	samples, err := dbtest.New(pool).Samples(ctx, "r1")
+	require.NoError(t, err)
+	require.Len(t, samples, 1)
+	s := samples[0]
+	require.Greater(t, s.RSSBytes, int64(1<<20))
+	require.GreaterOrEqual(t, s.Virtual, s.RSSBytes)
+	require.GreaterOrEqual(t, s.PoolSize, 1)
 }
 
 func TestRunFlushesWhatIsLeftWhenItStops(t *testing.T) {
@@ -119,9 +120,7 @@ func TestRunFlushesWhatIsLeftWhenItStops(t *testing.T) {
 	c.Add("default", "q", counters.PushMessages, 4)
 	cancel()
 	<-done
-	var n int64
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT coalesce(sum(push_messages), 0) FROM queen.queue_minutes`).Scan(&n))
-	require.EqualValues(t, 4, n)
+	require.EqualValues(t, 4, pushed(t, dbtest.New(pool)))
 }
 
 func TestRunSamplesWritesASampleAtOnceAndStopsWithItsContext(t *testing.T) {
@@ -133,15 +132,33 @@ func TestRunSamplesWritesASampleAtOnceAndStopsWithItsContext(t *testing.T) {
 		defer close(done)
 		counters.RunSamples(ctx, db.New(pool), "r1", slog.New(slog.DiscardHandler))
 	}()
-	var n int
-	for range 500 {
-		require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM queen.replica_samples WHERE replica = 'r1'`).Scan(&n))
-		if n > 0 {
-			break
+	var samples []dbtest.Sample
+	brokertest.Eventually(t, 5*time.Second, func() error {
+		var err error
+		if samples, err = dbtest.New(pool).Samples(t.Context(), "r1"); err != nil || len(samples) == 0 {
+			return fmt.Errorf("no sample yet (%v)", err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	cancel()
 	<-done
-	require.Equal(t, 1, n, "one sample, taken at once")
+	require.Len(t, samples, 1, "one sample, taken at once")
+}
+
+// queueMinutes lists the minutes of counters flushed to d.
+func queueMinutes(t *testing.T, d *dbtest.DB) []dbtest.QueueMinute {
+	t.Helper()
+	rows, err := d.QueueMinutes(t.Context())
+	require.NoError(t, err)
+	return rows
+}
+
+// pushed sums the messages pushed over the minutes flushed to d.
+func pushed(t *testing.T, d *dbtest.DB) int64 {
+	t.Helper()
+	var n int64
+	for _, m := range queueMinutes(t, d) {
+		n += m.PushMessages
+	}
+	return n
 }

@@ -7,15 +7,15 @@ import (
 	"testing"
 
 	"github.com/regent-mq/regent/test/brokertest"
-	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
+func TestMain(m *testing.M) { brokertest.Main(m) }
 
 func scrape(t *testing.T, b *brokertest.Broker) string { return b.Scrape(t) }
 
 func TestPoolFiguresAreExportedFromThePoolsOwnStatistics(t *testing.T) {
-	b := brokertest.Start(t) // --pool-size=10
+	t.Parallel()
+	b := brokertest.Shared(t) // --pool-size=10
 	b.Do(t, "GET", "/health", "", nil)
 	body := scrape(t, b)
 	for _, want := range []string{"regent_db_pool_max_conns 10\n", "regent_db_pool_total_conns ", "regent_db_pool_acquired_conns ",
@@ -31,7 +31,8 @@ func TestPoolFiguresAreExportedFromThePoolsOwnStatistics(t *testing.T) {
 }
 
 func TestDatabaseUpIsOneAfterAHealthCheckReachedPostgres(t *testing.T) {
-	b := brokertest.Start(t)
+	t.Parallel()
+	b := brokertest.Shared(t)
 	if r := b.Do(t, "GET", "/health", "", nil); r.Status != http.StatusOK {
 		t.Fatalf("health: %d %s", r.Status, r.Body)
 	}

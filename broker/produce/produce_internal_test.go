@@ -6,30 +6,40 @@ import (
 	"io"
 	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
-func newProducer(t *testing.T) *Producer {
+// newProducer is a producer on a fresh database, and the database as the
+// test arranges and inspects it.
+func newProducer(t *testing.T) (*Producer, *dbtest.DB) {
 	t.Helper()
 	pool := pgtest.New(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	d := db.New(pool)
-	return New(d, catalog.New(d, config.DefaultCatalogSize), Options{Metrics: metrics.New(), Logger: logger})
+	return New(d, catalog.New(d, config.DefaultCatalogSize), Options{Metrics: metrics.New(), Logger: logger}), dbtest.New(pool)
+}
+
+// stored is what queue q of the default tenant holds.
+func stored(t *testing.T, d *dbtest.DB, queue string) dbtest.Queue {
+	t.Helper()
+	q, err := d.Queue(t.Context(), "default", queue)
+	require.NoError(t, err)
+	return q
 }
 
 func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {
 	t.Parallel()
-	l := newProducer(t)
+	l, d := newProducer(t)
 	ctx := context.Background()
 	p, err := l.Pack(ctx, "default", "", []Item{
 		{Queue: "q", Partition: "a", Payload: json.RawMessage(`1`)},
@@ -38,37 +48,33 @@ func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, p.Segments, 2)
 	// One segment's partition disappears: the other must not be stored.
-	_, err = l.db.Conn().Exec(ctx, `DELETE FROM queen.partitions WHERE id = $1`, p.Segments[1].Partition.ID)
-	require.NoError(t, err)
+	require.NoError(t, d.DeletePartition(ctx, "default", "q", p.Segments[1].Partition.Name))
 	_, err = l.allocate(ctx, nil, p)
 	require.ErrorIs(t, err, catalog.ErrPartitionGone)
-	var n int
-	require.NoError(t, l.db.Conn().QueryRow(ctx, `SELECT count(*) FROM queen.log_segments`).Scan(&n))
-	require.Zero(t, n, "queen.log_push_one_v1 writes nothing when a partition is gone")
+	require.Zero(t, stored(t, d, "q").Segments, "queen.log_push_one_v1 writes nothing when a partition is gone")
 	// Whichever partition it moved before it met the gone one, it moved back.
-	var offset int64
-	var lastPush *time.Time
-	require.NoError(t, l.db.Conn().QueryRow(ctx, `SELECT next_offset, last_push_at FROM queen.partitions WHERE id = $1`,
-		p.Segments[0].Partition.ID).Scan(&offset, &lastPush))
-	require.Zero(t, offset)
-	require.Nil(t, lastPush)
+	parts, err := d.Partitions(ctx, "default", "q")
+	require.NoError(t, err)
+	require.Len(t, parts, 1)
+	require.Equal(t, p.Segments[0].Partition.ID.String(), parts[0].ID)
+	require.Zero(t, parts[0].NextOffset)
+	require.Nil(t, parts[0].LastPushAt)
 }
 
 // vanished returns a producer whose catalog caches queue q's Default
 // partition, which another replica has deleted since.
-func vanished(t *testing.T) (*Producer, *catalog.Partition) {
+func vanished(t *testing.T) (*Producer, *dbtest.DB, *catalog.Partition) {
 	t.Helper()
-	l := newProducer(t)
+	l, d := newProducer(t)
 	first, err := l.catalog.Resolve(t.Context(), catalog.Target{Tenant: "default", Queue: "q", Partition: "Default"})
 	require.NoError(t, err)
-	_, err = l.db.Conn().Exec(t.Context(), `DELETE FROM queen.queues`)
-	require.NoError(t, err)
-	return l, first
+	require.NoError(t, d.DeleteQueue(t.Context(), "default", "q"))
+	return l, d, first
 }
 
 func TestPushRecoversWhenACachedPartitionVanished(t *testing.T) {
 	t.Parallel()
-	l, first := vanished(t)
+	l, _, first := vanished(t)
 	e, err := l.Emit(t.Context(), Write{Tenant: "default", Items: []Item{{Queue: "q", Payload: json.RawMessage(`1`)}}})
 	require.NoError(t, err)
 	require.NotEqual(t, first.ID, e.Pushed[0].Partition.ID)
@@ -78,16 +84,14 @@ func TestPushRecoversWhenACachedPartitionVanished(t *testing.T) {
 // behind the cache is the caller's error, and the transaction stores nothing.
 func TestAPushInATransactionReturnsAGonePartition(t *testing.T) {
 	t.Parallel()
-	l, _ := vanished(t)
+	l, d, _ := vanished(t)
 	ctx := t.Context()
 	err := l.db.InTx(ctx, func(tx *db.DB) error {
 		_, err := l.Emit(ctx, Write{Tenant: "default", Items: []Item{{Queue: "q", Payload: json.RawMessage(`1`)}}, Tx: tx})
 		return err
 	})
 	require.ErrorIs(t, err, catalog.ErrPartitionGone)
-	var queues int
-	require.NoError(t, l.db.Conn().QueryRow(ctx, `SELECT count(*) FROM queen.queues`).Scan(&queues))
-	require.Zero(t, queues, "the push in the transaction resolved nothing again")
+	require.False(t, stored(t, d, "q").Exists, "the push in the transaction resolved nothing again")
 }
 
 // joinedPushes packs requests of items and runs them as one joined batch,
@@ -106,7 +110,7 @@ func joinedPushes(t *testing.T, l *Producer, requests ...[]Item) []*pushCall {
 
 func TestJoinedPushesToOnePartitionTakeOffsetsInRequestOrder(t *testing.T) {
 	t.Parallel()
-	l := newProducer(t)
+	l, d := newProducer(t)
 	calls := joinedPushes(t, l,
 		[]Item{{Queue: "q", Payload: json.RawMessage(`1`)}, {Queue: "q", Payload: json.RawMessage(`2`)}},
 		[]Item{{Queue: "q", Payload: json.RawMessage(`3`)}},
@@ -119,14 +123,12 @@ func TestJoinedPushesToOnePartitionTakeOffsetsInRequestOrder(t *testing.T) {
 		bases = append(bases, c.segs[0].BaseOffset)
 	}
 	require.Equal(t, []int64{0, 2, 0, 3}, bases)
-	var segments int
-	require.NoError(t, l.db.Conn().QueryRow(context.Background(), `SELECT count(*) FROM queen.log_segments`).Scan(&segments))
-	require.Equal(t, 4, segments)
+	require.Equal(t, 4, stored(t, d, "q").Segments)
 }
 
 func TestAJoinedPushThatRepeatsAnotherOfItsBatchIsItsDuplicate(t *testing.T) {
 	t.Parallel()
-	l := newProducer(t)
+	l, _ := newProducer(t)
 	calls := joinedPushes(t, l,
 		[]Item{{Queue: "q", Payload: json.RawMessage(`1`), TransactionID: "a"}},
 		[]Item{{Queue: "q", Payload: json.RawMessage(`2`), TransactionID: "b"},
@@ -148,14 +150,13 @@ func TestAJoinedPushThatRepeatsAnotherOfItsBatchIsItsDuplicate(t *testing.T) {
 
 func TestAJoinedPushToAGonePartitionFailsAlone(t *testing.T) {
 	t.Parallel()
-	l := newProducer(t)
+	l, d := newProducer(t)
 	ctx := context.Background()
 	gone, err := l.Pack(ctx, "default", "", []Item{{Queue: "gone", Payload: json.RawMessage(`1`)}})
 	require.NoError(t, err)
 	kept, err := l.Pack(ctx, "default", "", []Item{{Queue: "kept", Payload: json.RawMessage(`2`)}})
 	require.NoError(t, err)
-	_, err = l.db.Conn().Exec(ctx, `DELETE FROM queen.queues WHERE name = 'gone'`)
-	require.NoError(t, err)
+	require.NoError(t, d.DeleteQueue(ctx, "default", "gone"))
 	calls := []*pushCall{{p: gone}, {p: kept}}
 	l.joinPushes(ctx, calls)
 	require.ErrorIs(t, calls[0].err, catalog.ErrPartitionGone)
@@ -165,7 +166,7 @@ func TestAJoinedPushToAGonePartitionFailsAlone(t *testing.T) {
 
 func TestJoinedPushesDropWhatTheDatabaseHoldsPerRequest(t *testing.T) {
 	t.Parallel()
-	l := newProducer(t)
+	l, d := newProducer(t)
 	ctx := context.Background()
 	held, err := l.Emit(ctx, Write{Tenant: "default", Items: []Item{{Queue: "q", Payload: json.RawMessage(`0`), TransactionID: "held"}}})
 	require.NoError(t, err)
@@ -183,7 +184,5 @@ func TestJoinedPushesDropWhatTheDatabaseHoldsPerRequest(t *testing.T) {
 	require.True(t, mixed[0].Duplicate)
 	require.Equal(t, before[0].MessageID, mixed[0].MessageID)
 	require.False(t, mixed[1].Duplicate)
-	var messages int64
-	require.NoError(t, l.db.Conn().QueryRow(ctx, `SELECT sum(frame_count) FROM queen.log_segments`).Scan(&messages))
-	require.EqualValues(t, 3, messages)
+	require.Equal(t, 3, stored(t, d, "q").Frames)
 }

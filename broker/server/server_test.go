@@ -1,23 +1,19 @@
 package server_test
 
 import (
-	"context"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
+func TestMain(m *testing.M) { brokertest.Main(m) }
 
 func TestHealthIsHealthyWhenPostgresAnswers(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	r := b.Do(t, "GET", "/health", "", nil)
 	m := r.Map(t)
 	if r.Status != http.StatusOK || m["status"] != "healthy" || m["database"] != "connected" || m["version"] == "" {
@@ -25,22 +21,33 @@ func TestHealthIsHealthyWhenPostgresAnswers(t *testing.T) {
 	}
 }
 
-func TestHealthIsUnhealthyWhenPostgresIsGone(t *testing.T) {
+// TestWhilePostgresIsUnreachable has the package's one broker whose
+// database is taken away.
+func TestWhilePostgresIsUnreachable(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	cutOff(t, b)
-	r := b.Do(t, "GET", "/health", "", nil)
-	if r.Status != http.StatusServiceUnavailable || r.Map(t)["status"] != "unhealthy" {
-		t.Fatalf("health = %d %s", r.Status, r.Body)
-	}
-	if m := b.Scrape(t); !strings.Contains(m, "\nregent_database_up 0\n") {
-		t.Fatalf("the failed health check left regent_database_up at:\n%s", m)
-	}
+	pgtest.CutOff(t, b.DatabaseURL)
+	b.Pool.Close()
+	t.Run("HealthIsUnhealthy", func(t *testing.T) {
+		r := b.Do(t, "GET", "/health", "", nil)
+		if r.Status != http.StatusServiceUnavailable || r.Map(t)["status"] != "unhealthy" {
+			t.Fatalf("health = %d %s", r.Status, r.Body)
+		}
+		if m := b.Scrape(t); !strings.Contains(m, "\nregent_database_up 0\n") {
+			t.Fatalf("the failed health check left regent_database_up at:\n%s", m)
+		}
+	})
+	t.Run("ReadyFails", func(t *testing.T) {
+		r := b.Do(t, "GET", "/ready", "", nil)
+		if r.Status != http.StatusServiceUnavailable || r.Map(t)["reason"] != "database unreachable" || r.Header.Get("Retry-After") == "" {
+			t.Fatalf("ready = %d %v %s, want 503 with Retry-After", r.Status, r.Header, r.Body)
+		}
+	})
 }
 
 func TestMetricsAreServedOnBothPaths(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	b.Do(t, "GET", "/health", "", nil)
 	for _, p := range []string{"/metrics", "/metrics/prometheus"} {
 		r := brokertest.At(b.MetricsURL).Do(t, "GET", p, "", nil)
@@ -54,7 +61,7 @@ func TestMetricsAreServedOnBothPaths(t *testing.T) {
 
 func TestOptionsOnAnyPathIs204WithCORS(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	r := b.Do(t, "OPTIONS", "/api/v1/anything", "", nil)
 	if r.Status != http.StatusNoContent || r.Header.Get("Access-Control-Allow-Origin") != "*" || len(r.Body) != 0 {
 		t.Fatalf("OPTIONS = %d %v %q", r.Status, r.Header, r.Body)
@@ -67,7 +74,7 @@ func TestOptionsOnAnyPathIs204WithCORS(t *testing.T) {
 
 func TestUnknownRouteIsJSON404(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	r := b.Do(t, "GET", "/nope", "", nil)
 	if r.Status != http.StatusNotFound || r.Map(t)["error"] == nil {
 		t.Fatalf("GET /nope = %d %s", r.Status, r.Body)
@@ -79,7 +86,7 @@ func TestUnknownRouteIsJSON404(t *testing.T) {
 // caller to POST.
 func TestAWrongMethodOnARouteIs405WithAllow(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	for path, allow := range map[string]string{
 		"/api/v1/push":          "POST",
 		"/streams/v1/cycle":     "POST",
@@ -99,30 +106,4 @@ func TestAWrongMethodOnARouteIs405WithAllow(t *testing.T) {
 	if r := b.Do(t, "GET", "/api/v1/push", "", nil); r.Status != http.StatusMethodNotAllowed || r.Header.Get("Allow") != "POST" {
 		t.Errorf("GET /api/v1/push = %d, Allow %q, want 405 with Allow POST", r.Status, r.Header.Get("Allow"))
 	}
-}
-
-// cutOff takes b's database away, as far as b can tell: it refuses new
-// connections to it and terminates the ones it has.
-func cutOff(t *testing.T, b *brokertest.Broker) {
-	t.Helper()
-	u, err := url.Parse(b.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := strings.TrimPrefix(u.Path, "/")
-	u.Path = "/postgres"
-	admin, err := pgx.Connect(context.Background(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	for _, q := range []string{
-		"ALTER DATABASE " + db + " ALLOW_CONNECTIONS false",
-		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + db + "'",
-	} {
-		if _, err := admin.Exec(context.Background(), q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b.Pool.Close()
 }

@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -40,6 +41,15 @@ type Key struct {
 // NewKey generates a key for alg: RS256, ES256 or EdDSA.
 func NewKey(t testing.TB, alg, kid string) Key {
 	t.Helper()
+	k, err := GenerateKey(alg, kid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// GenerateKey is NewKey outside a test, for a provider that outlives one.
+func GenerateKey(alg, kid string) (Key, error) {
 	var (
 		s   crypto.Signer
 		err error
@@ -52,12 +62,12 @@ func NewKey(t testing.TB, alg, kid string) Key {
 	case "EdDSA":
 		_, s, err = ed25519.GenerateKey(rand.Reader)
 	default:
-		t.Fatalf("jwkstest: no key for alg %q", alg)
+		return Key{}, fmt.Errorf("jwkstest: no key for alg %q", alg)
 	}
 	if err != nil {
-		t.Fatalf("jwkstest: generate %s key: %v", alg, err)
+		return Key{}, fmt.Errorf("jwkstest: generate %s key: %w", alg, err)
 	}
-	return Key{KID: kid, Method: jwt.GetSigningMethod(alg), Signer: s}
+	return Key{KID: kid, Method: jwt.GetSigningMethod(alg), Signer: s}, nil
 }
 
 // Sign signs claims with k, naming k's key ID in the header.
@@ -78,8 +88,21 @@ type Server struct {
 // Start serves the public halves of keys until the test ends.
 func Start(t testing.TB, keys ...Key) *Server {
 	t.Helper()
-	s := &Server{}
-	s.Publish(t, keys...)
+	s, stop, err := Serve(keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return s
+}
+
+// Serve is Start outside a test, for a provider that the tests of a
+// package share: it serves until stop.
+func Serve(keys ...Key) (s *Server, stop func(), err error) {
+	s = &Server{}
+	if err := s.publish(keys); err != nil {
+		return nil, nil, err
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		s.fetches.Add(1)
 		if s.down.Load() {
@@ -92,14 +115,19 @@ func Start(t testing.TB, keys ...Key) *Server {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(body)
 	}))
-	t.Cleanup(srv.Close)
 	s.URL = srv.URL + "/.well-known/jwks.json"
-	return s
+	return s, srv.Close, nil
 }
 
 // Publish replaces the published keys: a rotation.
 func (s *Server) Publish(t testing.TB, keys ...Key) {
 	t.Helper()
+	if err := s.publish(keys); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *Server) publish(keys []Key) error {
 	set := jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{}}
 	for _, k := range keys {
 		meta := jwkset.JWKMetadataOptions{KID: k.KID, USE: cmp.Or(k.Use, jwkset.UseSig)}
@@ -111,7 +139,7 @@ func (s *Server) Publish(t testing.TB, keys ...Key) {
 		}
 		jwk, err := jwkset.NewJWKFromKey(k.Signer.Public(), jwkset.JWKOptions{Metadata: meta})
 		if err != nil {
-			t.Fatalf("jwkstest: JWK of %s: %v", k.KID, err)
+			return fmt.Errorf("jwkstest: JWK of %s: %w", k.KID, err)
 		}
 		m := jwk.Marshal()
 		if k.HideAlg {
@@ -121,11 +149,12 @@ func (s *Server) Publish(t testing.TB, keys ...Key) {
 	}
 	body, err := json.Marshal(set)
 	if err != nil {
-		t.Fatalf("jwkstest: marshal JWK Set: %v", err)
+		return fmt.Errorf("jwkstest: marshal JWK Set: %w", err)
 	}
 	s.mu.Lock()
 	s.body = body
 	s.mu.Unlock()
+	return nil
 }
 
 // Down makes the server answer 503, as a provider that is down does, until
