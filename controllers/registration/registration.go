@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/streams/wire"
 )
 
 // Outcome is how the broker answered.
@@ -31,6 +32,9 @@ const (
 	// Unavailable is anything else: the broker could not be reached or did
 	// not answer as the contract says. Retrying later may help.
 	Unavailable
+	// Invalid is a 400 with success false: the broker refuses the
+	// registration's table sink (sink_table), and registered nothing.
+	Invalid
 )
 
 // Request is one registration.
@@ -40,6 +44,9 @@ type Request struct {
 	Sink       string `json:"sink_queue"`
 	ConfigHash string `json:"config_hash"`
 	Reset      bool   `json:"reset"`
+	// SinkTable is the query's table sink, always sent: null removes the
+	// one the query had.
+	SinkTable *wire.SinkTable `json:"sink_table"`
 }
 
 // Result is the broker's answer.
@@ -121,6 +128,8 @@ func (c *Client) Register(ctx context.Context, tenant string, req Request) Resul
 		return Result{Outcome: Conflict, Message: ans.Error}
 	case resp.StatusCode == http.StatusForbidden && !ans.Success && ans.Denied:
 		return Result{Outcome: Denied, Message: ans.Error}
+	case resp.StatusCode == http.StatusBadRequest && req.SinkTable != nil && strings.HasPrefix(ans.Error, "sink_table"):
+		return Result{Outcome: Invalid, Message: ans.Error}
 	case ans.Error != "":
 		return unavailable("HTTP %d: %s", resp.StatusCode, ans.Error)
 	default:
