@@ -180,6 +180,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.register(work); err != nil {
 		return err
 	}
+	if w.cfg.Sink == "" && !w.table {
+		return fmt.Errorf("query %q has no sink: give it a sink queue (--sink), or a table sink (the StreamQuery's spec.sink)", w.cfg.Query)
+	}
 	w.ready.Store(true)
 	w.log.Info("query registered", "query", w.cfg.Query, "query_id", w.queryID, "config_hash", w.cfg.Program.Hash,
 		"source", w.cfg.Source, "sink", w.cfg.Sink, "table_sink", w.table)
