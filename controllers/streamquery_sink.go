@@ -171,7 +171,9 @@ func asSinkInvalid(err error) error {
 }
 
 // sinkInvalidOrErr reports a spec.sink the query cannot write, as
-// pipelineInvalid reports a pipeline; any other error is retried.
+// pipelineInvalid reports a pipeline, and looks again at the next resync:
+// the table may be mended without a change to the spec. Any other error
+// is retried.
 func (r *StreamQueryReconciler) sinkInvalidOrErr(ctx context.Context, s *step, err error) (ctrl.Result, error) {
 	var si *sinkInvalid
 	if !errors.As(err, &si) {
@@ -182,5 +184,5 @@ func (r *StreamQueryReconciler) sinkInvalidOrErr(ctx context.Context, s *step, e
 		return conflictOr(err)
 	}
 	observeQuery(s.q)
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: r.resync()}, nil
 }

@@ -84,10 +84,10 @@ func (r *cycleResponse) writeStatus(w http.ResponseWriter, status int) {
 	httpx.WriteAppended(w, status, r.appendJSON)
 }
 
-// cycle is POST /streams/v1/cycle: one call of queen_streams.cycle_v5, whose
+// cycle is POST /streams/v1/cycle: one call of queen_streams.cycle_v6, whose
 // rules are in broker/migrate/functions/queen_streams.cycle_rules.sql: what its
 // ack does to the cursor, the gate partial ack, and what keeps an idle flush
-// beside folds exactly-once.
+// beside folds exactly-once; and its table rows in queen_streams.cycle_table.
 func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var req wire.CycleRequest
