@@ -26,7 +26,6 @@ import (
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
 	"github.com/regent-mq/regent/broker/celldb"
-	"github.com/regent-mq/regent/broker/streams/wire"
 	"github.com/regent-mq/regent/controllers/registration"
 	"github.com/regent-mq/regent/pipeline"
 )
@@ -272,7 +271,7 @@ type step struct {
 	before v1.StreamQueryStatus
 	hash   string // the config hash last sent to the broker
 	// sink is the table sink the registrations carry (nil: none).
-	sink *wire.SinkTable
+	sink *registration.SinkTable
 	// progressRead says that this reconcile read the query's progress:
 	// the autoscaler decides on nothing older.
 	progressRead bool

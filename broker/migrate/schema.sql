@@ -631,6 +631,15 @@ CREATE FUNCTION queen_streams.sink_table_create(p_tenant text, p_table text, p_c
 $$;
 
 --
+-- Name: sink_table_rows(text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.sink_table_rows(p_tenant text, p_table text, OUT rows bigint, OUT estimated boolean) RETURNS record
+    LANGUAGE plpgsql STABLE
+    AS $$ -- the body of functions/queen_streams.sink_table_rows.sql
+$$;
+
+--
 -- Name: state_rows_add(text, uuid, uuid, bigint); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 
