@@ -13,11 +13,13 @@ import (
 	"github.com/regent-mq/regent/test/foldref"
 )
 
-// The table sink's kill test: the tumbling run above, its windows written
-// by the cycles into a table (mode append, so that a window written twice
-// is a second row) beside the sink queue, while three workers and two
-// brokers are SIGKILLed in turn. The table must hold every window of the
-// reference fold once, with its exact values, and no other row.
+// The table sink's kill tests: the tumbling run above, its windows written
+// by the cycles into a table beside the sink queue, while three workers and
+// two brokers are SIGKILLed in turn. The table must hold every window of
+// the reference fold once, with its exact values, and no other row; and
+// the cycles must have written each once (sink_writes): in mode append a
+// window written twice is a second row, in mode upsert it is a second
+// write of the same row.
 
 // tableRow is a row of the run's table: a window of a source partition.
 type tableRow struct {
@@ -31,6 +33,14 @@ const windowsProject = `{'partition': partition, 'key': key, 'windowStart': wind
   'orders': orders, 'revenue': revenue, 'low': low, 'high': high, 'mean': mean, 'first': first, 'last': last}`
 
 func TestATableSinkHoldsEveryWindowOnceWhileWorkersAndBrokersAreKilled(t *testing.T) {
+	tableSinkRun(t, "append", nil)
+}
+
+func TestAnUpsertTableSinkWritesEveryWindowOnceWhileWorkersAndBrokersAreKilled(t *testing.T) {
+	tableSinkRun(t, "upsert", []string{"partition", "key", "windowStart"})
+}
+
+func tableSinkRun(t *testing.T, mode string, keys []string) {
 	partitions, perPartition, kills := runSize()
 	w := v1.Window{Type: v1.WindowTumbling, Size: dur(10 * time.Second), AllowedLateness: dur(2 * time.Second),
 		IdleFlush: dur(3 * time.Second)}
@@ -38,7 +48,7 @@ func TestATableSinkHoldsEveryWindowOnceWhileWorkersAndBrokersAreKilled(t *testin
 	p := foldref.Pipeline(w)
 	p.Late, p.Project = lateQueue, windowsProject
 
-	const name, table = "tabled", "windows"
+	name, table := "tabled-"+mode, "windows_"+mode
 	r := newPipelineRun(t, name, partitions, 2)
 	r.pipeline, r.events = p, events
 	// As the operator does for createTable, then registers the sink.
@@ -46,11 +56,11 @@ func TestATableSinkHoldsEveryWindowOnceWhileWorkersAndBrokersAreKilled(t *testin
 	cols := []celldb.SinkColumn{{Name: "partition", Type: text}, {Name: "key", Type: text}, {Name: "windowStart", Type: text},
 		{Name: "windowEnd", Type: text}, {Name: "orders", Type: integer}, {Name: "revenue", Type: float}, {Name: "low", Type: float},
 		{Name: "high", Type: float}, {Name: "mean", Type: float}, {Name: "first", Type: integer}, {Name: "last", Type: integer}}
-	if _, err := celldb.New(r.pool).CreateSinkTable(t.Context(), v1.DefaultTenant, table, cols, nil); err != nil {
+	if _, err := celldb.New(r.pool).CreateSinkTable(t.Context(), v1.DefaultTenant, table, cols, keys); err != nil {
 		t.Fatal(err)
 	}
 	if res := r.api.Do(t, "POST", "/streams/v1/queries", "", map[string]any{"name": name, "source_queue": "events",
-		"sink_queue": "events.out", "config_hash": p.ConfigHash(), "sink_table": map[string]any{"table": table, "mode": "append"}}); res.Status != http.StatusOK {
+		"sink_queue": "events.out", "config_hash": p.ConfigHash(), "sink_table": map[string]any{"table": table, "key_columns": keys, "mode": mode}}); res.Status != http.StatusOK {
 		t.Fatalf("register = %d %s", res.Status, res.Body)
 	}
 	r.push(events)
@@ -100,14 +110,14 @@ func TestATableSinkHoldsEveryWindowOnceWhileWorkersAndBrokersAreKilled(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
-	if written.Rows != int64(len(rows)) {
-		t.Errorf("the cycles recorded %d rows written, the table holds %d", written.Rows, len(rows))
+	if written.Rows != int64(windows) {
+		t.Errorf("the cycles recorded %d rows written for %d windows", written.Rows, windows)
 	}
 	// The sink queue, written by the same cycles, holds the same windows.
 	f := r.checkWindows(want, late)
-	t.Logf("figures: %d kills (%d mid-run), %d events, %d windows in the table, %d late, %d cycles refused; "+
+	t.Logf("figures (mode %s): %d kills (%d mid-run), %d events, %d windows in the table, %d rows written, %d late, %d cycles refused; "+
 		"table: lost %d, duplicated %d, wrong %d; sink queue: lost %d, duplicated %d, wrong %d",
-		kills, midRun, r.total, len(rows), f.late, r.refused(), lost, duplicated, wrong, f.lost, f.duplicated, f.wrong)
+		mode, kills, midRun, r.total, len(rows), written.Rows, f.late, r.refused(), lost, duplicated, wrong, f.lost, f.duplicated, f.wrong)
 }
 
 // queryID is the id of the default tenant's query name.
