@@ -232,6 +232,21 @@ func (c *fakeCell) RestoreSavepoint(context.Context, string, string, string, str
 
 func (c *fakeCell) Leases(context.Context, string, string, string) (int32, error) { return 0, nil }
 
+// The fake cell holds no tables: its tests declare no table sink.
+func (c *fakeCell) SinkColumns(context.Context, string, string, string) ([]celldb.SinkColumn, error) {
+	return nil, errNoTables
+}
+
+func (c *fakeCell) CreateSinkTable(context.Context, string, string, []celldb.SinkColumn, []string) (bool, error) {
+	return false, errNoTables
+}
+
+func (c *fakeCell) CheckSinkTable(context.Context, string, string, string, []string, string) error {
+	return errNoTables
+}
+
+var errNoTables = errors.New("the fake cell holds no tables")
+
 var errDied = errors.New("the operator died: nothing it sends lands any more")
 
 // world is an API server (the fake client), a cell, and operators that

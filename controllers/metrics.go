@@ -20,6 +20,7 @@ const (
 	resultConflict    = "conflict"
 	resultDenied      = "denied"
 	resultUnavailable = "unavailable"
+	resultInvalid     = "invalid"
 )
 
 var queryLabels = []string{"namespace", "name", "tenant"}
@@ -27,7 +28,7 @@ var queryLabels = []string{"namespace", "name", "tenant"}
 var (
 	registrations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "regent_operator_registrations_total",
-		Help: "Registrations the operator sent to the broker, by result: registered, reset, conflict, denied or unavailable.",
+		Help: "Registrations the operator sent to the broker, by result: registered, reset, conflict, denied, invalid (a table sink refused) or unavailable.",
 	}, []string{"result"})
 	quotaUsed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "regent_tenantquota_registered_queries",

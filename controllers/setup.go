@@ -54,6 +54,11 @@ type CellDB interface {
 	PruneSavepoints(ctx context.Context, tenant, name string, keep int32) (int32, error)
 	RestoreSavepoint(ctx context.Context, tenant, name, group, savepoint, token string) (celldb.Restored, error)
 	Leases(ctx context.Context, tenant, name, group string) (int32, error)
+	// The table sinks (broker/celldb/sinktable.go): a refusal is a
+	// *celldb.SinkInvalid.
+	SinkColumns(ctx context.Context, tenant, schema, table string) ([]celldb.SinkColumn, error)
+	CreateSinkTable(ctx context.Context, tenant, table string, cols []celldb.SinkColumn, keys []string) (bool, error)
+	CheckSinkTable(ctx context.Context, tenant, schema, table string, keys []string, mode string) error
 }
 
 // Config is what both reconcilers need.

@@ -200,6 +200,9 @@ func (r *StreamQueryReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err != nil {
 		return r.pipelineInvalid(ctx, s, err)
 	}
+	if s.sink, err = r.sinkTable(ctx, s); err != nil {
+		return r.sinkInvalidOrErr(ctx, s, err)
+	}
 	token := q.Annotations[v1.ResetTokenAnnotation]
 	switch {
 	case q.Status.PendingReset != nil:
@@ -267,6 +270,8 @@ type step struct {
 	tenant string
 	before v1.StreamQueryStatus
 	hash   string // the config hash last sent to the broker
+	// sink is the table sink the registrations carry (nil: none).
+	sink *registration.SinkTable
 	// progressRead says that this reconcile read the query's progress:
 	// the autoscaler decides on nothing older.
 	progressRead bool
@@ -276,9 +281,10 @@ func (r *StreamQueryReconciler) register(ctx context.Context, s *step, hash stri
 	s.hash = hash
 	res := r.Broker.Register(ctx, s.tenant, registration.Request{
 		Name: s.q.QueryName(), Source: s.q.Spec.SourceQueue, Sink: s.q.Spec.SinkQueue, ConfigHash: hash, Reset: reset,
+		SinkTable: s.sink,
 	})
 	result := [...]string{registration.Registered: resultRegistered, registration.Conflict: resultConflict,
-		registration.Denied: resultDenied, registration.Unavailable: resultUnavailable}[res.Outcome]
+		registration.Denied: resultDenied, registration.Unavailable: resultUnavailable, registration.Invalid: resultInvalid}[res.Outcome]
 	if res.Outcome == registration.Registered && reset {
 		result = resultReset
 	}
@@ -314,6 +320,9 @@ func (r *StreamQueryReconciler) settle(ctx context.Context, s *step, res registr
 		r.notReady(q, v1.ReasonConfigConflict, res.Message)
 	case registration.Denied:
 		r.notReady(q, v1.ReasonQuotaDenied, res.Message)
+	case registration.Invalid:
+		// The table changed between the operator's check and the broker's.
+		r.notReady(q, v1.ReasonSinkInvalid, res.Message)
 	default:
 		r.notReady(q, v1.ReasonBrokerUnavailable, res.Message)
 	}

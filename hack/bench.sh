@@ -12,7 +12,8 @@
 # C = 1, 4, 16, 64, and without at C=4; push with 10 million rows in the
 # dedup table; popack and cycle at C = 1, 4, 16, 64 (P=16) and at P = 1,000
 # and 10,000 (C=4); stateget; Regent's worker running a pipeline end to end
-# at C = 4 and 16 (regent-bench -scenario pipeline); Regent's worker and a
+# at C = 4 and 16 (regent-bench -scenario pipeline); its outputs into a sink
+# queue and into a table sink (emit sink=queue, emit sink=table); Regent's worker and a
 # stock-style worker folding 1,000 keys at batch 100 and 1000 (worker
 # batch=B, stock batch=B). N is chosen for each point to run at least 5 s
 # on a quiet 2-core machine, and the whole for about 20 minutes there (some
@@ -132,6 +133,13 @@ point "stateget" stateget 4 30000 -scenario stateget
 # against the cycle scenario at the same C and B, and the same limit.
 for c in 4 16; do
   point "pipeline C=$c" cycle "$c" 300000 -scenario pipeline
+done
+# A table sink beside a sink queue: Regent's worker emitting one output per
+# event (regent-bench -scenario emit), into a sink queue, and as rows of a
+# table sink in mode append, written by the same cycles; the run verifies
+# that the table holds N rows.
+for sink in queue table; do
+  point "emit sink=$sink C=4" cycle 4 200000 -scenario emit -sink "$sink" -database-url "$db"
 done
 # The work a user would recognise: 16 partitions, 1,000 keys, a tumbling
 # minute's count and sum per key, N prefilled, folded by Regent's worker

@@ -101,7 +101,9 @@ want "acme's sample Ready with its query id" '^acme-streams +streamquery\.stream
 want "the worker's window of /home" '^\{"key":"/home",.*"count":2\}$'
 want "the worker's window of /docs" '^\{"key":"/docs",.*"count":1\}$'
 want "acme's query to acme" '^\{"name":"orders\.per_minute","source_queue":"orders","query_id":"[0-9a-f-]{36}"\}$'
-want "the default tenant's queries without acme's" '^\["clicks-per-page","orders-revenue","tour\.count"\]$'
+want "the default tenant's queries without acme's" '^\["clicks-per-page","orders-revenue","sales-per-region","tour\.count"\]$'
+want "the table sink's row of eu, read with psql" '^ eu +\| [0-9: +-]+ +\| +2 +\| +15$'
+want "the table sink's row of us, read with psql" '^ us +\| [0-9: +-]+ +\| +1 +\| +7$'
 if [ "$(grep -c '^409$' "$statuses")" != 1 ]; then
   say "the tour answered 409 $(grep -c '^409$' "$statuses") times; the README shows it once"
   fail=1

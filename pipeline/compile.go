@@ -31,6 +31,8 @@ type Program struct {
 	aggs                     []aggregate
 	ofs                      []cel.Program // distinct `of` expressions; aggregate.of indexes them
 
+	columns []Column // nil: not known before the pipeline runs
+
 	window   windowKind // nil for a stateless pipeline
 	lateness int64
 	late     string // "" to drop late events
@@ -86,7 +88,9 @@ func Compile(spec v1.Pipeline) (*Program, error) {
 		return nil, err
 	}
 	if c.Window == nil {
-		p.project, err = compile(ev, "project", c.Project, cel.MapType(cel.StringType, cel.DynType))
+		if p.project, err = compile(ev, "project", c.Project, cel.MapType(cel.StringType, cel.DynType)); err == nil && c.Project != "" {
+			p.columns = projectColumns(ev, c.Project)
+		}
 		return p, err
 	}
 	_, _, _, lateness, idle := c.Window.Durations()
@@ -137,6 +141,10 @@ func Compile(spec v1.Pipeline) (*Program, error) {
 	}
 	if p.project, err = compile(wenv, "project", c.Project, cel.MapType(cel.StringType, cel.DynType)); err != nil {
 		return nil, err
+	}
+	p.columns = windowColumns(c.Aggregate)
+	if c.Project != "" {
+		p.columns = projectColumns(wenv, c.Project)
 	}
 	return p, nil
 }

@@ -47,7 +47,7 @@ func (s *Shard) emitWindow(w *win) error {
 	}
 	s.Emitted++
 	s.pushes = append(s.pushes, Push{Queue: s.scope.Sink, Partition: s.scope.Partition, Payload: payload,
-		TransactionID: s.txid("w", strconv.FormatInt(w.start, 10), w.key)})
+		TransactionID: s.txid("w", strconv.FormatInt(w.start, 10), w.key), Output: true})
 	return nil
 }
 
@@ -108,7 +108,7 @@ func (s *Shard) emitEvent(e *Event, vars *eventVars) {
 	}
 	s.Emitted++
 	s.pushes = append(s.pushes, Push{Queue: s.scope.Sink, Partition: s.scope.Partition, Payload: payload,
-		TransactionID: s.txid("s", e.TransactionID)})
+		TransactionID: s.txid("s", e.TransactionID), Output: true})
 }
 
 func (s *Shard) lateEvent(e *Event) {

@@ -54,6 +54,9 @@ type Push struct {
 	Partition     string          `json:"partition"`
 	Payload       json.RawMessage `json:"payload"`
 	TransactionID string          `json:"transactionId"`
+	// Output: the pipeline's output (a closed window, a stateless event),
+	// which a table sink also gets as a row; not a late event.
+	Output bool `json:"-"`
 }
 
 // Counts is what a fold did with its events.

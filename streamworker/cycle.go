@@ -76,6 +76,8 @@ func (w *Worker) cycle(ctx context.Context, p *partition, kind string, ops []pip
 
 // cycleBody is the cycle's request, with every member Queen's clients send:
 // state_ops and push_items as arrays, even empty, and a flush's ack null.
+// An output with no sink queue (a query whose only sink is its table) is
+// no push item. With a table sink, the outputs are the table_rows too.
 func (w *Worker) cycleBody(p *partition, ops []pipeline.StateOp, pushes []pipeline.Push, ack *wire.CycleAck) (*wire.CycleRequest, error) {
 	if ops == nil {
 		ops = []pipeline.StateOp{}
@@ -84,10 +86,21 @@ func (w *Worker) cycleBody(p *partition, ops []pipeline.StateOp, pushes []pipeli
 	if err != nil {
 		return nil, fmt.Errorf("encode state ops: %w", err)
 	}
-	items := make([]wire.PushItem, len(pushes))
-	for i, x := range pushes {
-		items[i] = wire.PushItem{Queue: x.Queue, Partition: x.Partition, Payload: x.Payload, TransactionID: x.TransactionID}
+	items := make([]wire.PushItem, 0, len(pushes))
+	var rows []byte
+	for _, x := range pushes {
+		if x.Queue != "" {
+			items = append(items, wire.PushItem{Queue: x.Queue, Partition: x.Partition, Payload: x.Payload, TransactionID: x.TransactionID})
+		}
+		if w.table && x.Output {
+			rows = append(append(rows, ','), x.Payload...)
+		}
 	}
-	return &wire.CycleRequest{QueryID: w.queryID, PartitionID: p.id, ConsumerGroup: w.group, StateOps: raw,
-		PushItems: items, Ack: ack, ResetGeneration: w.generation}, nil
+	req := &wire.CycleRequest{QueryID: w.queryID, PartitionID: p.id, ConsumerGroup: w.group, StateOps: raw,
+		PushItems: items, Ack: ack, ResetGeneration: w.generation}
+	if rows != nil {
+		rows[0] = '['
+		req.TableRows = append(rows, ']')
+	}
+	return req, nil
 }

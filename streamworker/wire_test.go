@@ -91,3 +91,34 @@ func TestTheCycleBodyIsTheJSONTheWorkerSentAsAMap(t *testing.T) {
 		})
 	}
 }
+
+func TestAWorkerOfATableSinkSendsItsOutputsAsTableRowsAndNoLateEvent(t *testing.T) {
+	p := &partition{id: "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", name: "Default"}
+	pushes := []pipeline.Push{
+		{Queue: "", Partition: "Default", Payload: json.RawMessage(`{"key":"a","count":2}`), TransactionID: "w1", Output: true},
+		{Queue: "late", Partition: "Default", Payload: json.RawMessage(`{"ts":1}`), TransactionID: "l1"},
+		{Queue: "", Partition: "Default", Payload: json.RawMessage(`{"key":"b","count":1}`), TransactionID: "w2", Output: true},
+	}
+	for _, c := range []struct {
+		table     bool
+		rows      string
+		pushItems int
+	}{{table: true, rows: `[{"key":"a","count":2},{"key":"b","count":1}]`, pushItems: 1}, {table: false, pushItems: 1}} {
+		w := &Worker{queryID: "q", group: "streams.q", table: c.table}
+		body, err := w.cycleBody(p, nil, pushes, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(body.TableRows) != c.rows || len(body.PushItems) != c.pushItems {
+			t.Fatalf("table sink %v: table_rows %s and %d push items, want %s and %d (the late queue's; an output without a sink queue is no push)",
+				c.table, body.TableRows, len(body.PushItems), c.rows, c.pushItems)
+		}
+		raw, err := gojson.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if has := bytes.Contains(raw, []byte(`"table_rows"`)); has != c.table {
+			t.Fatalf("table sink %v: the body %s has table_rows %v", c.table, raw, has)
+		}
+	}
+}

@@ -124,8 +124,12 @@ type Worker struct {
 	// 409 once a reset or a restore has moved it: this worker's pipeline
 	// is then no longer the query's, and it stops.
 	generation *int64
-	group      string
-	ready      atomic.Bool
+	// table: the query has a table sink (the registration's header
+	// wire.SinkTableHeader), so every cycle also carries its outputs as
+	// table_rows, which the broker writes in the cycle's transaction.
+	table bool
+	group string
+	ready atomic.Bool
 
 	mu         sync.Mutex
 	partitions map[string]*partition // by id: every partition seen
@@ -176,9 +180,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.register(work); err != nil {
 		return err
 	}
+	if w.cfg.Sink == "" && !w.table {
+		return fmt.Errorf("query %q has no sink: give it a sink queue (--sink), or a table sink (the StreamQuery's spec.sink)", w.cfg.Query)
+	}
 	w.ready.Store(true)
 	w.log.Info("query registered", "query", w.cfg.Query, "query_id", w.queryID, "config_hash", w.cfg.Program.Hash,
-		"source", w.cfg.Source, "sink", w.cfg.Sink)
+		"source", w.cfg.Source, "sink", w.cfg.Sink, "table_sink", w.table)
 	errs := make(chan error, w.cfg.Concurrency)
 	for range w.cfg.Concurrency {
 		go func() { errs <- w.loop(ctx, work) }()
@@ -216,6 +223,7 @@ func (w *Worker) register(ctx context.Context) error {
 		}
 		w.generation = &n
 	}
+	w.table = header.Get(wire.SinkTableHeader) != ""
 	return nil
 }
 

@@ -2,6 +2,8 @@ package streamworker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/broker/streams/wire"
 	"github.com/regent-mq/regent/pipeline"
 	"github.com/regent-mq/regent/test/brokertest"
@@ -194,5 +197,38 @@ func TestAFlushTheBrokerDefersEmitsAndCountsNothing(t *testing.T) {
 	rows, err := w.readState(ctx, p, map[string]any{"key_prefix": pipeline.Prefix})
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("state after the deferred flush: %v, %v; want the window and the clock", rows, err)
+	}
+}
+
+// A worker given no sink queue runs only a query whose sink is a table,
+// whose rows its cycles write: each closed window once.
+func TestAWorkerWritesAQuerysWindowsIntoItsTableSinkAndNeedsASinkOfSomeKind(t *testing.T) {
+	b, w, _ := countingWorker(t, "tabled")
+	w.cfg.Sink = ""
+	if err := w.Run(t.Context()); err == nil || !strings.Contains(err.Error(), `query "tabled" has no sink`) {
+		t.Fatalf("a worker with neither a sink queue nor a table sink ran: %v", err)
+	}
+	b.CreateTable(t, "counts", []dbtest.TableColumn{{Name: "key", Type: "text"}, {Name: "windowStart", Type: "timestamptz"},
+		{Name: "windowEnd", Type: "timestamptz"}, {Name: "n", Type: "bigint"}}, "key", "windowStart")
+	if r := b.Do(t, "POST", "/streams/v1/queries", b.Token, map[string]any{"name": "tabled", "source_queue": "src",
+		"config_hash": w.cfg.Program.Hash, "sink_table": map[string]any{"table": "counts", "key_columns": []string{"key", "windowStart"}}}); r.Status != http.StatusOK {
+		t.Fatalf("register = %d %s", r.Status, r.Body)
+	}
+	pushEvent(t, b, 1_000)
+	pushEvent(t, b, 2_000)
+	pushEvent(t, b, 200_000) // the watermark passes the first minute: its window closes
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	want := `{"n": 2, "key": "a", "windowEnd": "1970-01-01T00:01:00+00:00", "windowStart": "1970-01-01T00:00:00+00:00"}`
+	brokertest.Eventually(t, 30*time.Second, func() error {
+		if rows := b.TableRows(t, "counts"); len(rows) != 1 || rows[0] != want {
+			return fmt.Errorf("table rows %v, want %s", rows, want)
+		}
+		return nil
+	})
+	stop()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) { // no drain: the pop in flight is cut
+		t.Fatal(err)
 	}
 }

@@ -41,6 +41,11 @@ const (
 	// ReasonPipelineInvalid: spec.pipeline does not compile; the query is
 	// not registered, so nothing runs it.
 	ReasonPipelineInvalid = "PipelineInvalid"
+	// ReasonSinkInvalid: spec.sink names a table the pipeline's output
+	// does not fit, or that the query cannot write (absent without
+	// createTable, no unique index on the key columns, another tenant's
+	// schema); the query is not registered, so nothing runs it.
+	ReasonSinkInvalid = "SinkInvalid"
 )
 
 // The StreamQuery's lifecycle conditions and their reasons.
@@ -72,7 +77,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!(has(self.pipeline) && has(self.sql))",message="pipeline and sql are two ways to write one pipeline: set one of them"
 // +kubebuilder:validation:XValidation:rule="has(self.configHash) || has(self.pipeline) || has(self.sql)",message="configHash is required when there is no pipeline"
 // +kubebuilder:validation:XValidation:rule="!has(self.workers) || has(self.pipeline) || has(self.sql)",message="workers run a pipeline: spec.workers needs spec.pipeline or spec.sql"
-// +kubebuilder:validation:XValidation:rule="!(has(self.pipeline) || has(self.sql)) || has(self.sinkQueue)",message="a pipeline needs sinkQueue: its workers push their output there"
+// +kubebuilder:validation:XValidation:rule="!(has(self.pipeline) || has(self.sql)) || has(self.sinkQueue) || has(self.sink)",message="a pipeline needs sinkQueue, sink or both: its workers write their output there"
+// +kubebuilder:validation:XValidation:rule="!has(self.sink) || has(self.pipeline) || has(self.sql)",message="a table sink holds a pipeline's output: spec.sink needs spec.pipeline or spec.sql"
 // +kubebuilder:validation:XValidation:rule="!has(self.upgradeMode) || !has(self.onConfigChange) || self.upgradeMode == self.onConfigChange",message="onConfigChange is the deprecated alias of upgradeMode: remove it, or make it equal"
 type StreamQuerySpec struct {
 	// queryName is the query's name on the broker, unique per tenant; a
@@ -94,6 +100,14 @@ type StreamQuerySpec struct {
 	// +optional
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]{1,255}$`
 	SinkQueue string `json:"sinkQueue,omitempty"`
+
+	// sink writes the pipeline's output as rows of a table, in the cycle's
+	// transaction (exactly once, with the state and the source ack), beside
+	// sinkQueue or instead of it. The table is in the query's tenant's
+	// schema, regent_<tenant>; its columns must fit the pipeline's output,
+	// which the operator checks before registering (SinkInvalid otherwise).
+	// +optional
+	Sink *TableSink `json:"sink,omitempty"`
 
 	// configHash is the hash the worker computes over its operator chain.
 	// The broker refuses a different hash for an existing query unless the
@@ -175,6 +189,61 @@ type StreamQuerySpec struct {
 	// freshness is the objective the Fresh condition reports on.
 	// +optional
 	Freshness *Freshness `json:"freshness,omitempty"`
+}
+
+// TableSinkMode says how a table sink writes a row.
+// +kubebuilder:validation:Enum=upsert;append
+type TableSinkMode string
+
+const (
+	// TableSinkUpsert: one row per key columns, replaced when a window is
+	// emitted again.
+	TableSinkUpsert TableSinkMode = "upsert"
+	// TableSinkAppend: every output is a new row.
+	TableSinkAppend TableSinkMode = "append"
+)
+
+// TableSink is a table the pipeline's output is written to.
+// +kubebuilder:validation:XValidation:rule="self.mode == 'append' || (has(self.keyColumns) && size(self.keyColumns) > 0)",message="mode upsert needs keyColumns: a row replaces the one of the same key columns"
+type TableSink struct {
+	// table is the table's name in the tenant's schema, as it is (a quoted
+	// identifier: case, spaces and any character are kept, never read as
+	// SQL). PostgreSQL cuts names at 63 bytes, so a longer one is refused.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Table string `json:"table"`
+
+	// schema, when set, must be the tenant's schema, regent_<tenant>: a
+	// query writes only there. Absent means that one.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Schema string `json:"schema,omitempty"`
+
+	// keyColumns are the output members that identify a row (for a window:
+	// its key, its start, and its partition when several source partitions
+	// emit the same key). In mode upsert the table needs a unique index on
+	// exactly them; createTable makes them its primary key.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	KeyColumns []string `json:"keyColumns,omitempty"`
+
+	// mode is upsert (one row per key columns, replaced when a window is
+	// emitted again) or append (every output a new row).
+	// +optional
+	// +kubebuilder:default=upsert
+	Mode TableSinkMode `json:"mode,omitempty"`
+
+	// createTable lets the operator create the table (and the tenant's
+	// schema) when it is absent: a column per output member, typed after
+	// it, and a primary key on keyColumns. An existing table is never
+	// changed.
+	// +optional
+	CreateTable bool `json:"createTable,omitempty"`
 }
 
 // Workers is the Deployment the operator runs a pipeline with.
@@ -354,8 +423,10 @@ type StreamQueryStatus struct {
 	Workers *WorkersStatus `json:"workers,omitempty"`
 
 	// conditions holds Ready, whose reason is Registered, ConfigConflict,
-	// QuotaDenied, DuplicateName, BrokerUnavailable or PipelineInvalid
-	// (spec.pipeline does not compile: nothing is registered); Suspended, once the
+	// QuotaDenied, DuplicateName, BrokerUnavailable, PipelineInvalid
+	// (spec.pipeline does not compile: nothing is registered) or
+	// SinkInvalid (spec.sink cannot hold the pipeline's output: nothing is
+	// registered); Suspended, once the
 	// query is registered; Fresh, when spec.freshness is set; and
 	// WorkersReady, when the operator runs the query's workers.
 	// +optional

@@ -12,6 +12,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/celldb"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -647,4 +648,23 @@ func TestADeadLetterIsRetriedThenDeliveredAgain(t *testing.T) {
 	if retried != 1 || len(p.Messages) != 4 {
 		t.Fatalf("shop-audit got %d messages, %d of them the retried payload; want tx-1..3 and the retry: %+v", len(p.Messages), retried, p.Messages)
 	}
+}
+
+func TestAQueryWithATableSinkShowsTheTablesRowCountAndLastWrite(t *testing.T) {
+	t.Parallel()
+	b, tab := shopAt(t, "")
+	b.CreateTable(t, "shop_windows", []dbtest.TableColumn{{Name: "key", Type: "text"}, {Name: "count", Type: "bigint"}}, "key")
+	reg := b.Call(t, http.StatusOK, "POST", "/streams/v1/queries", map[string]any{"name": "shop-tabled", "source_queue": "shop-clicks",
+		"config_hash": "v1", "sink_table": map[string]any{"table": "shop_windows", "key_columns": []string{"key"}}})
+	conf := b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": "shop-clicks"})
+	b.Call(t, http.StatusOK, "POST", "/streams/v1/cycle", map[string]any{"query_id": reg.Map(t)["query_id"],
+		"partition_id": conf.Map(t)["partitionId"], "ack": nil,
+		"table_rows": []any{map[string]any{"key": "eu", "count": 7}, map[string]any{"key": "us", "count": 5}}})
+
+	tab.open(b.URL + "/console/#/query/shop-tabled")
+	mustContain(t, "the table sink", tab.panel("Table sink"), "Table\nregent_default.shop_windows", "Mode\nupsert on key",
+		"Rows\n2", "Rows written\n2", "Last write\n20")
+	tab.shot("query-table-sink")
+	tab.open(b.URL + "/console/")
+	mustContain(t, "the overview's queries", tab.panel("Stream queries"), "shop-tabled\tshop-clicks\t—\tshop_windows\t2\t20")
 }

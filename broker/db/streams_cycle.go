@@ -37,6 +37,10 @@ type Cycle struct {
 	// under: the cycle is refused once the query's has moved
 	// (queen_streams.cycle_gate).
 	Generation *int64
+	// TableRows, when set, is a JSON array of objects: the rows the
+	// committed cycle writes to the query's table sink
+	// (queen_streams.cycle_table).
+	TableRows json.RawMessage
 }
 
 // StateOps are a cycle's state_ops folded to their effect: each key once,
@@ -83,6 +87,14 @@ func (r *CycleResult) Committed() bool { return r.Duplicates == nil && !r.Gone }
 // it carried: the query was reset or restored since its worker registered.
 const StaleGeneration = "streams.stale_generation"
 
+// The Codes of a cycle refused for its table rows: they do not fit the
+// query's table, or the query has no table sink. Bad input, not a rule of
+// the seed's cycle.
+const (
+	SinkRows    = "streams.sink_rows"
+	NoSinkTable = "streams.no_sink_table"
+)
+
 // Failure is a cycle refused by the rules: nothing of it committed.
 // Message is meant for the client; Code names the rule, when the broker
 // acts on it (Refused).
@@ -114,11 +126,12 @@ type Duplicates map[uuid.UUID]map[string]uuid.UUID
 // cycleSQL passes the request as one queen_streams.cycle_request, built
 // from its fields in the type's order (migration 0015): as a row of
 // parameters, each sent in binary as pgx sends any other, it costs less
-// to pass and read than the same request as jsonb.
+// to pass and read than the same request as jsonb. The table rows follow
+// it, as the JSON they came in (NULL: none).
 const cycleSQL = `SELECT outcome, queue_id, queue_name, base_offsets, ack_count, lease_released, announce,
 		partition_id, dup_txids, dup_message_ids
-	FROM queen_streams.cycle_v5(ROW($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-		$18, $19, $20, $21, $22, $23, $24, $25)::queen_streams.cycle_request)`
+	FROM queen_streams.cycle_v6(ROW($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+		$18, $19, $20, $21, $22, $23, $24, $25)::queen_streams.cycle_request, $26)`
 
 // RunCycle runs one cycle in one transaction and one round trip. A cycle
 // the rules refuse is a *Failure. Any other error means the call itself
@@ -153,7 +166,7 @@ func (d *DB) runCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 		c.Ops.UpsertKeys, c.Ops.UpsertValues, c.Ops.DeleteKeys, c.Ops.ExpectKeys, c.Ops.ExpectAt,
 		a.Partitions, a.Frames, a.Bodies, a.Checksums, a.TxIDs, a.MinAt, a.MaxAt,
 		a.Dedups, a.DedupTxIDs, a.DedupMsgIDs,
-		hasAck, lease, ok, count, release, c.Generation,
+		hasAck, lease, ok, count, release, c.Generation, c.TableRows,
 	)
 	if err != nil {
 		return CycleResult{}, refusal(err)

@@ -31,6 +31,25 @@ type Query struct {
 	Suspended  bool             `json:"suspended"`
 	LastRewind *Rewind          `json:"last_rewind"`
 	Partitions []QueryPartition `json:"partitions"`
+	// SinkTable is the query's table sink and what its cycles wrote;
+	// null without one.
+	SinkTable *SinkTableStatus `json:"sink_table"`
+}
+
+// SinkTableStatus is a query's table sink as the console shows it.
+type SinkTableStatus struct {
+	Schema     string   `json:"schema"`
+	Table      string   `json:"table"`
+	KeyColumns []string `json:"key_columns"`
+	Mode       string   `json:"mode"`
+	// Rows is the table's row count (null: the table is gone), exact up
+	// to a million and the planner's estimate beyond (RowsEstimated).
+	Rows          *int64 `json:"rows"`
+	RowsEstimated bool   `json:"rows_estimated"`
+	// Written is how many rows the query's cycles wrote, and LastWrite
+	// when the last of them committed (null: none yet).
+	Written   int64      `json:"written"`
+	LastWrite *time.Time `json:"last_write"`
 }
 
 // Rewind is a query's last rewind: the time it rewound to (null: the
@@ -64,8 +83,13 @@ const queriesSQL = `SELECT q.id::text, q.name, q.source_queue, q.sink_queue, q.c
                    FROM queen.queues qu
                    JOIN queen.partitions pa ON pa.queue_id = qu.id
                    LEFT JOIN queen.cursors c ON c.partition_id = pa.id AND c.consumer_group = 'streams.' || q.name
-                  WHERE qu.tenant = q.tenant AND qu.name = q.source_queue), '[]')
+                  WHERE qu.tenant = q.tenant AND qu.name = q.source_queue), '[]'),
+       q.sink_table, CASE WHEN q.sink_table IS NOT NULL THEN queen_streams.tenant_schema(q.tenant, NULL) END, q.sink_keys, q.sink_mode, t.rows, t.estimated,
+       w.written, w.last_write
   FROM queen_streams.queries q
+  LEFT JOIN LATERAL queen_streams.sink_table_rows(p_tenant => q.tenant, p_table => q.sink_table) t ON q.sink_table IS NOT NULL
+  LEFT JOIN LATERAL (SELECT COALESCE(sum(sw.rows), 0)::bigint AS written, max(sw.written_at) AS last_write
+                       FROM queen_streams.sink_writes sw WHERE sw.query_id = q.id) w ON q.sink_table IS NOT NULL
  CROSS JOIN LATERAL queen_streams.query_progress_v2(
         p_tenant => q.tenant, p_name => q.name, p_group => 'streams.' || q.name, p_source => q.source_queue) p
  WHERE q.tenant = $1
@@ -83,11 +107,26 @@ func (d *DB) Queries(ctx context.Context, tenant string) ([]Query, error) {
 		parts               []byte
 		rewindTo, rewoundAt *time.Time
 		rewindPartitions    *int
+		sinkTable, schema   *string
+		mode                *string
+		sink                SinkTableStatus
+		estimated           *bool
+		written             *int64
 	)
 	_, err = pgx.ForEachRow(rows, []any{&q.ID, &q.Name, &q.SourceQueue, &q.SinkQueue, &q.ConfigHash, &q.ResetGeneration,
 		&q.CreatedAt, &q.UpdatedAt, &q.Lag, &q.StateRows, &q.LastCycle,
-		&q.Suspended, &rewindTo, &rewoundAt, &rewindPartitions, &parts}, func() error {
-		q.Partitions, q.LastRewind = nil, nil
+		&q.Suspended, &rewindTo, &rewoundAt, &rewindPartitions, &parts,
+		&sinkTable, &schema, &sink.KeyColumns, &mode, &sink.Rows, &estimated, &written, &sink.LastWrite}, func() error {
+		q.Partitions, q.LastRewind, q.SinkTable = nil, nil, nil
+		if sinkTable != nil {
+			t := sink
+			t.Table, t.Schema, t.Mode, t.RowsEstimated, t.Written = *sinkTable, *schema, *mode, estimated != nil && *estimated, *written
+			if t.LastWrite != nil {
+				at := t.LastWrite.UTC()
+				t.LastWrite = &at
+			}
+			q.SinkTable = &t
+		}
 		if rewoundAt != nil {
 			q.LastRewind = &Rewind{At: rewoundAt.UTC()}
 			if rewindTo != nil {

@@ -287,12 +287,86 @@ CREATE FUNCTION queen_streams.cycle_state(r queen_streams.cycle_request) RETURNS
 $$;
 
 --
+-- Name: cycle_table(queen_streams.cycle_request, jsonb); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.cycle_table(r queen_streams.cycle_request, p_rows jsonb) RETURNS void
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    v_table  text;
+    v_keys   text[];
+    v_mode   text;
+    v_schema text;
+    v_cols   text[];
+    v_list   text;
+    v_set    text;
+    v_n      bigint;
+BEGIN
+    SELECT q.sink_table, q.sink_keys, q.sink_mode INTO v_table, v_keys, v_mode
+      FROM queen_streams.queries q WHERE q.id = r.query_id;
+    IF v_table IS NULL THEN
+        RAISE EXCEPTION 'table_rows: the query has no table sink (register it with sink_table)'
+            USING DETAIL = 'streams.no_sink_table';
+    END IF;
+    IF EXISTS (SELECT FROM jsonb_array_elements(p_rows) e WHERE jsonb_typeof(e) <> 'object') THEN
+        RAISE EXCEPTION 'table_rows: each row is an object of column names and values' USING DETAIL = 'streams.sink_rows';
+    END IF;
+    v_schema := queen_streams.tenant_schema(r.tenant, NULL);
+    SELECT array_agg(k ORDER BY k) INTO v_cols FROM jsonb_object_keys(p_rows -> 0) k;
+    IF v_cols IS NULL OR EXISTS (SELECT FROM unnest(v_cols) c WHERE octet_length(c) > 63) THEN
+        -- PostgreSQL would cut a longer name to another column's.
+        RAISE EXCEPTION 'table_rows: a row names its columns, each of at most 63 bytes' USING DETAIL = 'streams.sink_rows';
+    END IF;
+    SELECT string_agg(format('%I', c), ', ') INTO v_list FROM unnest(v_cols) c;
+    BEGIN
+        IF v_mode = 'upsert' THEN
+            SELECT string_agg(format('%1$I = EXCLUDED.%1$I', c), ', ') INTO v_set
+              FROM unnest(v_cols) c WHERE c <> ALL (v_keys);
+            EXECUTE format(
+                'INSERT INTO %1$I.%2$I (%3$s) SELECT %3$s FROM ('
+                '  SELECT DISTINCT ON (%4$s) x.* FROM jsonb_array_elements($1) WITH ORDINALITY AS e (v, n)'
+                '  CROSS JOIN LATERAL jsonb_populate_record(NULL::%1$I.%2$I, e.v) AS x ORDER BY %4$s, e.n DESC) s'
+                ' ON CONFLICT (%5$s) DO %6$s',
+                v_schema, v_table, v_list,
+                (SELECT string_agg(format('x.%I', k), ', ') FROM unnest(v_keys) k),
+                (SELECT string_agg(format('%I', k), ', ') FROM unnest(v_keys) k),
+                COALESCE('UPDATE SET ' || v_set, 'NOTHING'))
+            USING p_rows;
+        ELSE
+            EXECUTE format('INSERT INTO %1$I.%2$I (%3$s) SELECT %3$s FROM jsonb_populate_recordset(NULL::%1$I.%2$I, $1)',
+                           v_schema, v_table, v_list)
+            USING p_rows;
+        END IF;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+    EXCEPTION
+        WHEN data_exception OR integrity_constraint_violation OR undefined_table OR undefined_column
+          OR datatype_mismatch OR cardinality_violation OR wrong_object_type OR insufficient_privilege THEN
+            RAISE EXCEPTION 'table_rows: the rows do not fit table %.%: %', quote_ident(v_schema), quote_ident(v_table), SQLERRM
+                USING DETAIL = 'streams.sink_rows';
+    END;
+    INSERT INTO queen_streams.sink_writes AS w (query_id, partition_id, rows, written_at)
+    VALUES (r.query_id, r.partition_id, v_n, now())
+    ON CONFLICT (query_id, partition_id) DO UPDATE SET rows = w.rows + EXCLUDED.rows, written_at = EXCLUDED.written_at;
+END
+$_$;
+
+--
 -- Name: cycle_v5(queen_streams.cycle_request); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 
 CREATE FUNCTION queen_streams.cycle_v5(r queen_streams.cycle_request) RETURNS SETOF queen_streams.cycle_answer
     LANGUAGE plpgsql
-    AS $$ -- the body of functions/queen_streams.cycle_v5.sql
+    AS $$ -- the body of functions/queen_streams.cycle_table.sql
+$$;
+
+--
+-- Name: cycle_v6(queen_streams.cycle_request, jsonb); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.cycle_v6(r queen_streams.cycle_request, p_table_rows jsonb) RETURNS SETOF queen_streams.cycle_answer
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.cycle_v6.sql
 $$;
 
 --
@@ -458,6 +532,15 @@ CREATE FUNCTION queen_streams.register_v2(p_tenant text, p_name text, p_source t
 $$;
 
 --
+-- Name: register_v3(text, text, text, text, text, boolean, uuid, boolean, text, text, text[], text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.register_v3(p_tenant text, p_name text, p_source text, p_sink text, p_config_hash text, p_reset boolean, p_new_id uuid, p_sink_set boolean, p_sink_schema text, p_sink_table text, p_sink_keys text[], p_sink_mode text, OUT outcome text, OUT query_id uuid, OUT fresh boolean, OUT message text, OUT reset_generation bigint, OUT sink_table text) RETURNS record
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.register_v3.sql
+$$;
+
+--
 -- Name: savepoint_list(text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 
@@ -494,12 +577,57 @@ CREATE FUNCTION queen_streams.savepoint_take(p_tenant text, p_name text, p_group
 $$;
 
 --
+-- Name: sink_table_check(text, text, text, text[], text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.sink_table_check(p_tenant text, p_schema text, p_table text, p_keys text[], p_mode text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    AS $$ -- the body of functions/queen_streams.sink_table_check.sql
+$$;
+
+--
+-- Name: sink_table_columns(text, text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.sink_table_columns(p_tenant text, p_schema text, p_table text) RETURNS TABLE(name text, type text, required boolean)
+    LANGUAGE sql STABLE
+    AS $$ -- the body of functions/queen_streams.sink_table_columns.sql
+$$;
+
+--
+-- Name: sink_table_create(text, text, text[], text[], text[]); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.sink_table_create(p_tenant text, p_table text, p_columns text[], p_types text[], p_keys text[]) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.sink_table_create.sql
+$$;
+
+--
+-- Name: sink_table_rows(text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.sink_table_rows(p_tenant text, p_table text, OUT rows bigint, OUT estimated boolean) RETURNS record
+    LANGUAGE plpgsql STABLE
+    AS $$ -- the body of functions/queen_streams.sink_table_rows.sql
+$$;
+
+--
 -- Name: state_rows_add(text, uuid, uuid, bigint); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 
 CREATE FUNCTION queen_streams.state_rows_add(p_tenant text, p_query_id uuid, p_partition_id uuid, p_delta bigint) RETURNS void
     LANGUAGE plpgsql
     AS $$ -- the body of functions/queen_streams.state_rows_add.sql
+$$;
+
+--
+-- Name: tenant_schema(text, text); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.tenant_schema(p_tenant text, p_schema text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$ -- the body of functions/queen_streams.tenant_schema.sql
 $$;
 
 --
@@ -743,7 +871,12 @@ CREATE TABLE queen_streams.queries (
     rewind_partitions integer,
     restore_token text,
     restored_at timestamp with time zone,
-    restored_from text
+    restored_from text,
+    sink_table text,
+    sink_keys text[],
+    sink_mode text,
+    CONSTRAINT queries_sink_complete CHECK (((sink_table IS NULL) = (sink_mode IS NULL))),
+    CONSTRAINT queries_sink_mode_check CHECK ((sink_mode = ANY (ARRAY['upsert'::text, 'append'::text])))
 );
 
 --
@@ -856,6 +989,17 @@ CREATE TABLE queen_streams.savepoints (
     state_rows bigint NOT NULL,
     cursors integer NOT NULL,
     taken_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: sink_writes; Type: TABLE; Schema: queen_streams; Owner: -
+--
+
+CREATE TABLE queen_streams.sink_writes (
+    query_id uuid NOT NULL,
+    partition_id uuid NOT NULL,
+    rows bigint NOT NULL,
+    written_at timestamp with time zone NOT NULL
 );
 
 --
@@ -1050,6 +1194,13 @@ ALTER TABLE ONLY queen_streams.savepoints
     ADD CONSTRAINT savepoints_pkey PRIMARY KEY (query_id, name);
 
 --
+-- Name: sink_writes sink_writes_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.sink_writes
+    ADD CONSTRAINT sink_writes_pkey PRIMARY KEY (query_id, partition_id);
+
+--
 -- Name: state state_pkey; Type: CONSTRAINT; Schema: queen_streams; Owner: -
 --
 
@@ -1219,6 +1370,13 @@ ALTER TABLE ONLY queen_streams.savepoint_state
 
 ALTER TABLE ONLY queen_streams.savepoints
     ADD CONSTRAINT savepoints_query_id_fkey FOREIGN KEY (query_id) REFERENCES queen_streams.queries(id) ON DELETE CASCADE;
+
+--
+-- Name: sink_writes sink_writes_query_id_fkey; Type: FK CONSTRAINT; Schema: queen_streams; Owner: -
+--
+
+ALTER TABLE ONLY queen_streams.sink_writes
+    ADD CONSTRAINT sink_writes_query_id_fkey FOREIGN KEY (query_id) REFERENCES queen_streams.queries(id) ON DELETE CASCADE;
 
 --
 -- Name: state state_query_id_fkey; Type: FK CONSTRAINT; Schema: queen_streams; Owner: -

@@ -174,3 +174,45 @@ func BenchmarkSinkEmitToParkedPop(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCycleSink measures BenchmarkCycle's cycle whose outputs (n
+// windows) go to the sink queue, to a table sink (mode upsert, keyed on
+// key and windowStart, a new key each cycle), or to both, in the same run:
+// the difference is what a table sink costs a cycle.
+//
+//	go test ./broker/streams -run '^$' -bench CycleSink -benchtime 1000x -count 5
+func BenchmarkCycleSink(b *testing.B) {
+	for _, n := range []int{1, 100} {
+		for _, sink := range []string{"queue", "table", "both"} {
+			b.Run(fmt.Sprintf("outputs=%d/sink=%s", n, sink), func(b *testing.B) {
+				f := newTableFixture(b, "upsert")
+				cycles := 0
+				for b.Loop() {
+					b.StopTimer()
+					f.b.PushN(b, f.src, "", 0, 100)
+					var body map[string]any
+					if err := json.Unmarshal(benchCycleBody(f.fixture, pop(b, f.b, f.src, 100, ""), "k0"), &body); err != nil {
+						b.Fatal(err)
+					}
+					var items, rows []any
+					for i := range n {
+						w := row(fmt.Sprintf("k%d-%d", cycles, i), t0, 100)
+						items = append(items, map[string]any{"queue": f.out, "payload": w})
+						rows = append(rows, w)
+					}
+					cycles++
+					body["push_items"] = nil
+					if sink != "table" {
+						body["push_items"] = items
+					}
+					if sink != "queue" {
+						body["table_rows"] = rows
+					}
+					raw, _ := json.Marshal(body)
+					b.StartTimer()
+					benchPost(b, f.b, "/streams/v1/cycle", raw, `"success":true`)
+				}
+			})
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"strconv"
@@ -83,10 +84,10 @@ func (r *cycleResponse) writeStatus(w http.ResponseWriter, status int) {
 	httpx.WriteAppended(w, status, r.appendJSON)
 }
 
-// cycle is POST /streams/v1/cycle: one call of queen_streams.cycle_v5, whose
+// cycle is POST /streams/v1/cycle: one call of queen_streams.cycle_v6, whose
 // rules are in broker/migrate/functions/queen_streams.cycle_rules.sql: what its
 // ack does to the cursor, the gate partial ack, and what keeps an idle flush
-// beside folds exactly-once.
+// beside folds exactly-once; and its table rows in queen_streams.cycle_table.
 func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var req wire.CycleRequest
@@ -187,11 +188,16 @@ func (s *Service) refuseOrFail(w http.ResponseWriter, r *http.Request, c *db.Cyc
 			s.quotas.Refused(c.Tenant, q, refused.Message)
 		}
 		status := http.StatusOK
-		if refused.Code == db.StaleGeneration {
+		switch refused.Code {
+		case db.StaleGeneration:
 			// The registration's 409, for the same reason: old accumulators
 			// and a new fold shape do not mix. A worker must stop, not
 			// retry: its registration is no longer the query's.
 			status = http.StatusConflict
+		case db.SinkRows, db.NoSinkTable:
+			// Table rows are Regent's extension, and rows that do not fit
+			// are bad input, not a rule of the seed's cycle.
+			status = http.StatusBadRequest
 		}
 		(&cycleResponse{QueryID: c.QueryID, PartitionID: c.PartitionID,
 			Error: refused.Message, PushResults: []wire.PushResult{}}).writeStatus(w, status)
@@ -253,6 +259,12 @@ func cycleFrom(req *wire.CycleRequest) (db.Cycle, error) {
 		return c, httpx.BadRequest("reset_generation must not be negative")
 	}
 	c.Generation = req.ResetGeneration
+	if rows := bytes.TrimSpace(req.TableRows); len(rows) > 0 && !bytes.Equal(rows, []byte("null")) {
+		if rows[0] != '[' {
+			return c, httpx.BadRequest("table_rows must be an array of objects, one per row")
+		}
+		c.TableRows = rows
+	}
 	if a := req.Ack; a != nil {
 		ack := &db.Ack{OK: db.CycleAckOK(a.Status), Count: a.Count, Release: req.ReleaseLease == nil || *req.ReleaseLease}
 		if a.LeaseID != "" {

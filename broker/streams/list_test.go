@@ -126,7 +126,7 @@ func TestQueryListingNamesItsFieldsInSnakeCaseAsThePostRoutesDo(t *testing.T) {
 	}
 	q := l.Queries[0]
 	want := []string{"query_id", "name", "source_queue", "sink_queue", "config_hash", "reset_generation",
-		"created_at", "updated_at", "lag", "state_rows", "last_cycle", "suspended", "last_rewind", "partitions"}
+		"created_at", "updated_at", "lag", "state_rows", "last_cycle", "suspended", "last_rewind", "partitions", "sink_table"}
 	if len(q) != len(want) {
 		t.Errorf("query fields %v, want exactly %v", keys(q), want)
 	}

@@ -1,7 +1,9 @@
 package streams
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -21,6 +23,9 @@ type registerRequest struct {
 	SinkQueue   string `json:"sink_queue"`
 	ConfigHash  string `json:"config_hash"`
 	Reset       bool   `json:"reset"`
+	// SinkTable is raw so that an absent one (the query's stays as it
+	// is) and a null one (none any more) differ.
+	SinkTable json.RawMessage `json:"sink_table"`
 }
 
 type registerResponse struct {
@@ -65,13 +70,20 @@ func (s *Service) register(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, err)
 		return
 	}
+	tableSet, table, err := sinkTableFrom(req.SinkTable)
+	if err != nil {
+		httpx.Fail(w, err)
+		return
+	}
 	res, err := s.db.Register(r.Context(), db.Registration{
-		Tenant:     auth.FromContext(r.Context()).Tenant,
-		Name:       req.Name,
-		Source:     req.SourceQueue,
-		Sink:       req.SinkQueue,
-		ConfigHash: req.ConfigHash,
-		Reset:      req.Reset,
+		Tenant:       auth.FromContext(r.Context()).Tenant,
+		Name:         req.Name,
+		Source:       req.SourceQueue,
+		Sink:         req.SinkQueue,
+		ConfigHash:   req.ConfigHash,
+		Reset:        req.Reset,
+		SinkTableSet: tableSet,
+		SinkTable:    table,
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -82,10 +94,15 @@ func (s *Service) register(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteJSON(w, http.StatusConflict, refusal{Error: res.Message, QueryID: &res.QueryID, Name: req.Name})
 	case db.Denied:
 		httpx.WriteJSON(w, http.StatusForbidden, refusal{Denied: true, Error: res.Message, Name: req.Name})
+	case db.SinkInvalid:
+		httpx.WriteJSON(w, http.StatusBadRequest, refusal{Error: "sink_table: " + res.Message, Name: req.Name})
 	default:
-		// The reset generation goes in a header: the body is exactly the
-		// contract's.
+		// The reset generation and the table sink go in headers: the body
+		// is exactly the contract's.
 		w.Header().Set(wire.ResetGenerationHeader, strconv.FormatInt(res.ResetGeneration, 10))
+		if res.SinkTable != "" {
+			w.Header().Set(wire.SinkTableHeader, res.SinkTable)
+		}
 		httpx.WriteJSON(w, http.StatusOK, registerResponse{
 			Success: true, QueryID: res.QueryID, Name: req.Name, ConfigHash: req.ConfigHash,
 			Fresh: res.Fresh, Reset: req.Reset,
@@ -122,4 +139,36 @@ func checkRegistration(req *registerRequest) error {
 		}
 	}
 	return nil
+}
+
+// sinkTableFrom reads a registration's sink_table: absent (set false),
+// null (set, nil) or a table sink, whose names follow the text rule. What
+// makes a table writable is queen_streams.sink_table_check's to say.
+func sinkTableFrom(raw json.RawMessage) (set bool, t *db.SinkTable, err error) {
+	switch {
+	case len(raw) == 0:
+		return false, nil, nil
+	case bytes.Equal(raw, []byte("null")):
+		return true, nil, nil
+	}
+	var in wire.SinkTable
+	if err := httpx.DecodeJSON(raw, &in); err != nil {
+		return false, nil, httpx.BadRequest("sink_table must be an object {table, key_columns, mode, schema}")
+	}
+	if in.Table == "" {
+		return false, nil, httpx.BadRequest("sink_table.table is required")
+	}
+	if err := httpx.CheckTexts("sink_table.table", in.Table, "sink_table.schema", in.Schema, "sink_table.mode", in.Mode); err != nil {
+		return false, nil, err
+	}
+	for i, k := range in.KeyColumns {
+		if err := httpx.CheckElementTexts("sink_table.key_columns", i, "name", k); err != nil {
+			return false, nil, err
+		}
+	}
+	t = &db.SinkTable{Schema: in.Schema, Table: in.Table, Keys: in.KeyColumns, Mode: in.Mode}
+	if t.Mode == "" {
+		t.Mode = db.SinkUpsert
+	}
+	return true, t, nil
 }

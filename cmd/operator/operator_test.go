@@ -250,6 +250,7 @@ func TestTheSamplesBecomeReadyUnderTheOperatorBinary(t *testing.T) {
 		&v1.StreamQuery{ObjectMeta: metav1.ObjectMeta{Namespace: "acme-streams", Name: "orders-per-minute"}},
 		&v1.StreamQuery{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "clicks-per-page"}},
 		&v1.StreamQuery{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "orders-revenue"}},
+		&v1.StreamQuery{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "sales-per-region"}},
 		&v1.TenantQuota{ObjectMeta: metav1.ObjectMeta{Name: "acme"}},
 	}
 	t.Cleanup(func() { removeAll(t, objs) }) // before the operator stops: cleanups run last-in first-out

@@ -29,6 +29,10 @@ type Env struct {
 	// TxIDs: every pushed item carries a transactionId of its own, a
 	// UUIDv7, as Queen's stock JavaScript client stamps on every message.
 	TxIDs bool
+	// Sink is where the emit scenario's outputs go: queue, or table (a
+	// table sink in the cell database at DatabaseURL, created there as the
+	// operator's createTable does).
+	Sink, DatabaseURL string
 	// The processes watched from /proc; 0 is none.
 	BrokerPID, PostgresPID int
 	// made are the queues the run made besides Queue (a sink), for Drop.

@@ -48,6 +48,8 @@ func main() {
 	flag.IntVar(&env.P, "p", 16, "partitions")
 	flag.IntVar(&env.N, "n", 200000, "messages")
 	flag.IntVar(&env.Keys, "keys", 0, "pipeline, stock: fold per key, over this many keys (the payloads then carry id, key and amount)")
+	flag.StringVar(&env.Sink, "sink", "queue", "emit: where the outputs go, queue or table")
+	flag.StringVar(&env.DatabaseURL, "database-url", os.Getenv("DATABASE_URL"), "emit -sink table: the cell database, where the table is created")
 	flag.IntVar(&env.Size, "size", 64, "approximate payload size in bytes")
 	flag.StringVar(&env.Queue, "queue", "", "queue name (default: a fresh one per run, deleted after it with the queues the run made)")
 	keep := flag.Bool("keep-queues", false, "keep each run's fresh queues (deleting them takes an admin token when auth is on)")

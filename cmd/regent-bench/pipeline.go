@@ -40,23 +40,30 @@ var keyedPipeline = v1.Pipeline{KeyBy: "payload.key",
 // cycle scenario's at the same C and B: that is the broker's limit for a
 // worker that does nothing.
 func runPipeline(ctx context.Context, e *Env, res *Result) error {
+	spec := benchPipeline
+	if e.Keys > 0 {
+		spec = keyedPipeline
+	}
+	sink := e.Queue + ".out"
+	e.made = append(e.made, sink)
+	return runWorker(ctx, e, res, spec, e.Queue+".pipeline", sink)
+}
+
+// runWorker pre-fills the source unless it is, then runs Regent's worker
+// on spec, registered as query, into the sink queue (none: the query's
+// table sink), until it has folded every message.
+func runWorker(ctx context.Context, e *Env, res *Result, spec v1.Pipeline, query, sink string) error {
 	if !e.Prefilled {
 		if err := e.prefill(ctx); err != nil {
 			return err
 		}
-	}
-	spec := benchPipeline
-	if e.Keys > 0 {
-		spec = keyedPipeline
 	}
 	prog, err := pipeline.Compile(spec)
 	if err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	sink := e.Queue + ".out"
-	e.made = append(e.made, sink)
-	w := streamworker.New(streamworker.Config{Broker: e.URL, Token: e.Token, Query: e.Queue + ".pipeline", Source: e.Queue,
+	w := streamworker.New(streamworker.Config{Broker: e.URL, Token: e.Token, Query: query, Source: e.Queue,
 		Sink: sink, Program: prog, Batch: e.B, Concurrency: e.C, Wait: time.Second, Drain: 30 * time.Second,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: streamworker.NewMetrics(reg)})
 	run, stop := context.WithCancel(ctx)

@@ -102,7 +102,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.Token, "token", "", "bearer token, when the broker has auth on")
 	fs.StringVar(&c.Query, "query", "", "query name (required)")
 	fs.StringVar(&c.Source, "source", "", "source queue (required)")
-	fs.StringVar(&c.Sink, "sink", "", "sink queue for the output (required)")
+	fs.StringVar(&c.Sink, "sink", "", "sink queue for the output (required unless the query has a table sink)")
 	fs.StringVar(&c.pipelineFile, "pipeline", "", "pipeline file, YAML or JSON, or a query in SQL (.sql); absent: count per key per minute")
 	fs.StringVar(&c.listen, "listen", ":8080", "address of /metrics, /healthz and /readyz; empty for none")
 	fs.IntVar(&c.Batch, "batch", 100, "messages per pop")
@@ -145,8 +145,8 @@ func parseFlags(args []string) (config, error) {
 	if idle > 0 {
 		c.prog.IdleFlush = idle
 	}
-	if c.Query == "" || c.Source == "" || c.Sink == "" {
-		return c, errors.New("--query, --source and --sink are required")
+	if c.Query == "" || c.Source == "" {
+		return c, errors.New("--query and --source are required")
 	}
 	if c.Batch < 1 || c.Concurrency < 1 {
 		return c, errors.New("--batch and --workers must be at least 1")

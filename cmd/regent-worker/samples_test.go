@@ -13,9 +13,11 @@ import (
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
 	"github.com/regent-mq/regent/pipeline"
+	"github.com/regent-mq/regent/pipeline/sqlquery"
 )
 
-// Every sample StreamQuery declares a pipeline that compiles, and the two
+// Every sample StreamQuery declares a pipeline that compiles (spec.pipeline,
+// or spec.sql as this worker's --pipeline FILE.sql reads it), and the two
 // the tour runs with this worker given no --pipeline (clicks-per-page, and
 // acme's orders-per-minute) declare exactly its default, so that the
 // operator registers the hash the worker registers: with another, the
@@ -47,6 +49,7 @@ func TestTheSamplesDeclarePipelinesThisWorkerRuns(t *testing.T) {
 				} `json:"metadata"`
 				Spec struct {
 					Pipeline *v1.Pipeline `json:"pipeline"`
+					SQL      string       `json:"sql"`
 				} `json:"spec"`
 			}
 			if err := dec.Decode(&doc); err != nil {
@@ -56,6 +59,12 @@ func TestTheSamplesDeclarePipelinesThisWorkerRuns(t *testing.T) {
 				return err
 			}
 			if doc.Kind != "StreamQuery" {
+				continue
+			}
+			if doc.Spec.SQL != "" {
+				if _, err := sqlquery.Compile(doc.Spec.SQL); err != nil {
+					t.Errorf("%s: StreamQuery %s: %v", path, doc.Metadata.Name, err)
+				}
 				continue
 			}
 			if doc.Spec.Pipeline == nil {

@@ -31,6 +31,9 @@ const (
 	// Unavailable is anything else: the broker could not be reached or did
 	// not answer as the contract says. Retrying later may help.
 	Unavailable
+	// Invalid is a 400 with success false: the broker refuses the
+	// registration's table sink (sink_table), and registered nothing.
+	Invalid
 )
 
 // Request is one registration.
@@ -40,6 +43,21 @@ type Request struct {
 	Sink       string `json:"sink_queue"`
 	ConfigHash string `json:"config_hash"`
 	Reset      bool   `json:"reset"`
+	// SinkTable is the query's table sink, always sent: null removes the
+	// one the query had.
+	SinkTable *SinkTable `json:"sink_table"`
+}
+
+// SinkTable is a registration's sink_table: the query's output written as
+// rows of Table, in the tenant's schema (Schema, when set, must be it),
+// keyed on KeyColumns, in Mode upsert or append. It is the JSON of
+// broker/streams/wire.SinkTable, restated here so that the operator links
+// nothing of the broker.
+type SinkTable struct {
+	Schema     string   `json:"schema,omitempty"`
+	Table      string   `json:"table"`
+	KeyColumns []string `json:"key_columns"`
+	Mode       string   `json:"mode,omitempty"`
 }
 
 // Result is the broker's answer.
@@ -121,6 +139,8 @@ func (c *Client) Register(ctx context.Context, tenant string, req Request) Resul
 		return Result{Outcome: Conflict, Message: ans.Error}
 	case resp.StatusCode == http.StatusForbidden && !ans.Success && ans.Denied:
 		return Result{Outcome: Denied, Message: ans.Error}
+	case resp.StatusCode == http.StatusBadRequest && req.SinkTable != nil && strings.HasPrefix(ans.Error, "sink_table"):
+		return Result{Outcome: Invalid, Message: ans.Error}
 	case ans.Error != "":
 		return unavailable("HTTP %d: %s", resp.StatusCode, ans.Error)
 	default:

@@ -197,3 +197,22 @@ func (b *Broker) ForgetCursors(t testing.TB, queue string) {
 		t.Fatalf("brokertest: %v", err)
 	}
 }
+
+// CreateTable creates table in b's tenant's schema (see
+// dbtest.DB.CreateTable).
+func (b *Broker) CreateTable(t testing.TB, table string, cols []dbtest.TableColumn, unique ...string) {
+	t.Helper()
+	if err := b.DB.CreateTable(t.Context(), b.Tenant, table, cols, unique); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+}
+
+// TableRows reads the rows of b's tenant's table (see dbtest.DB.TableRows).
+func (b *Broker) TableRows(t testing.TB, table string) []string {
+	t.Helper()
+	rows, err := b.DB.TableRows(t.Context(), b.Tenant, table)
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	return rows
+}

@@ -108,8 +108,8 @@ func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
 		t.Fatalf("status.queryId = %q, database has %q", got, queryID)
 	}
 	var registrations int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM queen_streams.queries`).Scan(&registrations); err != nil || registrations != 3 {
-		t.Fatalf("registrations = %d (%v), want the three samples", registrations, err)
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM queen_streams.queries`).Scan(&registrations); err != nil || registrations != 4 {
+		t.Fatalf("registrations = %d (%v), want the four samples", registrations, err)
 	}
 	// The sample with a pipeline and no configHash registers the hash the
 	// worker computes from the same pipeline.

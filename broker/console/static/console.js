@@ -213,6 +213,13 @@ function stateKey(key) {
       /^\d{13}$/.test(part) ? part + " (" + fmt.time(Number(part)) + ")" : part]));
 }
 
+// tableRows is a table sink's row count: exact, "about" the planner's
+// estimate beyond a million, or "table missing" once it is gone.
+function tableRows(t) {
+  if (t.rows === null) return "table missing";
+  return (t.rows_estimated ? "about " : "") + fmt.num(t.rows);
+}
+
 function queryState(q) {
   if (q.suspended) {
     return el("span", { class: "pill idle", title: "Its StreamQuery has spec.suspend: its workers' pops are answered empty and its cycles refused" }, "suspended");
@@ -268,6 +275,9 @@ const pages = {
           ["Query", (q) => link("#/query/" + enc(q.name), q.name)],
           ["Source", (q) => q.source_queue],
           ["Sink", (q) => q.sink_queue || "—"],
+          ["Table", (q) => (q.sink_table ? q.sink_table.table : "—")],
+          ["Table rows", (q) => (q.sink_table ? tableRows(q.sink_table) : "—"), "num"],
+          ["Last write", (q) => (q.sink_table ? fmt.time(q.sink_table.last_write) : "—")],
           ["State", queryState],
           ["Lag", (q) => fmt.num(q.lag), "num"],
           ["State rows", (q) => fmt.num(q.state_rows), "num"],
@@ -349,6 +359,17 @@ const pages = {
         const q = await load;
         return el("div", { class: "stats" }, stat("lag", fmt.num(q.lag)), stat("state rows", fmt.num(q.state_rows)),
           stat("last cycle", fmt.time(q.last_cycle), true), stat("state", queryState(q), true));
+      }),
+      panel("Table sink", async () => {
+        const q = await load;
+        const t = q.sink_table;
+        if (!t) return el("p", {}, "The query writes no table: its output goes to its sink queue only.");
+        return el("dl", { class: "kv" },
+          el("dt", {}, "Table"), el("dd", { class: "mono" }, t.schema + "." + t.table),
+          el("dt", {}, "Mode"), el("dd", {}, t.mode + (t.key_columns && t.key_columns.length ? " on " + t.key_columns.join(", ") : "")),
+          el("dt", {}, "Rows"), el("dd", {}, tableRows(t)),
+          el("dt", {}, "Rows written"), el("dd", {}, fmt.num(t.written)),
+          el("dt", {}, "Last write"), el("dd", {}, t.last_write ? fmt.time(t.last_write) : "never"));
       }),
       panel("Cycles", async () => cycleChart(await load), { wide: true }),
       panel("Source partitions", async (count) => {

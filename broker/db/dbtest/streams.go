@@ -28,15 +28,19 @@ type StreamQuery struct {
 	Sink       *string // nil: the query has no sink
 	ConfigHash string
 	Suspended  bool
+	// The table sink: its table (nil: none), key columns and mode.
+	SinkTable *string
+	SinkKeys  []string
+	SinkMode  *string
 }
 
 // StreamQuery reads the query of that id. One that does not exist reads as
 // the zero StreamQuery.
 func (d *DB) StreamQuery(ctx context.Context, id string) (StreamQuery, error) {
 	out := StreamQuery{Exists: true}
-	err := d.pool.QueryRow(ctx, `SELECT tenant, name, source_queue, sink_queue, config_hash, suspended
+	err := d.pool.QueryRow(ctx, `SELECT tenant, name, source_queue, sink_queue, config_hash, suspended, sink_table, sink_keys, sink_mode
 		  FROM queen_streams.queries WHERE id = $1`, id).
-		Scan(&out.Tenant, &out.Name, &out.Source, &out.Sink, &out.ConfigHash, &out.Suspended)
+		Scan(&out.Tenant, &out.Name, &out.Source, &out.Sink, &out.ConfigHash, &out.Suspended, &out.SinkTable, &out.SinkKeys, &out.SinkMode)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return StreamQuery{}, nil
 	}

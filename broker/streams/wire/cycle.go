@@ -25,6 +25,11 @@ type CycleRequest struct {
 	// once a reset or a restore has moved the query's. Null checks
 	// nothing.
 	ResetGeneration *int64 `json:"reset_generation"`
+	// TableRows is Regent's extension for a query with a table sink
+	// (SinkTableHeader): a JSON array of objects, each a row of column
+	// names and values, which the committed cycle writes to the query's
+	// table. Stock clients never send it.
+	TableRows json.RawMessage `json:"table_rows,omitempty"`
 }
 
 // PushItem is a sink message of a cycle. The fields a sender leaves empty
