@@ -129,12 +129,17 @@ func (ws *windows) ofKey(key string) []*win {
 
 // drop removes a window merged into another.
 func (ws *windows) drop(w *win) {
+	ws.forget(w)
+	if w.updatedAt != "" {
+		ws.gone = append(ws.gone, w)
+	}
+}
+
+// forget removes a window.
+func (ws *windows) forget(w *win) {
 	delete(ws.byID, winID{w.start, w.key})
 	if ws.byKey != nil {
 		ws.byKey[w.key] = slices.DeleteFunc(ws.byKey[w.key], func(o *win) bool { return o == w })
-	}
-	if w.updatedAt != "" {
-		ws.gone = append(ws.gone, w)
 	}
 }
 
