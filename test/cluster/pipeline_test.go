@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -165,10 +166,17 @@ func (r *pipelineRun) consumed() int64 {
 }
 
 // kill SIGKILLs workers and brokers in turn, each at a random point of its
-// slice of the run, reached by progress rather than by time.
+// slice of the run, reached by progress rather than by time; and after the
+// first kill, stalls a worker (SIGSTOP) for longer than the lease, which
+// other workers then take over, before it goes on (SIGCONT) with the
+// partition's state that it held in memory: it must fold nothing into the
+// new owner's state. midRun counts the kills and the stall that came
+// before the workers were done.
 func (r *pipelineRun) kill(kills int) (midRun int) {
-	slice := r.total / int64(kills+1)
-	for k := range kills {
+	steps := kills + 1
+	slice := r.total / int64(steps+1)
+	killed := 0
+	for k := range steps {
 		target := int64(k+1)*slice + rand.Int64N(slice/2)
 		for deadline := time.Now().Add(60 * time.Second); r.consumed() < target; time.Sleep(2 * time.Millisecond) {
 			if time.Now().After(deadline) {
@@ -178,23 +186,43 @@ func (r *pipelineRun) kill(kills int) (midRun int) {
 		if r.consumed() < r.total {
 			midRun++
 		}
+		if k == 1 {
+			r.workers[k%len(r.workers)].stall(stallFor)
+			continue
+		}
 		pause := time.Duration(rand.IntN(300)) * time.Millisecond
-		if k%3 == 2 {
-			b := r.bs[k%len(r.bs)]
+		if killed%3 == 2 {
+			b := r.bs[killed%len(r.bs)]
 			b.Kill()
 			time.Sleep(pause)
 			b.Start()
-			continue
+		} else {
+			w := r.workers[killed%len(r.workers)]
+			w.kill()
+			time.Sleep(pause)
+			w.start()
 		}
-		w := r.workers[k%len(r.workers)]
-		w.kill()
-		time.Sleep(pause)
-		w.start()
+		killed++
 	}
-	if midRun < kills-1 {
-		r.t.Fatalf("only %d of %d kills hit the workers mid-run", midRun, kills)
+	if midRun < steps-1 {
+		r.t.Fatalf("only %d of %d kills and stalls hit the workers mid-run", midRun, steps)
 	}
 	return midRun
+}
+
+// stallFor is longer than the run's lease (leaseTime 2).
+const stallFor = 3 * time.Second
+
+// stall stops the worker for d, then lets it go on.
+func (w *workerProc) stall(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cmd == nil {
+		return
+	}
+	_ = w.cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(d)
+	_ = w.cmd.Process.Signal(syscall.SIGCONT)
 }
 
 // settle waits until the query has consumed every event pushed and its
@@ -374,7 +402,7 @@ func windowedRun(t *testing.T, name string, w v1.Window, step int64, lateEvery i
 	r.settle()
 	want, late := reference(w, 0, events, keep)
 	f := r.checkWindows(want, late)
-	t.Logf("figures: %d kills (%d mid-run), %d events, %d windows, %d late, %d cycles refused; lost %d, duplicated %d, wrong %d",
+	t.Logf("figures: %d kills and a stall (%d mid-run), %d events, %d windows, %d late, %d cycles refused; lost %d, duplicated %d, wrong %d",
 		kills, midRun, f.events, f.windows, f.late, r.refused(), f.lost, f.duplicated, f.wrong)
 }
 
@@ -442,7 +470,7 @@ func TestAStatelessPipelineEmitsEachEventOnceWhileWorkersAndBrokersAreKilled(t *
 			}
 		}
 	}
-	t.Logf("figures: %d kills (%d mid-run), %d events, %d outputs, %d cycles refused; lost %d, duplicated %d",
+	t.Logf("figures: %d kills and a stall (%d mid-run), %d events, %d outputs, %d cycles refused; lost %d, duplicated %d",
 		kills, midRun, f.events, f.windows, r.refused(), f.lost, f.duplicated)
 }
 
@@ -487,6 +515,6 @@ func TestTheIdleFlushClosesEveryWindowOnceAndLaterEventsOfThemAreLate(t *testing
 		}
 	}
 	f := r.checkWindows(want1, late1)
-	t.Logf("figures: %d kills (%d mid-run), %d events, %d windows, %d late, %d cycles refused; lost %d, duplicated %d, wrong %d",
+	t.Logf("figures: %d kills and a stall (%d mid-run), %d events, %d windows, %d late, %d cycles refused; lost %d, duplicated %d, wrong %d",
 		kills, midRun, f.events, f.windows, f.late, r.refused(), f.lost, f.duplicated, f.wrong)
 }
