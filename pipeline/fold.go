@@ -279,7 +279,7 @@ func (s *Shard) Commit(now *time.Time) ([]StateOp, []Push, error) {
 	for _, w := range s.wins.gone {
 		ops = append(ops, StateOp{Type: "delete", Key: w.stateKey(), IfUpdatedAt: w.updatedAt})
 	}
-	for _, w := range s.wins.sorted() {
+	for _, w := range s.wins.sorted(s.touched) {
 		switch {
 		case s.clock.closed(w.end):
 			if w.updatedAt != "" {
@@ -327,6 +327,9 @@ func (s *Shard) Committed(updatedAt string) {
 	}
 	s.pushes, s.Counts, s.Errors = nil, Counts{}, nil
 }
+
+// touched says whether Commit writes w: it closed, or was folded into.
+func (s *Shard) touched(w *win) bool { return w.dirty || s.clock.closed(w.end) }
 
 func (w *win) stateKey() string { return Prefix + rfc3339(w.start) + sep + w.key }
 

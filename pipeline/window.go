@@ -143,11 +143,15 @@ func (ws *windows) forget(w *win) {
 	}
 }
 
-// sorted is every window, by start and key.
-func (ws *windows) sorted() []*win {
-	all := make([]*win, 0, len(ws.byID))
+// sorted is every window that keep keeps, by start and key: a shard held
+// across cycles holds every open window of its partition, and a Commit
+// writes only the few a batch touched.
+func (ws *windows) sorted(keep func(*win) bool) []*win {
+	var all []*win
 	for _, w := range ws.byID {
-		all = append(all, w)
+		if keep(w) {
+			all = append(all, w)
+		}
 	}
 	slices.SortFunc(all, func(a, b *win) int {
 		if c := cmp.Compare(a.start, b.start); c != 0 {
