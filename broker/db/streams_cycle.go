@@ -190,16 +190,15 @@ func (d *DB) runCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 		announce pgtype.Bool
 		dupTx    []string
 		dupIDs   []uuid.UUID
-		stateAt  pgtype.Timestamptz
-		pop      popRow
-		popped   popRows
+		next     *nextRows // with Cycle.Next only: a cycle without pays nothing for it
 	)
 	var pid pgtype.UUID
 	scan := []any{&outcome, &qid, &qname, &r.BaseOffsets, &ackCount, &released, &announce, &pid, &dupTx, &dupIDs}
 	if c.Next != nil {
-		sql = cycleNextSQL
+		sql, next = cycleNextSQL, &nextRows{}
 		args = append(args, ids.ID(c.Next.LeaseID), c.Next.Batch, c.Next.MaxBytes)
-		scan = append(scan, &stateAt, &pop.name, &pop.retryAt, &pop.start, &pop.end, &pop.base, &pop.count, &pop.body, &pop.sum)
+		p := &next.row
+		scan = append(scan, &next.stateAt, &p.name, &p.retryAt, &p.start, &p.end, &p.base, &p.count, &p.body, &p.sum)
 	}
 	rows, err := d.q.Query(ctx, sql, args...)
 	if err != nil {
@@ -209,7 +208,10 @@ func (d *DB) runCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 		switch outcome {
 		case "committed":
 			r.QueueID, r.QueueName, r.AckCount = qid.Bytes, qname.String, ackCount.Int64
-			r.LeaseReleased, r.Announce, r.StateAt = released.Bool, announce.Bool, stateAt.Time
+			r.LeaseReleased, r.Announce = released.Bool, announce.Bool
+			if next != nil {
+				r.StateAt = next.stateAt.Time
+			}
 		case "duplicates":
 			if r.Duplicates == nil {
 				r.Duplicates = Duplicates{}
@@ -222,9 +224,9 @@ func (d *DB) runCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 		case "gone":
 			r.Gone = true
 		case "segment", "claimed", "busy", "empty":
-			pop.pid, pop.outcome = pid.Bytes, outcome
-			popped.add(&pop)
-			pop.body = nil // the segment keeps it
+			next.row.pid, next.row.outcome = pid.Bytes, outcome
+			next.add(&next.row)
+			next.row.body = nil // the segment keeps it
 		default:
 			return fmt.Errorf("unknown outcome %q", outcome)
 		}
@@ -233,10 +235,18 @@ func (d *DB) runCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 	if err != nil {
 		return CycleResult{}, refusal(err)
 	}
-	if len(popped.claims) > 0 {
-		r.Next = &popped.claims[0]
+	if next != nil && len(next.claims) > 0 {
+		r.Next = &next.claims[0]
 	}
 	return r, nil
+}
+
+// nextRows reads the columns that queen_streams.cycle_next adds: the
+// state's updated_at, and the rows of its pop.
+type nextRows struct {
+	stateAt pgtype.Timestamptz
+	row     popRow
+	popRows
 }
 
 // CheckOwner gives the ownership verdicts of a cycle on the tenant's query
