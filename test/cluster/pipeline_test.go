@@ -166,17 +166,16 @@ func (r *pipelineRun) consumed() int64 {
 }
 
 // kill SIGKILLs workers and brokers in turn, each at a random point of its
-// slice of the run, reached by progress rather than by time; and after the
-// first kill, stalls a worker (SIGSTOP) for longer than the lease, which
-// other workers then take over, before it goes on (SIGCONT) with the
-// partition's state that it held in memory: it must fold nothing into the
-// new owner's state. midRun counts the kills and the stall that came
-// before the workers were done.
+// slice of the run, reached by progress rather than by time. From the
+// first kill on, it also stalls the one worker it never kills (SIGSTOP) for
+// longer than the lease, which the other workers then take over, and lets
+// it go on (SIGCONT) with the partition's state that it held in memory: it
+// must fold nothing into the new owner's state.
 func (r *pipelineRun) kill(kills int) (midRun int) {
-	steps := kills + 1
-	slice := r.total / int64(steps+1)
-	killed := 0
-	for k := range steps {
+	var stalls sync.WaitGroup
+	defer stalls.Wait()
+	slice := r.total / int64(kills+1)
+	for k := range kills {
 		target := int64(k+1)*slice + rand.Int64N(slice/2)
 		for deadline := time.Now().Add(60 * time.Second); r.consumed() < target; time.Sleep(2 * time.Millisecond) {
 			if time.Now().After(deadline) {
@@ -186,26 +185,24 @@ func (r *pipelineRun) kill(kills int) (midRun int) {
 		if r.consumed() < r.total {
 			midRun++
 		}
-		if k == 1 {
-			r.workers[k%len(r.workers)].stall(stallFor)
-			continue
+		if k == 0 {
+			stalls.Go(func() { r.workers[len(r.workers)-1].stall(stallFor) })
 		}
 		pause := time.Duration(rand.IntN(300)) * time.Millisecond
-		if killed%3 == 2 {
-			b := r.bs[killed%len(r.bs)]
+		if k%3 == 2 {
+			b := r.bs[k%len(r.bs)]
 			b.Kill()
 			time.Sleep(pause)
 			b.Start()
-		} else {
-			w := r.workers[killed%len(r.workers)]
-			w.kill()
-			time.Sleep(pause)
-			w.start()
+			continue
 		}
-		killed++
+		w := r.workers[k%len(r.workers)]
+		w.kill()
+		time.Sleep(pause)
+		w.start()
 	}
-	if midRun < steps-1 {
-		r.t.Fatalf("only %d of %d kills and stalls hit the workers mid-run", midRun, steps)
+	if midRun < kills-1 {
+		r.t.Fatalf("only %d of %d kills hit the workers mid-run", midRun, kills)
 	}
 	return midRun
 }
