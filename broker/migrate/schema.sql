@@ -905,7 +905,8 @@ CREATE TABLE queen_streams.state (
     value jsonb NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     ripe_read_at timestamp with time zone
-);
+)
+WITH (fillfactor='70');
 
 --
 -- Name: state_rows; Type: TABLE; Schema: queen_streams; Owner: -
