@@ -39,6 +39,13 @@ const refolds = 3
 // keepFor is how long a loop keeps a partition, folding each next batch
 // that its cycle brings, before it lets the partition go and pops again:
 // so that the loops take turns over more partitions than they are.
+//
+// A loop does not pipeline its round trips: a partition's next batch comes
+// with the commit of the one before, and its fold needs that batch, so
+// within a partition there is nothing to overlap. The overlap is the loops
+// over partitions (--workers): on regent-bench's worker point (16
+// partitions, 1,000 keys, batch 100) 16 loops folded 34-40k events/s
+// against 21-23k for 4, and 50-66k against 32-40k at batch 1000.
 const keepFor = time.Second
 
 // process folds a leased batch and commits it with its ack, and then the
