@@ -79,9 +79,11 @@ type Shard struct {
 	clock    clock
 	foldedAt int64 // wall clock of the last fold cycle, ms
 	clockAt  string
-	wins     windows
-	pushes   []Push
-	parser   fastjson.Parser
+	// committing is the clock row that Commit last wrote.
+	committing clockState
+	wins       windows
+	pushes     []Push
+	parser     fastjson.Parser
 	// The buffers of the sample Fold places: buffers of its own would
 	// escape through windowKind.place, and be allocated at every call.
 	ofs  []ref.Val
@@ -280,7 +282,7 @@ func (s *Shard) Commit(now *time.Time) ([]StateOp, []Push, error) {
 	for _, w := range s.wins.gone {
 		ops = append(ops, StateOp{Type: "delete", Key: w.stateKey(), IfUpdatedAt: w.updatedAt})
 	}
-	for _, w := range s.wins.sorted() {
+	for _, w := range s.wins.sorted(s.touched) {
 		switch {
 		case s.clock.closed(w.end):
 			if w.updatedAt != "" {
@@ -301,10 +303,36 @@ func (s *Shard) Commit(now *time.Time) ([]StateOp, []Push, error) {
 	if now != nil {
 		c.FoldedAt = now.UnixMilli()
 	}
+	s.committing = c
 	v, _ := json.Marshal(c)
 	ops = append(ops, StateOp{Type: "upsert", Key: ClockKey, Value: v, IfUpdatedAt: s.clockAt})
 	return ops, s.pushes, nil
 }
+
+// Committed makes the shard the partition's state as the cycle of the last
+// Commit left it, once that cycle committed, and its state rows were
+// written with updatedAt: the closed windows forgotten, the folded ones
+// stored, nothing left to push, and the counts at zero. A worker that
+// keeps the partition's lease folds its next batch into it instead of
+// reading the state again.
+func (s *Shard) Committed(updatedAt string) {
+	s.wins.gone = nil
+	for _, w := range s.wins.byID {
+		switch {
+		case s.clock.closed(w.end):
+			s.wins.forget(w)
+		case w.dirty:
+			w.dirty, w.updatedAt = false, updatedAt
+		}
+	}
+	if s.p.Stateful() {
+		s.foldedAt, s.clockAt = s.committing.FoldedAt, updatedAt
+	}
+	s.pushes, s.Counts, s.Errors = nil, Counts{}, nil
+}
+
+// touched says whether Commit writes w: it closed, or was folded into.
+func (s *Shard) touched(w *win) bool { return w.dirty || s.clock.closed(w.end) }
 
 func (w *win) stateKey() string { return Prefix + rfc3339(w.start) + sep + w.key }
 

@@ -22,7 +22,8 @@ func event(e foldref.Event, i int) Event {
 func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 
 // store is an in-memory state table that applies cycles as the broker
-// does, preconditions included.
+// does, preconditions included: the rows of one cycle share its
+// updated_at.
 type store struct {
 	t    *testing.T
 	rows map[string]Row
@@ -37,8 +38,10 @@ func (s *store) read() []Row {
 	return rows
 }
 
-func (s *store) apply(ops []StateOp) {
+func (s *store) apply(ops []StateOp) (updatedAt string) {
 	s.t.Helper()
+	s.n++
+	at := strconv.Itoa(s.n)
 	for _, op := range ops {
 		r, ok := s.rows[op.Key]
 		switch {
@@ -51,14 +54,17 @@ func (s *store) apply(ops []StateOp) {
 			delete(s.rows, op.Key)
 			continue
 		}
-		s.n++
-		s.rows[op.Key] = Row{Key: op.Key, Value: op.Value, UpdatedAt: strconv.Itoa(s.n)}
+		s.rows[op.Key] = Row{Key: op.Key, Value: op.Value, UpdatedAt: at}
 	}
+	return at
 }
 
 // runFold folds events in random batches, each from the state the last
-// cycle left, then flushes, and returns every window emitted.
-func runFold(t *testing.T, p *Program, events []foldref.Event, rng *rand.Rand) (map[string]foldref.Window, Counts) {
+// cycle left, then flushes, and returns every window emitted. With keep,
+// a batch is folded at random into the shard the last cycle committed
+// (Shard.Committed), as a worker that keeps the lease does, or into the
+// state read again.
+func runFold(t *testing.T, p *Program, events []foldref.Event, rng *rand.Rand, keep bool) (map[string]foldref.Window, Counts) {
 	t.Helper()
 	st := &store{t: t, rows: map[string]Row{}}
 	got := map[string]foldref.Window{}
@@ -85,23 +91,31 @@ func runFold(t *testing.T, p *Program, events []foldref.Event, rng *rand.Rand) (
 		}
 	}
 	now := time.Now()
+	var held *Shard
 	for i := 0; i < len(events); {
 		n := min(1+rng.IntN(40), len(events)-i)
 		batch := make([]Event, n)
 		for j := range n {
 			batch[j] = event(events[i+j], i+j)
 		}
-		s, err := p.NewShard(scope, st.read())
-		if err != nil {
-			t.Fatal(err)
+		s := held
+		if s == nil || rng.IntN(3) == 0 {
+			var err error
+			if s, err = p.NewShard(scope, st.read()); err != nil {
+				t.Fatal(err)
+			}
 		}
 		s.Fold(batch)
 		ops, pushes, err := s.Commit(&now)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st.apply(ops)
+		at := st.apply(ops)
 		collect(s, pushes)
+		if keep {
+			s.Committed(at)
+			held = s
+		}
 		i += n
 	}
 	s, err := p.NewShard(scope, st.read())
@@ -139,6 +153,13 @@ func streamOf(rng *rand.Rand, n int) []foldref.Event {
 }
 
 func checkAgainstReference(t *testing.T, w v1.Window) {
+	t.Helper()
+	checkFolds(t, w, false)
+}
+
+// checkFolds compares the fold of random streams in random batches with
+// the reference fold; with keep, the shards are kept across cycles.
+func checkFolds(t *testing.T, w v1.Window, keep bool) {
 	p, err := Compile(foldref.Pipeline(w))
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +175,7 @@ func checkAgainstReference(t *testing.T, w v1.Window) {
 		events := streamOf(rng, 400)
 		want, lateIdx := foldref.Fold(w, 0, events)
 		late := len(lateIdx)
-		got, counts := runFold(t, p, events, rng)
+		got, counts := runFold(t, p, events, rng, keep)
 		if counts.Late != late || counts.In != len(events) {
 			t.Fatalf("seed %d: %d events in, %d late; want %d, %d", seed, counts.In, counts.Late, len(events), late)
 		}
@@ -184,4 +205,17 @@ func TestSlidingWindowsEqualTheReferenceFoldInAnyBatching(t *testing.T) {
 
 func TestSessionWindowsEqualTheReferenceFoldInAnyBatching(t *testing.T) {
 	checkAgainstReference(t, v1.Window{Type: v1.WindowSession, Gap: dur(3 * time.Second), AllowedLateness: dur(1 * time.Second)})
+}
+
+// A worker that keeps a partition's lease keeps its shard across cycles
+// (Shard.Committed): each window kind folds as the state read again
+// would, every op naming the updated_at its row was written with.
+func TestAShardKeptAcrossItsCyclesFoldsAsTheStateReadAgain(t *testing.T) {
+	for _, w := range []v1.Window{
+		{Type: v1.WindowTumbling, Size: dur(10 * time.Second), AllowedLateness: dur(5 * time.Second)},
+		{Type: v1.WindowSliding, Size: dur(15 * time.Second), Slide: dur(5 * time.Second), AllowedLateness: dur(2 * time.Second)},
+		{Type: v1.WindowSession, Gap: dur(3 * time.Second), AllowedLateness: dur(1 * time.Second)},
+	} {
+		t.Run(string(w.Type), func(t *testing.T) { checkFolds(t, w, true) })
+	}
 }

@@ -129,20 +129,29 @@ func (ws *windows) ofKey(key string) []*win {
 
 // drop removes a window merged into another.
 func (ws *windows) drop(w *win) {
-	delete(ws.byID, winID{w.start, w.key})
-	if ws.byKey != nil {
-		ws.byKey[w.key] = slices.DeleteFunc(ws.byKey[w.key], func(o *win) bool { return o == w })
-	}
+	ws.forget(w)
 	if w.updatedAt != "" {
 		ws.gone = append(ws.gone, w)
 	}
 }
 
-// sorted is every window, by start and key.
-func (ws *windows) sorted() []*win {
-	all := make([]*win, 0, len(ws.byID))
+// forget removes a window.
+func (ws *windows) forget(w *win) {
+	delete(ws.byID, winID{w.start, w.key})
+	if ws.byKey != nil {
+		ws.byKey[w.key] = slices.DeleteFunc(ws.byKey[w.key], func(o *win) bool { return o == w })
+	}
+}
+
+// sorted is every window that keep keeps, by start and key: a shard held
+// across cycles holds every open window of its partition, and a Commit
+// writes only the few a batch touched.
+func (ws *windows) sorted(keep func(*win) bool) []*win {
+	var all []*win
 	for _, w := range ws.byID {
-		all = append(all, w)
+		if keep(w) {
+			all = append(all, w)
+		}
 	}
 	slices.SortFunc(all, func(a, b *win) int {
 		if c := cmp.Compare(a.start, b.start); c != 0 {

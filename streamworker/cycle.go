@@ -2,16 +2,18 @@ package streamworker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
+
+	json "github.com/goccy/go-json"
 
 	"github.com/regent-mq/regent/broker/streams/wire"
 	"github.com/regent-mq/regent/pipeline"
 )
 
 func (w *Worker) readState(ctx context.Context, p *partition, filter map[string]any) ([]pipeline.Row, error) {
+	w.m.stateReads.Inc()
 	filter["query_id"], filter["partition_id"] = w.queryID, p.id
 	var out struct {
 		Rows  []pipeline.Row `json:"rows"`
@@ -32,23 +34,27 @@ const (
 	kindFlush = "flush"
 )
 
-// cycle commits state ops, pushes and an ack (nil: a flush), and reports
-// whether it committed. A refused cycle is not an error: it is logged and
-// counted; its batch is folded again or redelivered (or, after a lost
-// answer, had already committed).
-func (w *Worker) cycle(ctx context.Context, p *partition, kind string, ops []pipeline.StateOp, pushes []pipeline.Push, ack *wire.CycleAck) (bool, error) {
+// cycle commits state ops, pushes and an ack (nil: a flush), asking for
+// the partition's next batch of at most next messages (0: none), and
+// returns the answer if it committed, nil if not. A refused cycle is not an
+// error: it is logged and counted; its batch is folded again or
+// redelivered (or, after a lost answer, had already committed).
+func (w *Worker) cycle(ctx context.Context, p *partition, kind string, ops []pipeline.StateOp, pushes []pipeline.Push, ack *wire.CycleAck, next int) (*wire.CycleResponse, error) {
 	body, err := w.cycleBody(p, ops, pushes, ack)
 	if err != nil {
-		return false, err
+		return nil, err
+	}
+	if next > 0 {
+		body.NextBatch = &next
 	}
 	start := time.Now()
 	var out wire.CycleResponse
 	status, err := w.c.call(ctx, "POST", "/streams/v1/cycle", body, &out)
 	switch {
 	case err != nil:
-		return false, fmt.Errorf("cycle: %w", err)
+		return nil, fmt.Errorf("cycle: %w", err)
 	case status != http.StatusOK:
-		return false, fmt.Errorf("cycle: status %d %s", status, out.Error)
+		return nil, fmt.Errorf("cycle: status %d %s", status, out.Error)
 	}
 	w.m.cycleSeconds.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 	if !out.Success {
@@ -58,12 +64,12 @@ func (w *Worker) cycle(ctx context.Context, p *partition, kind string, ops []pip
 		// was read.
 		w.m.refused.WithLabelValues(kind).Inc()
 		w.log.Info("cycle refused", "kind", kind, "partition", p.name, "err", out.Error)
-		return false, nil
+		return nil, nil
 	}
 	if out.Deferred != "" {
 		w.m.deferred.Inc()
 		w.log.Info("flush deferred", "partition", p.name, "why", out.Deferred)
-		return false, nil
+		return nil, nil
 	}
 	w.m.cycles.WithLabelValues(kind).Inc()
 	for _, r := range out.PushResults {
@@ -71,7 +77,7 @@ func (w *Worker) cycle(ctx context.Context, p *partition, kind string, ops []pip
 			w.log.Info("an output was already stored; not stored again", "partition", p.name)
 		}
 	}
-	return true, nil
+	return &out, nil
 }
 
 // cycleBody is the cycle's request, with every member Queen's clients send:

@@ -72,8 +72,8 @@ func (w *Worker) flush(ctx context.Context, p *partition) error {
 		return err
 	}
 	w.log.Info("flushing an idle partition", "partition", p.name, "windows", s.Emitted)
-	done, err := w.cycle(ctx, p, kindFlush, ops, pushes, nil)
-	if done {
+	done, err := w.cycle(ctx, p, kindFlush, ops, pushes, nil, 0)
+	if done != nil {
 		w.counted(p, s)
 	}
 	return err

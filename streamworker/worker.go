@@ -28,7 +28,13 @@
 //     into, the deletes and sink pushes of the closed ones, the clock row,
 //     and the ack {leaseId, status: "completed", count}. A 200 with success
 //     false is a cycle that did not happen: read the body, not the status
-//     line.
+//     line. The cycle also asks for the partition's next batch
+//     ("next_batch": B, Regent's): the answer's "next" is a pop's answer
+//     under a new lease, claimed in the cycle's transaction, and
+//     "state_updated_at" the updated_at of the rows it wrote. The worker
+//     folds that batch into the state it holds, without step 3, and goes
+//     on so for up to a second; then, or when "next" is null, it lets the
+//     partition go and pops (step 2).
 //  6. When every pop has found nothing for the pipeline's idleFlush, flush:
 //     for each partition of the source (GET /api/v1/resources/queues/<source>)
 //     whose last fold is older than idleFlush, read the windows ripe by the
@@ -40,17 +46,24 @@
 //
 // A cycle is one PostgreSQL transaction: its state writes, its sink pushes
 // and its ack commit together or not at all, and the broker refuses a cycle
-// whose leaseId is not the partition's live lease. State is read again
-// before every fold, never cached, so a fold starts from what the last
-// committed cycle left.
+// whose leaseId is not the partition's live lease. A fold starts from what
+// the last committed cycle left: the state read again, or the state this
+// worker's own last cycle wrote, held while that cycle's next batch kept
+// the partition leased to it. The lease passed from batch to batch in
+// one transaction, under the cursor row's lock, so no other cycle could
+// write the state in between (a flush is deferred while a lease is live);
+// and any refusal drops the held state, which is read again.
 //
 //   - The broker dies before the commit: nothing of the cycle happened. The
 //     worker retries the same request until the broker is back; the lease is
 //     still live (or has expired, and the cycle is refused), so the batch is
 //     folded once either way.
 //   - The broker dies after the commit, before the answer: the retried cycle
-//     is refused (the commit released the lease), the worker drops the batch
-//     and pops the next one. Nothing is applied twice.
+//     is refused (the commit released the lease, or passed the partition to
+//     a new lease of a next batch the worker never saw), the worker drops
+//     the batch and its held state and pops the next one. Nothing is
+//     applied twice; a next batch claimed so is redelivered when its lease
+//     expires.
 //   - A pop whose answer is lost leaves a lease nobody holds: the batch is
 //     redelivered when it expires, to a fold that starts from committed state.
 //   - A flush takes no lease, and may run in another process beside a fold
@@ -245,7 +258,7 @@ func (w *Worker) loop(stop, ctx context.Context) error {
 			continue
 		}
 		w.quietSince.Store(0)
-		if err := w.process(ctx, b); err != nil {
+		if err := w.process(stop, ctx, b); err != nil {
 			return err
 		}
 	}

@@ -55,7 +55,7 @@ func pushEvent(t *testing.T, b *brokertest.Broker, ts int64) {
 }
 
 // foldFirst registers the worker, then pops and folds the first batch.
-func foldFirst(t *testing.T, w *Worker) *popAnswer {
+func foldFirst(t *testing.T, w *Worker) *wire.Batch {
 	ctx := t.Context()
 	t.Helper()
 	if err := w.register(ctx); err != nil {
@@ -65,7 +65,7 @@ func foldFirst(t *testing.T, w *Worker) *popAnswer {
 	if err != nil || first == nil {
 		t.Fatalf("pop: %v, %v", first, err)
 	}
-	if err := w.process(ctx, first); err != nil {
+	if err := w.process(ctx, ctx, first); err != nil {
 		t.Fatal(err)
 	}
 	return first
@@ -98,7 +98,7 @@ func TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused(t *testing.T) {
 	if err != nil || second == nil {
 		t.Fatalf("pop: %v, %v", second, err)
 	}
-	if err := w.process(ctx, second); err != nil {
+	if err := w.process(ctx, ctx, second); err != nil {
 		t.Fatal(err)
 	}
 	// ... and the flush, which read before it, is refused.
@@ -231,4 +231,133 @@ func TestAWorkerWritesAQuerysWindowsIntoItsTableSinkAndNeedsASinkOfSomeKind(t *t
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) { // no drain: the pop in flight is cut
 		t.Fatal(err)
 	}
+}
+
+// pushEvents pushes n events of key "a" to src's partition p, at event
+// times from ts on, a second apart.
+func pushEvents(t *testing.T, b *brokertest.Broker, ts int64, n int) {
+	t.Helper()
+	items := make([]map[string]any, n)
+	for i := range items {
+		items[i] = map[string]any{"queue": "src", "partition": "p", "payload": map[string]any{"k": "a", "ts": ts + int64(i)*1_000}}
+	}
+	if r := b.Do(t, "POST", "/api/v1/push", b.Token, map[string]any{"items": items}); r.Status != http.StatusCreated {
+		t.Fatalf("push = %d %s", r.Status, r.Body)
+	}
+}
+
+// wantCount requires that the partition's one window counted n events.
+func wantCount(t *testing.T, w *Worker, p *partition, n int) {
+	t.Helper()
+	rows, err := w.readState(t.Context(), p, map[string]any{"key_prefix": pipeline.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Key != pipeline.ClockKey && !strings.Contains(string(r.Value), fmt.Sprintf(`"aggs": [{"n": %d}]`, n)) {
+			t.Fatalf("window %s, want %d events counted", r.Value, n)
+		}
+	}
+}
+
+// popAndKeep registers w, pops its first batch and folds it, asking for the
+// next one: it returns the next batch and the state it holds.
+func popAndKeep(t *testing.T, w *Worker) (*partition, *wire.Batch, *pipeline.Shard) {
+	t.Helper()
+	ctx := t.Context()
+	if err := w.register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first, err := w.pop(ctx)
+	if err != nil || first == nil {
+		t.Fatalf("pop: %v, %v", first, err)
+	}
+	p := w.partition(first.PartitionID, first.Partition)
+	next, held, err := w.foldBatch(ctx, p, first, nil, true)
+	if err != nil || next == nil || held == nil {
+		t.Fatalf("the first cycle brought next batch %v and state %v (%v), want both", next, held, err)
+	}
+	return p, next, held
+}
+
+// popPartition pops w's next batch of src's partition p: a lease that the
+// test expired is not seen by the queue-wide pop before it was due.
+func popPartition(t *testing.T, b *brokertest.Broker, w *Worker) *wire.Batch {
+	t.Helper()
+	r := b.Do(t, "GET", "/api/v1/pop/queue/src/partition/p?batch=10&consumerGroup="+w.group, b.Token, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("pop = %d %s", r.Status, r.Body)
+	}
+	var batch wire.Batch
+	r.JSON(t, &batch)
+	return &batch
+}
+
+func TestTheWorkerFoldsUnderTheKeptLeaseWithoutReadingTheStateAgain(t *testing.T) {
+	b, w, _ := countingWorker(t, "kept")
+	pushEvents(t, b, 1_000, 30)
+	first := foldFirst(t, w)
+	if n := testutil.ToFloat64(w.m.stateReads); n != 1 {
+		t.Fatalf("%v state reads for three batches under the kept lease, want 1", n)
+	}
+	if n := testutil.ToFloat64(w.m.cycles.WithLabelValues(kindFold)); n != 3 {
+		t.Fatalf("%v fold cycles, want 3", n)
+	}
+	if n := testutil.ToFloat64(w.m.eventsIn); n != 30 {
+		t.Fatalf("%v events counted, want 30", n)
+	}
+	wantCount(t, w, w.partition(first.PartitionID, first.Partition), 30)
+}
+
+// A lease that expires under a worker's held state refuses its cycle: the
+// worker drops the state, reads it again, and the batch, redelivered, is
+// folded once.
+func TestALostLeaseSendsTheWorkerBackToStateGet(t *testing.T) {
+	b, w, _ := countingWorker(t, "lost")
+	pushEvents(t, b, 1_000, 20)
+	p, next, held := popAndKeep(t, w)
+	b.ExpireLeases(t, "src")
+	again, kept, err := w.foldBatch(t.Context(), p, next, held, true)
+	if err != nil || again != nil || kept != nil {
+		t.Fatalf("a fold under a lost lease brought %v, %v (%v), want nothing", again, kept, err)
+	}
+	if n := testutil.ToFloat64(w.m.stateReads); n != 1+refolds-1 {
+		t.Fatalf("%v state reads, want the first and one per refold after the refused held state", n)
+	}
+	redelivered := popPartition(t, b, w)
+	if len(redelivered.Messages) != 10 {
+		t.Fatalf("pop after the lost lease: %v; want the batch again", redelivered)
+	}
+	if err := w.process(t.Context(), t.Context(), redelivered); err != nil {
+		t.Fatal(err)
+	}
+	wantCount(t, w, p, 20)
+}
+
+// The kill suite's rule, step by step: a worker whose lease was taken over
+// while it held the partition's state folds nothing into the new owner's.
+func TestAWorkerWhoseLeaseWasTakenOverFoldsNothingIntoTheNewOwnersState(t *testing.T) {
+	b, w, prog := countingWorker(t, "taken")
+	pushEvents(t, b, 1_000, 20)
+	p, next, held := popAndKeep(t, w)
+	b.ExpireLeases(t, "src")
+	other := New(Config{Broker: b.URL, Token: b.Token, Query: "taken", Source: "src", Sink: "out", Program: prog, Batch: 10,
+		Concurrency: 1, Wait: 100 * time.Millisecond, Log: w.log})
+	if err := other.register(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	taken := popPartition(t, b, other)
+	if len(taken.Messages) != 10 || taken.LeaseID == next.LeaseID {
+		t.Fatalf("the other worker's pop: %v; want the batch under a lease of its own", taken)
+	}
+	if err := other.process(t.Context(), t.Context(), taken); err != nil {
+		t.Fatal(err)
+	}
+	if again, kept, err := w.foldBatch(t.Context(), p, next, held, true); err != nil || again != nil || kept != nil {
+		t.Fatalf("the first worker's fold brought %v, %v (%v), want nothing", again, kept, err)
+	}
+	if n := testutil.ToFloat64(w.m.refused.WithLabelValues(kindFold)); n != refolds {
+		t.Fatalf("%v of the first worker's cycles refused, want all %d", n, refolds)
+	}
+	wantCount(t, w, p, 20)
 }

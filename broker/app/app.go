@@ -112,7 +112,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	})
 	var routes []server.Route
 	routes = append(routes, queues.Routes()...)
-	routes = append(routes, streams.New(store, cat, producer, after, quotas, m, logger, cfg.Tenancy).Routes()...)
+	routes = append(routes, streams.New(store, cat, producer, after, consumers, quotas, m, logger, cfg.Tenancy).Routes()...)
 	routes = append(routes, admin.New(store, switches, spooled, after, sealer, cfg.Replica, logger).Routes()...)
 	routes = append(routes, console.Routes()...)
 	routes = append(routes, admin.NewHistory(store, logger).Routes()...)

@@ -74,42 +74,57 @@ func (d *DB) pop(ctx context.Context, c *PopCall, candidates []uuid.UUID) (claim
 		return nil, nil, false, fmt.Errorf("pop %q: %w", c.Queue, err)
 	}
 	defer rows.Close()
-	var segs []PopSegment
+	var got popRows
 	for rows.Next() {
-		var (
-			pid                   uuid.UUID
-			name                  pgtype.Text
-			outcome               string
-			retryAt               pgtype.Timestamptz
-			start, end, base, sum pgtype.Int8
-			count                 pgtype.Int4
-			body                  []byte
-		)
-		if err := rows.Scan(&pid, &name, &outcome, &retryAt, &start, &end, &base, &count, &body, &sum); err != nil {
+		var r popRow
+		if err := rows.Scan(&r.pid, &r.name, &r.outcome, &r.retryAt, &r.start, &r.end, &r.base, &r.count, &r.body, &r.sum); err != nil {
 			return nil, nil, false, fmt.Errorf("pop %q: %w", c.Queue, err)
 		}
-		switch outcome {
-		case "segment":
-			segs = append(segs, PopSegment{Base: base.Int64, Count: int(count.Int32), Body: body, Checksum: sum.Int64})
-			continue
-		case "claimed":
-			claims = append(claims, PopClaim{ID: pid, Name: name.String, BatchStart: start.Int64, BatchEnd: end.Int64, Segments: segs})
-			segs = nil
-			looks = append(looks, PopLook{hotlist.Claimed, retryAt.Time})
-		case "busy":
-			// A claim that failed after its segments were read voids them.
-			segs = nil
-			looks = append(looks, PopLook{hotlist.Busy, retryAt.Time})
-		case "empty":
-			looks = append(looks, PopLook{hotlist.Empty, time.Time{}})
-		case "gone":
-			gone = true
-		}
+		got.add(&r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, gone, fmt.Errorf("pop %q: %w", c.Queue, err)
+		return nil, nil, got.gone, fmt.Errorf("pop %q: %w", c.Queue, err)
 	}
-	return claims, looks, gone, nil
+	return got.claims, got.looks, got.gone, nil
+}
+
+// popRow is a row of queen.pop.
+type popRow struct {
+	pid                   uuid.UUID
+	name                  pgtype.Text
+	outcome               string
+	retryAt               pgtype.Timestamptz
+	start, end, base, sum pgtype.Int8
+	count                 pgtype.Int4
+	body                  []byte
+}
+
+// popRows gathers queen.pop's rows, as a pop's call or a cycle's next
+// batch (queen_streams.cycle_next) reads them.
+type popRows struct {
+	claims []PopClaim
+	looks  []PopLook
+	segs   []PopSegment
+	gone   bool
+}
+
+func (p *popRows) add(r *popRow) {
+	switch r.outcome {
+	case "segment":
+		p.segs = append(p.segs, PopSegment{Base: r.base.Int64, Count: int(r.count.Int32), Body: r.body, Checksum: r.sum.Int64})
+	case "claimed":
+		p.claims = append(p.claims, PopClaim{ID: r.pid, Name: r.name.String, BatchStart: r.start.Int64, BatchEnd: r.end.Int64, Segments: p.segs})
+		p.segs = nil
+		p.looks = append(p.looks, PopLook{hotlist.Claimed, r.retryAt.Time})
+	case "busy":
+		// A claim that failed after its segments were read voids them.
+		p.segs = nil
+		p.looks = append(p.looks, PopLook{hotlist.Busy, r.retryAt.Time})
+	case "empty":
+		p.looks = append(p.looks, PopLook{hotlist.Empty, time.Time{}})
+	case "gone":
+		p.gone = true
+	}
 }
 
 // HotPartitions returns the partitions of queueID whose log reaches past

@@ -41,6 +41,18 @@ type Cycle struct {
 	// committed cycle writes to the query's table sink
 	// (queen_streams.cycle_table).
 	TableRows json.RawMessage
+	// Next, when set, asks for the source partition's next batch in the
+	// same transaction (queen_streams.cycle_next). Only with a success ack
+	// of the whole batch (Ack.OK and Ack.Release).
+	Next *Next
+}
+
+// Next is what a cycle's next batch is claimed with, as a pop's
+// (PopCall): a lease id of its own, the batch and the byte cap.
+type Next struct {
+	LeaseID  uuid.UUID
+	Batch    int
+	MaxBytes int64
 }
 
 // StateOps are a cycle's state_ops folded to their effect: each key once,
@@ -78,6 +90,12 @@ type CycleResult struct {
 	LeaseReleased bool
 	// Announce: the released source partition still holds data to deliver.
 	Announce bool
+	// Next is the source partition's next batch, claimed under
+	// Cycle.Next.LeaseID, when the cycle asked for it and the partition had
+	// one (LeaseReleased is then false); StateAt is when the cycle wrote
+	// its state rows, their updated_at.
+	Next    *PopClaim
+	StateAt time.Time
 }
 
 // Committed reports whether the cycle committed.
@@ -133,6 +151,13 @@ const cycleSQL = `SELECT outcome, queue_id, queue_name, base_offsets, ack_count,
 	FROM queen_streams.cycle_v6(ROW($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
 		$18, $19, $20, $21, $22, $23, $24, $25)::queen_streams.cycle_request, $26)`
 
+// cycleNextSQL is cycleSQL with the next batch (queen_streams.cycle_next).
+const cycleNextSQL = `SELECT outcome, queue_id, queue_name, base_offsets, ack_count, lease_released, announce,
+		partition_id, dup_txids, dup_message_ids, state_at, partition_name, retry_at, batch_start, batch_end,
+		base_offset, frame_count, body, checksum
+	FROM queen_streams.cycle_next(ROW($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+		$18, $19, $20, $21, $22, $23, $24, $25)::queen_streams.cycle_request, $26, $27, $28, $29)`
+
 // RunCycle runs one cycle in one transaction and one round trip. A cycle
 // the rules refuse is a *Failure. Any other error means the call itself
 // failed, and nothing of it committed unless the connection died after the
@@ -161,33 +186,45 @@ func (d *DB) runCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 
 	// Ids go as [16]byte, which pgx encodes directly; a uuid.UUID would go
 	// through its driver.Valuer as a string, at a cost seen in profiles.
-	rows, err := d.q.Query(ctx, cycleSQL,
+	sql, args := cycleSQL, []any{
 		c.Tenant, ids.ID(c.QueryID), ids.ID(c.PartitionID), c.Group,
 		c.Ops.UpsertKeys, c.Ops.UpsertValues, c.Ops.DeleteKeys, c.Ops.ExpectKeys, c.Ops.ExpectAt,
 		a.Partitions, a.Frames, a.Bodies, a.Checksums, a.TxIDs, a.MinAt, a.MaxAt,
 		a.Dedups, a.DedupTxIDs, a.DedupMsgIDs,
 		hasAck, lease, ok, count, release, c.Generation, c.TableRows,
-	)
-	if err != nil {
-		return CycleResult{}, refusal(err)
 	}
 	var r CycleResult
 	var (
 		outcome  string
-		qid, pid pgtype.UUID
+		qid      pgtype.UUID
 		qname    pgtype.Text
 		ackCount pgtype.Int8
 		released pgtype.Bool
 		announce pgtype.Bool
 		dupTx    []string
 		dupIDs   []uuid.UUID
+		next     *nextRows // with Cycle.Next only: a cycle without pays nothing for it
 	)
-	_, err = pgx.ForEachRow(rows, []any{&outcome, &qid, &qname, &r.BaseOffsets, &ackCount, &released, &announce,
-		&pid, &dupTx, &dupIDs}, func() error {
+	var pid pgtype.UUID
+	scan := []any{&outcome, &qid, &qname, &r.BaseOffsets, &ackCount, &released, &announce, &pid, &dupTx, &dupIDs}
+	if c.Next != nil {
+		sql, next = cycleNextSQL, &nextRows{}
+		args = append(args, ids.ID(c.Next.LeaseID), c.Next.Batch, c.Next.MaxBytes)
+		p := &next.row
+		scan = append(scan, &next.stateAt, &p.name, &p.retryAt, &p.start, &p.end, &p.base, &p.count, &p.body, &p.sum)
+	}
+	rows, err := d.q.Query(ctx, sql, args...)
+	if err != nil {
+		return CycleResult{}, refusal(err)
+	}
+	_, err = pgx.ForEachRow(rows, scan, func() error {
 		switch outcome {
 		case "committed":
 			r.QueueID, r.QueueName, r.AckCount = qid.Bytes, qname.String, ackCount.Int64
 			r.LeaseReleased, r.Announce = released.Bool, announce.Bool
+			if next != nil {
+				r.StateAt = next.stateAt.Time
+			}
 		case "duplicates":
 			if r.Duplicates == nil {
 				r.Duplicates = Duplicates{}
@@ -199,6 +236,10 @@ func (d *DB) runCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 			r.Duplicates[pid.Bytes] = m
 		case "gone":
 			r.Gone = true
+		case "segment", "claimed", "busy", "empty":
+			next.row.pid, next.row.outcome = pid.Bytes, outcome
+			next.add(&next.row)
+			next.row.body = nil // the segment keeps it
 		default:
 			return fmt.Errorf("unknown outcome %q", outcome)
 		}
@@ -207,7 +248,18 @@ func (d *DB) runCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 	if err != nil {
 		return CycleResult{}, refusal(err)
 	}
+	if next != nil && len(next.claims) > 0 {
+		r.Next = &next.claims[0]
+	}
 	return r, nil
+}
+
+// nextRows reads the columns that queen_streams.cycle_next adds: the
+// state's updated_at, and the rows of its pop.
+type nextRows struct {
+	stateAt pgtype.Timestamptz
+	row     popRow
+	popRows
 }
 
 // CheckOwner gives the ownership verdicts of a cycle on the tenant's query

@@ -252,3 +252,27 @@ func TestTheCycleAnswersAsItsRulesAndTakesTheShortPathOnlyInTheCommonCase(t *tes
 		require.Equal(t, wantTables, tables)
 	})
 }
+
+// queen.pop turns synchronous_commit off for its transaction, since a lost
+// pop only redelivers; a cycle that carries the next batch
+// (queen_streams.cycle_next) pops in the cycle's transaction, whose commit
+// must not be lost, and puts the setting back.
+func TestACycleThatCarriesTheNextBatchCommitsSynchronously(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	w := newCycleWorld(t, pool)
+	cycleNext := strings.Replace(cycleV5, "queen_streams.cycle_v5(", "queen_streams.cycle_next(", 1)
+	cycleNext = strings.TrimSuffix(cycleNext, ")") + ", NULL, gen_random_uuid(), 10, 1048576)"
+	tx, err := pool.Begin(t.Context())
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	// The test clusters run with it off.
+	_, err = tx.Exec(t.Context(), `SET LOCAL synchronous_commit = on`)
+	require.NoError(t, err)
+	answer, err := w.common().run(t.Context(), tx, cycleNext)
+	require.NoError(t, err)
+	require.Contains(t, fmt.Sprint(answer), "committed")
+	var sync string
+	require.NoError(t, tx.QueryRow(t.Context(), `SHOW synchronous_commit`).Scan(&sync))
+	require.Equal(t, "on", sync)
+}

@@ -242,6 +242,15 @@ CREATE FUNCTION queen_streams.cycle_gate(r queen_streams.cycle_request, OUT queu
 $$;
 
 --
+-- Name: cycle_next(queen_streams.cycle_request, jsonb, uuid, integer, bigint); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.cycle_next(r queen_streams.cycle_request, p_table_rows jsonb, p_lease_id uuid, p_batch integer, p_max_bytes bigint) RETURNS TABLE(outcome text, queue_id uuid, queue_name text, base_offsets bigint[], ack_count bigint, lease_released boolean, announce boolean, partition_id uuid, dup_txids text[], dup_message_ids uuid[], state_at timestamp with time zone, partition_name text, retry_at timestamp with time zone, batch_start bigint, batch_end bigint, base_offset bigint, frame_count integer, body bytea, checksum bigint)
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.cycle_next.sql
+$$;
+
+--
 -- Name: cycle_owner(text, uuid, uuid); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 
@@ -1013,7 +1022,8 @@ CREATE TABLE queen_streams.state (
     value jsonb NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     ripe_read_at timestamp with time zone
-);
+)
+WITH (fillfactor='70');
 
 --
 -- Name: state_rows; Type: TABLE; Schema: queen_streams; Owner: -

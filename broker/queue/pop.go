@@ -15,9 +15,10 @@ import (
 )
 
 // Bounds on pop parameters: beyond them one request would hold a
-// connection, or build an answer, out of proportion.
+// connection, or build an answer, out of proportion. MaxBatch bounds a
+// cycle's next_batch too (broker/streams).
 const (
-	maxBatch      = 10000
+	MaxBatch      = 10000
 	maxPartitions = 100
 	maxTimeout    = 10 * time.Minute
 )
@@ -45,7 +46,7 @@ func parsePop(r *http.Request, defaultMode string) (*popRequest, error) {
 		return nil, err
 	}
 	var err error
-	if p.Batch, err = intParam(q.Get("batch"), "batch", 1, 1, maxBatch); err != nil {
+	if p.Batch, err = intParam(q.Get("batch"), "batch", 1, 1, MaxBatch); err != nil {
 		return nil, err
 	}
 	if p.Partitions, err = intParam(q.Get("partitions"), "partitions", 1, 1, maxPartitions); err != nil {

@@ -18,13 +18,14 @@ import (
 
 func writePop(w http.ResponseWriter, queue, group string, msgs []store.Message, claims []db.PopClaim, lease string) {
 	httpx.WriteStreamed(w, http.StatusOK, func(st *httpx.Stream, b []byte) []byte {
-		return appendPop(st, b, queue, group, msgs, claims, lease)
+		return AppendPop(st, b, queue, group, msgs, claims, lease)
 	})
 }
 
-// appendPop appends the answer through st, which sends it on in pieces
-// when it is large (a pop may carry up to --max-pop-bytes).
-func appendPop(st *httpx.Stream, b []byte, queue, group string, msgs []store.Message, claims []db.PopClaim, lease string) []byte {
+// AppendPop appends the answer through st, which sends it on in pieces
+// when it is large (a pop may carry up to --max-pop-bytes). The cycle's
+// next batch (broker/streams) is this answer too.
+func AppendPop(st *httpx.Stream, b []byte, queue, group string, msgs []store.Message, claims []db.PopClaim, lease string) []byte {
 	b = append(b, `{"success":true,"queue":`...)
 	b = httpx.AppendString(b, queue)
 	b = append(b, `,"partition":`...)

@@ -15,8 +15,11 @@ import (
 	"github.com/regent-mq/regent/broker/counters"
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/httpx"
+	"github.com/regent-mq/regent/broker/ids"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/produce"
+	"github.com/regent-mq/regent/broker/queue"
+	"github.com/regent-mq/regent/broker/queue/store"
 	"github.com/regent-mq/regent/broker/quota"
 	"github.com/regent-mq/regent/broker/streams/wire"
 	"github.com/regent-mq/regent/broker/tracing"
@@ -27,7 +30,11 @@ type cycleResponse wire.CycleResponse
 
 // appendJSON appends r as encoding/json would write it: on this hot path
 // reflection cost more than the rest of the answer.
-func (r *cycleResponse) appendJSON(b []byte) []byte {
+func (r *cycleResponse) appendJSON(b []byte) []byte { return append(r.appendFields(b), '}') }
+
+// appendFields appends r without its closing brace, and without
+// StateUpdatedAt and Next, which only writeNext writes.
+func (r *cycleResponse) appendFields(b []byte) []byte {
 	b = append(b, `{"success":`...)
 	b = strconv.AppendBool(b, r.Success)
 	if r.Error != "" {
@@ -73,7 +80,7 @@ func (r *cycleResponse) appendJSON(b []byte) []byte {
 		b = strconv.AppendBool(b, a.DLQ)
 		b = append(b, '}')
 	}
-	return append(b, '}')
+	return b
 }
 
 // write answers the cycle with r, with status 200: a refusal by the rules
@@ -110,6 +117,14 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 	if !s.ownPartition(w, r, c.Tenant, c.PartitionID) {
 		return
 	}
+	if c.Next != nil {
+		c.Next.MaxBytes = s.consumers.MaxPopBytes()
+		if s.quotas.AdmitPop(c.Tenant) != nil {
+			// Past the tenant's pop rate the cycle claims nothing: the
+			// answer's next is null, and the worker pops, which waits.
+			c.Next.Batch = 0
+		}
+	}
 	if c.Ops.Refusal != "" {
 		// The ops break the rules, so the cycle fails.
 		s.refuseOwned(w, r, &c, c.Ops.Refusal, start)
@@ -141,8 +156,49 @@ func (s *Service) cycle(w http.ResponseWriter, r *http.Request) {
 			s.metrics.Ops.Add(c.Tenant, res.QueueName, counters.AckSuccess, int64(res.AckCount))
 		}
 	}
-	resp.write(w)
+	if c.Next == nil {
+		resp.write(w)
+	} else {
+		s.writeNext(w, r, &c, &res, &resp)
+	}
 	s.metrics.Cycle(c.Tenant, c.QueryID.String(), metrics.CycleCommitted, time.Since(start))
+}
+
+// writeNext answers a committed cycle that asked for the next batch
+// (next_batch) with it, in the pop's answer, or null when the partition
+// had none: the lease is then released. A batch claimed but not
+// delivered (its frames all deleted, or not decoded) was released by
+// Claimed, and the cycle, which committed, is answered without it.
+func (s *Service) writeNext(w http.ResponseWriter, r *http.Request, c *db.Cycle, res *db.CycleResult, resp *cycleResponse) {
+	var msgs []store.Message
+	claim := res.Next
+	if claim != nil {
+		var err error
+		msgs, claim, err = s.consumers.Claimed(r.Context(), c.Tenant, res.QueueName, c.Group, claim, c.Next.LeaseID)
+		if err != nil {
+			s.log.Error("a cycle's next batch was claimed and could not be delivered; released", "partition", c.PartitionID, "err", err)
+			claim = nil
+		}
+	}
+	if claim == nil {
+		resp.AckResult.LeaseReleased = true
+	} else if tracing.Enabled() {
+		for i := range msgs {
+			tracing.Link(r.Context(), msgs[i].Traceparent)
+		}
+	}
+	httpx.WriteStreamed(w, http.StatusOK, func(st *httpx.Stream, b []byte) []byte {
+		b = resp.appendFields(b)
+		b = append(b, `,"state_updated_at":"`...)
+		b = res.StateAt.UTC().AppendFormat(b, httpx.TimeFormat)
+		b = append(b, `","next":`...)
+		if claim == nil {
+			b = append(b, "null"...)
+		} else {
+			b = queue.AppendPop(st, b, res.QueueName, c.Group, msgs, []db.PopClaim{*claim}, c.Next.LeaseID.String())
+		}
+		return append(b, '}')
+	})
 }
 
 // notEmitted answers a cycle that Emit did not commit. Its own function:
@@ -278,6 +334,15 @@ func cycleFrom(req *wire.CycleRequest) (db.Cycle, error) {
 			return c, httpx.BadRequest("ack.count must not be negative")
 		}
 		c.Ack = ack
+	}
+	if n := req.NextBatch; n != nil {
+		if *n < 1 || *n > queue.MaxBatch {
+			return c, httpx.BadRequest("next_batch must be an integer from 1 to %d", queue.MaxBatch)
+		}
+		if c.Ack == nil || !c.Ack.OK || !c.Ack.Release {
+			return c, httpx.BadRequest("next_batch needs a success ack of the whole batch (release_lease not false)")
+		}
+		c.Next = &db.Next{LeaseID: ids.New(), Batch: *n}
 	}
 	return c, nil
 }

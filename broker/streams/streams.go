@@ -21,6 +21,7 @@ import (
 	"github.com/regent-mq/regent/broker/httpx"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/broker/produce"
+	"github.com/regent-mq/regent/broker/queue/store"
 	"github.com/regent-mq/regent/broker/quota"
 	"github.com/regent-mq/regent/broker/server"
 )
@@ -35,6 +36,8 @@ type Service struct {
 	producer *produce.Producer
 	// after does what committed cycles leave to do.
 	after *commit.Applier
+	// consumers delivers the next batch that a cycle claims, as a pop.
+	consumers *store.Store
 	// quotas limits the stored bytes of the sink pushes, and records the
 	// database's refusals; nil: none.
 	quotas  *quota.Quotas
@@ -46,8 +49,10 @@ type Service struct {
 }
 
 // New returns the streams service; quotas may be nil.
-func New(store *db.DB, cat *catalog.Catalog, producer *produce.Producer, after *commit.Applier, quotas *quota.Quotas, m *metrics.Metrics, logger *slog.Logger, tenancy bool) *Service {
-	return &Service{db: store, catalog: cat, producer: producer, after: after, quotas: quotas, metrics: m, log: logger, tenancy: tenancy}
+func New(d *db.DB, cat *catalog.Catalog, producer *produce.Producer, after *commit.Applier, consumers *store.Store,
+	quotas *quota.Quotas, m *metrics.Metrics, logger *slog.Logger, tenancy bool) *Service {
+	return &Service{db: d, catalog: cat, producer: producer, after: after, consumers: consumers, quotas: quotas, metrics: m,
+		log: logger, tenancy: tenancy}
 }
 
 // ownPartition is the tenancy pre-gate of the state read and the cycle: a

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -165,8 +166,14 @@ func (r *pipelineRun) consumed() int64 {
 }
 
 // kill SIGKILLs workers and brokers in turn, each at a random point of its
-// slice of the run, reached by progress rather than by time.
+// slice of the run, reached by progress rather than by time. From the
+// first kill on, it also stalls the one worker it never kills (SIGSTOP) for
+// longer than the lease, which the other workers then take over, and lets
+// it go on (SIGCONT) with the partition's state that it held in memory: it
+// must fold nothing into the new owner's state.
 func (r *pipelineRun) kill(kills int) (midRun int) {
+	var stalls sync.WaitGroup
+	defer stalls.Wait()
 	slice := r.total / int64(kills+1)
 	for k := range kills {
 		target := int64(k+1)*slice + rand.Int64N(slice/2)
@@ -177,6 +184,9 @@ func (r *pipelineRun) kill(kills int) (midRun int) {
 		}
 		if r.consumed() < r.total {
 			midRun++
+		}
+		if k == 0 {
+			stalls.Go(func() { r.workers[len(r.workers)-1].stall(stallFor) })
 		}
 		pause := time.Duration(rand.IntN(300)) * time.Millisecond
 		if k%3 == 2 {
@@ -195,6 +205,21 @@ func (r *pipelineRun) kill(kills int) (midRun int) {
 		r.t.Fatalf("only %d of %d kills hit the workers mid-run", midRun, kills)
 	}
 	return midRun
+}
+
+// stallFor is longer than the run's lease (leaseTime 2).
+const stallFor = 3 * time.Second
+
+// stall stops the worker for d, then lets it go on.
+func (w *workerProc) stall(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cmd == nil {
+		return
+	}
+	_ = w.cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(d)
+	_ = w.cmd.Process.Signal(syscall.SIGCONT)
 }
 
 // settle waits until the query has consumed every event pushed and its
@@ -374,7 +399,7 @@ func windowedRun(t *testing.T, name string, w v1.Window, step int64, lateEvery i
 	r.settle()
 	want, late := reference(w, 0, events, keep)
 	f := r.checkWindows(want, late)
-	t.Logf("figures: %d kills (%d mid-run), %d events, %d windows, %d late, %d cycles refused; lost %d, duplicated %d, wrong %d",
+	t.Logf("figures: %d kills and a stall (%d mid-run), %d events, %d windows, %d late, %d cycles refused; lost %d, duplicated %d, wrong %d",
 		kills, midRun, f.events, f.windows, f.late, r.refused(), f.lost, f.duplicated, f.wrong)
 }
 
@@ -442,7 +467,7 @@ func TestAStatelessPipelineEmitsEachEventOnceWhileWorkersAndBrokersAreKilled(t *
 			}
 		}
 	}
-	t.Logf("figures: %d kills (%d mid-run), %d events, %d outputs, %d cycles refused; lost %d, duplicated %d",
+	t.Logf("figures: %d kills and a stall (%d mid-run), %d events, %d outputs, %d cycles refused; lost %d, duplicated %d",
 		kills, midRun, f.events, f.windows, r.refused(), f.lost, f.duplicated)
 }
 
@@ -487,6 +512,6 @@ func TestTheIdleFlushClosesEveryWindowOnceAndLaterEventsOfThemAreLate(t *testing
 		}
 	}
 	f := r.checkWindows(want1, late1)
-	t.Logf("figures: %d kills (%d mid-run), %d events, %d windows, %d late, %d cycles refused; lost %d, duplicated %d, wrong %d",
+	t.Logf("figures: %d kills and a stall (%d mid-run), %d events, %d windows, %d late, %d cycles refused; lost %d, duplicated %d, wrong %d",
 		kills, midRun, f.events, f.windows, f.late, r.refused(), f.lost, f.duplicated, f.wrong)
 }

@@ -136,6 +136,37 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 		s.release(context.WithoutCancel(ctx), leaseID)
 		return Popped{}, ctx.Err()
 	}
+	msgs, claims, err := s.deliver(ctx, q, p, claims, leaseID)
+	if err != nil {
+		return Popped{}, err
+	}
+	return Popped{Messages: msgs, Claims: claims, LeaseID: leaseID, Wake: idle.Wake, Due: idle.Due}, nil
+}
+
+// Claimed delivers the batch that a cycle claimed for group under leaseID
+// (db.CycleResult.Next) as a pop delivers its own: its messages, and the
+// claim, nil when it delivered nothing (every frame of it was deleted, and
+// the batch was consumed and its lease released).
+func (s *Store) Claimed(ctx context.Context, tenant, queue, group string, claim *db.PopClaim, leaseID uuid.UUID) ([]Message, *db.PopClaim, error) {
+	q, err := s.catalog.LookupQueue(ctx, tenant, queue)
+	if err != nil {
+		return nil, nil, err
+	}
+	msgs, claims, err := s.deliver(ctx, q, &PopRequest{Tenant: tenant, Queue: q.Name, Group: group}, []db.PopClaim{*claim}, leaseID)
+	if err != nil || len(claims) == 0 {
+		return nil, nil, err
+	}
+	return msgs, &claims[0], nil
+}
+
+// MaxPopBytes is the cap on the stored bytes of one pop's answer, which
+// a cycle's next batch keeps to as well.
+func (s *Store) MaxPopBytes() int64 { return s.maxPopBytes }
+
+// deliver turns claims into the messages of a pop's answer, ends the
+// batches whose last frames were deleted, and counts what it delivers. A
+// leased batch whose messages cannot be delivered is released.
+func (s *Store) deliver(ctx context.Context, q *catalog.Queue, p *PopRequest, claims []db.PopClaim, leaseID uuid.UUID) ([]Message, []db.PopClaim, error) {
 	msgs, ends, err := s.decode(q, claims, p, leaseID)
 	if err == nil {
 		claims, err = s.trimDeleted(context.WithoutCancel(ctx), p, q, leaseID, claims, ends)
@@ -144,7 +175,7 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 		if !p.AutoAck {
 			s.release(context.WithoutCancel(ctx), leaseID)
 		}
-		return Popped{}, err
+		return nil, nil, err
 	}
 	s.metrics.Popped.WithLabelValues(q.Tenant, q.Name).Add(float64(len(msgs)))
 	s.quotas.Popped(q.Tenant, len(msgs))
@@ -162,7 +193,7 @@ func (s *Store) Pop(ctx context.Context, p *PopRequest) (Popped, error) {
 		s.metrics.Ops.Add(q.Tenant, q.Name, counters.AckRequests, 1)
 		s.metrics.Ops.Add(q.Tenant, q.Name, counters.AckSuccess, int64(len(msgs)))
 	}
-	return Popped{Messages: msgs, Claims: claims, LeaseID: leaseID, Wake: idle.Wake, Due: idle.Due}, nil
+	return msgs, claims, nil
 }
 
 // Bounds on the search of a final pop (PopRequest.Final) that found

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -30,6 +31,11 @@ type CycleRequest struct {
 	// names and values, which the committed cycle writes to the query's
 	// table. Stock clients never send it.
 	TableRows json.RawMessage `json:"table_rows,omitempty"`
+	// NextBatch (Regent's, for its worker) asks the broker to claim the
+	// source partition's next batch of at most this many messages in the
+	// cycle's transaction, once the ack committed, under a new lease: the
+	// answer's Next. Only with a success ack of the whole batch.
+	NextBatch *int `json:"next_batch,omitempty"`
 }
 
 // PushItem is a sink message of a cycle. The fields a sender leaves empty
@@ -69,6 +75,28 @@ type CycleResponse struct {
 	StateOpsApplied int32        `json:"state_ops_applied"`
 	PushResults     []PushResult `json:"push_results"`
 	AckResult       *AckResult   `json:"ack_result"`
+	// With next_batch: StateUpdatedAt is the updated_at of every state row
+	// the cycle wrote (as state/get returns it), and Next the partition's
+	// next batch, a pop's answer; null when the partition had none, and
+	// the lease was released (AckResult.LeaseReleased). The broker writes
+	// them by hand, after the fields above.
+	StateUpdatedAt string `json:"state_updated_at,omitempty"`
+	Next           *Batch `json:"next,omitempty"`
+}
+
+// Batch is a pop's answer, with the fields a worker reads.
+type Batch struct {
+	PartitionID string    `json:"partitionId"`
+	Partition   string    `json:"partition"`
+	LeaseID     string    `json:"leaseId"`
+	Messages    []Message `json:"messages"`
+}
+
+// Message is a message of a pop's answer, with the fields a worker reads.
+type Message struct {
+	TransactionID string          `json:"transactionId"`
+	Data          json.RawMessage `json:"data"`
+	CreatedAt     time.Time       `json:"createdAt"`
 }
 
 // PushResult answers one push item, in item order. A duplicate names the
