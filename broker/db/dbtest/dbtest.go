@@ -85,6 +85,8 @@ type Queue struct {
 	Segments      int
 	Frames        int   // messages stored
 	NextOffset    int64 // the sum over the partitions: offsets handed out
+	Floor         int64 // the sum over the partitions: offsets below it are gone
+	StoredBytes   int64 // the sum of the partitions' stored_bytes counters
 	DeadLetters   int
 	Dedup         int // push_dedup records
 	Subscriptions int
@@ -102,13 +104,15 @@ func (d *DB) Queue(ctx context.Context, tenant, queue string) (Queue, error) {
 		       (SELECT count(*) FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id WHERE p.queue_id = q.id),
 		       (SELECT coalesce(sum(s.frame_count), 0) FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id WHERE p.queue_id = q.id),
 		       (SELECT coalesce(sum(p.next_offset), 0) FROM queen.partitions p WHERE p.queue_id = q.id),
+		       (SELECT coalesce(sum(p.floor_offset), 0) FROM queen.partitions p WHERE p.queue_id = q.id),
+		       (SELECT coalesce(sum(p.stored_bytes), 0) FROM queen.partitions p WHERE p.queue_id = q.id),
 		       (SELECT count(*) FROM queen.dead_letters l JOIN queen.partitions p ON p.id = l.partition_id WHERE p.queue_id = q.id),
 		       (SELECT count(*) FROM queen.push_dedup x JOIN queen.partitions p ON p.id = x.partition_id WHERE p.queue_id = q.id),
 		       (SELECT count(*) FROM queen.subscriptions s WHERE s.queue_id = q.id),
 		       (SELECT coalesce(sum(c.committed), 0) FROM queen.cursors c JOIN queen.partitions p ON p.id = c.partition_id WHERE p.queue_id = q.id)
 		  FROM queen.queues q WHERE q.tenant = $1 AND q.name = $2`, tenant, queue).
 		Scan(&out.Exists, &out.ID, &out.LeaseTime, &out.RetryLimit, &out.Priority, &out.DedupWindow, &out.Storage, &names, &ids,
-			&out.Segments, &out.Frames, &out.NextOffset, &out.DeadLetters, &out.Dedup, &out.Subscriptions, &out.Committed)
+			&out.Segments, &out.Frames, &out.NextOffset, &out.Floor, &out.StoredBytes, &out.DeadLetters, &out.Dedup, &out.Subscriptions, &out.Committed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Queue{}, nil
 	}

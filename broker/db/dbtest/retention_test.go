@@ -1,0 +1,76 @@
+package dbtest_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/broker/db/dbtest"
+	"github.com/regent-mq/regent/test/brokertest"
+)
+
+func TestQueueReadsTheFloorAndTheStoredBytes(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.PushN(t, q, "Default", 0, 3)
+	b.RaiseFloor(t, q, 2)
+	stored := b.Stored(t, q)
+	require.EqualValues(t, 2, stored.Floor)
+	require.Equal(t, b.SegmentSizes(t, q), []int64{stored.StoredBytes})
+}
+
+func TestRetentionEventsListOnlyTheQueueNamed(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.PushN(t, q, "p", 0, 1)
+	events, err := b.DB.RetentionEvents(t.Context(), b.Tenant, q)
+	require.NoError(t, err)
+	require.Empty(t, events, "no sweep took anything")
+}
+
+// Not parallel: no other test pushes between the two summaries.
+func TestAddOrphanDedupLeavesRangesUnsummarizedUntilSummarized(t *testing.T) {
+	b := brokertest.Shared(t)
+	require.NoError(t, b.DB.AddOrphanDedup(t.Context(), 30000))
+	n, err := b.DB.UnsummarizedDedup(t.Context())
+	require.NoError(t, err)
+	require.Positive(t, n)
+	n, err = b.DB.UnsummarizedDedup(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+func TestPutMinutesWritesOneRowPerTableForTheTenantNamed(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	tenant := b.Q("t")
+	require.NoError(t, b.DB.PutMinutes(t.Context(), tenant, time.Now().Add(-time.Hour)))
+	require.NoError(t, b.DB.PutMinutes(t.Context(), tenant, time.Now()))
+	got, err := b.DB.Minutes(t.Context(), tenant)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"queen.queue_minutes": 2, "queen_streams.query_minutes": 2, "queen.group_minutes": 2,
+		"queen.replica_samples": 2, "queen.retention_events": 2}, got)
+	got, err = b.DB.Minutes(t.Context(), b.Q("other"))
+	require.NoError(t, err)
+	require.Equal(t, 0, got["queen.queue_minutes"]+got["queen.replica_samples"])
+}
+
+func TestAtRestFillsEveryEmptyPartitionWithOneConsumedMessage(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.Call(t, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": q})
+	b.AddPartitions(t, q, 3)
+	require.NoError(t, b.DB.AtRest(t.Context(), b.Tenant, q, "g"))
+	stored := b.Stored(t, q)
+	require.Equal(t, len(stored.Partitions), stored.Segments)
+	require.EqualValues(t, len(stored.Partitions), stored.Committed)
+	for _, c := range b.Cursors(t, q) {
+		require.Equal(t, dbtest.Cursor{Partition: c.Partition, Group: "g", Committed: 1}, c)
+	}
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/"+q+"?consumerGroup=g"), "every message is consumed")
+}
