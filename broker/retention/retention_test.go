@@ -222,7 +222,7 @@ func TestEverySweepRecordsWhatItRemovedPerPartitionForTheAnalytics(t *testing.T)
 	require.EqualValues(t, 6, st.Aged)
 	events, err := b.DB.RetentionEvents(t.Context(), b.Tenant, q)
 	require.NoError(t, err)
-	require.Equal(t, []dbtest.RetentionEvent{{Partition: "a", Kind: "retention", Messages: 4}, {Partition: "b", Kind: "retention", Messages: 2}}, events,
+	require.Equal(t, []dbtest.Swept{{Partition: "a", Kind: "retention", Messages: 4}, {Partition: "b", Kind: "retention", Messages: 2}}, events,
 		"one event per partition, with the messages removed")
 }
 

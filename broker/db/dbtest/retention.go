@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// RetentionEvent is what a sweep recorded of one partition of a queue.
-type RetentionEvent struct {
+// Swept is what a sweep recorded of one partition of a queue.
+type Swept struct {
 	Partition string
 	Kind      string
 	Messages  int64
@@ -17,14 +17,14 @@ type RetentionEvent struct {
 
 // RetentionEvents lists the events the sweeps recorded for a tenant's
 // queue, by partition name.
-func (d *DB) RetentionEvents(ctx context.Context, tenant, queue string) ([]RetentionEvent, error) {
+func (d *DB) RetentionEvents(ctx context.Context, tenant, queue string) ([]Swept, error) {
 	rows, err := d.pool.Query(ctx, `SELECT p.name, e.kind, e.messages FROM queen.retention_events e
 		  JOIN queen.partitions p ON p.id = e.partition_id
 		 WHERE e.tenant = $1 AND e.queue = $2 ORDER BY p.name, e.at`, tenant, queue)
 	if err != nil {
 		return nil, fmt.Errorf("read the retention events of %q: %w", queue, err)
 	}
-	events, err := pgx.CollectRows(rows, pgx.RowToStructByPos[RetentionEvent])
+	events, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Swept])
 	if err != nil {
 		return nil, fmt.Errorf("read the retention events of %q: %w", queue, err)
 	}
