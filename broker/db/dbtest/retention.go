@@ -110,3 +110,13 @@ func (d *DB) AtRest(ctx context.Context, tenant, queue, group string) error {
 	}
 	return nil
 }
+
+// SetFlagQuietly turns a system flag on or off behind the brokers' backs:
+// no notification, so only a replica's periodic re-read finds it.
+func (d *DB) SetFlagQuietly(ctx context.Context, name string, enabled bool) error {
+	if _, err := d.pool.Exec(ctx, `INSERT INTO queen.system_flags (name, enabled) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET enabled = $2`, name, enabled); err != nil {
+		return fmt.Errorf("set flag %s quietly: %w", name, err)
+	}
+	return nil
+}

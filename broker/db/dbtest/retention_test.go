@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 )
@@ -73,4 +74,17 @@ func TestAtRestFillsEveryEmptyPartitionWithOneConsumedMessage(t *testing.T) {
 		require.Equal(t, dbtest.Cursor{Partition: c.Partition, Group: "g", Committed: 1}, c)
 	}
 	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/"+q+"?consumerGroup=g"), "every message is consumed")
+}
+
+func TestSetFlagQuietlyWritesTheFlagBothWays(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	name := b.Q("flag") // a flag no broker reads
+	d := db.New(b.Pool)
+	for _, on := range []bool{true, false} {
+		require.NoError(t, b.DB.SetFlagQuietly(t.Context(), name, on))
+		got, err := d.SystemFlags(t.Context(), name)
+		require.NoError(t, err)
+		require.Equal(t, []bool{on}, got)
+	}
 }
