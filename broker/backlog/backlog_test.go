@@ -167,17 +167,12 @@ func TestTheBrokerRefreshesTheLagInTheBackground(t *testing.T) {
 	b.PushN(t, "q", "p", 0, 3)
 	consume(t, b, "q", "p", "g", 1)
 	want := fmt.Sprintf(`regent_consumer_group_lag{group="g",queue="q",tenant=%q} 2`, b.Tenant)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		m := b.Scrape(t)
-		if strings.Contains(m, want) && strings.Contains(m, "regent_database_up 1") {
-			return
+	brokertest.Eventually(t, 10*time.Second, func() error {
+		if m := b.Scrape(t); !strings.Contains(m, want) || !strings.Contains(m, "regent_database_up 1") {
+			return fmt.Errorf("/metrics does not show %s and regent_database_up 1:\n%s", want, m)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/metrics never showed %s and regent_database_up 1:\n%s", want, m)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // scrape serves m's registry as the broker does and reads it.

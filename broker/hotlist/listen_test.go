@@ -2,6 +2,7 @@ package hotlist_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -43,21 +44,22 @@ func TestTheListenerIsBackAfterEveryPostgreSQLRestart(t *testing.T) {
 // channel, for at most 30 s.
 func waitForListeners(t *testing.T, pg *pgtest.Cluster, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var got int
-	for ctx.Err() == nil {
-		if conn, err := pgx.Connect(ctx, pg.URL("postgres").String()); err == nil {
-			err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query = $1",
-				`LISTEN "`+hotlist.Channel+`"`).Scan(&got)
-			conn.Close(ctx)
-			if err == nil && got >= n {
-				return
-			}
+	brokertest.Eventually(t, 30*time.Second, func() error {
+		conn, err := pgx.Connect(t.Context(), pg.URL("postgres").String())
+		if err != nil {
+			return err
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%d of %d LISTEN connections were back 30 s after PostgreSQL", got, n)
+		defer conn.Close(context.WithoutCancel(t.Context()))
+		var got int
+		if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE query = $1",
+			`LISTEN "`+hotlist.Channel+`"`).Scan(&got); err != nil {
+			return err
+		}
+		if got < n {
+			return fmt.Errorf("%d of %d LISTEN connections are back after PostgreSQL", got, n)
+		}
+		return nil
+	})
 }
 
 // wakes parks a pop on consumer, pushes message n through producer, and

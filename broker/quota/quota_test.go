@@ -77,17 +77,14 @@ func untilRefused(t testing.TB, b *brokertest.Broker, quota, method, path, token
 // untilAnswered repeats the request until quota refuses it with status.
 func untilAnswered(t testing.TB, b *brokertest.Broker, status int, quota, method, path, token string, body any) brokertest.Response {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := b.Do(t, method, path, token, body)
-		if r.Status == status && strings.Contains(string(r.Body), `"quota":"`+quota+`"`) {
-			return r
+	var r brokertest.Response
+	brokertest.Eventually(t, 10*time.Second, func() error {
+		if r = b.Do(t, method, path, token, body); r.Status != status || !strings.Contains(string(r.Body), `"quota":"`+quota+`"`) {
+			return fmt.Errorf("%s %s was not refused by %s: %d %s", method, path, quota, r.Status, r.Body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s %s was not refused by %s within 10 s: %d %s", method, path, quota, r.Status, r.Body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return r
 }
 
 func TestMaxQueuesIsExactUnderRacingCreates(t *testing.T) {
