@@ -22,16 +22,29 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/segment"
 )
 
 // DB is a broker's database, seen by a test.
-type DB struct{ pool *pgxpool.Pool }
+type DB struct{ pool conn }
+
+// conn is what DB reads and writes through: a pool, or a transaction.
+type conn interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
 
 // New wraps a pool on a migrated database.
 func New(pool *pgxpool.Pool) *DB { return &DB{pool: pool} }
+
+// Over sees the database as a transaction does, for a test that inspects
+// what a statement wrote before the transaction ends.
+func Over(tx pgx.Tx) *DB { return &DB{pool: tx} }
 
 // QueueMode is the consumer group of a pop that names none.
 const QueueMode = "__QUEUE_MODE__"
