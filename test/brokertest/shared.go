@@ -30,7 +30,7 @@ var shared struct {
 //	func TestMain(m *testing.M) { brokertest.Main(m) }
 func Main(m *testing.M, opts ...Option) {
 	shared.main, shared.opts = true, opts
-	code := m.Run()
+	code := stopGroups(m.Run())
 	if shared.b != nil {
 		if err := shared.b.halt(); err != nil {
 			fmt.Fprintf(os.Stderr, "brokertest: shared broker: %v\n", err)
@@ -54,29 +54,39 @@ func Shared(t testing.TB) *Broker {
 	if !shared.main {
 		t.Fatal("brokertest: Shared needs the package's TestMain to be brokertest.Main")
 	}
-	shared.once.Do(func() {
-		url, err := pgtest.SharedURL()
-		if err != nil {
-			shared.err = err
-			return
-		}
-		if shared.dir, err = os.MkdirTemp("", "brokertest-spool-"); err != nil {
-			shared.err = err
-			return
-		}
-		shared.b, shared.err = launch(url, shared.dir, shared.opts)
-	})
+	shared.once.Do(func() { shared.b, shared.dir, shared.err = launchShared(shared.opts) })
 	if shared.err != nil {
 		t.Fatalf("brokertest: shared broker: %v", shared.err)
 	}
+	return namespace(t, shared.b)
+}
+
+// launchShared starts a broker on the package's database, spooling under
+// a directory of its own, which it returns.
+func launchShared(opts []Option) (*Broker, string, error) {
+	url, err := pgtest.SharedURL()
+	if err != nil {
+		return nil, "", err
+	}
+	dir, err := os.MkdirTemp("", "brokertest-spool-")
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := launch(url, dir, opts)
+	return b, dir, err
+}
+
+// namespace is base seen by a test in a namespace of its own: its queues
+// are named by Q, and with tenancy on it acts as a tenant of its own.
+func namespace(t testing.TB, base *Broker) *Broker {
 	n := shared.seq.Add(1)
-	b := *shared.b
+	b := *base
 	b.prefix = fmt.Sprintf("t%d-", n)
-	if Secure() {
+	if b.Config.Tenancy { // secure mode, or the options turned it on
 		b.Tenant = fmt.Sprintf("t%d", n)
 		b.Token, b.Subject = Mint(t, b.Tenant, auth.Admin), "test-"+b.Tenant
 	}
-	b.stop = func() { t.Fatal("brokertest: the shared broker is not the test's to stop") }
+	b.stop = func() { t.Fatal("brokertest: a shared broker is not the test's to stop") }
 	return &b
 }
 
