@@ -57,17 +57,15 @@ func TestALongPollIsWokenByAPush(t *testing.T) {
 }
 
 func TestALongPollIsWokenByAPushOnAnotherReplica(t *testing.T) {
-	t.Parallel()
-	a := brokertest.Start(t, quietHotList)
-	b := brokertest.StartOn(t, a.DatabaseURL, quietHotList)
-	wake(t, a, b, "lp")
+	a := quiet.Broker(t)
+	b := a.Replica(t, quietHotList)
+	wake(t, a, b, a.Q("lp"))
 }
 
 func TestALongPollIsWokenForAQueueCreatedWhileParked(t *testing.T) {
-	t.Parallel()
-	a := brokertest.Start(t, quietHotList)
-	b := brokertest.StartOn(t, a.DatabaseURL, quietHotList)
-	wake(t, a, b, "born-later")
+	a := quiet.Broker(t)
+	b := a.Replica(t, quietHotList)
+	wake(t, a, b, a.Q("born-later"))
 }
 
 // parkPop starts a long-poll of path (30 s) on b and returns where its
