@@ -1,0 +1,96 @@
+package dbtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// StreamQueryNamed reads a tenant's query called name, and its id. One that
+// does not exist reads as the zero StreamQuery and no id.
+func (d *DB) StreamQueryNamed(ctx context.Context, tenant, name string) (id string, q StreamQuery, err error) {
+	if err := d.pool.QueryRow(ctx, `SELECT id::text FROM queen_streams.queries WHERE tenant = $1 AND name = $2`, tenant, name).
+		Scan(&id); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "", StreamQuery{}, nil
+		}
+		return "", StreamQuery{}, fmt.Errorf("find the query %q of tenant %q: %w", name, tenant, err)
+	}
+	q, err = d.StreamQuery(ctx, id)
+	return id, q, err
+}
+
+// PutStreamQuery registers a tenant's query behind the operator's back, as
+// a registration the operator did not make, and returns its id.
+func (d *DB) PutStreamQuery(ctx context.Context, tenant, name, source string) (string, error) {
+	var id string
+	if err := d.pool.QueryRow(ctx, `INSERT INTO queen_streams.queries (id, tenant, name, source_queue, config_hash)
+		VALUES (gen_random_uuid(), $1, $2, $3, 'h') RETURNING id::text`, tenant, name, source).Scan(&id); err != nil {
+		return "", fmt.Errorf("register the query %q of tenant %q: %w", name, tenant, err)
+	}
+	return id, nil
+}
+
+// MoveStreamQuery changes a tenant's query's source and sink behind the
+// operator's back: drift its resync is to repair.
+func (d *DB) MoveStreamQuery(ctx context.Context, tenant, name, source string, sink *string) error {
+	tag, err := d.pool.Exec(ctx, `UPDATE queen_streams.queries SET source_queue = $3, sink_queue = $4
+		 WHERE tenant = $1 AND name = $2`, tenant, name, source, sink)
+	if err == nil && tag.RowsAffected() != 1 {
+		err = errors.New("no such query")
+	}
+	if err != nil {
+		return fmt.Errorf("move the query %q of tenant %q: %w", name, tenant, err)
+	}
+	return nil
+}
+
+// PutStateRows records that a query's partition holds n state rows, as the
+// cycle's count of them leaves it.
+func (d *DB) PutStateRows(ctx context.Context, queryID string, n int64) error {
+	if _, err := d.pool.Exec(ctx, `INSERT INTO queen_streams.state_rows (query_id, partition_id, row_count)
+		VALUES ($1, gen_random_uuid(), $2)`, queryID, n); err != nil {
+		return fmt.Errorf("count %d state rows of query %s: %w", n, queryID, err)
+	}
+	return nil
+}
+
+// Quota is a tenant's quota row, as the operator's TenantQuota leaves it.
+type Quota struct {
+	Exists     bool
+	Enabled    bool
+	MaxQueries *int32
+	// The limits, nil when unset.
+	MaxQueues, PushMessagesPerSecond, PushMessagesBurst, PushBytesPerSecond, PushBytesBurst *int64
+	PopMessagesPerSecond, MaxStoredBytes, MaxStateRows                                      *int64
+}
+
+// Quota reads a tenant's quota row. One that does not exist reads as the
+// zero Quota.
+func (d *DB) Quota(ctx context.Context, tenant string) (Quota, error) {
+	q := Quota{Exists: true}
+	err := d.pool.QueryRow(ctx, `SELECT enabled, max_queries, max_queues::bigint, push_messages_per_second, push_messages_burst,
+		       push_bytes_per_second, push_bytes_burst, pop_messages_per_second, max_stored_bytes, max_state_rows
+		  FROM queen_streams.quota WHERE tenant = $1`, tenant).
+		Scan(&q.Enabled, &q.MaxQueries, &q.MaxQueues, &q.PushMessagesPerSecond, &q.PushMessagesBurst, &q.PushBytesPerSecond,
+			&q.PushBytesBurst, &q.PopMessagesPerSecond, &q.MaxStoredBytes, &q.MaxStateRows)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Quota{}, nil
+	}
+	if err != nil {
+		return Quota{}, fmt.Errorf("read the quota of tenant %q: %w", tenant, err)
+	}
+	return q, nil
+}
+
+// Now is the database's clock, which the SQL functions' times come from.
+func (d *DB) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := d.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("read the database's clock: %w", err)
+	}
+	return now, nil
+}

@@ -1,0 +1,70 @@
+package dbtest_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/regent-mq/regent/broker/celldb"
+	"github.com/regent-mq/regent/test/brokertest"
+)
+
+func TestStreamQueryArrangementsTouchOnlyTheQueryNamed(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	tenant := b.Q("tenant")
+	id, q, err := b.DB.StreamQueryNamed(t.Context(), tenant, "q")
+	require.NoError(t, err)
+	require.Empty(t, id)
+	require.False(t, q.Exists)
+
+	id, err = b.DB.PutStreamQuery(t.Context(), tenant, "q", "orders")
+	require.NoError(t, err)
+	other, err := b.DB.PutStreamQuery(t.Context(), tenant, "other", "orders")
+	require.NoError(t, err)
+	got, q, err := b.DB.StreamQueryNamed(t.Context(), tenant, "q")
+	require.NoError(t, err)
+	require.Equal(t, id, got)
+	require.Equal(t, "orders", q.Source)
+
+	sink := "out"
+	require.NoError(t, b.DB.MoveStreamQuery(t.Context(), tenant, "q", "elsewhere", &sink))
+	require.Error(t, b.DB.MoveStreamQuery(t.Context(), tenant, "none", "elsewhere", nil))
+	q = b.StreamQuery(t, id)
+	require.Equal(t, "elsewhere", q.Source)
+	require.Equal(t, &sink, q.Sink)
+	require.Equal(t, "orders", b.StreamQuery(t, other).Source)
+
+	require.NoError(t, b.DB.PutStateRows(t.Context(), id, 7))
+	usage, err := celldb.New(b.Pool).Usage(t.Context(), tenant, time.Minute)
+	require.NoError(t, err)
+	require.EqualValues(t, 7, usage.StateRows)
+	require.EqualValues(t, 2, usage.Queries)
+}
+
+func TestQuotaReadsTheRowTheOperatorApplies(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	tenant := b.Q("tenant")
+	q, err := b.DB.Quota(t.Context(), tenant)
+	require.NoError(t, err)
+	require.False(t, q.Exists)
+	max, queues := int32(3), int32(10)
+	_, err = celldb.New(b.Pool).ApplyQuota(t.Context(), celldb.Quota{Tenant: tenant, Enabled: true, MaxQueries: &max, MaxQueues: &queues})
+	require.NoError(t, err)
+	q, err = b.DB.Quota(t.Context(), tenant)
+	require.NoError(t, err)
+	require.True(t, q.Exists && q.Enabled)
+	require.Equal(t, &max, q.MaxQueries)
+	require.Equal(t, new(int64(10)), q.MaxQueues)
+	require.Nil(t, q.PushMessagesPerSecond)
+}
+
+func TestNowIsTheDatabasesClock(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	now, err := b.DB.Now(t.Context())
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now(), now, time.Minute)
+}
