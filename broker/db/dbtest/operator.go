@@ -94,3 +94,27 @@ func (d *DB) Now(ctx context.Context) (time.Time, error) {
 	}
 	return now, nil
 }
+
+// StreamQueriesByTenant counts the queries called name (of every name, for
+// ""), by tenant.
+func (d *DB) StreamQueriesByTenant(ctx context.Context, name string) (map[string]int, error) {
+	rows, err := d.pool.Query(ctx, `SELECT tenant, count(*)::int FROM queen_streams.queries
+		 WHERE $1 = '' OR name = $1 GROUP BY tenant`, name)
+	if err != nil {
+		return nil, fmt.Errorf("count the queries %q by tenant: %w", name, err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var tenant string
+		var n int
+		if err := rows.Scan(&tenant, &n); err != nil {
+			return nil, fmt.Errorf("count the queries %q by tenant: %w", name, err)
+		}
+		out[tenant] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count the queries %q by tenant: %w", name, err)
+	}
+	return out, nil
+}

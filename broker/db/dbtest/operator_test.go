@@ -68,3 +68,20 @@ func TestNowIsTheDatabasesClock(t *testing.T) {
 	require.NoError(t, err)
 	require.WithinDuration(t, time.Now(), now, time.Minute)
 }
+
+// Not parallel: it counts every tenant's queries.
+func TestStreamQueriesByTenantCountsEveryTenantsQueries(t *testing.T) {
+	b := brokertest.Shared(t)
+	a, c := b.Q("a"), b.Q("c")
+	for _, r := range [][2]string{{a, "x"}, {a, "y"}, {c, "x"}} {
+		_, err := b.DB.PutStreamQuery(t.Context(), r[0], r[1], "orders")
+		require.NoError(t, err)
+	}
+	x, err := b.DB.StreamQueriesByTenant(t.Context(), "x")
+	require.NoError(t, err)
+	require.Equal(t, 1, x[a])
+	require.Equal(t, 1, x[c])
+	all, err := b.DB.StreamQueriesByTenant(t.Context(), "")
+	require.NoError(t, err)
+	require.Equal(t, 2, all[a])
+}
