@@ -99,14 +99,18 @@ func (w *workerQuery) folded() (sum, committed int64) {
 	w.h.t.Helper()
 	// A window row holds each aggregate's accumulator in aggs, with the
 	// number of its events in n.
-	for key, value := range w.h.broker.State(w.h.t, w.q.Status.QueryID, "") {
+	state, err := w.h.broker.DB.StateOf(w.h.ctx, w.q.Status.QueryID)
+	if err != nil {
+		w.h.t.Fatal(err)
+	}
+	for _, s := range state {
 		var row struct {
 			Aggs []struct {
 				N int64 `json:"n"`
 			} `json:"aggs"`
 		}
-		if err := json.Unmarshal([]byte(value), &row); err != nil {
-			w.h.t.Fatalf("state %s: %v", key, err)
+		if err := json.Unmarshal([]byte(s.Value), &row); err != nil {
+			w.h.t.Fatalf("state %s: %v", s.Key, err)
 		}
 		if len(row.Aggs) > 0 {
 			sum += row.Aggs[0].N

@@ -104,12 +104,17 @@ func (q query) open() int {
 	if err != nil {
 		q.t.Fatal(err)
 	}
-	state, err := q.db.State(q.t.Context(), id, "")
+	state, err := q.db.StateOf(q.t.Context(), id)
 	if err != nil {
 		q.t.Fatal(err)
 	}
-	delete(state, pipeline.ClockKey)
-	return len(state)
+	open := 0
+	for _, row := range state {
+		if row.Key != pipeline.ClockKey {
+			open++
+		}
+	}
+	return open
 }
 
 // build builds one of the module's commands into dir.

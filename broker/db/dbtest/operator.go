@@ -118,3 +118,55 @@ func (d *DB) StreamQueriesByTenant(ctx context.Context, name string) (map[string
 	}
 	return out, nil
 }
+
+// GroupCommitted sums a consumer group's committed offsets over every
+// queue: how many messages it has consumed.
+func (d *DB) GroupCommitted(ctx context.Context, group string) (int64, error) {
+	var n int64
+	if err := d.pool.QueryRow(ctx, `SELECT coalesce(sum(committed), 0)::bigint FROM queen.cursors WHERE consumer_group = $1`, group).
+		Scan(&n); err != nil {
+		return 0, fmt.Errorf("sum the committed offsets of %s: %w", group, err)
+	}
+	return n, nil
+}
+
+// CountState counts every query's state rows but those keyed except: the
+// windows still open, when except is the fold's clock key.
+func (d *DB) CountState(ctx context.Context, except string) (int, error) {
+	var n int
+	if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM queen_streams.state WHERE key <> $1`, except).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the state rows: %w", err)
+	}
+	return n, nil
+}
+
+// Backend is the process id of the PostgreSQL backend serving the call,
+// whose parent is the postmaster.
+func (d *DB) Backend(ctx context.Context) (int, error) {
+	var pid int
+	if err := d.pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		return 0, fmt.Errorf("read the backend's pid: %w", err)
+	}
+	return pid, nil
+}
+
+// StateRow is one row of a query's state.
+type StateRow struct {
+	Partition, Key string
+	Value          string // JSON
+}
+
+// StateOf lists every state row of a query, of all its partitions, which
+// may share keys.
+func (d *DB) StateOf(ctx context.Context, queryID string) ([]StateRow, error) {
+	rows, err := d.pool.Query(ctx, `SELECT partition_id::text, key, value::text FROM queen_streams.state
+		 WHERE query_id = $1 ORDER BY partition_id, key`, queryID)
+	if err != nil {
+		return nil, fmt.Errorf("read the state of query %s: %w", queryID, err)
+	}
+	state, err := pgx.CollectRows(rows, pgx.RowToStructByPos[StateRow])
+	if err != nil {
+		return nil, fmt.Errorf("read the state of query %s: %w", queryID, err)
+	}
+	return state, nil
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/celldb"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -61,12 +62,15 @@ func TestQuotaReadsTheRowTheOperatorApplies(t *testing.T) {
 	require.Nil(t, q.PushMessagesPerSecond)
 }
 
-func TestNowIsTheDatabasesClock(t *testing.T) {
+func TestNowIsTheDatabasesClockAndBackendItsServer(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Shared(t)
 	now, err := b.DB.Now(t.Context())
 	require.NoError(t, err)
 	require.WithinDuration(t, time.Now(), now, time.Minute)
+	pid, err := b.DB.Backend(t.Context())
+	require.NoError(t, err)
+	require.Positive(t, pid)
 }
 
 // Not parallel: it counts every tenant's queries.
@@ -84,4 +88,41 @@ func TestStreamQueriesByTenantCountsEveryTenantsQueries(t *testing.T) {
 	all, err := b.DB.StreamQueriesByTenant(t.Context(), "")
 	require.NoError(t, err)
 	require.Equal(t, 2, all[a])
+}
+
+// Not parallel: it counts every query's state.
+func TestGroupCommittedAndCountStateSumOverEveryQueue(t *testing.T) {
+	b := brokertest.Shared(t)
+	q1, q2, group := b.Q("q1"), b.Q("q2"), b.Q("g")
+	for _, q := range []string{q1, q2} {
+		b.PushN(t, q, "p", 0, 5)
+		b.PlaceCursor(t, q, "p", group, 2)
+	}
+	n, err := b.DB.GroupCommitted(t.Context(), group)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, n)
+
+	before, err := b.DB.CountState(t.Context(), "clock")
+	require.NoError(t, err)
+	id, err := b.DB.PutStreamQuery(t.Context(), b.Tenant, b.Q("query"), q1)
+	require.NoError(t, err)
+	for _, key := range []string{"a", "clock"} {
+		b.PutState(t, id, "0193f0c5-0000-7000-8000-000000000001", key, `{}`)
+	}
+	after, err := b.DB.CountState(t.Context(), "clock")
+	require.NoError(t, err)
+	require.Equal(t, before+1, after)
+}
+
+func TestStateOfListsEveryPartitionsRowsThoughTheyShareKeys(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	id, err := b.DB.PutStreamQuery(t.Context(), b.Tenant, b.Q("query"), b.Q("src"))
+	require.NoError(t, err)
+	p1, p2 := "0193f0c5-0000-7000-8000-000000000001", "0193f0c5-0000-7000-8000-000000000002"
+	b.PutState(t, id, p1, "k", `{"n": 1}`)
+	b.PutState(t, id, p2, "k", `{"n": 2}`)
+	rows, err := b.DB.StateOf(t.Context(), id)
+	require.NoError(t, err)
+	require.Equal(t, []dbtest.StateRow{{Partition: p1, Key: "k", Value: `{"n": 1}`}, {Partition: p2, Key: "k", Value: `{"n": 2}`}}, rows)
 }

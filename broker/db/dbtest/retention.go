@@ -120,3 +120,15 @@ func (d *DB) SetFlagQuietly(ctx context.Context, name string, enabled bool) erro
 	}
 	return nil
 }
+
+// Running counts the other backends on this database running a statement
+// whose text contains any of words, case aside: what runs side by side.
+func (d *DB) Running(ctx context.Context, words ...string) (int, error) {
+	var n int
+	if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+		   AND pid <> pg_backend_pid() AND state = 'active'
+		   AND query ILIKE ANY (SELECT '%' || w || '%' FROM unnest($1::text[]) w)`, words).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the statements running: %w", err)
+	}
+	return n, nil
+}

@@ -1,6 +1,8 @@
 package dbtest_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -87,4 +89,26 @@ func TestSetFlagQuietlyWritesTheFlagBothWays(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []bool{on}, got)
 	}
+}
+
+func TestRunningCountsTheOtherBackendsRunningAStatementOfTheWords(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	word := b.Q("word")
+	n, err := b.DB.Running(t.Context(), word)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	slept := make(chan error, 1)
+	go func() {
+		_, err := b.Pool.Exec(context.Background(), "SELECT pg_sleep(1) /* "+word+" */")
+		slept <- err
+	}()
+	brokertest.Eventually(t, 10*time.Second, func() error {
+		n, err := b.DB.Running(t.Context(), "nothing-runs-this", word)
+		if err != nil || n != 1 {
+			return fmt.Errorf("%d running (%v), want 1", n, err)
+		}
+		return nil
+	})
+	require.NoError(t, <-slept)
 }
