@@ -37,18 +37,38 @@ func buffered(t *testing.T, b *cluster.Broker) int {
 // waitDrained waits, for up to 30 s, until every broker's spool is empty.
 func waitDrained(t *testing.T, bs ...*cluster.Broker) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		left := 0
-		for _, b := range bs {
-			left += buffered(t, b)
+	brokertest.Eventually(t, 30*time.Second, func() error {
+		if left := spooled(t, bs...); left > 0 {
+			return fmt.Errorf("the spools still hold %d messages", left)
 		}
-		if left == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the spools still hold %d messages after 30 s", left)
-		}
+		return nil
+	})
+}
+
+// spooled is what the brokers' spools hold together.
+func spooled(t *testing.T, bs ...*cluster.Broker) int {
+	t.Helper()
+	n := 0
+	for _, b := range bs {
+		n += buffered(t, b)
 	}
+	return n
+}
+
+// waitAcked waits until n more pushes than now are answered 201.
+func (l *spoolLoad) waitAcked(t *testing.T, n int) {
+	t.Helper()
+	l.mu.Lock()
+	want := len(l.acked) + n
+	l.mu.Unlock()
+	brokertest.Eventually(t, 30*time.Second, func() error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.acked) < want {
+			return fmt.Errorf("%d pushes answered 201, want %d", len(l.acked), want)
+		}
+		return nil
+	})
 }
 
 // spoolLoad is clients pushing throughout, each request to the next
@@ -135,6 +155,8 @@ func (l *spoolLoad) send(b *cluster.Broker, items []map[string]any, ns []int64) 
 		}
 	}
 	if status != "201" {
+		// A client's pause before it tries again, not a wait for an
+		// event: without it the load spins on the shared machine.
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -154,14 +176,17 @@ func TestPushMaintenanceAcrossThreeBrokersDeliversEveryMessageExactlyOnce(t *tes
 	load := startSpoolLoad(bs, "spooled", 6)
 	maxBuffered := 0
 	for cycle := range 3 {
-		time.Sleep(500 * time.Millisecond)
+		load.waitAcked(t, 50) // pushes flow before the mode goes on
 		setMaintenance(t, bs[cycle], true)
-		time.Sleep(1500 * time.Millisecond)
-		n := 0
-		for _, b := range bs {
-			n += buffered(t, b)
-		}
-		maxBuffered = max(maxBuffered, n)
+		// The spools fill, and pushes answered 201 go on meanwhile.
+		brokertest.Eventually(t, 30*time.Second, func() error {
+			if n := spooled(t, bs...); n < 20 {
+				return fmt.Errorf("the spools hold %d messages, want 20", n)
+			}
+			return nil
+		})
+		load.waitAcked(t, 50)
+		maxBuffered = max(maxBuffered, spooled(t, bs...))
 		if cycle == 1 {
 			// Killed with a spool, started again: the spool drains once
 			// the mode is off.
@@ -170,7 +195,7 @@ func TestPushMaintenanceAcrossThreeBrokersDeliversEveryMessageExactlyOnce(t *tes
 		}
 		setMaintenance(t, bs[(cycle+1)%3], false)
 	}
-	time.Sleep(500 * time.Millisecond)
+	load.waitAcked(t, 50) // and after the last mode went off
 	load.halt()
 	waitDrained(t, bs...)
 
