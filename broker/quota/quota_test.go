@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
 )
@@ -28,11 +29,13 @@ func n64(v int64) *int64 { return &v }
 // grant writes tenant's quota row through the function the operator calls.
 func grant(t testing.TB, b *brokertest.Broker, tenant string, l Limits) {
 	t.Helper()
-	_, err := b.Pool.Exec(context.Background(), `SELECT queen_streams.quota_apply_v2(p_tenant => $1, p_enabled => true,
-		p_max_queries => NULL, p_max_queues => $2, p_push_messages_per_second => $3, p_push_messages_burst => $4,
-		p_push_bytes_per_second => $5, p_push_bytes_burst => $6, p_pop_messages_per_second => $7,
-		p_max_stored_bytes => $8, p_max_state_rows => $9)`, tenant, l.MaxQueues, l.PushMessages, l.PushMessagesBurst,
-		l.PushBytes, l.PushBytesBurst, l.PopMessages, l.MaxStoredBytes, l.MaxStateRows)
+	var maxQueues *int32
+	if l.MaxQueues != nil {
+		maxQueues = new(int32(*l.MaxQueues))
+	}
+	_, err := celldb.New(b.Pool).ApplyQuota(context.Background(), celldb.Quota{Tenant: tenant, Enabled: true, MaxQueues: maxQueues,
+		PushMessagesPerSecond: l.PushMessages, PushMessagesBurst: l.PushMessagesBurst, PushBytesPerSecond: l.PushBytes,
+		PushBytesBurst: l.PushBytesBurst, PopMessagesPerSecond: l.PopMessages, MaxStoredBytes: l.MaxStoredBytes, MaxStateRows: l.MaxStateRows})
 	if err != nil {
 		t.Fatalf("grant %s: %v", tenant, err)
 	}
@@ -110,15 +113,13 @@ func TestMaxQueuesIsExactUnderRacingCreates(t *testing.T) {
 	if created != 3 {
 		t.Fatalf("%d racing creates passed, want exactly 3", created)
 	}
-	if n := b.Count(t, `SELECT count(*) FROM queen.queues WHERE tenant = 'acme'`); n != 3 {
-		t.Fatalf("acme has %d queues, want 3", n)
+	queues, err := b.DB.Queues(t.Context(), "acme")
+	if err != nil || len(queues) != 3 {
+		t.Fatalf("acme has the queues %v (%v), want 3", queues, err)
 	}
 	// Configure counts as a create, and an existing queue always passes.
 	wantRefused(t, b.Do(t, "POST", "/api/v1/configure", tok, map[string]any{"queue": "more"}), "acme", "maxQueues")
-	var existing string
-	if err := b.Pool.QueryRow(t.Context(), `SELECT name FROM queen.queues WHERE tenant = 'acme' LIMIT 1`).Scan(&existing); err != nil {
-		t.Fatal(err)
-	}
+	existing := queues[0]
 	if r := b.Do(t, "POST", "/api/v1/configure", tok, map[string]any{"queue": existing}); r.Status != http.StatusOK {
 		t.Fatalf("configure of an existing queue at the cap: %d %s", r.Status, r.Body)
 	}
@@ -153,7 +154,17 @@ func TestARefusedPushIs429AndStoresNothing(t *testing.T) {
 	untilRefused(t, b, "push.messagesPerSecond", "POST", "/api/v1/push", tok, items("a", 6))
 	untilRefused(t, b, "push.messagesPerSecond", "POST", "/api/v1/push", tok, items("a", 1))
 
-	stored := func() int { return b.Count(t, `SELECT coalesce(sum(frame_count), 0) FROM queen.log_segments`) }
+	stored := func() int {
+		n := 0
+		for _, q := range []string{"a", "b"} {
+			s, err := b.DB.Queue(t.Context(), "acme", q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += s.Frames
+		}
+		return n
+	}
 	before := stored()
 	body := items("a", 3)
 	body["items"] = append(body["items"].([]map[string]any), items("b", 3)["items"].([]map[string]any)...)

@@ -170,3 +170,26 @@ func (d *DB) StateOf(ctx context.Context, queryID string) ([]StateRow, error) {
 	}
 	return state, nil
 }
+
+// Queues lists the names of a tenant's queues.
+func (d *DB) Queues(ctx context.Context, tenant string) ([]string, error) {
+	rows, err := d.pool.Query(ctx, `SELECT name FROM queen.queues WHERE tenant = $1 ORDER BY name`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("list the queues of tenant %q: %w", tenant, err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list the queues of tenant %q: %w", tenant, err)
+	}
+	return names, nil
+}
+
+// Metered counts the records the brokers keep of tenants' quota use: none
+// until a broker has counted a push against a quota it read.
+func (d *DB) Metered(ctx context.Context) (int, error) {
+	var n int
+	if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM queen_streams.quota_meter`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the quota meter's records: %w", err)
+	}
+	return n, nil
+}

@@ -126,3 +126,18 @@ func TestStateOfListsEveryPartitionsRowsThoughTheyShareKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []dbtest.StateRow{{Partition: p1, Key: "k", Value: `{"n": 1}`}, {Partition: p2, Key: "k", Value: `{"n": 2}`}}, rows)
 }
+
+func TestQueuesListsOnlyTheTenantsQueues(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	tenant := b.Q("tenant")
+	names, err := b.DB.Queues(t.Context(), tenant)
+	require.NoError(t, err)
+	require.Empty(t, names)
+	b.PushN(t, b.Q("q"), "p", 0, 1)
+	names, err = b.DB.Queues(t.Context(), b.Tenant)
+	require.NoError(t, err)
+	require.Contains(t, names, b.Q("q"))
+	_, err = b.DB.Metered(t.Context())
+	require.NoError(t, err)
+}
