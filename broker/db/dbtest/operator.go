@@ -193,3 +193,25 @@ func (d *DB) Metered(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// LagSample is a consumer group's lag as sampled at a minute.
+type LagSample struct {
+	Minute     time.Time
+	Lag        int64
+	LagSeconds float64
+}
+
+// LagSamples lists the samples of a group's lag on a tenant's queue, the
+// latest first.
+func (d *DB) LagSamples(ctx context.Context, tenant, queue, group string) ([]LagSample, error) {
+	rows, err := d.pool.Query(ctx, `SELECT minute, lag, lag_seconds FROM queen.group_minutes
+		 WHERE tenant = $1 AND queue = $2 AND consumer_group = $3 ORDER BY minute DESC`, tenant, queue, group)
+	if err != nil {
+		return nil, fmt.Errorf("read the lag samples of %s on %q: %w", group, queue, err)
+	}
+	samples, err := pgx.CollectRows(rows, pgx.RowToStructByPos[LagSample])
+	if err != nil {
+		return nil, fmt.Errorf("read the lag samples of %s on %q: %w", group, queue, err)
+	}
+	return samples, nil
+}

@@ -1,13 +1,17 @@
 package dbtest_test
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/regent-mq/regent/broker/backlog"
 	"github.com/regent-mq/regent/broker/celldb"
+	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/db/dbtest"
+	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -140,4 +144,20 @@ func TestQueuesListsOnlyTheTenantsQueues(t *testing.T) {
 	require.Contains(t, names, b.Q("q"))
 	_, err = b.DB.Metered(t.Context())
 	require.NoError(t, err)
+}
+
+func TestLagSamplesListWhatARefreshSampled(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.PushN(t, q, "p", 0, 3)
+	b.Pop(t, "/api/v1/pop/queue/"+q+"/partition/p?consumerGroup=g&autoAck=true")
+	samples, err := b.DB.LagSamples(t.Context(), b.Tenant, q, "g")
+	require.NoError(t, err)
+	require.Empty(t, samples)
+	require.True(t, backlog.New(db.New(b.Pool), metrics.New(), slog.New(slog.DiscardHandler)).Refresh(t.Context()))
+	samples, err = b.DB.LagSamples(t.Context(), b.Tenant, q, "g")
+	require.NoError(t, err)
+	require.Len(t, samples, 1)
+	require.EqualValues(t, 2, samples[0].Lag)
 }
