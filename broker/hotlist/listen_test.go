@@ -1,15 +1,15 @@
 package hotlist_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -44,15 +44,14 @@ func TestTheListenerIsBackAfterEveryPostgreSQLRestart(t *testing.T) {
 // channel, for at most 30 s.
 func waitForListeners(t *testing.T, pg *pgtest.Cluster, n int) {
 	t.Helper()
+	pool, err := pgxpool.New(t.Context(), pg.URL("postgres").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
 	brokertest.Eventually(t, 30*time.Second, func() error {
-		conn, err := pgx.Connect(t.Context(), pg.URL("postgres").String())
+		got, err := dbtest.New(pool).Listeners(t.Context(), hotlist.Channel)
 		if err != nil {
-			return err
-		}
-		defer conn.Close(context.WithoutCancel(t.Context()))
-		var got int
-		if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE query = $1",
-			`LISTEN "`+hotlist.Channel+`"`).Scan(&got); err != nil {
 			return err
 		}
 		if got < n {

@@ -132,3 +132,14 @@ func (d *DB) Running(ctx context.Context, words ...string) (int, error) {
 	}
 	return n, nil
 }
+
+// Listeners counts the connections, to any database of the cluster, that
+// LISTEN on channel, its name quoted as the brokers send it.
+func (d *DB) Listeners(ctx context.Context, channel string) (int, error) {
+	var n int
+	if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN "' || $1 || '"'`, channel).
+		Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the listeners on %s: %w", channel, err)
+	}
+	return n, nil
+}

@@ -112,3 +112,22 @@ func TestRunningCountsTheOtherBackendsRunningAStatementOfTheWords(t *testing.T) 
 	})
 	require.NoError(t, <-slept)
 }
+
+// Not parallel: it counts every LISTEN of the cluster.
+func TestListenersCountsTheConnectionsListeningOnTheChannel(t *testing.T) {
+	b := brokertest.Shared(t)
+	channel := b.Q("channel")
+	n, err := b.DB.Listeners(t.Context(), channel)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	conn, err := b.Pool.Acquire(t.Context())
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(t.Context(), "LISTEN "+`"`+channel+`"`)
+	require.NoError(t, err)
+	n, err = b.DB.Listeners(t.Context(), channel)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	_, err = conn.Exec(t.Context(), "UNLISTEN *")
+	require.NoError(t, err)
+}
