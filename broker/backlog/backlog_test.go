@@ -102,8 +102,9 @@ func TestOldestUnconsumedAgeSkipsASegmentThatRetentionRemoved(t *testing.T) {
 	b := brokertest.Shared(t)
 	q := b.Q("q")
 	b.PushN(t, q, "p", 0, 2)
-	b.PushN(t, q, "p", 0, 2)
 	b.Age(t, q, time.Hour)
+	b.PushN(t, q, "p", 0, 2)
+	b.Age(t, q, time.Hour) // 2 h and 1 h old
 	consume(t, b, q, "p", "g", 1)
 	b.DropSegment(t, q, 0)
 	if g := read(t, b)["q/g"]; g.Lag != 3 || !near(g.OldestAgeSeconds, 3600) {
