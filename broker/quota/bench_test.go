@@ -54,7 +54,7 @@ func BenchmarkPush(b *testing.B) {
 			}
 			post()
 			if v.limits != nil {
-				grant(b, br, "acme", *v.limits)
+				grant(b, br, br.Tenant, *v.limits)
 				inForce(b, br, post)
 			}
 			for b.Loop() {
