@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +39,7 @@ import (
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/celldb"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/controllers"
 	"github.com/regent-mq/regent/controllers/registration"
 	"github.com/regent-mq/regent/test/brokertest"
@@ -259,7 +262,8 @@ func (h *harness) quota(tenant string, max *int32, edit ...func(*v1.TenantQuota)
 // grant writes an enabled quota row for tenant straight into the database,
 // for tests that are not about quotas.
 func (h *harness) grant(tenant string) {
-	h.exec(`INSERT INTO queen_streams.quota (tenant, enabled) VALUES ($1, true)`, tenant)
+	h.t.Helper()
+	h.broker.Grant(h.t, tenant, nil)
 }
 
 func (h *harness) create(obj client.Object) {
@@ -299,33 +303,25 @@ func edit[T client.Object](h *harness, obj T, change func(T)) {
 // test with what it last saw otherwise.
 func eventually[T client.Object](h *harness, obj T, what string, cond func(T) bool) T {
 	h.t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
+	brokertest.Eventually(h.t, wait, func() error {
 		err := h.k8s.Get(h.ctx, client.ObjectKeyFromObject(obj), obj)
 		if err == nil && cond(obj) {
-			return obj
+			return nil
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s %s never became %s (last error %v): %+v", fmt.Sprintf("%T", obj), obj.GetName(), what, err, obj)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("%T %s is not %s (error %v): %+v", obj, obj.GetName(), what, err, obj)
+	})
+	return obj
 }
 
 // gone waits until obj no longer exists.
 func (h *harness) gone(obj client.Object) {
 	h.t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		err := h.k8s.Get(h.ctx, client.ObjectKeyFromObject(obj), obj)
-		if apierrors.IsNotFound(err) {
-			return
+	brokertest.Eventually(h.t, wait, func() error {
+		if err := h.k8s.Get(h.ctx, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%T %s is not removed (finalizers %v, error %v)", obj, obj.GetName(), obj.GetFinalizers(), err)
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%T %s was never removed (finalizers %v, error %v)", obj, obj.GetName(), obj.GetFinalizers(), err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // ready reports the reason of the Ready condition and whether it is true.
@@ -366,11 +362,10 @@ func (h *harness) quotaReason(tq *v1.TenantQuota, reason string) *v1.TenantQuota
 // text.
 func (h *harness) wantEvent(obj client.Object, reason, text string) {
 	h.t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
+	brokertest.Eventually(h.t, wait, func() error {
 		var list eventsv1.EventList
 		if err := h.k8s.List(h.ctx, &list, client.InNamespace(eventNamespace(obj))); err != nil {
-			h.t.Fatal(err)
+			return err
 		}
 		var seen []string
 		for _, e := range list.Items {
@@ -378,15 +373,12 @@ func (h *harness) wantEvent(obj client.Object, reason, text string) {
 				continue
 			}
 			if e.Reason == reason && strings.Contains(e.Note, text) {
-				return
+				return nil
 			}
 			seen = append(seen, e.Reason+": "+e.Note)
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("no %s event mentioning %q for %s; saw %q", reason, text, obj.GetName(), seen)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("no %s event mentioning %q for %s; saw %q", reason, text, obj.GetName(), seen)
+	})
 }
 
 // noEvent fails if obj has an Event with reason.
@@ -411,20 +403,31 @@ func eventNamespace(obj client.Object) string {
 	return obj.GetNamespace()
 }
 
-func (h *harness) exec(sql string, args ...any) {
+// cursors are group's cursors on acme's queue orders, the source of the
+// tests' queries.
+func (h *harness) cursors(group string) []dbtest.Cursor {
 	h.t.Helper()
-	if _, err := h.broker.Pool.Exec(h.ctx, sql, args...); err != nil {
-		h.t.Fatalf("%s: %v", sql, err)
+	all, err := h.broker.DB.Cursors(h.ctx, "acme", "orders")
+	if err != nil {
+		h.t.Fatal(err)
 	}
+	var out []dbtest.Cursor
+	for _, c := range all {
+		if c.Group == group {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
-func scalar[T any](h *harness, sql string, args ...any) T {
+// cursor is group's one cursor on acme's queue orders.
+func (h *harness) cursor(group string) dbtest.Cursor {
 	h.t.Helper()
-	var v T
-	if err := h.broker.Pool.QueryRow(h.ctx, sql, args...).Scan(&v); err != nil {
-		h.t.Fatalf("%s: %v", sql, err)
+	c := h.cursors(group)
+	if len(c) != 1 {
+		h.t.Fatalf("group %s has %d cursors on orders, want 1: %+v", group, len(c), c)
 	}
-	return v
+	return c[0]
 }
 
 // registration is the query row of tenant and name, and whether it exists.
@@ -434,16 +437,11 @@ type registrationRow struct {
 
 func (h *harness) registration(tenant, name string) (registrationRow, bool) {
 	h.t.Helper()
-	var r registrationRow
-	err := h.broker.Pool.QueryRow(h.ctx, `SELECT id::text, source_queue, COALESCE(sink_queue, ''), config_hash
-		FROM queen_streams.queries WHERE tenant = $1 AND name = $2`, tenant, name).Scan(&r.ID, &r.Source, &r.Sink, &r.Hash)
+	id, q, err := h.broker.DB.StreamQueryNamed(h.ctx, tenant, name)
 	if err != nil {
-		if strings.Contains(err.Error(), "no rows") {
-			return r, false
-		}
 		h.t.Fatal(err)
 	}
-	return r, true
+	return registrationRow{ID: id, Source: q.Source, Sink: ptr.Deref(q.Sink, ""), Hash: q.ConfigHash}, q.Exists
 }
 
 // writeState stands in for a worker's cycle: it writes state rows for the
@@ -451,30 +449,14 @@ func (h *harness) registration(tenant, name string) (registrationRow, bool) {
 func (h *harness) writeState(queryID string, keys ...string) {
 	h.t.Helper()
 	for _, k := range keys {
-		h.exec(`INSERT INTO queen_streams.state (query_id, partition_id, key, value)
-			VALUES ($1, '0193f0c5-0000-7000-8000-000000000001', $2, '{"acc": 1}')`, queryID, k)
+		h.broker.PutState(h.t, queryID, "0193f0c5-0000-7000-8000-000000000001", k, `{"acc": 1}`)
 	}
 }
 
 // stateKeys lists the query's state keys.
 func (h *harness) stateKeys(queryID string) []string {
 	h.t.Helper()
-	rows, err := h.broker.Pool.Query(h.ctx, `SELECT key FROM queen_streams.state WHERE query_id = $1 ORDER BY key`, queryID)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer rows.Close()
-	var keys []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			h.t.Fatal(err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
-		h.t.Fatal(err)
-	}
+	keys := slices.Sorted(maps.Keys(h.broker.State(h.t, queryID, "")))
 	return keys
 }
 

@@ -1,13 +1,14 @@
 package controllers_test
 
 import (
+	"fmt"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/test/brokertest"
 )
 
 // querySeries returns the series of the metric for one StreamQuery, by
@@ -39,17 +40,12 @@ func querySeries(t *testing.T, name, ns, query string) map[string]float64 {
 // waitSeries waits until want holds for the StreamQuery's series.
 func waitSeries(t *testing.T, name, ns, query string, want func(map[string]float64) bool) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		got := querySeries(t, name, ns, query)
-		if want(got) {
-			return
+	brokertest.Eventually(t, wait, func() error {
+		if got := querySeries(t, name, ns, query); !want(got) {
+			return fmt.Errorf("%s of %s/%s is %v", name, ns, query, got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s of %s/%s is %v", name, ns, query, got)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func only(tenant string, v float64) func(map[string]float64) bool {
@@ -63,7 +59,7 @@ func TestStreamQueryMetricsCarryItsStatusAndGoWhenItIsDeleted(t *testing.T) {
 	h.grant("metrics-on")
 	h.startOperator(operatorOpts{})
 	ns := h.namespace("metrics-on")
-	h.exec(`INSERT INTO queen_streams.quota (tenant, enabled) VALUES ('metrics-on-2', true)`)
+	h.grant("metrics-on-2")
 	q := h.reason(h.query(ns, "clicks"), v1.ReasonRegistered)
 	waitSeries(t, "regent_streamquery_ready", ns, "clicks", only("metrics-on", 1))
 	waitSeries(t, "regent_streamquery_lag", ns, "clicks", only("metrics-on", float64(*q.Status.Lag)))

@@ -49,12 +49,16 @@ func (h *harness) consumeOrders(n int) int {
 
 func (h *harness) committed() int64 {
 	h.t.Helper()
-	return scalar[int64](h, `SELECT committed FROM queen.cursors WHERE consumer_group = 'streams.clicks'`)
+	return h.cursor("streams.clicks").Committed
 }
 
 func (h *harness) dbNow() time.Time {
 	h.t.Helper()
-	return scalar[time.Time](h, `SELECT now()`)
+	now, err := h.broker.DB.Now(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return now
 }
 
 func condition(q *v1.StreamQuery, typ string) (status, reason string) {
@@ -80,7 +84,11 @@ func TestSuspendSetsTheSuspendedConditionAndTheQuerysFlagUntilItIsOff(t *testing
 		t.Fatalf("a running query's Suspended condition is %s/%s, want False/Running", s, r)
 	}
 	suspended := func() bool {
-		return scalar[bool](h, `SELECT suspended FROM queen_streams.queries WHERE tenant = 'acme' AND name = 'clicks'`)
+		_, q, err := h.broker.DB.StreamQueryNamed(h.ctx, "acme", "clicks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q.Suspended
 	}
 
 	edit(h, q, func(q *v1.StreamQuery) { q.Spec.Suspend = true })

@@ -31,8 +31,10 @@ func (h *harness) holdLease(q *v1.StreamQuery, tenant string) {
 }
 
 func (h *harness) expireLeases(q *v1.StreamQuery) {
-	h.exec(`UPDATE queen.cursors SET lease_expires_at = now() - interval '1 second' WHERE consumer_group = $1 AND lease_id IS NOT NULL`,
-		v1.ConsumerGroup(q.QueryName()))
+	h.t.Helper()
+	if err := h.broker.DB.ExpireLeases(h.ctx, "acme", q.Spec.SourceQueue); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 func savepointNames(q *v1.StreamQuery) []string {

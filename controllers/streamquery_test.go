@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/nettest"
@@ -218,7 +220,7 @@ func TestDeletionPolicyDeleteRemovesTheRegistrationAndItsState(t *testing.T) {
 	if _, ok := h.registration("acme", "clicks"); ok {
 		t.Fatal("the registration survived deletionPolicy Delete")
 	}
-	if n := scalar[int64](h, `SELECT count(*) FROM queen_streams.state WHERE query_id = $1`, id); n != 0 {
+	if n := h.broker.StateRows(t, id); n != 0 {
 		t.Fatalf("%d state rows survived", n)
 	}
 }
@@ -295,17 +297,20 @@ func TestBrokerDownIsBrokerUnavailableThenRecovers(t *testing.T) {
 func TestResyncRepairsDrift(t *testing.T) {
 	h, _, _, q := registered(t, operatorOpts{resync: 300 * time.Millisecond})
 
-	h.exec(`UPDATE queen_streams.queries SET source_queue = 'elsewhere', sink_queue = NULL WHERE tenant = 'acme' AND name = 'clicks'`)
-	deadline := time.Now().Add(wait)
-	for row, _ := h.registration("acme", "clicks"); row.Source != "orders" || row.Sink != "orders.out"; row, _ = h.registration("acme", "clicks") {
-		if time.Now().After(deadline) {
-			t.Fatalf("registration %+v never repaired", row)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := h.broker.DB.MoveStreamQuery(h.ctx, "acme", "clicks", "elsewhere", nil); err != nil {
+		t.Fatal(err)
 	}
+	brokertest.Eventually(t, wait, func() error {
+		if row, _ := h.registration("acme", "clicks"); row.Source != "orders" || row.Sink != "orders.out" {
+			return fmt.Errorf("registration %+v is not repaired", row)
+		}
+		return nil
+	})
 
 	old := q.Status.QueryID
-	h.exec(`DELETE FROM queen_streams.queries WHERE tenant = 'acme' AND name = 'clicks'`)
+	if _, err := celldb.New(h.broker.Pool).DeleteQuery(h.ctx, "acme", "clicks"); err != nil {
+		t.Fatal(err)
+	}
 	q = eventually(h, q, "registered again", func(q *v1.StreamQuery) bool { return q.Status.QueryID != old })
 	if row, ok := h.registration("acme", "clicks"); !ok || row.ID != q.Status.QueryID {
 		t.Fatalf("registration %+v, %v; want the new id %s", row, ok, q.Status.QueryID)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/test/brokertest"
 )
 
 // quotaRow is the tenant's grant row: whether it exists, and its values.
@@ -25,28 +26,22 @@ type quotaRow struct {
 
 func (h *harness) quotaRow(tenant string) quotaRow {
 	h.t.Helper()
-	r := quotaRow{}
-	err := h.broker.Pool.QueryRow(h.ctx, `SELECT true, enabled, max_queries FROM queen_streams.quota WHERE tenant = $1`, tenant).Scan(&r.Exists, &r.Enabled, &r.Max)
-	if err != nil && !strings.Contains(err.Error(), "no rows") {
+	q, err := h.broker.DB.Quota(h.ctx, tenant)
+	if err != nil {
 		h.t.Fatal(err)
 	}
-	return r
+	return quotaRow{Exists: q.Exists, Enabled: q.Enabled, Max: q.MaxQueries}
 }
 
 // wantQuotaRow polls until the grant row is want.
 func (h *harness) wantQuotaRow(tenant string, want quotaRow) {
 	h.t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		got := h.quotaRow(tenant)
-		if got.Exists == want.Exists && got.Enabled == want.Enabled && ptr.Equal(got.Max, want.Max) {
-			return
+	brokertest.Eventually(h.t, wait, func() error {
+		if got := h.quotaRow(tenant); got.Exists != want.Exists || got.Enabled != want.Enabled || !ptr.Equal(got.Max, want.Max) {
+			return fmt.Errorf("quota row of %q is %+v (max %v), want %+v (max %v)", tenant, got, ptr.Deref(got.Max, -1), want, ptr.Deref(want.Max, -1))
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("quota row of %q is %+v (max %v), want %+v (max %v)", tenant, got, ptr.Deref(got.Max, -1), want, ptr.Deref(want.Max, -1))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestTenantQuotaWritesTheRowAndCountsRegisteredQueries(t *testing.T) {
@@ -70,7 +65,9 @@ func TestTenantQuotaWritesTheRowAndCountsRegisteredQueries(t *testing.T) {
 	}
 
 	h.reason(h.query(h.namespace("umbrella"), "clicks"), v1.ReasonQuotaDenied)
-	h.exec(`INSERT INTO queen_streams.queries (id, tenant, name, source_queue, config_hash) VALUES (gen_random_uuid(), 'umbrella', 'direct', 'orders', 'h')`)
+	if _, err := h.broker.DB.PutStreamQuery(h.ctx, "umbrella", "direct", "orders"); err != nil {
+		t.Fatal(err)
+	}
 	eventually(h, tq, "counting one query", func(tq *v1.TenantQuota) bool {
 		return tq.Status.RegisteredQueries != nil && *tq.Status.RegisteredQueries == 1
 	})
@@ -94,13 +91,13 @@ func TestDeletingTheTenantQuotaRemovesTheRowAndKeepsQueriesReady(t *testing.T) {
 		t.Fatalf("message %q", m)
 	}
 	// Several resyncs re-register the running query without the grant.
-	deadline := time.Now().Add(wait)
-	for n := p.requests.Load() + 6; p.requests.Load() < n; {
-		if time.Now().After(deadline) {
-			t.Fatal("the operator stopped re-registering")
+	n := p.requests.Load() + 6
+	brokertest.Eventually(t, wait, func() error {
+		if got := p.requests.Load(); got < n {
+			return fmt.Errorf("the operator re-registered %d times of 6", 6-(n-got))
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if ok, reason := ready(h.reason(running, v1.ReasonRegistered).Status.Conditions); !ok {
 		t.Fatalf("the running query became %s", reason)
 	}
@@ -167,13 +164,12 @@ func TestMetricsCountRegistrationsAndQuotas(t *testing.T) {
 	if v := metricValue(t, "regent_tenantquota_max_queries", "tenant", "metrics-tenant"); v != 7 {
 		t.Fatalf("regent_tenantquota_max_queries = %v, want 7", v)
 	}
-	deadline := time.Now().Add(wait)
-	for metricValue(t, "regent_tenantquota_registered_queries", "tenant", "metrics-tenant") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("regent_tenantquota_registered_queries never counted the registered query")
+	brokertest.Eventually(t, wait, func() error {
+		if v := metricValue(t, "regent_tenantquota_registered_queries", "tenant", "metrics-tenant"); v != 1 {
+			return fmt.Errorf("regent_tenantquota_registered_queries is %v, want 1", v)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // metricValue reads one series from controller-runtime's registry, which
@@ -258,12 +254,12 @@ func TestTenantQuotaWritesItsLimitsAndShowsUsageInStatus(t *testing.T) {
 		tq.Spec.Pop = &v1.PopQuota{MessagesPerSecond: ptr.To[int64](500)}
 		tq.Spec.MaxStoredBytes, tq.Spec.MaxStateRows = ptr.To[int64](1<<30), ptr.To[int64](100)
 	}), v1.ReasonApplied)
-	var row [8]*int64
-	if err := h.broker.Pool.QueryRow(h.ctx, `SELECT max_queues::bigint, push_messages_per_second, push_messages_burst,
-		push_bytes_per_second, push_bytes_burst, pop_messages_per_second, max_stored_bytes, max_state_rows
-		FROM queen_streams.quota WHERE tenant = 'initech'`).Scan(&row[0], &row[1], &row[2], &row[3], &row[4], &row[5], &row[6], &row[7]); err != nil {
+	quota, err := h.broker.DB.Quota(h.ctx, "initech")
+	if err != nil {
 		t.Fatal(err)
 	}
+	row := []*int64{quota.MaxQueues, quota.PushMessagesPerSecond, quota.PushMessagesBurst, quota.PushBytesPerSecond,
+		quota.PushBytesBurst, quota.PopMessagesPerSecond, quota.MaxStoredBytes, quota.MaxStateRows}
 	want := []*int64{ptr.To[int64](10), ptr.To[int64](1000), ptr.To[int64](2000), ptr.To[int64](1 << 20), nil, ptr.To[int64](500), ptr.To[int64](1 << 30), ptr.To[int64](100)}
 	for i := range want {
 		if !ptr.Equal(row[i], want[i]) {
@@ -283,14 +279,22 @@ func TestTenantQuotaWritesItsLimitsAndShowsUsageInStatus(t *testing.T) {
 	if h.pushAs("initech", "payments", 2) != 201 {
 		t.Fatal("push to a second queue refused")
 	}
-	h.exec(`INSERT INTO queen_streams.queries (id, tenant, name, source_queue, config_hash) VALUES (gen_random_uuid(), 'initech', 'q', 'orders', 'h')`)
-	h.exec(`INSERT INTO queen_streams.state_rows (query_id, partition_id, row_count)
-		SELECT id, gen_random_uuid(), 7 FROM queen_streams.queries WHERE tenant = 'initech'`)
-	var stored int64
-	if err := h.broker.Pool.QueryRow(h.ctx, `SELECT sum(octet_length(s.body)) FROM queen.log_segments s
-		JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id
-		WHERE q.tenant = 'initech'`).Scan(&stored); err != nil {
+	id, err := h.broker.DB.PutStreamQuery(h.ctx, "initech", "q", "orders")
+	if err != nil {
 		t.Fatal(err)
+	}
+	if err := h.broker.DB.PutStateRows(h.ctx, id, 7); err != nil {
+		t.Fatal(err)
+	}
+	var stored int64
+	for _, queue := range []string{"orders", "payments"} {
+		sizes, err := h.broker.DB.SegmentSizes(h.ctx, "initech", queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range sizes {
+			stored += n
+		}
 	}
 	tq = eventually(h, tq, "showing the usage", func(tq *v1.TenantQuota) bool {
 		u := tq.Status.Usage

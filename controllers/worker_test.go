@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/cluster"
 )
 
@@ -97,11 +99,26 @@ func (w *workerQuery) folded() (sum, committed int64) {
 	w.h.t.Helper()
 	// A window row holds each aggregate's accumulator in aggs, with the
 	// number of its events in n.
-	sum = scalar[int64](w.h, `SELECT coalesce(sum((value->'aggs'->0->>'n')::bigint), 0)::bigint FROM queen_streams.state
-		WHERE query_id = $1 AND value ? 'aggs'`, w.q.Status.QueryID)
-	committed = scalar[int64](w.h, `SELECT coalesce(sum(c.committed), 0)::bigint FROM queen.cursors c
-		JOIN queen.partitions p ON p.id = c.partition_id JOIN queen.queues q ON q.id = p.queue_id
-		WHERE q.tenant = 'acme' AND q.name = 'orders' AND c.consumer_group = 'streams.clicks'`)
+	state, err := w.h.broker.DB.StateOf(w.h.ctx, w.q.Status.QueryID)
+	if err != nil {
+		w.h.t.Fatal(err)
+	}
+	for _, s := range state {
+		var row struct {
+			Aggs []struct {
+				N int64 `json:"n"`
+			} `json:"aggs"`
+		}
+		if err := json.Unmarshal([]byte(s.Value), &row); err != nil {
+			w.h.t.Fatalf("state %s: %v", s.Key, err)
+		}
+		if len(row.Aggs) > 0 {
+			sum += row.Aggs[0].N
+		}
+	}
+	for _, c := range w.h.cursors("streams.clicks") {
+		committed += c.Committed
+	}
 	return sum, committed
 }
 
@@ -109,20 +126,16 @@ func (w *workerQuery) folded() (sum, committed int64) {
 // requires each to be counted exactly once.
 func (w *workerQuery) foldedAll(what string) {
 	w.h.t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
+	brokertest.Eventually(w.h.t, wait, func() error {
 		sum, committed := w.folded()
 		if sum > int64(w.pushed) {
 			w.h.t.Fatalf("%s: the window counts %d events of %d pushed: some were folded twice", what, sum, w.pushed)
 		}
-		if sum == int64(w.pushed) && committed == int64(w.pushed) {
-			return
+		if sum != int64(w.pushed) || committed != int64(w.pushed) {
+			return fmt.Errorf("%s: the window counts %d of %d events, cursor at %d", what, sum, w.pushed, committed)
 		}
-		if time.Now().After(deadline) {
-			w.h.t.Fatalf("%s: the window counts %d of %d events, cursor at %d", what, sum, w.pushed, committed)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // healthy requires the worker to be running and to have logged no error.
@@ -161,8 +174,10 @@ func TestSuspendIdlesARunningReferenceWorkerAndResumingFoldsEveryEventExactlyOnc
 	if sum, committed := w.folded(); sum != 200 || committed != 200 {
 		t.Fatalf("while suspended the window went to %d and the cursor to %d, want both left at 200", sum, committed)
 	}
-	if n := scalar[int64](h, `SELECT count(*) FROM queen.cursors WHERE consumer_group = 'streams.clicks' AND queen.lease_live(lease_expires_at)`); n != 0 {
-		t.Fatalf("%d leases held while suspended", n)
+	for _, c := range h.cursors("streams.clicks") {
+		if c.LeaseExpiresAt != nil && c.LeaseExpiresAt.After(h.dbNow()) {
+			t.Fatalf("a lease held while suspended, on partition %s", c.Partition)
+		}
 	}
 	w.healthy()
 
@@ -188,7 +203,7 @@ func TestRewindReFoldsTheSameWindowToTheSameSumExactlyOnce(t *testing.T) {
 	w.foldedAll("the refold")
 	// The refold went through the source again: the group consumed every
 	// event twice, and the window still counts each once.
-	if n := scalar[int64](h, `SELECT total_consumed FROM queen.cursors WHERE consumer_group = 'streams.clicks'`); n != 600 {
+	if n := h.cursor("streams.clicks").TotalConsumed; n != 600 {
 		t.Fatalf("the group consumed %d messages, want 600: each event once before the rewind and once after", n)
 	}
 	w.healthy()

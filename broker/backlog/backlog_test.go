@@ -19,10 +19,9 @@ import (
 	"github.com/regent-mq/regent/broker/db"
 	"github.com/regent-mq/regent/broker/metrics"
 	"github.com/regent-mq/regent/test/brokertest"
-	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
+func TestMain(m *testing.M) { brokertest.Main(m) }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -35,43 +34,36 @@ func consume(t *testing.T, b *brokertest.Broker, queue, partition, group string,
 	}
 }
 
-func read(t *testing.T, pool *pgxpool.Pool) map[string]db.BacklogGroup {
+// read reads the backlog of the test's namespace: the groups of its
+// tenant's queues named by b.Q, by queue name without the namespace and
+// group.
+func read(t *testing.T, b *brokertest.Broker) map[string]db.BacklogGroup {
 	t.Helper()
-	s, err := db.New(pool).Backlog(t.Context())
+	s, err := db.New(b.Pool).Backlog(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]db.BacklogGroup{}
 	for _, g := range s.Groups {
-		out[g.Queue+"/"+g.Group] = g
+		if name, ok := strings.CutPrefix(g.Queue, b.Q("")); ok && g.Tenant == b.Tenant {
+			out[name+"/"+g.Group] = g
+		}
 	}
 	return out
-}
-
-// ageOf backdates the segment at the offset to be age old.
-func ageOf(t *testing.T, b *brokertest.Broker, queue, partition string, base int, age time.Duration) {
-	t.Helper()
-	tag, err := b.Pool.Exec(t.Context(), `
-UPDATE queen.log_segments s SET min_created_at = now() - $4::interval, max_created_at = now() - $4::interval
-  FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
- WHERE s.partition_id = p.id AND q.name = $1 AND p.name = $2 AND s.base_offset = $3`,
-		queue, partition, base, age.String())
-	if err != nil || tag.RowsAffected() != 1 {
-		t.Fatalf("backdate segment %s/%s@%d: %v (%d rows)", queue, partition, base, err, tag.RowsAffected())
-	}
 }
 
 func near(got, want float64) bool { return math.Abs(got-want) < 60 }
 
 func TestLagIsEachPartitionsNextOffsetMinusTheGroupsCommittedSummed(t *testing.T) {
-	b := brokertest.Start(t)
-	b.PushN(t, "orders", "a", 0, 5)
-	b.PushN(t, "orders", "b", 0, 3)
-	consume(t, b, "orders", "a", "billing", 2)
-	consume(t, b, "orders", "b", "billing", 3)
-	consume(t, b, "orders", "a", "audit", 1)
+	b := brokertest.Shared(t)
+	orders := b.Q("orders")
+	b.PushN(t, orders, "a", 0, 5)
+	b.PushN(t, orders, "b", 0, 3)
+	consume(t, b, orders, "a", "billing", 2)
+	consume(t, b, orders, "b", "billing", 3)
+	consume(t, b, orders, "a", "audit", 1)
 
-	gs := read(t, b.Pool)
+	gs := read(t, b)
 	if g := gs["orders/billing"]; g.Lag != 3 || g.Tenant != b.Tenant {
 		t.Errorf("billing: %+v, want lag 3 ((5-2) + (3-3)) of tenant %q", g, b.Tenant)
 	}
@@ -85,42 +77,43 @@ func TestLagIsEachPartitionsNextOffsetMinusTheGroupsCommittedSummed(t *testing.T
 }
 
 func TestOldestUnconsumedAgeIsTheAgeOfTheSegmentAtTheCursor(t *testing.T) {
-	b := brokertest.Start(t)
-	b.PushN(t, "q", "p", 0, 2) // offsets 0-1
-	b.PushN(t, "q", "p", 0, 2) // offsets 2-3
-	ageOf(t, b, "q", "p", 0, 2*time.Hour)
-	ageOf(t, b, "q", "p", 2, time.Hour)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.PushN(t, q, "p", 0, 2) // offsets 0-1
+	b.Age(t, q, time.Hour)
+	b.PushN(t, q, "p", 0, 2) // offsets 2-3
+	b.Age(t, q, time.Hour)   // 2 h and 1 h old
 
-	consume(t, b, "q", "p", "g", 1)
-	if g := read(t, b.Pool)["q/g"]; g.Lag != 3 || !near(g.OldestAgeSeconds, 7200) {
+	consume(t, b, q, "p", "g", 1)
+	if g := read(t, b)["q/g"]; g.Lag != 3 || !near(g.OldestAgeSeconds, 7200) {
 		t.Errorf("inside the first segment: %+v, want lag 3 and age about 7200 s", g)
 	}
-	consume(t, b, "q", "p", "g", 1)
-	if g := read(t, b.Pool)["q/g"]; g.Lag != 2 || !near(g.OldestAgeSeconds, 3600) {
+	consume(t, b, q, "p", "g", 1)
+	if g := read(t, b)["q/g"]; g.Lag != 2 || !near(g.OldestAgeSeconds, 3600) {
 		t.Errorf("at the second segment: %+v, want lag 2 and age about 3600 s", g)
 	}
-	consume(t, b, "q", "p", "g", 2)
-	if g := read(t, b.Pool)["q/g"]; g.Lag != 0 || g.OldestAgeSeconds != 0 {
+	consume(t, b, q, "p", "g", 2)
+	if g := read(t, b)["q/g"]; g.Lag != 0 || g.OldestAgeSeconds != 0 {
 		t.Errorf("caught up: %+v, want lag 0 and age 0", g)
 	}
 }
 
 func TestOldestUnconsumedAgeSkipsASegmentThatRetentionRemoved(t *testing.T) {
-	b := brokertest.Start(t)
-	b.PushN(t, "q", "p", 0, 2)
-	b.PushN(t, "q", "p", 0, 2)
-	ageOf(t, b, "q", "p", 2, time.Hour)
-	consume(t, b, "q", "p", "g", 1)
-	if _, err := b.Pool.Exec(t.Context(), `DELETE FROM queen.log_segments WHERE base_offset = 0`); err != nil {
-		t.Fatal(err)
-	}
-	if g := read(t, b.Pool)["q/g"]; g.Lag != 3 || !near(g.OldestAgeSeconds, 3600) {
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.PushN(t, q, "p", 0, 2)
+	b.Age(t, q, time.Hour)
+	b.PushN(t, q, "p", 0, 2)
+	b.Age(t, q, time.Hour) // 2 h and 1 h old
+	consume(t, b, q, "p", "g", 1)
+	b.DropSegment(t, q, 0)
+	if g := read(t, b)["q/g"]; g.Lag != 3 || !near(g.OldestAgeSeconds, 3600) {
 		t.Errorf("%+v, want lag 3 (offsets count, deleted or not) and the next segment's age, about 3600 s", g)
 	}
 }
 
 func TestScrapesServeTheLastRefreshAndAGoneQueueDisappears(t *testing.T) {
-	b := brokertest.Start(t)
+	b := brokertest.Start(t) // it counts every series of the database
 	b.PushN(t, "q", "p", 0, 4)
 	consume(t, b, "q", "p", "g", 1)
 	m := metrics.New()
@@ -136,9 +129,7 @@ func TestScrapesServeTheLastRefreshAndAGoneQueueDisappears(t *testing.T) {
 	if s := scrape(t, m); !strings.Contains(s, want) {
 		t.Fatalf("a scrape between refreshes changed the lag, so it read the database:\n%s", s)
 	}
-	if _, err := b.Pool.Exec(t.Context(), `DELETE FROM queen.queues WHERE name = 'q'`); err != nil {
-		t.Fatal(err)
-	}
+	b.Call(t, http.StatusOK, "DELETE", "/api/v1/resources/queues/q", nil)
 	c.Refresh(t.Context())
 	if n := testutil.CollectAndCount(c); n != 0 {
 		t.Fatalf("%d series left after the queue was deleted", n)
@@ -167,17 +158,12 @@ func TestTheBrokerRefreshesTheLagInTheBackground(t *testing.T) {
 	b.PushN(t, "q", "p", 0, 3)
 	consume(t, b, "q", "p", "g", 1)
 	want := fmt.Sprintf(`regent_consumer_group_lag{group="g",queue="q",tenant=%q} 2`, b.Tenant)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		m := b.Scrape(t)
-		if strings.Contains(m, want) && strings.Contains(m, "regent_database_up 1") {
-			return
+	brokertest.Eventually(t, 10*time.Second, func() error {
+		if m := b.Scrape(t); !strings.Contains(m, want) || !strings.Contains(m, "regent_database_up 1") {
+			return fmt.Errorf("/metrics does not show %s and regent_database_up 1:\n%s", want, m)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/metrics never showed %s and regent_database_up 1:\n%s", want, m)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // scrape serves m's registry as the broker does and reads it.
@@ -201,9 +187,10 @@ func scrape(t *testing.T, m *metrics.Metrics) string {
 }
 
 func TestDeadLettersAreCountedPerQueue(t *testing.T) {
-	b := brokertest.Start(t)
-	b.PushN(t, "q", "p", 0, 3)
-	r := b.Do(t, "GET", "/api/v1/pop/queue/q/partition/p?consumerGroup=g&batch=3", "", nil)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.PushN(t, q, "p", 0, 3)
+	r := b.Do(t, "GET", "/api/v1/pop/queue/"+q+"/partition/p?consumerGroup=g&batch=3", "", nil)
 	var p struct {
 		Messages []struct {
 			TransactionID string `json:"transactionId"`
@@ -222,29 +209,32 @@ func TestDeadLettersAreCountedPerQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []db.BacklogDeadLetters{{Tenant: b.Tenant, Queue: "q", Count: 2}}
-	if len(s.DeadLetters) != 1 || s.DeadLetters[0] != want[0] {
-		t.Fatalf("dead letters %+v, want %+v", s.DeadLetters, want)
+	var got []db.BacklogDeadLetters
+	for _, l := range s.DeadLetters {
+		if strings.HasPrefix(l.Queue, b.Q("")) && l.Tenant == b.Tenant {
+			got = append(got, l)
+		}
+	}
+	want := db.BacklogDeadLetters{Tenant: b.Tenant, Queue: q, Count: 2}
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("dead letters %+v, want %+v", got, want)
 	}
 }
 
 func TestARefreshRecordsEachGroupsLagAsItsMinutesSampleForTheCharts(t *testing.T) {
-	b := brokertest.Start(t)
-	b.PushN(t, "charted", "p", 0, 4)
-	consume(t, b, "charted", "p", "g", 1)
-	ageOf(t, b, "charted", "p", 0, 90*time.Second)
+	b := brokertest.Shared(t)
+	charted := b.Q("charted")
+	b.PushN(t, charted, "p", 0, 4)
+	consume(t, b, charted, "p", "g", 1)
+	b.Age(t, charted, 90*time.Second)
 	if !backlog.New(db.New(b.Pool), metrics.New(), quiet).Refresh(t.Context()) {
 		t.Fatal("refresh failed")
 	}
-	var lag int64
-	var age float64
-	err := b.Pool.QueryRow(t.Context(), `SELECT lag, lag_seconds FROM queen.group_minutes
-		WHERE tenant = $1 AND queue = 'charted' AND consumer_group = 'g' AND minute >= date_trunc('minute', now()) - interval '1 minute'
-		ORDER BY minute DESC LIMIT 1`, b.Tenant).Scan(&lag, &age)
-	if err != nil {
-		t.Fatalf("no sample of g's lag: %v", err)
+	samples, err := b.DB.LagSamples(t.Context(), b.Tenant, charted, "g")
+	if err != nil || len(samples) == 0 || time.Since(samples[0].Minute) > 2*time.Minute {
+		t.Fatalf("no sample of g's lag this minute: %+v, %v", samples, err)
 	}
-	if lag != 3 || !near(age, 90) {
-		t.Fatalf("sample: lag %d, %v s; want 3 and about 90 s", lag, age)
+	if s := samples[0]; s.Lag != 3 || !near(s.LagSeconds, 90) {
+		t.Fatalf("sample: lag %d, %v s; want 3 and about 90 s", s.Lag, s.LagSeconds)
 	}
 }

@@ -3,6 +3,8 @@ package batch_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/regent-mq/regent/broker/batch"
+	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/pgtest"
 )
 
 func newSizes() prometheus.Observer {
@@ -23,6 +27,9 @@ type call struct {
 	n     int
 	batch int // the size of the batch that answered it
 }
+
+// Every request a test sends ends before it does.
+func TestMain(m *testing.M) { os.Exit(pgtest.NoLeaks(m.Run())) }
 
 func TestARequestThatFindsACallFreeRunsAloneAndAtOnce(t *testing.T) {
 	var sizes []int
@@ -77,6 +84,17 @@ func (h *held) run(_ context.Context, b []*call) {
 
 // sendWhileHeld sends n requests while the first call is held, and returns
 // once they all wait.
+// waiting waits until at least n requests wait for j's next call.
+func waiting(t *testing.T, j *batch.Joiner[*call], n int) {
+	t.Helper()
+	brokertest.Eventually(t, 10*time.Second, func() error {
+		if w := j.Waiting(); w < n {
+			return fmt.Errorf("%d requests wait, want %d", w, n)
+		}
+		return nil
+	})
+}
+
 func sendWhileHeld(t *testing.T, j *batch.Joiner[*call], h *held, ctx context.Context, n int) ([]*call, chan error) {
 	t.Helper()
 	errs := make(chan error, n+1)
@@ -87,11 +105,7 @@ func sendWhileHeld(t *testing.T, j *batch.Joiner[*call], h *held, ctx context.Co
 		calls[i] = &call{n: i}
 		go func() { errs <- j.Do(ctx, calls[i]) }()
 	}
-	for deadline := time.Now().Add(10 * time.Second); j.Waiting() < n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests wait, want %d", j.Waiting(), n)
-		}
-	}
+	waiting(t, j, n)
 	return calls, errs
 }
 
@@ -187,11 +201,7 @@ func TestCallsRunInParallelUpToTheirNumber(t *testing.T) {
 			}
 		}()
 	}
-	for deadline := time.Now().Add(10 * time.Second); j.Waiting() < 7; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests wait, want 7", j.Waiting())
-		}
-	}
+	waiting(t, j, 7)
 	close(release)
 	wg.Wait()
 	if peak != 3 {

@@ -89,8 +89,7 @@ func TestTheEchoOfThisReplicasAnnouncementWakesNoSecondPop(t *testing.T) {
 	cs, _ := l.Candidates(q, "g", 5, time.Now(), first.Take())
 	require.Equal(t, []uuid.UUID{p}, hotlist.IDs(cs), "the first pop takes it")
 	pgtest.Heard(t, heard, 1, 0) // the announcement has committed
-	_, err := pool.Exec(t.Context(), "SELECT pg_notify($1, $2)", hotlist.Channel, q.String()+":"+other.String())
-	require.NoError(t, err)
+	require.NoError(t, db.New(pool).Notify(t.Context(), hotlist.Channel, []string{q.String() + ":" + other.String()}), "another replica's notification")
 	<-second.C()
 	require.Equal(t, other, second.Take(), "woken by the other replica's notification, not by the echo before it")
 }

@@ -1,14 +1,15 @@
 package hotlist_test
 
 import (
-	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/broker/hotlist"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -43,21 +44,21 @@ func TestTheListenerIsBackAfterEveryPostgreSQLRestart(t *testing.T) {
 // channel, for at most 30 s.
 func waitForListeners(t *testing.T, pg *pgtest.Cluster, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var got int
-	for ctx.Err() == nil {
-		if conn, err := pgx.Connect(ctx, pg.URL("postgres").String()); err == nil {
-			err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query = $1",
-				`LISTEN "`+hotlist.Channel+`"`).Scan(&got)
-			conn.Close(ctx)
-			if err == nil && got >= n {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
+	pool, err := pgxpool.New(t.Context(), pg.URL("postgres").String())
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("%d of %d LISTEN connections were back 30 s after PostgreSQL", got, n)
+	defer pool.Close()
+	brokertest.Eventually(t, 30*time.Second, func() error {
+		got, err := dbtest.New(pool).Listeners(t.Context(), hotlist.Channel)
+		if err != nil {
+			return err
+		}
+		if got < n {
+			return fmt.Errorf("%d of %d LISTEN connections are back after PostgreSQL", got, n)
+		}
+		return nil
+	})
 }
 
 // wakes parks a pop on consumer, pushes message n through producer, and

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -20,26 +21,23 @@ import (
 func BenchmarkPopOneBusyPartition(b *testing.B) {
 	for _, idle := range []int{0, 100000} {
 		b.Run(fmt.Sprintf("idle=%d", idle), func(b *testing.B) {
-			br := brokertest.Start(b)
+			br := brokertest.Shared(b)
+			q := br.Q("q")
 			if idle > 0 {
-				_, err := br.Pool.Exec(b.Context(), fmt.Sprintf(`INSERT INTO queen.queues (id, name) VALUES (gen_random_uuid(), 'q');
-					INSERT INTO queen.partitions (id, queue_id, name, next_offset)
-					SELECT gen_random_uuid(), q.id, 'idle-' || i, 1 FROM queen.queues q, generate_series(1, %d) i;
-					INSERT INTO queen.cursors (partition_id, consumer_group, committed)
-					SELECT id, '__QUEUE_MODE__', 1 FROM queen.partitions;
-					ANALYZE`, idle))
-				if err != nil {
+				br.Call(b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": q})
+				br.AddPartitions(b, q, idle)
+				if err := br.DB.AtRest(b.Context(), br.Tenant, q, dbtest.QueueMode); err != nil {
 					b.Fatal(err)
 				}
 			}
 			for pushed := 0; pushed < b.N+1; pushed += 1000 {
-				resp := br.Do(b, "POST", "/api/v1/push", "", map[string]any{"items": brokertest.Numbered("q", "busy", pushed, 1000)})
+				resp := br.Do(b, "POST", "/api/v1/push", "", map[string]any{"items": brokertest.Numbered(q, "busy", pushed, 1000)})
 				if resp.Status != http.StatusCreated {
 					b.Fatalf("push: %d %s", resp.Status, resp.Body)
 				}
 			}
 			pop := func() {
-				if resp := br.Do(b, "GET", "/api/v1/pop/queue/q?autoAck=true", "", nil); resp.Status != http.StatusOK {
+				if resp := br.Do(b, "GET", "/api/v1/pop/queue/"+q+"?autoAck=true", "", nil); resp.Status != http.StatusOK {
 					b.Fatalf("pop: %d %s", resp.Status, resp.Body)
 				}
 			}
@@ -60,13 +58,14 @@ func BenchmarkPopOneBusyPartition(b *testing.B) {
 func BenchmarkPush(b *testing.B) {
 	for _, n := range []int{1, 100} {
 		b.Run(fmt.Sprintf("items=%d", n), func(b *testing.B) {
-			br := brokertest.Start(b)
+			br := brokertest.Shared(b)
+			q := br.Q("q")
 			sent := 0
 			for b.Loop() {
 				b.StopTimer()
 				items := make([]map[string]any, n)
 				for i := range items {
-					items[i] = map[string]any{"queue": "q", "partition": "p", "payload": map[string]any{"n": sent},
+					items[i] = map[string]any{"queue": q, "partition": "p", "payload": map[string]any{"n": sent},
 						"transactionId": fmt.Sprintf("tx-%d", sent)}
 					sent++
 				}

@@ -3,11 +3,9 @@ package queue_test
 import (
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -74,9 +72,9 @@ func TestConfigureStoresAndEchoesDedupWindowSecondsAndStorage(t *testing.T) {
 
 func TestConfigureEchoesTheBrokersDedupWindowForAQueueThatSetsNone(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, func(c *config.Config) { c.DedupWindow = 90 * time.Second })
-	resp := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q"})
-	require.Equal(t, 90.0, resp.Map(t)["options"].(map[string]any)["dedupWindowSeconds"])
+	b := minuteDedup.Shared(t)
+	resp := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": b.Q("q")})
+	require.Equal(t, 60.0, resp.Map(t)["options"].(map[string]any)["dedupWindowSeconds"])
 }
 
 func TestConfigureAcceptsTheEmptyQueueName(t *testing.T) {
@@ -143,14 +141,15 @@ func TestDeleteQueueCascadesAndAnswersWhenAbsent(t *testing.T) {
 
 func TestDeleteQueueOnOneReplicaIsSeenByAnother(t *testing.T) {
 	t.Parallel()
-	a := brokertest.Start(t)
-	b := brokertest.StartOn(t, a.DatabaseURL)
-	first := b.Push(t, map[string]any{"queue": "shared", "payload": 1})
-	resp := a.Do(t, "DELETE", "/api/v1/resources/queues/shared", "", nil)
+	a := brokertest.Shared(t)
+	b := a.Replica(t)
+	q := a.Q("shared")
+	first := b.Push(t, map[string]any{"queue": q, "payload": 1})
+	resp := a.Do(t, "DELETE", "/api/v1/resources/queues/"+q, "", nil)
 	require.Equal(t, true, resp.Map(t)["existed"])
 	// b still caches the deleted partition: its push must recover.
-	out := b.Push(t, map[string]any{"queue": "shared", "payload": 2})
+	out := b.Push(t, map[string]any{"queue": q, "payload": 2})
 	require.Equal(t, "queued", out[0]["status"])
 	require.NotEqual(t, first[0]["partition_id"], out[0]["partition_id"])
-	require.Equal(t, 1, a.Stored(t, "shared").Segments)
+	require.Equal(t, 1, a.Stored(t, q).Segments)
 }

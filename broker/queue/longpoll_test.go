@@ -46,24 +46,26 @@ func wake(t *testing.T, consumer, producer *brokertest.Broker, queue string) {
 // so that only an announcement brings a partition to a parked pop.
 func quietHotList(c *config.Config) { c.ReseedInterval = time.Hour }
 
+// quiet is the broker of the tests that need quietHotList. They count the
+// pops parked on it (WaitParked), so they run one at a time, not in
+// parallel.
+var quiet = brokertest.NewGroup(quietHotList)
+
 func TestALongPollIsWokenByAPush(t *testing.T) {
-	t.Parallel()
-	b := brokertest.Start(t, quietHotList)
-	wake(t, b, b, "lp")
+	b := quiet.Shared(t)
+	wake(t, b, b, b.Q("lp"))
 }
 
 func TestALongPollIsWokenByAPushOnAnotherReplica(t *testing.T) {
-	t.Parallel()
-	a := brokertest.Start(t, quietHotList)
-	b := brokertest.StartOn(t, a.DatabaseURL, quietHotList)
-	wake(t, a, b, "lp")
+	a := quiet.Shared(t)
+	b := a.Replica(t, quietHotList)
+	wake(t, a, b, a.Q("lp"))
 }
 
 func TestALongPollIsWokenForAQueueCreatedWhileParked(t *testing.T) {
-	t.Parallel()
-	a := brokertest.Start(t, quietHotList)
-	b := brokertest.StartOn(t, a.DatabaseURL, quietHotList)
-	wake(t, a, b, "born-later")
+	a := quiet.Shared(t)
+	b := a.Replica(t, quietHotList)
+	wake(t, a, b, a.Q("born-later"))
 }
 
 // parkPop starts a long-poll of path (30 s) on b and returns where its
@@ -87,17 +89,17 @@ func parkPop(b *brokertest.Broker, path string) <-chan []int {
 // one of them: a wake-up lost on the way is a pop that sleeps to its
 // timeout while a message waits (the hot list is never reseeded here).
 func TestEachPushWakesAParkedPopAndNoWakeUpIsLost(t *testing.T) {
-	t.Parallel()
-	b := brokertest.Start(t, quietHotList)
-	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q"})
+	b := quiet.Shared(t)
+	q := b.Q("q")
+	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": q})
 	const pops = 4
 	var answers []<-chan []int
 	for i := range pops {
-		answers = append(answers, parkPop(b, "/api/v1/pop/queue/q?"))
+		answers = append(answers, parkPop(b, "/api/v1/pop/queue/"+q+"?"))
 		b.WaitParked(t, i+1)
 	}
 	for i := range pops {
-		b.PushN(t, "q", fmt.Sprintf("p%d", i), i, 1)
+		b.PushN(t, q, fmt.Sprintf("p%d", i), i, 1)
 	}
 	var all []int
 	for _, a := range answers {
@@ -112,47 +114,48 @@ func TestEachPushWakesAParkedPopAndNoWakeUpIsLost(t *testing.T) {
 // one of a partition that does not exist yet is woken by the push that
 // creates it.
 func TestAPartitionLongPollIsWokenByItsOwnPartitionOnly(t *testing.T) {
-	t.Parallel()
-	b := brokertest.Start(t, quietHotList)
-	b.PushN(t, "q", "a", 0, 1)
-	b.PushN(t, "q", "b", 0, 1)
-	require.Len(t, b.PopAll(t, "/api/v1/pop/queue/q?autoAck=true&batch=10"), 2)
-	ofA := parkPop(b, "/api/v1/pop/queue/q/partition/a?")
+	b := quiet.Shared(t)
+	q := b.Q("q")
+	b.PushN(t, q, "a", 0, 1)
+	b.PushN(t, q, "b", 0, 1)
+	require.Len(t, b.PopAll(t, "/api/v1/pop/queue/"+q+"?autoAck=true&batch=10"), 2)
+	ofA := parkPop(b, "/api/v1/pop/queue/"+q+"/partition/a?")
 	b.WaitParked(t, 1)
-	any := parkPop(b, "/api/v1/pop/queue/q?")
+	any := parkPop(b, "/api/v1/pop/queue/"+q+"?")
 	b.WaitParked(t, 2)
-	ofC := parkPop(b, "/api/v1/pop/queue/q/partition/c?")
+	ofC := parkPop(b, "/api/v1/pop/queue/"+q+"/partition/c?")
 	b.WaitParked(t, 3)
-	b.PushN(t, "q", "b", 1, 1)
+	b.PushN(t, q, "b", 1, 1)
 	require.Equal(t, []int{1}, <-any, "b's push wakes the pop that can take b, though it came later")
-	b.PushN(t, "q", "a", 2, 1)
+	b.PushN(t, q, "a", 2, 1)
 	require.Equal(t, []int{2}, <-ofA)
-	b.PushN(t, "q", "c", 3, 1)
+	b.PushN(t, q, "c", 3, 1)
 	require.Equal(t, []int{3}, <-ofC)
-	ofA = parkPop(b, "/api/v1/pop/queue/q/partition/a?")
+	ofA = parkPop(b, "/api/v1/pop/queue/"+q+"/partition/a?")
 	b.WaitParked(t, 1)
-	b.PushN(t, "q", "a", 4, 1)
+	b.PushN(t, q, "a", 4, 1)
 	require.Equal(t, []int{4}, <-ofA, "and by every push after")
 }
 
 func TestLongPollReturns204CloseToTimeout(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
-	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
-	require.NotNil(t, b.Pop(t, "/api/v1/pop/queue/q")) // leased from now on
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	b.Push(t, brokertest.Numbered(q, "Default", 0, 1)...)
+	require.NotNil(t, b.Pop(t, "/api/v1/pop/queue/"+q)) // leased from now on
 	start := time.Now()
-	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?wait=true&timeout=300"))
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/"+q+"?wait=true&timeout=300"))
 	took := time.Since(start)
 	require.GreaterOrEqual(t, took, 300*time.Millisecond)
 	require.Less(t, took, 2*time.Second)
 }
 
 func TestLongPollWhoseClientLeftClaimsNothing(t *testing.T) {
-	t.Parallel()
-	b := brokertest.Start(t)
-	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "q"})
+	b := quiet.Shared(t)
+	q := b.Q("q")
+	b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": q})
 	ctx, cancel := context.WithCancel(t.Context())
-	req, err := http.NewRequestWithContext(ctx, "GET", b.URL+"/api/v1/pop/queue/q?wait=true&timeout=10000", nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", b.URL+"/api/v1/pop/queue/"+q+"?wait=true&timeout=10000", nil)
 	require.NoError(t, err)
 	if b.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+b.Token)
@@ -173,12 +176,12 @@ func TestLongPollWhoseClientLeftClaimsNothing(t *testing.T) {
 		}
 		return nil
 	})
-	b.Push(t, brokertest.Numbered("q", "Default", 0, 1)...)
+	b.Push(t, brokertest.Numbered(q, "Default", 0, 1)...)
 	// Nothing is to happen, and no event says that it did not: a pop that
 	// wrongly outlived its client would claim within these 50 ms.
 	time.Sleep(50 * time.Millisecond)
-	for _, c := range b.Cursors(t, "q") {
+	for _, c := range b.Cursors(t, q) {
 		require.Nil(t, c.LeaseID)
 	}
-	require.Equal(t, []int{0}, b.Pop(t, "/api/v1/pop/queue/q").Ns())
+	require.Equal(t, []int{0}, b.Pop(t, "/api/v1/pop/queue/"+q).Ns())
 }

@@ -297,14 +297,15 @@ func TestPopSkipsRetentionGaps(t *testing.T) {
 
 func TestPopOnOneReplicaSeesPushesOnAnother(t *testing.T) {
 	t.Parallel()
-	a := brokertest.Start(t)
-	b := brokertest.StartOn(t, a.DatabaseURL)
-	a.Push(t, brokertest.Numbered("q", "x", 0, 1)...)
-	require.Equal(t, []int{0}, b.Pop(t, "/api/v1/pop/queue/q").Ns())
-	a.Push(t, brokertest.Numbered("q", "y", 1, 1)...)
+	a := brokertest.Shared(t)
+	b := a.Replica(t)
+	q := a.Q("q")
+	a.Push(t, brokertest.Numbered(q, "x", 0, 1)...)
+	require.Equal(t, []int{0}, b.Pop(t, "/api/v1/pop/queue/"+q).Ns())
+	a.Push(t, brokertest.Numbered(q, "y", 1, 1)...)
 	// b's hot list is seeded; the new partition reaches it by NOTIFY.
 	brokertest.Eventually(t, 10*time.Second, func() error {
-		if got := b.Pop(t, "/api/v1/pop/queue/q").Ns(); got != nil {
+		if got := b.Pop(t, "/api/v1/pop/queue/"+q).Ns(); got != nil {
 			require.Equal(t, []int{1}, got)
 			return nil
 		}

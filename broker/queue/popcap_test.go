@@ -17,7 +17,6 @@ import (
 
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/brokertest"
-	"github.com/regent-mq/regent/test/pgtest"
 )
 
 // bigItem is a message whose payload is a JSON string of about size bytes
@@ -38,24 +37,25 @@ func maxPopBytes(n int64) brokertest.Option {
 func pushApart(t *testing.T, b *brokertest.Broker, n, size int) []int64 {
 	t.Helper()
 	for i := range n {
-		b.Push(t, bigItem("q", i, size))
+		b.Push(t, bigItem(b.Q("q"), i, size))
 	}
-	sizes := b.SegmentSizes(t, "q")
+	sizes := b.SegmentSizes(t, b.Q("q"))
 	require.Len(t, sizes, n)
 	return sizes
 }
 
 func TestAPopAnswerIsCappedByBytesButHoldsAtLeastOneMessage(t *testing.T) {
 	t.Parallel()
-	db := pgtest.URL(t)
-	sizes := pushApart(t, brokertest.StartOn(t, db), 3, 200<<10)
+	b := brokertest.Shared(t)
+	q := b.Q("q")
+	sizes := pushApart(t, b, 3, 200<<10)
 
-	capped := brokertest.StartOn(t, db, maxPopBytes(sizes[0]+sizes[1]+sizes[2]/2))
-	require.Equal(t, []int{0, 1}, capped.Pop(t, "/api/v1/pop/queue/q?batch=10&consumerGroup=g1").Ns(),
+	capped := b.Replica(t, maxPopBytes(sizes[0]+sizes[1]+sizes[2]/2))
+	require.Equal(t, []int{0, 1}, capped.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&consumerGroup=g1").Ns(),
 		"two segments fit the cap, the third does not")
 
-	tiny := brokertest.StartOn(t, db, maxPopBytes(1))
-	require.Equal(t, []int{0}, tiny.Pop(t, "/api/v1/pop/queue/q?batch=10&consumerGroup=g2").Ns(),
+	tiny := b.Replica(t, maxPopBytes(1))
+	require.Equal(t, []int{0}, tiny.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&consumerGroup=g2").Ns(),
 		"a message larger than the cap is still delivered, alone")
 }
 
@@ -63,31 +63,33 @@ func TestAPopAnswerIsCappedByBytesButHoldsAtLeastOneMessage(t *testing.T) {
 // four messages in four segments, hold the first two.
 func cutAfterTwo(t *testing.T) *brokertest.Broker {
 	t.Helper()
-	db := pgtest.URL(t)
-	sizes := pushApart(t, brokertest.StartOn(t, db), 4, 100<<10)
-	return brokertest.StartOn(t, db, maxPopBytes(sizes[0]+sizes[1]))
+	b := brokertest.Shared(t)
+	sizes := pushApart(t, b, 4, 100<<10)
+	return b.Replica(t, maxPopBytes(sizes[0]+sizes[1]))
 }
 
 func TestAPopCutShortByTheByteCapLeasesOnlyWhatItDelivered(t *testing.T) {
 	t.Parallel()
 	b := cutAfterTwo(t)
+	q := b.Q("q")
 
-	p := b.Pop(t, "/api/v1/pop/queue/q?batch=10")
+	p := b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10")
 	require.Equal(t, []int{0, 1}, p.Ns())
-	require.Equal(t, new(int64(2)), b.Cursor(t, "q").BatchEnd, "the lease ends where the answer ends")
+	require.Equal(t, new(int64(2)), b.Cursor(t, q).BatchEnd, "the lease ends where the answer ends")
 	ackLast(t, b, p, "__QUEUE_MODE__")
-	require.Equal(t, []int{2, 3}, b.Pop(t, "/api/v1/pop/queue/q?batch=10").Ns(),
+	require.Equal(t, []int{2, 3}, b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10").Ns(),
 		"the rest is free at once, not after the lease")
 }
 
 func TestAnAutoAckedPopCutShortByTheByteCapCommitsOnlyWhatItDelivered(t *testing.T) {
 	t.Parallel()
 	b := cutAfterTwo(t)
+	q := b.Q("q")
 
-	require.Equal(t, []int{0, 1}, b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true").Ns())
-	require.EqualValues(t, 2, b.Cursor(t, "q").Committed)
-	require.Equal(t, []int{2, 3}, b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true").Ns())
-	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/q?batch=10&autoAck=true"))
+	require.Equal(t, []int{0, 1}, b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&autoAck=true").Ns())
+	require.EqualValues(t, 2, b.Cursor(t, q).Committed)
+	require.Equal(t, []int{2, 3}, b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&autoAck=true").Ns())
+	require.Nil(t, b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&autoAck=true"))
 }
 
 // rssBound is the growth of this test process's resident set, broker and
@@ -178,20 +180,20 @@ func TestPoppingAHundredMebibytesStaysUnderTheRSSBound(t *testing.T) {
 
 func TestAPopWhoseByteCapIsSpentLeavesTheNextPartitionUnclaimed(t *testing.T) {
 	t.Parallel()
-	db := pgtest.URL(t)
-	a := brokertest.StartOn(t, db)
+	a := brokertest.Shared(t)
+	q := a.Q("q")
 	for i, part := range []string{"p1", "p2"} {
-		item := bigItem("q", i, 100<<10)
+		item := bigItem(q, i, 100<<10)
 		item["partition"] = part
 		a.Push(t, item)
 	}
-	one := slices.Max(a.SegmentSizes(t, "q"))
-	b := brokertest.StartOn(t, db, maxPopBytes(one))
+	one := slices.Max(a.SegmentSizes(t, q))
+	b := a.Replica(t, maxPopBytes(one))
 
-	first := b.Pop(t, "/api/v1/pop/queue/q?batch=10&partitions=2")
+	first := b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&partitions=2")
 	require.Equal(t, 1, first.PartitionsClaimed)
 	require.Len(t, first.Messages, 1)
-	second := b.Pop(t, "/api/v1/pop/queue/q?batch=10&partitions=2")
+	second := b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&partitions=2")
 	require.NotNil(t, second, "the partition the cap left out is not leased")
 	require.Equal(t, 1, second.PartitionsClaimed)
 	require.NotEqual(t, first.Partition, second.Partition)

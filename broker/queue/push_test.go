@@ -99,17 +99,21 @@ func TestADuplicateAfterItsQueuesDedupWindowIsStoredAgain(t *testing.T) {
 	require.Equal(t, 2, b.Stored(t, b.Q("short")).Frames)
 }
 
+// minuteDedup is the broker of the tests of the broker's --dedup-window.
+var minuteDedup = brokertest.NewGroup(func(c *config.Config) { c.DedupWindow = time.Minute })
+
 func TestTheBrokersDedupWindowIsTheWindowOfQueuesThatSetNone(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, func(c *config.Config) { c.DedupWindow = time.Minute })
-	r := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "own", "options": map[string]any{"dedupWindowSeconds": 3600}})
+	b := minuteDedup.Shared(t)
+	own, pushed := b.Q("own"), b.Q("pushed")
+	r := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": own, "options": map[string]any{"dedupWindowSeconds": 3600}})
 	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-	for _, q := range []string{"own", "pushed"} { // pushed: created by its first push
+	for _, q := range []string{own, pushed} { // pushed: created by its first push
 		b.Push(t, map[string]any{"queue": q, "payload": 1, "transactionId": "tx"})
 		b.Age(t, q, 2*time.Minute)
 	}
-	require.Equal(t, "queued", b.Push(t, map[string]any{"queue": "pushed", "payload": 1, "transactionId": "tx"})[0]["status"])
-	require.Equal(t, "duplicate", b.Push(t, map[string]any{"queue": "own", "payload": 1, "transactionId": "tx"})[0]["status"])
+	require.Equal(t, "queued", b.Push(t, map[string]any{"queue": pushed, "payload": 1, "transactionId": "tx"})[0]["status"])
+	require.Equal(t, "duplicate", b.Push(t, map[string]any{"queue": own, "payload": 1, "transactionId": "tx"})[0]["status"])
 }
 
 func TestPushSameTransactionIDInAnotherPartitionIsNotDuplicate(t *testing.T) {

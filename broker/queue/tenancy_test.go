@@ -7,27 +7,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
-const secret = "0123456789abcdef0123456789abcdef-test"
-
-func withTenancy(c *config.Config) {
-	c.Auth, c.Tenancy, c.JWTSecret = "jwt", true, secret
-}
-
-func token(t *testing.T, tenant string, role auth.Level) string {
-	t.Helper()
-	tok, err := auth.MintHS256([]byte(secret), auth.MintClaims{Subject: "sub-" + tenant, Tenant: tenant, Role: role})
-	require.NoError(t, err)
-	return tok
-}
+// tenancy is the broker of the tests that need tenancy on in either mode;
+// each test's tenants are named within its namespace.
+var tenancy = brokertest.NewGroup(brokertest.WithJWT(true))
 
 func TestTenantsHaveSeparateQueuesOfTheSameName(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, withTenancy)
-	a, o := token(t, "acme", auth.ReadWrite), token(t, "other", auth.ReadWrite)
+	b := tenancy.Shared(t)
+	acme, other := b.Q("acme"), b.Q("other")
+	a, o := brokertest.Mint(t, acme, auth.ReadWrite), brokertest.Mint(t, other, auth.ReadWrite)
 	resp := b.Do(t, "POST", "/api/v1/push", a, map[string]any{"items": brokertest.Numbered("q", "Default", 0, 1)})
 	require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
 	require.Equal(t, http.StatusNoContent, b.Do(t, "GET", "/api/v1/pop/queue/q", o, nil).Status)
@@ -36,9 +27,9 @@ func TestTenantsHaveSeparateQueuesOfTheSameName(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.Status)
 	var p brokertest.Popped
 	resp.JSON(t, &p)
-	require.Equal(t, "sub-acme", *p.Messages[0].ProducerSub, "the token's sub is stamped")
+	require.Equal(t, "test-"+acme, *p.Messages[0].ProducerSub, "the token's sub is stamped")
 	b.Do(t, "POST", "/api/v1/push", o, map[string]any{"items": brokertest.Numbered("q", "Default", 5, 1)})
-	for _, tenant := range []string{"acme", "other"} {
+	for _, tenant := range []string{acme, other} {
 		q, err := b.DB.Queue(t.Context(), tenant, "q")
 		require.NoError(t, err)
 		require.True(t, q.Exists, tenant)
@@ -50,8 +41,9 @@ func TestTenantsHaveSeparateQueuesOfTheSameName(t *testing.T) {
 
 func TestAckAndLeaseNeverReachAnotherTenantsPartition(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, withTenancy)
-	a, o := token(t, "acme", auth.ReadWrite), token(t, "other", auth.ReadWrite)
+	b := tenancy.Shared(t)
+	acme, other := b.Q("acme"), b.Q("other")
+	a, o := brokertest.Mint(t, acme, auth.ReadWrite), brokertest.Mint(t, other, auth.ReadWrite)
 	b.Do(t, "POST", "/api/v1/push", a, map[string]any{"items": brokertest.Numbered("q", "Default", 0, 2)})
 	var p brokertest.Popped
 	b.Do(t, "GET", "/api/v1/pop/queue/q?batch=2", a, nil).JSON(t, &p)
@@ -69,7 +61,7 @@ func TestAckAndLeaseNeverReachAnotherTenantsPartition(t *testing.T) {
 	resp := b.Do(t, "POST", "/api/v1/transaction", o, map[string]any{"operations": []any{map[string]any{
 		"type": "ack", "transactionId": p.Messages[1].TransactionID, "partitionId": p.PartitionID}}})
 	require.Equal(t, false, resp.Map(t)["success"])
-	c, err := b.DB.Cursors(t.Context(), "acme", "q")
+	c, err := b.DB.Cursors(t.Context(), acme, "q")
 	require.NoError(t, err)
 	require.Len(t, c, 1)
 	require.Zero(t, c[0].Committed)
@@ -80,12 +72,13 @@ func TestAckAndLeaseNeverReachAnotherTenantsPartition(t *testing.T) {
 
 func TestQueueDeletionNeedsAdmin(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, withTenancy)
-	resp := b.Do(t, "DELETE", "/api/v1/resources/queues/q", token(t, "acme", auth.ReadWrite), nil)
+	b := tenancy.Shared(t)
+	acme := b.Q("acme")
+	resp := b.Do(t, "DELETE", "/api/v1/resources/queues/q", brokertest.Mint(t, acme, auth.ReadWrite), nil)
 	require.Equal(t, http.StatusForbidden, resp.Status)
-	resp = b.Do(t, "DELETE", "/api/v1/resources/queues/q", token(t, "acme", auth.Admin), nil)
+	resp = b.Do(t, "DELETE", "/api/v1/resources/queues/q", brokertest.Mint(t, acme, auth.Admin), nil)
 	require.Equal(t, http.StatusOK, resp.Status)
-	require.Equal(t, http.StatusForbidden, b.Do(t, "POST", "/api/v1/push", token(t, "acme", auth.ReadOnly), `{"items": []}`).Status)
-	require.Equal(t, http.StatusOK, b.Do(t, "GET", "/api/v1/dlq", token(t, "acme", auth.ReadOnly), nil).Status)
-	require.Equal(t, http.StatusUnauthorized, b.Do(t, "GET", "/api/v1/pop/queue/q", "", nil).Status)
+	require.Equal(t, http.StatusForbidden, b.Do(t, "POST", "/api/v1/push", brokertest.Mint(t, acme, auth.ReadOnly), `{"items": []}`).Status)
+	require.Equal(t, http.StatusOK, b.Do(t, "GET", "/api/v1/dlq", brokertest.Mint(t, acme, auth.ReadOnly), nil).Status)
+	require.Equal(t, http.StatusUnauthorized, b.Do(t, "GET", "/api/v1/pop/queue/q", brokertest.NoToken, nil).Status)
 }

@@ -10,6 +10,9 @@ import (
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
+// traced is the broker of the tests that need --store-traceparent.
+var traced = brokertest.NewGroup(brokertest.WithTraceparents)
+
 // pushTraced pushes one message to queue with a traceparent header.
 func pushTraced(t *testing.T, b *brokertest.Broker, queue, traceparent string) {
 	t.Helper()
@@ -38,15 +41,16 @@ func postTraced(t *testing.T, b *brokertest.Broker, path, body, traceparent stri
 // continues the trace.
 func TestPushTraceparentIsStoredAndReturnedOnPop(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, brokertest.WithTraceparents)
+	b := traced.Shared(t)
+	q := b.Q("traced")
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	pushTraced(t, b, "traced", tp)
-	b.PushN(t, "traced", "", 0, 1)
-	msgs := b.PopAll(t, "/api/v1/pop/queue/traced?batch=10&autoAck=true")
+	pushTraced(t, b, q, tp)
+	b.PushN(t, q, "", 0, 1)
+	msgs := b.PopAll(t, "/api/v1/pop/queue/"+q+"?batch=10&autoAck=true")
 	require.Len(t, msgs, 2)
 	require.Equal(t, tp, msgs[0].Traceparent)
 	require.Empty(t, msgs[1].Traceparent, "a message pushed without a traceparent carries none")
-	frames := b.Frames(t, b.Tenant, "traced")
+	frames := b.Frames(t, b.Tenant, q)
 	require.Equal(t, tp, frames[0].Traceparent, "stored in the message's segment frame")
 }
 
@@ -54,20 +58,22 @@ func TestPushTraceparentIsStoredAndReturnedOnPop(t *testing.T) {
 // ignores a traceparent it cannot parse rather than refusing the request.
 func TestPushMalformedTraceparentIsIgnored(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, brokertest.WithTraceparents)
-	pushTraced(t, b, "badtrace", "00-00000000000000000000000000000000-00f067aa0ba902b7-01")
-	msgs := b.PopAll(t, "/api/v1/pop/queue/badtrace?autoAck=true")
+	b := traced.Shared(t)
+	q := b.Q("badtrace")
+	pushTraced(t, b, q, "00-00000000000000000000000000000000-00f067aa0ba902b7-01")
+	msgs := b.PopAll(t, "/api/v1/pop/queue/"+q+"?autoAck=true")
 	require.Len(t, msgs, 1)
 	require.Empty(t, msgs[0].Traceparent)
 }
 
 func TestTransactionPushTraceparentIsStoredAndReturnedOnPop(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, brokertest.WithTraceparents)
+	b := traced.Shared(t)
+	q := b.Q("txtraced")
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
 	postTraced(t, b, "/api/v1/transaction",
-		`{"operations":[{"type":"push","items":[{"queue":"txtraced","payload":1}]}]}`, tp)
-	msgs := b.PopAll(t, "/api/v1/pop/queue/txtraced?autoAck=true")
+		`{"operations":[{"type":"push","items":[{"queue":"`+q+`","payload":1}]}]}`, tp)
+	msgs := b.PopAll(t, "/api/v1/pop/queue/"+q+"?autoAck=true")
 	require.Len(t, msgs, 1)
 	require.Equal(t, tp, msgs[0].Traceparent)
 }

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/test/brokertest"
-	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
+func TestMain(m *testing.M) { brokertest.Main(m) }
 
 // Limits are a TenantQuota's, as the operator writes them; nil: no limit.
 type Limits struct {
@@ -28,22 +28,28 @@ func n64(v int64) *int64 { return &v }
 // grant writes tenant's quota row through the function the operator calls.
 func grant(t testing.TB, b *brokertest.Broker, tenant string, l Limits) {
 	t.Helper()
-	_, err := b.Pool.Exec(context.Background(), `SELECT queen_streams.quota_apply_v2(p_tenant => $1, p_enabled => true,
-		p_max_queries => NULL, p_max_queues => $2, p_push_messages_per_second => $3, p_push_messages_burst => $4,
-		p_push_bytes_per_second => $5, p_push_bytes_burst => $6, p_pop_messages_per_second => $7,
-		p_max_stored_bytes => $8, p_max_state_rows => $9)`, tenant, l.MaxQueues, l.PushMessages, l.PushMessagesBurst,
-		l.PushBytes, l.PushBytesBurst, l.PopMessages, l.MaxStoredBytes, l.MaxStateRows)
+	var maxQueues *int32
+	if l.MaxQueues != nil {
+		maxQueues = new(int32(*l.MaxQueues))
+	}
+	_, err := celldb.New(b.Pool).ApplyQuota(context.Background(), celldb.Quota{Tenant: tenant, Enabled: true, MaxQueues: maxQueues,
+		PushMessagesPerSecond: l.PushMessages, PushMessagesBurst: l.PushMessagesBurst, PushBytesPerSecond: l.PushBytes,
+		PushBytesBurst: l.PushBytesBurst, PopMessagesPerSecond: l.PopMessages, MaxStoredBytes: l.MaxStoredBytes, MaxStateRows: l.MaxStateRows})
 	if err != nil {
 		t.Fatalf("grant %s: %v", tenant, err)
 	}
 }
 
-// tenancy starts a broker with tenancy on, and returns it with a read-write
-// token of tenant acme.
+// tenanted is the broker of the quota tests: tenancy on, a tenant of its
+// own per test.
+var tenanted = brokertest.NewGroup(brokertest.WithJWT(true))
+
+// tenancy gives the test the broker with tenancy on, acting as a tenant of
+// its own (b.Tenant), and a read-write token of that tenant.
 func tenancy(t testing.TB) (*brokertest.Broker, string) {
 	t.Helper()
-	b := brokertest.Start(t, brokertest.WithJWT(true))
-	return b, brokertest.Mint(t, "acme", auth.ReadWrite)
+	b := tenanted.Shared(t)
+	return b, brokertest.Mint(t, b.Tenant, auth.ReadWrite)
 }
 
 func items(queue string, n int) map[string]any {
@@ -77,24 +83,21 @@ func untilRefused(t testing.TB, b *brokertest.Broker, quota, method, path, token
 // untilAnswered repeats the request until quota refuses it with status.
 func untilAnswered(t testing.TB, b *brokertest.Broker, status int, quota, method, path, token string, body any) brokertest.Response {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := b.Do(t, method, path, token, body)
-		if r.Status == status && strings.Contains(string(r.Body), `"quota":"`+quota+`"`) {
-			return r
+	var r brokertest.Response
+	brokertest.Eventually(t, 10*time.Second, func() error {
+		if r = b.Do(t, method, path, token, body); r.Status != status || !strings.Contains(string(r.Body), `"quota":"`+quota+`"`) {
+			return fmt.Errorf("%s %s was not refused by %s: %d %s", method, path, quota, r.Status, r.Body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s %s was not refused by %s within 10 s: %d %s", method, path, quota, r.Status, r.Body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return r
 }
 
 func TestMaxQueuesIsExactUnderRacingCreates(t *testing.T) {
 	t.Parallel()
 	b, tok := tenancy(t)
 	three := 3
-	grant(t, b, "acme", Limits{MaxQueues: &three})
+	grant(t, b, b.Tenant, Limits{MaxQueues: &three})
 	var wg sync.WaitGroup
 	resps := make([]brokertest.Response, 12)
 	for i := range resps {
@@ -107,28 +110,26 @@ func TestMaxQueuesIsExactUnderRacingCreates(t *testing.T) {
 		case http.StatusCreated:
 			created++
 		default:
-			wantRefused(t, r, "acme", "maxQueues")
+			wantRefused(t, r, b.Tenant, "maxQueues")
 		}
 	}
 	if created != 3 {
 		t.Fatalf("%d racing creates passed, want exactly 3", created)
 	}
-	if n := b.Count(t, `SELECT count(*) FROM queen.queues WHERE tenant = 'acme'`); n != 3 {
-		t.Fatalf("acme has %d queues, want 3", n)
+	queues, err := b.DB.Queues(t.Context(), b.Tenant)
+	if err != nil || len(queues) != 3 {
+		t.Fatalf("acme has the queues %v (%v), want 3", queues, err)
 	}
 	// Configure counts as a create, and an existing queue always passes.
-	wantRefused(t, b.Do(t, "POST", "/api/v1/configure", tok, map[string]any{"queue": "more"}), "acme", "maxQueues")
-	var existing string
-	if err := b.Pool.QueryRow(t.Context(), `SELECT name FROM queen.queues WHERE tenant = 'acme' LIMIT 1`).Scan(&existing); err != nil {
-		t.Fatal(err)
-	}
+	wantRefused(t, b.Do(t, "POST", "/api/v1/configure", tok, map[string]any{"queue": "more"}), b.Tenant, "maxQueues")
+	existing := queues[0]
 	if r := b.Do(t, "POST", "/api/v1/configure", tok, map[string]any{"queue": existing}); r.Status != http.StatusOK {
 		t.Fatalf("configure of an existing queue at the cap: %d %s", r.Status, r.Body)
 	}
 	if r := b.Do(t, "POST", "/api/v1/push", tok, items(existing, 2)); r.Status != http.StatusCreated {
 		t.Fatalf("push to an existing queue at the cap: %d %s", r.Status, r.Body)
 	}
-	wantMetric(t, b, `regent_quota_refusals_total{quota="maxQueues",tenant="acme"} 10`)
+	wantMetric(t, b, fmt.Sprintf(`regent_quota_refusals_total{quota="maxQueues",tenant=%q} 10`, b.Tenant))
 }
 
 func wantMetric(t testing.TB, b *brokertest.Broker, line string) {
@@ -152,16 +153,26 @@ func TestARefusedPushIs429AndStoresNothing(t *testing.T) {
 	// refused: the bucket then holds less than one, and a push of 6 is
 	// refused for the 5 s it takes to refill. (Drained only until a push of
 	// 6 was refused, it could hold 5.99, and refill within the next push.)
-	grant(t, b, "acme", Limits{PushMessages: n64(1), PushMessagesBurst: n64(6)})
+	grant(t, b, b.Tenant, Limits{PushMessages: n64(1), PushMessagesBurst: n64(6)})
 	untilRefused(t, b, "push.messagesPerSecond", "POST", "/api/v1/push", tok, items("a", 6))
 	untilRefused(t, b, "push.messagesPerSecond", "POST", "/api/v1/push", tok, items("a", 1))
 
-	stored := func() int { return b.Count(t, `SELECT coalesce(sum(frame_count), 0) FROM queen.log_segments`) }
+	stored := func() int {
+		n := 0
+		for _, q := range []string{"a", "b"} {
+			s, err := b.DB.Queue(t.Context(), b.Tenant, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += s.Frames
+		}
+		return n
+	}
 	before := stored()
 	body := items("a", 3)
 	body["items"] = append(body["items"].([]map[string]any), items("b", 3)["items"].([]map[string]any)...)
 	r := b.Do(t, "POST", "/api/v1/push", tok, body)
-	wantRefused(t, r, "acme", "push.messagesPerSecond")
+	wantRefused(t, r, b.Tenant, "push.messagesPerSecond")
 	if r.Header.Get("Retry-After") == "" {
 		t.Fatalf("a 429 without Retry-After: %v", r.Header)
 	}
@@ -170,10 +181,10 @@ func TestARefusedPushIs429AndStoresNothing(t *testing.T) {
 	}
 
 	// The same whole-request rule for the stored bytes.
-	grant(t, b, "acme", Limits{MaxStoredBytes: n64(1)})
+	grant(t, b, b.Tenant, Limits{MaxStoredBytes: n64(1)})
 	untilRefused(t, b, "maxStoredBytes", "POST", "/api/v1/push", tok, items("a", 1))
 	before = stored()
-	wantRefused(t, b.Do(t, "POST", "/api/v1/push", tok, body), "acme", "maxStoredBytes")
+	wantRefused(t, b.Do(t, "POST", "/api/v1/push", tok, body), b.Tenant, "maxStoredBytes")
 	if after := stored(); after != before {
 		t.Fatalf("the push refused by maxStoredBytes stored %d messages", after-before)
 	}
@@ -186,7 +197,7 @@ func TestTheDefaultTenantIsNeverLimited(t *testing.T) {
 	zero := 0
 	tiny := Limits{MaxQueues: &zero, PushMessages: n64(1), PopMessages: n64(1), MaxStoredBytes: n64(0), MaxStateRows: n64(0)}
 	grant(t, b, "default", tiny)
-	grant(t, b, "acme", Limits{PushMessages: n64(1)})
+	grant(t, b, b.Tenant, Limits{PushMessages: n64(1)})
 	// Once acme is refused, the brokers have read both rows.
 	untilAnswered(t, b, http.StatusRequestEntityTooLarge, "push.messagesPerSecond", "POST", "/api/v1/push", acme, items("x", 2))
 	for i := range 5 {
@@ -205,9 +216,9 @@ func TestPopRateRefusesOncePopsSpendIt(t *testing.T) {
 	if r := b.Do(t, "POST", "/api/v1/push", tok, items("q", 200)); r.Status != http.StatusCreated {
 		t.Fatalf("push: %d %s", r.Status, r.Body)
 	}
-	grant(t, b, "acme", Limits{PopMessages: n64(5)})
+	grant(t, b, b.Tenant, Limits{PopMessages: n64(5)})
 	r := untilRefused(t, b, "pop.messagesPerSecond", "GET", "/api/v1/pop/queue/q?batch=20&autoAck=true", tok, nil)
-	wantRefused(t, r, "acme", "pop.messagesPerSecond")
+	wantRefused(t, r, b.Tenant, "pop.messagesPerSecond")
 	if r.Header.Get("Retry-After") == "" {
 		t.Fatalf("a 429 without Retry-After: %v", r.Header)
 	}
@@ -219,9 +230,9 @@ func TestPopRateRefusesOncePopsSpendIt(t *testing.T) {
 func TestAPushLargerThanTheBurstIs413WithoutRetryAfter(t *testing.T) {
 	t.Parallel()
 	b, tok := tenancy(t)
-	grant(t, b, "acme", Limits{PushBytes: n64(100), PushBytesBurst: n64(100)})
+	grant(t, b, b.Tenant, Limits{PushBytes: n64(100), PushBytesBurst: n64(100)})
 	r := untilAnswered(t, b, http.StatusRequestEntityTooLarge, "push.bytesPerSecond", "POST", "/api/v1/push", tok, items("q", 50))
-	if m := r.Map(t); m["tenant"] != "acme" || !strings.Contains(fmt.Sprint(m["error"]), "burst") ||
+	if m := r.Map(t); m["tenant"] != b.Tenant || !strings.Contains(fmt.Sprint(m["error"]), "burst") ||
 		!strings.Contains(fmt.Sprint(m["error"]), "split") {
 		t.Fatalf("the refusal of a push larger than the burst does not say so: %s", r.Body)
 	}

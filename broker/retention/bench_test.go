@@ -1,6 +1,7 @@
 package retention_test
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -12,21 +13,12 @@ import (
 // every rule on and nothing to delete: the cost every replica's turn pays
 // at each interval once the backlog is gone.
 func BenchmarkSweeps10kPartitions(b *testing.B) {
-	br := brokertest.Start(b)
-	_, err := br.Pool.Exec(b.Context(), `INSERT INTO queen.queues (id, tenant, name, retention_enabled,
-			retention_seconds, completed_retention_seconds, max_wait_time_seconds)
-		VALUES (gen_random_uuid(), $1, 'q', true, 3600, 3600, 3600)`, br.Tenant)
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, err = br.Pool.Exec(b.Context(), `INSERT INTO queen.partitions (id, queue_id, name, next_offset, last_push_at)
-		SELECT gen_random_uuid(), q.id, 'p-' || i, 1, now() FROM queen.queues q, generate_series(1, 10000) i;
-		INSERT INTO queen.log_segments (partition_id, base_offset, frame_count, body, checksum, txids, min_created_at, max_created_at)
-		SELECT id, 0, 1, '\x00', 0, ARRAY['t'], now(), now() FROM queen.partitions;
-		INSERT INTO queen.cursors (partition_id, consumer_group, committed, last_consumed_at)
-		SELECT id, 'g', 1, now() FROM queen.partitions;
-		ANALYZE`)
-	if err != nil {
+	br := brokertest.Shared(b)
+	q := br.Q("q")
+	br.Call(b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": q, "options": map[string]any{
+		"retentionEnabled": true, "retentionSeconds": 3600, "completedRetentionSeconds": 3600, "maxWaitTimeSeconds": 3600}})
+	br.AddPartitions(b, q, 10000)
+	if err := br.DB.AtRest(b.Context(), br.Tenant, q, "g"); err != nil {
 		b.Fatal(err)
 	}
 	sw := sweeper(br, time.Hour)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -136,13 +137,12 @@ func startBinary(t *testing.T, b *brokertest.Broker, extraEnv ...string) *proces
 			t.Logf("operator log:\n%s", p.logs())
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for get(p.probe+"/readyz") != http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatalf("the operator never became ready:\n%s", p.logs())
+	brokertest.Eventually(t, 30*time.Second, func() error {
+		if code := get(p.probe + "/readyz"); code != http.StatusOK {
+			return fmt.Errorf("the operator is not ready (%d):\n%s", code, p.logs())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	return p
 }
 
@@ -265,12 +265,10 @@ func TestTheSamplesBecomeReadyUnderTheOperatorBinary(t *testing.T) {
 			return false
 		})
 	}
-	var tenant, name string
-	if err := b.Pool.QueryRow(ctx, `SELECT tenant, name FROM queen_streams.queries WHERE name = 'orders.per_minute'`).Scan(&tenant, &name); err != nil || tenant != "acme" {
-		t.Fatalf("orders.per_minute registered under %q (%v), want acme", tenant, err)
-	}
-	if err := b.Pool.QueryRow(ctx, `SELECT tenant FROM queen_streams.queries WHERE name = 'clicks-per-page'`).Scan(&tenant); err != nil || tenant != "default" {
-		t.Fatalf("clicks-per-page registered under %q (%v), want default", tenant, err)
+	for name, tenant := range map[string]string{"orders.per_minute": "acme", "clicks-per-page": "default"} {
+		if n, err := b.DB.StreamQueriesByTenant(ctx, name); err != nil || len(n) != 1 || n[tenant] != 1 {
+			t.Fatalf("%s registered under %v (%v), want %s", name, n, err, tenant)
+		}
 	}
 
 	metrics := body(t, p.metrics+"/metrics")
@@ -304,16 +302,14 @@ func removeAll(t *testing.T, objs []client.Object) {
 			t.Errorf("delete %s: %v", o.GetName(), err)
 		}
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for _, o := range objs {
-		for k8s.Get(ctx, client.ObjectKeyFromObject(o), o) == nil {
-			if time.Now().After(deadline) {
-				t.Errorf("%s was never removed (finalizers %v)", o.GetName(), o.GetFinalizers())
-				break
+	brokertest.Eventually(t, 60*time.Second, func() error {
+		for _, o := range objs {
+			if k8s.Get(ctx, client.ObjectKeyFromObject(o), o) == nil {
+				return fmt.Errorf("%s is not removed (finalizers %v)", o.GetName(), o.GetFinalizers())
 			}
-			time.Sleep(50 * time.Millisecond)
 		}
-	}
+		return nil
+	})
 }
 
 var scaleRuns atomic.Int32
@@ -377,11 +373,10 @@ func TestAThousandQueriesOverTenNamespacesAndTenTenantsBecomeReady(t *testing.T)
 	}
 	allCreated := time.Since(start)
 
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	brokertest.Eventually(t, 3*time.Minute, func() error {
 		var list v1.StreamQueryList
 		if err := k8s.List(ctx, &list, client.MatchingLabels(label)); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		n := 0
 		for i := range list.Items {
@@ -389,14 +384,11 @@ func TestAThousandQueriesOverTenNamespacesAndTenTenantsBecomeReady(t *testing.T)
 				n++
 			}
 		}
-		if n == tenants*perTenant {
-			break
+		if n != tenants*perTenant {
+			return fmt.Errorf("%d of %d StreamQueries Ready after %s", n, tenants*perTenant, time.Since(start))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d StreamQueries Ready after %s", n, tenants*perTenant, time.Since(start))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	allReady := time.Since(start)
 	peak, now := p.peakRSS(t)
 	t.Logf("scale: %d StreamQueries over %d namespaces and tenants: created in %s, all Ready %s after the first create; operator RSS peak %.0f MiB, now %.0f MiB",
@@ -408,18 +400,12 @@ func TestAThousandQueriesOverTenNamespacesAndTenTenantsBecomeReady(t *testing.T)
 		}
 	}
 
-	rows, err := b.Pool.Query(ctx, `SELECT tenant, count(*) FROM queen_streams.queries GROUP BY tenant ORDER BY tenant`)
+	registered, err := b.DB.StreamQueriesByTenant(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
 	seen := 0
-	for rows.Next() {
-		var tenant string
-		var n int
-		if err := rows.Scan(&tenant, &n); err != nil {
-			t.Fatal(err)
-		}
+	for tenant, n := range registered {
 		if n != perTenant {
 			t.Errorf("tenant %s has %d registrations, want %d", tenant, n, perTenant)
 		}
@@ -443,13 +429,12 @@ func TestLeaderElectionHandsOverWhenTheLeaderStops(t *testing.T) {
 		}
 		return *lease.Spec.HolderIdentity
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for holder() == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("the first operator never took the lease")
+	brokertest.Eventually(t, 30*time.Second, func() error {
+		if holder() == "" {
+			return errors.New("the first operator has not taken the lease")
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	leader := holder()
 	startBinary(t, b, "REGENT_LEADER_ELECT=true", "POD_NAMESPACE=default")
 
@@ -465,12 +450,12 @@ func TestLeaderElectionHandsOverWhenTheLeaderStops(t *testing.T) {
 	}
 
 	first.stop(t)
-	for holder() == leader || holder() == "" {
-		if time.Now().After(deadline.Add(30 * time.Second)) {
-			t.Fatalf("the lease was never handed over (holder %q)", holder())
+	brokertest.Eventually(t, 60*time.Second, func() error {
+		if h := holder(); h == leader || h == "" {
+			return fmt.Errorf("the lease is not handed over (holder %q)", h)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(q), q); err != nil {
 		t.Fatal(err)
 	}
@@ -484,17 +469,13 @@ func TestLeaderElectionHandsOverWhenTheLeaderStops(t *testing.T) {
 // waitFor polls obj until cond holds.
 func waitFor(t *testing.T, obj client.Object, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	brokertest.Eventually(t, 30*time.Second, func() error {
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 			t.Fatal(err)
 		}
-		if cond() {
-			return
+		if !cond() {
+			return fmt.Errorf("%s has not reached the expected state: %+v", obj.GetName(), obj)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never reached the expected state: %+v", obj.GetName(), obj)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -11,10 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/test/brokertest"
-	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { brokertest.Main(m) }
 
 func env(t *testing.T, b *brokertest.Broker, queue string) *Env {
 	e := &Env{URL: b.URL, Token: b.Token, Queue: queue, C: 3, B: 10, P: 4, N: 205, Size: 32, TxIDs: true}
@@ -32,16 +31,16 @@ func requireVerified(t *testing.T, res *Result) {
 }
 
 func TestPushScenarioStoresNMessagesOverPPartitions(t *testing.T) {
-	b := brokertest.Start(t)
-	res := env(t, b, "push-q").run(t.Context(), "push", scenarios["push"])
+	b := brokertest.Shared(t)
+	q := b.Q("push-q")
+	res := env(t, b, q).run(t.Context(), "push", scenarios["push"])
 	require.Empty(t, res.Error)
 	require.Zero(t, res.Errors)
 	require.Equal(t, 21, res.Requests)
 	require.Greater(t, res.MsgsPerSec, 0.0)
-	var frames, parts int
-	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT sum(frame_count), count(DISTINCT partition_id) FROM queen.log_segments`).Scan(&frames, &parts))
-	require.Equal(t, 205, frames)
-	require.Equal(t, 4, parts)
+	stored := b.Stored(t, q)
+	require.Equal(t, 205, stored.Frames)
+	require.Len(t, stored.Partitions, 4)
 }
 
 // popAll pops every message of the queue with auto-ack.
@@ -65,8 +64,8 @@ func popAll(t *testing.T, e *Env) []popMessage {
 }
 
 func TestPushScenarioGivesEveryItemAUUIDv7TransactionIDOfItsOwn(t *testing.T) {
-	b := brokertest.Start(t)
-	e := env(t, b, "txid-q")
+	b := brokertest.Shared(t)
+	e := env(t, b, b.Q("txid-q"))
 	res := e.run(t.Context(), "push", scenarios["push"])
 	requireVerified(t, res)
 	require.True(t, *res.TransactionIDs)
@@ -84,8 +83,8 @@ func TestPushScenarioGivesEveryItemAUUIDv7TransactionIDOfItsOwn(t *testing.T) {
 }
 
 func TestPushScenarioWithoutTransactionIDsLetsTheBrokerUseTheMessageID(t *testing.T) {
-	b := brokertest.Start(t)
-	e := env(t, b, "no-txid-q")
+	b := brokertest.Shared(t)
+	e := env(t, b, b.Q("no-txid-q"))
 	e.TxIDs = false
 	res := e.run(t.Context(), "push", scenarios["push"])
 	requireVerified(t, res)
@@ -98,10 +97,11 @@ func TestPushScenarioWithoutTransactionIDsLetsTheBrokerUseTheMessageID(t *testin
 }
 
 func TestPushTallyCountsTheDuplicatesABrokerAnswers(t *testing.T) {
-	b := brokertest.Start(t)
-	e := env(t, b, "dup-q")
-	body := `{"items":[{"queue":"dup-q","transactionId":"t1","payload":1},{"queue":"dup-q","transactionId":"t1","payload":2},` +
-		`{"queue":"dup-q","transactionId":"t2","payload":3}]}`
+	b := brokertest.Shared(t)
+	q := b.Q("dup-q")
+	e := env(t, b, q)
+	body := `{"items":[{"queue":"` + q + `","transactionId":"t1","payload":1},{"queue":"` + q + `","transactionId":"t1","payload":2},` +
+		`{"queue":"` + q + `","transactionId":"t2","payload":3}]}`
 	_, answer, err := e.Do(t.Context(), "POST", "/api/v1/push", []byte(body), false)
 	require.NoError(t, err)
 	var tl tally
@@ -111,12 +111,12 @@ func TestPushTallyCountsTheDuplicatesABrokerAnswers(t *testing.T) {
 }
 
 func TestPushScenarioReportsCPUAndMemoryOfTheWatchedProcesses(t *testing.T) {
-	b := brokertest.Start(t)
-	e := env(t, b, "watched-q")
+	b := brokertest.Shared(t)
+	e := env(t, b, b.Q("watched-q"))
 	// The broker runs in this process; PostgreSQL's postmaster is the
 	// parent of the backend serving this query.
-	var backend int
-	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT pg_backend_pid()`).Scan(&backend))
+	backend, err := b.DB.Backend(t.Context())
+	require.NoError(t, err)
 	st, err := readStat(fmt.Sprint(backend))
 	require.NoError(t, err)
 	e.BrokerPID, e.PostgresPID = os.Getpid(), st.ppid
@@ -132,8 +132,8 @@ func TestPushScenarioReportsCPUAndMemoryOfTheWatchedProcesses(t *testing.T) {
 }
 
 func TestRunsWithoutWatchedProcessesReportOnlyTheToolsCPU(t *testing.T) {
-	b := brokertest.Start(t)
-	res := env(t, b, "unwatched-q").run(t.Context(), "push", scenarios["push"])
+	b := brokertest.Shared(t)
+	res := env(t, b, b.Q("unwatched-q")).run(t.Context(), "push", scenarios["push"])
 	requireVerified(t, res)
 	require.Zero(t, res.BrokerRSSPeakMB)
 	require.Equal(t, []string{"tool"}, keys(res.CPUSeconds))
@@ -148,18 +148,17 @@ func keys(m map[string]float64) []string {
 }
 
 func TestPopAckScenarioVerifiesExactlyNDistinct(t *testing.T) {
-	b := brokertest.Start(t)
-	res := env(t, b, "popack-q").run(t.Context(), "popack", scenarios["popack"])
+	b := brokertest.Shared(t)
+	q := b.Q("popack-q")
+	res := env(t, b, q).run(t.Context(), "popack", scenarios["popack"])
 	requireVerified(t, res)
-	var left int
-	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT count(*) FROM queen.cursors c JOIN queen.partitions p ON p.id = c.partition_id
-		WHERE c.committed < p.next_offset`).Scan(&left))
-	require.Zero(t, left, "everything was acknowledged")
+	stored := b.Stored(t, q)
+	require.Equal(t, stored.NextOffset, stored.Committed, "everything was acknowledged")
 }
 
 func TestPopAckScenarioReportsMissingMessages(t *testing.T) {
-	b := brokertest.Start(t)
-	e := env(t, b, "short-q")
+	b := brokertest.Shared(t)
+	e := env(t, b, b.Q("short-q"))
 	require.NoError(t, e.prefill(t.Context()))
 	e.N, e.Prefilled = 300, true // more than the queue holds
 	res := e.run(t.Context(), "popack", scenarios["popack"])
@@ -168,14 +167,15 @@ func TestPopAckScenarioReportsMissingMessages(t *testing.T) {
 }
 
 func TestCycleScenarioVerifiesExactlyOnce(t *testing.T) {
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	grantStreams(t, b)
-	res := env(t, b, "cycle-q").run(t.Context(), "cycle", scenarios["cycle"])
+	q := b.Q("cycle-q")
+	res := env(t, b, q).run(t.Context(), "cycle", scenarios["cycle"])
 	requireVerified(t, res)
 	require.Greater(t, res.CyclesPerSec, 0.0)
-	var state int
-	require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT count(*) FROM queen_streams.state`).Scan(&state))
-	require.Equal(t, 4*4, state, "S state rows per source partition")
+	id, _, err := b.DB.StreamQueryNamed(t.Context(), b.Tenant, q+".q")
+	require.NoError(t, err)
+	require.Equal(t, 4*4, b.StateRows(t, id), "S state rows per source partition")
 }
 
 func TestSummaryGivesTheMedianOfEachFigure(t *testing.T) {
@@ -199,13 +199,17 @@ func TestSummaryGivesTheMedianCPUPerRequestAndTheLargestRSSPeak(t *testing.T) {
 }
 
 func TestDropDeletesTheRunsQueueAndTheQueuesItMade(t *testing.T) {
-	b := brokertest.Start(t)
-	_, err := b.Pool.Exec(t.Context(), `INSERT INTO queen_streams.quota (tenant) VALUES ($1)`, b.Tenant)
-	require.NoError(t, err)
-	e := env(t, b, "drop-q")
+	b := brokertest.Shared(t)
+	grantStreams(t, b)
+	q := b.Q("drop-q")
+	e := env(t, b, q)
 	requireVerified(t, e.run(t.Context(), "cycle", scenarios["cycle"]))
 	count := func() (n int) {
-		require.NoError(t, b.Pool.QueryRow(t.Context(), `SELECT count(*) FROM queen.queues`).Scan(&n))
+		for _, queue := range []string{q, q + ".sink"} {
+			if b.Stored(t, queue).Exists {
+				n++
+			}
+		}
 		return n
 	}
 	require.Equal(t, 2, count(), "the source and the sink")
@@ -216,16 +220,15 @@ func TestDropDeletesTheRunsQueueAndTheQueuesItMade(t *testing.T) {
 // grantStreams lets the tenant register queries: with tenancy on (secure
 // mode) it needs a grant.
 func grantStreams(t *testing.T, b *brokertest.Broker) {
-	_, err := b.Pool.Exec(t.Context(), `INSERT INTO queen_streams.quota (tenant) VALUES ($1) ON CONFLICT DO NOTHING`, b.Tenant)
-	require.NoError(t, err)
+	b.Grant(t, b.Tenant, nil)
 }
 
-// runKeyed runs scenario name with 7 keys on a broker of its own, and
+// runKeyed runs scenario name with 7 keys in a namespace of its own, and
 // requires it verified.
 func runKeyed(t *testing.T, name string) (*brokertest.Broker, *Env, *Result) {
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	grantStreams(t, b)
-	e := env(t, b, name+"-q")
+	e := env(t, b, b.Q(name+"-q"))
 	e.Keys = 7
 	res := e.run(t.Context(), name, scenarios[name])
 	requireVerified(t, res)
@@ -240,16 +243,21 @@ func TestStockScenarioFoldsEveryEventOnceIntoItsKeysWindow(t *testing.T) {
 	// Each event is counted once: in a window still open in the state, or
 	// in one a fold or the flush emitted (a run across a minute's end).
 	count := map[string]int{}
-	rows, err := b.Pool.Query(t.Context(), `SELECT s.value->>'key', (s.value->>'count')::int FROM queen_streams.state s
-		JOIN queen_streams.queries q ON q.id = s.query_id WHERE q.name = $1 AND s.key <> 'wm'`, e.Queue+".stock")
+	id, _, err := b.DB.StreamQueryNamed(t.Context(), b.Tenant, e.Queue+".stock")
 	require.NoError(t, err)
-	for rows.Next() {
-		var k string
-		var n int
-		require.NoError(t, rows.Scan(&k, &n))
-		count[k] += n
+	state, err := b.DB.StateOf(t.Context(), id)
+	require.NoError(t, err)
+	for _, row := range state {
+		if row.Key == "wm" {
+			continue
+		}
+		var w struct {
+			Key   string `json:"key"`
+			Count int    `json:"count"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(row.Value), &w))
+		count[w.Key] += w.Count
 	}
-	require.NoError(t, rows.Err())
 	parts, err := b.Log(t.Context(), b.Tenant, e.Queue+".out")
 	require.NoError(t, err)
 	for _, p := range parts {

@@ -18,11 +18,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/pipeline"
+	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 const (
 	crashPartitions = 8
@@ -48,19 +50,71 @@ func (b *brokerProcess) start() {
 	if err := b.cmd.Start(); err != nil {
 		b.t.Fatalf("start broker: %v", err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	brokertest.Eventually(b.t, 30*time.Second, func() error {
 		resp, err := http.Get("http://" + b.addr + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return fmt.Errorf("the broker is not healthy: %w", err)
 		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("broker did not become healthy: %v", err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("the broker is not healthy: %d", resp.StatusCode)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+}
+
+// query is what the worker's query has done, read from the broker's
+// database: tenant default, source queue events.
+type query struct {
+	t    *testing.T
+	db   *dbtest.DB
+	name string
+}
+
+// cursors are the query's group's cursors on events.
+func (q query) cursors() []dbtest.Cursor {
+	q.t.Helper()
+	all, err := q.db.Cursors(q.t.Context(), "default", "events")
+	if err != nil {
+		q.t.Fatal(err)
 	}
+	var out []dbtest.Cursor
+	for _, c := range all {
+		if c.Group == "streams."+q.name {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// consumed is the events its group committed.
+func (q query) consumed() int64 {
+	q.t.Helper()
+	var n int64
+	for _, c := range q.cursors() {
+		n += c.Committed
+	}
+	return n
+}
+
+// open counts its windows still open: its state rows but the clock.
+func (q query) open() int {
+	q.t.Helper()
+	id, _, err := q.db.StreamQueryNamed(q.t.Context(), "default", q.name)
+	if err != nil {
+		q.t.Fatal(err)
+	}
+	state, err := q.db.StateOf(q.t.Context(), id)
+	if err != nil {
+		q.t.Fatal(err)
+	}
+	open := 0
+	for _, row := range state {
+		if row.Key != pipeline.ClockKey {
+			open++
+		}
+	}
+	return open
 }
 
 // build builds one of the module's commands into dir.
@@ -164,13 +218,7 @@ func TestExactlyOnceWhileTheBrokerIsKilled(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, cfg, log) }()
 
-	consumed := func() int64 {
-		var n int64
-		if err := pool.QueryRow(ctx, `SELECT coalesce(sum(committed), 0) FROM queen.cursors WHERE consumer_group = 'streams.crash.per_minute'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	consumed := query{t, dbtest.New(pool), "crash.per_minute"}.consumed
 	// Kill k lands at a random point of the run's k-th slice (of
 	// crashKills+1), reached by progress rather than by time: on a fast
 	// machine a run outpaced kills spread over fixed delays.
@@ -178,16 +226,19 @@ func TestExactlyOnceWhileTheBrokerIsKilled(t *testing.T) {
 	slice := int64(crashEvents / (crashKills + 1))
 	for k := range int64(crashKills) {
 		target := (k+1)*slice + rand.Int64N(slice/2)
-		for deadline := time.Now().Add(60 * time.Second); consumed() < target; time.Sleep(2 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("kill %d: the worker never reached %d events (at %d)", k+1, target, consumed())
+		brokertest.Eventually(t, 60*time.Second, func() error {
+			if n := consumed(); n < target {
+				return fmt.Errorf("kill %d: the worker has not reached %d events (at %d)", k+1, target, n)
 			}
-		}
+			return nil
+		})
 		if n := consumed(); n < crashEvents {
 			midRun++
 			t.Logf("kill %d at %d of %d events", k+1, n, crashEvents)
 		}
 		b.kill()
+		// Real time: the broker stays down a random while, as a crashed
+		// pod does, and the worker's retries run against a closed port.
 		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
 		b.start()
 	}
@@ -197,24 +248,18 @@ func TestExactlyOnceWhileTheBrokerIsKilled(t *testing.T) {
 
 	// Done when the source is consumed and the idle flush has closed every
 	// window.
-	for deadline := time.Now().Add(90 * time.Second); ; {
-		var open int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM queen_streams.state WHERE key <> $1`, pipeline.ClockKey).Scan(&open); err != nil {
-			t.Fatal(err)
-		}
-		if consumed() == crashEvents && open == 0 {
-			break
-		}
+	q := query{t, dbtest.New(pool), "crash.per_minute"}
+	brokertest.Eventually(t, 90*time.Second, func() error {
 		select {
 		case err := <-done:
 			t.Fatalf("the worker stopped: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not done in time: %d of %d events consumed, %d windows open", consumed(), crashEvents, open)
+		if n, open := q.consumed(), q.open(); n != crashEvents || open != 0 {
+			return fmt.Errorf("not done: %d of %d events consumed, %d windows open", n, crashEvents, open)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	cancel()
 	<-done
 

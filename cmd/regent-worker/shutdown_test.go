@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regent-mq/regent/broker/db/dbtest"
+	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
@@ -64,18 +65,13 @@ func TestSIGTERMFinishesTheCycleInFlightAndLeavesNoLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = first.Process.Kill() }()
-	consumed := func() int64 {
-		var n int64
-		if err := pool.QueryRow(context.Background(), `SELECT coalesce(sum(committed), 0) FROM queen.cursors WHERE consumer_group = 'streams.term.per_minute'`).Scan(&n); err != nil {
-			t.Fatal(err)
+	q := query{t, dbtest.New(pool), "term.per_minute"}
+	brokertest.Eventually(t, 30*time.Second, func() error {
+		if n := q.consumed(); n < events/4 {
+			return fmt.Errorf("the worker is not a quarter through (at %d)", n)
 		}
-		return n
-	}
-	for deadline := time.Now().Add(30 * time.Second); consumed() < events/4; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the worker never got a quarter through (at %d)", consumed())
-		}
-	}
+		return nil
+	})
 	if code, body := get("http://" + listen + "/healthz"); code != 200 {
 		t.Fatalf("/healthz = %d %s", code, body)
 	}
@@ -102,11 +98,12 @@ func TestSIGTERMFinishesTheCycleInFlightAndLeavesNoLease(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("SIGTERM: the worker did not exit within 10s")
 	}
-	at := consumed()
-	var live int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM queen.cursors
-		WHERE consumer_group = 'streams.term.per_minute' AND queen.lease_live(lease_expires_at)`).Scan(&live); err != nil {
-		t.Fatal(err)
+	at := q.consumed()
+	live := 0
+	for _, c := range q.cursors() {
+		if c.LeaseExpiresAt != nil && c.LeaseExpiresAt.After(time.Now()) {
+			live++
+		}
 	}
 	if live != 0 || at >= events {
 		t.Fatalf("after SIGTERM at %d of %d events: %d live leases, want none, mid-run", at, events, live)
@@ -118,18 +115,12 @@ func TestSIGTERMFinishesTheCycleInFlightAndLeavesNoLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = second.Process.Kill(); _ = second.Wait() }()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		var open int
-		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM queen_streams.state WHERE key NOT LIKE '%clock'`).Scan(&open); err != nil {
-			t.Fatal(err)
+	brokertest.Eventually(t, 60*time.Second, func() error {
+		if n, open := q.consumed(), q.open(); n != events || open != 0 {
+			return fmt.Errorf("not done: %d of %d consumed, %d windows open", n, events, open)
 		}
-		if consumed() == events && open == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not done: %d of %d consumed, %d windows open", consumed(), events, open)
-		}
-	}
+		return nil
+	})
 	got := int64(0)
 	for {
 		code, body := get("http://" + b.addr + "/api/v1/pop/queue/events.out?batch=1000&partitions=4&autoAck=true")

@@ -51,7 +51,10 @@ func TestAFailOverLosesNoAcknowledgedPush(t *testing.T) {
 		wg.Wait()
 	}()
 
-	time.Sleep(time.Second)
+	if !load.WaitFlowing(20, 30*time.Second) {
+		load.Halt()
+		t.Fatal("the load never flowed through every broker")
+	}
 	load.Mark(true)
 	failed.Store(true)
 	crashed := time.Now()

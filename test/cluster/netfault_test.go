@@ -71,6 +71,8 @@ func TestNetworkFaultsBetweenBrokerAndPostgreSQLLoseNothing(t *testing.T) {
 				}
 				injected++
 			}
+			// Real time: the fault lasts as long as a network's would,
+			// while the load meets it.
 			time.Sleep(hold)
 			proxy.Toxics.ResetToxics(context.Background())
 			load.Mark(false)

@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
+	"github.com/regent-mq/regent/broker/db/dbtest"
+	"github.com/regent-mq/regent/pipeline"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/cluster"
 	"github.com/regent-mq/regent/test/foldref"
@@ -157,9 +159,8 @@ func (r *pipelineRun) push(events [][]foldref.Event) {
 // consumed is how many events the query has committed, or -1 while the
 // database cannot say.
 func (r *pipelineRun) consumed() int64 {
-	var n int64
-	if err := r.pool.QueryRow(context.Background(), `SELECT coalesce(sum(committed), 0) FROM queen.cursors
-		WHERE consumer_group = $1`, "streams."+r.name).Scan(&n); err != nil {
+	n, err := dbtest.New(r.pool).GroupCommitted(context.Background(), "streams."+r.name)
+	if err != nil {
 		return -1
 	}
 	return n
@@ -177,17 +178,15 @@ func (r *pipelineRun) kill(kills int) (midRun int) {
 	slice := r.total / int64(kills+1)
 	for k := range kills {
 		target := int64(k+1)*slice + rand.Int64N(slice/2)
-		for deadline := time.Now().Add(60 * time.Second); r.consumed() < target; time.Sleep(2 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				r.t.Fatalf("the workers never reached %d events (at %d)", target, r.consumed())
-			}
-		}
+		r.waitConsumed(target)
 		if r.consumed() < r.total {
 			midRun++
 		}
 		if k == 0 {
 			stalls.Go(func() { r.workers[len(r.workers)-1].stall(stallFor) })
 		}
+		// Real time: what is killed stays down a random while, as a
+		// crashed pod does.
 		pause := time.Duration(rand.IntN(300)) * time.Millisecond
 		if k%3 == 2 {
 			b := r.bs[k%len(r.bs)]
@@ -226,16 +225,13 @@ func (w *workerProc) stall(d time.Duration) {
 // idle flushes have closed every window.
 func (r *pipelineRun) settle() {
 	r.t.Helper()
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		open := -1
-		_ = r.pool.QueryRow(context.Background(), `SELECT count(*) FROM queen_streams.state WHERE key NOT LIKE '%clock'`).Scan(&open)
-		if r.consumed() == r.total && open == 0 {
-			return
+	brokertest.Eventually(r.t, 90*time.Second, func() error {
+		open, err := dbtest.New(r.pool).CountState(context.Background(), pipeline.ClockKey)
+		if n := r.consumed(); err != nil || n != r.total || open != 0 {
+			return fmt.Errorf("not settled: %d of %d events consumed, %d windows open (%v)", n, r.total, open, err)
 		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("not settled in time: %d of %d events consumed, %d windows open", r.consumed(), r.total, open)
-		}
-	}
+		return nil
+	})
 }
 
 // drain pops every message of queue, by partition.
@@ -432,11 +428,7 @@ func TestAStatelessPipelineEmitsEachEventOnceWhileWorkersAndBrokersAreKilled(t *
 	r := startPipelineRun(t, "stateless", v1.Pipeline{Filter: "payload.amount % 3 != 0",
 		Project: "{'key': payload.key, 'ts': payload.ts, 'amount': payload.amount * 2}"}, events)
 	midRun := r.kill(kills)
-	for deadline := time.Now().Add(90 * time.Second); r.consumed() < r.total; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d consumed", r.consumed(), r.total)
-		}
-	}
+	r.waitConsumed(r.total)
 	sink := r.drain("events.out")
 	f := figures{events: int(r.total)}
 	for p, evs := range events {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/cluster"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -40,10 +41,9 @@ func TestThePushRateHoldsAcrossThreeReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(context.Background(), `SELECT queen_streams.quota_apply_v2(p_tenant => 'acme', p_enabled => true,
-		p_max_queries => NULL, p_max_queues => NULL, p_push_messages_per_second => $1, p_push_messages_burst => $1,
-		p_push_bytes_per_second => NULL, p_push_bytes_burst => NULL, p_pop_messages_per_second => NULL,
-		p_max_stored_bytes => NULL, p_max_state_rows => NULL)`, rate); err != nil {
+	perSecond := int64(rate)
+	if _, err := celldb.New(pool).ApplyQuota(context.Background(), celldb.Quota{Tenant: "acme", Enabled: true,
+		PushMessagesPerSecond: &perSecond, PushMessagesBurst: &perSecond}); err != nil {
 		t.Fatal(err)
 	}
 	body := map[string]any{"items": make([]map[string]any, perPush)}

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/cluster"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -40,7 +42,11 @@ func TestRetentionRunsOnOneReplicaAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	time.Sleep(1100 * time.Millisecond) // every message older than the retention below
+	d := dbtest.New(pool)
+	// Every message older than the retention below.
+	if err := d.Age(t.Context(), "default", "aged", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	// The watch starts before retention is switched on, so that a sweep
 	// quicker than the test's first look is still seen, and goes on after
 	// the messages are hidden (raising the floors comes first, the deletes
@@ -62,13 +68,11 @@ func TestRetentionRunsOnOneReplicaAtATime(t *testing.T) {
 				return
 			default:
 			}
-			var deleting int
 			// Nothing but retention deletes anything in this database
 			// meanwhile; raising the floors, which hides the messages
 			// before their segments are deleted, is retention's too.
-			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-				AND pid <> pg_backend_pid() AND state = 'active'
-				AND (query ILIKE '%delete%' OR query ILIKE '%raise_floors%')`).Scan(&deleting); err != nil {
+			deleting, err := d.Running(ctx, "delete", "raise_floors")
+			if err != nil {
 				w.err = err
 				done <- w
 				return
@@ -82,20 +86,27 @@ func TestRetentionRunsOnOneReplicaAtATime(t *testing.T) {
 	if r := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "aged", "options": map[string]any{"retentionEnabled": true, "retentionSeconds": 1}}); r.Status != http.StatusOK {
 		t.Fatalf("configure = %d %s", r.Status, r.Body)
 	}
-	for ctx.Err() == nil {
+	brokertest.Eventually(t, 60*time.Second, func() error {
 		r := b.Do(t, "GET", "/api/v1/pop/queue/aged?batch=1&partitions=100&autoAck=true", "", nil)
-		if r.Status == http.StatusNoContent {
-			break // all hidden
+		if r.Status == http.StatusOK {
+			return errors.New("retention has not hidden every aged message")
 		}
-		if r.Status != http.StatusOK {
+		if r.Status != http.StatusNoContent {
 			t.Fatalf("pop = %d %s", r.Status, r.Body)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if ctx.Err() != nil {
-		t.Fatal("retention did not remove the aged messages within 60s")
-	}
-	time.Sleep(500 * time.Millisecond) // five sweeps: the deletes behind the floors
+		return nil
+	})
+	// The deletes behind the floors.
+	brokertest.Eventually(t, 60*time.Second, func() error {
+		q, err := d.Queue(ctx, "default", "aged")
+		if err != nil {
+			return err
+		}
+		if q.Segments > 0 {
+			return fmt.Errorf("%d segments left behind the floors", q.Segments)
+		}
+		return nil
+	})
 	close(stop)
 	w := <-done
 	if w.err != nil {

@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
 	"github.com/regent-mq/regent/broker/celldb"
+	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/foldref"
 )
 
@@ -63,23 +64,23 @@ func (r *pipelineRun) stopWorkers(db *celldb.DB, ws []*workerProc) {
 	for _, w := range ws {
 		w.kill()
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		n, err := db.Leases(context.Background(), v1.DefaultTenant, r.name, v1.ConsumerGroup(r.name))
-		if err == nil && n == 0 {
-			return
+	brokertest.Eventually(r.t, 30*time.Second, func() error {
+		if n, err := db.Leases(context.Background(), v1.DefaultTenant, r.name, v1.ConsumerGroup(r.name)); err != nil || n != 0 {
+			return fmt.Errorf("the stopped workers' leases are not gone (%d, %v)", n, err)
 		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("the stopped workers' leases never went (%d, %v)", n, err)
-		}
-	}
+		return nil
+	})
 }
 
+// waitConsumed waits until the query has consumed n events.
 func (r *pipelineRun) waitConsumed(n int64) {
-	for deadline := time.Now().Add(90 * time.Second); r.consumed() < n; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("the workers never consumed %d events (at %d)", n, r.consumed())
+	r.t.Helper()
+	brokertest.Eventually(r.t, 90*time.Second, func() error {
+		if at := r.consumed(); at < n {
+			return fmt.Errorf("the workers have not consumed %d events (at %d)", n, at)
 		}
-	}
+		return nil
+	})
 }
 
 func TestAnUpgradeThroughASavepointAndARollbackKeepTheSinkExactlyOnce(t *testing.T) {

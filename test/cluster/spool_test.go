@@ -25,30 +25,65 @@ func setMaintenance(t *testing.T, b *cluster.Broker, on bool) {
 
 func buffered(t *testing.T, b *cluster.Broker) int {
 	t.Helper()
-	r := brokertest.At(b.URL).Do(t, "GET", "/api/v1/system/maintenance", "", nil)
-	if r.Status != http.StatusOK {
-		t.Fatalf("maintenance status: %d %s", r.Status, r.Body)
+	n, err := bufferedOf(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// bufferedOf is what b's spool holds, or why b cannot say: a broker just
+// started again may not answer yet.
+func bufferedOf(b *cluster.Broker) (int, error) {
+	r, err := brokertest.At(b.URL).Send("GET", "/api/v1/system/maintenance", "", nil)
+	if err != nil {
+		return 0, err
 	}
 	var s struct{ BufferedMessages int }
-	r.JSON(t, &s)
-	return s.BufferedMessages
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &s) != nil {
+		return 0, fmt.Errorf("maintenance status: %d %s", r.Status, r.Body)
+	}
+	return s.BufferedMessages, nil
 }
 
 // waitDrained waits, for up to 30 s, until every broker's spool is empty.
 func waitDrained(t *testing.T, bs ...*cluster.Broker) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		left := 0
-		for _, b := range bs {
-			left += buffered(t, b)
+	brokertest.Eventually(t, 30*time.Second, func() error {
+		if left, err := spooled(bs...); err != nil || left > 0 {
+			return fmt.Errorf("the spools still hold %d messages (%v)", left, err)
 		}
-		if left == 0 {
-			return
+		return nil
+	})
+}
+
+// spooled is what the brokers' spools hold together.
+func spooled(bs ...*cluster.Broker) (int, error) {
+	n := 0
+	for _, b := range bs {
+		m, err := bufferedOf(b)
+		if err != nil {
+			return 0, err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the spools still hold %d messages after 30 s", left)
-		}
+		n += m
 	}
+	return n, nil
+}
+
+// waitAcked waits until n more pushes than now are answered 201.
+func (l *spoolLoad) waitAcked(t *testing.T, n int) {
+	t.Helper()
+	l.mu.Lock()
+	want := len(l.acked) + n
+	l.mu.Unlock()
+	brokertest.Eventually(t, 30*time.Second, func() error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.acked) < want {
+			return fmt.Errorf("%d pushes answered 201, want %d", len(l.acked), want)
+		}
+		return nil
+	})
 }
 
 // spoolLoad is clients pushing throughout, each request to the next
@@ -135,6 +170,8 @@ func (l *spoolLoad) send(b *cluster.Broker, items []map[string]any, ns []int64) 
 		}
 	}
 	if status != "201" {
+		// A client's pause before it tries again, not a wait for an
+		// event: without it the load spins on the shared machine.
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -154,9 +191,16 @@ func TestPushMaintenanceAcrossThreeBrokersDeliversEveryMessageExactlyOnce(t *tes
 	load := startSpoolLoad(bs, "spooled", 6)
 	maxBuffered := 0
 	for cycle := range 3 {
-		time.Sleep(500 * time.Millisecond)
+		load.waitAcked(t, 50) // pushes flow before the mode goes on
 		setMaintenance(t, bs[cycle], true)
-		time.Sleep(1500 * time.Millisecond)
+		// The spools fill, and pushes answered 201 go on meanwhile.
+		brokertest.Eventually(t, 30*time.Second, func() error {
+			if n, err := spooled(bs...); err != nil || n < 20 {
+				return fmt.Errorf("the spools hold %d messages, want 20 (%v)", n, err)
+			}
+			return nil
+		})
+		load.waitAcked(t, 50)
 		n := 0
 		for _, b := range bs {
 			n += buffered(t, b)
@@ -170,7 +214,7 @@ func TestPushMaintenanceAcrossThreeBrokersDeliversEveryMessageExactlyOnce(t *tes
 		}
 		setMaintenance(t, bs[(cycle+1)%3], false)
 	}
-	time.Sleep(500 * time.Millisecond)
+	load.waitAcked(t, 50) // and after the last mode went off
 	load.halt()
 	waitDrained(t, bs...)
 

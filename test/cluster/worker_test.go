@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regent-mq/regent/broker/db/dbtest"
+	"github.com/regent-mq/regent/pipeline"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/cluster"
 	"github.com/regent-mq/regent/test/pgtest"
@@ -101,9 +103,8 @@ func startWorkerRun(t *testing.T, db string, bs []*cluster.Broker, events, parti
 // consumed is how many events the query has committed, or -1 while the
 // database cannot say (a failover).
 func (w *workerRun) consumed() int64 {
-	var n int64
-	if err := w.pool.QueryRow(context.Background(), `SELECT coalesce(sum(committed), 0) FROM queen.cursors
-		WHERE consumer_group = 'streams.chaos.per_minute'`).Scan(&n); err != nil {
+	n, err := dbtest.New(w.pool).GroupCommitted(context.Background(), "streams.chaos.per_minute")
+	if err != nil {
 		return -1
 	}
 	return n
@@ -112,11 +113,12 @@ func (w *workerRun) consumed() int64 {
 // waitConsumed waits until the query has committed n events.
 func (w *workerRun) waitConsumed(n int64) {
 	w.t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); w.consumed() < n; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			w.t.Fatalf("the workers never reached %d events (at %d)", n, w.consumed())
+	brokertest.Eventually(w.t, 60*time.Second, func() error {
+		if at := w.consumed(); at < n {
+			return fmt.Errorf("the workers have not reached %d events (at %d)", n, at)
 		}
-	}
+		return nil
+	})
 }
 
 // finish waits until the source is consumed and the idle flushes have
@@ -124,21 +126,18 @@ func (w *workerRun) waitConsumed(n int64) {
 func (w *workerRun) finish() (windows int, sum, duplicates int64, wrong int) {
 	t := w.t
 	t.Helper()
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		open := -1
-		_ = w.pool.QueryRow(context.Background(), `SELECT count(*) FROM queen_streams.state WHERE key NOT LIKE '%clock'`).Scan(&open)
-		if w.consumed() == int64(w.events) && open == 0 {
-			break
-		}
+	brokertest.Eventually(t, 90*time.Second, func() error {
 		select {
 		case err := <-w.exited:
 			t.Fatalf("a worker stopped: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not done in time: %d of %d events consumed, %d windows open", w.consumed(), w.events, open)
+		open, err := dbtest.New(w.pool).CountState(context.Background(), pipeline.ClockKey)
+		if n := w.consumed(); err != nil || n != int64(w.events) || open != 0 {
+			return fmt.Errorf("not done: %d of %d events consumed, %d windows open (%v)", n, w.events, open, err)
 		}
-	}
+		return nil
+	})
 	w.cancel()
 
 	got := map[windowID]int64{}
@@ -215,6 +214,8 @@ func TestTheReferenceWorkerStaysExactlyOnceWhileReplicasAreKilledInTurn(t *testi
 		}
 		b := bs[k%len(bs)]
 		b.Kill()
+		// Real time: the replica stays down a random while, as a crashed
+		// pod does, and the workers' retries meet a closed port.
 		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
 		b.Start()
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/pipeline"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/kubetest"
@@ -83,6 +84,7 @@ func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	d := dbtest.New(db)
 	kubectl := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(kubetest.AssetsDir(), "kubectl"), args...)
@@ -100,15 +102,19 @@ func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
 	kubectl("apply", "-f", "config/samples/")
 	kubectl("wait", "--for=condition=Ready", "streamquery", "--all", "--all-namespaces", "--timeout=90s")
 	kubectl("wait", "--for=condition=Ready", "tenantquota", "--all", "--timeout=60s")
-	var queryID string
-	if err := db.QueryRow(ctx, `SELECT id::text FROM queen_streams.queries WHERE tenant = $1 AND name = $2`, tenant, query).Scan(&queryID); err != nil {
-		t.Fatalf("registration of %s/%s: %v", tenant, query, err)
+	queryID, _, err := d.StreamQueryNamed(ctx, tenant, query)
+	if err != nil || queryID == "" {
+		t.Fatalf("registration of %s/%s: %q, %v", tenant, query, queryID, err)
 	}
 	if got := kubectl("get", "sq", "orders-per-minute", "-n", "acme-streams", "-o", "jsonpath={.status.queryId}"); got != queryID {
 		t.Fatalf("status.queryId = %q, database has %q", got, queryID)
 	}
-	var registrations int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM queen_streams.queries`).Scan(&registrations); err != nil || registrations != 4 {
+	byTenant, err := d.StreamQueriesByTenant(ctx, "")
+	registrations := 0
+	for _, n := range byTenant {
+		registrations += n
+	}
+	if err != nil || registrations != 4 {
 		t.Fatalf("registrations = %d (%v), want the four samples", registrations, err)
 	}
 	// The sample with a pipeline and no configHash registers the hash the
@@ -118,17 +124,15 @@ func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var hash string
-	if err := db.QueryRow(ctx, `SELECT config_hash FROM queen_streams.queries WHERE name = 'orders-revenue'`).Scan(&hash); err != nil || hash != spec.ConfigHash() {
-		t.Fatalf("orders-revenue registered with hash %q (%v), want its pipeline's %q", hash, err, spec.ConfigHash())
+	if _, q, err := d.StreamQueryNamed(ctx, "default", "orders-revenue"); err != nil || q.ConfigHash != spec.ConfigHash() {
+		t.Fatalf("orders-revenue registered with hash %q (%v), want its pipeline's %q", q.ConfigHash, err, spec.ConfigHash())
 	}
-	var enabled bool
-	var maxQueries *int
-	if err := db.QueryRow(ctx, `SELECT enabled, max_queries FROM queen_streams.quota WHERE tenant = $1`, tenant).Scan(&enabled, &maxQueries); err != nil {
+	quota, err := d.Quota(ctx, tenant)
+	if err != nil {
 		t.Fatalf("quota row of %s: %v", tenant, err)
 	}
-	if !enabled || maxQueries == nil || *maxQueries != 10 {
-		t.Fatalf("quota row = enabled %v, max %v; the sample grants 10", enabled, maxQueries)
+	if !quota.Enabled || quota.MaxQueries == nil || *quota.MaxQueries != 10 {
+		t.Fatalf("quota row = enabled %v, max %v; the sample grants 10", quota.Enabled, quota.MaxQueries)
 	}
 
 	// The reference worker runs the registered query: every pushed event is
@@ -178,18 +182,17 @@ func TestWholeStackFromSamplesToSinkAndBack(t *testing.T) {
 	kubectl("delete", "--wait=true", "--timeout=90s", "-f", "config/samples/acme-streamquery.yaml",
 		"-f", "config/samples/default-streamquery.yaml", "-f", "config/samples/acme-tenantquota.yaml")
 	kubectl("delete", "--wait=false", "-f", "config/samples/acme-namespace.yaml")
-	var left int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM queen_streams.queries WHERE tenant = $1 AND name = $2`, tenant, query).Scan(&left); err != nil || left != 0 {
+	if left, err := d.StreamQueries(ctx, tenant, query); err != nil || left != 0 {
 		t.Fatalf("the Delete-policy registration is still there (%d, %v)", left, err)
 	}
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM queen_streams.state WHERE query_id = $1`, queryID).Scan(&left); err != nil || left != 0 {
+	if left, err := d.StateRows(ctx, queryID); err != nil || left != 0 {
 		t.Fatalf("state of the deleted query is still there (%d rows, %v)", left, err)
 	}
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM queen_streams.queries WHERE tenant = 'default' AND name = $1`, retained).Scan(&left); err != nil || left != 1 {
+	if left, err := d.StreamQueries(ctx, "default", retained); err != nil || left != 1 {
 		t.Fatalf("the Retain-policy registration is gone (%d, %v)", left, err)
 	}
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM queen_streams.quota WHERE tenant = $1`, tenant).Scan(&left); err != nil || left != 0 {
-		t.Fatalf("the quota row outlived its TenantQuota (%d, %v)", left, err)
+	if q, err := d.Quota(ctx, tenant); err != nil || q.Exists {
+		t.Fatalf("the quota row outlived its TenantQuota (%+v, %v)", q, err)
 	}
 }
 

@@ -22,16 +22,30 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/segment"
 )
 
 // DB is a broker's database, seen by a test.
-type DB struct{ pool *pgxpool.Pool }
+type DB struct{ pool conn }
+
+// conn is what DB reads and writes through: a pool, or a transaction.
+type conn interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows pgx.CopyFromSource) (int64, error)
+}
 
 // New wraps a pool on a migrated database.
 func New(pool *pgxpool.Pool) *DB { return &DB{pool: pool} }
+
+// Over sees the database as a transaction does, for a test that inspects
+// what a statement wrote before the transaction ends.
+func Over(tx pgx.Tx) *DB { return &DB{pool: tx} }
 
 // QueueMode is the consumer group of a pop that names none.
 const QueueMode = "__QUEUE_MODE__"
@@ -85,6 +99,8 @@ type Queue struct {
 	Segments      int
 	Frames        int   // messages stored
 	NextOffset    int64 // the sum over the partitions: offsets handed out
+	Floor         int64 // the sum over the partitions: offsets below it are gone
+	StoredBytes   int64 // the sum of the partitions' stored_bytes counters
 	DeadLetters   int
 	Dedup         int // push_dedup records
 	Subscriptions int
@@ -102,13 +118,15 @@ func (d *DB) Queue(ctx context.Context, tenant, queue string) (Queue, error) {
 		       (SELECT count(*) FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id WHERE p.queue_id = q.id),
 		       (SELECT coalesce(sum(s.frame_count), 0) FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id WHERE p.queue_id = q.id),
 		       (SELECT coalesce(sum(p.next_offset), 0) FROM queen.partitions p WHERE p.queue_id = q.id),
+		       (SELECT coalesce(sum(p.floor_offset), 0) FROM queen.partitions p WHERE p.queue_id = q.id),
+		       (SELECT coalesce(sum(p.stored_bytes), 0) FROM queen.partitions p WHERE p.queue_id = q.id),
 		       (SELECT count(*) FROM queen.dead_letters l JOIN queen.partitions p ON p.id = l.partition_id WHERE p.queue_id = q.id),
 		       (SELECT count(*) FROM queen.push_dedup x JOIN queen.partitions p ON p.id = x.partition_id WHERE p.queue_id = q.id),
 		       (SELECT count(*) FROM queen.subscriptions s WHERE s.queue_id = q.id),
 		       (SELECT coalesce(sum(c.committed), 0) FROM queen.cursors c JOIN queen.partitions p ON p.id = c.partition_id WHERE p.queue_id = q.id)
 		  FROM queen.queues q WHERE q.tenant = $1 AND q.name = $2`, tenant, queue).
 		Scan(&out.Exists, &out.ID, &out.LeaseTime, &out.RetryLimit, &out.Priority, &out.DedupWindow, &out.Storage, &names, &ids,
-			&out.Segments, &out.Frames, &out.NextOffset, &out.DeadLetters, &out.Dedup, &out.Subscriptions, &out.Committed)
+			&out.Segments, &out.Frames, &out.NextOffset, &out.Floor, &out.StoredBytes, &out.DeadLetters, &out.Dedup, &out.Subscriptions, &out.Committed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Queue{}, nil
 	}

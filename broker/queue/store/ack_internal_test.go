@@ -3,6 +3,7 @@ package store
 import (
 	"github.com/regent-mq/regent/broker/catalog"
 	regentdb "github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 
 	"context"
 	"encoding/json"
@@ -55,7 +56,7 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 			_, err = s.Ack(ctx, s.db, "default", []regentdb.QueueAck{{PartitionID: pid, TransactionID: msgs[0].TransactionID,
 				Status: "failed", Group: catalog.QueueMode}})
 		case 2: // expired
-			_, err = s.db.Conn().Exec(ctx, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 s' WHERE partition_id = $1`, pid)
+			err = s.dbt.ExpireLeases(ctx, "default", queue)
 		}
 		require.NoError(t, err)
 
@@ -81,19 +82,26 @@ func TestAckCursorAnswersAsAckEach(t *testing.T) {
 			var state string
 			var held, released, left bool
 			err := s.db.InTx(ctx, func(tx *regentdb.DB) error {
-				if err := tx.Conn().QueryRow(ctx, `SELECT lease_id IS NOT NULL FROM queen.cursors WHERE partition_id = $1`, pid).Scan(&held); err != nil {
+				cursor := func() (dbtest.Cursor, error) {
+					c, err := dbtest.Over(tx.Conn().(pgx.Tx)).Cursors(ctx, "default", queue)
+					if err != nil || len(c) != 1 {
+						return dbtest.Cursor{}, fmt.Errorf("the cursor of %s: %v %w", queue, c, err)
+					}
+					return c[0], nil
+				}
+				c, err := cursor()
+				if err != nil {
 					return err
 				}
-				var err error
+				held = c.LeaseID != nil
 				if out, err = f(tx, ctx, "default", acks); err != nil {
 					return err
 				}
-				if err := tx.Conn().QueryRow(ctx, `SELECT format('%s %s %s %s %s', committed, lease_id IS NULL,
-						lease_expires_at IS NULL, retry_count, total_consumed), lease_id IS NULL, committed < $2
-						FROM queen.cursors WHERE partition_id = $1`,
-					pid, len(items)).Scan(&state, &released, &left); err != nil {
+				if c, err = cursor(); err != nil {
 					return err
 				}
+				state = fmt.Sprint(c.Committed, c.LeaseID == nil, c.LeaseExpiresAt == nil, c.RetryCount, c.TotalConsumed)
+				released, left = c.LeaseID == nil, c.Committed < int64(len(items))
 				return errUndo
 			})
 			require.ErrorIs(t, err, errUndo, "round %d", round)
@@ -125,13 +133,13 @@ func announced(out []regentdb.AckResult) bool {
 type retentionAfterFirstCall struct {
 	regentdb.Querier
 	t     *testing.T
+	empty func(context.Context) error // deletes the segments
 	calls int
 }
 
 func (r *retentionAfterFirstCall) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if r.calls++; r.calls == 2 {
-		_, err := r.Exec(ctx, `DELETE FROM queen.log_segments`)
-		require.NoError(r.t, err)
+		require.NoError(r.t, r.empty(ctx))
 	}
 	return r.Querier.Query(ctx, sql, args...)
 }
@@ -147,15 +155,16 @@ func TestADeadLetterRetentionRemovedMeanwhileIsMessageNotFound(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 
-	out, err := s.Ack(ctx, regentdb.Over(&retentionAfterFirstCall{Querier: s.db.Conn(), t: t}), "default", []regentdb.QueueAck{{PartitionID: msgs[0].PartitionID,
+	empty := func(ctx context.Context) error { return s.dbt.EmptyPartition(ctx, "default", "q", "Default") }
+	out, err := s.Ack(ctx, regentdb.Over(&retentionAfterFirstCall{Querier: s.db.Conn(), t: t, empty: empty}), "default", []regentdb.QueueAck{{PartitionID: msgs[0].PartitionID,
 		TransactionID: msgs[0].TransactionID, Status: "dlq", Group: catalog.QueueMode}})
 	require.NoError(t, err)
 	require.Len(t, out, 1)
 	require.False(t, out[0].Success)
 	require.Equal(t, "Message not found", *out[0].Error)
-	var letters int
-	require.NoError(t, s.db.Conn().QueryRow(ctx, `SELECT count(*) FROM queen.dead_letters`).Scan(&letters))
-	require.Zero(t, letters)
+	letters, err := s.dbt.DeadLetters(ctx, "default", "q")
+	require.NoError(t, err)
+	require.Empty(t, letters)
 }
 
 // countingQuerier is a regentdb.Querier that counts the round trips made through it.
@@ -223,15 +232,12 @@ func TestAnAckWithManyDeadLettersTakesOneMoreCallAtMost(t *testing.T) {
 			want[popped[i].ID.String()] = string(popped[i].Data)
 		}
 	}
-	rows, err := s.db.Conn().Query(ctx, `SELECT message_id::text, convert_from(payload, 'UTF8') FROM queen.dead_letters`)
+	letters, err := s.dbt.DeadLetters(ctx, "default", "q")
 	require.NoError(t, err)
 	got := map[string]string{}
-	for rows.Next() {
-		var id, payload string
-		require.NoError(t, rows.Scan(&id, &payload))
-		got[id] = payload
+	for _, l := range letters {
+		got[l.MessageID] = l.Payload
 	}
-	require.NoError(t, rows.Err())
 	require.Equal(t, want, got, "every dead letter keeps its own payload")
 
 	// Without dead letters, one call.
@@ -243,56 +249,16 @@ func TestAnAckWithManyDeadLettersTakesOneMoreCallAtMost(t *testing.T) {
 	require.Equal(t, 1, db.calls)
 }
 
-func TestAnAckThatNeedsPayloadsWritesNothingAndSendsEachSegmentOnce(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	ctx := t.Context()
-	popped := popAll(t, s, "q", "a", 6, 3)
-	var before string
-	cursor := `SELECT format('%s %s %s %s', committed, lease_id, retry_count, total_consumed) FROM queen.cursors`
-	require.NoError(t, s.db.Conn().QueryRow(ctx, cursor).Scan(&before))
-
-	n := len(popped)
-	pids, groups, txids, statuses, leases, errs := make([][16]byte, n), make([]string, n), make([]string, n),
-		make([]string, n), make([][16]byte, n), make([]string, n)
-	for i, m := range popped {
-		pids[i], groups[i], txids[i], statuses[i] = m.PartitionID, catalog.QueueMode, m.TransactionID, "dlq"
-	}
-	statuses[0] = "completed"
-	rows, err := s.db.Conn().Query(ctx, `SELECT item, success, frame_offset, segment_base, segment_body IS NOT NULL
-		FROM queen.ack(p_tenant => 'default', p_partition_ids => $1, p_groups => $2, p_txids => $3, p_statuses => $4,
-			p_lease_ids => $5, p_errors => $6, p_dlq_items => '{}', p_dlq_message_ids => '{}', p_dlq_payloads => '{}',
-			p_dlq_key_ids => '{}', p_dlq_created => '{}')`, pids, groups, txids, statuses, leases, errs)
-	require.NoError(t, err)
-	var got []string
-	for rows.Next() {
-		var item, offset, base int
-		var success, body bool
-		require.NoError(t, rows.Scan(&item, &success, &offset, &base, &body))
-		require.False(t, success, "no answers, only requests")
-		got = append(got, fmt.Sprintf("%d:%d@%d %v", item, offset, base, body))
-	}
-	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"2:1@0 true", "3:2@0 false", "4:3@3 true", "5:4@3 false", "6:5@3 false"}, got)
-
-	var after string
-	require.NoError(t, s.db.Conn().QueryRow(ctx, cursor).Scan(&after))
-	require.Equal(t, before, after, "the cursor is untouched")
-	var letters int
-	require.NoError(t, s.db.Conn().QueryRow(ctx, `SELECT count(*) FROM queen.dead_letters`).Scan(&letters))
-	require.Zero(t, letters)
-}
-
 func TestAGeneralAckRefusesAnExpiredLease(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
 	popped := popAll(t, s, "q", "a", 2, 2)
-	var lease pgtype.UUID
-	require.NoError(t, s.db.Conn().QueryRow(ctx, `UPDATE queen.cursors SET lease_expires_at = now() - interval '1 s'
-		RETURNING lease_id`).Scan(&lease))
+	require.NoError(t, s.dbt.ExpireLeases(ctx, "default", "q"))
+	cursors, err := s.dbt.Cursors(ctx, "default", "q")
+	require.NoError(t, err)
 	out, err := s.Ack(ctx, s.db, "default", []regentdb.QueueAck{{PartitionID: popped[0].PartitionID, TransactionID: popped[0].TransactionID,
-		Status: "failed", LeaseID: lease.Bytes, HasLease: lease.Valid, Group: catalog.QueueMode}})
+		Status: "failed", LeaseID: uuid.MustParse(*cursors[0].LeaseID), HasLease: true, Group: catalog.QueueMode}})
 	require.NoError(t, err)
 	require.False(t, out[0].Success)
 	require.Equal(t, "Invalid or expired lease", *out[0].Error)
@@ -306,10 +272,9 @@ func TestAnAckAskedTwiceForOnePayloadFails(t *testing.T) {
 	s := newStore(t)
 	ctx := t.Context()
 	popped := popAll(t, s, "q", "a", 3, 3)
-	_, err := s.db.Conn().Exec(ctx, `UPDATE queen.log_segments SET frame_count = 1`)
-	require.NoError(t, err)
+	require.NoError(t, s.dbt.ClaimFrames(ctx, "default", "q", 1))
 	db := &countingQuerier{Querier: s.db.Conn()}
-	_, err = s.Ack(ctx, regentdb.Over(db), "default", []regentdb.QueueAck{{PartitionID: popped[2].PartitionID, TransactionID: popped[2].TransactionID,
+	_, err := s.Ack(ctx, regentdb.Over(db), "default", []regentdb.QueueAck{{PartitionID: popped[2].PartitionID, TransactionID: popped[2].TransactionID,
 		Status: "dlq", Group: catalog.QueueMode}})
 	require.ErrorContains(t, err, "asked twice for the payload of item 1")
 	require.Equal(t, 2, db.calls)

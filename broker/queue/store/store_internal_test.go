@@ -1,12 +1,11 @@
 package store
 
 import (
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/regent-mq/regent/broker/catalog"
 	"github.com/regent-mq/regent/broker/commit"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/db"
-	"github.com/regent-mq/regent/broker/ids"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 
 	"encoding/json"
 	"io"
@@ -28,6 +27,7 @@ import (
 type testStore struct {
 	*Store
 	producer *produce.Producer
+	dbt      *dbtest.DB // arranges and inspects the database
 }
 
 func newStore(t testing.TB) testStore {
@@ -38,7 +38,7 @@ func newStore(t testing.TB) testStore {
 	d := db.New(pool)
 	cat, after := catalog.New(d, config.DefaultCatalogSize), commit.New(hotlist.NewAnnouncer(hot, d, logger), hot, m)
 	p := produce.New(d, cat, produce.Options{Metrics: m, Logger: logger})
-	return testStore{New(d, cat, after, nil, nil, m, hot, logger, 64<<20), p}
+	return testStore{New(d, cat, after, nil, nil, m, hot, logger, 64<<20), p, dbtest.New(pool)}
 }
 
 // A pop that took a lease but cannot answer (here a segment fails its
@@ -55,16 +55,16 @@ func TestAPopThatCannotAnswerReleasesItsLeaseAndOffersThePartitionAgain(t *testi
 	s.after.Apply(e.After)
 	p := &PopRequest{Tenant: "default", Queue: "q", Group: catalog.QueueMode, Batch: 2, Partitions: 1, SubStart: "all"}
 
-	_, err = s.db.Conn().Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum + 1`)
-	require.NoError(t, err)
+	require.NoError(t, s.dbt.ShiftChecksums(ctx, "default", "q", 1))
 	_, err = s.Pop(ctx, p)
 	require.ErrorIs(t, err, segment.ErrCorrupt)
-	var leased int
-	require.NoError(t, s.db.Conn().QueryRow(ctx, `SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL`).Scan(&leased))
-	require.Zero(t, leased, "the lease stayed")
-
-	_, err = s.db.Conn().Exec(ctx, `UPDATE queen.log_segments SET checksum = checksum - 1`)
+	cursors, err := s.dbt.Cursors(ctx, "default", "q")
 	require.NoError(t, err)
+	for _, c := range cursors {
+		require.Nil(t, c.LeaseID, "the lease stayed")
+	}
+
+	require.NoError(t, s.dbt.ShiftChecksums(ctx, "default", "q", -1))
 	got, err := s.Pop(ctx, p)
 	msgs := got.Messages
 	require.NoError(t, err)
@@ -89,14 +89,10 @@ func TestAClaimThatFailsAfterItsSegmentsWereReadDropsThem(t *testing.T) {
 	a, b := out[0].Partition.ID, out[2].Partition.ID
 	q, err := s.catalog.LookupQueue(ctx, "default", "q")
 	require.NoError(t, err)
-	_, err = s.db.Conn().Exec(ctx, `INSERT INTO queen.cursors (partition_id, consumer_group) VALUES ($1, $2)`, ids.ID(a), catalog.QueueMode)
+	require.NoError(t, s.dbt.PlaceCursor(ctx, "default", "q", "a", catalog.QueueMode, 0))
+	release, err := s.dbt.LockCursor(ctx, "default", "q", "a", catalog.QueueMode)
 	require.NoError(t, err)
-
-	tx, err := s.db.Conn().(*pgxpool.Pool).Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `SELECT FROM queen.cursors WHERE partition_id = $1 FOR UPDATE`, ids.ID(a))
-	require.NoError(t, err)
+	defer release() //nolint:errcheck // a rollback of a transaction that only locked
 
 	p := &PopRequest{Tenant: "default", Queue: "q", Group: catalog.QueueMode, Batch: 10, Partitions: 2, SubStart: "all"}
 	claims, outcomes, err := s.claim(ctx, p, q, []uuid.UUID{a, b}, uuid.New())

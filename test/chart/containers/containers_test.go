@@ -29,7 +29,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +39,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/db/dbtest"
+	"github.com/regent-mq/regent/broker/migrate"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/chart"
 	"github.com/regent-mq/regent/test/kubetest"
@@ -149,18 +151,13 @@ func TestMigrationJobMigratesAnEmptyDatabase(t *testing.T) {
 	chart.Into(t, objs.Find(t, "Job", chart.Migrate), &job)
 	c := prepare(t, job.Spec.Template.Spec, "migrate", renderedSecrets(t, objs))
 	c.run(t)
-	conn, err := pgx.Connect(context.Background(), url)
+	pool, err := pgxpool.New(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.Background())
-	var n int
-	if err := conn.QueryRow(context.Background(),
-		`SELECT count(*) FROM pg_namespace WHERE nspname IN ('queen', 'queen_streams')`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 2 {
-		t.Fatalf("after the migration Job, %d of the schemas queen and queen_streams exist", n)
+	defer pool.Close()
+	if current, err := migrate.Current(context.Background(), pool); err != nil || !current {
+		t.Fatalf("after the migration Job, the database has every migration: %v (%v)", current, err)
 	}
 }
 
@@ -382,17 +379,17 @@ func TestOperatorContainerRegistersAStreamQueryWithTheBrokerContainer(t *testing
 		t.Run(set, func(t *testing.T) {
 			st := startStack(t, set, tenant)
 			ctx := context.Background()
-			conn, err := pgx.Connect(ctx, st.dbURL)
+			pool, err := pgxpool.New(ctx, st.dbURL)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer conn.Close(ctx)
-			var gotTenant, gotName string
-			if err := conn.QueryRow(ctx, `SELECT tenant, name FROM queen_streams.queries WHERE id = $1`, st.queryID).Scan(&gotTenant, &gotName); err != nil {
-				t.Fatalf("registration %s in the database: %v", st.queryID, err)
+			defer pool.Close()
+			q, err := dbtest.New(pool).StreamQuery(ctx, st.queryID)
+			if err != nil || !q.Exists {
+				t.Fatalf("registration %s in the database: %+v, %v", st.queryID, q, err)
 			}
-			if gotTenant != tenant || gotName != st.query {
-				t.Fatalf("registered as %s/%s, want %s/%s", gotTenant, gotName, tenant, st.query)
+			if q.Tenant != tenant || q.Name != st.query {
+				t.Fatalf("registered as %s/%s, want %s/%s", q.Tenant, q.Name, tenant, st.query)
 			}
 		})
 	}
@@ -411,8 +408,8 @@ func object(kind, ns, name string, spec map[string]any) *unstructured.Unstructur
 // query id.
 func waitReady(t *testing.T, k8s client.Client, sq *unstructured.Unstructured) string {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var id string
+	brokertest.Eventually(t, 60*time.Second, func() error {
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(sq), sq); err != nil {
 			t.Fatal(err)
 		}
@@ -420,18 +417,15 @@ func waitReady(t *testing.T, k8s client.Client, sq *unstructured.Unstructured) s
 		for _, c := range conditions {
 			c, _ := c.(map[string]any)
 			if c["type"] == "Ready" && c["status"] == "True" {
-				id, _, _ := unstructured.NestedString(sq.Object, "status", "queryId")
-				if id == "" {
+				if id, _, _ = unstructured.NestedString(sq.Object, "status", "queryId"); id == "" {
 					t.Fatalf("Ready without a queryId: %v", sq.Object["status"])
 				}
-				return id
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("StreamQuery %s not Ready within 60s; status %v", sq.GetName(), sq.Object["status"])
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("StreamQuery %s is not Ready; status %v", sq.GetName(), sq.Object["status"])
+	})
+	return id
 }
 
 // existingSecrets are the Secrets the existing-secrets value set names, made

@@ -2,6 +2,7 @@ package containers_test
 
 import (
 	"bufio"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -97,8 +98,7 @@ func TestEveryMetricTheDashboardsAndRulesSelectIsExported(t *testing.T) {
 		t.Fatal("a cycle repeated after it committed was not refused")
 	}
 
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	brokertest.Eventually(t, 60*time.Second, func() error {
 		got := exported(st.broker.metrics + "/metrics")
 		for n := range exported(st.metrics) {
 			got[n] = true
@@ -106,19 +106,13 @@ func TestEveryMetricTheDashboardsAndRulesSelectIsExported(t *testing.T) {
 		var missing []string
 		for n := range want {
 			if !got[n] {
-				missing = append(missing, n)
+				missing = append(missing, fmt.Sprintf("%s (selected by %v)", n, want[n]))
 			}
 		}
-		if len(missing) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
+		if len(missing) > 0 {
 			slices.Sort(missing)
-			for _, n := range missing {
-				t.Errorf("%s is exported by neither the broker nor the operator; selected by %v", n, want[n])
-			}
-			return
+			return fmt.Errorf("exported by neither the broker nor the operator: %v", missing)
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -23,6 +23,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/kubetest"
 )
 
@@ -401,26 +402,24 @@ func (c *container) start(t *testing.T, ready string) {
 		}
 		c.remove(t)
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	brokertest.Eventually(t, 60*time.Second, func() error {
 		select {
 		case err := <-exited:
 			exited <- err // for the cleanup
 			t.Fatalf("container %s exited: %v\n%s", c.name, err, logs.String())
 		default:
 		}
-		if resp, err := http.Get(ready); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				c.refusesWrites(t)
-				return
-			}
+		resp, err := http.Get(ready)
+		if err != nil {
+			return fmt.Errorf("container %s is not ready at %s: %w", c.name, ready, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s was not ready at %s within 60s\n%s", c.name, ready, logs.String())
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("container %s is not ready at %s: %d", c.name, ready, resp.StatusCode)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	c.refusesWrites(t)
 }
 
 // refusesWrites checks that the running container's root filesystem is
