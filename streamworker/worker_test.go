@@ -19,20 +19,19 @@ import (
 	"github.com/regent-mq/regent/broker/streams/wire"
 	"github.com/regent-mq/regent/pipeline"
 	"github.com/regent-mq/regent/test/brokertest"
-	"github.com/regent-mq/regent/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { brokertest.Main(m) }
 
-// countingWorker starts a broker and a worker of query on source "src"
-// and sink "out", whose pipeline counts each key's events by the minute.
+// countingWorker is a worker, on the package's shared broker, of query
+// b.Q(query) on source b.Q("src") and sink b.Q("out"), whose pipeline
+// counts each key's events by the minute. In secure mode the test's
+// tenant is not the default one, and takes a quota grant to register.
 func countingWorker(t *testing.T, query string) (*brokertest.Broker, *Worker, *pipeline.Program) {
 	t.Helper()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	if brokertest.Secure() {
-		// b.Token is empty unless REGENT_TEST_MODE=secure, where the
-		// tenant needs a quota grant first.
-		t.Skip("the broker's tenancy rules have their own tests; this one is about the cycle")
+		b.Grant(t, b.Tenant, nil)
 	}
 	prog, err := pipeline.Compile(v1.Pipeline{KeyBy: "payload.k", EventTime: "payload.ts",
 		Window:    &v1.Window{Type: v1.WindowTumbling, Size: &metav1.Duration{Duration: time.Minute}},
@@ -40,7 +39,7 @@ func countingWorker(t *testing.T, query string) (*brokertest.Broker, *Worker, *p
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := New(Config{Broker: b.URL, Token: b.Token, Query: query, Source: "src", Sink: "out", Program: prog, Batch: 10,
+	w := New(Config{Broker: b.URL, Token: b.Token, Query: b.Q(query), Source: b.Q("src"), Sink: b.Q("out"), Program: prog, Batch: 10,
 		Concurrency: 1, Wait: 100 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	return b, w, prog
 }
@@ -49,7 +48,7 @@ func countingWorker(t *testing.T, query string) (*brokertest.Broker, *Worker, *p
 func pushEvent(t *testing.T, b *brokertest.Broker, ts int64) {
 	t.Helper()
 	if r := b.Do(t, "POST", "/api/v1/push", b.Token, map[string]any{"items": []map[string]any{
-		{"queue": "src", "partition": "p", "payload": map[string]any{"k": "a", "ts": ts}}}}); r.Status != http.StatusCreated {
+		{"queue": b.Q("src"), "partition": "p", "payload": map[string]any{"k": "a", "ts": ts}}}}); r.Status != http.StatusCreated {
 		t.Fatalf("push = %d %s", r.Status, r.Body)
 	}
 }
@@ -77,6 +76,7 @@ func foldFirst(t *testing.T, w *Worker) *wire.Batch {
 // and window rows carry the updated_at they were read with, is refused by a
 // real broker, writing nothing.
 func TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused(t *testing.T) {
+	t.Parallel()
 	b, w, prog := countingWorker(t, "race")
 	ctx := context.Background()
 	pushEvent(t, b, 1_000)
@@ -145,6 +145,7 @@ func TestOfTwoCyclesThatReadTheSameStateTheSecondIsRefused(t *testing.T) {
 // writes nothing, and stops: it never folds the old shape into the new
 // state.
 func TestAWorkerWhoseQueryWasResetSinceItRegisteredStops(t *testing.T) {
+	t.Parallel()
 	b, w, _ := countingWorker(t, "upgraded")
 	ctx := context.Background()
 	if err := w.register(ctx); err != nil {
@@ -153,21 +154,19 @@ func TestAWorkerWhoseQueryWasResetSinceItRegisteredStops(t *testing.T) {
 	if w.generation == nil || *w.generation != 0 {
 		t.Fatalf("the worker registered with generation %v, want 0 from the broker's header", w.generation)
 	}
-	if r := b.Do(t, "POST", "/streams/v1/queries", "", map[string]any{"name": "upgraded", "source_queue": "src",
-		"sink_queue": "out", "config_hash": "the new pipeline's", "reset": true}); r.Status != http.StatusOK {
-		t.Fatalf("reset = %d %s", r.Status, r.Body)
+	reset := b.Do(t, "POST", "/streams/v1/queries", "", map[string]any{"name": b.Q("upgraded"), "source_queue": b.Q("src"),
+		"sink_queue": b.Q("out"), "config_hash": "the new pipeline's", "reset": true})
+	if reset.Status != http.StatusOK {
+		t.Fatalf("reset = %d %s", reset.Status, reset.Body)
 	}
-	if r := b.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": []map[string]any{
-		{"queue": "src", "partition": "p", "payload": map[string]any{"k": "a", "ts": 1_000}}}}); r.Status != http.StatusCreated {
-		t.Fatalf("push = %d %s", r.Status, r.Body)
-	}
+	pushEvent(t, b, 1_000)
 	run, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	err := w.loop(run, run)
 	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "stale generation") {
 		t.Fatalf("the worker's loop ended with %v, want the cycle's 409 stale generation", err)
 	}
-	if n := b.Count(t, `SELECT count(*) FROM queen_streams.state`); n != 0 {
+	if n := b.StateRows(t, reset.Map(t)["query_id"].(string)); n != 0 {
 		t.Fatalf("the refused worker wrote %d state rows", n)
 	}
 }
@@ -176,14 +175,15 @@ func TestAWorkerWhoseQueryWasResetSinceItRegisteredStops(t *testing.T) {
 // success that applied nothing): the worker counts no window emitted, and
 // the window stays for the next flush.
 func TestAFlushTheBrokerDefersEmitsAndCountsNothing(t *testing.T) {
+	t.Parallel()
 	b, w, _ := countingWorker(t, "deferred")
 	ctx := context.Background()
 	pushEvent(t, b, 1_000)
 	batch := foldFirst(t, w)
 	pushEvent(t, b, 2_000) // not acknowledged: the partition is not idle
-	// Quiet by the worker's own measure, which the broker's rule overrides.
-	w.cfg.Program.IdleFlush = time.Millisecond
-	time.Sleep(5 * time.Millisecond)
+	// Quiet by the worker's own measure (any fold is long enough ago),
+	// which the broker's rule overrides.
+	w.cfg.Program.IdleFlush = 0
 	p := w.partition(batch.PartitionID, batch.Partition)
 	if err := w.flush(ctx, p); err != nil {
 		t.Fatal(err)
@@ -203,15 +203,17 @@ func TestAFlushTheBrokerDefersEmitsAndCountsNothing(t *testing.T) {
 // A worker given no sink queue runs only a query whose sink is a table,
 // whose rows its cycles write: each closed window once.
 func TestAWorkerWritesAQuerysWindowsIntoItsTableSinkAndNeedsASinkOfSomeKind(t *testing.T) {
+	t.Parallel()
 	b, w, _ := countingWorker(t, "tabled")
 	w.cfg.Sink = ""
-	if err := w.Run(t.Context()); err == nil || !strings.Contains(err.Error(), `query "tabled" has no sink`) {
+	if err := w.Run(t.Context()); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("query %q has no sink", b.Q("tabled"))) {
 		t.Fatalf("a worker with neither a sink queue nor a table sink ran: %v", err)
 	}
-	b.CreateTable(t, "counts", []dbtest.TableColumn{{Name: "key", Type: "text"}, {Name: "windowStart", Type: "timestamptz"},
+	table := b.Q("counts")
+	b.CreateTable(t, table, []dbtest.TableColumn{{Name: "key", Type: "text"}, {Name: "windowStart", Type: "timestamptz"},
 		{Name: "windowEnd", Type: "timestamptz"}, {Name: "n", Type: "bigint"}}, "key", "windowStart")
-	if r := b.Do(t, "POST", "/streams/v1/queries", b.Token, map[string]any{"name": "tabled", "source_queue": "src",
-		"config_hash": w.cfg.Program.Hash, "sink_table": map[string]any{"table": "counts", "key_columns": []string{"key", "windowStart"}}}); r.Status != http.StatusOK {
+	if r := b.Do(t, "POST", "/streams/v1/queries", b.Token, map[string]any{"name": b.Q("tabled"), "source_queue": b.Q("src"),
+		"config_hash": w.cfg.Program.Hash, "sink_table": map[string]any{"table": table, "key_columns": []string{"key", "windowStart"}}}); r.Status != http.StatusOK {
 		t.Fatalf("register = %d %s", r.Status, r.Body)
 	}
 	pushEvent(t, b, 1_000)
@@ -222,7 +224,7 @@ func TestAWorkerWritesAQuerysWindowsIntoItsTableSinkAndNeedsASinkOfSomeKind(t *t
 	go func() { done <- w.Run(ctx) }()
 	want := `{"n": 2, "key": "a", "windowEnd": "1970-01-01T00:01:00+00:00", "windowStart": "1970-01-01T00:00:00+00:00"}`
 	brokertest.Eventually(t, 30*time.Second, func() error {
-		if rows := b.TableRows(t, "counts"); len(rows) != 1 || rows[0] != want {
+		if rows := b.TableRows(t, table); len(rows) != 1 || rows[0] != want {
 			return fmt.Errorf("table rows %v, want %s", rows, want)
 		}
 		return nil
@@ -239,7 +241,7 @@ func pushEvents(t *testing.T, b *brokertest.Broker, ts int64, n int) {
 	t.Helper()
 	items := make([]map[string]any, n)
 	for i := range items {
-		items[i] = map[string]any{"queue": "src", "partition": "p", "payload": map[string]any{"k": "a", "ts": ts + int64(i)*1_000}}
+		items[i] = map[string]any{"queue": b.Q("src"), "partition": "p", "payload": map[string]any{"k": "a", "ts": ts + int64(i)*1_000}}
 	}
 	if r := b.Do(t, "POST", "/api/v1/push", b.Token, map[string]any{"items": items}); r.Status != http.StatusCreated {
 		t.Fatalf("push = %d %s", r.Status, r.Body)
@@ -284,7 +286,7 @@ func popAndKeep(t *testing.T, w *Worker) (*partition, *wire.Batch, *pipeline.Sha
 // test expired is not seen by the queue-wide pop before it was due.
 func popPartition(t *testing.T, b *brokertest.Broker, w *Worker) *wire.Batch {
 	t.Helper()
-	r := b.Do(t, "GET", "/api/v1/pop/queue/src/partition/p?batch=10&consumerGroup="+w.group, b.Token, nil)
+	r := b.Do(t, "GET", "/api/v1/pop/queue/"+b.Q("src")+"/partition/p?batch=10&consumerGroup="+w.group, b.Token, nil)
 	if r.Status != http.StatusOK {
 		t.Fatalf("pop = %d %s", r.Status, r.Body)
 	}
@@ -294,6 +296,7 @@ func popPartition(t *testing.T, b *brokertest.Broker, w *Worker) *wire.Batch {
 }
 
 func TestTheWorkerFoldsUnderTheKeptLeaseWithoutReadingTheStateAgain(t *testing.T) {
+	t.Parallel()
 	b, w, _ := countingWorker(t, "kept")
 	pushEvents(t, b, 1_000, 30)
 	first := foldFirst(t, w)
@@ -313,10 +316,11 @@ func TestTheWorkerFoldsUnderTheKeptLeaseWithoutReadingTheStateAgain(t *testing.T
 // worker drops the state, reads it again, and the batch, redelivered, is
 // folded once.
 func TestALostLeaseSendsTheWorkerBackToStateGet(t *testing.T) {
+	t.Parallel()
 	b, w, _ := countingWorker(t, "lost")
 	pushEvents(t, b, 1_000, 20)
 	p, next, held := popAndKeep(t, w)
-	b.ExpireLeases(t, "src")
+	b.ExpireLeases(t, b.Q("src"))
 	again, kept, err := w.foldBatch(t.Context(), p, next, held, true)
 	if err != nil || again != nil || kept != nil {
 		t.Fatalf("a fold under a lost lease brought %v, %v (%v), want nothing", again, kept, err)
@@ -337,11 +341,12 @@ func TestALostLeaseSendsTheWorkerBackToStateGet(t *testing.T) {
 // The kill suite's rule, step by step: a worker whose lease was taken over
 // while it held the partition's state folds nothing into the new owner's.
 func TestAWorkerWhoseLeaseWasTakenOverFoldsNothingIntoTheNewOwnersState(t *testing.T) {
+	t.Parallel()
 	b, w, prog := countingWorker(t, "taken")
 	pushEvents(t, b, 1_000, 20)
 	p, next, held := popAndKeep(t, w)
-	b.ExpireLeases(t, "src")
-	other := New(Config{Broker: b.URL, Token: b.Token, Query: "taken", Source: "src", Sink: "out", Program: prog, Batch: 10,
+	b.ExpireLeases(t, b.Q("src"))
+	other := New(Config{Broker: b.URL, Token: b.Token, Query: b.Q("taken"), Source: b.Q("src"), Sink: b.Q("out"), Program: prog, Batch: 10,
 		Concurrency: 1, Wait: 100 * time.Millisecond, Log: w.log})
 	if err := other.register(t.Context()); err != nil {
 		t.Fatal(err)
