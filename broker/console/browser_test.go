@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
@@ -41,7 +42,11 @@ func runPackage(m *testing.M) int {
 		return 1
 	}
 	browser = ctx
-	return pgtest.Run(m)
+	// The shared broker runs with tenancy on in either mode, so that each
+	// test is a tenant of its own: a console page shows everything of its
+	// tenant (every queue, dead letter and query), and a tenant is the
+	// namespace it cannot see past.
+	return brokertest.Run(m, brokertest.WithJWT(true))
 }
 
 // tab is a new tab of the package's browser, closed when the test ends,
@@ -104,14 +109,16 @@ func (b tab) text(sel string) string {
 		b.t.Fatal(err)
 	}
 	expr := `(() => { const e = document.querySelector(` + string(js) + `); return e && e.getClientRects().length ? e.innerText : null; })()`
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if text := run(b, chromedp.Evaluate[*string](expr)); text != nil {
-			return *text
+	var text string
+	brokertest.Eventually(b.t, 20*time.Second, func() error {
+		shown := run(b, chromedp.Evaluate[*string](expr))
+		if shown == nil {
+			return fmt.Errorf("browser: %s never showed", sel)
 		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("browser: %s never showed", sel)
-		}
-	}
+		text = *shown
+		return nil
+	})
+	return text
 }
 
 // open loads a page of the console and waits until its script has drawn it.
@@ -131,17 +138,14 @@ func (b tab) panel(title string) string {
 // and returns the text.
 func (b tab) waitText(sel, want string) string {
 	b.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		text := b.text(sel)
-		if strings.Contains(text, want) {
-			return text
+	var text string
+	brokertest.Eventually(b.t, 20*time.Second, func() error {
+		if text = b.text(sel); !strings.Contains(text, want) {
+			return fmt.Errorf("%s shows %q, never %q", sel, text, want)
 		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("%s shows %q, never %q", sel, text, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return text
 }
 
 // set sets the value of a form field as a script would: chromedp's

@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -24,21 +23,16 @@ var (
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
-// seed gives tenant data for every page, its names starting with p (with
-// auth on, through an admin token of the tenant):
+// seed gives b's tenant data for every page, its names starting with p:
 //   - queue p-orders with 4 messages; group p-billing has consumed one and
 //     holds a lease on the next; group p-audit dead-lettered one;
 //   - stream query p-views over p-page-views, sinking to p-views-minutely,
 //     whose one cycle wrote three windows: eu:12:00, eu:12:01 and us:12:00.
-func seed(t *testing.T, b *brokertest.Broker, tenant, p string) {
+func seed(t *testing.T, b *brokertest.Broker, p string) {
 	t.Helper()
-	token := ""
-	if b.Config.Auth == "jwt" {
-		token = brokertest.Mint(t, tenant, auth.Admin)
-	}
 	do := func(method, path string, body any, status int) brokertest.Response {
 		t.Helper()
-		r := b.Do(t, method, path, token, body)
+		r := b.Do(t, method, path, "", body)
 		if r.Status != status {
 			t.Fatalf("%s %s: %d %s", method, path, r.Status, r.Body)
 		}
@@ -75,9 +69,7 @@ func seed(t *testing.T, b *brokertest.Broker, tenant, p string) {
 	pop(orders, p+"-billing")
 	ack(pop(orders, p+"-audit"), p+"-audit", "dlq")
 
-	if tenant != auth.DefaultTenant {
-		b.Grant(t, tenant, nil)
-	}
+	grant(t, b)
 	var q struct {
 		QueryID string `json:"query_id"`
 	}
@@ -103,15 +95,44 @@ func seed(t *testing.T, b *brokertest.Broker, tenant, p string) {
 	}
 }
 
-// shopAt starts a broker with auth off, seeds the default tenant's shop
-// and opens the console's page at the fragment.
+// grant lets b's tenant register queries: one but the default tenant
+// needs a quota grant.
+func grant(t *testing.T, b *brokertest.Broker) {
+	t.Helper()
+	if b.Tenant != auth.DefaultTenant {
+		b.Grant(t, b.Tenant, nil)
+	}
+}
+
+// shopAt seeds the shop of a tenant of the test's own on the shared broker
+// and opens the console's page at the fragment, signed in as its admin.
 func shopAt(t *testing.T, fragment string) (*brokertest.Broker, tab) {
 	t.Helper()
-	b := brokertest.Start(t)
-	seed(t, b, auth.DefaultTenant, "shop")
+	b := brokertest.Shared(t)
+	seed(t, b, "shop")
+	return b, consoleAt(t, b, fragment)
+}
+
+// consoleAt opens b's console at the fragment in a new tab, signed in with
+// b's token when the broker asks for one.
+func consoleAt(t *testing.T, b *brokertest.Broker, fragment string) tab {
+	t.Helper()
 	tab := newTab(t)
+	if b.Token != "" {
+		tab.signIn(b, b.Token)
+	}
 	tab.open(b.URL + "/console/" + fragment)
-	return b, tab
+	return tab
+}
+
+// signIn opens b's console and signs in with token.
+func (b tab) signIn(br *brokertest.Broker, token string) {
+	b.t.Helper()
+	b.open(br.URL + "/console/")
+	b.do(chromedp.WaitVisible(chromedp.CSS("#login")))
+	b.set("#token", token)
+	b.do(chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
+	b.panel("Broker")
 }
 
 func TestOverviewShowsQueuesGroupsBehindAndStreamQueries(t *testing.T) {
@@ -184,11 +205,10 @@ func TestStreamQueryPageShowsProgressAndTheStateBrowserFilters(t *testing.T) {
 
 func TestDeadLetterBrowserListsAndFiltersByQueue(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
-	seed(t, b, auth.DefaultTenant, "shop")
-	seed(t, b, auth.DefaultTenant, "mill")
-	tab := newTab(t)
-	tab.open(b.URL + "/console/#/dlq")
+	b := brokertest.Shared(t)
+	seed(t, b, "shop")
+	seed(t, b, "mill")
+	tab := consoleAt(t, b, "#/dlq")
 	all := tab.panel("Dead letters")
 	mustContain(t, "every dead letter", all, "shop-orders", "mill-orders", "the order has no customer")
 
@@ -219,9 +239,9 @@ func TestMessageBrowseListsTheWindowsMessagesWithAPayloadPreview(t *testing.T) {
 // refuses, and keeps a good one in the tab's session storage only.
 func TestLoginWithATokenThenSignOut(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, brokertest.WithJWT(false))
-	token := brokertest.Mint(t, auth.DefaultTenant, auth.ReadOnly)
-	seed(t, b, auth.DefaultTenant, "shop")
+	b := brokertest.Shared(t)
+	token := brokertest.Mint(t, b.Tenant, auth.ReadOnly)
+	seed(t, b, "shop")
 	tab := newTab(t)
 	tab.open(b.URL + "/console/")
 	tab.do(chromedp.WaitVisible(chromedp.CSS("#login")))
@@ -233,7 +253,7 @@ func TestLoginWithATokenThenSignOut(t *testing.T) {
 	tab.set("#token", "Bearer "+token)
 	tab.do(chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
 	mustContain(t, "the signed-in overview", tab.panel("Stream queries"), "shop-views")
-	mustContain(t, "the header", tab.waitText("#identity", "test-default"), "tenant default")
+	mustContain(t, "the header", tab.waitText("#identity", "test-"+b.Tenant), "tenant "+b.Tenant)
 	stored := run(tab, chromedp.Evaluate[string](`sessionStorage.getItem("regent.token")`))
 	cookies := run(tab, chromedp.Evaluate[string](`document.cookie`))
 	url := run(tab, chromedp.Location())
@@ -256,13 +276,11 @@ func TestLoginWithATokenThenSignOut(t *testing.T) {
 // tenant's query is not there even by its name.
 func TestATenantSeesOnlyItsOwnData(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, brokertest.WithJWT(true))
-	seed(t, b, "acme", "acme")
-	seed(t, b, "globex", "globex")
+	b, globex := brokertest.Shared(t), brokertest.Shared(t) // two tenants
+	seed(t, b, "acme")
+	seed(t, globex, "globex")
 	tab := newTab(t)
-	tab.open(b.URL + "/console/")
-	tab.do(chromedp.SendKeys(chromedp.CSS("#token"), brokertest.Mint(t, "acme", auth.ReadOnly)),
-		chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
+	tab.signIn(b, brokertest.Mint(t, b.Tenant, auth.ReadOnly))
 
 	for panel, want := range map[string]string{"Consumer groups behind": "acme-billing", "Stream queries": "acme-views"} {
 		text := tab.panel(panel)
@@ -282,9 +300,13 @@ func TestATenantSeesOnlyItsOwnData(t *testing.T) {
 
 // A console left open while its broker goes away says so, rather than
 // showing the last data as if it were current.
+//
+// It stops its broker, so it starts one of its own.
 func TestAnErrorIsShownWhenTheBrokerIsDown(t *testing.T) {
 	t.Parallel()
-	b, tab := shopAt(t, "")
+	b := brokertest.Start(t)
+	seed(t, b, "shop")
+	tab := consoleAt(t, b, "")
 	tab.panel("Stream queries")
 	b.Stop()
 	tab.do(chromedp.Click(chromedp.CSS("#refresh")))
@@ -321,7 +343,8 @@ func TestGroupStatesHaveOneColourAndAreExplained(t *testing.T) {
 // watermark row as the date it holds.
 func TestStateKeysShowTheirPartsAndTimesAsDates(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
+	grant(t, b)
 	var q struct {
 		QueryID string `json:"query_id"`
 	}
@@ -352,8 +375,7 @@ func TestStateKeysShowTheirPartsAndTimesAsDates(t *testing.T) {
 			map[string]any{"type": "upsert", "key": "tumb:60\u001fwatermark", "value": map[string]any{"watermark": ms(minute0.Add(30 * time.Second))}},
 		},
 		"ack": map[string]any{"leaseId": p.LeaseID, "status": "completed", "count": 1}}, nil)
-	tab := newTab(t)
-	tab.open(b.URL + "/console/#/query/keys")
+	tab := consoleAt(t, b, "#/query/keys")
 	tab.panel("State")
 	rows := tab.waitText("#state-rows", "2 rows")
 	mustContain(t, "the state rows", rows, "tumb:60 ▸ 1778068800000 (2026-05-06 12:00:00 UTC) ▸ /home",
@@ -368,17 +390,20 @@ func TestStateKeysShowTheirPartsAndTimesAsDates(t *testing.T) {
 // and in part at 15 min.
 func TestQueuePageChartsAnHourOfCountersOverAChosenWindow(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	if r := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "charted"}); r.Status != http.StatusOK {
 		t.Fatalf("configure: %d %s", r.Status, r.Body)
 	}
-	if _, err := b.Pool.Exec(context.Background(), `INSERT INTO queen.queue_minutes (tenant, minute, queue, replica, push_messages, pop_messages)
-		SELECT 'default', date_trunc('minute', now()) - make_interval(mins => 59 - i), 'charted', 'r1', i + 1, i
-		  FROM generate_series(0, 59) i`); err != nil {
+	now := time.Now().Truncate(time.Minute)
+	minutes := make([]dbtest.QueueMinute, 60)
+	for i := range minutes {
+		minutes[i] = dbtest.QueueMinute{Tenant: b.Tenant, Queue: "charted", Replica: "r1",
+			Minute: now.Add(-time.Duration(59-i) * time.Minute), PushMessages: int64(i + 1), PopMessages: int64(i)}
+	}
+	if err := b.DB.PutQueueMinutes(t.Context(), minutes...); err != nil {
 		t.Fatal(err)
 	}
-	tab := newTab(t)
-	tab.open(b.URL + "/console/#/queue/charted")
+	tab := consoleAt(t, b, "#/queue/charted")
 	values := func(series string) []int {
 		t.Helper()
 		raw := run(tab, chromedp.Evaluate[string](`document.querySelector("#ops-chart polyline.`+series+`").dataset.values`))
@@ -430,10 +455,10 @@ func TestStreamQueryPageShowsItsSuspensionAndLastRewind(t *testing.T) {
 	b, tab := shopAt(t, "#/query/shop-views")
 	mustContain(t, "a query never suspended or rewound", tab.panel("Query"), "Suspended\nno", "Last rewind\nnever")
 	cell := celldb.New(b.Pool)
-	if found, err := cell.Suspend(t.Context(), auth.DefaultTenant, "shop-views", "streams.shop-views", true); err != nil || !found {
+	if found, err := cell.Suspend(t.Context(), b.Tenant, "shop-views", "streams.shop-views", true); err != nil || !found {
 		t.Fatalf("suspend found query shop-views: %v, %v", found, err)
 	}
-	if _, err := cell.Rewind(t.Context(), auth.DefaultTenant, "shop-views", "streams.shop-views", "r1",
+	if _, err := cell.Rewind(t.Context(), b.Tenant, "shop-views", "streams.shop-views", "r1",
 		time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)); err != nil {
 		t.Fatal(err)
 	}
@@ -451,19 +476,14 @@ func TestStreamQueryPageShowsItsSuspensionAndLastRewind(t *testing.T) {
 // An admin pauses pops from the overview, and resumes them: the switch is
 // the cluster-wide pop maintenance, under which a pop of a queue with
 // messages answers 204. A read-only token is not offered it.
+//
+// Pop maintenance is the whole broker's, so it starts one of its own.
 func TestAnAdminPausesAndResumesPopsFromTheOverview(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t, brokertest.WithJWT(false))
 	admin := brokertest.Mint(t, auth.DefaultTenant, auth.Admin)
 	if r := b.Do(t, "POST", "/api/v1/push", admin, map[string]any{"items": []any{map[string]any{"queue": "paused", "payload": 1}}}); r.Status != http.StatusCreated {
 		t.Fatalf("push: %d %s", r.Status, r.Body)
-	}
-	signIn := func(tab tab, token string) {
-		t.Helper()
-		tab.open(b.URL + "/console/")
-		tab.do(chromedp.WaitVisible(chromedp.CSS("#login")))
-		tab.set("#token", token)
-		tab.do(chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
 	}
 	paused := func() bool {
 		t.Helper()
@@ -475,7 +495,7 @@ func TestAnAdminPausesAndResumesPopsFromTheOverview(t *testing.T) {
 	}
 
 	tab := newTab(t)
-	signIn(tab, admin)
+	tab.signIn(b, admin)
 	mustContain(t, "the pops panel", tab.panel("Pops"), "running", "Pause pops")
 	tab.do(chromedp.Click(chromedp.CSS("#pop-toggle")))
 	tab.waitText("#pop-switch", "Resume pops")
@@ -493,7 +513,7 @@ func TestAnAdminPausesAndResumesPopsFromTheOverview(t *testing.T) {
 	}
 
 	reader := newTab(t)
-	signIn(reader, brokertest.Mint(t, auth.DefaultTenant, auth.ReadOnly))
+	reader.signIn(b, brokertest.Mint(t, auth.DefaultTenant, auth.ReadOnly))
 	reader.panel("Broker")
 	if run(reader, chromedp.Evaluate[bool](`document.querySelector('section[data-panel="Pops"]') !== null`)) {
 		t.Error("a read-only token is offered the pop switch")
@@ -568,17 +588,20 @@ func TestAGroupIsSoughtFromTheQueuePage(t *testing.T) {
 // groups' samples shows each group's line and its peak.
 func TestQueuePageChartsEachGroupsLagInMessagesAndSeconds(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	if r := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "lagging"}); r.Status != http.StatusOK {
 		t.Fatalf("configure: %d %s", r.Status, r.Body)
 	}
-	if _, err := b.Pool.Exec(context.Background(), `INSERT INTO queen.group_minutes (tenant, queue, consumer_group, minute, lag, lag_seconds)
-		SELECT 'default', 'lagging', g, date_trunc('minute', now()) - make_interval(mins => 59 - i), i * k, i * k * 10
-		  FROM generate_series(0, 59) i, (VALUES ('billing', 1), ('audit', 2)) AS x (g, k)`); err != nil {
-		t.Fatal(err)
+	now := time.Now().Truncate(time.Minute)
+	for i := range 60 {
+		for group, k := range map[string]int{"billing": 1, "audit": 2} {
+			if err := b.DB.PutGroupMinute(t.Context(), dbtest.GroupMinute{Tenant: b.Tenant, Queue: "lagging", Group: group,
+				Minute: now.Add(-time.Duration(59-i) * time.Minute), Lag: int64(i * k), LagSeconds: float64(i * k * 10)}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	tab := newTab(t)
-	tab.open(b.URL + "/console/#/queue/lagging")
+	tab := consoleAt(t, b, "#/queue/lagging")
 	text := tab.waitText("#lag-chart", "audit: peak 118")
 	mustContain(t, "the lag charts", text, "Messages behind", "billing: peak 59", "Seconds behind", "audit: peak 1,180", "billing: peak 590")
 	lines := run(tab, chromedp.Evaluate[int](`document.querySelectorAll("#lag-chart polyline").length`))
@@ -592,7 +615,8 @@ func TestQueuePageChartsEachGroupsLagInMessagesAndSeconds(t *testing.T) {
 // the per-minute counts of its cycles.
 func TestQueryPageChartsItsCyclesAndRefusedCycles(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
+	grant(t, b)
 	var q struct {
 		QueryID string `json:"query_id"`
 	}
@@ -601,13 +625,16 @@ func TestQueryPageChartsItsCyclesAndRefusedCycles(t *testing.T) {
 		t.Fatalf("register: %d %s", r.Status, r.Body)
 	}
 	r.JSON(t, &q)
-	if _, err := b.Pool.Exec(context.Background(), `INSERT INTO queen_streams.query_minutes (tenant, query_id, minute, replica, cycles, refused)
-		SELECT 'default', $1, date_trunc('minute', now()) - make_interval(mins => 29 - i), r, 10, i % 2
-		  FROM generate_series(0, 29) i, (VALUES ('r1'), ('r2')) AS x (r)`, q.QueryID); err != nil {
-		t.Fatal(err)
+	now := time.Now().Truncate(time.Minute)
+	for i := range 30 {
+		for _, replica := range []string{"r1", "r2"} {
+			if err := b.DB.PutQueryMinute(t.Context(), dbtest.QueryMinute{Tenant: b.Tenant, QueryID: q.QueryID, Replica: replica,
+				Minute: now.Add(-time.Duration(29-i) * time.Minute), Cycles: 10, Refused: int64(i % 2)}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	tab := newTab(t)
-	tab.open(b.URL + "/console/#/query/busy")
+	tab := consoleAt(t, b, "#/query/busy")
 	mustContain(t, "the cycles chart", tab.waitText("#cycle-chart", "refused"), "600 cycles", "30 refused")
 	tab.shot("query-cycles")
 }
@@ -662,7 +689,11 @@ func TestAQueryWithATableSinkShowsTheTablesRowCountAndLastWrite(t *testing.T) {
 		"table_rows": []any{map[string]any{"key": "eu", "count": 7}, map[string]any{"key": "us", "count": 5}}})
 
 	tab.open(b.URL + "/console/#/query/shop-tabled")
-	mustContain(t, "the table sink", tab.panel("Table sink"), "Table\nregent_default.shop_windows", "Mode\nupsert on key",
+	schema, err := b.DB.TenantSchema(t.Context(), b.Tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, "the table sink", tab.panel("Table sink"), "Table\n"+schema+".shop_windows", "Mode\nupsert on key",
 		"Rows\n2", "Rows written\n2", "Last write\n20")
 	tab.shot("query-table-sink")
 	tab.open(b.URL + "/console/")

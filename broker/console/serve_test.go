@@ -14,7 +14,8 @@ import (
 // The console's files are public, like /health: with auth on, the page
 // loads without a token and then asks for one.
 func TestConsoleFilesArePublicWithAuthOn(t *testing.T) {
-	b := brokertest.Start(t, brokertest.WithJWT(true))
+	t.Parallel()
+	b := brokertest.Shared(t)
 	for path, kind := range map[string]string{
 		"/console/": "text/html", "/console/console.js": "text/javascript", "/console/console.css": "text/css",
 	} {
@@ -32,7 +33,8 @@ func TestConsoleFilesArePublicWithAuthOn(t *testing.T) {
 // A path under /console/ that names no file is the broker's JSON 404, as
 // everywhere else.
 func TestAnUnknownConsolePathIsTheJSON404(t *testing.T) {
-	b := brokertest.Start(t)
+	t.Parallel()
+	b := brokertest.Shared(t)
 	for _, path := range []string{"/console/nope.js", "/console/static/console.js", "/console/a/"} {
 		r := b.Do(t, "GET", path, "", nil)
 		if r.Status != http.StatusNotFound || string(r.Body) != `{"error":"Not found"}` {

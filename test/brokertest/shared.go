@@ -29,7 +29,13 @@ var shared struct {
 // (pgtest.NoLeaks):
 //
 //	func TestMain(m *testing.M) { brokertest.Main(m) }
-func Main(m *testing.M, opts ...Option) {
+func Main(m *testing.M, opts ...Option) { os.Exit(pgtest.NoLeaks(Run(m, opts...))) }
+
+// Run is Main for a TestMain that has more to stop before the check for
+// goroutines left running (a browser, say): it runs the tests with the
+// shared brokers, stops them and the throwaway cluster, and returns the
+// exit code.
+func Run(m *testing.M, opts ...Option) int {
 	shared.main, shared.pkg.opts = true, opts
 	code := m.Run()
 	shared.mu.Lock()
@@ -45,7 +51,7 @@ func Main(m *testing.M, opts ...Option) {
 	}
 	shared.mu.Unlock()
 	pgtest.Stop()
-	os.Exit(pgtest.NoLeaks(code))
+	return code
 }
 
 // Shared gives the test the package's broker, started on first use with
