@@ -18,20 +18,29 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/app"
-	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/brokertest"
-	"github.com/regent-mq/regent/test/pgtest"
 )
 
-// Push maintenance is the whole broker's, so most tests here start a
-// broker of their own; Main still stops the cluster and checks for leaks.
-func TestMain(m *testing.M) { brokertest.Main(m) }
+// The tests share one broker, with tenancy on in either mode so that each
+// test is a tenant of its own: the maintenance status counts the caller's
+// tenant's pushes. Push maintenance is the whole database's, so the tests
+// that switch it run one after another, not in parallel.
+func TestMain(m *testing.M) { brokertest.Main(m, brokertest.WithJWT(true)) }
 
+// maintenance switches push maintenance. Switched on, it is switched off
+// again when the test ends, and the spool drained, so that the next test
+// finds the broker as the first did, however this one ended.
 func maintenance(t *testing.T, b *brokertest.Broker, on bool) {
 	t.Helper()
 	if r := b.Do(t, "POST", "/api/v1/system/maintenance", "", map[string]any{"enabled": on}); r.Status != http.StatusOK {
 		t.Fatalf("maintenance %v: %d %s", on, r.Status, r.Body)
+	}
+	if on {
+		t.Cleanup(func() {
+			maintenance(t, b, false)
+			drained(t, b)
+		})
 	}
 }
 
@@ -81,8 +90,7 @@ func popAll(t *testing.T, b *brokertest.Broker, queue, partition string) []broke
 }
 
 func TestABufferedPushAnswersBufferedPerItemAndStoresNothing(t *testing.T) {
-	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	maintenance(t, b, true)
 	r := push(t, b, http.StatusCreated,
 		map[string]any{"queue": "q", "payload": 1, "transactionId": "tx-1"},
@@ -98,8 +106,7 @@ func TestABufferedPushAnswersBufferedPerItemAndStoresNothing(t *testing.T) {
 }
 
 func TestTheMaintenanceStatusCountsThisReplicasSpoolDownToZero(t *testing.T) {
-	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	maintenance(t, b, true)
 	push(t, b, http.StatusCreated, map[string]any{"queue": "q", "payload": 1}, map[string]any{"queue": "q", "payload": 2})
 	push(t, b, http.StatusCreated, map[string]any{"queue": "q", "payload": 3})
@@ -110,6 +117,7 @@ func TestTheMaintenanceStatusCountsThisReplicasSpoolDownToZero(t *testing.T) {
 	require.True(t, s.BufferHealthy)
 	other := brokertest.StartOn(t, b.DatabaseURL)
 	require.Zero(t, maintenanceStatus(t, other).BufferedMessages, "another replica's spool is its own")
+	other.Stop()
 	require.Contains(t, b.Scrape(t), "\nregent_spool_buffered_messages 3\n")
 
 	maintenance(t, b, false)
@@ -119,8 +127,7 @@ func TestTheMaintenanceStatusCountsThisReplicasSpoolDownToZero(t *testing.T) {
 }
 
 func TestTheSpoolDrainsInArrivalOrderWithTheClientsTransactionIDs(t *testing.T) {
-	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	maintenance(t, b, true)
 	for i := range 5 {
 		push(t, b, http.StatusCreated,
@@ -147,8 +154,7 @@ func TestTheSpoolDrainsInArrivalOrderWithTheClientsTransactionIDs(t *testing.T) 
 }
 
 func TestASpooledTransactionIDAlreadyStoredIsNotStoredAgain(t *testing.T) {
-	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	push(t, b, http.StatusCreated, map[string]any{"queue": "q", "payload": 1, "transactionId": "tx-1"})
 	maintenance(t, b, true)
 	push(t, b, http.StatusCreated, map[string]any{"queue": "q", "payload": 1, "transactionId": "tx-1"},
@@ -162,8 +168,7 @@ func TestASpooledTransactionIDAlreadyStoredIsNotStoredAgain(t *testing.T) {
 }
 
 func TestABufferedPushWithABadNameIs400(t *testing.T) {
-	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	maintenance(t, b, true)
 	r := push(t, b, http.StatusBadRequest, map[string]any{"queue": "q", "payload": 1}, map[string]any{"queue": "bad name", "payload": 2})
 	require.Contains(t, r.Map(t)["error"], "bad name")
@@ -189,9 +194,8 @@ func mutable(t *testing.T, dir string) {
 }
 
 func TestASpoolThatCannotWriteFailsEveryItemWith500(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	b := brokertest.Start(t, func(c *config.Config) { c.SpoolDir = dir })
+	b := brokertest.Shared(t)
+	dir := b.Config.SpoolDir
 	maintenance(t, b, true)
 	immutable(t, dir)
 	r := push(t, b, http.StatusInternalServerError,
@@ -213,7 +217,7 @@ func TestASpoolThatCannotWriteFailsEveryItemWith500(t *testing.T) {
 
 func TestABrokerDoesNotStartWithoutAWritableSpoolDirOfItsOwn(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
+	url := brokertest.Shared(t).DatabaseURL
 	start := func(dir string) (*app.Broker, error) {
 		cfg, err := config.Parse("broker", []string{"--database-url=" + url, "--spool-dir=" + dir}, func(string) string { return "" })
 		require.NoError(t, err)
@@ -255,9 +259,8 @@ func copyDir(t *testing.T, src string) string {
 // removed, leaves the file to be drained again at the next start: every
 // item comes back as a duplicate and nothing is delivered twice.
 func TestADrainReplayedAfterACrashDeliversEachMessageOnce(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	b := brokertest.Start(t, func(c *config.Config) { c.SpoolDir = dir })
+	b := brokertest.Shared(t)
+	dir := b.Config.SpoolDir
 	maintenance(t, b, true)
 	for i := range 10 {
 		item := map[string]any{"queue": "q", "payload": i}
@@ -272,7 +275,8 @@ func TestADrainReplayedAfterACrashDeliversEachMessageOnce(t *testing.T) {
 	drained(t, b)
 
 	maintenance(t, b, true) // the restarted broker holds its spool until its count is read
-	restarted := brokertest.StartOn(t, b.DatabaseURL, func(c *config.Config) { c.SpoolDir = crashed })
+	restarted := brokertest.StartOn(t, b.DatabaseURL, brokertest.WithJWT(true), func(c *config.Config) { c.SpoolDir = crashed })
+	restarted.Token = b.Token // the test's tenant, whose pushes it holds
 	require.EqualValues(t, 10, maintenanceStatus(t, restarted).BufferedMessages)
 	maintenance(t, b, false)
 	drained(t, restarted)
@@ -291,8 +295,7 @@ func TestADrainReplayedAfterACrashDeliversEachMessageOnce(t *testing.T) {
 }
 
 func TestPopAckConfigureAndTransactionsCarryOnDuringPushMaintenance(t *testing.T) {
-	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	push(t, b, http.StatusCreated, map[string]any{"queue": "q", "payload": 1})
 	maintenance(t, b, true)
 	r := b.Do(t, "POST", "/api/v1/configure", "", map[string]any{"queue": "c"})
@@ -323,8 +326,7 @@ func TestPopAckConfigureAndTransactionsCarryOnDuringPushMaintenance(t *testing.T
 }
 
 func TestASpooledItemIsStoredAsTheSamePushWithoutMaintenanceWouldBe(t *testing.T) {
-	t.Parallel()
-	b := brokertest.Start(t)
+	b := brokertest.Shared(t)
 	const payload = `{"html": "<a & b>",  "n": [1, 2]}`
 	const trace = "0193f0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f"
 	body := func(queue string) string {
@@ -348,9 +350,8 @@ func TestASpooledItemIsStoredAsTheSamePushWithoutMaintenanceWouldBe(t *testing.T
 }
 
 func TestTheMaintenanceStatusCountsOnlyTheCallersTenantsPushes(t *testing.T) {
-	t.Parallel()
-	b := brokertest.Start(t, brokertest.WithJWT(true))
-	a, other := brokertest.Mint(t, "tenant-a", auth.Admin), brokertest.Mint(t, "tenant-b", auth.Admin)
+	b, other := brokertest.Shared(t), brokertest.Shared(t).Token // two tenants
+	a := b.Token
 	count := func(token string) int64 {
 		r := b.Do(t, "GET", "/api/v1/system/maintenance", token, nil)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
@@ -359,29 +360,26 @@ func TestTheMaintenanceStatusCountsOnlyTheCallersTenantsPushes(t *testing.T) {
 		require.Equal(t, s.BufferedMessages, s.BufferStats.PendingCount)
 		return s.BufferedMessages
 	}
-	require.Equal(t, http.StatusOK, b.Do(t, "POST", "/api/v1/system/maintenance", a, map[string]any{"enabled": true}).Status)
+	maintenance(t, b, true)
 	r := b.Do(t, "POST", "/api/v1/push", a, map[string]any{"items": []any{
 		map[string]any{"queue": "q", "payload": 1}, map[string]any{"queue": "q", "payload": 2}}})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	require.EqualValues(t, 2, count(a))
-	require.Zero(t, count(other), "another tenant sees the count of tenant-a's pushes")
+	require.Zero(t, count(other), "another tenant sees the count of a's pushes")
 
 	require.Equal(t, http.StatusOK, b.Do(t, "POST", "/api/v1/system/maintenance", other, map[string]any{"enabled": false}).Status)
 	brokertest.Eventually(t, 10*time.Second, func() error {
 		if n := count(a); n > 0 {
-			return fmt.Errorf("%d of tenant-a's pushes not drained", n)
+			return fmt.Errorf("%d of a's pushes not drained", n)
 		}
 		return nil
 	})
-	require.Len(t, b.Frames(t, "tenant-a", "q"), 2, "the drain stored the pushes as tenant-a's")
+	require.Len(t, b.Frames(t, b.Tenant, "q"), 2, "the drain stored the pushes as a's")
 }
 
 func TestACyclesSinkPushesGoToTheDatabaseDuringPushMaintenance(t *testing.T) {
-	t.Parallel()
-	b := brokertest.Start(t)
-	if b.Tenant != auth.DefaultTenant { // secure mode: registering takes a quota grant
-		b.Grant(t, b.Tenant, nil)
-	}
+	b := brokertest.Shared(t)
+	b.Grant(t, b.Tenant, nil) // the test's tenant is not the default one: registering takes a quota grant
 	push(t, b, http.StatusCreated, map[string]any{"queue": "src", "payload": 1})
 	r := b.Do(t, "POST", "/streams/v1/queries", "", map[string]any{"name": "q", "source_queue": "src", "sink_queue": "sink", "config_hash": "v1"})
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
