@@ -706,10 +706,10 @@ func TestCycleWithTenancyAForeignOrMissingPartitionIs404(t *testing.T) {
 	q, foreign := queryAs(t, x.b, x.blue), partitionAs(t, x.b, x.red, "src")
 	for _, p := range []string{foreign, uuid.NewString()} {
 		r := x.b.Do(t, "POST", "/streams/v1/cycle", x.blue, map[string]any{"query_id": q, "partition_id": p,
-			"push_items": []any{map[string]any{"queue": "out", "payload": 1}}})
+			"push_items": []any{map[string]any{"queue": x.b.Q("out"), "payload": 1}}})
 		wantNotFound(t, r)
 	}
-	if n := x.queues(t, "out"); n != 0 {
+	if n := x.queues(t, x.b.Q("out")); n != 0 {
 		t.Fatal("a cycle refused by the ownership gate created its sink queue")
 	}
 }
@@ -720,12 +720,12 @@ func TestCycleWithTenancySinkQueuesResolveWithinTheRequestTenant(t *testing.T) {
 	partitionAs(t, x.b, x.red, "out")
 	q, p := queryAs(t, x.b, x.blue), partitionAs(t, x.b, x.blue, "src")
 	r := x.b.Do(t, "POST", "/streams/v1/cycle", x.blue, map[string]any{"query_id": q, "partition_id": p,
-		"push_items": []any{map[string]any{"queue": "out", "payload": 1}}})
+		"push_items": []any{map[string]any{"queue": x.b.Q("out"), "payload": 1}}})
 	wantStatus(t, r, 200)
-	if n := x.queues(t, "out"); n != 2 {
+	if n := x.queues(t, x.b.Q("out")); n != 2 {
 		t.Fatalf("%d queues named out, want red's and a new one for blue", n)
 	}
-	if r := x.b.Do(t, "GET", "/api/v1/pop/queue/out", x.red, nil); r.Status != 204 {
+	if r := x.b.Do(t, "GET", "/api/v1/pop/queue/"+x.b.Q("out"), x.red, nil); r.Status != 204 {
 		t.Fatalf("red's same-named queue received blue's sink emit: %d %s", r.Status, r.Body)
 	}
 }

@@ -175,13 +175,13 @@ func TestCycleIdleFlushIsDeferredWhenARowItRemovesChangedSinceARipeReadReturnedI
 // the flush that read before the fold is still deferred after it.
 func TestARipeReadByAReadOnlyCallerVouchesForNoFlush(t *testing.T) {
 	t.Parallel()
-	b := start(t, brokertest.WithJWT(false))
-	b.Token = brokertest.Mint(t, auth.DefaultTenant, auth.ReadWrite)
+	b := alone(t)
+	b.Token = brokertest.Mint(t, b.Tenant, auth.ReadWrite)
 	f := fixtureOn(t, b)
 	f.fold(t, 1)
 	f.ripeRead(t, "", 1000)
 	f.fold(t, 2)
-	if got := f.ripeRead(t, brokertest.Mint(t, auth.DefaultTenant, auth.ReadOnly), 1000); got != 1 {
+	if got := f.ripeRead(t, brokertest.Mint(t, b.Tenant, auth.ReadOnly), 1000); got != 1 {
 		t.Fatalf("the read-only ripe read returned %d rows, want w1", got)
 	}
 	deferred(t, f.b, f.stockFlush(1), `key "w1" changed since a ripe read returned it`)
@@ -204,8 +204,8 @@ func TestCycleIdleFlushWithAFailedPreconditionIsRefusedNotDeferred(t *testing.T)
 
 func TestIdleFlushDeferralsAreCountedByReasonNotAsRefusals(t *testing.T) {
 	t.Parallel()
-	// The figures are the whole broker's, so it keeps a broker of its own.
-	f := fixtureOn(t, start(t))
+	// The figures are the tenant's: the test is a tenant of its own.
+	f := fixtureOn(t, alone(t))
 	f.drained(t, 1)
 	deferred(t, f.b, f.flushBody(map[string]any{"type": "delete", "key": "gone"}), "already gone")
 	f.b.PushN(t, f.src, "", 1, 1)
@@ -213,7 +213,7 @@ func TestIdleFlushDeferralsAreCountedByReasonNotAsRefusals(t *testing.T) {
 	waitForMetric(t, f.b, fmt.Sprintf(`regent_streams_flush_deferred_total{reason="gone",tenant=%q} 1`, f.b.Tenant))
 	waitForMetric(t, f.b, fmt.Sprintf(`regent_streams_flush_deferred_total{reason="unacknowledged",tenant=%q} 1`, f.b.Tenant))
 	waitForMetric(t, f.b, fmt.Sprintf(`regent_streams_cycles_total{outcome="deferred",tenant=%q} 2`, f.b.Tenant))
-	if body := f.b.Scrape(t); strings.Contains(body, `regent_streams_cycles_total{outcome="refused"`) {
+	if body := f.b.Scrape(t); strings.Contains(body, fmt.Sprintf(`regent_streams_cycles_total{outcome="refused",tenant=%q}`, f.b.Tenant)) {
 		t.Fatalf("a deferral was counted as a refusal:\n%s", body)
 	}
 }

@@ -32,25 +32,49 @@ func start(t testing.TB, opts ...brokertest.Option) *brokertest.Broker {
 	return b
 }
 
+// tenancy is a broker with tenancy on in either mode, shared by the tests
+// that read or set what is their tenant's as a whole (its query listing,
+// its quota, its figures), each a tenant of its own.
+var tenancy = brokertest.NewGroup(brokertest.WithJWT(true))
+
+// alone is the tenancy broker as a tenant of the test's own, whose default
+// caller, an admin, may register queries.
+func alone(t testing.TB) *brokertest.Broker {
+	t.Helper()
+	b := tenancy.Shared(t)
+	grant(t, b, b.Tenant, nil)
+	return b
+}
+
 // tenants is a broker with tenancy on and read-write tokens of two
 // tenants: red, and blue, which holds a quota grant.
 type tenants struct {
-	b         *brokertest.Broker
-	red, blue string
+	b                     *brokertest.Broker
+	red, blue             string // their tokens
+	redTenant, blueTenant string
 }
 
+// twoTenants is two tenants of the tenancy broker, or, given options, of a
+// broker of the test's own.
 func twoTenants(t testing.TB, opts ...brokertest.Option) tenants {
 	t.Helper()
-	b := brokertest.Start(t, append([]brokertest.Option{brokertest.WithJWT(true)}, opts...)...)
-	grant(t, b, "blue", nil)
-	return tenants{b: b, red: brokertest.Mint(t, "red", auth.ReadWrite), blue: brokertest.Mint(t, "blue", auth.ReadWrite)}
+	x := tenants{redTenant: "red", blueTenant: "blue"}
+	if len(opts) > 0 {
+		x.b = brokertest.Start(t, append([]brokertest.Option{brokertest.WithJWT(true)}, opts...)...)
+	} else {
+		x.b = tenancy.Shared(t)
+		x.redTenant, x.blueTenant = x.b.Tenant, tenancy.Shared(t).Tenant
+	}
+	grant(t, x.b, x.blueTenant, nil)
+	x.red, x.blue = brokertest.Mint(t, x.redTenant, auth.ReadWrite), brokertest.Mint(t, x.blueTenant, auth.ReadWrite)
+	return x
 }
 
 // queues counts the queues called name, red's and blue's.
 func (x tenants) queues(t testing.TB, name string) int {
 	t.Helper()
 	n := 0
-	for _, tenant := range []string{"red", "blue"} {
+	for _, tenant := range []string{x.redTenant, x.blueTenant} {
 		q, err := x.b.DB.Queue(t.Context(), tenant, name)
 		if err != nil {
 			t.Fatal(err)

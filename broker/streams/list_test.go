@@ -44,7 +44,7 @@ func list(t testing.TB, b *brokertest.Broker, token string) listed {
 
 func TestQueryListingIsAnEmptyArrayWithoutQueries(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := alone(t)
 	if r := b.Do(t, "GET", "/streams/v1/queries", "", nil); string(r.Body) != `{"queries":[]}` {
 		t.Fatalf("GET /streams/v1/queries = %d %s, want {\"queries\":[]}", r.Status, r.Body)
 	}
@@ -55,30 +55,30 @@ func TestQueryListingIsAnEmptyArrayWithoutQueries(t *testing.T) {
 // state browser can address each shard.
 func TestQueryListingShowsEachQuerysProgressAndSourcePartitions(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := alone(t)
 	sink := register(t, b, "with-sink", "src", "out", "h1", false)
 	register(t, b, "idle", "other", "", "h2", false)
 	pid := sourcePartition(t, b, "src")
 	var items []any
 	for i := range 3 {
-		items = append(items, map[string]any{"queue": "src", "payload": map[string]any{"n": i}})
+		items = append(items, map[string]any{"queue": b.Q("src"), "payload": map[string]any{"n": i}})
 	}
 	wantStatus(t, b.Do(t, "POST", "/api/v1/push", "", map[string]any{"items": items}), 201)
-	p := pop(t, b, "src", 2, "consumerGroup=streams.with-sink")
+	p := pop(t, b, b.Q("src"), 2, "consumerGroup=streams."+b.Q("with-sink"))
 	committed(t, b, map[string]any{"query_id": sink.QueryID, "partition_id": pid,
 		"state_ops":      []any{map[string]any{"type": "upsert", "key": "w1", "value": map[string]any{"windowEnd": 1000, "sum": 3}}},
-		"consumer_group": "streams.with-sink",
+		"consumer_group": "streams." + b.Q("with-sink"),
 		"ack":            map[string]any{"leaseId": p.LeaseID, "status": "completed", "count": 2}})
 
 	l := list(t, b, "")
-	if len(l.Queries) != 2 || l.Queries[0].Name != "idle" || l.Queries[1].Name != "with-sink" {
+	if len(l.Queries) != 2 || l.Queries[0].Name != b.Q("idle") || l.Queries[1].Name != b.Q("with-sink") {
 		t.Fatalf("queries %+v, want idle and with-sink, by name", l.Queries)
 	}
 	idle, q := l.Queries[0], l.Queries[1]
 	if idle.SinkQueue != nil || idle.LastCycle != nil || idle.StateRows != 0 || len(idle.Partitions) != 0 {
 		t.Errorf("the idle query on a queue that does not exist: %+v", idle)
 	}
-	if q.ID != sink.QueryID || q.SourceQueue != "src" || q.SinkQueue == nil || *q.SinkQueue != "out" || q.ConfigHash != "h1" {
+	if q.ID != sink.QueryID || q.SourceQueue != b.Q("src") || q.SinkQueue == nil || *q.SinkQueue != b.Q("out") || q.ConfigHash != "h1" {
 		t.Errorf("with-sink listed as %+v", q)
 	}
 	if q.Lag != 1 || q.StateRows != 1 || q.LastCycle == nil {
@@ -96,7 +96,7 @@ func TestQueryListingShowsEachQuerysProgressAndSourcePartitions(t *testing.T) {
 func TestQueryListingShowsOnlyTheCallersTenant(t *testing.T) {
 	t.Parallel()
 	ts := twoTenants(t)
-	grant(t, ts.b, "red", nil)
+	grant(t, ts.b, ts.redTenant, nil)
 	red := queryAs(t, ts.b, ts.red)
 	blue := queryAs(t, ts.b, ts.blue)
 	for token, want := range map[string]string{ts.red: red, ts.blue: blue} {
@@ -112,7 +112,7 @@ func TestQueryListingShowsOnlyTheCallersTenant(t *testing.T) {
 // under those names.
 func TestQueryListingNamesItsFieldsInSnakeCaseAsThePostRoutesDo(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := alone(t)
 	register(t, b, "snake", "src", "out", "h1", false)
 	sourcePartition(t, b, "src")
 	var l struct {
@@ -165,10 +165,10 @@ func keys(m map[string]any) []string {
 // at what time, over how many source partitions).
 func TestQueryListingShowsTheSuspensionAndTheLastRewind(t *testing.T) {
 	t.Parallel()
-	b := start(t)
+	b := alone(t)
 	register(t, b, "kube", "src", "", "h1", false)
-	b.PushN(t, "src", "", 0, 1)
-	wantStatus(t, b.Do(t, "GET", "/api/v1/pop/queue/src?batch=1&autoAck=true&consumerGroup=streams.kube", "", nil), 200)
+	b.PushN(t, b.Q("src"), "", 0, 1)
+	wantStatus(t, b.Do(t, "GET", "/api/v1/pop/queue/"+b.Q("src")+"?batch=1&autoAck=true&consumerGroup=streams."+b.Q("kube"), "", nil), 200)
 	var l struct {
 		Queries []struct {
 			Suspended  bool `json:"suspended"`
@@ -184,11 +184,11 @@ func TestQueryListingShowsTheSuspensionAndTheLastRewind(t *testing.T) {
 		t.Fatalf("a new query listed as suspended %v, last rewind %+v", q.Suspended, q.LastRewind)
 	}
 	cell := celldb.New(b.Pool)
-	if found, err := cell.Suspend(t.Context(), b.Tenant, "kube", "streams.kube", true); err != nil || !found {
+	if found, err := cell.Suspend(t.Context(), b.Tenant, b.Q("kube"), "streams."+b.Q("kube"), true); err != nil || !found {
 		t.Fatalf("suspend found query kube: %v, %v", found, err)
 	}
 	to := time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
-	if rw, err := cell.Rewind(t.Context(), b.Tenant, "kube", "streams.kube", "r1", to); err != nil || rw.Already {
+	if rw, err := cell.Rewind(t.Context(), b.Tenant, b.Q("kube"), "streams."+b.Q("kube"), "r1", to); err != nil || rw.Already {
 		t.Fatalf("rewind %+v, %v; want rewound", rw, err)
 	}
 	b.Do(t, "GET", "/streams/v1/queries", "", nil).JSON(t, &l)

@@ -38,8 +38,8 @@ func TestStreamCyclesAreCountedByTenantAndOutcomeAndTimed(t *testing.T) {
 
 func TestStateOpsOfCommittedCyclesAreCountedByType(t *testing.T) {
 	t.Parallel()
-	// The figures are the whole broker's, so it keeps a broker of its own.
-	f := fixtureOn(t, start(t))
+	// The figures are the tenant's: the test is a tenant of its own.
+	f := fixtureOn(t, alone(t))
 	committed(t, f.b, f.body(map[string]any{"state_ops": []any{
 		map[string]any{"type": "upsert", "key": "a", "value": 1},
 		map[string]any{"type": "upsert", "key": "b", "value": 2},

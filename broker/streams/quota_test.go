@@ -13,12 +13,12 @@ import (
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
-// tenantBroker starts a broker with tenancy on and returns a read-write
-// token of tenant.
-func tenantBroker(t testing.TB, tenant string) (*brokertest.Broker, string) {
+// tenantBroker is the tenancy broker as a tenant of the test's own, with
+// no quota grant yet, and a read-write token of that tenant.
+func tenantBroker(t testing.TB) (*brokertest.Broker, string) {
 	t.Helper()
-	b := brokertest.Start(t, brokertest.WithJWT(true))
-	return b, brokertest.Mint(t, tenant, auth.ReadWrite)
+	b := tenancy.Shared(t)
+	return b, brokertest.Mint(t, b.Tenant, auth.ReadWrite)
 }
 
 func registerAs(t testing.TB, b *brokertest.Broker, token, name, hash string, reset bool) brokertest.Response {
@@ -27,20 +27,20 @@ func registerAs(t testing.TB, b *brokertest.Broker, token, name, hash string, re
 		"name": name, "source_queue": "src", "config_hash": hash, "reset": reset})
 }
 
-// applyQuota writes tenant acme's grant as the operator does for its
+// applyQuota writes the grant of b's tenant as the operator does for its
 // TenantQuota (which also tells the brokers).
 func applyQuota(t testing.TB, b *brokertest.Broker, q celldb.Quota) {
 	t.Helper()
-	q.Tenant = "acme"
+	q.Tenant = b.Tenant
 	if _, err := celldb.New(b.Pool).ApplyQuota(t.Context(), q); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// acmeQueries counts the queries tenant acme has registered.
-func acmeQueries(t testing.TB, b *brokertest.Broker) int64 {
+// tenantQueries counts the queries b's tenant has registered.
+func tenantQueries(t testing.TB, b *brokertest.Broker) int64 {
 	t.Helper()
-	n, err := celldb.New(b.Pool).CountQueries(t.Context(), "acme")
+	n, err := celldb.New(b.Pool).CountQueries(t.Context(), b.Tenant)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,41 +59,41 @@ func wantDenied(t testing.TB, r brokertest.Response, why string) {
 
 func TestQuotaNewNameWithoutAGrantIs403(t *testing.T) {
 	t.Parallel()
-	b, tok := tenantBroker(t, "acme")
+	b, tok := tenantBroker(t)
 	wantDenied(t, registerAs(t, b, tok, "q", "h", false), "no quota grant")
-	if n := acmeQueries(t, b); n != 0 {
+	if n := tenantQueries(t, b); n != 0 {
 		t.Fatalf("a denied registration inserted %d rows", n)
 	}
 }
 
 func TestQuotaDisabledGrantIs403(t *testing.T) {
 	t.Parallel()
-	b, tok := tenantBroker(t, "acme")
+	b, tok := tenantBroker(t)
 	applyQuota(t, b, celldb.Quota{Enabled: false})
 	wantDenied(t, registerAs(t, b, tok, "q", "h", false), "disabled")
 }
 
 func TestQuotaFullCapIs403AndNothingIsInserted(t *testing.T) {
 	t.Parallel()
-	b, tok := tenantBroker(t, "acme")
+	b, tok := tenantBroker(t)
 	two := 2
-	grant(t, b, "acme", &two)
+	grant(t, b, b.Tenant, &two)
 	wantStatus(t, registerAs(t, b, tok, "a", "h", false), 200)
 	wantStatus(t, registerAs(t, b, tok, "b", "h", false), 200)
 	wantDenied(t, registerAs(t, b, tok, "c", "h", false), "cap")
-	if n := acmeQueries(t, b); n != 2 {
+	if n := tenantQueries(t, b); n != 2 {
 		t.Fatalf("%d queries for acme, want 2", n)
 	}
 	zero := 0
-	grant(t, b, "acme", &zero)
+	grant(t, b, b.Tenant, &zero)
 	wantDenied(t, registerAs(t, b, tok, "d", "h", false), "cap")
 }
 
 func TestQuotaCapIsExactWhenRegistrationsRace(t *testing.T) {
 	t.Parallel()
-	b, tok := tenantBroker(t, "acme")
+	b, tok := tenantBroker(t)
 	three := 3
-	grant(t, b, "acme", &three)
+	grant(t, b, b.Tenant, &three)
 	var wg sync.WaitGroup
 	codes := make([]int, 12)
 	for i := range codes {
@@ -112,23 +112,23 @@ func TestQuotaCapIsExactWhenRegistrationsRace(t *testing.T) {
 	if ok != 3 || denied != 9 {
 		t.Fatalf("%d registered and %d denied of 12 racing new names under a cap of 3 (codes %v)", ok, denied, codes)
 	}
-	if n := acmeQueries(t, b); n != 3 {
+	if n := tenantQueries(t, b); n != 3 {
 		t.Fatalf("%d queries stored, want exactly the cap", n)
 	}
 }
 
 func TestQuotaReRegisteringAnExistingNameAlwaysPasses(t *testing.T) {
 	t.Parallel()
-	b, tok := tenantBroker(t, "acme")
+	b, tok := tenantBroker(t)
 	one := 1
-	grant(t, b, "acme", &one)
+	grant(t, b, b.Tenant, &one)
 	wantStatus(t, registerAs(t, b, tok, "q", "h", false), 200)
 	var zero int32
 	for _, revoke := range []func(){
 		func() { applyQuota(t, b, celldb.Quota{Enabled: true, MaxQueries: &zero}) },
 		func() { applyQuota(t, b, celldb.Quota{Enabled: false, MaxQueries: &zero}) },
 		func() {
-			if err := celldb.New(b.Pool).DeleteQuota(t.Context(), "acme"); err != nil {
+			if err := celldb.New(b.Pool).DeleteQuota(t.Context(), b.Tenant); err != nil {
 				t.Fatal(err)
 			}
 		},
@@ -143,7 +143,9 @@ func TestQuotaReRegisteringAnExistingNameAlwaysPasses(t *testing.T) {
 
 func TestQuotaDefaultTenantNeverReadsTheGrantTable(t *testing.T) {
 	t.Parallel()
-	b, _ := tenantBroker(t, "acme")
+	// It locks the grant table of the whole database, so it keeps a
+	// broker of its own.
+	b := brokertest.Start(t, brokertest.WithJWT(true))
 	tok := brokertest.Mint(t, auth.DefaultTenant, auth.ReadWrite)
 	// A transaction holding the grant table exclusively blocks every read
 	// of it: a default-tenant registration must not wait for it.
@@ -175,8 +177,8 @@ func TestQuotaDefaultTenantNeverReadsTheGrantTable(t *testing.T) {
 // no ack. Rewriting existing keys always passes; deleting frees room.
 func TestQuotaStateRowsCapFailsTheCycleAsAWhole(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, brokertest.WithJWT(true))
-	b.Token, b.Tenant = brokertest.Mint(t, "acme", auth.ReadWrite), "acme"
+	b := tenancy.Shared(t)
+	b.Token = brokertest.Mint(t, b.Tenant, auth.ReadWrite)
 	applyQuota(t, b, celldb.Quota{Enabled: true, MaxStateRows: new(int64(2))})
 	f := fixtureOn(t, b)
 	upserts := func(keys ...string) []any {
@@ -188,10 +190,10 @@ func TestQuotaStateRowsCapFailsTheCycleAsAWhole(t *testing.T) {
 	}
 	cycle := func(ops []any) map[string]any {
 		t.Helper()
-		b.PushN(t, "src", "", 0, 1)
-		p := pop(t, b, "src", 10, "consumerGroup=g")
+		b.PushN(t, f.src, "", 0, 1)
+		p := pop(t, b, f.src, 10, "consumerGroup=g")
 		r := post(t, b, "/streams/v1/cycle", f.body(map[string]any{"consumer_group": "g", "state_ops": ops,
-			"push_items": []any{map[string]any{"queue": "out", "payload": 1}}, "ack": ack(p.LeaseID, "completed", nil)}))
+			"push_items": []any{map[string]any{"queue": f.out, "payload": 1}}, "ack": ack(p.LeaseID, "completed", nil)}))
 		wantStatus(t, r, 200)
 		m := r.Map(t)
 		if m["success"] != true {
@@ -214,7 +216,7 @@ func TestQuotaStateRowsCapFailsTheCycleAsAWhole(t *testing.T) {
 	}
 	// The broker knows the refusal by its code, not its wording, and
 	// counts it against the quota.
-	if m := b.Scrape(t); !strings.Contains(m, `regent_quota_refusals_total{quota="maxStateRows",tenant="acme"} 1`) {
+	if m := b.Scrape(t); !strings.Contains(m, fmt.Sprintf(`regent_quota_refusals_total{quota="maxStateRows",tenant=%q} 1`, b.Tenant)) {
 		t.Fatalf("the refusal is not counted as a maxStateRows refusal:\n%s", m)
 	}
 	if m := cycle(upserts("a", "b")); m["success"] != true {
@@ -232,7 +234,7 @@ func TestQuotaStateRowsCapFailsTheCycleAsAWhole(t *testing.T) {
 	if got := f.state(t); len(got) != 2 || got["b"] == "" || got["c"] == "" {
 		t.Fatalf("state %v, want b and c", got)
 	}
-	if u, err := celldb.New(b.Pool).Usage(t.Context(), "acme", time.Minute); err != nil || u.StateRows != 2 {
+	if u, err := celldb.New(b.Pool).Usage(t.Context(), b.Tenant, time.Minute); err != nil || u.StateRows != 2 {
 		t.Fatalf("the state-row counter says %d (%v), want 2", u.StateRows, err)
 	}
 }
@@ -242,28 +244,28 @@ func TestQuotaStateRowsCapFailsTheCycleAsAWhole(t *testing.T) {
 // that emits nothing still commits.
 func TestQuotaStoredBytesCapFailsACycleThatEmits(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, brokertest.WithJWT(true))
-	b.Token, b.Tenant = brokertest.Mint(t, "acme", auth.ReadWrite), "acme"
-	grant(t, b, "acme", nil)
+	b := tenancy.Shared(t)
+	b.Token = brokertest.Mint(t, b.Tenant, auth.ReadWrite)
+	grant(t, b, b.Tenant, nil)
 	f := fixtureOn(t, b)
-	b.PushN(t, "src", "", 0, 3)
+	b.PushN(t, f.src, "", 0, 3)
 	applyQuota(t, b, celldb.Quota{Enabled: true, MaxStoredBytes: new(int64(1))})
 	// Once a push is refused, the broker has read the cap.
 	brokertest.Eventually(t, 10*time.Second, func() error {
-		if r := post(t, b, "/api/v1/push", map[string]any{"items": []any{map[string]any{"queue": "src", "payload": 1}}}); r.Status != 429 {
+		if r := post(t, b, "/api/v1/push", map[string]any{"items": []any{map[string]any{"queue": f.src, "payload": 1}}}); r.Status != 429 {
 			return fmt.Errorf("pushes past maxStoredBytes still pass: %d %s", r.Status, r.Body)
 		}
 		return nil
 	})
-	before := b.Stored(t, "out").Segments
-	p := pop(t, b, "src", 1, "consumerGroup=g")
+	before := b.Stored(t, f.out).Segments
+	p := pop(t, b, f.src, 1, "consumerGroup=g")
 	r := post(t, b, "/streams/v1/cycle", f.body(map[string]any{"consumer_group": "g",
-		"push_items": []any{map[string]any{"queue": "out", "payload": 1}}, "ack": ack(p.LeaseID, "completed", nil)}))
+		"push_items": []any{map[string]any{"queue": f.out, "payload": 1}}, "ack": ack(p.LeaseID, "completed", nil)}))
 	wantStatus(t, r, 200)
 	if m := r.Map(t); m["success"] != false || !strings.Contains(fmt.Sprint(m["error"]), "maxStoredBytes") {
 		t.Fatalf("a cycle emitting past maxStoredBytes answered %s, want success false naming maxStoredBytes", r.Body)
 	}
-	if n := b.Stored(t, "out").Segments; n != before {
+	if n := b.Stored(t, f.out).Segments; n != before {
 		t.Fatalf("the refused cycle stored %d segments", n-before)
 	}
 	r = post(t, b, "/streams/v1/cycle", f.body(map[string]any{"consumer_group": "g", "ack": ack(p.LeaseID, "completed", nil)}))

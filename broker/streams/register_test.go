@@ -200,12 +200,12 @@ func TestRegisterEmptySinkQueueIsStoredAsNull(t *testing.T) {
 func TestRegisterNameIsUniquePerTenantNotGlobal(t *testing.T) {
 	t.Parallel()
 	x := twoTenants(t)
-	grant(t, x.b, "red", nil)
+	grant(t, x.b, x.redTenant, nil)
 	if red, blue := queryAs(t, x.b, x.red), queryAs(t, x.b, x.blue); red == blue {
 		t.Fatal("two tenants registering one name share one query")
 	}
-	for _, tenant := range []string{"red", "blue"} {
-		if n, err := x.b.DB.StreamQueries(t.Context(), tenant, "q"); err != nil || n != 1 {
+	for _, tenant := range []string{x.redTenant, x.blueTenant} {
+		if n, err := x.b.DB.StreamQueries(t.Context(), tenant, x.b.Q("q")); err != nil || n != 1 {
 			t.Fatalf("%d queries named q of tenant %s (%v), want one per tenant", n, tenant, err)
 		}
 	}
@@ -244,13 +244,14 @@ func TestRegisterRacingRegistrationsOfOneNewNameConvergeOnOneQuery(t *testing.T)
 
 func TestQueriesAndCycleNeedReadWriteAndStateGetReadOnly(t *testing.T) {
 	t.Parallel()
-	b := brokertest.Start(t, brokertest.WithJWT(false))
-	ro := brokertest.Mint(t, auth.DefaultTenant, auth.ReadOnly)
+	b := alone(t)
+	q, p := queryAs(t, b, ""), sourcePartition(t, b, "src")
+	ro := brokertest.Mint(t, b.Tenant, auth.ReadOnly)
 	for _, path := range []string{"/streams/v1/queries", "/streams/v1/cycle"} {
 		r := b.Do(t, "POST", path, ro, `{}`)
 		wantStatus(t, r, 403)
 	}
-	r := b.Do(t, "POST", "/streams/v1/state/get", ro, map[string]any{"query_id": uuid.NewString(), "partition_id": uuid.NewString()})
+	r := b.Do(t, "POST", "/streams/v1/state/get", ro, map[string]any{"query_id": q, "partition_id": p})
 	wantStatus(t, r, 200)
 	for _, path := range []string{"/streams/v1/queries", "/streams/v1/state/get", "/streams/v1/cycle"} {
 		wantStatus(t, b.Do(t, "POST", path, brokertest.NoToken, `{}`), 401)

@@ -232,8 +232,12 @@ func TestARegistrationWithoutSinkTableKeepsTheQuerysAndNullRemovesIt(t *testing.
 func TestOneTenantCanNeitherWriteNorDetectAnothersTable(t *testing.T) {
 	t.Parallel()
 	x := twoTenants(t)
-	grant(t, x.b, "red", nil)
-	if err := x.b.DB.CreateTable(t.Context(), "blue", "totals", windowColumns, []string{"key", "windowStart"}); err != nil {
+	grant(t, x.b, x.redTenant, nil)
+	if err := x.b.DB.CreateTable(t.Context(), x.blueTenant, "totals", windowColumns, []string{"key", "windowStart"}); err != nil {
+		t.Fatal(err)
+	}
+	blueSchema, err := x.b.DB.TenantSchema(t.Context(), x.blueTenant)
+	if err != nil {
 		t.Fatal(err)
 	}
 	reg := func(token string, sink map[string]any) brokertest.Response {
@@ -248,13 +252,13 @@ func TestOneTenantCanNeitherWriteNorDetectAnothersTable(t *testing.T) {
 	if strings.ReplaceAll(string(taken.Body), "totals", "X") != strings.ReplaceAll(string(absent.Body), "nothing", "X") {
 		t.Fatalf("red tells blue's table from no table:\n%s\n%s", taken.Body, absent.Body)
 	}
-	other := reg(x.red, map[string]any{"table": "totals", "key_columns": keys, "schema": "regent_blue"})
+	other := reg(x.red, map[string]any{"table": "totals", "key_columns": keys, "schema": blueSchema})
 	wantStatus(t, other, 400)
-	if !strings.Contains(string(other.Body), `schema regent_blue is not tenant 'red''s`) {
+	if !strings.Contains(string(other.Body), "schema "+blueSchema+" is not tenant '"+x.redTenant+"''s") {
 		t.Fatalf("400 %s does not say why another tenant's schema is refused", other.Body)
 	}
 	wantStatus(t, reg(x.blue, map[string]any{"table": "totals", "key_columns": keys}), 200)
-	rows, err := x.b.DB.TableRows(t.Context(), "blue", "totals")
+	rows, err := x.b.DB.TableRows(t.Context(), x.blueTenant, "totals")
 	if err != nil {
 		t.Fatal(err)
 	}
