@@ -730,22 +730,15 @@ func TestCycleWithTenancySinkQueuesResolveWithinTheRequestTenant(t *testing.T) {
 	}
 }
 
-// It counts every lock waiter of the database, so it keeps a broker of its
-// own.
 func TestCycleConcurrentCyclesOnOneQueryAndPartitionAreSerialised(t *testing.T) {
 	t.Parallel()
-	f := fixtureOn(t, start(t))
-	ctx := context.Background()
-	conn, err := f.b.Pool.Acquire(ctx)
+	f := newFixture(t)
+	// Hold the pair's lock, as a running cycle does.
+	release, err := f.b.DB.HoldCycleLock(t.Context(), f.query, f.partition)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Release()
-	// Hold the pair's lock, as a running cycle does.
-	key := `hashtextextended($1::uuid::text || $2::uuid::text, 0)`
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+key+`)`, f.query, f.partition); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { _ = release() }) // a failed test's too, or the pool never closes
 	done := make(chan cycleAnswer, 1)
 	go func() {
 		defer close(done) // also when cycle fails the test and exits the goroutine
@@ -759,12 +752,12 @@ func TestCycleConcurrentCyclesOnOneQueryAndPartitionAreSerialised(t *testing.T) 
 			t.Fatalf("a cycle ran while another held its (query, partition): %+v", a)
 		default:
 		}
-		if waiting, err := f.b.DB.LockWaiters(t.Context()); err != nil || waiting != 1 {
-			return fmt.Errorf("%d lock waiters (%v), want the cycle", waiting, err)
+		if waiting, err := f.b.DB.CycleLockWaiters(t.Context(), f.query, f.partition); err != nil || waiting != 1 {
+			return fmt.Errorf("%d waiters for the pair's lock (%v), want the cycle", waiting, err)
 		}
 		return nil
 	})
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(`+key+`)`, f.query, f.partition); err != nil {
+	if err := release(); err != nil {
 		t.Fatal(err)
 	}
 	if a := <-done; !a.Success {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/test/brokertest"
@@ -194,8 +193,8 @@ func TestCycleIdleFlushWithAFailedPreconditionIsRefusedNotDeferred(t *testing.T)
 	f := newFixture(t)
 	committed(t, f.b, f.body(map[string]any{"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}}}))
 	read := f.readAt(t, "k")
-	time.Sleep(time.Millisecond) // updated_at has microseconds
 	committed(t, f.b, f.body(map[string]any{"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 2}}}))
+	f.moved(t, "k", read)
 	f.b.PushN(t, f.src, "", 0, 1)
 	pop(t, f.b, f.src, 1, "")
 	refused(t, f.b, f.flushBody(map[string]any{"type": "delete", "key": "k", "if_updated_at": read}),
@@ -237,6 +236,18 @@ func (f fixture) readAt(t *testing.T, key string) string {
 	return rows[0].UpdatedAt
 }
 
+// moved reads key's updated_at after a cycle rewrote it, and requires it
+// to differ from before: each cycle's now() is its own, and updated_at
+// has microseconds, so a round trip between the two cycles is time enough.
+func (f fixture) moved(t *testing.T, key, before string) string {
+	t.Helper()
+	after := f.readAt(t, key)
+	if after == before {
+		t.Fatalf("updated_at of %q is still %s after a cycle rewrote it", key, before)
+	}
+	return after
+}
+
 func TestCycleStateOpIfUpdatedAtRefusesARowChangedOrDeletedSinceItWasRead(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -249,9 +260,8 @@ func TestCycleStateOpIfUpdatedAtRefusesARowChangedOrDeletedSinceItWasRead(t *tes
 	}
 	committed(t, f.b, upsert(1, nil))
 	first := f.readAt(t, "k")
-	time.Sleep(time.Millisecond) // each cycle's now() is its own, and updated_at has microseconds
 	committed(t, f.b, upsert(2, nil))
-	second := f.readAt(t, "k")
+	second := f.moved(t, "k", first)
 
 	refused(t, f.b, upsert(3, first), `stale state: key "k" changed or was deleted since it was read`)
 	if got := f.state(t)["k"]; got != "2" {

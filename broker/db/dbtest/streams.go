@@ -147,3 +147,37 @@ func (d *DB) ForgetCursors(ctx context.Context, tenant, queue string) error {
 func (d *DB) SetConsumed(ctx context.Context, tenant, queue, partition, group string, n int64) error {
 	return d.setCursor(ctx, "total_consumed", "the consumed total", tenant, queue, partition, group, n)
 }
+
+// cycleLock is the advisory lock a cycle takes on its query and partition
+// (queen_streams.cycle_owner), of $1 and $2.
+const cycleLock = `hashtextextended($1::uuid::text || $2::uuid::text, 0)`
+
+// HoldCycleLock takes the lock a running cycle holds on a query's
+// partition, until release: a cycle of the pair meanwhile waits.
+func (d *DB) HoldCycleLock(ctx context.Context, queryID, partitionID string) (release func() error, err error) {
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hold the cycle lock of query %s: %w", queryID, err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+cycleLock+`)`, queryID, partitionID); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, fmt.Errorf("hold the cycle lock of query %s: %w", queryID, err)
+	}
+	return func() error { return tx.Rollback(context.WithoutCancel(ctx)) }, nil
+}
+
+// CycleLockWaiters counts the backends waiting for the cycle lock of a
+// query's partition: of that pair only, so that tests sharing a database
+// do not count each other's.
+func (d *DB) CycleLockWaiters(ctx context.Context, queryID, partitionID string) (int, error) {
+	var n int
+	// A bigint advisory key is split over classid (its high half) and
+	// objid (its low half), with objsubid 1.
+	err := d.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks l, (SELECT `+cycleLock+` AS k) x
+		 WHERE l.locktype = 'advisory' AND NOT l.granted AND l.objsubid = 1
+		   AND l.classid = ((x.k >> 32) & 4294967295)::oid AND l.objid = (x.k & 4294967295)::oid`, queryID, partitionID).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count the waiters for the cycle lock of query %s: %w", queryID, err)
+	}
+	return n, nil
+}
