@@ -858,10 +858,7 @@ func TestCycleCountsItsPushesAndAcksInThePerQueueMetrics(t *testing.T) {
 func TestCycleADatabaseErrorThatIsNotARefusalIs500WithoutItsText(t *testing.T) {
 	t.Parallel()
 	f := fixtureOn(t, start(t))
-	if _, err := f.b.Pool.Exec(context.Background(), `CREATE OR REPLACE FUNCTION queen_streams.cycle_owner(
-			p_tenant text, p_query_id uuid, p_partition_id uuid,
-			OUT queue_id uuid, OUT queue_name text, OUT next_offset bigint)
-		LANGUAGE plpgsql AS $$ BEGIN PERFORM 1 / 0; END $$`); err != nil {
+	if err := f.b.DB.BreakCycles(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	r := post(t, f.b, "/streams/v1/cycle", f.body(nil))

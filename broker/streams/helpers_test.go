@@ -1,7 +1,6 @@
 package streams_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -115,13 +114,6 @@ func grant(t testing.TB, b *brokertest.Broker, tenant string, max *int) {
 		return
 	}
 	b.Grant(t, tenant, max)
-}
-
-func exec(t testing.TB, b *brokertest.Broker, sql string, args ...any) {
-	t.Helper()
-	if _, err := b.Pool.Exec(context.Background(), sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
 }
 
 // post sends a JSON POST as the broker's default caller.

@@ -218,7 +218,9 @@ func TestStateGetDatabaseErrorIs500(t *testing.T) {
 	t.Parallel()
 	b := start(t)
 	q, p := shard(t, b, map[string]string{"a": `{}`})
-	exec(t, b, `ALTER TABLE queen_streams.state RENAME TO state_moved`)
+	if err := b.DB.HideState(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	r := post(t, b, "/streams/v1/state/get", map[string]any{"query_id": q, "partition_id": p})
 	wantStatus(t, r, 500)
 	if strings.Contains(string(r.Body), "state") {

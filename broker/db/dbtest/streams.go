@@ -181,3 +181,27 @@ func (d *DB) CycleLockWaiters(ctx context.Context, queryID, partitionID string) 
 	}
 	return n, nil
 }
+
+// BreakCycles replaces queen_streams.cycle_owner, which every cycle calls
+// first, by one that fails with a division by zero, as a bad rollout
+// would: every cycle of the database fails with an error that is not a
+// refusal, for good.
+func (d *DB) BreakCycles(ctx context.Context) error {
+	_, err := d.pool.Exec(ctx, `CREATE OR REPLACE FUNCTION queen_streams.cycle_owner(
+			p_tenant text, p_query_id uuid, p_partition_id uuid,
+			OUT queue_id uuid, OUT queue_name text, OUT next_offset bigint)
+		LANGUAGE plpgsql AS $$ BEGIN PERFORM 1 / 0; END $$`)
+	if err != nil {
+		return fmt.Errorf("break the cycles: %w", err)
+	}
+	return nil
+}
+
+// HideState renames queen_streams.state away, as a broken schema would:
+// every read or write of any query's state fails, for good.
+func (d *DB) HideState(ctx context.Context) error {
+	if _, err := d.pool.Exec(ctx, `ALTER TABLE queen_streams.state RENAME TO state_moved`); err != nil {
+		return fmt.Errorf("hide the state table: %w", err)
+	}
+	return nil
+}

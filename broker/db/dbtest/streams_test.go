@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/pgtest"
 )
 
 func TestHoldCycleLockMakesACycleOfThePairWaitAndCycleLockWaitersCountsIt(t *testing.T) {
@@ -47,4 +49,21 @@ func TestHoldCycleLockMakesACycleOfThePairWaitAndCycleLockWaitersCountsIt(t *tes
 	require.NoError(t, release())
 	require.NoError(t, <-done)
 	require.Equal(t, map[string]string{"k": "1"}, b.State(t, q, p))
+}
+
+func TestBreakCyclesMakesTheCycleOwnerFail(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	require.NoError(t, dbtest.New(pool).BreakCycles(t.Context()))
+	_, err := pool.Exec(t.Context(), `SELECT queen_streams.cycle_owner('default', gen_random_uuid(), gen_random_uuid())`)
+	require.ErrorContains(t, err, "division by zero")
+}
+
+func TestHideStateMakesTheStateTableUnreadable(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	d := dbtest.New(pool)
+	require.NoError(t, d.HideState(t.Context()))
+	_, err := d.State(t.Context(), uuid.NewString(), "")
+	require.ErrorContains(t, err, `relation "queen_streams.state" does not exist`)
 }
