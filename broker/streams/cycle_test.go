@@ -787,31 +787,44 @@ func TestCycleSinkEmitWakesAParkedPop(t *testing.T) {
 // The broker announces a cycle after its commit (hotlist.Announcer): every
 // replica's LISTEN must hear of the sink emits and of the released source
 // that has data left, and of nothing a refused cycle did.
-//
-// It listens to every announcement of the database, so it keeps a broker
-// of its own.
 func TestCycleAnnouncesItsSinkEmitsAndReleasedSourceOnTheLogChannel(t *testing.T) {
 	t.Parallel()
-	f := fixtureOn(t, start(t))
+	f := newFixture(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	conn := pgtest.Listen(t, f.b.DatabaseURL, hotlist.Channel)
+	// The channel is the database's: of the announcements, the test's are
+	// those of its queues ("<queue id>:<partition id>"), the refused
+	// cycle's sink among them should it exist.
+	refusedOut := f.b.Q("refused-out")
+	ours := func(payload string) bool {
+		for _, q := range []string{f.src, f.out, refusedOut} {
+			if s := f.b.Stored(t, q); s.Exists && strings.HasPrefix(payload, s.ID+":") {
+				return true
+			}
+		}
+		return false
+	}
 	announced := func() string {
 		t.Helper()
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			t.Fatalf("waiting for an announcement: %v", err)
+		for {
+			n, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				t.Fatalf("waiting for an announcement: %v", err)
+			}
+			if ours(n.Payload) {
+				return n.Payload
+			}
 		}
-		return n.Payload
 	}
 	f.b.PushN(t, f.src, "", 0, 4)
-	if got, want := announced(), f.b.Announcement(t, "src", "Default"); got != want {
+	if got, want := announced(), f.b.Announcement(t, f.src, "Default"); got != want {
 		t.Fatalf("the push announced %s, want %s", got, want)
 	}
 	p := pop(t, f.b, f.src, 2, "")
 
 	refused := cycle(t, f.b, f.body(map[string]any{
-		"push_items": []any{map[string]any{"queue": "refused-out", "payload": 0}},
+		"push_items": []any{map[string]any{"queue": refusedOut, "payload": 0}},
 		"ack":        ack(uuid.NewString(), "completed", 2),
 	}))
 	if refused.Success {
@@ -821,7 +834,7 @@ func TestCycleAnnouncesItsSinkEmitsAndReleasedSourceOnTheLogChannel(t *testing.T
 		"push_items": []any{map[string]any{"queue": f.out, "payload": 1}},
 		"ack":        ack(p.LeaseID, "completed", 2),
 	}))
-	want := map[string]string{f.b.Announcement(t, "out", "Default"): "the sink emit", f.b.Announcement(t, "src", "Default"): "the released source"}
+	want := map[string]string{f.b.Announcement(t, f.out, "Default"): "the sink emit", f.b.Announcement(t, f.src, "Default"): "the released source"}
 	for len(want) > 0 {
 		got := announced()
 		if _, ok := want[got]; !ok {
