@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	authv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/chart"
 	"github.com/regent-mq/regent/test/kubestack"
@@ -219,16 +220,16 @@ func TestInstallBringsEveryPodToReadyAfterTheMigrationJob(t *testing.T) {
 	if components["broker"] != 2 || components["operator"] != 1 {
 		t.Errorf("pods by component: %v, want 2 brokers and 1 operator", components)
 	}
-	conn, err := pgx.Connect(ctx, stack.AppDatabaseURL())
+	pool, err := pgxpool.New(ctx, stack.AppDatabaseURL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
-	var migrations int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM public.regent_schema_migrations").Scan(&migrations); err != nil {
+	defer pool.Close()
+	migrations, err := dbtest.New(pool).Migrations(ctx)
+	if err != nil {
 		t.Fatalf("the migration Job left no schema: %v", err)
 	}
-	if migrations == 0 {
+	if len(migrations) == 0 {
 		t.Error("no migration is recorded")
 	}
 	r := brokertest.At(broker).Do(t, "GET", "/health", brokertest.NoToken, nil)
@@ -819,16 +820,16 @@ func TestHelmUninstallKeepsTheCRDsAndTheData(t *testing.T) {
 	for _, d := range deps.Items {
 		t.Errorf("Deployment %s outlived the uninstall", d.Name)
 	}
-	conn, err := pgx.Connect(ctx, stack.AppDatabaseURL())
+	pool, err := pgxpool.New(ctx, stack.AppDatabaseURL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
-	var queries int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM queen_streams.queries").Scan(&queries); err != nil {
+	defer pool.Close()
+	byTenant, err := dbtest.New(pool).StreamQueriesByTenant(ctx, "")
+	if err != nil {
 		t.Fatalf("the data went with the release: %v", err)
 	}
-	if queries == 0 {
+	if len(byTenant) == 0 {
 		t.Error("the registrations went with the release")
 	}
 }
