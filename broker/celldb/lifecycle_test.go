@@ -63,6 +63,9 @@ func stateRows(t *testing.T, b *brokertest.Broker, id string) int {
 func twoBatches(t *testing.T, b *brokertest.Broker) time.Time {
 	t.Helper()
 	pushTo(t, b, 0, 5)
+	// Real time: a rewind goes by the messages' creation times, which only
+	// the clock gives; the two batches and the instant between them need
+	// times of their own.
 	time.Sleep(20 * time.Millisecond)
 	var between time.Time
 	if err := b.Pool.QueryRow(ctx, `SELECT now()`).Scan(&between); err != nil {

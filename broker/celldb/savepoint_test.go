@@ -171,6 +171,8 @@ func TestASavepointTakenWhileCyclesRunFallsBetweenCycles(t *testing.T) {
 		if mid > 0 {
 			taken++
 		}
+		// Real time: savepoints taken at their own pace while the cycles
+		// run at theirs, so that some fall while partitions are half folded.
 		time.Sleep(5 * time.Millisecond)
 	}
 	close(stop)
