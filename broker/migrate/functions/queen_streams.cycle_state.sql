@@ -14,8 +14,11 @@ BEGIN
         RETURN;
     END IF;
     WITH deleted AS (
+        -- The cardinality is a one-time filter: without it, a cycle that
+        -- deletes nothing (most folds) still scanned the partition's shard.
         DELETE FROM queen_streams.state s
-         WHERE s.query_id = r.query_id AND s.partition_id = r.partition_id AND s.key = ANY (r.delete_keys)
+         WHERE cardinality(r.delete_keys) > 0
+           AND s.query_id = r.query_id AND s.partition_id = r.partition_id AND s.key = ANY (r.delete_keys)
         RETURNING 1),
     upserted AS (
         -- xmax is 0 on the rows the upsert inserted, not on those it updated.
