@@ -81,12 +81,22 @@ BEGIN
             v_done.lease_released := false;
             v_done.announce := false;
         END IF;
-        RETURN QUERY SELECT v_pop.outcome, NULL::uuid, NULL::text, NULL::bigint[], NULL::bigint, NULL::boolean,
-                            NULL::boolean, v_pop.partition_id, NULL::text[], NULL::uuid[], NULL::timestamptz,
-                            v_pop.partition_name, v_pop.retry_at, v_pop.batch_start, v_pop.batch_end,
-                            v_pop.base_offset, v_pop.frame_count, v_pop.body, v_pop.checksum;
+        -- Out through the output columns, which nothing above has set
+        -- (NULL), and RETURN NEXT: assignments, where a RETURN QUERY runs
+        -- a statement a row.
+        outcome := v_pop.outcome;
+        partition_id := v_pop.partition_id;
+        partition_name := v_pop.partition_name;
+        retry_at := v_pop.retry_at;
+        batch_start := v_pop.batch_start;
+        batch_end := v_pop.batch_end;
+        base_offset := v_pop.base_offset;
+        frame_count := v_pop.frame_count;
+        body := v_pop.body;
+        checksum := v_pop.checksum;
+        RETURN NEXT;
     END LOOP;
-    PERFORM set_config('synchronous_commit', v_sync, true);
+    v_sync := set_config('synchronous_commit', v_sync, true);
     RETURN QUERY SELECT v_done.*, now(), NULL::text, NULL::timestamptz, NULL::bigint, NULL::bigint, NULL::bigint,
                         NULL::integer, NULL::bytea, NULL::bigint;
 END
