@@ -282,12 +282,82 @@ func is(v []byte, s string) bool {
 
 // unquote returns the string a JSON string value holds; ok is false for
 // any other value.
-func unquote(v []byte) (s string, ok bool) {
+func unquote(v []byte) (string, bool) {
 	if len(v) < 2 || v[0] != '"' {
 		return "", false
 	}
 	if bytes.IndexByte(v, '\\') < 0 {
 		return string(v[1 : len(v)-1]), true
 	}
-	return s, json.Unmarshal(v, &s) == nil
+	if s, ok := unescapeASCII(v[1 : len(v)-1]); ok {
+		return s, true
+	}
+	var u string
+	return u, json.Unmarshal(v, &u) == nil
+}
+
+// unescapeASCII decodes the body of a JSON string that is all ASCII and
+// whose escapes all stand for ASCII characters, as the keys of Regent's
+// worker (pipeline's separator, U+001F, is sent as \u001f). It reports
+// false for any other body (a byte beyond ASCII, an escape of a character
+// beyond it, a malformed escape, an unescaped quote or control character),
+// which unquote leaves to encoding/json, whose Unmarshal cost some 0.7 µs a
+// key: about 5% of the broker's CPU in a fold at batch 100.
+func unescapeASCII(b []byte) (string, bool) {
+	var out strings.Builder
+	out.Grow(len(b))
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c == '"' || c < 0x20 || c >= 0x80 {
+			return "", false
+		}
+		if c != '\\' {
+			out.WriteByte(c)
+			continue
+		}
+		if i+1 >= len(b) {
+			return "", false
+		}
+		i++
+		switch b[i] {
+		case '"', '\\', '/':
+			out.WriteByte(b[i])
+		case 'b':
+			out.WriteByte('\b')
+		case 'f':
+			out.WriteByte('\f')
+		case 'n':
+			out.WriteByte('\n')
+		case 'r':
+			out.WriteByte('\r')
+		case 't':
+			out.WriteByte('\t')
+		case 'u':
+			if i+4 >= len(b) || b[i+1] != '0' || b[i+2] != '0' {
+				return "", false
+			}
+			hi, lo := hexDigit(b[i+3]), hexDigit(b[i+4])
+			if hi < 0 || hi > 7 || lo < 0 {
+				return "", false
+			}
+			out.WriteByte(byte(hi<<4 | lo))
+			i += 4
+		default:
+			return "", false
+		}
+	}
+	return out.String(), true
+}
+
+// hexDigit is the value of the hexadecimal digit c, or -1.
+func hexDigit(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
 }

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -109,5 +110,37 @@ func TestFoldStateOpsRefusesNULInKeysAndValues(t *testing.T) {
 	f, err := foldStateOps(json.RawMessage(`[{"type": "upsert", "key": "k", "value": "\\u0000"}]`), false)
 	if err != nil || f.Refusal != "" || len(f.UpsertKeys) != 1 {
 		t.Fatalf("an escaped backslash before u0000 was refused: %+v %v", f, err)
+	}
+}
+
+// FuzzUnquoteDecodesAsEncodingJSON: a string value with escapes, as members
+// delimits it, is decoded as encoding/json decodes it, or refused as it
+// refuses it.
+func FuzzUnquoteDecodesAsEncodingJSON(f *testing.F) {
+	for _, s := range []string{`"pl\u001f2026-12-07T09:00:00Z\u001fk"`, `"\/\b\f\n\r\t\"\\"`, `"\u007f\u0080"`,
+		`"\u0000"`, `"\ud800"`, `"\u12"`, `"\x"`, `"a\u00AFb"`, `"é\u001f"`, `"\u001F\u001g"`, "\"\x01\\t\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' || valueEnd(v, 0) != len(v) || bytes.IndexByte(v, '\\') < 0 {
+			return
+		}
+		var want string
+		err := json.Unmarshal(v, &want)
+		got, ok := unquote(v)
+		if ok != (err == nil) || (ok && got != want) {
+			t.Errorf("unquote(%q) = %q, %v; encoding/json: %q, %v", v, got, ok, want, err)
+		}
+	})
+}
+
+// BenchmarkUnquoteWorkerKey decodes a state key of Regent's worker, whose
+// separator (U+001F) JSON escapes.
+func BenchmarkUnquoteWorkerKey(b *testing.B) {
+	v := []byte(`"pl\u001f2026-12-07T09:00:00Z\u001fkey-123"`)
+	for b.Loop() {
+		if _, ok := unquote(v); !ok {
+			b.Fatal("not a string")
+		}
 	}
 }
