@@ -88,6 +88,10 @@ func dumpSchema(t *testing.T, url string) string {
 // functionHead finds a function's name in pg_dump's CREATE FUNCTION line.
 var functionHead = regexp.MustCompile(`(?m)^CREATE FUNCTION ([a-z_]+\.[a-z_0-9]+)\(`)
 
+// bodyStart finds the dollar quote that opens a function's body: pg_dump
+// picks one that the body does not hold, $$ or $_$ (a body naming $1).
+var bodyStart = regexp.MustCompile(`AS (\$[a-z_]*\$)`)
+
 // elideBodies replaces each function's body with the file it comes from:
 // the text is that file's, written once, and schema.sql keeps what a change
 // of signature, language or settings changes.
@@ -99,13 +103,19 @@ func elideBodies(dump string) string {
 			b.WriteString(dump)
 			return b.String()
 		}
-		start := strings.Index(dump[m[1]:], "AS $$")
-		end := strings.Index(dump[m[1]:], "\n$$;")
-		if start < 0 || end < start {
+		q := bodyStart.FindStringSubmatchIndex(dump[m[1]:])
+		if q == nil {
 			b.WriteString(dump)
 			return b.String()
 		}
-		start, end = m[1]+start, m[1]+end+len("\n$$;")
+		quote := dump[m[1]+q[2] : m[1]+q[3]]
+		start := m[1] + q[0]
+		end := strings.Index(dump[start+len("AS ")+len(quote):], "\n"+quote+";")
+		if end < 0 {
+			b.WriteString(dump)
+			return b.String()
+		}
+		end += start + len("AS ") + len(quote) + len("\n"+quote+";")
 		b.WriteString(dump[:start])
 		b.WriteString("AS $$ -- the body of functions/" + dump[m[2]:m[3]] + ".sql\n$$;")
 		dump = dump[end:]
