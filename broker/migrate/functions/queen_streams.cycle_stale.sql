@@ -4,18 +4,12 @@
 -- or is gone; one named without (an idle flush's delete, implicit) when it
 -- is gone, or changed since a ripe read last returned it (ripe_read_at).
 -- At most one row: the first whose expectation the worker sent.
---
--- Each key is one probe of the primary key (the LATERAL, which OFFSET 0
--- keeps from being flattened into a join): as a join, the plan, cached
--- generic, hashed every row of the partition's shard, in every fold (some
--- 0.4 ms a cycle at 500 rows, and growing with the shard).
 CREATE OR REPLACE FUNCTION queen_streams.cycle_stale(r queen_streams.cycle_request)
 RETURNS TABLE (key text, implicit boolean, gone boolean) LANGUAGE sql STABLE AS $$
     SELECT e.key, e.at IS NULL, s.key IS NULL
       FROM unnest(r.expect_keys, r.expect_at) AS e (key, at)
-      LEFT JOIN LATERAL (SELECT s.key, s.updated_at, s.ripe_read_at FROM queen_streams.state s
-                          WHERE s.query_id = r.query_id AND s.partition_id = r.partition_id AND s.key = e.key
-                         OFFSET 0) AS s ON true
+      LEFT JOIN queen_streams.state s
+        ON s.query_id = r.query_id AND s.partition_id = r.partition_id AND s.key = e.key
      WHERE s.key IS NULL OR s.updated_at <> coalesce(e.at, s.ripe_read_at)
      ORDER BY e.at IS NULL
      LIMIT 1
