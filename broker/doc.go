@@ -29,5 +29,6 @@
 // Two packages are shared outside the broker and import nothing of it:
 // streams/wire, the streams routes' JSON, which regent-worker speaks too;
 // and celldb, so that the operator links none of the broker's internals
-// (only auth, to mint its tokens, config, for its flags, and celldb).
+// (only auth, to mint its tokens, config, for its flags, celldb, and
+// streams/wire, for the registration's sink_table).
 package broker

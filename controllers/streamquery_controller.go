@@ -25,6 +25,7 @@ import (
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
 	"github.com/regent-mq/regent/broker/celldb"
+	"github.com/regent-mq/regent/broker/streams/wire"
 	"github.com/regent-mq/regent/controllers/registration"
 	"github.com/regent-mq/regent/pipeline"
 )
@@ -270,7 +271,7 @@ type step struct {
 	before v1.StreamQueryStatus
 	hash   string // the config hash last sent to the broker
 	// sink is the table sink the registrations carry (nil: none).
-	sink *registration.SinkTable
+	sink *wire.SinkTable
 	// progressRead says that this reconcile read the query's progress:
 	// the autoscaler decides on nothing older.
 	progressRead bool

@@ -12,7 +12,7 @@ import (
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
 	"github.com/regent-mq/regent/broker/celldb"
-	"github.com/regent-mq/regent/controllers/registration"
+	"github.com/regent-mq/regent/broker/streams/wire"
 	"github.com/regent-mq/regent/pipeline"
 )
 
@@ -32,7 +32,7 @@ func invalidSink(format string, args ...any) error {
 // (queen_streams.sink_table_check) checked before the broker is asked. It
 // returns what the registration carries: nil without spec.sink, which
 // removes a table sink the query had.
-func (r *StreamQueryReconciler) sinkTable(ctx context.Context, s *step) (*registration.SinkTable, error) {
+func (r *StreamQueryReconciler) sinkTable(ctx context.Context, s *step) (*wire.SinkTable, error) {
 	q, spec := s.q, s.q.Spec.Sink
 	if spec == nil {
 		return nil, nil
@@ -70,7 +70,7 @@ func (r *StreamQueryReconciler) sinkTable(ctx context.Context, s *step) (*regist
 	if err := r.DB.CheckSinkTable(ctx, s.tenant, spec.Schema, spec.Table, spec.KeyColumns, string(mode)); err != nil {
 		return nil, asSinkInvalid(err)
 	}
-	return &registration.SinkTable{Schema: spec.Schema, Table: spec.Table, KeyColumns: spec.KeyColumns, Mode: string(mode)}, nil
+	return &wire.SinkTable{Schema: spec.Schema, Table: spec.Table, KeyColumns: spec.KeyColumns, Mode: string(mode)}, nil
 }
 
 // createSinkTable creates spec.sink's table: a column per output member,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/streams/wire"
 )
 
 // Outcome is how the broker answered.
@@ -45,19 +46,7 @@ type Request struct {
 	Reset      bool   `json:"reset"`
 	// SinkTable is the query's table sink, always sent: null removes the
 	// one the query had.
-	SinkTable *SinkTable `json:"sink_table"`
-}
-
-// SinkTable is a registration's sink_table: the query's output written as
-// rows of Table, in the tenant's schema (Schema, when set, must be it),
-// keyed on KeyColumns, in Mode upsert or append. It is the JSON of
-// broker/streams/wire.SinkTable, restated here so that the operator links
-// nothing of the broker.
-type SinkTable struct {
-	Schema     string   `json:"schema,omitempty"`
-	Table      string   `json:"table"`
-	KeyColumns []string `json:"key_columns"`
-	Mode       string   `json:"mode,omitempty"`
+	SinkTable *wire.SinkTable `json:"sink_table"`
 }
 
 // Result is the broker's answer.

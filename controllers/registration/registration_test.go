@@ -12,7 +12,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/broker/streams/wire"
 	"github.com/regent-mq/regent/controllers/registration"
 	"github.com/regent-mq/regent/test/nettest"
 )
@@ -151,21 +150,5 @@ func TestTheDefaultTenantsTokenNamesItsTenant(t *testing.T) {
 	}
 	if claims["tenant"] != auth.DefaultTenant {
 		t.Fatalf("token claims %v, want tenant %q", claims, auth.DefaultTenant)
-	}
-}
-
-// The operator restates the wire's sink_table so that it links nothing of
-// the broker: both must write the same JSON.
-func TestTheRegistrationsSinkTableIsTheWiresJSON(t *testing.T) {
-	ours, err := json.Marshal(registration.SinkTable{Schema: "regent_acme", Table: "t", KeyColumns: []string{"k"}, Mode: "upsert"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	theirs, err := json.Marshal(wire.SinkTable{Schema: "regent_acme", Table: "t", KeyColumns: []string{"k"}, Mode: "upsert"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(ours) != string(theirs) {
-		t.Fatalf("registration.SinkTable %s, wire.SinkTable %s", ours, theirs)
 	}
 }
