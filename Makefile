@@ -29,9 +29,9 @@ deps: ## Install what is missing: PostgreSQL, podman, buildah and runc (apt), Ci
 	@REGENT_CACHE=$(CACHE) hack/deps.sh
 
 .PHONY: generate
-generate: deps ## Generate deepcopy code for the API types (controller-gen) and broker/migrate/schema.sql (pg_dump of a migrated database).
+generate: deps ## Generate deepcopy code for the API types (controller-gen) and broker/pg/migrate/schema.sql (pg_dump of a migrated database).
 	$(CONTROLLER_GEN) object paths=./api/...
-	go test -count=1 -run '^TestSchemaSQLIsTheMigratedSchema$$' ./broker/migrate/ -update
+	go test -count=1 -run '^TestSchemaSQLIsTheMigratedSchema$$' ./broker/pg/migrate/ -update
 
 .PHONY: manifests
 manifests: deps ## Generate the CRDs (config/crd/bases), the RBAC role (config/rbac) and the chart's copy of the CRDs.
@@ -68,7 +68,7 @@ lint: ## Check formatting (gofmt) and run go vet.
 test: deps kube-deps lint ## Run every test (PostgreSQL, envtest, chart, e2e, the chart on a real single-node cluster); this is what CI runs.
 	REGENT_KUBE_E2E=1 go test -count=1 $(GO_TEST_FLAGS) ./...
 	@echo "The queue, streams and admin suites again, with JWT auth and tenancy on:"
-	REGENT_TEST_MODE=secure go test -count=1 $(GO_TEST_FLAGS) ./broker/queue/... ./broker/streams/... ./broker/admin/... ./broker/spool/...
+	REGENT_TEST_MODE=secure go test -count=1 $(GO_TEST_FLAGS) ./broker/api/queue/... ./broker/api/streams/... ./broker/api/admin/... ./broker/domain/spool/...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
 
 # Every route's fuzz target (test/fuzz), one after the other: go test fuzzes one target at a time.
@@ -85,7 +85,7 @@ fuzz: deps ## Fuzz every route's decoder for FUZZTIME each (60s; make test runs 
 .PHONY: console-shots
 console-shots: deps ## Run the console's browser tests (Chromium) and write their screenshots to bin/console/.
 	@mkdir -p bin/console
-	REGENT_CONSOLE_SHOTS=$(CURDIR)/bin/console go test -count=1 ./broker/console/
+	REGENT_CONSOLE_SHOTS=$(CURDIR)/bin/console go test -count=1 ./broker/api/console/
 	@ls bin/console/*.png
 
 .PHONY: chaos

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/celldb"
+	"github.com/regent-mq/regent/broker/pg/celldb"
 	"github.com/regent-mq/regent/controllers/registration"
 )
 
@@ -202,7 +202,7 @@ func (c *fakeCell) Suspend(_ context.Context, tenant, name, _ string, _ bool) (b
 }
 
 // Rewind is not part of the fake's rules: the rewind's fence is in its
-// SQL, tested on PostgreSQL (broker/db) and through the envtest suite.
+// SQL, tested on PostgreSQL (broker/pg/db) and through the envtest suite.
 func (c *fakeCell) Rewind(context.Context, string, string, string, string, time.Time) (celldb.Rewound, error) {
 	return celldb.Rewound{}, errors.New("the fake cell does not rewind")
 }
@@ -212,7 +212,7 @@ func (c *fakeCell) SourceLoad(context.Context, string, string, string, string, c
 }
 
 // Savepoints are not part of the fake's rules either: they are tested on
-// PostgreSQL (broker/db) and through the envtest suite. The fake has none,
+// PostgreSQL (broker/pg/db) and through the envtest suite. The fake has none,
 // and no leases.
 func (c *fakeCell) TakeSavepoint(context.Context, string, string, string, string, *string) (celldb.Savepoint, bool, error) {
 	return celldb.Savepoint{}, false, errors.New("the fake cell takes no savepoints")

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/celldb"
+	"github.com/regent-mq/regent/broker/pg/celldb"
 	"github.com/regent-mq/regent/controllers/registration"
 )
 
@@ -47,14 +47,14 @@ type CellDB interface {
 	Rewind(ctx context.Context, tenant, name, group, token string, to time.Time) (celldb.Rewound, error)
 	// SourceLoad reads what the autoscaler needs of a query's source.
 	SourceLoad(ctx context.Context, tenant, query, source, group string, windows celldb.WindowKeys) (celldb.SourceLoad, error)
-	// The savepoints (broker/celldb/savepoint.go); Leases counts the
+	// The savepoints (broker/pg/celldb/savepoint.go); Leases counts the
 	// live leases of the query's group, which a drain waits out.
 	TakeSavepoint(ctx context.Context, tenant, name, group, savepoint string, pipeline *string) (celldb.Savepoint, bool, error)
 	Savepoints(ctx context.Context, tenant, name string) ([]celldb.Savepoint, error)
 	PruneSavepoints(ctx context.Context, tenant, name string, keep int32) (int32, error)
 	RestoreSavepoint(ctx context.Context, tenant, name, group, savepoint, token string) (celldb.Restored, error)
 	Leases(ctx context.Context, tenant, name, group string) (int32, error)
-	// The table sinks (broker/celldb/sinktable.go): a refusal is a
+	// The table sinks (broker/pg/celldb/sinktable.go): a refusal is a
 	// *celldb.SinkInvalid.
 	SinkColumns(ctx context.Context, tenant, schema, table string) ([]celldb.SinkColumn, error)
 	CreateSinkTable(ctx context.Context, tenant, table string, cols []celldb.SinkColumn, keys []string) (bool, error)

@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/celldb"
+	"github.com/regent-mq/regent/broker/pg/celldb"
 	"github.com/regent-mq/regent/controllers/autoscaler"
 	"github.com/regent-mq/regent/pipeline"
 )

@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/celldb"
-	"github.com/regent-mq/regent/broker/streams/wire"
+	"github.com/regent-mq/regent/broker/api/streams/wire"
+	"github.com/regent-mq/regent/broker/pg/celldb"
 	"github.com/regent-mq/regent/controllers/registration"
 	"github.com/regent-mq/regent/pipeline"
 )

@@ -28,7 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/celldb"
+	"github.com/regent-mq/regent/broker/pg/celldb"
 )
 
 // consumerGroup is the consumer group the query's workers pop its source as.

@@ -38,7 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/celldb"
+	"github.com/regent-mq/regent/broker/pg/celldb"
 )
 
 // drainPoll is how often a drain looks again for the old workers' leases.

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/celldb"
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/pg/celldb"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/nettest"
 )

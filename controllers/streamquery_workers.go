@@ -35,7 +35,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/api/auth"
 )
 
 // The operator's RBAC for workers: it applies (creates and patches) their

@@ -39,7 +39,7 @@ pg_bindir() {
 
 # The image test (test/chart/containers) builds the images with podman (or buildah) and runs
 # them as root through runc, the OCI runtime it names; the CA bundle goes into the images.
-# The console's browser tests (broker/console) drive Debian's chromium; the README's tour reads
+# The console's browser tests (broker/api/console) drive Debian's chromium; the README's tour reads
 # JSON with jq.
 install_apt_packages() {
   local missing=() tool

@@ -8,7 +8,7 @@ import (
 
 	json "github.com/goccy/go-json"
 
-	"github.com/regent-mq/regent/broker/streams/wire"
+	"github.com/regent-mq/regent/broker/api/streams/wire"
 	"github.com/regent-mq/regent/pipeline"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/regent-mq/regent/broker/streams/wire"
+	"github.com/regent-mq/regent/broker/api/streams/wire"
 	"github.com/regent-mq/regent/pipeline"
 )
 

@@ -107,7 +107,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/streams/wire"
+	"github.com/regent-mq/regent/broker/api/streams/wire"
 	"github.com/regent-mq/regent/pipeline"
 )
 

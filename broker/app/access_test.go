@@ -5,7 +5,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/api/auth"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/config"
-	"github.com/regent-mq/regent/broker/migrate"
+	"github.com/regent-mq/regent/broker/pg/migrate"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/pgtest"
 )

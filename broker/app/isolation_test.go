@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/broker/db/dbtest"
+	"github.com/regent-mq/regent/broker/api/auth"
+	"github.com/regent-mq/regent/broker/pg/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 

@@ -9,9 +9,9 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/api/auth"
 	"github.com/regent-mq/regent/broker/config"
-	"github.com/regent-mq/regent/broker/db/dbtest"
+	"github.com/regent-mq/regent/broker/pg/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/jwkstest"
 )

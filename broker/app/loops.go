@@ -14,7 +14,7 @@ type loop func(ctx context.Context)
 // of start, on one context, and all stopped by Close:
 //
 //   - the hot list's LISTEN on the log's channel, and its periodic reseed
-//     (queue/store's Listen and Reseed);
+//     (queuestore's Listen and Reseed);
 //   - the announcer (hotlist.Announcer), which sends the partitions that
 //     pushes, acks and seeks made deliverable to the other replicas;
 //   - the retention and eviction sweeps (retention);

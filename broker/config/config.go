@@ -42,14 +42,14 @@ type Config struct {
 	DatabaseURL   string
 	PoolSize      int
 	// PushCalls bounds the push calls in flight to PostgreSQL; pushes that
-	// arrive while all are join the next one (broker/batch).
+	// arrive while all are join the next one (broker/domain/batch).
 	PushCalls    int
 	LogLevel     slog.Level
 	LogFormat    string
 	Migrate      bool
 	MaxBodyBytes int64
 	MaxPopBytes  int64 // stored bytes one pop answer may carry, beyond its first segment
-	CatalogSize  int   // partitions, and queues, the catalog caches (broker/catalog)
+	CatalogSize  int   // partitions, and queues, the catalog caches (broker/domain/catalog)
 
 	Auth          string // off | jwt
 	JWTSecret     string
@@ -95,7 +95,7 @@ type Config struct {
 	AnalyticsFlush   time.Duration // how often the operation counters reach the database
 	MetricsRetention time.Duration // how long the analytics keep their minutes
 
-	SpoolDir string // push maintenance's spool, one per broker (broker/spool)
+	SpoolDir string // push maintenance's spool, one per broker (broker/domain/spool)
 
 	ReadHeaderTimeout time.Duration // to receive a request's headers
 	ReadTimeout       time.Duration // to receive a request's body, after its headers
@@ -241,7 +241,7 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.StrEnv(&c.RolesClaim, "roles-claim", "REGENT_ROLES_CLAIM", "roles", "JWT claim that holds an array of access levels, e.g. realm_access.roles for Keycloak or groups for Dex", "JWT_ROLES_ARRAY_CLAIM")
 	f.StrEnv(&c.EncryptionKey, "encryption-key-file", "REGENT_ENCRYPTION_KEY_FILE", "", "file holding the 32-byte AES-256 payload key")
 	f.StrEnv(&old, "encryption-old-key-files", "REGENT_ENCRYPTION_OLD_KEY_FILES", "", "comma-separated files of retired keys, still accepted for reads")
-	f.BoolEnv(&c.StoreTraceparent, "store-traceparent", "REGENT_STORE_TRACEPARENT", false, "store a push's W3C traceparent with its messages and return it on pop; a broker older than this release cannot read such messages, so switch it on once none shares the database (broker/migrate/UPGRADING.md)")
+	f.BoolEnv(&c.StoreTraceparent, "store-traceparent", "REGENT_STORE_TRACEPARENT", false, "store a push's W3C traceparent with its messages and return it on pop; a broker older than this release cannot read such messages, so switch it on once none shares the database (broker/pg/migrate/UPGRADING.md)")
 	f.DurationEnv(&c.DedupWindow, "dedup-window", "REGENT_DEDUP_WINDOW", time.Hour, "how long a client transactionId is remembered per partition, in queues that set no dedupWindowSeconds")
 	f.DurationEnv(&c.ReseedInterval, "reseed-interval", "REGENT_RESEED_INTERVAL", 5*time.Second, "how often the hot list is reseeded from the database")
 	f.DurationEnv(&c.RetentionEvery, "retention-interval", "REGENT_RETENTION_INTERVAL", 5*time.Minute, "how often the retention sweep runs (with the dedup and idle partition sweeps)", "RETENTION_INTERVAL")

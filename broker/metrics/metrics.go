@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/regent-mq/regent/broker/counters"
+	"github.com/regent-mq/regent/broker/domain/counters"
 )
 
 // Metrics is the broker's registry and its collectors. Each broker instance
@@ -46,9 +46,9 @@ type Metrics struct {
 	// refresh set it, whichever ran last.
 	DatabaseUp prometheus.Gauge
 	// SpoolBuffered counts the pushes this replica's spool holds that are
-	// not in the database yet (push maintenance, broker/spool).
+	// not in the database yet (push maintenance, broker/domain/spool).
 	SpoolBuffered prometheus.Gauge
-	// JoinedRequests and JoinWaiting show natural batching (broker/batch):
+	// JoinedRequests and JoinWaiting show natural batching (broker/domain/batch):
 	// the requests each database call carried, and those waiting for one.
 	JoinedRequests *prometheus.HistogramVec // kind: push
 	JoinWaiting    *prometheus.GaugeVec     // kind

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// PoolStats are the figures the database pool keeps of itself (broker/db),
+// PoolStats are the figures the database pool keeps of itself (broker/pg/db),
 // read without a query.
 type PoolStats struct {
 	MaxConns, TotalConns, AcquiredConns, IdleConns, ConstructingConns int64

@@ -7,7 +7,7 @@ import (
 )
 
 // The broker links no Kubernetes library: the operator's share of the seam
-// (broker/db's Cell) once pulled the pipeline package, and with it 47
+// (broker/pg/db's Cell) once pulled the pipeline package, and with it 47
 // packages of Kubernetes, into the broker, 10 MB more binary and 8 MB
 // more resident memory under load.
 func TestTheBrokerLinksNoKubernetesLibrary(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/regent-mq/regent/broker/app"
 	"github.com/regent-mq/regent/broker/config"
-	"github.com/regent-mq/regent/broker/db"
+	"github.com/regent-mq/regent/broker/pg/db"
 )
 
 // gcPercent is the broker's GOGC unless the environment sets one. Its live

@@ -26,9 +26,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/broker/celldb"
+	"github.com/regent-mq/regent/broker/api/auth"
 	"github.com/regent-mq/regent/broker/config"
+	"github.com/regent-mq/regent/broker/pg/celldb"
 	"github.com/regent-mq/regent/controllers"
 	"github.com/regent-mq/regent/controllers/registration"
 )

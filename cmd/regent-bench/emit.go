@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/broker/celldb"
+	"github.com/regent-mq/regent/broker/api/auth"
+	"github.com/regent-mq/regent/broker/pg/celldb"
 )
 
 func init() { register("emit", runEmit) }

@@ -17,7 +17,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/api/auth"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/chart"
 	"github.com/regent-mq/regent/test/kubestack"

@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/api/auth"
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/test/localstack"
 )

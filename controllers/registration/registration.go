@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/broker/streams/wire"
+	"github.com/regent-mq/regent/broker/api/auth"
+	"github.com/regent-mq/regent/broker/api/streams/wire"
 )
 
 // Outcome is how the broker answered.

@@ -23,7 +23,7 @@
 // hack/crossings/run.sh runs it for the four write paths (the cycle, the
 // push, the transaction and the spool's drain).
 //
-// Usage: go run . -dir /path/to/regent -entry 'github.com/regent-mq/regent/broker/streams.(*Service).cycle'
+// Usage: go run . -dir /path/to/regent -entry 'github.com/regent-mq/regent/broker/api/streams.(*Service).cycle'
 package main
 
 import (
@@ -45,16 +45,16 @@ import (
 
 const module = "github.com/regent-mq/regent/"
 
-// layer ranks the broker's packages, outside in, as broker/db/seam_test.go
+// layer ranks the broker's packages, outside in, as broker/pg/db/seam_test.go
 // sorts them; the packages it does not list (commit, metrics, tracing,
 // config) are domain.
 func layer(pkg string) int {
 	p := strings.TrimPrefix(pkg, module)
 	switch {
-	case p == "broker/db" || p == "broker/migrate":
+	case p == "broker/pg/db" || p == "broker/pg/migrate":
 		return 2
-	case p == "broker/app" || p == "broker/server" || p == "broker/httpx" || p == "broker/auth" ||
-		p == "broker/queue" || p == "broker/streams" || p == "broker/admin" || p == "broker/console":
+	case p == "broker/app" || p == "broker/api/server" || p == "broker/api/httpx" || p == "broker/api/auth" ||
+		p == "broker/api/queue" || p == "broker/api/streams" || p == "broker/api/admin" || p == "broker/api/console":
 		return 0
 	}
 	return 1

@@ -5,4 +5,4 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${1:-$here/../..}
 cd "$here"
-go run . -dir "$dir" -entry '(*github.com/regent-mq/regent/broker/streams.Service).cycle;(*github.com/regent-mq/regent/broker/queue.Handler).handlePush;(*github.com/regent-mq/regent/broker/queue.Handler).handleTransaction;(*github.com/regent-mq/regent/broker/spool.Spool).push'
+go run . -dir "$dir" -entry '(*github.com/regent-mq/regent/broker/api/streams.Service).cycle;(*github.com/regent-mq/regent/broker/api/queue.Handler).handlePush;(*github.com/regent-mq/regent/broker/api/queue.Handler).handleTransaction;(*github.com/regent-mq/regent/broker/domain/spool.Spool).push'

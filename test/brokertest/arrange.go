@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/regent-mq/regent/broker/db/dbtest"
+	"github.com/regent-mq/regent/broker/pg/db/dbtest"
 )
 
 // Cursors lists the cursors of b's tenant's queue (see dbtest.DB.Cursors).

@@ -24,10 +24,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regent-mq/regent/broker/api/auth"
 	"github.com/regent-mq/regent/broker/app"
-	"github.com/regent-mq/regent/broker/auth"
 	"github.com/regent-mq/regent/broker/config"
-	"github.com/regent-mq/regent/broker/db/dbtest"
+	"github.com/regent-mq/regent/broker/pg/db/dbtest"
 	"github.com/regent-mq/regent/test/pgtest"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/api/auth"
 	"github.com/regent-mq/regent/test/pgtest"
 	"github.com/regent-mq/regent/test/poll"
 )

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/regent-mq/regent/broker/seal"
-	"github.com/regent-mq/regent/broker/segment"
+	"github.com/regent-mq/regent/broker/domain/seal"
+	"github.com/regent-mq/regent/broker/domain/segment"
 )
 
 // Frames decodes the frames stored for a tenant's queue, straight from

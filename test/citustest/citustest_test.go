@@ -9,7 +9,7 @@ import (
 	"github.com/regent-mq/regent/test/citustest"
 )
 
-// The shape broker/migrate/CITUS.md plans for Regent's schema, small: tables distributed by
+// The shape broker/pg/migrate/CITUS.md plans for Regent's schema, small: tables distributed by
 // a partition id and co-located, a reference table for the catalog, and a
 // function delegated to the worker that owns its partition's shard. One
 // statement each: Citus refuses to distribute a function in the transaction

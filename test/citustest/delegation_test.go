@@ -13,7 +13,7 @@ import (
 	"github.com/regent-mq/regent/test/citustest"
 )
 
-// The facts about delegated functions that broker/migrate/CITUS.md rests on,
+// The facts about delegated functions that broker/pg/migrate/CITUS.md rests on,
 // read from what the coordinator sends its workers (citus.log_remote_commands).
 func TestDelegatedCallIsOneCommandToTheOwningWorker(t *testing.T) {
 	c := citustest.New(t, 2)

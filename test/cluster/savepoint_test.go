@@ -11,7 +11,7 @@ import (
 	"time"
 
 	v1 "github.com/regent-mq/regent/api/v1alpha1"
-	"github.com/regent-mq/regent/broker/celldb"
+	"github.com/regent-mq/regent/broker/pg/celldb"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/foldref"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/regent-mq/regent/broker/auth"
+	"github.com/regent-mq/regent/broker/api/auth"
 	"github.com/regent-mq/regent/test/localstack"
 )
 

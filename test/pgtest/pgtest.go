@@ -33,7 +33,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"github.com/regent-mq/regent/broker/migrate"
+	"github.com/regent-mq/regent/broker/pg/migrate"
 )
 
 var (

@@ -13,7 +13,7 @@ import (
 // database is a copy of the migrated template, some 400 files, and on ext4
 // creating and deleting that many files spent most of the broker tests'
 // time in the kernel's inode allocator (perf: find_inode_bit and
-// recently_deleted). On tmpfs the broker/queue suite ran 16 s instead of
+// recently_deleted). On tmpfs the broker/api/queue suite ran 16 s instead of
 // 38 s, with a third of the system time.
 const ramDir = "/dev/shm"
 

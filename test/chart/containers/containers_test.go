@@ -38,9 +38,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/regent-mq/regent/broker/auth"
-	"github.com/regent-mq/regent/broker/db/dbtest"
-	"github.com/regent-mq/regent/broker/migrate"
+	"github.com/regent-mq/regent/broker/api/auth"
+	"github.com/regent-mq/regent/broker/pg/db/dbtest"
+	"github.com/regent-mq/regent/broker/pg/migrate"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/chart"
 	"github.com/regent-mq/regent/test/kubetest"
