@@ -12,6 +12,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/test/brokertest"
+	"github.com/regent-mq/regent/test/poll"
 	"github.com/regent-mq/regent/test/stockworker"
 )
 
@@ -107,27 +109,23 @@ func TestStockFlushOfAWindowAFoldAddedToSinceItsReadIsDeferred(t *testing.T) {
 	if err := s.Register(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Two events in one window, pushed just after it starts, folded one at
-	// a time.
-	now := time.Now().UnixMilli()
-	time.Sleep(time.Until(time.UnixMilli(now - now%500 + 502)))
-	for id := 1; id <= 2; id++ {
-		if err := push(ctx, s, "p0", stockworker.Event{ID: id, Amount: float64(100 + id)}); err != nil {
-			t.Fatal(err)
-		}
+	// Two events in one window, pushed in one request (which stamps its
+	// messages with one time), folded one at a time.
+	if err := push(ctx, s, "p0", stockworker.Event{ID: 1, Amount: 101}, stockworker.Event{ID: 2, Amount: 102}); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
 	p := s.Partitions()[0]
 	var read []stockworker.StateRow
-	for len(read) == 0 { // the window is ripe by the wall clock after its end and the grace
-		time.Sleep(10 * time.Millisecond)
+	brokertest.Eventually(t, 10*time.Second, func() error { // the window is ripe by the wall clock after its end and the grace
 		var err error
-		if read, err = s.Ripe(ctx, p); err != nil {
-			t.Fatal(err)
+		if read, err = s.Ripe(ctx, p); err == nil && len(read) == 0 {
+			err = errors.New("the window is not ripe yet")
 		}
-	}
+		return err
+	})
 	if err := s.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -231,8 +229,10 @@ func (sc scenario) run(b *brokertest.Broker, tag string, fresh bool) ([]string, 
 		start()
 	}
 
-	// The rounds are timed from a window boundary, so that the pushes that
-	// race the flush of a window fall just after its end, as in the issue.
+	// Real time: the scenario is a schedule of pushes on the wall clock,
+	// which stamps the events and ripens the windows. The rounds are timed
+	// from a window boundary, so that the pushes that race the flush of a
+	// window fall just after its end, as in the issue.
 	size := sc.size.Milliseconds()
 	now := time.Now().UnixMilli()
 	origin := time.UnixMilli(now - now%size + 2*size)
@@ -259,17 +259,28 @@ func (sc scenario) run(b *brokertest.Broker, tag string, fresh bool) ([]string, 
 		}
 	}
 
-	// Every window closes at the latest when the flush finds it ripe.
-	settled := time.Now().Add(sc.size + s.Grace + 3*sc.idle + sc.foldLag + 300*time.Millisecond)
-	// The wall clock drives the stock worker's windows: until settled, a
-	// window may still turn ripe.
-	for time.Now().Before(settled) || open(ctx, b, s.Query) != 0 {
-		if ctx.Err() != nil {
-			stop()
-			done.Wait()
-			return slices.Concat([]string{fmt.Sprintf("windows still open after 30 s; the worker's errors: %v", s.Errs())}, s.Trace()), nil
+	// Done once every event pushed is folded and no window is open, so
+	// that none is left to turn ripe, and the flush that was running then
+	// has ended: a window it read before it was emitted would be emitted
+	// again in it.
+	flushes := int64(-1)
+	err := poll.Until(ctx, func() error {
+		if n, left := s.Folded(), open(ctx, b, s.Query); n != int64(id) || left != 0 {
+			flushes = -1
+			return fmt.Errorf("%d of %d events folded, %d windows open", n, id, left)
 		}
-		time.Sleep(20 * time.Millisecond)
+		if flushes < 0 {
+			flushes = s.Flushes()
+		}
+		if s.Flushes() <= flushes {
+			return errors.New("the flush under way when the last window closed has not ended")
+		}
+		return nil
+	})
+	if err != nil {
+		stop()
+		done.Wait()
+		return slices.Concat([]string{fmt.Sprintf("not done after 30 s: %v; the worker's errors: %v", err, s.Errs())}, s.Trace()), nil
 	}
 	stop()
 	done.Wait()
@@ -303,11 +314,15 @@ func open(ctx context.Context, b *brokertest.Broker, query string) int {
 	return n
 }
 
-func push(ctx context.Context, s *stockworker.Worker, partition string, ev stockworker.Event) error {
-	st, err := s.Call(ctx, "POST", "/api/v1/push", map[string]any{"items": []map[string]any{{
-		"queue": s.Source, "partition": partition, "payload": ev,
-		// Stock clients stamp one on every message.
-		"transactionId": fmt.Sprintf("%s-%d", s.Source, ev.ID)}}}, nil)
+// push pushes evs to a partition of the worker's source in one request.
+func push(ctx context.Context, s *stockworker.Worker, partition string, evs ...stockworker.Event) error {
+	items := make([]map[string]any, len(evs))
+	for i, ev := range evs {
+		items[i] = map[string]any{"queue": s.Source, "partition": partition, "payload": ev,
+			// Stock clients stamp one on every message.
+			"transactionId": fmt.Sprintf("%s-%d", s.Source, ev.ID)}
+	}
+	st, err := s.Call(ctx, "POST", "/api/v1/push", map[string]any{"items": items}, nil)
 	if err != nil {
 		return err
 	}

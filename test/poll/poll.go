@@ -5,6 +5,7 @@
 package poll
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -13,15 +14,27 @@ import (
 // and fails the test with check's last error once within has passed.
 func Eventually(t testing.TB, within time.Duration, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	if err := Until(ctx, check); err != nil {
+		t.Fatalf("not within %s: %v", within, err)
+	}
+}
+
+// Until calls check until it returns nil, or until ctx ends, and then
+// returns check's last error: Eventually's loop, for a wait off the test's
+// goroutine (which may not fail the test) or one that reports more than
+// check's error when it gives up.
+func Until(ctx context.Context, check func() error) error {
 	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
 		err := check()
 		if err == nil {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %v", within, err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
 		}
-		time.Sleep(pause)
 	}
 }

@@ -1,6 +1,7 @@
 package poll_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -56,5 +57,19 @@ func TestEventuallyFailsWithTheLastErrorOnceItsTimeIsUp(t *testing.T) {
 	}
 	if took := time.Since(start); took < 50*time.Millisecond {
 		t.Fatalf("gave up after %v, before its time", took)
+	}
+}
+
+func TestUntilReturnsTheLastErrorOnceItsContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	calls := 0
+	err := poll.Until(ctx, func() error {
+		if calls++; calls == 3 {
+			cancel()
+		}
+		return fmt.Errorf("call %d", calls)
+	})
+	if err == nil || err.Error() != "call 3" {
+		t.Fatalf("Until returned %v after %d calls, want call 3's error", err, calls)
 	}
 }

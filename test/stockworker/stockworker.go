@@ -80,6 +80,7 @@ type Worker struct {
 	queryID string
 	group   string
 	folded  atomic.Int64
+	flushes atomic.Int64
 
 	mu    sync.Mutex
 	name  map[string]string // source partition id -> its name, for the partitions folded
@@ -182,6 +183,7 @@ func (s *Worker) Run(ctx context.Context) {
 					s.fail(err)
 				}
 			}
+			s.flushes.Add(1)
 		}
 	})
 	wg.Wait()
@@ -352,6 +354,11 @@ func sorted(m map[string]*Window) []*Window {
 
 // Folded is how many events the worker's folds have committed.
 func (s *Worker) Folded() int64 { return s.folded.Load() }
+
+// Flushes is how many idle flushes Run has completed, each over every
+// partition the worker folded: once it has moved on, a flush that read the
+// state before has ended.
+func (s *Worker) Flushes() int64 { return s.flushes.Load() }
 
 // Errs are the errors the worker recorded and went on from.
 func (s *Worker) Errs() []error {
