@@ -35,8 +35,10 @@ import (
 	"github.com/regent-mq/regent/broker/pg/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
 	"github.com/regent-mq/regent/test/chart"
+	"github.com/regent-mq/regent/test/kubecluster"
 	"github.com/regent-mq/regent/test/kubestack"
 	"github.com/regent-mq/regent/test/kubetest"
+	"github.com/regent-mq/regent/test/poll"
 	"github.com/regent-mq/regent/test/pushload"
 )
 
@@ -542,14 +544,12 @@ spec:
   workers:
     autoscale: {minReplicas: 1, maxReplicas: 4, targetLagSeconds: 5, scaleToZeroAfter: 20s}
 `)
-	for deadline := time.Now().Add(120 * time.Second); kubectl(t, "-n", ns, "get", "streamquery/burst", "-o", "jsonpath={.status.queryId}") == ""; {
-		if time.Now().After(deadline) {
-			t.Fatal("the suspended query was not registered within 120 s")
-		}
-		time.Sleep(time.Second)
+	if _, err := stack.Kubectl("", "-n", ns, "wait", "--for=jsonpath={.status.queryId}", "streamquery/burst", "--timeout=120s"); err != nil {
+		t.Fatalf("the suspended query was not registered within 120 s: %v", err)
 	}
 
-	// The status, sampled every second from the burst on.
+	// The status at each of its changes from the burst on, as a watch
+	// reports them.
 	type sample struct {
 		at              time.Duration
 		desired, ready  int
@@ -558,22 +558,29 @@ spec:
 	var (
 		mu      sync.Mutex
 		samples []sample
+		start   time.Time
 	)
 	watch, stop := context.WithCancel(context.Background())
 	defer stop()
-	var start time.Time
+	watcher := exec.CommandContext(watch, kubecluster.Kubectl(), "-n", ns, "get", "streamquery/burst", "--watch", "-o",
+		`jsonpath={.status.workers.desired} {.status.workers.ready} {.status.lag} {.status.lagSeconds}{"\n"}`)
+	watcher.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig)
+	changes, err := watcher.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched := make(chan struct{})
 	sampling := func() {
-		for watch.Err() == nil {
-			out, err := stack.Kubectl("", "-n", ns, "get", "streamquery/burst", "-o",
-				"jsonpath={.status.workers.desired} {.status.workers.ready} {.status.lag} {.status.lagSeconds}")
+		defer close(watched)
+		lines := bufio.NewScanner(changes)
+		for lines.Scan() {
 			var s sample
-			if n, _ := fmt.Sscan(out, &s.desired, &s.ready, &s.lag, &s.lagSeconds); err == nil && n >= 2 {
+			if n, _ := fmt.Sscan(lines.Text(), &s.desired, &s.ready, &s.lag, &s.lagSeconds); n >= 2 {
 				s.at = time.Since(start)
 				mu.Lock()
 				samples = append(samples, s)
 				mu.Unlock()
 			}
-			time.Sleep(time.Second)
 		}
 	}
 
@@ -594,6 +601,9 @@ spec:
 	}
 	pushed := time.Since(pushing)
 	start = time.Now()
+	if err := watcher.Start(); err != nil {
+		t.Fatal(err)
+	}
 	go sampling()
 	kubectl(t, "-n", ns, "patch", "streamquery/burst", "--type=merge", "-p", `{"spec":{"suspend":false}}`)
 	counted := api.SinkCounts(t, "e2e.burst-counts", "e2e", token, events, 240*time.Second)
@@ -602,16 +612,14 @@ spec:
 		t.Fatalf("the sink counted %d events, want exactly %d", counted, events)
 	}
 	// Back to zero once nothing is pushed for scaleToZeroAfter.
-	deadline := time.Now().Add(120 * time.Second)
-	for kubectl(t, "-n", ns, "get", "streamquery/burst", "-o", "jsonpath={.status.workers.desired}") != "0" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the workers did not scale to zero 120 s after the burst was counted; events:\n%s",
-				kubectl(t, "-n", ns, "get", "events", "--field-selector", "involvedObject.name=burst"))
-		}
-		time.Sleep(time.Second)
+	if _, err := stack.Kubectl("", "-n", ns, "wait", "--for=jsonpath={.status.workers.desired}=0", "streamquery/burst", "--timeout=120s"); err != nil {
+		t.Fatalf("the workers did not scale to zero 120 s after the burst was counted: %v; events:\n%s", err,
+			kubectl(t, "-n", ns, "get", "events", "--field-selector", "involvedObject.name=burst"))
 	}
 	zero := time.Since(start)
 	stop()
+	<-watched
+	_ = watcher.Wait() // killed by stop
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -675,13 +683,25 @@ spec:
 	status := func(path string) string {
 		return kubectl(t, "-n", ns, "get", "streamquery/upgraded", "-o", "jsonpath="+path)
 	}
-	until := func(what string, within time.Duration, done func() bool) {
+	failed := func(what string, within time.Duration, err error) {
 		t.Helper()
-		for deadline := time.Now().Add(within); !done(); time.Sleep(time.Second) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within %s; the query's events:\n%s", what, within,
-					kubectl(t, "-n", ns, "get", "events", "--field-selector", "involvedObject.name=upgraded"))
-			}
+		t.Fatalf("%s: not within %s: %v; the query's events:\n%s", what, within, err,
+			kubectl(t, "-n", ns, "get", "events", "--field-selector", "involvedObject.name=upgraded"))
+	}
+	until := func(what string, within time.Duration, done func() error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), within)
+		defer cancel()
+		if err := poll.Until(ctx, done); err != nil {
+			failed(what, within, err)
+		}
+	}
+	// watchFor waits, through a watch, until the query's status satisfies
+	// a kubectl wait condition.
+	watchFor := func(what string, within time.Duration, condition string) {
+		t.Helper()
+		if _, err := stack.Kubectl("", "-n", ns, "wait", "--for="+condition, "streamquery/upgraded", "--timeout="+within.String()); err != nil {
+			failed(what, within, err)
 		}
 	}
 	kubectl(t, "-n", ns, "wait", "--for=condition=WorkersReady", "streamquery/upgraded", "--timeout=180s")
@@ -701,7 +721,7 @@ spec:
 	}
 	// The group's lag as the broker counts it now (the status is a resync
 	// old).
-	caughtUp := func() bool {
+	caughtUp := func() error {
 		var g map[string]struct {
 			Partitions []struct {
 				OffsetLag int64 `json:"offsetLag"`
@@ -709,14 +729,14 @@ spec:
 		}
 		r := api.Do(t, "GET", "/api/v1/consumer-groups/streams.upgraded", token, nil)
 		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &g) != nil || len(g["e2e.up"].Partitions) == 0 {
-			return false
+			return fmt.Errorf("the group's partitions: %d %s", r.Status, r.Body)
 		}
 		for _, p := range g["e2e.up"].Partitions {
 			if p.OffsetLag > 0 {
-				return false
+				return fmt.Errorf("a partition's lag is %d", p.OffsetLag)
 			}
 		}
-		return true
+		return nil
 	}
 	// A drain waits until the group holds no live lease; one that a
 	// stopped worker leaves ends with the queue's leaseTime.
@@ -729,7 +749,7 @@ spec:
 	until("the old pipeline consumes the first half", 120*time.Second, caughtUp)
 	// The upgrade: drain, savepoint, reset, the new pipeline's workers.
 	kubectlApply(t, query("total", "120s", ""))
-	until("the upgrade takes its savepoint", 180*time.Second, func() bool { return status("{.status.savepoints[*].name}") != "" })
+	watchFor("the upgrade takes its savepoint", 180*time.Second, "jsonpath={.status.savepoints}")
 	savepoint := strings.Fields(status("{.status.savepoints[*].name}"))[0]
 	kubectl(t, "-n", ns, "wait", "--for=condition=WorkersReady", "streamquery/upgraded", "--timeout=180s")
 	push(half)
@@ -737,7 +757,7 @@ spec:
 	// The rollback: the old pipeline folds the second half again, from
 	// the savepoint's state and positions.
 	kubectlApply(t, query("total", "120s", savepoint))
-	until("the rollback", 180*time.Second, func() bool { return status("{.status.lastRestore.savepoint}") == savepoint })
+	watchFor("the rollback", 180*time.Second, "jsonpath={.status.lastRestore.savepoint}="+savepoint)
 	kubectl(t, "-n", ns, "wait", "--for=condition=WorkersReady", "streamquery/upgraded", "--timeout=180s")
 
 	type window struct {
