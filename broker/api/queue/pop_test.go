@@ -253,10 +253,10 @@ func TestSubscriptionFromTimestampStartsStrictlyAfterIt(t *testing.T) {
 	b := brokertest.Shared(t)
 	q := b.Q("q")
 	b.Push(t, brokertest.Numbered(q, "Default", 0, 2)...)
+	b.Age(t, q, time.Second) // the later pushes are stamped later, whatever the clock's grain
 	p := b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&consumerGroup=probe")
-	from := p.Messages[1].CreatedAt // the second push's time, exactly
+	from := p.Messages[1].CreatedAt // the first push's time, exactly
 	b.Push(t, brokertest.Numbered(q, "Default", 2, 1)...)
-	time.Sleep(2 * time.Millisecond) // a creation time of its own, which only the clock gives
 	b.Push(t, brokertest.Numbered(q, "Default", 3, 2)...)
 	p = b.Pop(t, "/api/v1/pop/queue/"+q+"?batch=10&consumerGroup=g&subscriptionFrom="+from)
 	require.Equal(t, []int{2, 3, 4}, p.Ns())

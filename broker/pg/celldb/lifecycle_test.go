@@ -58,25 +58,25 @@ func stateRows(t *testing.T, b *brokertest.Broker, id string) int {
 	return b.Count(t, `SELECT count(*) FROM queen_streams.state WHERE query_id = $1`, id)
 }
 
-// twoBatches pushes messages 0-4, then, after a time it returns, 5-9, and
-// consumes them all as the query's group.
+// twoBatches pushes messages 0-4, then, a minute later by the messages'
+// creation times, 5-9, and consumes them all as the query's group. It
+// returns an instant between the batches: a rewind goes by creation times,
+// so the first batch is aged rather than waited for.
 func twoBatches(t *testing.T, b *brokertest.Broker) time.Time {
 	t.Helper()
 	pushTo(t, b, 0, 5)
-	// Real time: a rewind goes by the messages' creation times, which only
-	// the clock gives; the two batches and the instant between them need
-	// times of their own.
-	time.Sleep(20 * time.Millisecond)
-	var between time.Time
-	if err := b.Pool.QueryRow(ctx, `SELECT now()`).Scan(&between); err != nil {
+	if err := b.DB.Age(ctx, auth.DefaultTenant, "src", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond)
+	now, err := b.DB.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pushTo(t, b, 5, 5)
 	if n := consumeAll(t, b); n != 10 {
 		t.Fatalf("consumed %d, want 10", n)
 	}
-	return between
+	return now.Add(-30 * time.Second)
 }
 
 func TestARewindDeletesTheStateAndMovesTheGroupToTheFirstMessageAtOrAfterItsTime(t *testing.T) {

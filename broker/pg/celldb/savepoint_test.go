@@ -160,7 +160,8 @@ func TestASavepointTakenWhileCyclesRunFallsBetweenCycles(t *testing.T) {
 			t.Fatalf("take %s = %+v, existed %v, %v", name, sp, existed, err)
 		}
 		mid := 0
-		for p, c := range shards(t, b, id, name) {
+		held := shards(t, b, id, name)
+		for p, c := range held {
 			if c[0] != c[1] && !(c[0] == -1 && c[1] <= 0) {
 				t.Errorf("savepoint %s holds count %d and committed offset %d on partition %s: a cycle fell between them", name, c[0], c[1], p)
 			}
@@ -171,9 +172,23 @@ func TestASavepointTakenWhileCyclesRunFallsBetweenCycles(t *testing.T) {
 		if mid > 0 {
 			taken++
 		}
-		// Real time: savepoints taken at their own pace while the cycles
-		// run at theirs, so that some fall while partitions are half folded.
-		time.Sleep(5 * time.Millisecond)
+		// The next savepoint once a cycle has run since this one (or the
+		// folds are done), so that each falls between other cycles.
+		brokertest.Eventually(t, 30*time.Second, func() error {
+			done := 0
+			for p, c := range shards(t, b, id, "") {
+				if c[1] != held[p][1] {
+					return nil
+				}
+				if c[1] == 400 {
+					done++
+				}
+			}
+			if done == len(parts) {
+				return nil
+			}
+			return fmt.Errorf("no cycle since savepoint %s", name)
+		})
 	}
 	close(stop)
 	wg.Wait()
