@@ -106,7 +106,7 @@ func tableSinkRun(t *testing.T, mode string, keys []string) {
 		wrong += extra - duplicated
 		t.Errorf("the table holds %d rows for %d windows (%d lost, %d twice)", len(rows), windows, lost, duplicated)
 	}
-	written, err := db.SinkWrites(t.Context(), queryID(t, r, name))
+	written, err := db.SinkWrites(t.Context(), r.api.Query(t, "", name).ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,24 +118,4 @@ func tableSinkRun(t *testing.T, mode string, keys []string) {
 	t.Logf("figures (mode %s): %d kills (%d mid-run), %d events, %d windows in the table, %d rows written, %d late, %d cycles refused; "+
 		"table: lost %d, duplicated %d, wrong %d; sink queue: lost %d, duplicated %d, wrong %d",
 		mode, kills, midRun, r.total, len(rows), written.Rows, f.late, r.refused(), lost, duplicated, wrong, f.lost, f.duplicated, f.wrong)
-}
-
-// queryID is the id of the default tenant's query name.
-func queryID(t *testing.T, r *pipelineRun, name string) string {
-	t.Helper()
-	res := r.api.Do(t, "GET", "/streams/v1/queries", "", nil)
-	var list struct {
-		Queries []struct {
-			Name    string `json:"name"`
-			QueryID string `json:"query_id"`
-		} `json:"queries"`
-	}
-	res.JSON(t, &list)
-	for _, q := range list.Queries {
-		if q.Name == name {
-			return q.QueryID
-		}
-	}
-	t.Fatalf("no query %q in %s", name, res.Body)
-	return ""
 }

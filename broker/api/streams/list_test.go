@@ -7,40 +7,7 @@ import (
 	"time"
 
 	"github.com/regent-mq/regent/broker/pg/celldb"
-	"github.com/regent-mq/regent/test/brokertest"
 )
-
-type listed struct {
-	Queries []struct {
-		ID              string  `json:"query_id"`
-		Name            string  `json:"name"`
-		SourceQueue     string  `json:"source_queue"`
-		SinkQueue       *string `json:"sink_queue"`
-		ConfigHash      string  `json:"config_hash"`
-		ResetGeneration int64   `json:"reset_generation"`
-		Lag             int64   `json:"lag"`
-		StateRows       int64   `json:"state_rows"`
-		LastCycle       *string `json:"last_cycle"`
-		Partitions      []struct {
-			ID        string `json:"partition_id"`
-			Name      string `json:"name"`
-			Lag       int64  `json:"lag"`
-			StateRows int64  `json:"state_rows"`
-		} `json:"partitions"`
-	} `json:"queries"`
-}
-
-func list(t testing.TB, b *brokertest.Broker, token string) listed {
-	t.Helper()
-	r := b.Do(t, "GET", "/streams/v1/queries", token, nil)
-	wantStatus(t, r, 200)
-	var l listed
-	r.JSON(t, &l)
-	if l.Queries == nil {
-		t.Fatalf("answer %s has no queries array", r.Body)
-	}
-	return l
-}
 
 func TestQueryListingIsAnEmptyArrayWithoutQueries(t *testing.T) {
 	t.Parallel()
@@ -70,11 +37,11 @@ func TestQueryListingShowsEachQuerysProgressAndSourcePartitions(t *testing.T) {
 		"consumer_group": "streams." + b.Q("with-sink"),
 		"ack":            map[string]any{"leaseId": p.LeaseID, "status": "completed", "count": 2}})
 
-	l := list(t, b, "")
-	if len(l.Queries) != 2 || l.Queries[0].Name != b.Q("idle") || l.Queries[1].Name != b.Q("with-sink") {
-		t.Fatalf("queries %+v, want idle and with-sink, by name", l.Queries)
+	qs := b.Queries(t, "")
+	if len(qs) != 2 || qs[0].Name != b.Q("idle") || qs[1].Name != b.Q("with-sink") {
+		t.Fatalf("queries %+v, want idle and with-sink, by name", qs)
 	}
-	idle, q := l.Queries[0], l.Queries[1]
+	idle, q := qs[0], qs[1]
 	if idle.SinkQueue != nil || idle.LastCycle != nil || idle.StateRows != 0 || len(idle.Partitions) != 0 {
 		t.Errorf("the idle query on a queue that does not exist: %+v", idle)
 	}
@@ -100,9 +67,9 @@ func TestQueryListingShowsOnlyTheCallersTenant(t *testing.T) {
 	red := queryAs(t, ts.b, ts.red)
 	blue := queryAs(t, ts.b, ts.blue)
 	for token, want := range map[string]string{ts.red: red, ts.blue: blue} {
-		l := list(t, ts.b, token)
-		if got := fmt.Sprint(len(l.Queries)); got != "1" || l.Queries[0].ID != want {
-			t.Errorf("listing %+v, want only query %s", l.Queries, want)
+		qs := ts.b.Queries(t, token)
+		if got := fmt.Sprint(len(qs)); got != "1" || qs[0].ID != want {
+			t.Errorf("listing %+v, want only query %s", qs, want)
 		}
 	}
 }
@@ -169,18 +136,7 @@ func TestQueryListingShowsTheSuspensionAndTheLastRewind(t *testing.T) {
 	register(t, b, "kube", "src", "", "h1", false)
 	b.PushN(t, b.Q("src"), "", 0, 1)
 	wantStatus(t, b.Do(t, "GET", "/api/v1/pop/queue/"+b.Q("src")+"?batch=1&autoAck=true&consumerGroup=streams."+b.Q("kube"), "", nil), 200)
-	var l struct {
-		Queries []struct {
-			Suspended  bool `json:"suspended"`
-			LastRewind *struct {
-				To         *time.Time `json:"to"`
-				At         time.Time  `json:"at"`
-				Partitions int        `json:"partitions"`
-			} `json:"last_rewind"`
-		} `json:"queries"`
-	}
-	b.Do(t, "GET", "/streams/v1/queries", "", nil).JSON(t, &l)
-	if q := l.Queries[0]; q.Suspended || q.LastRewind != nil {
+	if q := b.Query(t, "", b.Q("kube")); q.Suspended || q.LastRewind != nil {
 		t.Fatalf("a new query listed as suspended %v, last rewind %+v", q.Suspended, q.LastRewind)
 	}
 	cell := celldb.New(b.Pool)
@@ -191,8 +147,7 @@ func TestQueryListingShowsTheSuspensionAndTheLastRewind(t *testing.T) {
 	if rw, err := cell.Rewind(t.Context(), b.Tenant, b.Q("kube"), "streams."+b.Q("kube"), "r1", to); err != nil || rw.Already {
 		t.Fatalf("rewind %+v, %v; want rewound", rw, err)
 	}
-	b.Do(t, "GET", "/streams/v1/queries", "", nil).JSON(t, &l)
-	q := l.Queries[0]
+	q := b.Query(t, "", b.Q("kube"))
 	if !q.Suspended || q.LastRewind == nil || q.LastRewind.To == nil || !q.LastRewind.To.Equal(to) ||
 		q.LastRewind.At.IsZero() || q.LastRewind.Partitions != 1 {
 		t.Fatalf("after a suspension and a rewind to %s over 1 partition: suspended %v, last rewind %+v", to, q.Suspended, q.LastRewind)

@@ -271,36 +271,17 @@ func TestTheQueryListingShowsATableSinksRowCountAndLastWrite(t *testing.T) {
 	t.Parallel()
 	f := newTableFixture(t, "upsert")
 	other := register(t, f.b, "plain", "src", "out", "h", false)
-	sinkOf := func(name string) map[string]any {
-		t.Helper()
-		r := f.b.Do(t, "GET", "/streams/v1/queries", "", nil)
-		wantStatus(t, r, 200)
-		var out struct {
-			Queries []struct {
-				Name      string         `json:"name"`
-				SinkTable map[string]any `json:"sink_table"`
-			} `json:"queries"`
-		}
-		r.JSON(t, &out)
-		for _, q := range out.Queries {
-			if q.Name == name {
-				return q.SinkTable
-			}
-		}
-		t.Fatalf("no query %s listed: %s", name, r.Body)
-		return nil
-	}
-	if s := sinkOf(f.b.Q("q")); s["table"] != f.table || s["mode"] != "upsert" || s["rows"] != float64(0) ||
-		s["written"] != float64(0) || s["last_write"] != nil || s["rows_estimated"] != false {
-		t.Fatalf("sink_table before any cycle %v, want the table, 0 rows, none written", s)
+	if s := f.b.Query(t, "", f.b.Q("q")).SinkTable; s == nil || s.Table != f.table || s.Mode != "upsert" || s.Rows == nil ||
+		*s.Rows != 0 || s.Written != 0 || s.LastWrite != nil || s.RowsEstimated {
+		t.Fatalf("sink_table before any cycle %+v, want the table, 0 rows, none written", s)
 	}
 	committed(t, f.b, f.body(map[string]any{"table_rows": []any{row("a", t0, 1), row("b", t0, 1)}}))
 	committed(t, f.b, f.body(map[string]any{"table_rows": []any{row("a", t0, 2)}}))
-	s := sinkOf(f.b.Q("q"))
-	if s["rows"] != float64(2) || s["written"] != float64(3) || s["last_write"] == nil {
-		t.Fatalf("sink_table %v, want 2 rows, 3 written, a last write", s)
+	s := f.b.Query(t, "", f.b.Q("q")).SinkTable
+	if s == nil || s.Rows == nil || *s.Rows != 2 || s.Written != 3 || s.LastWrite == nil {
+		t.Fatalf("sink_table %+v, want 2 rows, 3 written, a last write", s)
 	}
-	if s := sinkOf(other.Name); s != nil {
-		t.Fatalf("a query without a table sink lists sink_table %v", s)
+	if s := f.b.Query(t, "", other.Name).SinkTable; s != nil {
+		t.Fatalf("a query without a table sink lists sink_table %+v", s)
 	}
 }
