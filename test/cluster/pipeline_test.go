@@ -185,20 +185,17 @@ func (r *pipelineRun) kill(kills int) (midRun int) {
 		if k == 0 {
 			stalls.Go(func() { r.workers[len(r.workers)-1].stall(stallFor) })
 		}
-		// Real time: what is killed stays down a random while, as a
-		// crashed pod does.
-		pause := time.Duration(rand.IntN(300)) * time.Millisecond
+		w := r.workers[k%len(r.workers)]
+		kill, start := w.kill, w.start
 		if k%3 == 2 {
 			b := r.bs[k%len(r.bs)]
-			b.Kill()
-			time.Sleep(pause)
-			b.Start()
-			continue
+			kill, start = b.Kill, b.Start
 		}
-		w := r.workers[k%len(r.workers)]
-		w.kill()
-		time.Sleep(pause)
-		w.start()
+		kill()
+		// Real time: what is killed stays down a random while, as a
+		// crashed pod does.
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+		start()
 	}
 	if midRun < kills-1 {
 		r.t.Fatalf("only %d of %d kills hit the workers mid-run", midRun, kills)
