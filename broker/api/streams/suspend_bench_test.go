@@ -2,33 +2,40 @@ package streams_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/google/uuid"
+
+	"github.com/regent-mq/regent/broker/pg/db"
 )
 
-// BenchmarkPopOfAQuerysGroup measures queen.pop claiming one message of a
-// partition as a registered query's consumer group (streams.q, whose pop
-// looks up whether the query is suspended) and as the queue mode group
-// (which does not), each call in a transaction rolled back, so that what
-// is measured is the function and not the commit's WAL flush.
+// BenchmarkPopOfAQuerysGroup measures queen.pop, through the broker's own
+// call of it (db.Pop), claiming one message of a partition as a registered
+// query's consumer group (streams.q, whose pop looks up whether the query
+// is suspended) and as the queue mode group (which does not), each call in
+// a transaction rolled back, so that what is measured is the function and
+// not the commit's WAL flush.
 //
 //	go test ./broker/api/streams -run '^$' -bench PopOfAQuerysGroup
 func BenchmarkPopOfAQuerysGroup(b *testing.B) {
 	f := newFixture(b)
 	f.b.PushN(b, f.src, "", 0, 10)
-	queue := f.b.Stored(b, f.src).ID
+	queue := uuid.MustParse(f.b.Stored(b, f.src).ID)
+	candidates := []uuid.UUID{uuid.MustParse(f.partition)}
+	d := db.New(f.b.Pool)
 	for name, group := range map[string]string{"streams.q": f.group, "__QUEUE_MODE__": "__QUEUE_MODE__"} {
 		b.Run(name, func(b *testing.B) {
+			call := &db.PopCall{Tenant: f.b.Tenant, Queue: f.src, QueueID: queue, Group: group,
+				Partitions: 1, Batch: 1, SubStart: "all", MaxBytes: 1 << 20}
 			for b.Loop() {
-				err := pgx.BeginFunc(b.Context(), f.b.Pool, func(tx pgx.Tx) error {
-					var n int
-					err := tx.QueryRow(b.Context(), `SELECT count(*) FILTER (WHERE outcome = 'claimed')
-						FROM queen.pop(p_tenant => $1, p_queue_id => $2, p_candidates => ARRAY[$3::uuid], p_group => $4,
-							p_partitions => 1, p_batch => 1, p_lease_id => NULL, p_sub_start => 'all', p_max_bytes => 1048576)`,
-						f.b.Tenant, queue, f.partition, group).Scan(&n)
-					if err == nil && n != 1 {
-						b.Fatalf("pop claimed %d partitions, want 1", n)
+				err := d.InTx(b.Context(), func(tx *db.DB) error {
+					claims, _, _, err := tx.Pop(b.Context(), call, candidates)
+					if err != nil {
+						return err
+					}
+					if len(claims) != 1 {
+						return fmt.Errorf("pop claimed %d partitions, want 1", len(claims))
 					}
 					return errRollback
 				})
