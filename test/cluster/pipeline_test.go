@@ -206,7 +206,10 @@ func (r *pipelineRun) kill(kills int) (midRun int) {
 // stallFor is longer than the run's lease (leaseTime 2).
 const stallFor = 3 * time.Second
 
-// stall stops the worker for d, then lets it go on.
+// stall stops the worker for d, then lets it go on. Real time: a pause
+// longer than the lease, as a GC pause or a frozen VM makes, is the
+// scenario; the lease ends by the database's clock while the process is
+// stopped, and its own timers are due all at once when it goes on.
 func (w *workerProc) stall(d time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

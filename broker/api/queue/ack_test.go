@@ -156,7 +156,10 @@ func TestTwoConsumersOfOneGroupNeverHoldTheSamePartition(t *testing.T) {
 					seen[m.ID]++
 				}
 				mu.Unlock()
-				time.Sleep(time.Millisecond) // others pop meanwhile
+				// Real time: the partition stays held a while, so that the
+				// other consumers' pops meet it held; no event marks a pop
+				// that found it held and took another.
+				time.Sleep(time.Millisecond)
 				// Give up the hold in the bookkeeping before the ack
 				// releases the lease.
 				mu.Lock()
