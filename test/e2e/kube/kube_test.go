@@ -605,6 +605,13 @@ spec:
 		t.Fatal(err)
 	}
 	go sampling()
+	// The watch ends with the test, whichever way it ends.
+	unwatch := sync.OnceFunc(func() {
+		stop()
+		<-watched
+		_ = watcher.Wait() // killed by stop
+	})
+	defer unwatch()
 	kubectl(t, "-n", ns, "patch", "streamquery/burst", "--type=merge", "-p", `{"spec":{"suspend":false}}`)
 	counted := api.SinkCounts(t, "e2e.burst-counts", "e2e", token, events, 240*time.Second)
 	drained := time.Since(start)
@@ -617,9 +624,7 @@ spec:
 			kubectl(t, "-n", ns, "get", "events", "--field-selector", "involvedObject.name=burst"))
 	}
 	zero := time.Since(start)
-	stop()
-	<-watched
-	_ = watcher.Wait() // killed by stop
+	unwatch()
 
 	mu.Lock()
 	defer mu.Unlock()
