@@ -47,6 +47,7 @@ func TestAckAndLeaseNeverReachAnotherTenantsPartition(t *testing.T) {
 	b.Do(t, "POST", "/api/v1/push", a, map[string]any{"items": brokertest.Numbered("q", "Default", 0, 2)})
 	var p brokertest.Popped
 	b.Do(t, "GET", "/api/v1/pop/queue/q?batch=2", a, nil).JSON(t, &p)
+	require.Len(t, p.Messages, 2)
 
 	var out []map[string]any
 	b.Do(t, "POST", "/api/v1/ack", o, map[string]any{"transactionId": p.Messages[1].TransactionID,
