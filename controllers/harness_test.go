@@ -77,7 +77,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := pgtest.Run(m)
+	// One broker, with JWT auth and tenancy on, serves every test: each
+	// test acts as tenants of its own (harness.tenant).
+	code := brokertest.Run(m, brokertest.WithJWT(true))
 	if err := kube.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stop envtest:", err)
 	}
@@ -95,11 +97,16 @@ const wait = 30 * time.Second
 type harness struct {
 	t      *testing.T
 	id     string
+	n      int64 // the test's number, which suffixes its tenants
 	broker *brokertest.Broker
 	k8s    client.Client
 	ctx    context.Context
 }
 
+// newHarness gives the test the package's shared broker, or with opts a
+// broker of its own on a fresh database: for a configuration other than
+// the shared one's (tenancy off), whose default tenant every such test
+// would otherwise share.
 func newHarness(t *testing.T, opts ...brokertest.Option) *harness {
 	t.Helper()
 	t.Parallel()
@@ -107,11 +114,12 @@ func newHarness(t *testing.T, opts ...brokertest.Option) *harness {
 	if len(name) > 40 {
 		name = name[:40]
 	}
-	h := &harness{
-		t:      t,
-		id:     fmt.Sprintf("%s-%d", strings.Trim(name, "-"), seq.Add(1)),
-		broker: brokertest.Start(t, append([]brokertest.Option{brokertest.WithJWT(true)}, opts...)...),
-		ctx:    context.Background(),
+	n := seq.Add(1)
+	h := &harness{t: t, id: fmt.Sprintf("%s-%d", strings.Trim(name, "-"), n), n: n, ctx: context.Background()}
+	if len(opts) == 0 {
+		h.broker = brokertest.Shared(t)
+	} else {
+		h.broker = brokertest.Start(t, append([]brokertest.Option{brokertest.WithJWT(true)}, opts...)...)
 	}
 	var err error
 	h.k8s, err = client.New(kube.Config, client.Options{Scheme: scheme})
@@ -211,11 +219,18 @@ func (h *harness) startOperator(o operatorOpts) *operator {
 func registered(t *testing.T, o operatorOpts, edit ...func(*v1.StreamQuery)) (*harness, *proxy, *operator, *v1.StreamQuery) {
 	t.Helper()
 	h := newHarness(t)
-	h.grant("acme")
+	h.grant(h.tenant("acme"))
 	p := h.proxy()
 	o.brokerURL = p.URL
 	op := h.startOperator(o)
-	return h, p, op, h.reason(h.query(h.namespace("acme"), "clicks", edit...), v1.ReasonRegistered)
+	return h, p, op, h.reason(h.query(h.namespace(h.tenant("acme")), "clicks", edit...), v1.ReasonRegistered)
+}
+
+// tenant is the test's tenant called name: tests share one broker, so each
+// acts as tenants of its own (h.tenant("acme") is acme_12 in test 12). The default
+// tenant is everyone's, and a test that uses it says why.
+func (h *harness) tenant(name string) string {
+	return fmt.Sprintf("%s_%d", name, h.n)
 }
 
 // namespace creates a namespace, labelled with the tenant when it is not
@@ -407,7 +422,7 @@ func eventNamespace(obj client.Object) string {
 // tests' queries.
 func (h *harness) cursors(group string) []dbtest.Cursor {
 	h.t.Helper()
-	all, err := h.broker.DB.Cursors(h.ctx, "acme", "orders")
+	all, err := h.broker.DB.Cursors(h.ctx, h.tenant("acme"), "orders")
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -56,26 +56,26 @@ func none(s map[string]float64) bool { return len(s) == 0 }
 
 func TestStreamQueryMetricsCarryItsStatusAndGoWhenItIsDeleted(t *testing.T) {
 	h := newHarness(t)
-	h.grant("metrics-on")
+	h.grant(h.tenant("metrics-on"))
 	h.startOperator(operatorOpts{})
-	ns := h.namespace("metrics-on")
-	h.grant("metrics-on-2")
+	ns := h.namespace(h.tenant("metrics-on"))
+	h.grant(h.tenant("metrics-on-2"))
 	q := h.reason(h.query(ns, "clicks"), v1.ReasonRegistered)
-	waitSeries(t, "regent_streamquery_ready", ns, "clicks", only("metrics-on", 1))
-	waitSeries(t, "regent_streamquery_lag", ns, "clicks", only("metrics-on", float64(*q.Status.Lag)))
-	waitSeries(t, "regent_streamquery_state_rows", ns, "clicks", only("metrics-on", float64(*q.Status.StateRows)))
+	waitSeries(t, "regent_streamquery_ready", ns, "clicks", only(h.tenant("metrics-on"), 1))
+	waitSeries(t, "regent_streamquery_lag", ns, "clicks", only(h.tenant("metrics-on"), float64(*q.Status.Lag)))
+	waitSeries(t, "regent_streamquery_state_rows", ns, "clicks", only(h.tenant("metrics-on"), float64(*q.Status.StateRows)))
 
 	// A query its tenant's quota refuses is not Ready and has no figures.
-	denied := h.reason(h.query(h.namespace("metrics-refused"), "views"), v1.ReasonQuotaDenied)
-	waitSeries(t, "regent_streamquery_ready", denied.Namespace, "views", only("metrics-refused", 0))
+	denied := h.reason(h.query(h.namespace(h.tenant("metrics-refused")), "views"), v1.ReasonQuotaDenied)
+	waitSeries(t, "regent_streamquery_ready", denied.Namespace, "views", only(h.tenant("metrics-refused"), 0))
 	waitSeries(t, "regent_streamquery_lag", denied.Namespace, "views", none)
 
 	// Moved to another tenant, its series move with it.
 	var n corev1.Namespace
 	n.Name = ns
-	edit(h, &n, func(n *corev1.Namespace) { n.Labels[v1.TenantLabel] = "metrics-on-2" })
-	eventually(h, q, "registered for metrics-on-2", func(q *v1.StreamQuery) bool { return q.Status.Tenant == "metrics-on-2" })
-	waitSeries(t, "regent_streamquery_ready", ns, "clicks", only("metrics-on-2", 1))
+	edit(h, &n, func(n *corev1.Namespace) { n.Labels[v1.TenantLabel] = h.tenant("metrics-on-2") })
+	eventually(h, q, "registered for metrics-on-2", func(q *v1.StreamQuery) bool { return q.Status.Tenant == h.tenant("metrics-on-2") })
+	waitSeries(t, "regent_streamquery_ready", ns, "clicks", only(h.tenant("metrics-on-2"), 1))
 
 	h.delete(q)
 	h.gone(q)

@@ -19,24 +19,24 @@ func revenuePipeline(q *v1.StreamQuery) {
 
 func TestAQueryWithAPipelineAndNoConfigHashRegistersThePipelinesHash(t *testing.T) {
 	h := newHarness(t)
-	h.grant("acme")
+	h.grant(h.tenant("acme"))
 	h.startOperator(operatorOpts{})
-	q := h.reason(h.query(h.namespace("acme"), "revenue", revenuePipeline), v1.ReasonRegistered)
+	q := h.reason(h.query(h.namespace(h.tenant("acme")), "revenue", revenuePipeline), v1.ReasonRegistered)
 	want := q.Spec.Pipeline.ConfigHash()
-	if row, ok := h.registration("acme", "revenue"); !ok || row.Hash != want || q.Status.RegisteredHash != want {
+	if row, ok := h.registration(h.tenant("acme"), "revenue"); !ok || row.Hash != want || q.Status.RegisteredHash != want {
 		t.Fatalf("registration %+v (%v), status hash %q; want the pipeline's %q", row, ok, q.Status.RegisteredHash, want)
 	}
 }
 
 func TestChangingOneExpressionOfThePipelineIsAConfigChange(t *testing.T) {
 	h := newHarness(t)
-	h.grant("acme")
+	h.grant(h.tenant("acme"))
 	h.startOperator(operatorOpts{})
-	q := h.reason(h.query(h.namespace("acme"), "revenue", revenuePipeline), v1.ReasonRegistered)
+	q := h.reason(h.query(h.namespace(h.tenant("acme")), "revenue", revenuePipeline), v1.ReasonRegistered)
 	before := q.Status.RegisteredHash
 	edit(h, q, func(q *v1.StreamQuery) { q.Spec.Pipeline.Filter = "payload.amount > 1" })
 	q = h.reason(q, v1.ReasonConfigConflict)
-	if row, _ := h.registration("acme", "revenue"); row.Hash != before {
+	if row, _ := h.registration(h.tenant("acme"), "revenue"); row.Hash != before {
 		t.Fatalf("registered hash %q, want %q left alone under Block", row.Hash, before)
 	}
 	edit(h, q, func(q *v1.StreamQuery) { q.Spec.OnConfigChange = v1.OnConfigChangeReset })
@@ -51,9 +51,9 @@ func TestChangingOneExpressionOfThePipelineIsAConfigChange(t *testing.T) {
 func pipelineInvalid(t *testing.T, want string, edit ...func(*v1.StreamQuery)) (*harness, *v1.StreamQuery) {
 	t.Helper()
 	h := newHarness(t)
-	h.grant("acme")
+	h.grant(h.tenant("acme"))
 	h.startOperator(operatorOpts{})
-	q := h.reason(h.query(h.namespace("acme"), "revenue", edit...), v1.ReasonPipelineInvalid)
+	q := h.reason(h.query(h.namespace(h.tenant("acme")), "revenue", edit...), v1.ReasonPipelineInvalid)
 	if m := message(q.Status.Conditions); !strings.Contains(m, want) {
 		t.Fatalf("message %q, want one that says %q", m, want)
 	}
@@ -65,7 +65,7 @@ func TestAnInvalidExpressionIsPipelineInvalidWithTheCompilersMessageAndNothingIs
 		q.Spec.Pipeline.Filter = "payload.amount >"
 	})
 	h.wantEvent(q, v1.ReasonPipelineInvalid, "Syntax error")
-	if _, ok := h.registration("acme", "revenue"); ok {
+	if _, ok := h.registration(h.tenant("acme"), "revenue"); ok {
 		t.Fatal("an invalid pipeline was registered")
 	}
 	edit(h, q, func(q *v1.StreamQuery) { q.Spec.Pipeline.Filter = "payload.amount > 0" })

@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -23,23 +24,23 @@ func revenueTable(createTable bool) func(*v1.StreamQuery) {
 // sinkInvalid starts an operator and waits for StreamQuery revenue, after
 // edit, to be SinkInvalid with a message that says want, with an Event;
 // nothing is registered.
-func sinkInvalid(t *testing.T, want string, arrange func(h *harness), edit ...func(*v1.StreamQuery)) (*harness, *v1.StreamQuery) {
+func sinkInvalid(h *harness, want string, arrange func(), edit ...func(*v1.StreamQuery)) *v1.StreamQuery {
+	t := h.t
 	t.Helper()
-	h := newHarness(t)
-	h.grant("acme")
+	h.grant(h.tenant("acme"))
 	if arrange != nil {
-		arrange(h)
+		arrange()
 	}
 	h.startOperator(operatorOpts{})
-	q := h.reason(h.query(h.namespace("acme"), "revenue", edit...), v1.ReasonSinkInvalid)
+	q := h.reason(h.query(h.namespace(h.tenant("acme")), "revenue", edit...), v1.ReasonSinkInvalid)
 	if m := message(q.Status.Conditions); !strings.Contains(m, want) {
 		t.Fatalf("message %q, want one that says %q", m, want)
 	}
 	h.wantEvent(q, v1.ReasonSinkInvalid, want)
-	if _, ok := h.registration("acme", "revenue"); ok {
+	if _, ok := h.registration(h.tenant("acme"), "revenue"); ok {
 		t.Fatal("a query whose table sink is invalid was registered")
 	}
-	return h, q
+	return q
 }
 
 func (h *harness) sinkColumns(tenant, schema, table string) []celldb.SinkColumn {
@@ -53,13 +54,13 @@ func (h *harness) sinkColumns(tenant, schema, table string) []celldb.SinkColumn 
 
 func TestCreateTableMakesTheTableAfterThePipelinesOutputWithAPrimaryKeyOnTheKeyColumns(t *testing.T) {
 	h := newHarness(t)
-	h.grant("acme")
+	h.grant(h.tenant("acme"))
 	h.startOperator(operatorOpts{})
-	q := h.reason(h.query(h.namespace("acme"), "revenue", revenueTable(true)), v1.ReasonRegistered)
+	q := h.reason(h.query(h.namespace(h.tenant("acme")), "revenue", revenueTable(true)), v1.ReasonRegistered)
 	h.wantEvent(q, "TableCreated", sinkTable)
 	want := []celldb.SinkColumn{{Name: "key", Type: "text", Required: true}, {Name: "windowStart", Type: "timestamp with time zone", Required: true},
 		{Name: "windowEnd", Type: "timestamp with time zone"}, {Name: "revenue", Type: "double precision"}}
-	if got := h.sinkColumns("acme", "", sinkTable); !slices.Equal(got, want) {
+	if got := h.sinkColumns(h.tenant("acme"), "", sinkTable); !slices.Equal(got, want) {
 		t.Fatalf("columns %+v, want %+v (the key columns NOT NULL: the primary key's)", got, want)
 	}
 	sq, err := h.broker.DB.StreamQuery(h.ctx, q.Status.QueryID)
@@ -77,14 +78,15 @@ func TestCreateTableMakesTheTableAfterThePipelinesOutputWithAPrimaryKeyOnTheKeyC
 		sq, err := h.broker.DB.StreamQuery(h.ctx, q.Status.QueryID)
 		return err == nil && sq.SinkTable == nil
 	})
-	if len(h.sinkColumns("acme", "", sinkTable)) == 0 {
+	if len(h.sinkColumns(h.tenant("acme"), "", sinkTable)) == 0 {
 		t.Fatal("the table went with spec.sink")
 	}
 }
 
 func TestASinkTableWhoseColumnsDoNotFitThePipelinesOutputIsSinkInvalidWithAnEvent(t *testing.T) {
-	h, q := sinkInvalid(t, `column "revenue" is text, which cannot hold the pipeline's double`, func(h *harness) {
-		if err := h.broker.DB.CreateTable(h.ctx, "acme", sinkTable, []dbtest.TableColumn{{Name: "key", Type: "text"},
+	h := newHarness(t)
+	q := sinkInvalid(h, `column "revenue" is text, which cannot hold the pipeline's double`, func() {
+		if err := h.broker.DB.CreateTable(h.ctx, h.tenant("acme"), sinkTable, []dbtest.TableColumn{{Name: "key", Type: "text"},
 			{Name: "windowStart", Type: "timestamptz"}, {Name: "windowEnd", Type: "timestamptz"}, {Name: "revenue", Type: "text"},
 			{Name: "region", Type: "text", NotNull: true}}, []string{"key", "windowStart"}); err != nil {
 			h.t.Fatal(err)
@@ -97,19 +99,23 @@ func TestASinkTableWhoseColumnsDoNotFitThePipelinesOutputIsSinkInvalidWithAnEven
 }
 
 func TestAnAbsentSinkTableWithoutCreateTableIsSinkInvalid(t *testing.T) {
-	sinkInvalid(t, `table regent_acme.revenue_per_minute does not exist: create it, or set createTable`, nil, revenueTable(false))
+	h := newHarness(t)
+	sinkInvalid(h, fmt.Sprintf("table regent_%s.revenue_per_minute does not exist: create it, or set createTable", h.tenant("acme")),
+		nil, revenueTable(false))
 }
 
 func TestAKeyColumnOutsideThePipelinesOutputIsSinkInvalid(t *testing.T) {
-	sinkInvalid(t, `key column "region" is not a member of the pipeline's output`, nil, revenueTable(true), func(q *v1.StreamQuery) {
+	sinkInvalid(newHarness(t), `key column "region" is not a member of the pipeline's output`, nil, revenueTable(true), func(q *v1.StreamQuery) {
 		q.Spec.Sink.KeyColumns = []string{"region"}
 	})
 }
 
 func TestASinkTableInAnotherTenantsSchemaIsSinkInvalidAndNothingIsCreatedThere(t *testing.T) {
-	h, _ := sinkInvalid(t, `schema regent_globex is not tenant 'acme''s: a query writes only into its tenant's schema, regent_acme`,
-		nil, revenueTable(true), func(q *v1.StreamQuery) { q.Spec.Sink.Schema = "regent_globex" })
-	for _, schema := range []string{"regent_globex", "regent_acme"} {
+	h := newHarness(t)
+	acme, globex := "regent_"+h.tenant("acme"), "regent_"+h.tenant("globex")
+	sinkInvalid(h, fmt.Sprintf(`schema %s is not tenant '%s''s: a query writes only into its tenant's schema, %s`, globex, h.tenant("acme"), acme),
+		nil, revenueTable(true), func(q *v1.StreamQuery) { q.Spec.Sink.Schema = globex })
+	for _, schema := range []string{globex, acme} {
 		if tables, err := h.broker.DB.Tables(h.ctx, schema); err != nil || len(tables) != 0 {
 			t.Fatalf("schema %s holds %v (%v) after a refused table sink", schema, tables, err)
 		}
@@ -117,7 +123,7 @@ func TestASinkTableInAnotherTenantsSchemaIsSinkInvalidAndNothingIsCreatedThere(t
 }
 
 func TestAStatelessPipelineWhoseOutputIsUnknownBeforeItRunsCannotHaveATableSink(t *testing.T) {
-	sinkInvalid(t, "give it a project that is a map literal", nil, revenueTable(true), func(q *v1.StreamQuery) {
+	sinkInvalid(newHarness(t), "give it a project that is a map literal", nil, revenueTable(true), func(q *v1.StreamQuery) {
 		q.Spec.Pipeline = &v1.Pipeline{Filter: "payload.amount > 0"}
 	})
 }

@@ -29,7 +29,7 @@ func TestAQueryInSQLRegistersTheHashOfItsCompiledPipelineShownInStatusAndItsWork
 	if got := q.Status.CompiledPipeline; got == nil || got.ConfigHash() != want.Program.Hash || got.KeyBy != want.Pipeline.KeyBy {
 		t.Fatalf("status.compiledPipeline %+v, want %+v", got, want.Pipeline)
 	}
-	if row, ok := h.registration("acme", "clicks"); !ok || row.Hash != want.Program.Hash || q.Status.RegisteredHash != want.Program.Hash {
+	if row, ok := h.registration(h.tenant("acme"), "clicks"); !ok || row.Hash != want.Program.Hash || q.Status.RegisteredHash != want.Program.Hash {
 		t.Fatalf("registration %+v (%v), status hash %q; want the compiled pipeline's %q", row, ok, q.Status.RegisteredHash, want.Program.Hash)
 	}
 	// The workers get the compiled pipeline: the worker computes the same
@@ -49,7 +49,7 @@ func TestAQueryInSQLOutsideTheSubsetIsPipelineInvalidNamingTheClauseAndNothingIs
 		q.Spec.SQL = revenueSQL + " ORDER BY 1"
 	})
 	h.wantEvent(q, v1.ReasonPipelineInvalid, "ORDER BY")
-	if _, ok := h.registration("acme", "revenue"); ok {
+	if _, ok := h.registration(h.tenant("acme"), "revenue"); ok {
 		t.Fatal("a query outside the subset was registered")
 	}
 	if q.Status.CompiledPipeline != nil {

@@ -35,7 +35,7 @@ func (h *harness) pushPartitions(n int) {
 	for i := range items {
 		items[i] = map[string]any{"queue": "orders", "partition": fmt.Sprintf("p%d", i), "payload": map[string]any{"n": i}}
 	}
-	if r := h.broker.Do(h.t, "POST", "/api/v1/push", h.token("acme"), map[string]any{"items": items}); r.Status != http.StatusCreated {
+	if r := h.broker.Do(h.t, "POST", "/api/v1/push", h.token(h.tenant("acme")), map[string]any{"items": items}); r.Status != http.StatusCreated {
 		h.t.Fatalf("push: %d %s", r.Status, r.Body)
 	}
 }

@@ -26,7 +26,7 @@ func (h *harness) pushOrders(n int) {
 	for i := range items {
 		items[i] = map[string]any{"queue": "orders", "payload": map[string]any{"n": i}}
 	}
-	if r := h.broker.Do(h.t, "POST", "/api/v1/push", h.token("acme"), map[string]any{"items": items}); r.Status != http.StatusCreated {
+	if r := h.broker.Do(h.t, "POST", "/api/v1/push", h.token(h.tenant("acme")), map[string]any{"items": items}); r.Status != http.StatusCreated {
 		h.t.Fatalf("push: %d %s", r.Status, r.Body)
 	}
 }
@@ -36,7 +36,7 @@ func (h *harness) pushOrders(n int) {
 func (h *harness) consumeOrders(n int) int {
 	h.t.Helper()
 	r := h.broker.Do(h.t, "GET", "/api/v1/pop/queue/orders/partition/Default?autoAck=true&consumerGroup=streams.clicks&batch="+
-		strconv.Itoa(n), h.token("acme"), nil)
+		strconv.Itoa(n), h.token(h.tenant("acme")), nil)
 	switch r.Status {
 	case http.StatusNoContent:
 		return 0
@@ -84,7 +84,7 @@ func TestSuspendSetsTheSuspendedConditionAndTheQuerysFlagUntilItIsOff(t *testing
 		t.Fatalf("a running query's Suspended condition is %s/%s, want False/Running", s, r)
 	}
 	suspended := func() bool {
-		_, q, err := h.broker.DB.StreamQueryNamed(h.ctx, "acme", "clicks")
+		_, q, err := h.broker.DB.StreamQueryNamed(h.ctx, h.tenant("acme"), "clicks")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func (d *rewindThenDie) Rewind(ctx context.Context, tenant, name, group, token s
 
 func TestARewindThatCommittedBeforeItsStatusWasWrittenIsNotRepeated(t *testing.T) {
 	h := newHarness(t)
-	h.grant("acme")
+	h.grant(h.tenant("acme"))
 	var id string
 	db := &rewindThenDie{refold: func() {
 		h.consumeOrders(100)
@@ -181,7 +181,7 @@ func TestARewindThatCommittedBeforeItsStatusWasWrittenIsNotRepeated(t *testing.T
 		db.CellDB = real
 		return db
 	}})
-	q := h.reason(h.query(h.namespace("acme"), "clicks"), v1.ReasonRegistered)
+	q := h.reason(h.query(h.namespace(h.tenant("acme")), "clicks"), v1.ReasonRegistered)
 	id = q.Status.QueryID
 	before := h.dbNow()
 	h.pushOrders(10)
@@ -227,7 +227,7 @@ func TestFreshIsFalseWhileALagBoundIsExceededWithEventsAndAMetric(t *testing.T) 
 		q.Spec.Freshness = &v1.Freshness{MaxLag: ptr.To[int64](3)}
 	})
 	q = eventually(h, q, "Fresh", func(q *v1.StreamQuery) bool { s, _ := condition(q, v1.ConditionFresh); return s == "True" })
-	waitSeries(t, "regent_streamquery_fresh", q.Namespace, q.Name, only("acme", 1))
+	waitSeries(t, "regent_streamquery_fresh", q.Namespace, q.Name, only(h.tenant("acme"), 1))
 
 	h.pushOrders(5)
 	q = eventually(h, q, "stale", func(q *v1.StreamQuery) bool {
@@ -235,7 +235,7 @@ func TestFreshIsFalseWhileALagBoundIsExceededWithEventsAndAMetric(t *testing.T) 
 		return s == "False" && r == v1.ReasonLagExceeded
 	})
 	h.wantEvent(q, v1.ReasonLagExceeded, "lag 5 messages exceeds maxLag 3")
-	waitSeries(t, "regent_streamquery_fresh", q.Namespace, q.Name, only("acme", 0))
+	waitSeries(t, "regent_streamquery_fresh", q.Namespace, q.Name, only(h.tenant("acme"), 0))
 
 	h.consumeOrders(3)
 	q = eventually(h, q, "fresh again", func(q *v1.StreamQuery) bool { s, _ := condition(q, v1.ConditionFresh); return s == "True" })
@@ -248,7 +248,7 @@ func TestFreshIsFalseWhileALagBoundIsExceededWithEventsAndAMetric(t *testing.T) 
 		t.Fatalf("lagSeconds %v, want beyond maxLagSeconds 1", q.Status.LagSeconds)
 	}
 	h.wantEvent(q, v1.ReasonLagExceeded, "beyond maxLagSeconds 1")
-	waitSeries(t, "regent_streamquery_lag_seconds", q.Namespace, q.Name, func(s map[string]float64) bool { return s["acme"] >= 2 })
+	waitSeries(t, "regent_streamquery_lag_seconds", q.Namespace, q.Name, func(s map[string]float64) bool { return s[h.tenant("acme")] >= 2 })
 
 	// Without an objective there is no condition and no series.
 	edit(h, q, func(q *v1.StreamQuery) { q.Spec.Freshness = nil })

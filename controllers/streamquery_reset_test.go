@@ -49,7 +49,7 @@ func TestConfigConflictThenResetResetsTheStateExactlyOnce(t *testing.T) {
 	if keys := h.stateKeys(id); len(keys) != 0 {
 		t.Fatalf("state %q survived the reset", keys)
 	}
-	if row, _ := h.registration("acme", "clicks"); row.Hash != "h2" || row.ID != id {
+	if row, _ := h.registration(h.tenant("acme"), "clicks"); row.Hash != "h2" || row.ID != id {
 		t.Fatalf("registration %+v, want hash h2 under the same id %s", row, id)
 	}
 	h.wantEvent(q, "Reset", "config hash changed under upgradeMode Reset or Savepoint")
@@ -91,10 +91,10 @@ func TestResetTokenResetsOncePerNewValue(t *testing.T) {
 
 func TestResetTokenOnANewQueryHasNothingToReset(t *testing.T) {
 	h := newHarness(t)
-	h.grant("acme")
+	h.grant(h.tenant("acme"))
 	p := h.proxy()
 	h.startOperator(operatorOpts{brokerURL: p.URL})
-	q := h.query(h.namespace("acme"), "clicks", func(q *v1.StreamQuery) {
+	q := h.query(h.namespace(h.tenant("acme")), "clicks", func(q *v1.StreamQuery) {
 		q.Annotations = map[string]string{v1.ResetTokenAnnotation: "from-the-start"}
 	})
 	q = h.reason(q, v1.ReasonRegistered)
@@ -112,7 +112,7 @@ func TestAConflictOverAHashAlreadyResetForIsReportedNotResetAgain(t *testing.T) 
 	eventually(h, q, "reset to h2", func(q *v1.StreamQuery) bool { return q.Status.LastResetHash == "h2" })
 
 	// An old worker puts its own hash back, resetting on its own.
-	r := h.broker.Do(t, "POST", "/streams/v1/queries", h.token("acme"),
+	r := h.broker.Do(t, "POST", "/streams/v1/queries", h.token(h.tenant("acme")),
 		map[string]any{"name": "clicks", "source_queue": "orders", "config_hash": "h1", "reset": true})
 	if r.Status != http.StatusOK {
 		t.Fatalf("worker registration: %d %s", r.Status, r.Body)
@@ -123,7 +123,7 @@ func TestAConflictOverAHashAlreadyResetForIsReportedNotResetAgain(t *testing.T) 
 	if m := message(q.Status.Conditions); !strings.Contains(m, "does not reset twice for one hash") {
 		t.Fatalf("message %q should explain why there is no second reset", m)
 	}
-	if row, _ := h.registration("acme", "clicks"); row.Hash != "h1" {
+	if row, _ := h.registration(h.tenant("acme"), "clicks"); row.Hash != "h1" {
 		t.Fatalf("registered hash %q, want the worker's h1 left alone", row.Hash)
 	}
 	if n := p.resets.Load(); n != 1 {

@@ -32,7 +32,7 @@ func (h *harness) holdLease(q *v1.StreamQuery, tenant string) {
 
 func (h *harness) expireLeases(q *v1.StreamQuery) {
 	h.t.Helper()
-	if err := h.broker.DB.ExpireLeases(h.ctx, "acme", q.Spec.SourceQueue); err != nil {
+	if err := h.broker.DB.ExpireLeases(h.ctx, h.tenant("acme"), q.Spec.SourceQueue); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -59,7 +59,7 @@ func TestAnUpgradeUnderSavepointDrainsTakesASavepointResetsThenStartsTheNewWorke
 	})
 	old := q.Status.RegisteredHash
 	h.writeState(q.Status.QueryID, "a", "b")
-	h.holdLease(q, "acme")
+	h.holdLease(q, h.tenant("acme"))
 
 	edit(h, q, func(q *v1.StreamQuery) { q.Spec.Pipeline.Filter = "payload.amount > 1" })
 	want := q.Spec.Pipeline.ConfigHash()
@@ -69,7 +69,7 @@ func TestAnUpgradeUnderSavepointDrainsTakesASavepointResetsThenStartsTheNewWorke
 	dep := &appsv1.Deployment{}
 	dep.Namespace, dep.Name = q.Namespace, q.Name+"-worker"
 	eventually(h, dep, "scaled to zero", func(d *appsv1.Deployment) bool { return ptr.Deref(d.Spec.Replicas, -1) == 0 })
-	if row, _ := h.registration("acme", "clicks"); row.Hash != old || len(h.stateKeys(q.Status.QueryID)) != 2 {
+	if row, _ := h.registration(h.tenant("acme"), "clicks"); row.Hash != old || len(h.stateKeys(q.Status.QueryID)) != 2 {
 		t.Fatalf("while a lease is held: hash %q, state %v; want the old hash %q and the state untouched", row.Hash, h.stateKeys(q.Status.QueryID), old)
 	}
 	h.wantEvent(q, v1.ReasonDraining, "1 leases of consumer group streams.clicks")
@@ -81,7 +81,7 @@ func TestAnUpgradeUnderSavepointDrainsTakesASavepointResetsThenStartsTheNewWorke
 	if len(q.Status.Savepoints) != 1 || q.Status.Savepoints[0].Name != sp || q.Status.Savepoints[0].ConfigHash != old || q.Status.Savepoints[0].StateRows != 2 {
 		t.Fatalf("savepoints %+v, want %s of hash %q with the 2 state rows", q.Status.Savepoints, sp, old)
 	}
-	if row, _ := h.registration("acme", "clicks"); row.Hash != want || len(h.stateKeys(q.Status.QueryID)) != 0 {
+	if row, _ := h.registration(h.tenant("acme"), "clicks"); row.Hash != want || len(h.stateKeys(q.Status.QueryID)) != 0 {
 		t.Fatalf("after the upgrade: hash %q, state %v; want %q and no state", row.Hash, h.stateKeys(q.Status.QueryID), want)
 	}
 	eventually(h, dep, "the new workers", func(d *appsv1.Deployment) bool {
@@ -126,7 +126,7 @@ func TestTheSavepointAnnotationTakesOneAndRestoreFromRollsBackToItsStateHashAndP
 	if keys := h.stateKeys(q.Status.QueryID); !slices.Equal(keys, []string{"a", "b"}) {
 		t.Fatalf("state %v after the restore, want the savepoint's a, b", keys)
 	}
-	if row, _ := h.registration("acme", "clicks"); row.Hash != old {
+	if row, _ := h.registration(h.tenant("acme"), "clicks"); row.Hash != old {
 		t.Fatalf("registered hash %q after the restore, want the savepoint's %q", row.Hash, old)
 	}
 	if p := q.Status.LastRestore.Pipeline; p == nil || p.Filter != oldFilter {
@@ -171,7 +171,7 @@ func TestRestoreFromAnUnknownSavepointRestoresNothingAndSaysSo(t *testing.T) {
 	h, _, _, q := registered(t, operatorOpts{}, revenuePipeline)
 	h.writeState(q.Status.QueryID, "a")
 	edit(h, q, func(q *v1.StreamQuery) { q.Spec.RestoreFrom = "nowhere" })
-	h.wantEvent(q, v1.ReasonRestoreFailed, `savepoint "nowhere", which query "clicks" of tenant "acme" does not have`)
+	h.wantEvent(q, v1.ReasonRestoreFailed, fmt.Sprintf(`savepoint "nowhere", which query "clicks" of tenant %q does not have`, h.tenant("acme")))
 	q = h.reason(q, v1.ReasonRegistered)
 	if q.Status.LastRestore != nil || len(h.stateKeys(q.Status.QueryID)) != 1 {
 		t.Fatalf("last restore %+v, state %v; want no restore", q.Status.LastRestore, h.stateKeys(q.Status.QueryID))
@@ -183,7 +183,7 @@ func TestRestoreFromAnUnknownSavepointRestoresNothingAndSaysSo(t *testing.T) {
 // the broker refuses their cycles by their reset generation.
 func TestAnUpgradeOfAQueryWhoseWorkersTheUserRunsDoesNotWaitForTheirLeases(t *testing.T) {
 	h, _, _, q := registered(t, operatorOpts{noWorkerImage: true}, revenuePipeline, func(q *v1.StreamQuery) { q.Spec.UpgradeMode = v1.UpgradeReset })
-	h.holdLease(q, "acme")
+	h.holdLease(q, h.tenant("acme"))
 	edit(h, q, func(q *v1.StreamQuery) { q.Spec.Pipeline.Filter = "payload.amount > 1" })
 	want := q.Spec.Pipeline.ConfigHash()
 	q = eventually(h, q, "upgraded", func(q *v1.StreamQuery) bool { return q.Status.RegisteredHash == want })

@@ -24,16 +24,16 @@ import (
 
 func TestRegisterMakesTheQueryReadyWithItsQueryID(t *testing.T) {
 	h := newHarness(t)
-	h.grant("acme")
+	h.grant(h.tenant("acme"))
 	h.startOperator(operatorOpts{})
-	q := h.query(h.namespace("acme"), "orders-per-minute", func(q *v1.StreamQuery) { q.Spec.QueryName = "orders.per_minute" })
+	q := h.query(h.namespace(h.tenant("acme")), "orders-per-minute", func(q *v1.StreamQuery) { q.Spec.QueryName = "orders.per_minute" })
 
 	q = h.reason(q, v1.ReasonRegistered)
-	row, ok := h.registration("acme", "orders.per_minute")
+	row, ok := h.registration(h.tenant("acme"), "orders.per_minute")
 	if !ok {
 		t.Fatal("no registration row for tenant acme")
 	}
-	if q.Status.QueryID != row.ID || q.Status.Tenant != "acme" || q.Status.RegisteredHash != "h1" {
+	if q.Status.QueryID != row.ID || q.Status.Tenant != h.tenant("acme") || q.Status.RegisteredHash != "h1" {
 		t.Fatalf("status queryId=%q tenant=%q registeredHash=%q, want %q, acme, h1", q.Status.QueryID, q.Status.Tenant, q.Status.RegisteredHash, row.ID)
 	}
 	if row.Source != "orders" || row.Sink != "orders.out" || row.Hash != "h1" {
@@ -42,12 +42,12 @@ func TestRegisterMakesTheQueryReadyWithItsQueryID(t *testing.T) {
 	if q.Status.Lag == nil || *q.Status.Lag != 0 || q.Status.StateRows == nil || *q.Status.StateRows != 0 {
 		t.Fatalf("progress lag=%v stateRows=%v, want 0 and 0", q.Status.Lag, q.Status.StateRows)
 	}
-	h.wantEvent(q, v1.ReasonRegistered, `query "orders.per_minute" is registered for tenant "acme"`)
+	h.wantEvent(q, v1.ReasonRegistered, fmt.Sprintf(`query "orders.per_minute" is registered for tenant %q`, h.tenant("acme")))
 }
 
 func TestQueryNameDefaultsToTheStreamQueryName(t *testing.T) {
 	h, _, _, q := registered(t, operatorOpts{})
-	if row, ok := h.registration("acme", "clicks"); !ok || row.ID != q.Status.QueryID {
+	if row, ok := h.registration(h.tenant("acme"), "clicks"); !ok || row.ID != q.Status.QueryID {
 		t.Fatalf("registration named after metadata.name: %+v, %v; status queryId %q", row, ok, q.Status.QueryID)
 	}
 }
@@ -69,7 +69,7 @@ func TestTenantIsTheNamespaceNameWithoutTheLabelWhenTenancyIsOn(t *testing.T) {
 func TestTenancyOffPutsEveryQueryOnTheDefaultTenant(t *testing.T) {
 	h := newHarness(t, func(c *config.Config) { c.Auth, c.Tenancy = "off", false })
 	h.startOperator(operatorOpts{tenancy: ptr.To(false), noSecret: true})
-	q := h.reason(h.query(h.namespace("acme"), "clicks"), v1.ReasonRegistered)
+	q := h.reason(h.query(h.namespace(h.tenant("acme")), "clicks"), v1.ReasonRegistered)
 	if q.Status.Tenant != v1.DefaultTenant {
 		t.Fatalf("tenant %q, want default: with tenancy off the label cannot take effect", q.Status.Tenant)
 	}
@@ -80,18 +80,18 @@ func TestTenancyOffPutsEveryQueryOnTheDefaultTenant(t *testing.T) {
 
 func TestRelabellingTheNamespaceMovesItsQueriesToTheNewTenant(t *testing.T) {
 	h := newHarness(t)
-	h.grant("acme")
-	h.grant("globex")
+	h.grant(h.tenant("acme"))
+	h.grant(h.tenant("globex"))
 	h.startOperator(operatorOpts{})
-	ns := h.namespace("acme")
+	ns := h.namespace(h.tenant("acme"))
 	q := h.reason(h.query(ns, "clicks"), v1.ReasonRegistered)
 
-	edit(h, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, func(n *corev1.Namespace) { n.Labels[v1.TenantLabel] = "globex" })
-	q = eventually(h, q, "moved to globex", func(q *v1.StreamQuery) bool { return q.Status.Tenant == "globex" })
-	if row, ok := h.registration("globex", "clicks"); !ok || row.ID != q.Status.QueryID {
+	edit(h, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, func(n *corev1.Namespace) { n.Labels[v1.TenantLabel] = h.tenant("globex") })
+	q = eventually(h, q, "moved to globex", func(q *v1.StreamQuery) bool { return q.Status.Tenant == h.tenant("globex") })
+	if row, ok := h.registration(h.tenant("globex"), "clicks"); !ok || row.ID != q.Status.QueryID {
 		t.Fatalf("registration under globex: %+v, %v; status queryId %q", row, ok, q.Status.QueryID)
 	}
-	h.wantEvent(q, "TenantChanged", `registration under tenant "acme" is left as it is`)
+	h.wantEvent(q, "TenantChanged", fmt.Sprintf(`registration under tenant %q is left as it is`, h.tenant("acme")))
 }
 
 func TestChangedHashIsAConfigConflictUnderBlock(t *testing.T) {
@@ -103,7 +103,7 @@ func TestChangedHashIsAConfigConflictUnderBlock(t *testing.T) {
 	if m := message(q.Status.Conditions); !strings.Contains(m, "different config_hash") || !strings.Contains(m, "upgradeMode is Block") {
 		t.Fatalf("message %q should carry the broker's error and say the policy is Block", m)
 	}
-	if row, _ := h.registration("acme", "clicks"); row.Hash != "h1" {
+	if row, _ := h.registration(h.tenant("acme"), "clicks"); row.Hash != "h1" {
 		t.Fatalf("registered hash %q, want h1 left alone", row.Hash)
 	}
 	if keys := h.stateKeys(q.Status.QueryID); !slices.Equal(keys, []string{"a", "b"}) {
@@ -115,15 +115,15 @@ func TestChangedHashIsAConfigConflictUnderBlock(t *testing.T) {
 func TestQuotaAbsentIsQuotaDeniedUntilATenantQuotaGrantsIt(t *testing.T) {
 	h := newHarness(t)
 	h.startOperator(operatorOpts{}) // resync a minute: only the TenantQuota watch can retry in time
-	q := h.reason(h.query(h.namespace("globex"), "clicks"), v1.ReasonQuotaDenied)
-	if m := message(q.Status.Conditions); !strings.Contains(m, `tenant 'globex' has no quota grant`) {
+	q := h.reason(h.query(h.namespace(h.tenant("globex")), "clicks"), v1.ReasonQuotaDenied)
+	if m := message(q.Status.Conditions); !strings.Contains(m, fmt.Sprintf(`tenant '%s' has no quota grant`, h.tenant("globex"))) {
 		t.Fatalf("message %q should be the broker's reason", m)
 	}
 	h.wantEvent(q, v1.ReasonQuotaDenied, "no quota grant")
 
-	h.quota("globex", nil)
+	h.quota(h.tenant("globex"), nil)
 	q = h.reason(q, v1.ReasonRegistered)
-	if _, ok := h.registration("globex", "clicks"); !ok {
+	if _, ok := h.registration(h.tenant("globex"), "clicks"); !ok {
 		t.Fatal("no registration after the grant")
 	}
 }
@@ -131,8 +131,8 @@ func TestQuotaAbsentIsQuotaDeniedUntilATenantQuotaGrantsIt(t *testing.T) {
 func TestQuotaCapDeniesTheNextQuery(t *testing.T) {
 	h := newHarness(t)
 	h.startOperator(operatorOpts{})
-	tq := h.quotaReason(h.quota("initech", ptr.To[int32](2)), v1.ReasonApplied)
-	ns := h.namespace("initech")
+	tq := h.quotaReason(h.quota(h.tenant("initech"), ptr.To[int32](2)), v1.ReasonApplied)
+	ns := h.namespace(h.tenant("initech"))
 	h.reason(h.query(ns, "q1"), v1.ReasonRegistered)
 	h.reason(h.query(ns, "q2"), v1.ReasonRegistered)
 	q3 := h.reason(h.query(ns, "q3"), v1.ReasonQuotaDenied)
@@ -146,9 +146,9 @@ func TestQuotaCapDeniesTheNextQuery(t *testing.T) {
 
 func TestDuplicateQueryNameTheOlderWinsAndTheYoungerNeverTouchesTheRegistration(t *testing.T) {
 	h := newHarness(t)
-	h.grant("acme")
+	h.grant(h.tenant("acme"))
 	h.startOperator(operatorOpts{})
-	ns1, ns2 := h.namespace("acme"), h.namespace("acme")
+	ns1, ns2 := h.namespace(h.tenant("acme")), h.namespace(h.tenant("acme"))
 	shared := func(hash string, more ...func(*v1.StreamQuery)) func(*v1.StreamQuery) {
 		return func(q *v1.StreamQuery) {
 			q.Spec.QueryName, q.Spec.ConfigHash = "shared", hash
@@ -172,13 +172,13 @@ func TestDuplicateQueryNameTheOlderWinsAndTheYoungerNeverTouchesTheRegistration(
 		t.Fatalf("the younger holds queryId %q and finalizers %v; it must hold neither", younger.Status.QueryID, younger.Finalizers)
 	}
 	h.wantEvent(younger, v1.ReasonDuplicateName, "already declares")
-	if row, _ := h.registration("acme", "shared"); row.Hash != "h1" || row.ID != older.Status.QueryID {
+	if row, _ := h.registration(h.tenant("acme"), "shared"); row.Hash != "h1" || row.ID != older.Status.QueryID {
 		t.Fatalf("registration %+v changed; want hash h1 and id %s", row, older.Status.QueryID)
 	}
 
 	h.delete(younger)
 	h.gone(younger)
-	if row, ok := h.registration("acme", "shared"); !ok || row.Hash != "h1" {
+	if row, ok := h.registration(h.tenant("acme"), "shared"); !ok || row.Hash != "h1" {
 		t.Fatalf("deleting the younger touched the registration: %+v, %v", row, ok)
 	}
 	if keys := h.stateKeys(older.Status.QueryID); !slices.Equal(keys, []string{"kept"}) {
@@ -197,11 +197,11 @@ func TestDuplicateQueryNameTheOlderWinsAndTheYoungerNeverTouchesTheRegistration(
 
 func TestSameQueryNameUnderTwoTenantsIsTwoQueries(t *testing.T) {
 	h := newHarness(t)
-	h.grant("acme")
-	h.grant("globex")
+	h.grant(h.tenant("acme"))
+	h.grant(h.tenant("globex"))
 	h.startOperator(operatorOpts{})
-	a := h.reason(h.query(h.namespace("acme"), "clicks"), v1.ReasonRegistered)
-	b := h.reason(h.query(h.namespace("globex"), "clicks"), v1.ReasonRegistered)
+	a := h.reason(h.query(h.namespace(h.tenant("acme")), "clicks"), v1.ReasonRegistered)
+	b := h.reason(h.query(h.namespace(h.tenant("globex")), "clicks"), v1.ReasonRegistered)
 	if a.Status.QueryID == b.Status.QueryID {
 		t.Fatalf("both tenants got query %s", a.Status.QueryID)
 	}
@@ -217,7 +217,7 @@ func TestDeletionPolicyDeleteRemovesTheRegistrationAndItsState(t *testing.T) {
 
 	h.delete(q)
 	h.gone(q)
-	if _, ok := h.registration("acme", "clicks"); ok {
+	if _, ok := h.registration(h.tenant("acme"), "clicks"); ok {
 		t.Fatal("the registration survived deletionPolicy Delete")
 	}
 	if n := h.broker.StateRows(t, id); n != 0 {
@@ -234,7 +234,7 @@ func TestDeletionPolicyRetainLeavesTheRegistrationAndItsState(t *testing.T) {
 
 	h.delete(q)
 	h.gone(q)
-	if row, ok := h.registration("acme", "clicks"); !ok || row.ID != q.Status.QueryID {
+	if row, ok := h.registration(h.tenant("acme"), "clicks"); !ok || row.ID != q.Status.QueryID {
 		t.Fatalf("registration %+v, %v; want it retained", row, ok)
 	}
 	if keys := h.stateKeys(q.Status.QueryID); !slices.Equal(keys, []string{"a"}) {
@@ -260,7 +260,7 @@ func TestDeletionIsHandledBeforeRegistration(t *testing.T) {
 
 	h.delete(q)
 	h.gone(q)
-	if _, ok := h.registration("acme", "clicks"); ok {
+	if _, ok := h.registration(h.tenant("acme"), "clicks"); ok {
 		t.Fatal("the registration survived")
 	}
 	if n := p.requests.Load() - before; n != 0 {
@@ -270,10 +270,10 @@ func TestDeletionIsHandledBeforeRegistration(t *testing.T) {
 
 func TestBrokerDownIsBrokerUnavailableThenRecovers(t *testing.T) {
 	h := newHarness(t)
-	h.grant("acme")
+	h.grant(h.tenant("acme"))
 	port := nettest.Refusing(t) // the broker is down
 	h.startOperator(operatorOpts{brokerURL: "http://" + port.Addr})
-	q := h.reason(h.query(h.namespace("acme"), "clicks"), v1.ReasonBrokerUnavailable)
+	q := h.reason(h.query(h.namespace(h.tenant("acme")), "clicks"), v1.ReasonBrokerUnavailable)
 	if m := message(q.Status.Conditions); !strings.Contains(m, "connection refused") {
 		t.Fatalf("message %q should say why", m)
 	}
@@ -289,7 +289,7 @@ func TestBrokerDownIsBrokerUnavailableThenRecovers(t *testing.T) {
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	q = h.reason(q, v1.ReasonRegistered)
-	if _, ok := h.registration("acme", "clicks"); !ok {
+	if _, ok := h.registration(h.tenant("acme"), "clicks"); !ok {
 		t.Fatal("no registration after recovery")
 	}
 }
@@ -297,22 +297,22 @@ func TestBrokerDownIsBrokerUnavailableThenRecovers(t *testing.T) {
 func TestResyncRepairsDrift(t *testing.T) {
 	h, _, _, q := registered(t, operatorOpts{resync: 300 * time.Millisecond})
 
-	if err := h.broker.DB.MoveStreamQuery(h.ctx, "acme", "clicks", "elsewhere", nil); err != nil {
+	if err := h.broker.DB.MoveStreamQuery(h.ctx, h.tenant("acme"), "clicks", "elsewhere", nil); err != nil {
 		t.Fatal(err)
 	}
 	brokertest.Eventually(t, wait, func() error {
-		if row, _ := h.registration("acme", "clicks"); row.Source != "orders" || row.Sink != "orders.out" {
+		if row, _ := h.registration(h.tenant("acme"), "clicks"); row.Source != "orders" || row.Sink != "orders.out" {
 			return fmt.Errorf("registration %+v is not repaired", row)
 		}
 		return nil
 	})
 
 	old := q.Status.QueryID
-	if _, err := celldb.New(h.broker.Pool).DeleteQuery(h.ctx, "acme", "clicks"); err != nil {
+	if _, err := celldb.New(h.broker.Pool).DeleteQuery(h.ctx, h.tenant("acme"), "clicks"); err != nil {
 		t.Fatal(err)
 	}
 	q = eventually(h, q, "registered again", func(q *v1.StreamQuery) bool { return q.Status.QueryID != old })
-	if row, ok := h.registration("acme", "clicks"); !ok || row.ID != q.Status.QueryID {
+	if row, ok := h.registration(h.tenant("acme"), "clicks"); !ok || row.ID != q.Status.QueryID {
 		t.Fatalf("registration %+v, %v; want the new id %s", row, ok, q.Status.QueryID)
 	}
 	h.wantEvent(q, "Recreated", "was missing from the broker")
@@ -322,10 +322,10 @@ func TestResyncRepairsDrift(t *testing.T) {
 // the query's consumer group, and a cycle that writes state and acks.
 func TestProgressIsReadFromTheDatabase(t *testing.T) {
 	h := newHarness(t)
-	h.grant("acme")
+	h.grant(h.tenant("acme"))
 	h.startOperator(operatorOpts{resync: 300 * time.Millisecond})
-	q := h.reason(h.query(h.namespace("acme"), "clicks-per-minute", func(q *v1.StreamQuery) { q.Spec.SourceQueue = "clicks" }), v1.ReasonRegistered)
-	tok := h.token("acme")
+	q := h.reason(h.query(h.namespace(h.tenant("acme")), "clicks-per-minute", func(q *v1.StreamQuery) { q.Spec.SourceQueue = "clicks" }), v1.ReasonRegistered)
+	tok := h.token(h.tenant("acme"))
 
 	var items []map[string]any
 	for i := range 5 {
@@ -370,10 +370,10 @@ func TestProgressIsReadFromTheDatabase(t *testing.T) {
 func TestEverySecureBrokerCallCarriesATokenOfTheQueryTenant(t *testing.T) {
 	// A broker with auth on refuses a token-less registration, so an
 	// operator without the signing secret can only report it.
-	h := newHarness(t, brokertest.WithJWT(true))
-	h.grant("acme")
+	h := newHarness(t) // the shared broker has auth on
+	h.grant(h.tenant("acme"))
 	h.startOperator(operatorOpts{noSecret: true})
-	q := h.reason(h.query(h.namespace("acme"), "clicks"), v1.ReasonBrokerUnavailable)
+	q := h.reason(h.query(h.namespace(h.tenant("acme")), "clicks"), v1.ReasonBrokerUnavailable)
 	if m := message(q.Status.Conditions); !strings.Contains(m, "HTTP 401") {
 		t.Fatalf("message %q should carry the broker's 401", m)
 	}
@@ -384,14 +384,14 @@ func TestEverySecureBrokerCallCarriesATokenOfTheQueryTenant(t *testing.T) {
 // creation times; TestTiesInCreationTimeGoToTheHolder pins that case).
 func TestALaterDuplicateLosesEvenWhenItsNamespaceSortsFirst(t *testing.T) {
 	h := newHarness(t)
-	h.grant("acme")
+	h.grant(h.tenant("acme"))
 	h.startOperator(operatorOpts{})
-	ns1, ns2 := h.namespace("acme"), h.namespace("acme")
+	ns1, ns2 := h.namespace(h.tenant("acme")), h.namespace(h.tenant("acme"))
 	first, second := max(ns1, ns2), min(ns1, ns2)
 	named := func(q *v1.StreamQuery) { q.Spec.QueryName = "shared" }
 	holder := h.reason(h.query(first, "holder", named), v1.ReasonRegistered)
 	late := h.reason(h.query(second, "late", named, func(q *v1.StreamQuery) { q.Spec.ConfigHash = "h2" }), v1.ReasonDuplicateName)
-	if row, _ := h.registration("acme", "shared"); row.ID != holder.Status.QueryID || row.Hash != "h1" {
+	if row, _ := h.registration(h.tenant("acme"), "shared"); row.ID != holder.Status.QueryID || row.Hash != "h1" {
 		t.Fatalf("registration %+v was touched by the late duplicate", row)
 	}
 	if ok, reason := ready(h.reason(holder, v1.ReasonRegistered).Status.Conditions); !ok {

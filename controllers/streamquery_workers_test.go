@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -84,7 +85,7 @@ func TestAQueryWithAPipelineGetsAWorkerDeploymentConfigMapAndSecretItOwns(t *tes
 		jwt.WithValidMethods([]string{"HS256"})); err != nil {
 		t.Fatalf("the Secret's token does not verify with the signing key: %v", err)
 	}
-	if claims["tenant"] != "acme" || claims["role"] != "read-write" {
+	if claims["tenant"] != h.tenant("acme") || claims["role"] != "read-write" {
 		t.Fatalf("token claims %v, want tenant acme, role read-write", claims)
 	}
 	if exp, _ := claims.GetExpirationTime(); exp == nil || time.Until(exp.Time) < 24*time.Hour {
@@ -118,7 +119,7 @@ func TestAQueryWithAPipelineGetsAWorkerDeploymentConfigMapAndSecretItOwns(t *tes
 	if dep.Spec.Template.Annotations["streams.regent.dev/config-hash"] != q.Status.RegisteredHash {
 		t.Errorf("pod template annotations %v lack the config hash", dep.Spec.Template.Annotations)
 	}
-	h.wantEvent(q, "TokenMinted", `tenant "acme"`)
+	h.wantEvent(q, "TokenMinted", fmt.Sprintf("tenant %q", h.tenant("acme")))
 }
 
 // The restricted Pod Security Standard, field by field: non-root, no

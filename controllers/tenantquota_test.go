@@ -47,8 +47,8 @@ func (h *harness) wantQuotaRow(tenant string, want quotaRow) {
 func TestTenantQuotaWritesTheRowAndCountsRegisteredQueries(t *testing.T) {
 	h := newHarness(t)
 	h.startOperator(operatorOpts{resync: 300 * time.Millisecond})
-	tq := h.quotaReason(h.quota("umbrella", ptr.To[int32](5)), v1.ReasonApplied)
-	h.wantQuotaRow("umbrella", quotaRow{Exists: true, Enabled: true, Max: ptr.To[int32](5)})
+	tq := h.quotaReason(h.quota(h.tenant("umbrella"), ptr.To[int32](5)), v1.ReasonApplied)
+	h.wantQuotaRow(h.tenant("umbrella"), quotaRow{Exists: true, Enabled: true, Max: ptr.To[int32](5)})
 	if m := message(tq.Status.Conditions); !strings.Contains(m, "up to 5 queries") {
 		t.Fatalf("message %q", m)
 	}
@@ -59,13 +59,13 @@ func TestTenantQuotaWritesTheRowAndCountsRegisteredQueries(t *testing.T) {
 
 	edit(h, tq, func(tq *v1.TenantQuota) { tq.Spec.Enabled, tq.Spec.MaxQueries = ptr.To(false), nil })
 	tq = h.quotaReason(tq, v1.ReasonApplied)
-	h.wantQuotaRow("umbrella", quotaRow{Exists: true, Enabled: false})
+	h.wantQuotaRow(h.tenant("umbrella"), quotaRow{Exists: true, Enabled: false})
 	if m := message(tq.Status.Conditions); !strings.Contains(m, "disabled") {
 		t.Fatalf("message %q should say the grant is disabled", m)
 	}
 
-	h.reason(h.query(h.namespace("umbrella"), "clicks"), v1.ReasonQuotaDenied)
-	if _, err := h.broker.DB.PutStreamQuery(h.ctx, "umbrella", "direct", "orders"); err != nil {
+	h.reason(h.query(h.namespace(h.tenant("umbrella")), "clicks"), v1.ReasonQuotaDenied)
+	if _, err := h.broker.DB.PutStreamQuery(h.ctx, h.tenant("umbrella"), "direct", "orders"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(h, tq, "counting one query", func(tq *v1.TenantQuota) bool {
@@ -77,13 +77,13 @@ func TestDeletingTheTenantQuotaRemovesTheRowAndKeepsQueriesReady(t *testing.T) {
 	h := newHarness(t)
 	p := h.proxy()
 	h.startOperator(operatorOpts{brokerURL: p.URL, resync: 300 * time.Millisecond})
-	tq := h.quotaReason(h.quota("hooli", nil), v1.ReasonApplied)
-	ns := h.namespace("hooli")
+	tq := h.quotaReason(h.quota(h.tenant("hooli"), nil), v1.ReasonApplied)
+	ns := h.namespace(h.tenant("hooli"))
 	running := h.reason(h.query(ns, "running"), v1.ReasonRegistered)
 
 	h.delete(tq)
 	h.gone(tq)
-	h.wantQuotaRow("hooli", quotaRow{})
+	h.wantQuotaRow(h.tenant("hooli"), quotaRow{})
 	h.wantEvent(tq, "Deleted", "new query names are refused")
 
 	denied := h.reason(h.query(ns, "new"), v1.ReasonQuotaDenied)
@@ -106,8 +106,8 @@ func TestDeletingTheTenantQuotaRemovesTheRowAndKeepsQueriesReady(t *testing.T) {
 func TestDuplicateTenantQuotaIsAConflictAndNeverWritesOrDeletesTheRow(t *testing.T) {
 	h := newHarness(t)
 	h.startOperator(operatorOpts{})
-	older := h.quotaReason(h.quota("vandelay", ptr.To[int32](5)), v1.ReasonApplied)
-	younger := h.quotaReason(h.quota("vandelay", ptr.To[int32](1)), v1.ReasonConflict)
+	older := h.quotaReason(h.quota(h.tenant("vandelay"), ptr.To[int32](5)), v1.ReasonApplied)
+	younger := h.quotaReason(h.quota(h.tenant("vandelay"), ptr.To[int32](1)), v1.ReasonConflict)
 	if m := message(younger.Status.Conditions); !strings.Contains(m, older.Name) {
 		t.Fatalf("message %q should name the older TenantQuota %s", m, older.Name)
 	}
@@ -115,18 +115,18 @@ func TestDuplicateTenantQuotaIsAConflictAndNeverWritesOrDeletesTheRow(t *testing
 		t.Fatalf("the younger holds finalizers %v", younger.Finalizers)
 	}
 	h.wantEvent(younger, v1.ReasonConflict, "already grants tenant")
-	h.wantQuotaRow("vandelay", quotaRow{Exists: true, Enabled: true, Max: ptr.To[int32](5)})
+	h.wantQuotaRow(h.tenant("vandelay"), quotaRow{Exists: true, Enabled: true, Max: ptr.To[int32](5)})
 
 	h.delete(younger)
 	h.gone(younger)
-	h.wantQuotaRow("vandelay", quotaRow{Exists: true, Enabled: true, Max: ptr.To[int32](5)})
+	h.wantQuotaRow(h.tenant("vandelay"), quotaRow{Exists: true, Enabled: true, Max: ptr.To[int32](5)})
 
 	// Once the older is gone, the next in line owns the tenant.
-	next := h.quotaReason(h.quota("vandelay", ptr.To[int32](2)), v1.ReasonConflict)
+	next := h.quotaReason(h.quota(h.tenant("vandelay"), ptr.To[int32](2)), v1.ReasonConflict)
 	h.delete(older)
 	h.gone(older)
 	h.quotaReason(next, v1.ReasonApplied)
-	h.wantQuotaRow("vandelay", quotaRow{Exists: true, Enabled: true, Max: ptr.To[int32](2)})
+	h.wantQuotaRow(h.tenant("vandelay"), quotaRow{Exists: true, Enabled: true, Max: ptr.To[int32](2)})
 }
 
 func TestTenantQuotaForTheDefaultTenantIsAcceptedAndNotSubjectToQuotas(t *testing.T) {
@@ -199,14 +199,14 @@ func metricValue(t *testing.T, name, label, value string) float64 {
 func TestTenantQuotaCountsAQueryAsSoonAsItIsRegisteredOrDeleted(t *testing.T) {
 	h := newHarness(t)
 	h.startOperator(operatorOpts{}) // resync a minute: only the watch can count in time
-	tq := h.quotaReason(h.quota("hooli", ptr.To[int32](5)), v1.ReasonApplied)
+	tq := h.quotaReason(h.quota(h.tenant("hooli"), ptr.To[int32](5)), v1.ReasonApplied)
 	counting := func(n int64) func(*v1.TenantQuota) bool {
 		return func(tq *v1.TenantQuota) bool {
 			return tq.Status.RegisteredQueries != nil && *tq.Status.RegisteredQueries == n
 		}
 	}
 	eventually(h, tq, "counting no query", counting(0))
-	q := h.reason(h.query(h.namespace("hooli"), "clicks", func(q *v1.StreamQuery) { q.Spec.DeletionPolicy = v1.DeletionPolicyDelete }), v1.ReasonRegistered)
+	q := h.reason(h.query(h.namespace(h.tenant("hooli")), "clicks", func(q *v1.StreamQuery) { q.Spec.DeletionPolicy = v1.DeletionPolicyDelete }), v1.ReasonRegistered)
 	eventually(h, tq, "counting the registered query", counting(1))
 	h.delete(q)
 	h.gone(q)
@@ -248,13 +248,13 @@ func (h *harness) pushAs(tenant, queue string, n int) int {
 func TestTenantQuotaWritesItsLimitsAndShowsUsageInStatus(t *testing.T) {
 	h := newHarness(t)
 	h.startOperator(operatorOpts{resync: 300 * time.Millisecond})
-	tq := h.quotaReason(h.quota("initech", ptr.To[int32](5), func(tq *v1.TenantQuota) {
+	tq := h.quotaReason(h.quota(h.tenant("initech"), ptr.To[int32](5), func(tq *v1.TenantQuota) {
 		tq.Spec.MaxQueues = ptr.To[int32](10)
 		tq.Spec.Push = &v1.PushQuota{MessagesPerSecond: ptr.To[int64](1000), MessagesBurst: ptr.To[int64](2000), BytesPerSecond: ptr.To[int64](1 << 20)}
 		tq.Spec.Pop = &v1.PopQuota{MessagesPerSecond: ptr.To[int64](500)}
 		tq.Spec.MaxStoredBytes, tq.Spec.MaxStateRows = ptr.To[int64](1<<30), ptr.To[int64](100)
 	}), v1.ReasonApplied)
-	quota, err := h.broker.DB.Quota(h.ctx, "initech")
+	quota, err := h.broker.DB.Quota(h.ctx, h.tenant("initech"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,15 +271,15 @@ func TestTenantQuotaWritesItsLimitsAndShowsUsageInStatus(t *testing.T) {
 	// which the pushes before cannot know.
 	pushed := 0
 	eventually(h, tq, "showing pushes", func(tq *v1.TenantQuota) bool {
-		if h.pushAs("initech", "orders", 3) == 201 {
+		if h.pushAs(h.tenant("initech"), "orders", 3) == 201 {
 			pushed += 3
 		}
 		return tq.Status.Usage != nil && tq.Status.Usage.PushedLastMinute > 0
 	})
-	if h.pushAs("initech", "payments", 2) != 201 {
+	if h.pushAs(h.tenant("initech"), "payments", 2) != 201 {
 		t.Fatal("push to a second queue refused")
 	}
-	id, err := h.broker.DB.PutStreamQuery(h.ctx, "initech", "q", "orders")
+	id, err := h.broker.DB.PutStreamQuery(h.ctx, h.tenant("initech"), "q", "orders")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestTenantQuotaWritesItsLimitsAndShowsUsageInStatus(t *testing.T) {
 	}
 	var stored int64
 	for _, queue := range []string{"orders", "payments"} {
-		sizes, err := h.broker.DB.SegmentSizes(h.ctx, "initech", queue)
+		sizes, err := h.broker.DB.SegmentSizes(h.ctx, h.tenant("initech"), queue)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,7 +309,7 @@ func TestTenantQuotaWritesItsLimitsAndShowsUsageInStatus(t *testing.T) {
 func TestTenantQuotaExceededIsTrueWhileALimitRefusesWithEventsAsItStartsAndStops(t *testing.T) {
 	h := newHarness(t)
 	h.startOperator(operatorOpts{resync: 300 * time.Millisecond})
-	tq := h.quotaReason(h.quota("globex", nil, func(tq *v1.TenantQuota) {
+	tq := h.quotaReason(h.quota(h.tenant("globex"), nil, func(tq *v1.TenantQuota) {
 		tq.Spec.Push = &v1.PushQuota{MessagesPerSecond: ptr.To[int64](1)}
 	}), v1.ReasonApplied)
 	exceeded := func(tq *v1.TenantQuota) *metav1.Condition {
@@ -317,7 +317,7 @@ func TestTenantQuotaExceededIsTrueWhileALimitRefusesWithEventsAsItStartsAndStops
 	}
 	// Two items pass a burst of one never.
 	tq = eventually(h, tq, "QuotaExceeded", func(tq *v1.TenantQuota) bool {
-		h.pushAs("globex", "orders", 2)
+		h.pushAs(h.tenant("globex"), "orders", 2)
 		c := exceeded(tq)
 		return c != nil && c.Status == metav1.ConditionTrue
 	})

@@ -39,7 +39,7 @@ type workerQuery struct {
 func startWorkerQuery(t *testing.T) *workerQuery {
 	t.Helper()
 	h := newHarness(t)
-	h.grant("acme")
+	h.grant(h.tenant("acme"))
 	h.startOperator(operatorOpts{resync: 300 * time.Millisecond})
 	bin := cluster.Binary(t, "regent-worker")
 	out, err := exec.Command(bin, "-print-config-hash").Output()
@@ -47,12 +47,12 @@ func startWorkerQuery(t *testing.T) *workerQuery {
 		t.Fatal(err)
 	}
 	w := &workerQuery{h: h, log: filepath.Join(t.TempDir(), "worker.log"), exited: make(chan error, 1)}
-	w.q = h.reason(h.query(h.namespace("acme"), "clicks", func(q *v1.StreamQuery) {
+	w.q = h.reason(h.query(h.namespace(h.tenant("acme")), "clicks", func(q *v1.StreamQuery) {
 		q.Spec.ConfigHash = strings.TrimSpace(string(out))
 	}), v1.ReasonRegistered)
 	// A short lease: a cycle refused during a suspension leaves its batch
 	// leased until the lease expires.
-	if r := h.broker.Do(t, "POST", "/api/v1/configure", h.token("acme"), map[string]any{"queue": "orders", "options": map[string]any{"leaseTime": 2}}); r.Status != http.StatusOK {
+	if r := h.broker.Do(t, "POST", "/api/v1/configure", h.token(h.tenant("acme")), map[string]any{"queue": "orders", "options": map[string]any{"leaseTime": 2}}); r.Status != http.StatusOK {
 		t.Fatalf("configure: %d %s", r.Status, r.Body)
 	}
 	log, err := os.Create(w.log)
@@ -60,7 +60,7 @@ func startWorkerQuery(t *testing.T) *workerQuery {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "-broker", h.broker.URL, "-token", h.token("acme"), "-query", "clicks",
+	cmd := exec.CommandContext(ctx, bin, "-broker", h.broker.URL, "-token", h.token(h.tenant("acme")), "-query", "clicks",
 		"-source", "orders", "-sink", "orders.out", "-batch", "20", "-workers", "2", "-idle", "3s", "-wait", "300ms", "-listen", "")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -88,7 +88,7 @@ func (w *workerQuery) push(n int) {
 		items[i] = map[string]any{"queue": "orders", "payload": map[string]any{"key": fmt.Sprintf("k%d", i%5), "ts": ts}}
 	}
 	w.pushed += n
-	if r := w.h.broker.Do(w.h.t, "POST", "/api/v1/push", w.h.token("acme"), map[string]any{"items": items}); r.Status != http.StatusCreated {
+	if r := w.h.broker.Do(w.h.t, "POST", "/api/v1/push", w.h.token(w.h.tenant("acme")), map[string]any{"items": items}); r.Status != http.StatusCreated {
 		w.h.t.Fatalf("push: %d %s", r.Status, r.Body)
 	}
 }
