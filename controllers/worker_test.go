@@ -26,6 +26,10 @@ import (
 
 var window = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// workerIdle is the reference worker's -idle: short, since the window is
+// never ripe, and a suspended worker is watched for longer than it.
+const workerIdle = time.Second
+
 // workerQuery registers StreamQuery clicks on orders, with the worker's
 // own config hash, and starts a reference worker on it.
 type workerQuery struct {
@@ -61,7 +65,7 @@ func startWorkerQuery(t *testing.T) *workerQuery {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "-broker", h.broker.URL, "-token", h.token(h.tenant("acme")), "-query", "clicks",
-		"-source", "orders", "-sink", "orders.out", "-batch", "20", "-workers", "2", "-idle", "3s", "-wait", "300ms", "-listen", "")
+		"-source", "orders", "-sink", "orders.out", "-batch", "20", "-workers", "2", "-idle", workerIdle.String(), "-wait", "300ms", "-listen", "")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -168,9 +172,10 @@ func TestSuspendIdlesARunningReferenceWorkerAndResumingFoldsEveryEventExactlyOnc
 	edit(h, w.q, func(q *v1.StreamQuery) { q.Spec.Suspend = true })
 	eventually(h, w.q, "Suspended", func(q *v1.StreamQuery) bool { s, _ := condition(q, v1.ConditionSuspended); return s == "True" })
 	w.push(100)
-	// Longer than the worker's idle timeout, so that its idle flush runs
-	// (and is refused) too.
-	time.Sleep(4 * time.Second)
+	// Real time: nothing is to happen while suspended, and nothing tells
+	// a test that nothing happened. Longer than the worker's idle timeout,
+	// so that its idle flush runs (and is refused) too.
+	time.Sleep(workerIdle + workerIdle/2)
 	if sum, committed := w.folded(); sum != 200 || committed != 200 {
 		t.Fatalf("while suspended the window went to %d and the cursor to %d, want both left at 200", sum, committed)
 	}
