@@ -185,10 +185,12 @@ func (h *harness) startOperator(o operatorOpts) *operator {
 	}
 	ctx, cancel := context.WithCancel(h.ctx)
 	if err := controllers.Setup(ctx, mgr, controllers.Config{
-		Broker:          registration.New(o.brokerURL, secret, nil),
-		DB:              db,
-		Tenancy:         tenancy,
-		ResyncInterval:  o.resync,
+		Broker:         registration.New(o.brokerURL, secret, nil),
+		DB:             db,
+		Tenancy:        tenancy,
+		ResyncInterval: o.resync,
+		// A drain's leases end when a test expires them: look again soon.
+		DrainPoll:       100 * time.Millisecond,
 		Workers:         4,
 		SigningSecret:   secret,
 		WorkerImage:     image,

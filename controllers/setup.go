@@ -71,6 +71,9 @@ type Config struct {
 	// ResyncInterval is how often a StreamQuery is re-registered and its
 	// progress read, and a TenantQuota's count refreshed.
 	ResyncInterval time.Duration
+	// DrainPoll is how often a drain looks again for the old workers'
+	// leases; zero is two seconds.
+	DrainPoll time.Duration
 	// Workers is how many StreamQueries are reconciled at once.
 	Workers int
 	// SigningSecret signs the workers' broker tokens; empty when the broker

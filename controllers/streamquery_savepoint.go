@@ -41,8 +41,16 @@ import (
 	"github.com/regent-mq/regent/broker/pg/celldb"
 )
 
-// drainPoll is how often a drain looks again for the old workers' leases.
+// drainPoll is how often a drain looks again for the old workers' leases,
+// unless Config.DrainPoll says otherwise.
 const drainPoll = 2 * time.Second
+
+func (r *StreamQueryReconciler) drainEvery() time.Duration {
+	if r.DrainPoll > 0 {
+		return r.DrainPoll
+	}
+	return drainPoll
+}
 
 // pipelineAnnotation on a worker Deployment holds, as JSON, the pipeline
 // its pods run: the pipeline an upgrade's savepoint records, since by
@@ -162,7 +170,7 @@ func (r *StreamQueryReconciler) restore(ctx context.Context, s *step) (res ctrl.
 	if r.runsWorkers(q) {
 		drained, err := r.drain(ctx, s, fmt.Sprintf("the restore of savepoint %q", name))
 		if err != nil || !drained {
-			return ctrl.Result{RequeueAfter: drainPoll}, true, err
+			return ctrl.Result{RequeueAfter: r.drainEvery()}, true, err
 		}
 	}
 	rs, err := r.DB.RestoreSavepoint(ctx, s.tenant, q.QueryName(), consumerGroup(q), name, fmt.Sprintf("%s/%s/%d", q.UID, name, count))

@@ -38,7 +38,7 @@ func (r *StreamQueryReconciler) upgrade(ctx context.Context, s *step, hash strin
 	if r.runsWorkers(q) {
 		drained, err := r.drain(ctx, s, fmt.Sprintf("the upgrade to config hash %q", hash))
 		if err != nil || !drained {
-			return ctrl.Result{RequeueAfter: drainPoll}, err
+			return ctrl.Result{RequeueAfter: r.drainEvery()}, err
 		}
 	}
 	if q.Spec.Upgrade() == v1.UpgradeSavepoint {
