@@ -241,8 +241,12 @@ func TestFreshIsFalseWhileALagBoundIsExceededWithEventsAndAMetric(t *testing.T) 
 	q = eventually(h, q, "fresh again", func(q *v1.StreamQuery) bool { s, _ := condition(q, v1.ConditionFresh); return s == "True" })
 	h.wantEvent(q, v1.ReasonWithinObjective, "lag 2 messages")
 
-	// The age bound: the two messages left grow older than a second.
+	// The age bound: the two messages left are aged by two seconds, past
+	// maxLagSeconds 1, as two seconds passing would.
 	edit(h, q, func(q *v1.StreamQuery) { q.Spec.Freshness = &v1.Freshness{MaxLagSeconds: ptr.To[int64](1)} })
+	if err := h.broker.DB.Age(h.ctx, h.tenant("acme"), "orders", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	q = eventually(h, q, "stale by age", func(q *v1.StreamQuery) bool { s, _ := condition(q, v1.ConditionFresh); return s == "False" })
 	if q.Status.LagSeconds == nil || *q.Status.LagSeconds < 2 {
 		t.Fatalf("lagSeconds %v, want beyond maxLagSeconds 1", q.Status.LagSeconds)
