@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,6 +73,17 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 	}
+	// The tests wait on the control plane and the reconcilers far more than
+	// they compute: at go test's default of one test per CPU the binary
+	// keeps a sixth of a core busy. Run more at once, unless -parallel says.
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", strconv.Itoa(parallel)); err != nil {
+			panic(err)
+		}
+	}
 	var err error
 	kube, err = kubetest.Start()
 	if err != nil {
@@ -85,6 +98,9 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(pgtest.NoLeaks(code))
 }
+
+// parallel is how many tests run at once unless -parallel says otherwise.
+const parallel = 8
 
 // workerImage is the operator's --worker-image in these tests.
 const workerImage = "registry.test/regent-worker:1"
