@@ -19,9 +19,11 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 var ctx = context.Background()
 
 // setup starts a broker with the default tenant's query "q" registered,
-// and returns the cell database of that broker and the query's id.
+// and returns the cell database of that broker and the query's id. Each
+// test has a broker and a database of its own, so they run in parallel.
 func setup(t *testing.T) (*brokertest.Broker, *celldb.DB, string) {
 	t.Helper()
+	t.Parallel()
 	b := brokertest.Start(t, brokertest.WithJWT(false))
 	id := register(t, b, "h1", false)
 	return b, celldb.New(b.Pool), id
