@@ -53,9 +53,11 @@ import (
 // objects with its own id and runs operators whose cache sees only that
 // label, so tests run in parallel without seeing each other's objects.
 var (
-	kube   *kubetest.Environment
-	scheme = runtime.NewScheme()
-	seq    atomic.Int64
+	kube      *kubetest.Environment
+	kubeErr   error
+	kubeReady = make(chan struct{}) // closed once kube and kubeErr are set
+	scheme    = runtime.NewScheme()
+	seq       atomic.Int64
 )
 
 const testLabel = "regent-test"
@@ -84,16 +86,21 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 	}
-	var err error
-	kube, err = kubetest.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	// The control plane takes seconds to start: the tests start meanwhile,
+	// the shared broker and its database too, and wait for it in
+	// newHarness.
+	go func() {
+		kube, kubeErr = kubetest.Start()
+		close(kubeReady)
+	}()
 	// One broker, with JWT auth and tenancy on, serves every test: each
 	// test acts as tenants of its own (harness.tenant).
 	code := brokertest.Run(m, brokertest.WithJWT(true))
-	if err := kube.Stop(); err != nil {
+	<-kubeReady
+	if kubeErr != nil {
+		fmt.Fprintln(os.Stderr, kubeErr)
+		code = 1
+	} else if err := kube.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stop envtest:", err)
 	}
 	os.Exit(pgtest.NoLeaks(code))
@@ -136,6 +143,10 @@ func newHarness(t *testing.T, opts ...brokertest.Option) *harness {
 		h.broker = brokertest.Shared(t)
 	} else {
 		h.broker = brokertest.Start(t, append([]brokertest.Option{brokertest.WithJWT(true)}, opts...)...)
+	}
+	<-kubeReady
+	if kubeErr != nil {
+		t.Fatalf("envtest: %v", kubeErr)
 	}
 	var err error
 	h.k8s, err = client.New(kube.Config, client.Options{Scheme: scheme})
