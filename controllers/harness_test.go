@@ -115,8 +115,9 @@ const workerImage = "registry.test/regent-worker:1"
 // wait is how long any expected state may take to appear.
 const wait = 30 * time.Second
 
-// harness is one test's world: a broker with JWT auth and tenancy on, its
-// database, a client of the control plane, and the objects the test made.
+// harness is one test's world: a broker with JWT auth and tenancy on (the
+// package's, on which the test's tenants are its own), its database, a
+// client of the control plane, and the objects the test made.
 type harness struct {
 	t      *testing.T
 	id     string
