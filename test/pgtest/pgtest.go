@@ -48,6 +48,7 @@ type server struct {
 	base     *url.URL // connection URL to an administrative database
 	template string
 	cluster  *Cluster // nil when REGENT_TEST_DATABASE_URL names the server
+	seeded   bool     // cluster is a copy of a seed, with its template
 	dir      string
 	shared   []string // databases of SharedURL, dropped with the template
 }
@@ -194,24 +195,33 @@ func start() (*server, error) {
 	} else if err := s.startCluster(); err != nil {
 		return nil, err
 	}
+	if s.seeded {
+		s.template = seedTemplate
+		return s, nil
+	}
 	s.template = fmt.Sprintf("regent_template_%d", os.Getpid())
-	ctx := context.Background()
-	if err := s.exec(ctx, "CREATE DATABASE "+s.template); err != nil {
+	if err := s.exec(context.Background(), "CREATE DATABASE "+s.template); err != nil {
 		s.stop()
 		return nil, fmt.Errorf("create template database: %w", err)
 	}
-	pool, err := pgxpool.New(ctx, s.urlFor(s.template))
-	if err != nil {
+	if err := migrateDB(s.urlFor(s.template)); err != nil {
 		s.stop()
-		return nil, fmt.Errorf("open template database: %w", err)
-	}
-	_, err = migrate.Up(ctx, pool, nil)
-	pool.Close()
-	if err != nil {
-		s.stop()
-		return nil, fmt.Errorf("migrate template database: %w", err)
+		return nil, fmt.Errorf("template database: %w", err)
 	}
 	return s, nil
+}
+
+func migrateDB(url string) error {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return fmt.Errorf("open database to migrate: %w", err)
+	}
+	defer pool.Close()
+	if _, err := migrate.Up(ctx, pool, nil); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
 }
 
 func (s *server) startCluster() error {
@@ -219,7 +229,15 @@ func (s *server) startCluster() error {
 	if err != nil {
 		return fmt.Errorf("make cluster directory: %w", err)
 	}
-	c, err := StartCluster(filepath.Join(dir, "data"), 0, throwaway...)
+	dataDir := filepath.Join(dir, "data")
+	// Without a seed (it could not be made or copied), initdb runs here
+	// and start migrates a template of its own.
+	if seed, err := seeded(); err == nil && copySeed(seed, dataDir) == nil {
+		s.seeded = true
+	} else {
+		os.RemoveAll(dataDir)
+	}
+	c, err := StartCluster(dataDir, 0, throwaway...)
 	if err != nil {
 		os.RemoveAll(dir)
 		return err

@@ -26,12 +26,21 @@ const tmpfsMagic = 0x01021994
 // t.TempDir: its parent is private to root, and as root PostgreSQL runs as
 // the postgres user, which must reach the data directory.
 func ScratchDir(prefix string) (string, error) {
+	root := scratchRoot()
+	if root == ramDir {
+		sweep(ramDir)
+	}
+	return os.MkdirTemp(root, prefix)
+}
+
+// scratchRoot is ramDir when it is a tmpfs, else the system's temporary
+// directory.
+func scratchRoot() string {
 	var fs syscall.Statfs_t
 	if syscall.Statfs(ramDir, &fs) == nil && fs.Type == tmpfsMagic {
-		sweep(ramDir)
-		return os.MkdirTemp(ramDir, prefix)
+		return ramDir
 	}
-	return os.MkdirTemp("", prefix)
+	return os.TempDir()
 }
 
 // sweep removes the clusters of test binaries that were killed before they
