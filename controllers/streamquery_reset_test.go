@@ -147,6 +147,7 @@ var triggers = map[string]func(h *harness, q *v1.StreamQuery) (done func(*v1.Str
 // could record that: its successor must not reset again, and the state the
 // worker wrote since survives.
 func TestOperatorRestartAfterTheBrokerResetDoesNotResetAgain(t *testing.T) {
+	t.Parallel() // its subtests are, and it would hold the sequential tests back until they end
 	for name, trigger := range triggers {
 		t.Run(name, func(t *testing.T) {
 			h, p, first, q := registered(t, operatorOpts{})
@@ -193,6 +194,7 @@ func TestOperatorRestartAfterTheBrokerResetDoesNotResetAgain(t *testing.T) {
 // The operator dies after recording the reset but before the broker got it:
 // its successor carries it out, once.
 func TestOperatorRestartBeforeTheBrokerResetResetsOnce(t *testing.T) {
+	t.Parallel() // its subtests are, and it would hold the sequential tests back until they end
 	for name, trigger := range triggers {
 		t.Run(name, func(t *testing.T) {
 			h, p, first, q := registered(t, operatorOpts{})
