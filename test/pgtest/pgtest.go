@@ -232,9 +232,14 @@ func (s *server) startCluster() error {
 	dataDir := filepath.Join(dir, "data")
 	// Without a seed (it could not be made or copied), initdb runs here
 	// and start migrates a template of its own.
-	if seed, err := seeded(); err == nil && copySeed(seed, dataDir) == nil {
+	seed, err := seeded()
+	if err == nil {
+		err = copySeed(seed, dataDir)
+	}
+	if err == nil {
 		s.seeded = true
 	} else {
+		fmt.Fprintf(os.Stderr, "pgtest: no seed, initdb instead: %v\n", err)
 		os.RemoveAll(dataDir)
 	}
 	c, err := StartCluster(dataDir, 0, throwaway...)
