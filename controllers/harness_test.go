@@ -257,8 +257,11 @@ func registered(t *testing.T, o operatorOpts, edit ...func(*v1.StreamQuery)) (*h
 }
 
 // tenant is the test's tenant called name: tests share one broker, so each
-// acts as tenants of its own (h.tenant("acme") is acme_12 in test 12). The default
-// tenant is everyone's, and a test that uses it says why.
+// acts as tenants of its own (h.tenant("acme") is acme_12 in test 12). Not
+// brokertest's Q ("t12-acme"): a tenant names its table sink's schema,
+// regent_<tenant>, which a hyphen would make a quoted identifier in every
+// message the sink tests expect. The default tenant is everyone's, and a
+// test that uses it says why.
 func (h *harness) tenant(name string) string {
 	return fmt.Sprintf("%s_%d", name, h.n)
 }
