@@ -92,7 +92,7 @@ func BenchmarkStatement(b *testing.B) {
 // distributedPushShape starts a Citus cluster with the push-shaped tables
 // and function distributed and the partition's row in place, and returns it,
 // a connection to its coordinator and the worker that owns the partition.
-func distributedPushShape(b testing.TB, partition int64) (*citustest.Cluster, *pgx.Conn, *pgtest.Cluster) {
+func distributedPushShape(b testing.TB, partition int64) (*pgtest.Citus, *pgx.Conn, *pgtest.Cluster) {
 	c := citustest.New(b, 2)
 	coordinator := connect(b, c.URL().String())
 	setUp(b, coordinator, slices.Concat(pushShapeSQL, distributePushShapeSQL), partition)

@@ -7,6 +7,12 @@
 // from a template that already has the migrations applied, so tests never see
 // each other's rows and may run in parallel.
 //
+// With REGENT_TEST_CITUS=<workers>, the throwaway cluster is a Citus cluster
+// instead, a coordinator and that many workers, and each database is made on
+// every node and migrated on the coordinator, which distributes the tables
+// (broker/pg/migrate/CITUS.md): `make test` runs the queue and streams
+// suites a third time so.
+//
 // A package that uses it must route its TestMain through Main, which tears the
 // cluster down when the binary exits:
 //
@@ -49,6 +55,7 @@ type server struct {
 	template string
 	cluster  *Cluster // nil when REGENT_TEST_DATABASE_URL names the server
 	seeded   bool     // cluster is a copy of a seed, with its template
+	citus    *Citus   // with REGENT_TEST_CITUS: cluster is its coordinator
 	dir      string
 	shared   []string // databases of SharedURL, dropped with the template
 }
@@ -113,10 +120,7 @@ func SharedURL() (string, error) {
 		return "", fmt.Errorf("pgtest: %w", startErr)
 	}
 	name := fmt.Sprintf("shared_%d_%d", os.Getpid(), seq.Add(1))
-	createMu.Lock()
-	err := srv.exec(context.Background(), fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, srv.template))
-	createMu.Unlock()
-	if err != nil {
+	if err := srv.createDB(name, true); err != nil {
 		return "", fmt.Errorf("pgtest: create database: %w", err)
 	}
 	srv.shared = append(srv.shared, name)
@@ -148,24 +152,42 @@ func create(t testing.TB, migrated bool) string {
 		t.Fatalf("pgtest: %v", startErr)
 	}
 	name := fmt.Sprintf("t_%d_%d", os.Getpid(), seq.Add(1))
-	tmpl := "template0"
-	if migrated {
-		tmpl = srv.template
-	}
-	ctx := context.Background()
-	// Copies of one template cannot be made concurrently.
-	createMu.Lock()
-	err := srv.exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl))
-	createMu.Unlock()
-	if err != nil {
+	if err := srv.createDB(name, migrated); err != nil {
 		t.Fatalf("pgtest: create database: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := srv.exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		if err := srv.dropDB(name); err != nil {
 			t.Errorf("pgtest: drop database %s: %v", name, err)
 		}
 	})
 	return srv.urlFor(name)
+}
+
+// createDB copies the migrated template, or template0. On Citus, whose
+// metadata a copy would carry to a database that no worker has, it makes
+// the database on every node and migrates it.
+func (s *server) createDB(name string, migrated bool) error {
+	if s.citus != nil {
+		if err := s.citus.CreateDatabase(name); err != nil || !migrated {
+			return err
+		}
+		return migrateDB(s.urlFor(name))
+	}
+	tmpl := "template0"
+	if migrated {
+		tmpl = s.template
+	}
+	// Copies of one template cannot be made concurrently.
+	createMu.Lock()
+	defer createMu.Unlock()
+	return s.exec(context.Background(), fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl))
+}
+
+func (s *server) dropDB(name string) error {
+	if s.citus != nil {
+		return s.citus.DropDatabase(name)
+	}
+	return s.exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 }
 
 func (s *server) urlFor(db string) string {
@@ -194,6 +216,9 @@ func start() (*server, error) {
 		s.base = u
 	} else if err := s.startCluster(); err != nil {
 		return nil, err
+	}
+	if s.citus != nil {
+		return s, nil
 	}
 	if s.seeded {
 		s.template = seedTemplate
@@ -229,6 +254,21 @@ func (s *server) startCluster() error {
 	if err != nil {
 		return fmt.Errorf("make cluster directory: %w", err)
 	}
+	if env := os.Getenv("REGENT_TEST_CITUS"); env != "" {
+		workers, err := strconv.Atoi(env)
+		if err != nil || workers < 1 {
+			os.RemoveAll(dir)
+			return fmt.Errorf("REGENT_TEST_CITUS=%q: want the number of Citus workers, 1 or more", env)
+		}
+		c, err := StartCitus(dir, workers)
+		if err != nil {
+			os.RemoveAll(dir)
+			return err
+		}
+		s.citus, s.cluster, s.dir = c, c.Coordinator, dir
+		s.base = c.Coordinator.URL("postgres")
+		return nil
+	}
 	dataDir := filepath.Join(dir, "data")
 	// Without a seed (it could not be made or copied), initdb runs here
 	// and start migrates a template of its own.
@@ -263,7 +303,11 @@ func (s *server) stop() {
 		}
 		return
 	}
-	s.cluster.Stop()
+	if s.citus != nil {
+		s.citus.Stop()
+	} else {
+		s.cluster.Stop()
+	}
 	os.RemoveAll(s.dir)
 }
 

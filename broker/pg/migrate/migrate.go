@@ -128,6 +128,10 @@ func Up(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int, error) 
 		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockKey)
 	}()
 
+	onCitus, err := citus(ctx, conn.Conn())
+	if err != nil {
+		return 0, err
+	}
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS public.regent_schema_migrations (
 		version    integer PRIMARY KEY,
 		name       text NOT NULL,
@@ -188,7 +192,10 @@ func Up(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int, error) 
 	if err := applyFunctions(ctx, conn.Conn(), functions, log); err != nil {
 		return n, err
 	}
-	return n, nil
+	if !onCitus {
+		return n, nil
+	}
+	return n, distribute(ctx, conn.Conn(), log)
 }
 
 // undefinedTable is PostgreSQL's SQLSTATE for a table that does not exist.

@@ -1,0 +1,152 @@
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// CitusDatabase is the database a Citus cluster's extension is created in,
+// on every node.
+const CitusDatabase = "regent"
+
+// Citus is a running Citus cluster: a coordinator and its workers.
+type Citus struct {
+	Coordinator *Cluster
+	Workers     []*Cluster
+	dir         string
+}
+
+// CitusInstalled reports whether Citus is installed in the PostgreSQL that pgtest
+// runs: citus.so in the server's lib directory (Debian's layout, beside bin).
+func CitusInstalled() (bool, error) {
+	bin, err := BinDir()
+	if err != nil {
+		return false, err
+	}
+	_, err = os.Stat(filepath.Join(filepath.Dir(bin), "lib", "citus.so"))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// StartCitus starts a coordinator and workers under dir (one directory each),
+// which Stop removes. The nodes start side by side: each one's initdb is
+// most of the start's time.
+func StartCitus(dir string, workers int, settings ...string) (*Citus, error) {
+	// As root, each node runs as the postgres user, which must reach its
+	// directory below dir.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open cluster directory: %w", err)
+	}
+	// The nodes talk to each other over loopback without TLS: Citus's
+	// default asks libpq for it, which then reads the client certificate of
+	// the user whose HOME the server inherited (root's, unreadable to the
+	// postgres user).
+	settings = slices.Concat(Throwaway(),
+		[]string{"shared_preload_libraries=citus", "citus.node_conninfo=sslmode=disable"}, settings)
+	names := []string{"coordinator"}
+	for i := range workers {
+		names = append(names, fmt.Sprintf("worker%d", i+1))
+	}
+	nodes := make([]*Cluster, len(names))
+	errs := make([]error, len(names))
+	done := make(chan int)
+	for i, name := range names {
+		go func() {
+			nodes[i], errs[i] = StartCluster(filepath.Join(dir, name, "data"), 0, settings...)
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("start %s: %w", name, errs[i])
+			}
+			done <- i
+		}()
+	}
+	for range names {
+		<-done
+	}
+	c := &Citus{dir: dir}
+	if len(nodes) > 0 {
+		c.Coordinator, c.Workers = nodes[0], slices.DeleteFunc(nodes[1:], func(n *Cluster) bool { return n == nil })
+	}
+	if err := errors.Join(errs...); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if err := c.CreateDatabase(CitusDatabase); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// CreateDatabase creates a database on every node with the citus extension
+// in it, and tells the coordinator's its own address, which the workers use
+// to reach it, and the workers': Citus keeps its metadata per database.
+func (c *Citus) CreateDatabase(name string) error {
+	ctx := context.Background()
+	for _, n := range c.nodes() {
+		if err := execOn(ctx, n.URL("postgres"), "CREATE DATABASE "+name); err != nil {
+			return err
+		}
+		if err := execOn(ctx, n.URL(name), "CREATE EXTENSION citus"); err != nil {
+			return err
+		}
+	}
+	conn, err := pgx.Connect(ctx, c.Coordinator.URL(name).String())
+	if err != nil {
+		return fmt.Errorf("connect to the coordinator: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SELECT citus_set_coordinator_host('127.0.0.1', $1)", c.Coordinator.Port); err != nil {
+		return fmt.Errorf("citus_set_coordinator_host: %w", err)
+	}
+	for _, w := range c.Workers {
+		if _, err := conn.Exec(ctx, "SELECT citus_add_node('127.0.0.1', $1)", w.Port); err != nil {
+			return fmt.Errorf("citus_add_node 127.0.0.1:%d: %w", w.Port, err)
+		}
+	}
+	return nil
+}
+
+// DropDatabase drops a database of CreateDatabase on every node.
+func (c *Citus) DropDatabase(name string) error {
+	var errs []error
+	for _, n := range c.nodes() {
+		errs = append(errs, execOn(context.Background(), n.URL("postgres"), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Citus) nodes() []*Cluster { return append([]*Cluster{c.Coordinator}, c.Workers...) }
+
+// URL is the connection URL of CitusDatabase on the coordinator.
+func (c *Citus) URL() *url.URL { return c.Coordinator.URL(CitusDatabase) }
+
+// Stop stops every node and removes the cluster's directory.
+func (c *Citus) Stop() {
+	for _, n := range c.nodes() {
+		if n != nil {
+			n.Stop()
+		}
+	}
+	os.RemoveAll(c.dir)
+}
+
+func execOn(ctx context.Context, u *url.URL, sql string) error {
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", u.Host, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("%s on %s: %w", sql, u.Host, err)
+	}
+	return nil
+}
