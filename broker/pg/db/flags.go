@@ -33,7 +33,7 @@ func (d *DB) SystemFlags(ctx context.Context, names ...string) ([]bool, error) {
 func (d *DB) SetSystemFlag(ctx context.Context, name string, on bool, channel string) error {
 	_, err := d.q.Exec(ctx, `WITH up AS (
 			INSERT INTO queen.system_flags (name, enabled) VALUES ($1, $2)
-			ON CONFLICT (name) DO UPDATE SET enabled = EXCLUDED.enabled, updated_at = now()
+			ON CONFLICT (name) DO UPDATE SET enabled = EXCLUDED.enabled, updated_at = EXCLUDED.updated_at
 			RETURNING 1)
 		SELECT pg_notify($3, '') FROM up`, name, on, channel)
 	if err != nil {

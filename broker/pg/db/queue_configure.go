@@ -114,7 +114,7 @@ func (d *DB) ConfigureQueue(ctx context.Context, tenant, name string, namespace,
 			retention_enabled = EXCLUDED.retention_enabled, encryption_enabled = EXCLUDED.encryption_enabled,
 			dead_letter_queue = EXCLUDED.dead_letter_queue, dlq_after_max_retries = EXCLUDED.dlq_after_max_retries,
 			max_wait_time_seconds = EXCLUDED.max_wait_time_seconds,
-			dedup_window_seconds = EXCLUDED.dedup_window_seconds, storage = EXCLUDED.storage, updated_at = now()
+			dedup_window_seconds = EXCLUDED.dedup_window_seconds, storage = EXCLUDED.storage, updated_at = EXCLUDED.updated_at
 		RETURNING q.id`,
 		ids.New(), tenant, name, namespace, task, o.LeaseTime, o.RetryLimit, o.RetryDelay,
 		o.MaxSize, o.TTL, o.Priority, o.DelayedProcessing, o.WindowBuffer, o.RetentionSeconds,

@@ -444,7 +444,7 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.quota_limits() RETURNS TABLE(tenant text, push_messages_per_second bigint, push_messages_burst bigint, push_bytes_per_second bigint, push_bytes_burst bigint, pop_messages_per_second bigint, max_stored_bytes bigint, stored_bytes bigint)
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$ -- the body of functions/queen_streams.quota_limits.sql
 $$;
 

@@ -1,7 +1,8 @@
 -- Every tenant's limits, as each broker keeps them in memory (re-read every
 -- second and on a NOTIFY regent_quota), with the stored bytes of the tenants
 -- that have maxStoredBytes: a sum of their partitions' counters. The default
--- tenant is never limited, so it is never listed.
+-- tenant is never limited, so it is never listed. PL/pgSQL, not SQL: Citus
+-- plans no SQL function with parameters over its tables.
 CREATE OR REPLACE FUNCTION queen_streams.quota_limits()
 RETURNS TABLE (
     tenant                   text,
@@ -12,7 +13,9 @@ RETURNS TABLE (
     pop_messages_per_second  bigint,
     max_stored_bytes         bigint,
     stored_bytes             bigint
-) LANGUAGE sql STABLE AS $$
+) LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
     SELECT g.tenant, g.push_messages_per_second, g.push_messages_burst, g.push_bytes_per_second,
            g.push_bytes_burst, g.pop_messages_per_second, g.max_stored_bytes,
            CASE WHEN g.max_stored_bytes IS NOT NULL THEN
@@ -21,5 +24,6 @@ RETURNS TABLE (
                  WHERE q.tenant = g.tenant)
            END
       FROM queen_streams.quota g
-     WHERE g.tenant <> 'default'
+     WHERE g.tenant <> 'default';
+END
 $$;
