@@ -189,13 +189,15 @@ func Up(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int, error) 
 		}
 		n++
 	}
-	if err := applyFunctions(ctx, conn.Conn(), functions, log); err != nil {
-		return n, err
+	// Citus places a table by renaming it to a shard and creating it
+	// again, so a function declared with the table's row type must be
+	// created after: before the functions.
+	if onCitus {
+		if err := distribute(ctx, conn.Conn(), log); err != nil {
+			return n, err
+		}
 	}
-	if !onCitus {
-		return n, nil
-	}
-	return n, distribute(ctx, conn.Conn(), log)
+	return n, applyFunctions(ctx, conn.Conn(), functions, log)
 }
 
 // undefinedTable is PostgreSQL's SQLSTATE for a table that does not exist.
