@@ -148,12 +148,12 @@ func (d *DB) HotPartitions(ctx context.Context, queueID uuid.UUID, group string)
 type Released struct{ Queue, Partition uuid.UUID }
 
 // ReleaseLease ends the lease leaseID wherever it is held
-// (queen.lease_release): a pop whose answer nobody will read. The cursors
+// (queen.lease_release_v2): a pop whose answer nobody will read. The cursors
 // stay, and so do their retry counts.
 func (d *DB) ReleaseLease(ctx context.Context, leaseID uuid.UUID) ([]Released, error) {
 	rows, _ := d.q.Query(ctx, `UPDATE queen.cursors c
 		   SET (lease_id, lease_expires_at) = (SELECT r.lease_id, r.lease_expires_at
-		                                         FROM queen.lease_release(c, true, false) r)
+		                                         FROM queen.lease_release_v2(c.lease_id, c.lease_expires_at, c.retry_count, true, false) r)
 		  FROM queen.partitions p
 		 WHERE c.lease_id = $1 AND p.id = c.partition_id
 		RETURNING p.queue_id, p.id`, leaseID)
@@ -163,7 +163,7 @@ func (d *DB) ReleaseLease(ctx context.Context, leaseID uuid.UUID) ([]Released, e
 // EndBatches ends each batch of group leased by leaseID on partitions[i] at
 // ends[i], where its delivered messages end, since the frames after them
 // were deleted; a batch that delivered none (ends[i] at its start) is
-// consumed whole and its lease released (queen.lease_release), keeping the
+// consumed whole and its lease released (queen.lease_release_v2), keeping the
 // retry count as the broker always has. It returns the partitions whose
 // lease it released.
 func (d *DB) EndBatches(ctx context.Context, group string, leaseID uuid.UUID, partitions []uuid.UUID, ends []int64) ([]uuid.UUID, error) {
@@ -171,7 +171,7 @@ func (d *DB) EndBatches(ctx context.Context, group string, leaseID uuid.UUID, pa
 		   SET batch_end = CASE WHEN t.e > c.batch_start THEN t.e ELSE c.batch_end END,
 		       committed = CASE WHEN t.e > c.batch_start THEN c.committed ELSE c.batch_end END,
 		       (lease_id, lease_expires_at) = (SELECT r.lease_id, r.lease_expires_at
-		                                         FROM queen.lease_release(c, t.e > c.batch_start IS NOT TRUE, false) r)
+		                                         FROM queen.lease_release_v2(c.lease_id, c.lease_expires_at, c.retry_count, t.e > c.batch_start IS NOT TRUE, false) r)
 		  FROM unnest($2::uuid[], $3::bigint[]) AS t (pid, e)
 		 WHERE c.partition_id = t.pid AND c.consumer_group = $1 AND c.lease_id = $4
 		RETURNING c.partition_id, c.lease_id IS NULL`, group, ids.IDs(partitions), ends, leaseID)

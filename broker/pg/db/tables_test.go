@@ -20,7 +20,7 @@ var (
 
 // TestOnlyTheSeamNamesTables holds what the pgx guard cannot see: a package
 // that sends SQL through another's connection still names the tables, and
-// the cursors, which carry the lease and ack rules (queen.lease_release,
+// the cursors, which carry the lease and ack rules (queen.lease_release_v2,
 // queen.ack_verdict), are written by those rules alone.
 func TestOnlyTheSeamNamesTables(t *testing.T) {
 	root := filepath.Join("..", "..", "..")

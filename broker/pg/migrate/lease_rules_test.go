@@ -11,7 +11,7 @@ import (
 	"github.com/regent-mq/regent/test/pgtest"
 )
 
-// queen.lease_release: the lease goes; the retry count counts the batch at
+// queen.lease_release_v2: the lease goes; the retry count counts the batch at
 // the cursor, so it stays while the cursor stays at that batch and clears
 // when the cursor leaves it; a row not to release comes back unchanged.
 func TestLeaseReleaseKeepsTheRetryCountUntilTheCursorLeavesTheBatch(t *testing.T) {
@@ -31,8 +31,7 @@ func TestLeaseReleaseKeepsTheRetryCountUntilTheCursorLeavesTheBatch(t *testing.T
 		var retries int
 		err := pool.QueryRow(t.Context(), `
 			SELECT r.lease_id, r.lease_expires_at, r.retry_count
-			  FROM queen.lease_release(ROW($1::uuid, 'g', 5, 3, 9, $2::uuid, now() + interval '1 minute', 2, 7, now())::queen.cursors,
-			                           $3, $4) r`, uuid.New(), uuid.New(), c.release, c.left).Scan(&lease, &expires, &retries)
+			  FROM queen.lease_release_v2($1::uuid, now() + interval '1 minute', 2, $2, $3) r`, uuid.New(), c.release, c.left).Scan(&lease, &expires, &retries)
 		require.NoError(t, err)
 		require.Equal(t, c.lease, lease.Valid, "release %v, batch left %v: the lease", c.release, c.left)
 		require.Equal(t, c.lease, expires.Valid, "release %v, batch left %v: the expiry", c.release, c.left)

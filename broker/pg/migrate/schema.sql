@@ -142,6 +142,15 @@ CREATE FUNCTION queen.lease_release(c queen.cursors, p_release boolean, p_batch_
 $$;
 
 --
+-- Name: lease_release_v2(uuid, timestamp with time zone, integer, boolean, boolean); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.lease_release_v2(p_lease_id uuid, p_expires_at timestamp with time zone, p_retry_count integer, p_release boolean, p_batch_left boolean, OUT lease_id uuid, OUT lease_expires_at timestamp with time zone, OUT retry_count integer) RETURNS record
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$ -- the body of functions/queen.lease_release_v2.sql
+$$;
+
+--
 -- Name: log_push_one_v1(uuid[], integer[], bytea[], bigint[], text[], timestamp with time zone[], timestamp with time zone[], integer[], text[], uuid[]); Type: FUNCTION; Schema: queen; Owner: -
 --
 
@@ -164,7 +173,7 @@ $$;
 --
 
 CREATE FUNCTION queen.oldest_unconsumed(p_partition_id uuid, p_committed bigint, p_next_offset bigint) RETURNS TABLE(oldest timestamp with time zone)
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$ -- the body of functions/queen.oldest_unconsumed.sql
 $$;
 
@@ -210,7 +219,7 @@ $$;
 --
 
 CREATE FUNCTION queen.seek_to_v2(p_tenant text, p_queue text, p_group text, p_partition text, p_at timestamp with time zone) RETURNS TABLE(queue_id uuid, partition_id uuid)
-    LANGUAGE sql
+    LANGUAGE plpgsql
     AS $$ -- the body of functions/queen.seek_to_v2.sql
 $$;
 
@@ -219,7 +228,7 @@ $$;
 --
 
 CREATE FUNCTION queen.txid_offset_rows(p_partition_id uuid, p_from bigint, p_to bigint, p_txids text[]) RETURNS TABLE(i bigint, off bigint)
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$ -- the body of functions/queen.txid_offset_rows.sql
 $$;
 
@@ -228,7 +237,7 @@ $$;
 --
 
 CREATE FUNCTION queen.txid_offsets(p_partition_id uuid, p_from bigint, p_to bigint, p_txids text[]) RETURNS bigint[]
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$ -- the body of functions/queen.txid_offsets.sql
 $$;
 
@@ -282,7 +291,7 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.cycle_stale(r queen_streams.cycle_request) RETURNS TABLE(key text, implicit boolean, gone boolean)
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$ -- the body of functions/queen_streams.cycle_stale.sql
 $$;
 
@@ -327,7 +336,7 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.query_count(p_tenant text) RETURNS bigint
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$ -- the body of functions/queen_streams.query_count.sql
 $$;
 
@@ -336,7 +345,7 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.query_delete(p_tenant text, p_name text) RETURNS boolean
-    LANGUAGE sql
+    LANGUAGE plpgsql
     AS $$ -- the body of functions/queen_streams.query_delete.sql
 $$;
 
@@ -345,7 +354,7 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.query_leases(p_tenant text, p_name text, p_group text) RETURNS integer
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$ -- the body of functions/queen_streams.query_leases.sql
 $$;
 
@@ -354,7 +363,7 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.query_lock_cycles(p_tenant text, p_query_id uuid, p_source text) RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     AS $$ -- the body of functions/queen_streams.query_lock_cycles.sql
 $$;
 
@@ -363,7 +372,7 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.query_open_windows(p_tenant text, p_name text, p_prefix text, p_clock text) RETURNS bigint
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$ -- the body of functions/queen_streams.query_open_windows.sql
 $$;
 
@@ -372,7 +381,7 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.query_progress_v2(p_tenant text, p_name text, p_group text, p_source text) RETURNS TABLE(lag bigint, oldest timestamp with time zone, state_rows bigint, last_cycle timestamp with time zone, reset_generation bigint)
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$ -- the body of functions/queen_streams.query_progress_v2.sql
 $$;
 
@@ -381,7 +390,7 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.query_reset_generation(p_tenant text, p_name text) RETURNS bigint
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$ -- the body of functions/queen_streams.query_reset_generation.sql
 $$;
 
@@ -399,7 +408,7 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.query_source_load(p_tenant text, p_source text, p_group text) RETURNS TABLE(partitions_behind bigint, last_push timestamp with time zone)
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$ -- the body of functions/queen_streams.query_source_load.sql
 $$;
 
@@ -426,7 +435,7 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.quota_delete(p_tenant text) RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     AS $$ -- the body of functions/queen_streams.quota_delete.sql
 $$;
 
@@ -453,7 +462,7 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.quota_record(p_tenants text[], p_pushed bigint[], p_popped bigint[], p_refused_tenants text[], p_refused_quotas text[]) RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     AS $$ -- the body of functions/queen_streams.quota_record.sql
 $$;
 
@@ -462,7 +471,7 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.quota_usage(p_tenant text, p_within interval) RETURNS TABLE(queues bigint, queries bigint, stored_bytes bigint, state_rows bigint, pushed_last_minute bigint, popped_last_minute bigint, refusing text[])
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$ -- the body of functions/queen_streams.quota_usage.sql
 $$;
 
@@ -498,7 +507,7 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.savepoint_list(p_tenant text, p_name text) RETURNS TABLE(name text, taken_at timestamp with time zone, config_hash text, state_rows bigint, cursors integer)
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$ -- the body of functions/queen_streams.savepoint_list.sql
 $$;
 
@@ -507,7 +516,7 @@ $$;
 --
 
 CREATE FUNCTION queen_streams.savepoint_prune(p_tenant text, p_name text, p_keep integer) RETURNS integer
-    LANGUAGE sql
+    LANGUAGE plpgsql
     AS $$ -- the body of functions/queen_streams.savepoint_prune.sql
 $$;
 

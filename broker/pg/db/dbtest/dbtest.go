@@ -23,6 +23,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/domain/segment"
@@ -166,9 +167,10 @@ func (d *DB) Age(ctx context.Context, tenant, queue string, by time.Duration) er
 		return fmt.Errorf("age queue %q: %w", queue, err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op once committed
-	rows, err := tx.Query(ctx, `SELECT s.partition_id, s.base_offset, s.body, s.checksum, s.frame_count
+	rows, err := tx.Query(ctx, `SELECT s.partition_id, s.base_offset, s.body, s.checksum, s.frame_count,
+		       s.min_created_at - $3::interval, s.max_created_at - $3::interval
 		  FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id
-		 WHERE q.tenant = $1 AND q.name = $2 FOR UPDATE OF s`, tenant, queue)
+		 WHERE q.tenant = $1 AND q.name = $2 FOR UPDATE OF s`, tenant, queue, by)
 	if err != nil {
 		return fmt.Errorf("age queue %q: read its segments: %w", queue, err)
 	}
@@ -177,6 +179,7 @@ func (d *DB) Age(ctx context.Context, tenant, queue string, by time.Duration) er
 		base      int64
 		body      []byte
 		sum       uint64
+		min, max  time.Time
 	}
 	var segs []seg
 	for rows.Next() {
@@ -184,7 +187,7 @@ func (d *DB) Age(ctx context.Context, tenant, queue string, by time.Duration) er
 		var sum int64
 		var n int
 		var body []byte
-		if err := rows.Scan(&s.partition, &s.base, &body, &sum, &n); err != nil {
+		if err := rows.Scan(&s.partition, &s.base, &body, &sum, &n, &s.min, &s.max); err != nil {
 			return fmt.Errorf("age queue %q: read a segment: %w", queue, err)
 		}
 		frames, err := segment.Decode(body, uint64(sum), n)
@@ -201,26 +204,60 @@ func (d *DB) Age(ctx context.Context, tenant, queue string, by time.Duration) er
 		return fmt.Errorf("age queue %q: read its segments: %w", queue, err)
 	}
 	for _, s := range segs {
-		if _, err := tx.Exec(ctx, `UPDATE queen.log_segments SET body = $3, checksum = $4,
-			       min_created_at = min_created_at - $5::interval, max_created_at = max_created_at - $5::interval
-			 WHERE partition_id = $1 AND base_offset = $2`, s.partition, s.base, s.body, int64(s.sum), by); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE queen.log_segments SET body = $3, checksum = $4, min_created_at = $5, max_created_at = $6
+			 WHERE partition_id = $1 AND base_offset = $2`, s.partition, s.base, s.body, int64(s.sum), s.min, s.max); err != nil {
 			return fmt.Errorf("age queue %q: write a segment: %w", queue, err)
 		}
 	}
-	_, err = tx.Exec(ctx, `WITH q AS (SELECT id, tenant, name FROM queen.queues WHERE tenant = $1 AND name = $2),
-		p AS (SELECT id FROM queen.partitions WHERE queue_id IN (SELECT id FROM q)),
-		cur AS (UPDATE queen.cursors SET lease_expires_at = lease_expires_at - $3::interval,
-		               last_consumed_at = last_consumed_at - $3::interval
-		         WHERE partition_id IN (SELECT id FROM p)),
-		ded AS (UPDATE queen.push_dedup SET created_at = created_at - $3::interval WHERE partition_id IN (SELECT id FROM p)),
-		sub AS (UPDATE queen.subscriptions SET created_at = created_at - $3::interval, starts_after = starts_after - $3::interval
-		         WHERE queue_id IN (SELECT id FROM q)),
-		min AS (UPDATE queen.queue_minutes m SET minute = minute - date_trunc('minute', $3::interval)
-		          FROM q WHERE m.tenant = q.tenant AND m.queue = q.name)
-		UPDATE queen.partitions SET last_push_at = last_push_at - $3::interval, created_at = created_at - $3::interval
-		 WHERE id IN (SELECT id FROM p)`, tenant, queue, by)
+	// Each table moved by a statement of its own, its new times computed in
+	// a sub-select: Citus refuses a time's arithmetic on a row's own column
+	// in the SET of an UPDATE (its zone makes it STABLE).
+	for _, sql := range []string{
+		`UPDATE queen.cursors c SET lease_expires_at = n.lease, last_consumed_at = n.consumed
+		   FROM (SELECT x.partition_id, x.consumer_group, x.lease_expires_at - $3::interval AS lease,
+		                x.last_consumed_at - $3::interval AS consumed
+		           FROM queen.cursors x JOIN queen.partitions p ON p.id = x.partition_id JOIN queen.queues q ON q.id = p.queue_id
+		          WHERE q.tenant = $1 AND q.name = $2) n
+		  WHERE c.partition_id = n.partition_id AND c.consumer_group = n.consumer_group`,
+		`UPDATE queen.push_dedup d SET created_at = n.created
+		   FROM (SELECT x.partition_id, x.transaction_id, x.created_at - $3::interval AS created
+		           FROM queen.push_dedup x JOIN queen.partitions p ON p.id = x.partition_id JOIN queen.queues q ON q.id = p.queue_id
+		          WHERE q.tenant = $1 AND q.name = $2) n
+		  WHERE d.partition_id = n.partition_id AND d.transaction_id = n.transaction_id`,
+		`UPDATE queen.queue_minutes m SET minute = n.minute
+		   FROM (SELECT x.tenant, x.queue, x.replica, x.minute AS was, x.minute - date_trunc('minute', $3::interval) AS minute
+		           FROM queen.queue_minutes x WHERE x.tenant = $1 AND x.queue = $2) n
+		  WHERE m.tenant = n.tenant AND m.queue = n.queue AND m.replica = n.replica AND m.minute = n.was`,
+		`UPDATE queen.partitions p SET last_push_at = n.pushed, created_at = n.created
+		   FROM (SELECT x.id, x.last_push_at - $3::interval AS pushed, x.created_at - $3::interval AS created
+		           FROM queen.partitions x JOIN queen.queues q ON q.id = x.queue_id
+		          WHERE q.tenant = $1 AND q.name = $2) n
+		  WHERE p.id = n.id`,
+	} {
+		if _, err := tx.Exec(ctx, sql, tenant, queue, by); err != nil {
+			return fmt.Errorf("age queue %q by %s: %w", queue, by, err)
+		}
+	}
+	// The subscriptions in two statements: on Citus they are a reference
+	// table, whose UPDATE joins no sub-select either.
+	var subs struct {
+		queues  []uuid.UUID
+		groups  []string
+		created []time.Time
+		starts  []pgtype.Timestamptz // -infinity: from the start
+	}
+	err = tx.QueryRow(ctx, `SELECT coalesce(array_agg(x.queue_id), '{}'), coalesce(array_agg(x.consumer_group), '{}'),
+		       coalesce(array_agg(x.created_at - $3::interval), '{}'), coalesce(array_agg(x.starts_after - $3::interval), '{}')
+		  FROM queen.subscriptions x JOIN queen.queues q ON q.id = x.queue_id
+		 WHERE q.tenant = $1 AND q.name = $2`, tenant, queue, by).Scan(&subs.queues, &subs.groups, &subs.created, &subs.starts)
 	if err != nil {
-		return fmt.Errorf("age queue %q by %s: %w", queue, by, err)
+		return fmt.Errorf("age the subscriptions of queue %q: %w", queue, err)
+	}
+	_, err = tx.Exec(ctx, `UPDATE queen.subscriptions s SET created_at = n.created, starts_after = n.starts
+		  FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS n (queue_id, consumer_group, created, starts)
+		 WHERE s.queue_id = n.queue_id AND s.consumer_group = n.consumer_group`, subs.queues, subs.groups, subs.created, subs.starts)
+	if err != nil {
+		return fmt.Errorf("age the subscriptions of queue %q: %w", queue, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("age queue %q: %w", queue, err)

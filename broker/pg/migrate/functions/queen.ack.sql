@@ -14,7 +14,7 @@
 --     the message goes to the dead letters and the cursor moves past it
 --     ('failed' releasing the lease as well);
 --   * reaching the end of the batch releases the lease at once.
--- Every release is queen.lease_release's, which says what becomes of the
+-- Every release is queen.lease_release_v2's, which says what becomes of the
 -- retry count.
 -- announce is set on the last item of each run of items on one cursor that
 -- released its lease with data left to deliver: the broker announces it once
@@ -104,9 +104,11 @@ BEGIN
     p_lease_ids := array_replace(p_lease_ids, '00000000-0000-0000-0000-000000000000', NULL);
     -- Lock in one fixed order, so that concurrent acks over several cursors
     -- cannot deadlock.
+    -- The row is built as a queen.cursors, not read whole: on Citus a
+    -- whole row read is of the shard's row type (CITUS.md).
     SELECT array_agg(x.c), array_agg((x.c).partition_id || ' ' || (x.c).consumer_group), array_agg(false)
       INTO v_cursors, v_keys, v_dirty
-      FROM (SELECT c FROM queen.cursors c
+      FROM (SELECT ROW(c.*)::queen.cursors AS c FROM queen.cursors c
              WHERE (c.partition_id, c.consumer_group) IN (SELECT * FROM unnest(p_partition_ids, p_groups))
              ORDER BY c.partition_id, c.consumer_group
                FOR UPDATE) x;
@@ -160,13 +162,15 @@ BEGIN
                 c.last_consumed_at := now();
             WHEN p_statuses[i] = 'retry' THEN
                 IF c.lease_id IS NOT NULL THEN
-                    c := queen.lease_release(c, true, false);
+                    SELECT r.lease_id, r.lease_expires_at, r.retry_count INTO c.lease_id, c.lease_expires_at, c.retry_count
+                      FROM queen.lease_release_v2(c.lease_id, c.lease_expires_at, c.retry_count, true, false) r;
                     v_wake := true;
                 END IF;
             WHEN p_statuses[i] = 'failed' AND c.retry_count < v_limit THEN
                 -- Released, but not deliverable again before retryDelay:
                 -- the expiry stays as the time pops wait for.
-                c := queen.lease_release(c, true, false);
+                SELECT r.lease_id, r.lease_expires_at, r.retry_count INTO c.lease_id, c.lease_expires_at, c.retry_count
+                  FROM queen.lease_release_v2(c.lease_id, c.lease_expires_at, c.retry_count, true, false) r;
                 c.retry_count := c.retry_count + 1;
                 c.lease_expires_at := now() + make_interval(secs => v_delay / 1000.0);
                 v_wake := true;
@@ -186,12 +190,14 @@ BEGIN
                 c.retry_count := 0;
                 c.last_consumed_at := now();
                 IF p_statuses[i] = 'failed' THEN
-                    c := queen.lease_release(c, true, false);
+                    SELECT r.lease_id, r.lease_expires_at, r.retry_count INTO c.lease_id, c.lease_expires_at, c.retry_count
+                      FROM queen.lease_release_v2(c.lease_id, c.lease_expires_at, c.retry_count, true, false) r;
                     v_wake := true;
                 END IF;
             END CASE;
             IF c.lease_id IS NOT NULL AND c.committed >= c.batch_end THEN
-                c := queen.lease_release(c, true, true); -- the whole batch is done: release at once
+                SELECT r.lease_id, r.lease_expires_at, r.retry_count INTO c.lease_id, c.lease_expires_at, c.retry_count
+                  FROM queen.lease_release_v2(c.lease_id, c.lease_expires_at, c.retry_count, true, true) r; -- the whole batch is done: release at once
                 v_wake := true;
             END IF;
         END IF;
@@ -229,14 +235,16 @@ BEGIN
           FROM unnest(v_cursors) WITH ORDINALITY AS u
          WHERE v_dirty[u.ordinality] AND x.partition_id = u.partition_id AND x.consumer_group = u.consumer_group;
     END IF;
-    IF l_items IS NOT NULL THEN
+    -- A statement per dead letter, which are rare: Citus plans no
+    -- INSERT ... SELECT that picks from the arguments by a row's values.
+    FOR j IN 1 .. coalesce(cardinality(l_items), 0) LOOP
         INSERT INTO queen.dead_letters (message_id, partition_id, consumer_group, transaction_id,
                                         payload, key_id, error_message, retry_count, created_at)
-        SELECT p_dlq_message_ids[l.d], p_partition_ids[l.i], p_groups[l.i], p_txids[l.i], p_dlq_payloads[l.d],
-               p_dlq_key_ids[l.d], NULLIF(p_errors[l.i], ''), l.r, p_dlq_created[l.d]
-          FROM unnest(l_items, l_given, l_retries) AS l (i, d, r)
+        VALUES (p_dlq_message_ids[l_given[j]], p_partition_ids[l_items[j]], p_groups[l_items[j]], p_txids[l_items[j]],
+                p_dlq_payloads[l_given[j]], p_dlq_key_ids[l_given[j]], NULLIF(p_errors[l_items[j]], ''), l_retries[j],
+                p_dlq_created[l_given[j]])
             ON CONFLICT DO NOTHING;
-    END IF;
+    END LOOP;
     RETURN QUERY
     SELECT a.i, a_qid[a.i], a_ok[a.i], a_error[a.i], a_qname[a.i], a_pname[a.i], a_release[a.i], a_dlq[a.i],
            a_wake[a.i], NULL::bigint, NULL::bigint, NULL::integer, NULL::bytea, NULL::bigint

@@ -5,13 +5,13 @@
 -- a message behind the cursor is already acknowledged; otherwise the lease
 -- must be held (and, when given, be the cursor's live lease), and the cursor
 -- moves just past the message; reaching the end of the batch releases the
--- lease (queen.lease_release), and announce asks the broker to announce a
+-- lease (queen.lease_release_v2), and announce asks the broker to announce a
 -- release that left data to deliver.
 -- Doing this item by item in PL/pgSQL cost the database twice as much as the
--- rest of the ack. Two statements: the cursor's lock, then everything else;
--- the offsets are read through queen.txid_offset_rows, which the planner
--- inlines into the cached plan (queen.txid_offsets, a scalar call, was
--- parsed and planned again at every ack: a third of its cost).
+-- rest of the ack. The cursor's lock, then the offsets, the move and the answers;
+-- the offsets are read through queen.txid_offset_rows, whose plan is cached
+-- (queen.txid_offsets as a SQL function was parsed and planned again at
+-- every ack: a third of its cost).
 CREATE OR REPLACE FUNCTION queen.ack_cursor(
     p_tenant       text,
     p_partition_id uuid,
@@ -42,6 +42,8 @@ DECLARE
     v_expires   timestamptz;
     v_held      boolean;
     v_moves     boolean;
+    v_offs      bigint[];
+    v_after     bigint; -- where the cursor moved, NULL when it stayed
 BEGIN
     -- No partition of the tenant, or no cursor: no row, and every item is
     -- 'Message not found', as without a batch.
@@ -56,24 +58,27 @@ BEGIN
     v_held := v_lease IS NOT NULL;
     -- An ack of the message at the cursor would apply.
     v_moves := queen.ack_verdict(v_committed, v_committed, v_lease, v_expires, 'completed', p_lease_id) = 'apply';
-    -- The rest in one statement: the offsets (none without a batch), the
-    -- cursor's move and the answers. Under the lease every message found
-    -- succeeds, and the cursor reaches just past the furthest one so far;
-    -- without it only those behind the cursor do, and the cursor stays.
-    RETURN QUERY
-    WITH o AS (
-        SELECT t.i, t.off FROM queen.txid_offset_rows(p_partition_id, v_start, v_end, p_txids) t
-    ), moved AS (
+    -- The offsets (none without a batch), then the cursor's move, then the
+    -- answers. Under the lease every message found succeeds, and the cursor
+    -- reaches just past the furthest one so far; without it only those
+    -- behind the cursor do, and the cursor stays. Separate statements, each
+    -- on one table or none: Citus cannot plan a data-modifying CTE beside a
+    -- function's rows (CITUS.md).
+    SELECT array_agg(t.off ORDER BY t.i) INTO v_offs
+      FROM queen.txid_offset_rows(p_partition_id, v_start, v_end, p_txids) t;
+    v_after := (SELECT max(o) + 1 FROM unnest(v_offs) o);
+    IF v_moves AND v_after > v_committed THEN
         UPDATE queen.cursors x
-           SET committed = a.after, total_consumed = x.total_consumed + (a.after - x.committed),
+           SET committed = v_after, total_consumed = x.total_consumed + (v_after - x.committed),
                retry_count = 0, last_consumed_at = now(),
                (lease_id, lease_expires_at) = (SELECT r.lease_id, r.lease_expires_at
-                                                 FROM queen.lease_release(x, a.after >= x.batch_end, true) r)
-          FROM (SELECT max(o.off) + 1 AS after FROM o) a
-         WHERE v_moves AND x.partition_id = p_partition_id AND x.consumer_group = p_group
-           AND a.after > x.committed
-        RETURNING a.after
-    )
+                                                 FROM queen.lease_release_v2(x.lease_id, x.lease_expires_at, x.retry_count,
+                                                                             v_after >= x.batch_end, true) r)
+         WHERE x.partition_id = p_partition_id AND x.consumer_group = p_group;
+    ELSE
+        v_after := NULL;
+    END IF;
+    RETURN QUERY
     SELECT u.i::integer,
            CASE WHEN u.off IS NOT NULL THEN v_qid END,
            u.ok,
@@ -82,14 +87,13 @@ BEGIN
            CASE WHEN u.off IS NOT NULL THEN v_pname END,
            r.released,
            false,
-           r.released AND coalesce(m.after >= v_end AND m.after < v_next, false)
+           r.released AND coalesce(v_after >= v_end AND v_after < v_next, false)
       FROM (SELECT o.i, o.off, v.verdict, v.verdict IN ('done', 'apply') AS ok,
                    CASE WHEN v_moves THEN greatest(v_committed, max(o.off) OVER (ORDER BY o.i) + 1)
                         ELSE v_committed END AS reach
-              FROM o
+              FROM unnest(v_offs) WITH ORDINALITY AS o (off, i)
              CROSS JOIN LATERAL (SELECT queen.ack_verdict(o.off, v_committed, v_lease, v_expires,
                                                           'completed', p_lease_id) AS verdict) v) u
-      LEFT JOIN moved m ON true
      CROSS JOIN LATERAL (SELECT u.ok AND (NOT v_held OR u.reach >= v_end) AS released) r
      ORDER BY u.i;
 END

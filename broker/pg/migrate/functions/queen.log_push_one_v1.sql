@@ -51,6 +51,8 @@ DECLARE
     v_base       bigint;
     v_queue      uuid;
     v_dedup_pids uuid[] := '{}';
+    v_since      timestamptz[];      -- by partition: its dedup window's start
+    v_dedup_since timestamptz[] := '{}';
     v_t          integer := 0;
     v_expired_gone boolean := false;
 BEGIN
@@ -94,13 +96,21 @@ BEGIN
             -- tried again: the sweep removes such rows only now and then.
             -- Only a conflict pays for this; a push without one reads no
             -- window.
+            -- The window's start is found per partition first, from its
+            -- queue: Citus plans no join of the records with the catalog
+            -- in a DELETE (CITUS.md).
             IF NOT v_expired_gone THEN
                 v_expired_gone := true;
+                SELECT array_agg(now() - make_interval(secs => coalesce(q.dedup_window_seconds,
+                           nullif(current_setting('regent.dedup_window_seconds', true), '')::integer, 3600)) ORDER BY g.i)
+                  INTO v_since
+                  FROM unnest(v_queues) WITH ORDINALITY AS g (qid, i) JOIN queen.queues q ON q.id = g.qid;
+                FOR i IN 1 .. cardinality(p_partitions) LOOP
+                    v_dedup_since := v_dedup_since || array_fill(v_since[i], ARRAY[p_dedups[i]]);
+                END LOOP;
                 DELETE FROM queen.push_dedup x
-                 USING unnest(v_dedup_pids, p_dedup_txids) AS u (pid, txid), queen.partitions p, queen.queues q
-                 WHERE x.partition_id = u.pid AND x.transaction_id = u.txid AND p.id = u.pid AND q.id = p.queue_id
-                   AND x.created_at <= now() - make_interval(secs => coalesce(q.dedup_window_seconds,
-                           nullif(current_setting('regent.dedup_window_seconds', true), '')::integer, 3600));
+                 USING unnest(v_dedup_pids, p_dedup_txids, v_dedup_since) AS u (pid, txid, since)
+                 WHERE x.partition_id = u.pid AND x.transaction_id = u.txid AND x.created_at <= u.since;
                 IF FOUND THEN
                     CONTINUE;
                 END IF;

@@ -153,11 +153,14 @@ BEGIN
             v_committed := 0;
             IF p_group <> '__QUEUE_MODE__' THEN
                 IF v_start IS NULL THEN
-                    INSERT INTO queen.subscriptions (queue_id, consumer_group, starts_after)
-                    VALUES (p_queue_id, p_group, CASE p_sub_start
+                    -- Decided here, not in the INSERT: Citus evaluates each
+                    -- branch of a CASE there, and 'all' is no time.
+                    v_start := CASE p_sub_start
                         WHEN 'all' THEN '-infinity'::timestamptz
                         WHEN 'now' THEN now()
-                        ELSE p_sub_start::timestamptz END)
+                        ELSE p_sub_start::timestamptz END;
+                    INSERT INTO queen.subscriptions (queue_id, consumer_group, starts_after)
+                    VALUES (p_queue_id, p_group, v_start)
                     ON CONFLICT DO NOTHING;
                     SELECT s.starts_after INTO v_start FROM queen.subscriptions s
                      WHERE s.queue_id = p_queue_id AND s.consumer_group = p_group;
@@ -233,14 +236,18 @@ BEGIN
         END IF;
 
         -- The claim: the cursor row, locked unless a concurrent pop or ack
-        -- holds it, and still as the look saw it.
+        -- holds it, and still as the look saw it: the same committed offset,
+        -- and the same expiry, which the look found dead (a lease taken or
+        -- extended since has another). The lock is an uncorrelated EXISTS,
+        -- evaluated once, rather than a match on the locked row's ctid,
+        -- which Citus cannot plan (CITUS.md).
         IF v_end IS NULL THEN
             -- Everything up to next_offset was removed by retention.
             UPDATE queen.cursors c SET committed = v_c.next_offset
              WHERE c.partition_id = v_c.pid AND c.consumer_group = p_group
-               AND c.ctid = (SELECT x.ctid FROM queen.cursors x
-                              WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
-               AND c.committed = v_committed AND NOT queen.lease_live(c.lease_expires_at);
+               AND EXISTS (SELECT FROM queen.cursors x
+                            WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
+               AND c.committed = v_committed AND c.lease_expires_at IS NOT DISTINCT FROM v_c.lease_expires_at;
             outcome := CASE WHEN FOUND THEN 'empty' ELSE 'busy' END;
             RETURN NEXT;
             CONTINUE;
@@ -248,12 +255,12 @@ BEGIN
             UPDATE queen.cursors c
                SET committed = v_end, batch_start = v_from, batch_end = v_end,
                    (lease_id, lease_expires_at, retry_count) = (SELECT r.lease_id, r.lease_expires_at, r.retry_count
-                                                                  FROM queen.lease_release(c, true, true) r),
+                                                                  FROM queen.lease_release_v2(c.lease_id, c.lease_expires_at, c.retry_count, true, true) r),
                    total_consumed = c.total_consumed + v_got, last_consumed_at = now()
              WHERE c.partition_id = v_c.pid AND c.consumer_group = p_group
-               AND c.ctid = (SELECT x.ctid FROM queen.cursors x
-                              WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
-               AND c.committed = v_committed AND NOT queen.lease_live(c.lease_expires_at);
+               AND EXISTS (SELECT FROM queen.cursors x
+                            WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
+               AND c.committed = v_committed AND c.lease_expires_at IS NOT DISTINCT FROM v_c.lease_expires_at;
             retry_at := NULL;
         ELSE
             retry_at := now() + make_interval(secs => v_c.lease_time);
@@ -261,9 +268,9 @@ BEGIN
                SET committed = v_from, batch_start = v_from, batch_end = v_end, lease_id = p_lease_id,
                    lease_expires_at = retry_at
              WHERE c.partition_id = v_c.pid AND c.consumer_group = p_group
-               AND c.ctid = (SELECT x.ctid FROM queen.cursors x
-                              WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
-               AND c.committed = v_committed AND NOT queen.lease_live(c.lease_expires_at);
+               AND EXISTS (SELECT FROM queen.cursors x
+                            WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
+               AND c.committed = v_committed AND c.lease_expires_at IS NOT DISTINCT FROM v_c.lease_expires_at;
         END IF;
         IF NOT FOUND THEN
             outcome := 'busy'; -- taken or moved since the look: its segments are void

@@ -16,7 +16,7 @@
 --
 -- A cursor below a raised floor moves up to it, so that lag counts only
 -- what is left; when its batch lies wholly below, its lease (or the
--- retryDelay of a failed batch) ends too (queen.lease_release): nothing of it is left to deliver,
+-- retryDelay of a failed batch) ends too (queen.lease_release_v2): nothing of it is left to deliver,
 -- and acking it answers 'Message not found' (queen.txid_offsets). The
 -- segments now wholly below a floor are left for the caller to drop in
 -- chunks. Returns a row per partition whose floor rose: by how many
@@ -79,7 +79,7 @@ BEGIN
     UPDATE queen.cursors c
        SET committed = u.floor,
            (lease_id, lease_expires_at, retry_count) = (SELECT r.lease_id, r.lease_expires_at, r.retry_count
-                                                          FROM queen.lease_release(c, c.batch_end <= u.floor, true) r)
+                                                          FROM queen.lease_release_v2(c.lease_id, c.lease_expires_at, c.retry_count, c.batch_end <= u.floor, true) r)
       FROM unnest(v_ids, v_floors) AS u (id, floor)
      WHERE c.partition_id = u.id AND c.committed < u.floor;
     RETURN QUERY SELECT x.id, x.f - x.w, x.id = ANY (v_released) FROM unnest(v_ids, v_floors, v_was) AS x (id, f, w);

@@ -16,14 +16,19 @@
 --
 -- Every moved cursor loses its lease, and with it the retry count, which
 -- counted a batch that is no longer the one at the cursor
--- (queen.lease_release). The batch bounds
+-- (queen.lease_release_v2). The batch bounds
 -- stay, so that an ack of a message of the old batch is still recognised:
 -- behind the cursor it reads as already acknowledged, ahead of it the
 -- missing lease refuses it. The admin API's seeks (to a time, to the end,
 -- and one partition to its end) and the StreamQuery rewind
 -- (queen_streams.query_rewind) all move cursors through here.
+-- PL/pgSQL, not SQL: Citus refuses a SQL function over its tables that runs
+-- with parameters (CITUS.md).
 CREATE OR REPLACE FUNCTION queen.seek_to_v2(p_tenant text, p_queue text, p_group text, p_partition text, p_at timestamptz)
-RETURNS TABLE (queue_id uuid, partition_id uuid) LANGUAGE sql AS $$
+RETURNS TABLE (queue_id uuid, partition_id uuid) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     WITH t AS (
         SELECT c.partition_id, q.id AS queue_id,
                CASE WHEN p_at = 'infinity' THEN p.next_offset
@@ -46,7 +51,8 @@ RETURNS TABLE (queue_id uuid, partition_id uuid) LANGUAGE sql AS $$
     UPDATE queen.cursors c
        SET committed = t.at,
            (lease_id, lease_expires_at, retry_count) = (SELECT r.lease_id, r.lease_expires_at, r.retry_count
-                                                          FROM queen.lease_release(c, true, true) r)
+                                                          FROM queen.lease_release_v2(c.lease_id, c.lease_expires_at, c.retry_count, true, true) r)
       FROM t WHERE c.partition_id = t.partition_id AND c.consumer_group = p_group
-    RETURNING t.queue_id, c.partition_id
+    RETURNING t.queue_id, c.partition_id;
+END
 $$;

@@ -5,12 +5,14 @@
 -- the partition's floor are deleted (by retention or eviction) and are not
 -- found. Segments keep their frames' transaction ids outside the compressed
 -- body for this. A transaction id found twice is its first frame.
--- A set-returning SQL function of one SELECT, so that the planner inlines it
--- into the statement that reads it from its FROM, and a PL/pgSQL caller's
--- cached plan covers it: a scalar SQL function that is not a bare
--- expression is parsed and planned again at each call.
+-- PL/pgSQL, which keeps its plan for the session: a SQL function the
+-- planner does not inline is parsed and planned again at each call, and one
+-- it inlines with parameters is refused by Citus (CITUS.md).
 CREATE OR REPLACE FUNCTION queen.txid_offset_rows(p_partition_id uuid, p_from bigint, p_to bigint, p_txids text[])
-RETURNS TABLE (i bigint, off bigint) LANGUAGE sql STABLE AS $$
+RETURNS TABLE (i bigint, off bigint) LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     SELECT u.i, f.off
       FROM unnest(p_txids) WITH ORDINALITY AS u (t, i)
       LEFT JOIN (
@@ -24,5 +26,6 @@ RETURNS TABLE (i bigint, off bigint) LANGUAGE sql STABLE AS $$
              AND s.base_offset < p_to
              AND s.base_offset + t.n - 1 < p_to
              AND s.base_offset + t.n - 1 >= (SELECT p.floor_offset FROM queen.partitions p WHERE p.id = p_partition_id)
-           GROUP BY t.txid) f ON f.txid = u.t
+           GROUP BY t.txid) f ON f.txid = u.t;
+END
 $$;

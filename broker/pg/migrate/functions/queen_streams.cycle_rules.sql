@@ -76,7 +76,7 @@
 --
 -- The lease check is queen.ack_verdict's, asked as for a 'completed' ack of
 -- the message at the cursor: whatever its status, the ack needs the live
--- lease it names. Every release is queen.lease_release's.
+-- lease it names. Every release is queen.lease_release_v2's.
 --
 -- What the ack does to the cursor:
 --   status ok, release: committed jumps to batch_end, the lease and the
@@ -163,7 +163,7 @@ BEGIN
         -- A nack: the whole batch redelivers.
         UPDATE queen.cursors c
            SET (lease_id, lease_expires_at) = (SELECT l.lease_id, l.lease_expires_at
-                                                 FROM queen.lease_release(c, true, false) l)
+                                                 FROM queen.lease_release_v2(c.lease_id, c.lease_expires_at, c.retry_count, true, false) l)
          WHERE c.partition_id = r.partition_id AND c.consumer_group = r.consumer_group;
         a.ack_count := 0;
         a.lease_released := true;
@@ -179,7 +179,7 @@ BEGIN
         UPDATE queen.cursors c
            SET committed = greatest(c.committed, c.batch_end),
                (lease_id, lease_expires_at, retry_count) = (SELECT l.lease_id, l.lease_expires_at, l.retry_count
-                                                              FROM queen.lease_release(c, true, true) l),
+                                                              FROM queen.lease_release_v2(c.lease_id, c.lease_expires_at, c.retry_count, true, true) l),
                total_consumed = c.total_consumed + a.ack_count, last_consumed_at = now()
          WHERE c.partition_id = r.partition_id AND c.consumer_group = r.consumer_group;
         v_cursor.committed := greatest(v_cursor.committed, v_cursor.batch_end);

@@ -4,12 +4,16 @@
 -- cycles could hold (queen_streams.cycle_owner), in partition order. What
 -- the caller then reads or writes of the query's state and its group's
 -- cursors falls between two cycles, never inside one.
+-- PL/pgSQL, not SQL: Citus refuses a SQL function over its tables that runs
+-- with parameters (CITUS.md).
 CREATE OR REPLACE FUNCTION queen_streams.query_lock_cycles(p_tenant text, p_query_id uuid, p_source text)
-RETURNS void LANGUAGE sql AS $$
-    SELECT count(pg_advisory_xact_lock(hashtextextended(p_query_id::text || x.pid::text, 0)))
-      FROM (SELECT x.pid FROM (SELECT p.id AS pid FROM queen.partitions p JOIN queen.queues qu ON qu.id = p.queue_id
-                                WHERE qu.tenant = p_tenant AND qu.name = p_source
-                               UNION
-                               SELECT DISTINCT s.partition_id FROM queen_streams.state s WHERE s.query_id = p_query_id) x
-             ORDER BY x.pid) x
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM count(pg_advisory_xact_lock(hashtextextended(p_query_id::text || x.pid::text, 0)))
+       FROM (SELECT x.pid FROM (SELECT p.id AS pid FROM queen.partitions p JOIN queen.queues qu ON qu.id = p.queue_id
+                                 WHERE qu.tenant = p_tenant AND qu.name = p_source
+                                UNION
+                                SELECT DISTINCT s.partition_id FROM queen_streams.state s WHERE s.query_id = p_query_id) x
+              ORDER BY x.pid) x;
+END
 $$;

@@ -13,9 +13,14 @@
 --   reset_generation: how many registrations have reset the query's state
 --     (the operator's witness that a reset it sent has committed).
 -- Successor of queen_streams.query_progress, which has no oldest.
+-- PL/pgSQL, not SQL: Citus refuses a SQL function over its tables that runs
+-- with parameters (CITUS.md).
 CREATE OR REPLACE FUNCTION queen_streams.query_progress_v2(p_tenant text, p_name text, p_group text, p_source text)
 RETURNS TABLE (lag bigint, oldest timestamptz, state_rows bigint, last_cycle timestamptz, reset_generation bigint)
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     SELECT src.lag, src.oldest, st.n, GREATEST(st.last, src.last), q.reset_generation
       FROM queen_streams.queries q
      CROSS JOIN LATERAL (
@@ -32,5 +37,6 @@ LANGUAGE sql STABLE AS $$
               LEFT JOIN LATERAL queen.oldest_unconsumed(p_partition_id => p.id, p_committed => COALESCE(c.committed, 0),
                                                         p_next_offset => p.next_offset) o ON true
              WHERE qu.tenant = p_tenant AND qu.name = p_source) src
-     WHERE q.tenant = p_tenant AND q.name = p_name
+     WHERE q.tenant = p_tenant AND q.name = p_name;
+END
 $$;

@@ -8,13 +8,19 @@
 --     retention (below floor_offset) do not count: no worker can pop them;
 --   last_push: when a message was last pushed to any of its partitions,
 --     NULL when none ever was: how long the source has been quiet.
+-- PL/pgSQL, not SQL: Citus refuses a SQL function over its tables that runs
+-- with parameters (CITUS.md).
 CREATE OR REPLACE FUNCTION queen_streams.query_source_load(p_tenant text, p_source text, p_group text)
 RETURNS TABLE (partitions_behind bigint, last_push timestamptz)
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     SELECT count(*) FILTER (WHERE p.next_offset > GREATEST(COALESCE(c.committed, 0), p.floor_offset)),
            max(p.last_push_at)
       FROM queen.queues qu
       JOIN queen.partitions p ON p.queue_id = qu.id
       LEFT JOIN queen.cursors c ON c.partition_id = p.id AND c.consumer_group = p_group
-     WHERE qu.tenant = p_tenant AND qu.name = p_source
+     WHERE qu.tenant = p_tenant AND qu.name = p_source;
+END
 $$;

@@ -31,7 +31,7 @@ BEGIN
            push_bytes_per_second = EXCLUDED.push_bytes_per_second, push_bytes_burst = EXCLUDED.push_bytes_burst,
            pop_messages_per_second = EXCLUDED.pop_messages_per_second,
            max_stored_bytes = EXCLUDED.max_stored_bytes, max_state_rows = EXCLUDED.max_state_rows,
-           updated_at = now()
+           updated_at = EXCLUDED.updated_at -- the default, now(): Citus refuses now() here
      WHERE (g.enabled, g.max_queries, g.max_queues, g.push_messages_per_second, g.push_messages_burst,
             g.push_bytes_per_second, g.push_bytes_burst, g.pop_messages_per_second, g.max_stored_bytes,
             g.max_state_rows)

@@ -4,13 +4,16 @@
 -- that refused a tenant (parallel arrays too), stamped now in
 -- queen_streams.quota_refusals. Buckets older than two minutes go. Tenants
 -- whose quota row is gone are skipped.
+-- PL/pgSQL, not SQL: Citus refuses a SQL function over its tables that runs
+-- with parameters (CITUS.md).
 CREATE OR REPLACE FUNCTION queen_streams.quota_record(
     p_tenants         text[],
     p_pushed          bigint[],
     p_popped          bigint[],
     p_refused_tenants text[],
     p_refused_quotas  text[]
-) RETURNS void LANGUAGE sql AS $$
+) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
     INSERT INTO queen_streams.quota_meter AS m (tenant, bucket, pushed, popped)
     SELECT u.tenant, date_bin('10 seconds', now(), 'epoch'), u.pushed, u.popped
       FROM unnest(p_tenants, p_pushed, p_popped) AS u (tenant, pushed, popped)
@@ -25,4 +28,5 @@ CREATE OR REPLACE FUNCTION queen_streams.quota_record(
      WHERE EXISTS (SELECT FROM queen_streams.quota g WHERE g.tenant = u.tenant)
      ORDER BY u.tenant, u.quota
     ON CONFLICT (tenant, quota) DO UPDATE SET refused_at = EXCLUDED.refused_at;
+END
 $$;

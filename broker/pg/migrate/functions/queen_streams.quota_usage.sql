@@ -4,6 +4,8 @@
 -- log or the state), the messages pushed and popped per second over the last
 -- minute (from the brokers' 10-second buckets), and the limits that refused
 -- the tenant within the last p_within.
+-- PL/pgSQL, not SQL: Citus refuses a SQL function over its tables that runs
+-- with parameters (CITUS.md).
 CREATE OR REPLACE FUNCTION queen_streams.quota_usage(p_tenant text, p_within interval)
 RETURNS TABLE (
     queues                  bigint,
@@ -13,7 +15,10 @@ RETURNS TABLE (
     pushed_last_minute      bigint,
     popped_last_minute       bigint,
     refusing                text[]
-) LANGUAGE sql STABLE AS $$
+) LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     SELECT (SELECT count(*) FROM queen.queues q WHERE q.tenant = p_tenant),
            (SELECT count(*) FROM queen_streams.queries q WHERE q.tenant = p_tenant),
            (SELECT coalesce(sum(p.stored_bytes), 0)::bigint
@@ -26,5 +31,6 @@ RETURNS TABLE (
            (SELECT coalesce(sum(m.popped), 0)::bigint FROM queen_streams.quota_meter m
              WHERE m.tenant = p_tenant AND m.bucket > now() - interval '1 minute'),
            (SELECT coalesce(array_agg(r.quota ORDER BY r.quota), '{}') FROM queen_streams.quota_refusals r
-             WHERE r.tenant = p_tenant AND r.refused_at > now() - p_within)
+             WHERE r.tenant = p_tenant AND r.refused_at > now() - p_within);
+END
 $$;
