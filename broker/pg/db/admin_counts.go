@@ -26,35 +26,36 @@ import (
 // probes: the first segment (log_segments_pkey, its lowest key), the
 // cursors (cursors_pkey, by partition_id), the dead letters (the prefix of
 // dead_letters_pkey, counted from the index) and, through the queue,
-// queues_tenant_name_key or a scan of the tenant's queues.
+// queues_tenant_name_key or a scan of the tenant's queues. Each probe is a
+// lateral sub-select with a FROM, correlated by the partition id alone:
+// what Citus pushes down to the partition's shard.
 const partitionCounts = `
-	SELECT q.id AS queue_id, p.id AS partition_id, p.name, p.created_at, p.next_offset AS given,
-	       p.next_offset - f.first AS total,
-	       coalesce(c.pending, p.next_offset - f.first) AS pending,
-	       coalesce(c.waiting, p.next_offset - f.first) AS waiting,
+	SELECT p.queue_id, p.partition_id, p.name, p.created_at, p.next_offset AS given,
+	       p.next_offset - p.first AS total,
+	       coalesce(c.pending, p.next_offset - p.first) AS pending,
+	       coalesce(c.waiting, p.next_offset - p.first) AS waiting,
 	       coalesce(c.processing, 0) AS processing,
 	       coalesce(c.consumed, 0) AS consumed, c.last_activity, c.behind,
-	       d.n AS dead_letter, f.first
-	  FROM queen.queues q
-	  JOIN queen.partitions p ON p.queue_id = q.id
-	 CROSS JOIN LATERAL (SELECT greatest(coalesce((SELECT s.base_offset FROM queen.log_segments s
-	                                                WHERE s.partition_id = p.id ORDER BY s.base_offset LIMIT 1),
-	                                              p.next_offset), p.floor_offset) AS first
-	                      OFFSET 0) f -- probed once, not once per use
-	 CROSS JOIN LATERAL (
+	       d.n AS dead_letter, p.first
+	  FROM (SELECT q.id AS queue_id, pa.id AS partition_id, pa.name, pa.created_at, pa.next_offset,
+	               greatest(coalesce(fs.base_offset, pa.next_offset), pa.floor_offset) AS first
+	          FROM queen.queues q
+	          JOIN queen.partitions pa ON pa.queue_id = q.id
+	          LEFT JOIN LATERAL (SELECT s.base_offset FROM queen.log_segments s
+	                              WHERE s.partition_id = pa.id ORDER BY s.base_offset LIMIT 1) fs ON true
+	         WHERE q.tenant = $1 AND ($2::text IS NULL OR q.name = $2)) p
+	  LEFT JOIN LATERAL (
 	       SELECT max(l.pending) AS pending, max(l.pending - l.processing) AS waiting,
-	              max(l.processing) AS processing, sum(x.total_consumed) AS consumed,
-	              max(x.last_consumed_at) AS last_activity, min(greatest(x.committed, f.first)) AS behind
-	         FROM queen.cursors x
-	        CROSS JOIN LATERAL (
-	              SELECT greatest(p.next_offset - greatest(x.committed, f.first), 0) AS pending,
-	                     CASE WHEN x.lease_id IS NOT NULL AND queen.lease_live(x.lease_expires_at)
-	                          THEN least(greatest(x.batch_end - greatest(x.committed, f.first), 0),
-	                                     greatest(p.next_offset - greatest(x.committed, f.first), 0))
-	                          ELSE 0 END AS processing) l
-	        WHERE x.partition_id = p.id) c
-	 CROSS JOIN LATERAL (SELECT count(*) AS n FROM queen.dead_letters d WHERE d.partition_id = p.id) d
-	 WHERE q.tenant = $1 AND ($2::text IS NULL OR q.name = $2)`
+	              max(l.processing) AS processing, sum(l.total_consumed) AS consumed,
+	              max(l.last_consumed_at) AS last_activity, min(l.behind) AS behind
+	         FROM (SELECT x.total_consumed, x.last_consumed_at, greatest(x.committed, p.first) AS behind,
+	                      greatest(p.next_offset - greatest(x.committed, p.first), 0) AS pending,
+	                      CASE WHEN x.lease_id IS NOT NULL AND queen.lease_live(x.lease_expires_at)
+	                           THEN least(greatest(x.batch_end - greatest(x.committed, p.first), 0),
+	                                      greatest(p.next_offset - greatest(x.committed, p.first), 0))
+	                           ELSE 0 END AS processing
+	                 FROM queen.cursors x WHERE x.partition_id = p.partition_id) l) c ON true
+	  LEFT JOIN LATERAL (SELECT count(*) AS n FROM queen.dead_letters d WHERE d.partition_id = p.partition_id) d ON true`
 
 // MessageCounts are the counters of §3 over some partitions. Pending includes
 // processing; Waiting is pending without it.

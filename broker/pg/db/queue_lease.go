@@ -16,28 +16,11 @@ type Extension struct {
 }
 
 // ExtendLease gives every (partition, group) of tenant holding the live
-// lease leaseID expires = max(expires, now + seconds). The new expiry and
-// the lease's life are read with the lock, not computed in the UPDATE:
-// Citus refuses now() beside a row's columns there.
+// lease leaseID expires = max(expires, now + seconds) (queen.lease_extend).
 func (d *DB) ExtendLease(ctx context.Context, tenant string, leaseID uuid.UUID, seconds int) (Extension, error) {
 	var held int
 	var expires pgtype.Timestamptz
-	err := d.q.QueryRow(ctx, `WITH owned AS (
-			SELECT c.partition_id, c.consumer_group, queen.lease_live(c.lease_expires_at) AS live,
-			       greatest(c.lease_expires_at, now() + make_interval(secs => $3)) AS until
-			  FROM queen.cursors c
-			  JOIN queen.partitions p ON p.id = c.partition_id
-			  JOIN queen.queues q ON q.id = p.queue_id
-			 WHERE c.lease_id = $2 AND q.tenant = $1
-			   FOR UPDATE OF c
-		), extended AS (
-			UPDATE queen.cursors c
-			   SET lease_expires_at = o.until
-			  FROM owned o
-			 WHERE c.partition_id = o.partition_id AND c.consumer_group = o.consumer_group AND o.live
-			RETURNING c.lease_expires_at
-		)
-		SELECT (SELECT count(*) FROM owned), (SELECT max(lease_expires_at) FROM extended)`,
+	err := d.q.QueryRow(ctx, `SELECT held, expires_at FROM queen.lease_extend(p_tenant => $1, p_lease_id => $2, p_seconds => $3)`,
 		tenant, leaseID, seconds).Scan(&held, &expires)
 	if err != nil {
 		return Extension{}, fmt.Errorf("extend lease %s: %w", leaseID, err)

@@ -71,25 +71,36 @@ type QueryPartition struct {
 
 // The query's workers pop its source as the group streams.<name>, the
 // group the operator reads the same progress for (Cell.Progress).
-const queriesSQL = `SELECT q.id::text, q.name, q.source_queue, q.sink_queue, q.config_hash, q.reset_generation,
+// The partitions' rows are read apart from the queries' and joined after:
+// on Citus the partitions' tables are distributed, and no sub-select over
+// them may refer to a row of the catalog's.
+const queriesSQL = `WITH parts AS MATERIALIZED (
+       SELECT q.id AS query_id, pa.id, pa.name, GREATEST(pa.next_offset - COALESCE(c.committed, 0), 0) AS lag,
+              COALESCE(st.n, 0) AS state_rows
+         FROM queen_streams.queries q
+         JOIN queen.queues qu ON qu.tenant = q.tenant AND qu.name = q.source_queue
+         JOIN queen.partitions pa ON pa.queue_id = qu.id
+         LEFT JOIN queen.cursors c ON c.partition_id = pa.id AND c.consumer_group = 'streams.' || q.name
+         LEFT JOIN (SELECT s.query_id, s.partition_id, count(*) AS n FROM queen_streams.state s
+                     WHERE s.query_id IN (SELECT x.id FROM queen_streams.queries x WHERE x.tenant = $1)
+                     GROUP BY s.query_id, s.partition_id) st ON st.query_id = q.id AND st.partition_id = pa.id
+        WHERE q.tenant = $1),
+     writes AS MATERIALIZED (
+       SELECT sw.query_id, COALESCE(sum(sw.rows), 0)::bigint AS written, max(sw.written_at) AS last_write
+         FROM queen_streams.sink_writes sw
+        WHERE sw.query_id IN (SELECT x.id FROM queen_streams.queries x WHERE x.tenant = $1)
+        GROUP BY sw.query_id)
+SELECT q.id::text, q.name, q.source_queue, q.sink_queue, q.config_hash, q.reset_generation,
        q.created_at, q.updated_at, p.lag, p.state_rows, p.last_cycle,
        q.suspended, CASE WHEN isfinite(q.rewind_to) THEN q.rewind_to END, q.rewound_at, q.rewind_partitions,
-       COALESCE((SELECT json_agg(json_build_object(
-                        'partition_id', pa.id, 'name', pa.name,
-                        'lag', GREATEST(pa.next_offset - COALESCE(c.committed, 0), 0),
-                        'state_rows', (SELECT count(*) FROM queen_streams.state s
-                                       WHERE s.query_id = q.id AND s.partition_id = pa.id))
-                        ORDER BY pa.name)
-                   FROM queen.queues qu
-                   JOIN queen.partitions pa ON pa.queue_id = qu.id
-                   LEFT JOIN queen.cursors c ON c.partition_id = pa.id AND c.consumer_group = 'streams.' || q.name
-                  WHERE qu.tenant = q.tenant AND qu.name = q.source_queue), '[]'),
+       COALESCE((SELECT json_agg(json_build_object('partition_id', x.id, 'name', x.name, 'lag', x.lag, 'state_rows', x.state_rows)
+                        ORDER BY x.name)
+                   FROM parts x WHERE x.query_id = q.id), '[]'),
        q.sink_table, CASE WHEN q.sink_table IS NOT NULL THEN queen_streams.tenant_schema(q.tenant, NULL) END, q.sink_keys, q.sink_mode, t.rows, t.estimated,
-       w.written, w.last_write
+       CASE WHEN q.sink_table IS NOT NULL THEN COALESCE(w.written, 0) END, CASE WHEN q.sink_table IS NOT NULL THEN w.last_write END
   FROM queen_streams.queries q
   LEFT JOIN LATERAL queen_streams.sink_table_rows(p_tenant => q.tenant, p_table => q.sink_table) t ON q.sink_table IS NOT NULL
-  LEFT JOIN LATERAL (SELECT COALESCE(sum(sw.rows), 0)::bigint AS written, max(sw.written_at) AS last_write
-                       FROM queen_streams.sink_writes sw WHERE sw.query_id = q.id) w ON q.sink_table IS NOT NULL
+  LEFT JOIN writes w ON w.query_id = q.id
  CROSS JOIN LATERAL queen_streams.query_progress_v2(
         p_tenant => q.tenant, p_name => q.name, p_group => 'streams.' || q.name, p_source => q.source_queue) p
  WHERE q.tenant = $1

@@ -15,13 +15,37 @@ import (
 // The catalog is written at the rate of administration and read by every
 // hot call, so it is a reference table, a copy on every node. The quota's
 // budget and meter are written per lease, never per message: distributed by
-// tenant, each a one-shard call. Everything else stays on the coordinator,
-// as Citus local tables, until the tables keyed by a partition carry their
-// shard key (CITUS.md, section 1).
+// tenant, each a one-shard call. The tables keyed by a partition are
+// distributed by the partition id (CITUS.md, section 1). The per-minute
+// analytics stay on the coordinator.
 var (
-	referenceTables   = []string{"queen.queues", "queen.subscriptions", "queen.system_flags", "queen_streams.queries", "queen_streams.quota"}
+	referenceTables = []string{"queen.queues", "queen.subscriptions", "queen.system_flags", "queen_streams.queries",
+		"queen_streams.quota", "queen_streams.savepoints"}
+	// byPartition are distributed by partition id and co-located with
+	// queen.partitions: every row a hot statement touches lives on the
+	// shard of its partition. The first is the group's anchor.
+	byPartition = []struct{ table, column string }{
+		{"queen.partitions", "id"}, {"queen.cursors", "partition_id"}, {"queen.log_segments", "partition_id"},
+		{"queen.push_dedup", "partition_id"}, {"queen.dead_letters", "partition_id"}, {"queen.traces", "partition_id"},
+		{"queen_streams.state", "partition_id"}, {"queen_streams.state_rows", "partition_id"},
+		{"queen_streams.sink_writes", "partition_id"}, {"queen_streams.savepoint_cursors", "partition_id"},
+		{"queen_streams.savepoint_state", "partition_id"},
+	}
 	byTenantTables    = []string{"queen_streams.quota_budget", "queen_streams.quota_meter", "queen_streams.quota_refusals"}
 	byTenantColocated = "queen_streams.quota_budget"
+	// unfit are the constraints Citus cannot hold once the tables are
+	// distributed by partition id (a unique key must contain it, and a
+	// foreign key between distributed tables must join on it), with what
+	// takes their place. The partition name's uniqueness is kept by
+	// queen.resolve_partition_v2, which creates partitions under the queue
+	// row's lock.
+	unfit = []string{
+		`ALTER TABLE queen.partitions DROP CONSTRAINT IF EXISTS partitions_queue_id_name_key`,
+		`CREATE INDEX IF NOT EXISTS partitions_queue_id_name ON queen.partitions (queue_id, name)`,
+		`ALTER TABLE queen.trace_names DROP CONSTRAINT IF EXISTS trace_names_trace_id_fkey`,
+		`ALTER TABLE queen.traces DROP CONSTRAINT IF EXISTS traces_pkey`,
+		`ALTER TABLE queen.traces ADD PRIMARY KEY (partition_id, id)`,
+	}
 )
 
 // citus reports whether the database has the citus extension, and refuses a
@@ -74,8 +98,52 @@ func distribute(ctx context.Context, conn *pgx.Conn, log *slog.Logger) error {
 		placed[table] = true
 		return nil
 	}
+	todo := false
+	for _, t := range referenceTables {
+		todo = todo || !placed[t]
+	}
+	for _, t := range byPartition {
+		todo = todo || !placed[t.table]
+	}
+	if !todo {
+		return nil
+	}
+	// Foreign keys decide how Citus may place a table (a local table that
+	// references a reference table becomes a Citus local table, which can
+	// no longer be distributed), so they are taken off, the tables placed,
+	// and the keys put back.
+	rows, err = conn.Query(ctx, `SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid)
+		  FROM pg_constraint
+		 WHERE contype = 'f' AND connamespace IN ('queen'::regnamespace, 'queen_streams'::regnamespace)`)
+	if err != nil {
+		return fmt.Errorf("read the foreign keys: %w", err)
+	}
+	type fkey struct{ Table, Name, Def string }
+	fkeys, err := pgx.CollectRows(rows, pgx.RowToStructByPos[fkey])
+	if err != nil {
+		return fmt.Errorf("read the foreign keys: %w", err)
+	}
+	for _, k := range fkeys {
+		if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP CONSTRAINT %s", k.Table, pgx.Identifier{k.Name}.Sanitize())); err != nil {
+			return fmt.Errorf("take foreign key %s off for Citus: %w", k.Name, err)
+		}
+	}
+	for _, sql := range unfit {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("fit the schema to Citus: %s: %w", sql, err)
+		}
+	}
 	for _, t := range referenceTables {
 		if err := place(t, `SELECT create_reference_table($1)`, t); err != nil {
+			return err
+		}
+	}
+	for i, t := range byPartition {
+		with := byPartition[0].table
+		if i == 0 {
+			with = "none"
+		}
+		if err := place(t.table, `SELECT create_distributed_table($1, $2, colocate_with => $3)`, t.table, t.column, with); err != nil {
 			return err
 		}
 	}
@@ -87,6 +155,46 @@ func distribute(ctx context.Context, conn *pgx.Conn, log *slog.Logger) error {
 		if err := place(t, `SELECT create_distributed_table($1, 'tenant', colocate_with => $2)`, t, with); err != nil {
 			return err
 		}
+	}
+	for _, k := range fkeys {
+		if k.Name == "trace_names_trace_id_fkey" {
+			continue // see unfit
+		}
+		if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", k.Table, pgx.Identifier{k.Name}.Sanitize(), k.Def)); err != nil {
+			return fmt.Errorf("put foreign key %s back on Citus: %w", k.Name, err)
+		}
+	}
+	return nil
+}
+
+// fitFunctions lets Citus plan the statements of the functions that force
+// generic plans on PostgreSQL: Citus can make no generic plan of a join
+// whose distribution column is a parameter ("could not create distributed
+// plan"); it plans such a statement at each call instead. It runs after the
+// functions are applied, since a function's file sets the mode again.
+func fitFunctions(ctx context.Context, conn *pgx.Conn) error {
+	_, err := conn.Exec(ctx, `DO $$
+		DECLARE f regprocedure;
+		BEGIN
+		    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+		              WHERE p.pronamespace IN ('queen'::regnamespace, 'queen_streams'::regnamespace)
+		                AND 'plan_cache_mode=force_generic_plan' = ANY (p.proconfig) LOOP
+		        EXECUTE format('ALTER FUNCTION %s RESET plan_cache_mode', f);
+		    END LOOP;
+		END $$`)
+	if err != nil {
+		return fmt.Errorf("fit the functions' plans to Citus: %w", err)
+	}
+	// A transaction that writes the catalog (a reference table) after a
+	// statement over several shards, such as a registration or a queue's
+	// deletion, is refused unless Citus ran that statement over one
+	// connection per node. Regent's multi-shard writes are administration,
+	// never a message's: sequential costs them little.
+	_, err = conn.Exec(ctx, `DO $$ BEGIN
+		    EXECUTE format('ALTER DATABASE %I SET citus.multi_shard_modify_mode TO sequential', current_database());
+		END $$`)
+	if err != nil {
+		return fmt.Errorf("set Citus's multi-shard mode: %w", err)
 	}
 	return nil
 }

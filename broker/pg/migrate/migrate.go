@@ -197,7 +197,13 @@ func Up(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int, error) 
 			return n, err
 		}
 	}
-	return n, applyFunctions(ctx, conn.Conn(), functions, log)
+	if err := applyFunctions(ctx, conn.Conn(), functions, log); err != nil {
+		return n, err
+	}
+	if onCitus {
+		return n, fitFunctions(ctx, conn.Conn())
+	}
+	return n, nil
 }
 
 // undefinedTable is PostgreSQL's SQLSTATE for a table that does not exist.

@@ -98,6 +98,15 @@ CREATE FUNCTION queen.drop_below_floors(p_queue_id uuid, p_chunk integer) RETURN
 $$;
 
 --
+-- Name: lease_extend(text, uuid, integer); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.lease_extend(p_tenant text, p_lease_id uuid, p_seconds integer, OUT held integer, OUT expires_at timestamp with time zone) RETURNS record
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen.lease_extend.sql
+$$;
+
+--
 -- Name: lease_held_by(uuid, timestamp with time zone, uuid); Type: FUNCTION; Schema: queen; Owner: -
 --
 

@@ -23,7 +23,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/domain/segment"
@@ -113,21 +112,29 @@ type Queue struct {
 func (d *DB) Queue(ctx context.Context, tenant, queue string) (Queue, error) {
 	var out Queue
 	var names, ids []string
-	err := d.pool.QueryRow(ctx, `SELECT true, q.id::text, q.lease_time, q.retry_limit, q.priority, q.dedup_window_seconds, q.storage,
-		       coalesce((SELECT array_agg(p.name ORDER BY p.name) FROM queen.partitions p WHERE p.queue_id = q.id), '{}'),
-		       coalesce((SELECT array_agg(p.id::text ORDER BY p.name) FROM queen.partitions p WHERE p.queue_id = q.id), '{}'),
-		       (SELECT count(*) FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id WHERE p.queue_id = q.id),
-		       (SELECT coalesce(sum(s.frame_count), 0) FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id WHERE p.queue_id = q.id),
-		       (SELECT coalesce(sum(p.next_offset), 0) FROM queen.partitions p WHERE p.queue_id = q.id),
-		       (SELECT coalesce(sum(p.floor_offset), 0) FROM queen.partitions p WHERE p.queue_id = q.id),
-		       (SELECT coalesce(sum(p.stored_bytes), 0) FROM queen.partitions p WHERE p.queue_id = q.id),
-		       (SELECT count(*) FROM queen.dead_letters l JOIN queen.partitions p ON p.id = l.partition_id WHERE p.queue_id = q.id),
-		       (SELECT count(*) FROM queen.push_dedup x JOIN queen.partitions p ON p.id = x.partition_id WHERE p.queue_id = q.id),
-		       (SELECT count(*) FROM queen.subscriptions s WHERE s.queue_id = q.id),
-		       (SELECT coalesce(sum(c.committed), 0) FROM queen.cursors c JOIN queen.partitions p ON p.id = c.partition_id WHERE p.queue_id = q.id)
+	err := d.pool.QueryRow(ctx, `SELECT true, q.id::text, q.lease_time, q.retry_limit, q.priority, q.dedup_window_seconds, q.storage
 		  FROM queen.queues q WHERE q.tenant = $1 AND q.name = $2`, tenant, queue).
-		Scan(&out.Exists, &out.ID, &out.LeaseTime, &out.RetryLimit, &out.Priority, &out.DedupWindow, &out.Storage, &names, &ids,
-			&out.Segments, &out.Frames, &out.NextOffset, &out.Floor, &out.StoredBytes, &out.DeadLetters, &out.Dedup, &out.Subscriptions, &out.Committed)
+		Scan(&out.Exists, &out.ID, &out.LeaseTime, &out.RetryLimit, &out.Priority, &out.DedupWindow, &out.Storage)
+	if err == nil {
+		// The counts by the queue's id, each sub-select on its own: on Citus
+		// the partitions' tables are distributed, and no sub-select over
+		// them may refer to a row of the catalog's.
+		err = d.pool.QueryRow(ctx, `SELECT
+		       coalesce((SELECT array_agg(p.name ORDER BY p.name) FROM queen.partitions p WHERE p.queue_id = $1), '{}'),
+		       coalesce((SELECT array_agg(p.id::text ORDER BY p.name) FROM queen.partitions p WHERE p.queue_id = $1), '{}'),
+		       (SELECT count(*) FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id WHERE p.queue_id = $1),
+		       (SELECT coalesce(sum(s.frame_count), 0) FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id WHERE p.queue_id = $1),
+		       (SELECT coalesce(sum(p.next_offset), 0) FROM queen.partitions p WHERE p.queue_id = $1),
+		       (SELECT coalesce(sum(p.floor_offset), 0) FROM queen.partitions p WHERE p.queue_id = $1),
+		       (SELECT coalesce(sum(p.stored_bytes), 0) FROM queen.partitions p WHERE p.queue_id = $1),
+		       (SELECT count(*) FROM queen.dead_letters l JOIN queen.partitions p ON p.id = l.partition_id WHERE p.queue_id = $1),
+		       (SELECT count(*) FROM queen.push_dedup x JOIN queen.partitions p ON p.id = x.partition_id WHERE p.queue_id = $1),
+		       (SELECT count(*) FROM queen.subscriptions s WHERE s.queue_id = $1),
+		       (SELECT coalesce(sum(c.committed), 0) FROM queen.cursors c JOIN queen.partitions p ON p.id = c.partition_id WHERE p.queue_id = $1)`,
+			out.ID).
+			Scan(&names, &ids, &out.Segments, &out.Frames, &out.NextOffset, &out.Floor, &out.StoredBytes, &out.DeadLetters,
+				&out.Dedup, &out.Subscriptions, &out.Committed)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Queue{}, nil
 	}
@@ -170,7 +177,7 @@ func (d *DB) Age(ctx context.Context, tenant, queue string, by time.Duration) er
 	rows, err := tx.Query(ctx, `SELECT s.partition_id, s.base_offset, s.body, s.checksum, s.frame_count,
 		       s.min_created_at - $3::interval, s.max_created_at - $3::interval
 		  FROM queen.log_segments s JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id
-		 WHERE q.tenant = $1 AND q.name = $2 FOR UPDATE OF s`, tenant, queue, by)
+		 WHERE q.tenant = $1 AND q.name = $2`, tenant, queue, by)
 	if err != nil {
 		return fmt.Errorf("age queue %q: read its segments: %w", queue, err)
 	}
@@ -209,55 +216,46 @@ func (d *DB) Age(ctx context.Context, tenant, queue string, by time.Duration) er
 			return fmt.Errorf("age queue %q: write a segment: %w", queue, err)
 		}
 	}
-	// Each table moved by a statement of its own, its new times computed in
-	// a sub-select: Citus refuses a time's arithmetic on a row's own column
-	// in the SET of an UPDATE (its zone makes it STABLE).
-	for _, sql := range []string{
-		`UPDATE queen.cursors c SET lease_expires_at = n.lease, last_consumed_at = n.consumed
-		   FROM (SELECT x.partition_id, x.consumer_group, x.lease_expires_at - $3::interval AS lease,
-		                x.last_consumed_at - $3::interval AS consumed
-		           FROM queen.cursors x JOIN queen.partitions p ON p.id = x.partition_id JOIN queen.queues q ON q.id = p.queue_id
-		          WHERE q.tenant = $1 AND q.name = $2) n
-		  WHERE c.partition_id = n.partition_id AND c.consumer_group = n.consumer_group`,
-		`UPDATE queen.push_dedup d SET created_at = n.created
-		   FROM (SELECT x.partition_id, x.transaction_id, x.created_at - $3::interval AS created
-		           FROM queen.push_dedup x JOIN queen.partitions p ON p.id = x.partition_id JOIN queen.queues q ON q.id = p.queue_id
-		          WHERE q.tenant = $1 AND q.name = $2) n
-		  WHERE d.partition_id = n.partition_id AND d.transaction_id = n.transaction_id`,
-		`UPDATE queen.queue_minutes m SET minute = n.minute
-		   FROM (SELECT x.tenant, x.queue, x.replica, x.minute AS was, x.minute - date_trunc('minute', $3::interval) AS minute
-		           FROM queen.queue_minutes x WHERE x.tenant = $1 AND x.queue = $2) n
-		  WHERE m.tenant = n.tenant AND m.queue = n.queue AND m.replica = n.replica AND m.minute = n.was`,
-		`UPDATE queen.partitions p SET last_push_at = n.pushed, created_at = n.created
-		   FROM (SELECT x.id, x.last_push_at - $3::interval AS pushed, x.created_at - $3::interval AS created
-		           FROM queen.partitions x JOIN queen.queues q ON q.id = x.queue_id
-		          WHERE q.tenant = $1 AND q.name = $2) n
-		  WHERE p.id = n.id`,
+	// Each row moved on its own: a select gives its key and its new times
+	// (as text, which keeps -infinity), and an UPDATE by its key alone sets
+	// them. On Citus an UPDATE may neither do time arithmetic on a row's
+	// columns (its zone makes it STABLE) nor join across shards.
+	for _, t := range []struct{ sel, upd string }{
+		{`SELECT x.partition_id::text, x.consumer_group, (x.lease_expires_at - $3::interval)::text,
+		         (x.last_consumed_at - $3::interval)::text
+		    FROM queen.cursors x JOIN queen.partitions p ON p.id = x.partition_id JOIN queen.queues q ON q.id = p.queue_id
+		   WHERE q.tenant = $1 AND q.name = $2`,
+			`UPDATE queen.cursors SET lease_expires_at = $3::timestamptz, last_consumed_at = $4::timestamptz
+			  WHERE partition_id = $1::uuid AND consumer_group = $2`},
+		{`SELECT x.partition_id::text, x.transaction_id, (x.created_at - $3::interval)::text
+		    FROM queen.push_dedup x JOIN queen.partitions p ON p.id = x.partition_id JOIN queen.queues q ON q.id = p.queue_id
+		   WHERE q.tenant = $1 AND q.name = $2`,
+			`UPDATE queen.push_dedup SET created_at = $3::timestamptz WHERE partition_id = $1::uuid AND transaction_id = $2`},
+		{`SELECT x.queue_id::text, x.consumer_group, (x.created_at - $3::interval)::text, (x.starts_after - $3::interval)::text
+		    FROM queen.subscriptions x JOIN queen.queues q ON q.id = x.queue_id WHERE q.tenant = $1 AND q.name = $2`,
+			`UPDATE queen.subscriptions SET created_at = $3::timestamptz, starts_after = $4::timestamptz
+			  WHERE queue_id = $1::uuid AND consumer_group = $2`},
+		{`SELECT x.tenant, x.queue, x.replica, x.minute::text, (x.minute - date_trunc('minute', $3::interval))::text
+		    FROM queen.queue_minutes x WHERE x.tenant = $1 AND x.queue = $2`,
+			`UPDATE queen.queue_minutes SET minute = $5::timestamptz
+			  WHERE tenant = $1 AND queue = $2 AND replica = $3 AND minute = $4::timestamptz`},
+		{`SELECT x.id::text, (x.last_push_at - $3::interval)::text, (x.created_at - $3::interval)::text
+		    FROM queen.partitions x JOIN queen.queues q ON q.id = x.queue_id WHERE q.tenant = $1 AND q.name = $2`,
+			`UPDATE queen.partitions SET last_push_at = $2::timestamptz, created_at = $3::timestamptz WHERE id = $1::uuid`},
 	} {
-		if _, err := tx.Exec(ctx, sql, tenant, queue, by); err != nil {
+		rows, err := tx.Query(ctx, t.sel, tenant, queue, by)
+		if err != nil {
 			return fmt.Errorf("age queue %q by %s: %w", queue, by, err)
 		}
-	}
-	// The subscriptions in two statements: on Citus they are a reference
-	// table, whose UPDATE joins no sub-select either.
-	var subs struct {
-		queues  []uuid.UUID
-		groups  []string
-		created []time.Time
-		starts  []pgtype.Timestamptz // -infinity: from the start
-	}
-	err = tx.QueryRow(ctx, `SELECT coalesce(array_agg(x.queue_id), '{}'), coalesce(array_agg(x.consumer_group), '{}'),
-		       coalesce(array_agg(x.created_at - $3::interval), '{}'), coalesce(array_agg(x.starts_after - $3::interval), '{}')
-		  FROM queen.subscriptions x JOIN queen.queues q ON q.id = x.queue_id
-		 WHERE q.tenant = $1 AND q.name = $2`, tenant, queue, by).Scan(&subs.queues, &subs.groups, &subs.created, &subs.starts)
-	if err != nil {
-		return fmt.Errorf("age the subscriptions of queue %q: %w", queue, err)
-	}
-	_, err = tx.Exec(ctx, `UPDATE queen.subscriptions s SET created_at = n.created, starts_after = n.starts
-		  FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS n (queue_id, consumer_group, created, starts)
-		 WHERE s.queue_id = n.queue_id AND s.consumer_group = n.consumer_group`, subs.queues, subs.groups, subs.created, subs.starts)
-	if err != nil {
-		return fmt.Errorf("age the subscriptions of queue %q: %w", queue, err)
+		moved, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]any, error) { return r.Values() })
+		if err != nil {
+			return fmt.Errorf("age queue %q by %s: %w", queue, by, err)
+		}
+		for _, args := range moved {
+			if _, err := tx.Exec(ctx, t.upd, args...); err != nil {
+				return fmt.Errorf("age queue %q by %s: %w", queue, by, err)
+			}
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("age queue %q: %w", queue, err)
@@ -354,8 +352,18 @@ func (d *DB) LockPartitions(ctx context.Context, tenant, queue string) (release 
 	if err != nil {
 		return nil, fmt.Errorf("lock the partitions of %q: %w", queue, err)
 	}
-	if _, err := tx.Exec(ctx, `SELECT FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-		 WHERE q.tenant = $1 AND q.name = $2 FOR UPDATE OF p`, tenant, queue); err != nil {
+	// One statement a partition: on Citus no statement locks rows of
+	// several shards.
+	rows, err := tx.Query(ctx, `SELECT p.id FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+		 WHERE q.tenant = $1 AND q.name = $2 ORDER BY p.id`, tenant, queue)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	for _, id := range ids {
+		if err != nil {
+			break
+		}
+		_, err = tx.Exec(ctx, `SELECT FROM queen.partitions WHERE id = $1 FOR UPDATE`, id)
+	}
+	if err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, fmt.Errorf("lock the partitions of %q: %w", queue, err)
 	}
@@ -365,7 +373,16 @@ func (d *DB) LockPartitions(ctx context.Context, tenant, queue string) (release 
 // LockWaiters counts the backends waiting for a lock.
 func (d *DB) LockWaiters(ctx context.Context) (int, error) {
 	var n int
-	if err := d.pool.QueryRow(ctx, `SELECT count(DISTINCT pid) FROM pg_locks WHERE NOT granted`).Scan(&n); err != nil {
+	var citus bool
+	if err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
+		return 0, fmt.Errorf("count the backends waiting for a lock: %w", err)
+	}
+	count := `SELECT count(DISTINCT pid) FROM pg_locks WHERE NOT granted`
+	if citus {
+		// On Citus a row is locked on the node that holds its shard.
+		count = `SELECT coalesce(sum(result::int), 0) FROM run_command_on_all_nodes($$` + count + `$$)`
+	}
+	if err := d.pool.QueryRow(ctx, count).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count the backends waiting for a lock: %w", err)
 	}
 	return n, nil

@@ -100,18 +100,32 @@ DECLARE
     -- The dead letters whose payload is missing: item and offset.
     m_items   integer[];
     m_offs    bigint[];
+    v_base    bigint;    -- the segment holding a dead letter
+    v_count   integer;
+    v_body    bytea;
+    v_sum     bigint;
+    v_bodies  text[];    -- the segments whose body went, as partition and base
 BEGIN
     p_lease_ids := array_replace(p_lease_ids, '00000000-0000-0000-0000-000000000000', NULL);
     -- Lock in one fixed order, so that concurrent acks over several cursors
     -- cannot deadlock.
-    -- The row is built as a queen.cursors, not read whole: on Citus a
-    -- whole row read is of the shard's row type (CITUS.md).
-    SELECT array_agg(x.c), array_agg((x.c).partition_id || ' ' || (x.c).consumer_group), array_agg(false)
-      INTO v_cursors, v_keys, v_dirty
-      FROM (SELECT ROW(c.*)::queen.cursors AS c FROM queen.cursors c
-             WHERE (c.partition_id, c.consumer_group) IN (SELECT * FROM unnest(p_partition_ids, p_groups))
-             ORDER BY c.partition_id, c.consumer_group
-               FOR UPDATE) x;
+    -- A statement per cursor, which on Citus runs on its partition's shard
+    -- (Citus locks no rows of several shards in one statement), read by its
+    -- columns: on Citus a whole row read is of the shard's row type
+    -- (CITUS.md).
+    FOR v_pid, v_grp IN SELECT DISTINCT u.pid, u.grp FROM unnest(p_partition_ids, p_groups) AS u (pid, grp)
+                         ORDER BY u.pid, u.grp LOOP
+        SELECT c.* INTO c FROM queen.cursors c
+         WHERE c.partition_id = v_pid AND c.consumer_group = v_grp
+           FOR UPDATE;
+        IF FOUND THEN
+            v_cursors := v_cursors || c;
+            v_keys := v_keys || (v_pid || ' ' || v_grp);
+            v_dirty := v_dirty || false;
+        END IF;
+    END LOOP;
+    v_pid := NULL;
+    v_grp := NULL;
 
     -- Items of one cursor usually come together: a run of them reads the
     -- cursor's partition and offsets once.
@@ -213,18 +227,26 @@ BEGIN
     END LOOP;
 
     IF m_items IS NOT NULL THEN
-        RETURN QUERY
-        SELECT m.i, NULL::uuid, false, NULL::text, NULL::text, NULL::text, false, false, false,
-               m.o, s.base_offset, s.frame_count,
-               CASE WHEN row_number() OVER (PARTITION BY p_partition_ids[m.i], s.base_offset ORDER BY m.i) = 1
-                    THEN s.body END,
-               s.checksum
-          FROM unnest(m_items, m_offs) AS m (i, o)
-          LEFT JOIN LATERAL (
-              SELECT g.base_offset, g.frame_count, g.body, g.checksum FROM queen.log_segments g
-               WHERE g.partition_id = p_partition_ids[m.i] AND g.base_offset <= m.o
-               ORDER BY g.base_offset DESC LIMIT 1) s ON m.o < s.base_offset + s.frame_count
-         ORDER BY m.i;
+        -- A statement per dead letter, each on its partition's shard on
+        -- Citus; a segment's body goes once, with its first item.
+        FOR j IN 1 .. cardinality(m_items) LOOP
+            SELECT g.base_offset, g.frame_count, g.body, g.checksum INTO v_base, v_count, v_body, v_sum
+              FROM queen.log_segments g
+             WHERE g.partition_id = p_partition_ids[m_items[j]] AND g.base_offset <= m_offs[j]
+             ORDER BY g.base_offset DESC LIMIT 1;
+            IF NOT FOUND OR m_offs[j] >= v_base + v_count THEN
+                v_base := NULL;
+                v_count := NULL;
+                v_body := NULL;
+                v_sum := NULL;
+            ELSIF (p_partition_ids[m_items[j]] || ' ' || v_base) = ANY (v_bodies) THEN
+                v_body := NULL;
+            ELSE
+                v_bodies := v_bodies || (p_partition_ids[m_items[j]] || ' ' || v_base);
+            END IF;
+            RETURN QUERY SELECT m_items[j], NULL::uuid, false, NULL::text, NULL::text, NULL::text, false, false, false,
+                                m_offs[j], v_base, v_count, v_body, v_sum;
+        END LOOP;
         RETURN;
     END IF;
 

@@ -50,6 +50,7 @@ DECLARE
     v_queues     uuid[] := '{}';
     v_base       bigint;
     v_queue      uuid;
+    v_at         timestamptz;
     v_dedup_pids uuid[] := '{}';
     v_since      timestamptz[];      -- by partition: its dedup window's start
     v_dedup_since timestamptz[] := '{}';
@@ -57,9 +58,10 @@ DECLARE
     v_expired_gone boolean := false;
 BEGIN
     FOR i IN 1 .. cardinality(p_partitions) LOOP
+        v_at := p_max_at[i]; -- Citus 13.2.2 crashes deparsing SET col = param[i] (CITUS.md)
         UPDATE queen.partitions p
            SET next_offset = p.next_offset + p_frames[i],
-               last_push_at = p_max_at[i],
+               last_push_at = v_at,
                stored_bytes = p.stored_bytes + octet_length(p_bodies[i])
          WHERE p.id = p_partitions[i]
         RETURNING p.next_offset - p_frames[i], p.queue_id INTO v_base, v_queue;
@@ -88,7 +90,13 @@ BEGIN
             INSERT INTO queen.push_dedup (partition_id, transaction_id, message_id)
             SELECT * FROM unnest(v_dedup_pids, p_dedup_txids, p_dedup_msg_ids);
             EXIT;
-        EXCEPTION WHEN unique_violation THEN
+        EXCEPTION WHEN unique_violation OR internal_error THEN
+            -- Citus reports a unique violation of a row it wrote on a worker
+            -- as internal_error with PostgreSQL's message; any other error
+            -- goes on.
+            IF SQLSTATE = 'XX000' AND SQLERRM NOT LIKE 'duplicate key value violates unique constraint "push_dedup_pkey%' THEN
+                RAISE;
+            END IF;
             -- Some were recorded before. The rows just recorded are gone
             -- with the block. A record older than its queue's dedup window
             -- (its dedupWindowSeconds, else the broker's --dedup-window,

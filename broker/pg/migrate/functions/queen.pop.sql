@@ -30,7 +30,7 @@
 -- answer is no rows, as for a pop that found nothing, no lease is taken and
 -- the broker settles no candidate, so that the hot list is as it was when
 -- the query resumes. The check is a probe of the queries' unique index in
--- the look's statement, once per call.
+-- the statement that reads the queue's settings, once per call.
 --
 -- Rows, per candidate in order:
 --   'segment' rows (base_offset, frame_count, body, checksum) of a partition
@@ -42,12 +42,12 @@
 --   longer exists.
 -- p_lease_id NULL means auto-ack: the cursor moves past the batch at once.
 --
--- Three statements a candidate, because a statement's start-up and end
--- cost more than the rows a pop reads: the look (queue settings, partition
--- and cursor, read through a cursor so that only the candidates tried are
--- read), the walk over the segments it needs and no more, and the claim,
--- which locks and moves the cursor in one UPDATE on condition that it is
--- still as the look saw it.
+-- The queue's settings once, then three statements a candidate, because a
+-- statement's start-up and end cost more than the rows a pop reads: the
+-- look (its partition and cursor: on Citus a statement on one partition,
+-- which runs on its shard), the walk over the segments it needs and no
+-- more, and the claim, which locks and moves the cursor in one UPDATE on
+-- condition that it is still as the look saw it.
 CREATE OR REPLACE FUNCTION queen.pop(
     p_tenant     text,
     p_queue_id   uuid,
@@ -72,22 +72,8 @@ CREATE OR REPLACE FUNCTION queen.pop(
 ) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-    -- The queue's settings with the look at each candidate: its partition
-    -- and the group's cursor, read without locking. A pop holds the locks
-    -- it takes until it commits, and an ack of a leased partition would
-    -- wait for a pop that merely found it leased.
-    v_looks CURSOR FOR
-        SELECT c.pid, q.lease_time, q.delayed_processing, q.window_buffer, p.name, p.next_offset,
-               p.floor_offset, p.last_push_at, cu.partition_id IS NOT NULL AS has_cursor, cu.lease_expires_at, cu.committed
-          FROM queen.queues q
-         CROSS JOIN unnest(p_candidates) WITH ORDINALITY AS c (pid, ord)
-          LEFT JOIN queen.partitions p ON p.id = c.pid AND p.queue_id = q.id
-          LEFT JOIN queen.cursors cu ON cu.partition_id = p.id AND cu.consumer_group = p_group
-         WHERE q.id = p_queue_id AND q.tenant = p_tenant
-           AND NOT EXISTS (SELECT FROM queen_streams.queries sq
-                            WHERE starts_with(p_group, 'streams.') AND sq.tenant = p_tenant
-                              AND sq.name = substr(p_group, 9) AND sq.suspended)
-         ORDER BY c.ord;
+    v_q          record; -- the queue's settings
+    v_pid        uuid;
     -- The segments from the one holding offset p_at, at most p_rows of them.
     v_segs CURSOR (p_pid uuid, p_at bigint, p_rows integer) FOR
         SELECT s.base_offset, s.frame_count, s.max_created_at, octet_length(s.body) AS size, s.body, s.checksum
@@ -97,8 +83,11 @@ DECLARE
                                            WHERE s2.partition_id = p_pid AND s2.base_offset <= p_at), 0)
          ORDER BY s.base_offset
          LIMIT p_rows;
+    -- The look at a candidate: its partition and the group's cursor, read
+    -- without locking. A pop holds the locks it takes until it commits, and
+    -- an ack of a leased partition would wait for a pop that merely found
+    -- it leased.
     v_c          record;
-    v_any        boolean := false;
     v_young      timestamptz;
     v_start      timestamptz;
     v_committed  bigint;
@@ -117,17 +106,30 @@ BEGIN
     IF p_lease_id IS NOT NULL THEN
         v_ignored := set_config('synchronous_commit', 'off', true);
     END IF;
-    OPEN v_looks;
-    LOOP
-        EXIT WHEN v_claimed >= p_partitions OR v_budget <= 0 OR v_full;
-        FETCH v_looks INTO v_c;
-        EXIT WHEN NOT FOUND;
-        IF NOT v_any THEN
-            v_any := true;
-            v_young := CASE WHEN v_c.delayed_processing > 0
-                            THEN now() - make_interval(secs => v_c.delayed_processing) ELSE 'infinity' END;
+    SELECT q.lease_time, q.delayed_processing, q.window_buffer INTO v_q
+      FROM queen.queues q
+     WHERE q.id = p_queue_id AND q.tenant = p_tenant
+       AND NOT EXISTS (SELECT FROM queen_streams.queries sq
+                        WHERE starts_with(p_group, 'streams.') AND sq.tenant = p_tenant
+                          AND sq.name = substr(p_group, 9) AND sq.suspended);
+    IF NOT FOUND THEN
+        IF NOT EXISTS (SELECT FROM queen.queues q WHERE q.id = p_queue_id AND q.tenant = p_tenant) THEN
+            outcome := 'gone';
+            RETURN NEXT;
         END IF;
-        partition_id := v_c.pid;
+        RETURN;
+    END IF;
+    v_young := CASE WHEN v_q.delayed_processing > 0
+                    THEN now() - make_interval(secs => v_q.delayed_processing) ELSE 'infinity' END;
+    FOREACH v_pid IN ARRAY coalesce(p_candidates, '{}') LOOP
+        EXIT WHEN v_claimed >= p_partitions OR v_budget <= 0 OR v_full;
+        SELECT p.name, p.next_offset, p.floor_offset, p.last_push_at, cu.partition_id IS NOT NULL AS has_cursor,
+               cu.lease_expires_at, cu.committed
+          INTO v_c
+          FROM queen.partitions p
+          LEFT JOIN queen.cursors cu ON cu.partition_id = p.id AND cu.consumer_group = p_group
+         WHERE p.id = v_pid AND p.queue_id = p_queue_id;
+        partition_id := v_pid;
         partition_name := NULL;
         retry_at := NULL;
         batch_start := NULL;
@@ -167,22 +169,22 @@ BEGIN
                 END IF;
                 IF v_start > '-infinity' THEN
                     SELECT s.base_offset + s.frame_count INTO v_committed FROM queen.log_segments s
-                     WHERE s.partition_id = v_c.pid AND s.max_created_at <= v_start
+                     WHERE s.partition_id = v_pid AND s.max_created_at <= v_start
                      ORDER BY s.base_offset DESC LIMIT 1;
                     v_committed := COALESCE(v_committed, 0);
                 END IF;
             END IF;
             INSERT INTO queen.cursors (partition_id, consumer_group, committed)
-            VALUES (v_c.pid, p_group, v_committed) ON CONFLICT DO NOTHING;
+            VALUES (v_pid, p_group, v_committed) ON CONFLICT DO NOTHING;
         END IF;
         IF v_committed >= v_c.next_offset THEN
             outcome := 'empty';
             RETURN NEXT;
             CONTINUE;
         END IF;
-        IF v_c.window_buffer > 0 AND v_c.last_push_at > now() - make_interval(secs => v_c.window_buffer) THEN
+        IF v_q.window_buffer > 0 AND v_c.last_push_at > now() - make_interval(secs => v_q.window_buffer) THEN
             outcome := 'busy';
-            retry_at := v_c.last_push_at + make_interval(secs => v_c.window_buffer);
+            retry_at := v_c.last_push_at + make_interval(secs => v_q.window_buffer);
             RETURN NEXT;
             CONTINUE;
         END IF;
@@ -192,13 +194,13 @@ BEGIN
         v_got := 0;
         v_seg_bytes := 0;
         outcome := 'segment';
-        OPEN v_segs(v_c.pid, v_from, v_budget + 1);
+        OPEN v_segs(v_pid, v_from, v_budget + 1);
         LOOP
             FETCH v_segs INTO v_seg;
             EXIT WHEN NOT FOUND;
             CONTINUE WHEN v_seg.base_offset + v_seg.frame_count <= v_from;
             IF v_seg.max_created_at > v_young THEN
-                retry_at := v_seg.max_created_at + make_interval(secs => v_c.delayed_processing);
+                retry_at := v_seg.max_created_at + make_interval(secs => v_q.delayed_processing);
                 EXIT;
             END IF;
             IF v_bytes + v_seg_bytes > 0 AND v_bytes + v_seg_bytes + v_seg.size > p_max_bytes THEN
@@ -244,9 +246,9 @@ BEGIN
         IF v_end IS NULL THEN
             -- Everything up to next_offset was removed by retention.
             UPDATE queen.cursors c SET committed = v_c.next_offset
-             WHERE c.partition_id = v_c.pid AND c.consumer_group = p_group
+             WHERE c.partition_id = v_pid AND c.consumer_group = p_group
                AND EXISTS (SELECT FROM queen.cursors x
-                            WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
+                            WHERE x.partition_id = v_pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
                AND c.committed = v_committed AND c.lease_expires_at IS NOT DISTINCT FROM v_c.lease_expires_at;
             outcome := CASE WHEN FOUND THEN 'empty' ELSE 'busy' END;
             RETURN NEXT;
@@ -257,19 +259,19 @@ BEGIN
                    (lease_id, lease_expires_at, retry_count) = (SELECT r.lease_id, r.lease_expires_at, r.retry_count
                                                                   FROM queen.lease_release_v2(c.lease_id, c.lease_expires_at, c.retry_count, true, true) r),
                    total_consumed = c.total_consumed + v_got, last_consumed_at = now()
-             WHERE c.partition_id = v_c.pid AND c.consumer_group = p_group
+             WHERE c.partition_id = v_pid AND c.consumer_group = p_group
                AND EXISTS (SELECT FROM queen.cursors x
-                            WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
+                            WHERE x.partition_id = v_pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
                AND c.committed = v_committed AND c.lease_expires_at IS NOT DISTINCT FROM v_c.lease_expires_at;
             retry_at := NULL;
         ELSE
-            retry_at := now() + make_interval(secs => v_c.lease_time);
+            retry_at := now() + make_interval(secs => v_q.lease_time);
             UPDATE queen.cursors c
                SET committed = v_from, batch_start = v_from, batch_end = v_end, lease_id = p_lease_id,
                    lease_expires_at = retry_at
-             WHERE c.partition_id = v_c.pid AND c.consumer_group = p_group
+             WHERE c.partition_id = v_pid AND c.consumer_group = p_group
                AND EXISTS (SELECT FROM queen.cursors x
-                            WHERE x.partition_id = v_c.pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
+                            WHERE x.partition_id = v_pid AND x.consumer_group = p_group FOR UPDATE SKIP LOCKED)
                AND c.committed = v_committed AND c.lease_expires_at IS NOT DISTINCT FROM v_c.lease_expires_at;
         END IF;
         IF NOT FOUND THEN
@@ -288,11 +290,6 @@ BEGIN
         v_budget := v_budget - v_got;
         v_bytes := v_bytes + v_seg_bytes;
     END LOOP;
-    CLOSE v_looks;
-    IF NOT v_any AND NOT EXISTS (SELECT FROM queen.queues q WHERE q.id = p_queue_id AND q.tenant = p_tenant) THEN
-        outcome := 'gone';
-        RETURN NEXT;
-    END IF;
 END
 $$;
 ALTER FUNCTION queen.pop SET plan_cache_mode = force_generic_plan;

@@ -42,11 +42,18 @@ BEGIN
         IF NOT p_create THEN
             RETURN;
         END IF;
-        INSERT INTO queen.partitions (id, queue_id, name)
-        VALUES (p_new_partition_id, resolve_partition_v2.queue_id, p_partition)
-        ON CONFLICT ON CONSTRAINT partitions_queue_id_name_key DO NOTHING;
+        -- Creators of one queue's partitions take turns on the queue's row,
+        -- and the name is looked up again under it: on Citus, whose tables
+        -- are distributed by partition id, no unique index can hold the name
+        -- (CITUS.md). NO KEY UPDATE leaves the foreign keys' checks free.
+        PERFORM FROM queen.queues q WHERE q.id = resolve_partition_v2.queue_id FOR NO KEY UPDATE;
         SELECT p.id INTO partition_id FROM queen.partitions p
          WHERE p.queue_id = resolve_partition_v2.queue_id AND p.name = p_partition;
+        IF NOT FOUND THEN
+            INSERT INTO queen.partitions (id, queue_id, name)
+            VALUES (p_new_partition_id, resolve_partition_v2.queue_id, p_partition);
+            partition_id := p_new_partition_id;
+        END IF;
     END IF;
     RETURN NEXT;
 END

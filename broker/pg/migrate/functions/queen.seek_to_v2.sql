@@ -22,37 +22,48 @@
 -- missing lease refuses it. The admin API's seeks (to a time, to the end,
 -- and one partition to its end) and the StreamQuery rewind
 -- (queen_streams.query_rewind) all move cursors through here.
--- PL/pgSQL, not SQL: Citus refuses a SQL function over its tables that runs
--- with parameters (CITUS.md).
+-- The cursors are found without a lock, then each is locked and moved by
+-- statements of its own, in key order: on Citus its partitions may lie on
+-- several shards, and no statement locks rows of several (CITUS.md).
 CREATE OR REPLACE FUNCTION queen.seek_to_v2(p_tenant text, p_queue text, p_group text, p_partition text, p_at timestamptz)
 RETURNS TABLE (queue_id uuid, partition_id uuid) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
+DECLARE
+    v    record;
+    v_at bigint;
 BEGIN
-    RETURN QUERY
-    WITH t AS (
-        SELECT c.partition_id, q.id AS queue_id,
-               CASE WHEN p_at = 'infinity' THEN p.next_offset
-               ELSE greatest(coalesce((SELECT s.base_offset + s.frame_count FROM queen.log_segments s
-                                        WHERE s.partition_id = c.partition_id AND s.max_created_at <= p_at
-                                        ORDER BY s.base_offset DESC LIMIT 1),
-                                      (SELECT s.base_offset + s.frame_count FROM queen.log_segments s, queen.subscriptions x
-                                        WHERE s.partition_id = c.partition_id AND x.queue_id = q.id AND x.consumer_group = p_group
-                                          AND s.max_created_at <= x.starts_after
-                                        ORDER BY s.base_offset DESC LIMIT 1),
-                                      0), p.floor_offset) END AS at
-          FROM queen.cursors c
-          JOIN queen.partitions p ON p.id = c.partition_id
-          JOIN queen.queues q ON q.id = p.queue_id
-         WHERE q.tenant = p_tenant AND q.name = p_queue AND c.consumer_group = p_group
-           AND (p_partition IS NULL OR p.name = p_partition)
-           AND (p_at IS DISTINCT FROM 'infinity' OR EXISTS (SELECT FROM queen.log_segments s WHERE s.partition_id = p.id))
-           FOR UPDATE OF c
-    )
-    UPDATE queen.cursors c
-       SET committed = t.at,
-           (lease_id, lease_expires_at, retry_count) = (SELECT r.lease_id, r.lease_expires_at, r.retry_count
-                                                          FROM queen.lease_release_v2(c.lease_id, c.lease_expires_at, c.retry_count, true, true) r)
-      FROM t WHERE c.partition_id = t.partition_id AND c.consumer_group = p_group
-    RETURNING t.queue_id, c.partition_id;
+    FOR v IN SELECT c.partition_id AS pid, q.id AS qid, p.next_offset, p.floor_offset
+               FROM queen.cursors c
+               JOIN queen.partitions p ON p.id = c.partition_id
+               JOIN queen.queues q ON q.id = p.queue_id
+              WHERE q.tenant = p_tenant AND q.name = p_queue AND c.consumer_group = p_group
+                AND (p_partition IS NULL OR p.name = p_partition)
+                AND (p_at IS DISTINCT FROM 'infinity' OR EXISTS (SELECT FROM queen.log_segments s WHERE s.partition_id = p.id))
+              ORDER BY c.partition_id LOOP
+        IF p_at = 'infinity' THEN
+            v_at := v.next_offset;
+        ELSE
+            SELECT s.base_offset + s.frame_count INTO v_at FROM queen.log_segments s
+             WHERE s.partition_id = v.pid AND s.max_created_at <= p_at
+             ORDER BY s.base_offset DESC LIMIT 1;
+            IF v_at IS NULL THEN
+                SELECT s.base_offset + s.frame_count INTO v_at FROM queen.log_segments s
+                 WHERE s.partition_id = v.pid
+                   AND s.max_created_at <= (SELECT x.starts_after FROM queen.subscriptions x
+                                             WHERE x.queue_id = v.qid AND x.consumer_group = p_group)
+                 ORDER BY s.base_offset DESC LIMIT 1;
+            END IF;
+            v_at := greatest(coalesce(v_at, 0), v.floor_offset);
+        END IF;
+        PERFORM FROM queen.cursors c WHERE c.partition_id = v.pid AND c.consumer_group = p_group FOR UPDATE;
+        UPDATE queen.cursors c
+           SET committed = v_at,
+               (lease_id, lease_expires_at, retry_count) = (SELECT r.lease_id, r.lease_expires_at, r.retry_count
+                                                              FROM queen.lease_release_v2(c.lease_id, c.lease_expires_at, c.retry_count, true, true) r)
+         WHERE c.partition_id = v.pid AND c.consumer_group = p_group;
+        queue_id := v.qid;
+        partition_id := v.pid;
+        RETURN NEXT;
+    END LOOP;
 END
 $$;

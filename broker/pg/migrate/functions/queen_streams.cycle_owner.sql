@@ -20,14 +20,17 @@ CREATE OR REPLACE FUNCTION queen_streams.cycle_owner(
 DECLARE
     v_suspended boolean; -- NULL: not the tenant's query
 BEGIN
-    -- One statement takes the lock and reads both; next_offset read here
+    -- The lock, then one statement reads both; next_offset read here
     -- serves the cycle's announce: a push that lands after this read
-    -- announces itself.
+    -- announces itself. The lock is a statement of its own, a plain
+    -- expression: joined to the partition, on Citus it would be taken on
+    -- the partition's worker, and advisory locks are per node.
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_query_id::text || p_partition_id::text, 0));
     SELECT (SELECT q.suspended FROM queen_streams.queries q WHERE q.id = p_query_id AND q.tenant = p_tenant),
            qu.id, qu.name, pa.next_offset
       INTO v_suspended, queue_id, queue_name, next_offset
-      FROM (SELECT pg_advisory_xact_lock(hashtextextended(p_query_id::text || p_partition_id::text, 0))) AS lock (x)
-      LEFT JOIN queen.partitions pa ON pa.id = p_partition_id
+      FROM (SELECT p_partition_id AS id) AS c
+      LEFT JOIN queen.partitions pa ON pa.id = c.id
       -- The queue by its primary key: as a plain join, the generic plan
       -- read every queue of the tenant through the tenant index.
       LEFT JOIN LATERAL (SELECT q.id, q.name FROM queen.queues q

@@ -8,12 +8,18 @@
 -- with parameters (CITUS.md).
 CREATE OR REPLACE FUNCTION queen_streams.query_lock_cycles(p_tenant text, p_query_id uuid, p_source text)
 RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_pids uuid[];
 BEGIN
+    -- The partitions first, then the locks, in a statement over no table:
+    -- on Citus a lock taken in a statement over the shards is taken on the
+    -- workers, and advisory locks are per node.
+    SELECT array_agg(x.pid ORDER BY x.pid) INTO v_pids
+      FROM (SELECT p.id AS pid FROM queen.partitions p JOIN queen.queues qu ON qu.id = p.queue_id
+             WHERE qu.tenant = p_tenant AND qu.name = p_source
+            UNION
+            SELECT DISTINCT s.partition_id FROM queen_streams.state s WHERE s.query_id = p_query_id) x;
     PERFORM count(pg_advisory_xact_lock(hashtextextended(p_query_id::text || x.pid::text, 0)))
-       FROM (SELECT x.pid FROM (SELECT p.id AS pid FROM queen.partitions p JOIN queen.queues qu ON qu.id = p.queue_id
-                                 WHERE qu.tenant = p_tenant AND qu.name = p_source
-                                UNION
-                                SELECT DISTINCT s.partition_id FROM queen_streams.state s WHERE s.query_id = p_query_id) x
-              ORDER BY x.pid) x;
+       FROM (SELECT x.pid FROM unnest(v_pids) AS x (pid) ORDER BY x.pid) x;
 END
 $$;

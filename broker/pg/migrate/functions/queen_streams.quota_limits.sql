@@ -18,12 +18,12 @@ BEGIN
     RETURN QUERY
     SELECT g.tenant, g.push_messages_per_second, g.push_messages_burst, g.push_bytes_per_second,
            g.push_bytes_burst, g.pop_messages_per_second, g.max_stored_bytes,
-           CASE WHEN g.max_stored_bytes IS NOT NULL THEN
-               (SELECT coalesce(sum(p.stored_bytes), 0)::bigint
-                  FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
-                 WHERE q.tenant = g.tenant)
-           END
+           CASE WHEN g.max_stored_bytes IS NOT NULL THEN coalesce(s.bytes, 0) END
       FROM queen_streams.quota g
+      LEFT JOIN (SELECT q.tenant, sum(p.stored_bytes)::bigint AS bytes
+                   FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
+                  WHERE q.tenant IN (SELECT x.tenant FROM queen_streams.quota x WHERE x.max_stored_bytes IS NOT NULL)
+                  GROUP BY q.tenant) s ON s.tenant = g.tenant
      WHERE g.tenant <> 'default';
 END
 $$;
