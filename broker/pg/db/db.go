@@ -50,6 +50,9 @@ var (
 type DB struct {
 	q    Querier
 	pool *pgxpool.Pool
+	// dedupWindow is Options.DedupWindow in seconds, which a push carries
+	// (queen.log_push_v2); nil on a DB of New, whose sessions keep theirs.
+	dedupWindow *int32
 }
 
 // New returns a DB on pool.

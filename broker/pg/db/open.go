@@ -37,15 +37,19 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	// adds to it (seconds, for the admin reads over 10,000 cursors).
 	pc.ConnConfig.RuntimeParams["jit"] = "off"
 	// queen.log_push_one_v1 reads it, only when a push repeats a recorded
-	// id: a setting of the session, not one more argument of every push
-	// and cycle.
-	pc.ConnConfig.RuntimeParams[DedupWindowSetting] = strconv.Itoa(int(o.DedupWindow / time.Second))
+	// id: a setting of the session, not one more argument of every cycle.
+	// The push carries it too, for a call Citus delegates to a worker
+	// (queen.log_push_v2).
+	window := int32(o.DedupWindow / time.Second)
+	pc.ConnConfig.RuntimeParams[DedupWindowSetting] = strconv.Itoa(int(window))
 	pc.PrepareConn = dropClosed
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
 	}
-	return New(pool), nil
+	d := New(pool)
+	d.dedupWindow = &window
+	return d, nil
 }
 
 // DedupWindowSetting is the session setting that carries Options.DedupWindow,

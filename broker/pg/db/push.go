@@ -31,9 +31,11 @@ type Segments struct {
 	DedupMsgIDs [][16]byte
 }
 
-const logPushSQL = `SELECT partition_id, outcome, base_offset, dup_txids, dup_message_ids FROM queen.log_push_one_v1(
-	p_partitions => $1, p_frames => $2, p_bodies => $3, p_checksums => $4, p_txids => $5, p_min_at => $6,
-	p_max_at => $7, p_dedups => $8, p_dedup_txids => $9, p_dedup_msg_ids => $10)`
+// logPushSQL names the first segment's partition first: on Citus the call
+// goes whole to the worker that holds it (queen.log_push_v2).
+const logPushSQL = `SELECT partition_id, outcome, base_offset, dup_txids, dup_message_ids FROM queen.log_push_v2(
+	p_shard => $11, p_partitions => $1, p_frames => $2, p_bodies => $3, p_checksums => $4, p_txids => $5, p_min_at => $6,
+	p_max_at => $7, p_dedups => $8, p_dedup_txids => $9, p_dedup_msg_ids => $10, p_dedup_window => $12)`
 
 // Push stores segs with the allocator queen.log_push_one_v1, in one round
 // trip: all of them, and it returns the offset each was stored at, in
@@ -49,8 +51,12 @@ func (d *DB) Push(ctx context.Context, segs Segments) ([]int64, Duplicates, erro
 }
 
 func (d *DB) push(ctx context.Context, segs Segments) ([]int64, Duplicates, error) {
+	var shard any // none for no segment: log_push_v2 then stores nothing
+	if len(segs.Partitions) > 0 {
+		shard = segs.Partitions[0]
+	}
 	rows, err := d.q.Query(ctx, logPushSQL, segs.Partitions, segs.Frames, segs.Bodies, segs.Checksums, segs.TxIDs,
-		segs.MinAt, segs.MaxAt, segs.Dedups, segs.DedupTxIDs, segs.DedupMsgIDs)
+		segs.MinAt, segs.MaxAt, segs.Dedups, segs.DedupTxIDs, segs.DedupMsgIDs, shard, d.dedupWindow)
 	if err != nil {
 		return nil, nil, fmt.Errorf("push: %w", err)
 	}

@@ -9,7 +9,7 @@ import (
 // InTx runs fn in one database transaction, on a DB whose statements all
 // run in it, and commits it when fn returns nil.
 func (d *DB) InTx(ctx context.Context, fn func(tx *DB) error) error {
-	return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(&DB{q: tx, pool: d.pool}) })
+	return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(&DB{q: tx, pool: d.pool, dedupWindow: d.dedupWindow}) })
 }
 
 // Over returns a DB whose statements run on q: a test's wrapper of a pool

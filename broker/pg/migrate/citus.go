@@ -31,6 +31,12 @@ var (
 		{"queen_streams.sink_writes", "partition_id"}, {"queen_streams.savepoint_cursors", "partition_id"},
 		{"queen_streams.savepoint_state", "partition_id"},
 	}
+	// delegated are the hot functions whose first argument is a partition
+	// id: Citus sends a call of one, in autocommit, whole to the worker that
+	// holds that partition's shard.
+	delegated = []string{
+		"queen.log_push_v2(uuid, uuid[], integer[], bytea[], bigint[], text[], timestamptz[], timestamptz[], integer[], text[], uuid[], integer)",
+	}
 	byTenantTables    = []string{"queen_streams.quota_budget", "queen_streams.quota_meter", "queen_streams.quota_refusals"}
 	byTenantColocated = "queen_streams.quota_budget"
 	// unfit are the constraints Citus cannot hold once the tables are
@@ -167,11 +173,13 @@ func distribute(ctx context.Context, conn *pgx.Conn, log *slog.Logger) error {
 	return nil
 }
 
-// fitFunctions lets Citus plan the statements of the functions that force
-// generic plans on PostgreSQL: Citus can make no generic plan of a join
-// whose distribution column is a parameter ("could not create distributed
-// plan"); it plans such a statement at each call instead. It runs after the
-// functions are applied, since a function's file sets the mode again.
+// fitFunctions fits the functions to Citus, after they are applied (a
+// function's file sets its plan mode again). It lets Citus plan the
+// statements of the functions that force generic plans on PostgreSQL:
+// Citus can make no generic plan of a join whose distribution column is a
+// parameter ("could not create distributed plan"), and plans such a
+// statement at each call instead. It sets the database's multi-shard mode,
+// and distributes the delegated functions.
 func fitFunctions(ctx context.Context, conn *pgx.Conn) error {
 	_, err := conn.Exec(ctx, `DO $$
 		DECLARE f regprocedure;
@@ -195,6 +203,15 @@ func fitFunctions(ctx context.Context, conn *pgx.Conn) error {
 		END $$`)
 	if err != nil {
 		return fmt.Errorf("set Citus's multi-shard mode: %w", err)
+	}
+	for _, f := range delegated {
+		_, err := conn.Exec(ctx, `SELECT create_distributed_function($1::regprocedure, '$1', colocate_with => 'queen.partitions')
+			 WHERE NOT EXISTS (SELECT FROM pg_dist_object o
+			                    WHERE o.classid = 'pg_proc'::regclass AND o.objid = $1::regprocedure
+			                      AND o.distribution_argument_index IS NOT NULL)`, f)
+		if err != nil {
+			return fmt.Errorf("distribute function %s on Citus: %w", f, err)
+		}
 	}
 	return nil
 }

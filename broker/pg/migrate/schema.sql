@@ -178,6 +178,15 @@ CREATE FUNCTION queen.log_push_undo(p_partitions uuid[], p_frames integer[], p_b
 $$;
 
 --
+-- Name: log_push_v2(uuid, uuid[], integer[], bytea[], bigint[], text[], timestamp with time zone[], timestamp with time zone[], integer[], text[], uuid[], integer); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.log_push_v2(p_shard uuid, p_partitions uuid[], p_frames integer[], p_bodies bytea[], p_checksums bigint[], p_txids text[], p_min_at timestamp with time zone[], p_max_at timestamp with time zone[], p_dedups integer[], p_dedup_txids text[], p_dedup_msg_ids uuid[], p_dedup_window integer) RETURNS TABLE(partition_id uuid, outcome text, base_offset bigint, queue_id uuid, dup_txids text[], dup_message_ids uuid[])
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen.log_push_v2.sql
+$$;
+
+--
 -- Name: oldest_unconsumed(uuid, bigint, bigint); Type: FUNCTION; Schema: queen; Owner: -
 --
 

@@ -1,0 +1,103 @@
+package citustest_test
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/regent-mq/regent/broker/pg/db"
+	"github.com/regent-mq/regent/broker/pg/migrate"
+	"github.com/regent-mq/regent/test/citustest"
+)
+
+// A push on Citus is one command, the call of queen.log_push_v2, which the
+// coordinator sends to the worker that holds the partition's shard; the
+// allocator's statements run there, next to the rows, and none on the
+// coordinator (what citus.log_remote_commands and citus.log_local_commands
+// report).
+func TestAPushIsOneCommandToThePartitionsWorker(t *testing.T) {
+	c := citustest.New(t, 2)
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(c.URL().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type command struct{ sql, where string }
+	var mu sync.Mutex
+	var sent []command
+	cfg.MaxConns = 1 // the broker's calls and the logging settings on one session
+	cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		defer mu.Unlock()
+		if cmd, ok := strings.CutPrefix(n.Message, "issuing "); ok {
+			sent = append(sent, command{cmd, n.Detail})
+		} else if strings.HasPrefix(n.Message, "executing the command locally") {
+			sent = append(sent, command{n.Message, "the coordinator"})
+		}
+	}
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, `SET citus.log_remote_commands = on; SET citus.log_local_commands = on`)
+		return err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := migrate.Up(ctx, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Partitions until both workers hold one.
+	ports := map[uuid.UUID]int{}
+	for seen := map[int]bool{}; len(seen) < 2; {
+		if len(ports) == 64 {
+			t.Fatalf("64 partitions all landed on one worker: %v", seen)
+		}
+		var pid uuid.UUID
+		var port int
+		err := pool.QueryRow(ctx, `SELECT r.partition_id, s.nodeport
+			  FROM queen.resolve_partition_v2('default', 'q', $1, true, $2, $3) r,
+			       citus_shards s
+			 WHERE s.shardid = get_shard_id_for_distribution_column('queen.partitions', r.partition_id)`,
+			uuid.NewString(), uuid.New(), uuid.New()).Scan(&pid, &port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[pid] = port
+		seen[port] = true
+	}
+
+	d := db.New(pool)
+	for pid, port := range ports {
+		mu.Lock()
+		sent = nil
+		mu.Unlock()
+		now := time.Now()
+		txid := uuid.NewString()
+		_, dups, err := d.Push(ctx, db.Segments{
+			Partitions: [][16]byte{pid}, Frames: []int32{1}, Bodies: [][]byte{{1}}, Checksums: []int64{0},
+			TxIDs: []string{txid}, MinAt: []time.Time{now}, MaxAt: []time.Time{now},
+			Dedups: []int32{1}, DedupTxIDs: []string{txid}, DedupMsgIDs: [][16]byte{uuid.New()},
+		})
+		if err != nil || dups != nil {
+			t.Fatalf("push to partition %s: %v, duplicates %v", pid, err, dups)
+		}
+		mu.Lock()
+		got := slices.Clone(sent)
+		mu.Unlock()
+		if len(got) != 1 || !strings.Contains(got[0].sql, "queen.log_push_v2(") ||
+			!strings.Contains(got[0].where, ":"+strconv.Itoa(port)) {
+			t.Errorf("a push to partition %s on the worker at port %d sent %q, want one call of queen.log_push_v2 to that worker",
+				pid, port, got)
+		}
+	}
+}
