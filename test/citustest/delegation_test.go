@@ -2,13 +2,10 @@ package citustest_test
 
 import (
 	"context"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/regent-mq/regent/test/citustest"
 )
@@ -18,19 +15,11 @@ import (
 func TestDelegatedCallIsOneCommandToTheOwningWorker(t *testing.T) {
 	c := citustest.New(t, 2)
 	ctx := context.Background()
-	var mu sync.Mutex
-	var sent []string
 	cfg, err := pgx.ParseConfig(c.URL().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		if cmd, ok := strings.CutPrefix(n.Message, "issuing "); ok {
-			mu.Lock()
-			sent = append(sent, cmd)
-			mu.Unlock()
-		}
-	}
+	sent := record(cfg)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -73,11 +62,9 @@ func TestDelegatedCallIsOneCommandToTheOwningWorker(t *testing.T) {
 		t.Fatalf("40 ids over 4 shards and 2 workers gave no pair on one shard or no pair on two nodes: %v", places)
 	}
 
-	call := func(tx bool, p [2]int64) []string {
+	call := func(tx bool, p [2]int64) []command {
 		t.Helper()
-		mu.Lock()
-		sent = nil
-		mu.Unlock()
+		sent.take()
 		if tx {
 			err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 				_, err := tx.Exec(ctx, "SELECT touch2($1, $2)", p[0], p[1])
@@ -89,12 +76,10 @@ func TestDelegatedCallIsOneCommandToTheOwningWorker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(sent)
+		return sent.take()
 	}
-	delegated := func(cmds []string) bool {
-		return len(cmds) == 1 && strings.HasPrefix(cmds[0], "SELECT public.touch2(")
+	delegated := func(cmds []command) bool {
+		return len(cmds) == 1 && strings.HasPrefix(cmds[0].SQL, "SELECT public.touch2(")
 	}
 
 	// In autocommit, the call goes whole to the worker of its first argument:

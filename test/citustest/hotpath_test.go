@@ -2,16 +2,13 @@ package citustest_test
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/pg/db"
@@ -31,19 +28,8 @@ func TestAPushIsOneCommandToThePartitionsWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type command struct{ sql, where string }
-	var mu sync.Mutex
-	var sent []command
 	cfg.MaxConns = 1 // the broker's calls and the logging settings on one session
-	cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		defer mu.Unlock()
-		if cmd, ok := strings.CutPrefix(n.Message, "issuing "); ok {
-			sent = append(sent, command{cmd, n.Detail})
-		} else if strings.HasPrefix(n.Message, "executing the command locally") {
-			sent = append(sent, command{n.Message, "the coordinator"})
-		}
-	}
+	sent := record(cfg.ConnConfig)
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		_, err := conn.Exec(ctx, `SET citus.log_remote_commands = on; SET citus.log_local_commands = on`)
 		return err
@@ -78,9 +64,7 @@ func TestAPushIsOneCommandToThePartitionsWorker(t *testing.T) {
 
 	d := db.New(pool)
 	for pid, port := range ports {
-		mu.Lock()
-		sent = nil
-		mu.Unlock()
+		sent.take()
 		now := time.Now()
 		txid := uuid.NewString()
 		_, dups, err := d.Push(ctx, db.Segments{
@@ -91,11 +75,9 @@ func TestAPushIsOneCommandToThePartitionsWorker(t *testing.T) {
 		if err != nil || dups != nil {
 			t.Fatalf("push to partition %s: %v, duplicates %v", pid, err, dups)
 		}
-		mu.Lock()
-		got := slices.Clone(sent)
-		mu.Unlock()
-		if len(got) != 1 || !strings.Contains(got[0].sql, "queen.log_push_v2(") ||
-			!strings.Contains(got[0].where, ":"+strconv.Itoa(port)) {
+		got := sent.take()
+		if len(got) != 1 || !strings.Contains(got[0].SQL, "queen.log_push_v2(") ||
+			!strings.Contains(got[0].Where, ":"+strconv.Itoa(port)) {
 			t.Errorf("a push to partition %s on the worker at port %d sent %q, want one call of queen.log_push_v2 to that worker",
 				pid, port, got)
 		}
