@@ -2,6 +2,7 @@ package citustest_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,12 +17,13 @@ import (
 	"github.com/regent-mq/regent/test/citustest"
 )
 
-// A push on Citus is one command, the call of queen.log_push_v2, which the
-// coordinator sends to the worker that holds the partition's shard; the
-// allocator's statements run there, next to the rows, and none on the
-// coordinator (what citus.log_remote_commands and citus.log_local_commands
-// report).
-func TestAPushIsOneCommandToThePartitionsWorker(t *testing.T) {
+// On Citus a push, an ack of one partition and a state read are each one
+// command, which the coordinator sends to the worker that holds the
+// partition's shard: the call of queen.log_push_v2 or queen.ack_cursor,
+// whose statements run there next to the rows, or the read itself. The
+// coordinator runs none of their statements (what citus.log_remote_commands
+// and citus.log_local_commands report).
+func TestAPushAnAckAndAStateReadAreOneCommandToThePartitionsWorker(t *testing.T) {
 	c := citustest.New(t, 2)
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(c.URL().String())
@@ -63,23 +65,47 @@ func TestAPushIsOneCommandToThePartitionsWorker(t *testing.T) {
 	}
 
 	d := db.New(pool)
-	for pid, port := range ports {
-		sent.take()
-		now := time.Now()
-		txid := uuid.NewString()
-		_, dups, err := d.Push(ctx, db.Segments{
-			Partitions: [][16]byte{pid}, Frames: []int32{1}, Bodies: [][]byte{{1}}, Checksums: []int64{0},
-			TxIDs: []string{txid}, MinAt: []time.Time{now}, MaxAt: []time.Time{now},
-			Dedups: []int32{1}, DedupTxIDs: []string{txid}, DedupMsgIDs: [][16]byte{uuid.New()},
-		})
-		if err != nil || dups != nil {
-			t.Fatalf("push to partition %s: %v, duplicates %v", pid, err, dups)
-		}
-		got := sent.take()
-		if len(got) != 1 || !strings.Contains(got[0].SQL, "queen.log_push_v2(") ||
-			!strings.Contains(got[0].Where, ":"+strconv.Itoa(port)) {
-			t.Errorf("a push to partition %s on the worker at port %d sent %q, want one call of queen.log_push_v2 to that worker",
-				pid, port, got)
+	calls := []struct {
+		name, sql string // sql: what the one command runs
+		call      func(pid uuid.UUID) error
+	}{
+		{"push", "queen.log_push_v2(", func(pid uuid.UUID) error {
+			now := time.Now()
+			txid := uuid.NewString()
+			_, dups, err := d.Push(ctx, db.Segments{
+				Partitions: [][16]byte{pid}, Frames: []int32{1}, Bodies: [][]byte{{1}}, Checksums: []int64{0},
+				TxIDs: []string{txid}, MinAt: []time.Time{now}, MaxAt: []time.Time{now},
+				Dedups: []int32{1}, DedupTxIDs: []string{txid}, DedupMsgIDs: [][16]byte{uuid.New()},
+			})
+			if err == nil && dups != nil {
+				err = fmt.Errorf("duplicates %v", dups)
+			}
+			return err
+		}},
+		{"ack", "queen.ack_cursor(", func(pid uuid.UUID) error {
+			out, err := d.AckCursor(ctx, "default", []db.QueueAck{{PartitionID: pid, TransactionID: "none",
+				Status: db.AckCompleted, Group: "g"}})
+			if err == nil && (len(out) != 1 || out[0].Success) {
+				err = fmt.Errorf("an ack of no message answered %+v", out)
+			}
+			return err
+		}},
+		{"state read", "FROM queen_streams.state_", func(pid uuid.UUID) error {
+			return d.State(ctx, db.StateFilter{Tenant: "default", QueryID: uuid.New(), PartitionID: pid},
+				func(string, []byte, time.Time) {})
+		}},
+	}
+	for _, c := range calls {
+		for pid, port := range ports {
+			sent.take()
+			if err := c.call(pid); err != nil {
+				t.Fatalf("%s on partition %s: %v", c.name, pid, err)
+			}
+			got := sent.take()
+			if len(got) != 1 || !strings.Contains(got[0].SQL, c.sql) || !strings.Contains(got[0].Where, ":"+strconv.Itoa(port)) {
+				t.Errorf("%s of partition %s, on the worker at port %d, sent %q; want one command, %s…, to that worker",
+					c.name, pid, port, got, c.sql)
+			}
 		}
 	}
 }

@@ -31,11 +31,12 @@ var (
 		{"queen_streams.sink_writes", "partition_id"}, {"queen_streams.savepoint_cursors", "partition_id"},
 		{"queen_streams.savepoint_state", "partition_id"},
 	}
-	// delegated are the hot functions whose first argument is a partition
-	// id: Citus sends a call of one, in autocommit, whole to the worker that
-	// holds that partition's shard.
-	delegated = []string{
-		"queen.log_push_v2(uuid, uuid[], integer[], bytea[], bigint[], text[], timestamptz[], timestamptz[], integer[], text[], uuid[], integer)",
+	// delegated are the hot functions with a partition id among their
+	// arguments (arg, as Citus numbers them): Citus sends a call of one, in
+	// autocommit, whole to the worker that holds that partition's shard.
+	delegated = []struct{ fn, arg string }{
+		{"queen.log_push_v2(uuid, uuid[], integer[], bytea[], bigint[], text[], timestamptz[], timestamptz[], integer[], text[], uuid[], integer)", "$1"},
+		{"queen.ack_cursor(text, uuid, text, uuid, text[])", "$2"},
 	}
 	byTenantTables    = []string{"queen_streams.quota_budget", "queen_streams.quota_meter", "queen_streams.quota_refusals"}
 	byTenantColocated = "queen_streams.quota_budget"
@@ -205,12 +206,12 @@ func fitFunctions(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("set Citus's multi-shard mode: %w", err)
 	}
 	for _, f := range delegated {
-		_, err := conn.Exec(ctx, `SELECT create_distributed_function($1::regprocedure, '$1', colocate_with => 'queen.partitions')
+		_, err := conn.Exec(ctx, `SELECT create_distributed_function($1::regprocedure, $2, colocate_with => 'queen.partitions')
 			 WHERE NOT EXISTS (SELECT FROM pg_dist_object o
 			                    WHERE o.classid = 'pg_proc'::regclass AND o.objid = $1::regprocedure
-			                      AND o.distribution_argument_index IS NOT NULL)`, f)
+			                      AND o.distribution_argument_index IS NOT NULL)`, f.fn, f.arg)
 		if err != nil {
-			return fmt.Errorf("distribute function %s on Citus: %w", f, err)
+			return fmt.Errorf("distribute function %s on Citus: %w", f.fn, err)
 		}
 	}
 	return nil

@@ -51,6 +51,7 @@ DECLARE
     v_base       bigint;
     v_queue      uuid;
     v_at         timestamptz;
+    v_gone       uuid;
     v_dedup_pids uuid[] := '{}';
     v_since      timestamptz[];      -- by partition: its dedup window's start
     v_dedup_since timestamptz[] := '{}';
@@ -68,9 +69,14 @@ BEGIN
         IF NOT FOUND THEN
             PERFORM queen.log_push_undo(p_partitions => p_partitions[1 : i - 1], p_frames => p_frames[1 : i - 1],
                                         p_bodies => p_bodies[1 : i - 1]);
-            RETURN QUERY SELECT g.pid, 'gone'::text, NULL::bigint, NULL::uuid, NULL::text[], NULL::uuid[]
-                           FROM unnest(p_partitions) AS g (pid)
-                          WHERE NOT EXISTS (SELECT FROM queen.partitions p WHERE p.id = g.pid);
+            -- A statement per partition: Citus plans no sub-select over
+            -- the partitions correlated to the rows of an unnest.
+            FOREACH v_gone IN ARRAY p_partitions LOOP
+                CONTINUE WHEN EXISTS (SELECT FROM queen.partitions p WHERE p.id = v_gone);
+                partition_id := v_gone;
+                outcome := 'gone';
+                RETURN NEXT;
+            END LOOP;
             RETURN;
         END IF;
         v_bases[i] := v_base;
