@@ -40,6 +40,9 @@ var (
 	}
 	byTenantTables    = []string{"queen_streams.quota_budget", "queen_streams.quota_meter", "queen_streams.quota_refusals"}
 	byTenantColocated = "queen_streams.quota_budget"
+	// traceNamesKey is the foreign key from trace_names to traces, which
+	// Citus cannot hold (unfit) and distribute does not put back.
+	traceNamesKey = "trace_names_trace_id_fkey"
 	// unfit are the constraints Citus cannot hold once the tables are
 	// distributed by partition id (a unique key must contain it, and a
 	// foreign key between distributed tables must join on it), with what
@@ -49,7 +52,7 @@ var (
 	unfit = []string{
 		`ALTER TABLE queen.partitions DROP CONSTRAINT IF EXISTS partitions_queue_id_name_key`,
 		`CREATE INDEX IF NOT EXISTS partitions_queue_id_name ON queen.partitions (queue_id, name)`,
-		`ALTER TABLE queen.trace_names DROP CONSTRAINT IF EXISTS trace_names_trace_id_fkey`,
+		`ALTER TABLE queen.trace_names DROP CONSTRAINT IF EXISTS ` + traceNamesKey,
 		`ALTER TABLE queen.traces DROP CONSTRAINT IF EXISTS traces_pkey`,
 		`ALTER TABLE queen.traces ADD PRIMARY KEY (partition_id, id)`,
 	}
@@ -92,27 +95,36 @@ func distribute(ctx context.Context, conn *pgx.Conn, log *slog.Logger) error {
 	for _, n := range names {
 		placed[n] = true
 	}
-	place := func(table, sql string, args ...any) error {
-		if placed[table] {
-			return nil
-		}
-		if _, err := conn.Exec(ctx, sql, args...); err != nil {
-			return fmt.Errorf("distribute %s on Citus: %w", table, err)
-		}
-		if log != nil {
-			log.Info("placed table on Citus", "table", table, "how", sql)
-		}
-		placed[table] = true
-		return nil
+	// What places each table, in order: the reference tables first, which
+	// the distributed ones' foreign keys point at.
+	type placement struct {
+		table, sql string
+		args       []any
 	}
-	todo := false
+	var todo []placement
+	add := func(table, sql string, args ...any) {
+		if !placed[table] {
+			todo = append(todo, placement{table, sql, args})
+		}
+	}
 	for _, t := range referenceTables {
-		todo = todo || !placed[t]
+		add(t, `SELECT create_reference_table($1)`, t)
 	}
-	for _, t := range byPartition {
-		todo = todo || !placed[t.table]
+	for i, t := range byPartition {
+		with := byPartition[0].table
+		if i == 0 {
+			with = "none"
+		}
+		add(t.table, `SELECT create_distributed_table($1, $2, colocate_with => $3)`, t.table, t.column, with)
 	}
-	if !todo {
+	for _, t := range byTenantTables {
+		with := byTenantColocated
+		if t == byTenantColocated {
+			with = "default"
+		}
+		add(t, `SELECT create_distributed_table($1, 'tenant', colocate_with => $2)`, t, with)
+	}
+	if len(todo) == 0 {
 		return nil
 	}
 	// Foreign keys decide how Citus may place a table (a local table that
@@ -140,31 +152,16 @@ func distribute(ctx context.Context, conn *pgx.Conn, log *slog.Logger) error {
 			return fmt.Errorf("fit the schema to Citus: %s: %w", sql, err)
 		}
 	}
-	for _, t := range referenceTables {
-		if err := place(t, `SELECT create_reference_table($1)`, t); err != nil {
-			return err
+	for _, p := range todo {
+		if _, err := conn.Exec(ctx, p.sql, p.args...); err != nil {
+			return fmt.Errorf("distribute %s on Citus: %w", p.table, err)
 		}
-	}
-	for i, t := range byPartition {
-		with := byPartition[0].table
-		if i == 0 {
-			with = "none"
-		}
-		if err := place(t.table, `SELECT create_distributed_table($1, $2, colocate_with => $3)`, t.table, t.column, with); err != nil {
-			return err
-		}
-	}
-	for _, t := range byTenantTables {
-		with := byTenantColocated
-		if t == byTenantColocated {
-			with = "default"
-		}
-		if err := place(t, `SELECT create_distributed_table($1, 'tenant', colocate_with => $2)`, t, with); err != nil {
-			return err
+		if log != nil {
+			log.Info("placed table on Citus", "table", p.table, "how", p.sql)
 		}
 	}
 	for _, k := range fkeys {
-		if k.Name == "trace_names_trace_id_fkey" {
+		if k.Name == traceNamesKey {
 			continue // see unfit
 		}
 		if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", k.Table, pgx.Identifier{k.Name}.Sanitize(), k.Def)); err != nil {
@@ -198,9 +195,14 @@ func fitFunctions(ctx context.Context, conn *pgx.Conn) error {
 	// statement over several shards, such as a registration or a queue's
 	// deletion, is refused unless Citus ran that statement over one
 	// connection per node. Regent's multi-shard writes are administration,
-	// never a message's: sequential costs them little.
+	// never a message's: sequential costs them little. Set once, not at
+	// every start: it is DDL, which Citus sends to every node.
 	_, err = conn.Exec(ctx, `DO $$ BEGIN
-		    EXECUTE format('ALTER DATABASE %I SET citus.multi_shard_modify_mode TO sequential', current_database());
+		    IF NOT EXISTS (SELECT FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase
+		                    WHERE d.datname = current_database() AND s.setrole = 0
+		                      AND 'citus.multi_shard_modify_mode=sequential' = ANY (s.setconfig)) THEN
+		        EXECUTE format('ALTER DATABASE %I SET citus.multi_shard_modify_mode TO sequential', current_database());
+		    END IF;
 		END $$`)
 	if err != nil {
 		return fmt.Errorf("set Citus's multi-shard mode: %w", err)
