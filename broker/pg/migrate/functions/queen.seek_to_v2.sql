@@ -22,8 +22,8 @@
 -- missing lease refuses it. The admin API's seeks (to a time, to the end,
 -- and one partition to its end) and the StreamQuery rewind
 -- (queen_streams.query_rewind) all move cursors through here.
--- The cursors are found without a lock, then each is locked and moved by
--- statements of its own, in key order: on Citus its partitions may lie on
+-- The cursors are found without a lock, then each is moved (and so locked)
+-- by statements of its own, in key order: on Citus its partitions may lie on
 -- several shards, and no statement locks rows of several (CITUS.md).
 CREATE OR REPLACE FUNCTION queen.seek_to_v2(p_tenant text, p_queue text, p_group text, p_partition text, p_at timestamptz)
 RETURNS TABLE (queue_id uuid, partition_id uuid) LANGUAGE plpgsql AS $$
@@ -55,12 +55,12 @@ BEGIN
             END IF;
             v_at := greatest(coalesce(v_at, 0), v.floor_offset);
         END IF;
-        PERFORM FROM queen.cursors c WHERE c.partition_id = v.pid AND c.consumer_group = p_group FOR UPDATE;
         UPDATE queen.cursors c
            SET committed = v_at,
                (lease_id, lease_expires_at, retry_count) = (SELECT r.lease_id, r.lease_expires_at, r.retry_count
                                                               FROM queen.lease_release_v2(c.lease_id, c.lease_expires_at, c.retry_count, true, true) r)
          WHERE c.partition_id = v.pid AND c.consumer_group = p_group;
+        CONTINUE WHEN NOT FOUND; -- deleted since it was found
         queue_id := v.qid;
         partition_id := v.pid;
         RETURN NEXT;
