@@ -32,7 +32,11 @@ CREATE OR REPLACE FUNCTION queen.log_push_v2(
     dup_message_ids uuid[]
 ) LANGUAGE plpgsql AS $$
 BEGIN
-    IF p_dedup_window IS NOT NULL THEN
+    -- Set only where the session's differs: a broker's own session has
+    -- it already, and setting it would cost every push a setting's undo at
+    -- the commit.
+    IF p_dedup_window IS NOT NULL
+       AND p_dedup_window::text IS DISTINCT FROM current_setting('regent.dedup_window_seconds', true) THEN
         PERFORM set_config('regent.dedup_window_seconds', p_dedup_window::text, true);
     END IF;
     RETURN QUERY SELECT * FROM queen.log_push_one_v1(
