@@ -64,15 +64,18 @@ func TestASwitchReachesEveryReplicaWithinASecond(t *testing.T) {
 		t.Fatal("the replica that set the switch does not see it at once")
 	}
 	// The spec's bound is about a second; the NOTIFY usually makes it
-	// milliseconds, and the re-read guarantees it.
-	within(t, time.Second, b.PopMaintenance, "pop maintenance did not reach the other replica")
+	// milliseconds, and the re-read, every flags.Reread (a second),
+	// guarantees it. The test allows twice that: a missed NOTIFY (b may
+	// not listen yet) on a loaded machine can take a second and a
+	// scheduler's delay.
+	within(t, 2*flags.Reread, b.PopMaintenance, "pop maintenance did not reach the other replica")
 	if b.Maintenance() {
 		t.Fatal("switching pop maintenance changed push maintenance")
 	}
 	if _, err := b.Set(t.Context(), flags.PopMaintenance, false); err != nil {
 		t.Fatal(err)
 	}
-	within(t, time.Second, func() bool { return !a.PopMaintenance() }, "switching off did not reach the other replica")
+	within(t, 2*flags.Reread, func() bool { return !a.PopMaintenance() }, "switching off did not reach the other replica")
 }
 
 func TestASwitchReachesAReplicaThatMissedTheNotification(t *testing.T) {
