@@ -216,3 +216,14 @@ func (b *Broker) TableRows(t testing.TB, table string) []string {
 	}
 	return rows
 }
+
+// Shard is the Citus shard of a partition of b's tenant's queue, 0 on
+// PostgreSQL (see dbtest.DB.Shard).
+func (b *Broker) Shard(t testing.TB, queue, partition string) int64 {
+	t.Helper()
+	s, err := b.DB.Shard(t.Context(), b.Tenant, queue, partition)
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	return s
+}

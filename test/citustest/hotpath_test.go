@@ -2,6 +2,7 @@ package citustest_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,18 +13,22 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regent-mq/regent/broker/domain/catalog"
 	"github.com/regent-mq/regent/broker/pg/db"
 	"github.com/regent-mq/regent/broker/pg/migrate"
 	"github.com/regent-mq/regent/test/citustest"
 )
 
-// On Citus a push, an ack of one partition and a state read are each one
-// command, which the coordinator sends to the worker that holds the
-// partition's shard: the call of queen.log_push_v2 or queen.ack_cursor,
-// whose statements run there next to the rows, or the read itself. The
+// On Citus each hot call is one command, which the coordinator sends to
+// the worker that holds the partition's shard: the call of
+// queen.log_push_v2, queen.pop_v2, queen_streams.cycle_v7 (and
+// cycle_next_v2, a cycle with its next batch; a cycle's sink partition is
+// created beside its source), or queen.ack_cursor, whose
+// statements run there next to the rows; or state/get's read itself, a
+// ripe read that marks the rows under the cycles' lock included. The
 // coordinator runs none of their statements (what citus.log_remote_commands
 // and citus.log_local_commands report).
-func TestAPushAnAckAndAStateReadAreOneCommandToThePartitionsWorker(t *testing.T) {
+func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 	c := citustest.New(t, 2)
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(c.URL().String())
@@ -44,19 +49,25 @@ func TestAPushAnAckAndAStateReadAreOneCommandToThePartitionsWorker(t *testing.T)
 	if _, err := migrate.Up(ctx, pool, nil); err != nil {
 		t.Fatal(err)
 	}
+	d := db.New(pool)
+	reg, err := d.Register(ctx, db.Registration{Tenant: "default", Name: "sq", Source: "q", ConfigHash: "h"})
+	if err != nil || reg.Outcome != db.Registered {
+		t.Fatalf("register a query on q: %+v, %v", reg, err)
+	}
 	// Partitions until both workers hold one.
 	ports := map[uuid.UUID]int{}
+	var queueID uuid.UUID
 	for seen := map[int]bool{}; len(seen) < 2; {
 		if len(ports) == 64 {
 			t.Fatalf("64 partitions all landed on one worker: %v", seen)
 		}
 		var pid uuid.UUID
 		var port int
-		err := pool.QueryRow(ctx, `SELECT r.partition_id, s.nodeport
+		err := pool.QueryRow(ctx, `SELECT r.queue_id, r.partition_id, s.nodeport
 			  FROM queen.resolve_partition_v2('default', 'q', $1, true, $2, $3) r,
 			       citus_shards s
 			 WHERE s.shardid = get_shard_id_for_distribution_column('queen.partitions', r.partition_id)`,
-			uuid.NewString(), uuid.New(), uuid.New()).Scan(&pid, &port)
+			uuid.NewString(), uuid.New(), uuid.New()).Scan(&queueID, &pid, &port)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,21 +75,87 @@ func TestAPushAnAckAndAStateReadAreOneCommandToThePartitionsWorker(t *testing.T)
 		seen[port] = true
 	}
 
-	d := db.New(pool)
+	// The query's leases on each partition: the pop takes the first, the
+	// cycle with the next batch acks it and takes the second, which the
+	// last cycle acks.
+	leases := map[uuid.UUID][2]uuid.UUID{}
+	for pid := range ports {
+		leases[pid] = [2]uuid.UUID{uuid.New(), uuid.New()}
+	}
+	// Each source partition's sink partition, created beside it, as a
+	// cycle's sink emits create theirs.
+	sinks := map[uuid.UUID]uuid.UUID{}
+	for pid := range ports {
+		got, err := d.ResolvePartitions(ctx, []catalog.Target{{Tenant: "default", Queue: "out", Partition: pid.String(), Near: pid}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sinks[pid] = got[0].ID
+		var beside bool
+		err = pool.QueryRow(ctx, `SELECT get_shard_id_for_distribution_column('queen.partitions', $1::uuid)
+			= get_shard_id_for_distribution_column('queen.partitions', $2::uuid)`, got[0].ID, pid).Scan(&beside)
+		if err != nil || !beside {
+			t.Fatalf("sink partition %s was not created on the shard of its source %s (%v)", got[0].ID, pid, err)
+		}
+	}
+	cycle := func(pid uuid.UUID, lease uuid.UUID, next *db.Next) error {
+		var sink db.Segments
+		if next == nil { // the other emits into its sink partition
+			now, txid := time.Now(), uuid.NewString()
+			sink = db.Segments{Partitions: [][16]byte{sinks[pid]}, Frames: []int32{1}, Bodies: [][]byte{{1}},
+				Checksums: []int64{0}, TxIDs: []string{txid}, MinAt: []time.Time{now}, MaxAt: []time.Time{now},
+				Dedups: []int32{1}, DedupTxIDs: []string{txid}, DedupMsgIDs: [][16]byte{uuid.New()}}
+		}
+		r, err := d.RunCycle(ctx, db.Cycle{Tenant: "default", QueryID: reg.QueryID, PartitionID: pid, Group: "streams.sq",
+			Ops:      db.StateOps{Applied: 1, UpsertKeys: []string{"w"}, UpsertValues: []json.RawMessage{json.RawMessage(`{"windowEnd": 1}`)}},
+			Segments: sink, Ack: &db.Ack{LeaseID: &lease, OK: true, Release: true}, Next: next})
+		switch {
+		case err != nil:
+			return err
+		case !r.Committed() || r.AckCount != 1:
+			return fmt.Errorf("the cycle answered %+v; want it committed, acking 1", r)
+		case next != nil && r.Next == nil:
+			return fmt.Errorf("the cycle claimed no next batch: %+v", r)
+		}
+		return nil
+	}
 	calls := []struct {
 		name, sql string // sql: what the one command runs
 		call      func(pid uuid.UUID) error
 	}{
 		{"push", "queen.log_push_v2(", func(pid uuid.UUID) error {
 			now := time.Now()
-			txid := uuid.NewString()
+			txids := []string{uuid.NewString(), uuid.NewString()}
 			_, dups, err := d.Push(ctx, db.Segments{
-				Partitions: [][16]byte{pid}, Frames: []int32{1}, Bodies: [][]byte{{1}}, Checksums: []int64{0},
-				TxIDs: []string{txid}, MinAt: []time.Time{now}, MaxAt: []time.Time{now},
-				Dedups: []int32{1}, DedupTxIDs: []string{txid}, DedupMsgIDs: [][16]byte{uuid.New()},
+				Partitions: [][16]byte{pid}, Frames: []int32{2}, Bodies: [][]byte{{1}}, Checksums: []int64{0},
+				TxIDs: txids, MinAt: []time.Time{now}, MaxAt: []time.Time{now},
+				Dedups: []int32{2}, DedupTxIDs: txids, DedupMsgIDs: [][16]byte{uuid.New(), uuid.New()},
 			})
 			if err == nil && dups != nil {
 				err = fmt.Errorf("duplicates %v", dups)
+			}
+			return err
+		}},
+		{"pop", "queen.pop_v2(", func(pid uuid.UUID) error {
+			claims, _, _, err := d.Pop(ctx, &db.PopCall{Tenant: "default", Queue: "q", QueueID: queueID, Group: "streams.sq",
+				Partitions: 1, Batch: 1, LeaseID: leases[pid][0], SubStart: "all", MaxBytes: 1 << 20}, []uuid.UUID{pid})
+			if err == nil && (len(claims) != 1 || claims[0].BatchEnd-claims[0].BatchStart != 1) {
+				err = fmt.Errorf("the pop claimed %+v; want one message", claims)
+			}
+			return err
+		}},
+		{"cycle with its next batch", "queen_streams.cycle_next_v2(", func(pid uuid.UUID) error {
+			return cycle(pid, leases[pid][0], &db.Next{LeaseID: leases[pid][1], Batch: 1, MaxBytes: 1 << 20})
+		}},
+		{"cycle that emits", "queen_streams.cycle_v7(", func(pid uuid.UUID) error {
+			return cycle(pid, leases[pid][1], nil)
+		}},
+		{"ripe read", "FROM queen_streams.state_", func(pid uuid.UUID) error {
+			n, end := 0, 2.0
+			err := d.State(ctx, db.StateFilter{Tenant: "default", QueryID: reg.QueryID, PartitionID: pid,
+				RipeAtOrBefore: &end, Mark: true}, func(string, []byte, time.Time) { n++ })
+			if err == nil && n != 1 {
+				err = fmt.Errorf("the ripe read read %d rows; want the cycles' one", n)
 			}
 			return err
 		}},

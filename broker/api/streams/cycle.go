@@ -91,7 +91,7 @@ func (r *cycleResponse) writeStatus(w http.ResponseWriter, status int) {
 	httpx.WriteAppended(w, status, r.appendJSON)
 }
 
-// cycle is POST /streams/v1/cycle: one call of queen_streams.cycle_v6, whose
+// cycle is POST /streams/v1/cycle: one call of queen_streams.cycle_v7, whose
 // rules are in broker/pg/migrate/functions/queen_streams.cycle_rules.sql: what its
 // ack does to the cursor, the gate partial ack, and what keeps an idle flush
 // beside folds exactly-once; and its table rows in queen_streams.cycle_table.

@@ -765,6 +765,22 @@ func TestCycleConcurrentCyclesOnOneQueryAndPartitionAreSerialised(t *testing.T) 
 	}
 }
 
+// A partition that a cycle's sink emits create is placed beside the
+// cycle's source partition: on Citus on its shard, so that the cycle,
+// which runs on that shard's worker, commits there alone
+// (queen.partition_id_near); on PostgreSQL one node holds them all.
+func TestACyclesNewSinkPartitionIsPlacedOnItsSourcesShard(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, name := range []string{"a", "b", "c", "d"} {
+		committed(t, f.b, f.body(map[string]any{"push_items": []any{
+			map[string]any{"queue": f.out, "partition": name, "payload": map[string]any{"n": 1}}}}))
+		if src, sink := f.b.Shard(t, f.src, "Default"), f.b.Shard(t, f.out, name); src != sink {
+			t.Fatalf("sink partition %s is on shard %d, its source on %d", name, sink, src)
+		}
+	}
+}
+
 func TestCycleSinkEmitWakesAParkedPop(t *testing.T) {
 	t.Parallel()
 	// A reseed sweep far away: only the cycle's own bookkeeping can make

@@ -10,7 +10,7 @@ import (
 	"github.com/regent-mq/regent/broker/pg/db"
 )
 
-// BenchmarkPopOfAQuerysGroup measures queen.pop, through the broker's own
+// BenchmarkPopOfAQuerysGroup measures queen.pop_v2, through the broker's own
 // call of it (db.Pop), claiming one message of a partition as a registered
 // query's consumer group (streams.q, whose pop looks up whether the query
 // is suspended) and as the queue mode group (which does not), each call in

@@ -15,6 +15,11 @@ import (
 // Target names a partition by tenant, queue and partition name.
 type Target struct {
 	Tenant, Queue, Partition string
+	// Near, when set, is a partition that the target's is placed beside if
+	// it must be created: on Citus, on the same shard. A cycle's sink
+	// partitions are placed beside its source, whose worker runs the
+	// cycle.
+	Near uuid.UUID
 }
 
 // optionsTTL bounds how long a replica trusts cached queue options and ids:
@@ -391,7 +396,7 @@ func (c *Catalog) LookupQueue(ctx context.Context, tenant, name string) (*Queue,
 // LookupPartition returns a partition of a tenant's queue by name without
 // creating it: ErrNotFound when either does not exist.
 func (c *Catalog) LookupPartition(ctx context.Context, tenant, queue, partition string) (*Partition, error) {
-	t := Target{tenant, queue, partition}
+	t := Target{Tenant: tenant, Queue: queue, Partition: partition}
 	c.mu.RLock()
 	p := c.cachedLocked(t, time.Now())
 	c.mu.RUnlock()

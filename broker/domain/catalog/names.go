@@ -27,7 +27,7 @@ import (
 const DefaultPartition = "Default"
 
 // QueueMode is the consumer group of a request that names none: plain
-// competing consumers. queen.pop knows it too, for its subscription rule.
+// competing consumers. queen.pop_v2 knows it too, for its subscription rule.
 const QueueMode = "__QUEUE_MODE__"
 
 var (

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/google/uuid"
+
 	"github.com/regent-mq/regent/broker/domain/catalog"
 	"github.com/regent-mq/regent/broker/domain/commit"
 	"github.com/regent-mq/regent/broker/pg/db"
@@ -86,7 +88,11 @@ func (l *Producer) pack(ctx context.Context, w Write) (*Packed, error) {
 	if w.Cycle != nil && len(w.Items) == 0 {
 		return &Packed{}, nil
 	}
-	return l.Pack(ctx, w.Tenant, w.Sub, w.Items)
+	var near uuid.UUID
+	if w.Cycle != nil {
+		near = w.Cycle.PartitionID // the sink partitions beside the source
+	}
+	return l.Pack(ctx, w.Tenant, w.Sub, near, w.Items)
 }
 
 // store stores p's segments once: in cycle when it is not nil, and

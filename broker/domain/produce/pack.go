@@ -107,10 +107,11 @@ func sortSegments(segs []*Segment) {
 	slices.SortStableFunc(segs, func(a, b *Segment) int { return bytes.Compare(a.Partition.ID[:], b.Partition.ID[:]) })
 }
 
-// Pack resolves every item's partition (creating what is missing) and packs
-// the items into one segment per partition, in order of first appearance.
-// producerSub is stamped on every frame.
-func (l *Producer) Pack(ctx context.Context, tenant, producerSub string, items []Item) (*Packed, error) {
+// Pack resolves every item's partition (creating what is missing, beside
+// near when it is set: catalog.Target) and packs the items into one
+// segment per partition, in order of first appearance. producerSub is
+// stamped on every frame.
+func (l *Producer) Pack(ctx context.Context, tenant, producerSub string, near uuid.UUID, items []Item) (*Packed, error) {
 	targets := make([]catalog.Target, 0, 1)
 	targetOf := make([]int, len(items))
 	seen := make(map[catalog.Target]int, 1)
@@ -120,7 +121,7 @@ func (l *Producer) Pack(ctx context.Context, tenant, producerSub string, items [
 	var counts []count
 	txids := 0
 	for i := range items {
-		t := catalog.Target{Tenant: tenant, Queue: items[i].Queue, Partition: items[i].Partition}
+		t := catalog.Target{Tenant: tenant, Queue: items[i].Queue, Partition: items[i].Partition, Near: near}
 		if t.Partition == "" {
 			t.Partition = catalog.DefaultPartition
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/regent-mq/regent/broker/config"
@@ -41,7 +42,7 @@ func TestAPushOfSeveralPartitionsStoresAllOrNone(t *testing.T) {
 	t.Parallel()
 	l, d := newProducer(t)
 	ctx := context.Background()
-	p, err := l.Pack(ctx, "default", "", []Item{
+	p, err := l.Pack(ctx, "default", "", uuid.Nil, []Item{
 		{Queue: "q", Partition: "a", Payload: json.RawMessage(`1`)},
 		{Queue: "q", Partition: "b", Payload: json.RawMessage(`2`)},
 	})
@@ -100,7 +101,7 @@ func joinedPushes(t *testing.T, l *Producer, requests ...[]Item) []*pushCall {
 	t.Helper()
 	calls := make([]*pushCall, len(requests))
 	for i, items := range requests {
-		p, err := l.Pack(context.Background(), "default", "", items)
+		p, err := l.Pack(context.Background(), "default", "", uuid.Nil, items)
 		require.NoError(t, err)
 		calls[i] = &pushCall{p: p}
 	}
@@ -152,9 +153,9 @@ func TestAJoinedPushToAGonePartitionFailsAlone(t *testing.T) {
 	t.Parallel()
 	l, d := newProducer(t)
 	ctx := context.Background()
-	gone, err := l.Pack(ctx, "default", "", []Item{{Queue: "gone", Payload: json.RawMessage(`1`)}})
+	gone, err := l.Pack(ctx, "default", "", uuid.Nil, []Item{{Queue: "gone", Payload: json.RawMessage(`1`)}})
 	require.NoError(t, err)
-	kept, err := l.Pack(ctx, "default", "", []Item{{Queue: "kept", Payload: json.RawMessage(`2`)}})
+	kept, err := l.Pack(ctx, "default", "", uuid.Nil, []Item{{Queue: "kept", Payload: json.RawMessage(`2`)}})
 	require.NoError(t, err)
 	require.NoError(t, d.DeleteQueue(ctx, "default", "gone"))
 	calls := []*pushCall{{p: gone}, {p: kept}}

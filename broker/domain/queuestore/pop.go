@@ -207,7 +207,7 @@ const (
 )
 
 // claimHot claims from the candidates of the hot list and settles each one
-// queen.pop looked at. The hot list keeps a partition that was drained (by
+// queen.pop_v2 looked at. The hot list keeps a partition that was drained (by
 // an auto-ack pop, or through the partition route, which settles nothing)
 // as a candidate until a pop finds it empty, so the first candidates may
 // all be empty while other partitions hold messages. A long-poll looks
@@ -260,7 +260,7 @@ func (s *Store) claimHot(ctx context.Context, p *PopRequest, q *catalog.Queue, l
 			settled = settled || o.Outcome == hotlist.Empty || !o.RetryAt.IsZero()
 			drained = drained && o.Outcome == hotlist.Empty
 		}
-		// Without a claim, fewer looks than candidates means queen.pop
+		// Without a claim, fewer looks than candidates means queen.pop_v2
 		// looked at none (a suspended streaming query, a deleted queue),
 		// and nothing settled means every candidate was locked by another
 		// pop or ack: the next round would find the same. A long-poll
@@ -294,7 +294,7 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// claim calls queen.pop and returns the claimed partitions with their
+// claim calls queen.pop_v2 and returns the claimed partitions with their
 // segments, and the outcome of each candidate it looked at, in order.
 func (s *Store) claim(ctx context.Context, p *PopRequest, q *catalog.Queue, ids []uuid.UUID, leaseID uuid.UUID) ([]db.PopClaim, []db.PopLook, error) {
 	claims, looks, gone, err := s.db.Pop(ctx, &db.PopCall{Tenant: p.Tenant, Queue: p.Queue, QueueID: q.ID,

@@ -9,7 +9,7 @@
 // broker/api/queue's; nothing here knows about HTTP.
 //
 // A pop takes candidate partitions from this replica's hot list
-// (broker/domain/hotlist) and claims them in one call of queen.pop, which leases
+// (broker/domain/hotlist) and claims them in one call of queen.pop_v2, which leases
 // them and returns their segments; Go decodes only the frames of the batch.
 // Acks go through queen.ack_cursor when they are the common case (all
 // 'completed', one cursor, one lease) and queen.ack otherwise, each one
@@ -45,7 +45,7 @@ type Store struct {
 	metrics *metrics.Metrics
 	logger  *slog.Logger
 	hot     *hotlist.List
-	// maxPopBytes caps the stored bytes of one pop's answer (queen.pop); a
+	// maxPopBytes caps the stored bytes of one pop's answer (queen.pop_v2); a
 	// pop always delivers at least one message.
 	maxPopBytes int64
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/regent-mq/regent/broker/domain/catalog"
 	"github.com/regent-mq/regent/broker/domain/ids"
@@ -16,7 +17,8 @@ var _ catalog.Store = (*DB)(nil)
 
 // ResolvePartitions returns the partitions names name, in order, creating
 // the queues and partitions that do not exist with default options
-// (queen.resolve_partition_v2), all in one round trip. A new queue past
+// (queen.resolve_partition_v2), all in one round trip, a new partition
+// beside its target's Near (queen.partition_id_near). A new queue past
 // the tenant's maxQueues is refused (Refusal).
 func (d *DB) ResolvePartitions(ctx context.Context, names []catalog.Target) ([]catalog.PartitionRow, error) {
 	out := make([]catalog.PartitionRow, len(names))
@@ -24,8 +26,8 @@ func (d *DB) ResolvePartitions(ctx context.Context, names []catalog.Target) ([]c
 	for i, n := range names {
 		b.Queue(`SELECT queue_id, partition_id, lease_time, retry_limit, delayed_processing, encryption_enabled
 			FROM queen.resolve_partition_v2(p_tenant => $1, p_queue => $2, p_partition => $3, p_create => true,
-				p_new_queue_id => $4, p_new_partition_id => $5)`,
-			n.Tenant, n.Queue, n.Partition, ids.New(), ids.New()).QueryRow(func(row pgx.Row) error {
+				p_new_queue_id => $4, p_new_partition_id => queen.partition_id_near(p_new => $5, p_near => $6))`,
+			n.Tenant, n.Queue, n.Partition, ids.New(), ids.New(), pgtype.UUID{Bytes: n.Near, Valid: n.Near != uuid.Nil}).QueryRow(func(row pgx.Row) error {
 			p := &out[i]
 			p.Name, p.Queue.Name = n.Partition, n.Queue
 			if err := row.Scan(&p.Queue.ID, &p.ID, &p.Queue.LeaseTime, &p.Queue.RetryLimit, &p.Queue.DelayedProcessing,

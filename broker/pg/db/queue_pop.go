@@ -14,7 +14,7 @@ import (
 	"github.com/regent-mq/regent/broker/tracing"
 )
 
-// PopCall is one call of queen.pop.
+// PopCall is one call of queen.pop_v2.
 type PopCall struct {
 	Tenant     string
 	Queue      string // the queue's name, for errors
@@ -44,13 +44,13 @@ type PopSegment struct {
 	Checksum int64
 }
 
-// PopLook is the outcome of a candidate queen.pop looked at.
+// PopLook is the outcome of a candidate queen.pop_v2 looked at.
 type PopLook struct {
 	Outcome hotlist.Outcome
 	RetryAt time.Time
 }
 
-// Pop calls queen.pop on the candidate partitions, in order, one round
+// Pop calls queen.pop_v2 on the candidate partitions, in order, one round
 // trip: the claimed partitions with their segments, the outcome of each
 // candidate it looked at, in order, and gone when the queue no longer
 // exists. The candidates are not a field of c: its strings go into the
@@ -63,13 +63,22 @@ func (d *DB) Pop(ctx context.Context, c *PopCall, candidates []uuid.UUID) (claim
 	return claims, looks, gone, err
 }
 
+// popSQL names the first candidate first: on Citus the call goes whole to
+// the worker that holds it (queen.pop_v2).
+const popSQL = `SELECT partition_id, partition_name, outcome, retry_at, batch_start, batch_end,
+		base_offset, frame_count, body, checksum
+	FROM queen.pop_v2(p_shard => $1, p_tenant => $2, p_queue_id => $3, p_candidates => $4, p_group => $5,
+		p_partitions => $6, p_batch => $7, p_lease_id => $8, p_sub_start => $9, p_max_bytes => $10)`
+
 func (d *DB) pop(ctx context.Context, c *PopCall, candidates []uuid.UUID) (claims []PopClaim, looks []PopLook, gone bool, err error) {
-	rows, err := d.q.Query(ctx, `SELECT partition_id, partition_name, outcome, retry_at, batch_start, batch_end,
-			base_offset, frame_count, body, checksum
-		FROM queen.pop(p_tenant => $1, p_queue_id => $2, p_candidates => $3, p_group => $4,
-			p_partitions => $5, p_batch => $6, p_lease_id => $7, p_sub_start => $8, p_max_bytes => $9)`,
-		c.Tenant, ids.ID(c.QueueID), ids.IDs(candidates), c.Group, c.Partitions, c.Batch,
-		pgtype.UUID{Bytes: c.LeaseID, Valid: c.LeaseID != uuid.Nil}, c.SubStart, c.MaxBytes)
+	// No candidate: nothing to look at, and any worker will do; never
+	// NULL (see push).
+	var shard [16]byte
+	if len(candidates) > 0 {
+		shard = candidates[0]
+	}
+	rows, err := d.q.Query(ctx, popSQL, shard, c.Tenant, ids.ID(c.QueueID), ids.IDs(candidates), c.Group, c.Partitions,
+		c.Batch, pgtype.UUID{Bytes: c.LeaseID, Valid: c.LeaseID != uuid.Nil}, c.SubStart, c.MaxBytes)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("pop %q: %w", c.Queue, err)
 	}
@@ -88,7 +97,7 @@ func (d *DB) pop(ctx context.Context, c *PopCall, candidates []uuid.UUID) (claim
 	return got.claims, got.looks, got.gone, nil
 }
 
-// popRow is a row of queen.pop.
+// popRow is a row of queen.pop_v2.
 type popRow struct {
 	pid                   uuid.UUID
 	name                  pgtype.Text
@@ -99,8 +108,8 @@ type popRow struct {
 	body                  []byte
 }
 
-// popRows gathers queen.pop's rows, as a pop's call or a cycle's next
-// batch (queen_streams.cycle_next) reads them.
+// popRows gathers queen.pop_v2's rows, as a pop's call or a cycle's next
+// batch (queen_streams.cycle_next_v2) reads them.
 type popRows struct {
 	claims []PopClaim
 	looks  []PopLook

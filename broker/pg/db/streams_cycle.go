@@ -42,7 +42,7 @@ type Cycle struct {
 	// (queen_streams.cycle_table).
 	TableRows json.RawMessage
 	// Next, when set, asks for the source partition's next batch in the
-	// same transaction (queen_streams.cycle_next). Only with a success ack
+	// same transaction (queen_streams.cycle_next_v2). Only with a success ack
 	// of the whole batch (Ack.OK and Ack.Release).
 	Next *Next
 }
@@ -141,22 +141,55 @@ func (f *Failure) Deferred() (reason string, ok bool) {
 // message ids they were recorded with.
 type Duplicates map[uuid.UUID]map[string]uuid.UUID
 
-// cycleSQL passes the request as one queen_streams.cycle_request, built
-// from its fields in the type's order (migration 0015): as a row of
-// parameters, each sent in binary as pgx sends any other, it costs less
-// to pass and read than the same request as jsonb. The table rows follow
-// it, as the JSON they came in (NULL: none).
-const cycleSQL = `SELECT outcome, queue_id, queue_name, base_offsets, ack_count, lease_released, announce,
-		partition_id, dup_txids, dup_message_ids
-	FROM queen_streams.cycle_v6(ROW($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-		$18, $19, $20, $21, $22, $23, $24, $25)::queen_streams.cycle_request, $26)`
+// The cycle's SQL passes the request as one queen_streams.cycle_request,
+// built from its fields in the type's order (migration 0015): as a row of
+// parameters, each sent in binary as pgx sends any other, it costs less to
+// pass and read than the same request as jsonb. The table rows follow it,
+// as the JSON they came in (NULL: none).
+//
+// The source partition comes first, the call's shard: on Citus the call
+// goes whole to the worker that holds it (queen_streams.cycle_v7 and
+// cycle_next_v2). A cycle with table rows calls queen_streams.cycle_v6 or
+// cycle_next instead, which Citus runs on the coordinator, where the
+// query's table is.
+var (
+	cycleSQL          = cycleCall(`queen_streams.cycle_v7($1, `, 2, false)
+	cycleNextSQL      = cycleCall(`queen_streams.cycle_next_v2($1, `, 2, true)
+	cycleTableSQL     = cycleCall(`queen_streams.cycle_v6(`, 1, false)
+	cycleNextTableSQL = cycleCall(`queen_streams.cycle_next(`, 1, true)
+)
 
-// cycleNextSQL is cycleSQL with the next batch (queen_streams.cycle_next).
-const cycleNextSQL = `SELECT outcome, queue_id, queue_name, base_offsets, ack_count, lease_released, announce,
-		partition_id, dup_txids, dup_message_ids, state_at, partition_name, retry_at, batch_start, batch_end,
-		base_offset, frame_count, body, checksum
-	FROM queen_streams.cycle_next(ROW($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-		$18, $19, $20, $21, $22, $23, $24, $25)::queen_streams.cycle_request, $26, $27, $28, $29)`
+// cycleCall is a call of a cycle function, fn up to its first argument
+// (the shard, when delegated), followed by the request's 25 fields from
+// parameter n, the table rows, and with next the next batch's lease id,
+// batch and byte cap.
+func cycleCall(fn string, n int, next bool) string {
+	var b strings.Builder
+	b.WriteString(`SELECT outcome, queue_id, queue_name, base_offsets, ack_count, lease_released, announce,
+		partition_id, dup_txids, dup_message_ids`)
+	if next {
+		b.WriteString(`, state_at, partition_name, retry_at, batch_start, batch_end, base_offset, frame_count, body, checksum`)
+	}
+	b.WriteString(" FROM " + fn + "ROW(")
+	for i := range 25 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "$%d", n)
+		n++
+	}
+	b.WriteString(")::queen_streams.cycle_request")
+	rest := 1
+	if next {
+		rest = 4
+	}
+	for range rest {
+		fmt.Fprintf(&b, ", $%d", n)
+		n++
+	}
+	b.WriteString(")")
+	return b.String()
+}
 
 // RunCycle runs one cycle in one transaction and one round trip. A cycle
 // the rules refuse is a *Failure. Any other error means the call itself
@@ -186,8 +219,8 @@ func (d *DB) runCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 
 	// Ids go as [16]byte, which pgx encodes directly; a uuid.UUID would go
 	// through its driver.Valuer as a string, at a cost seen in profiles.
-	sql, args := cycleSQL, []any{
-		c.Tenant, ids.ID(c.QueryID), ids.ID(c.PartitionID), c.Group,
+	args := []any{
+		ids.ID(c.PartitionID), c.Tenant, ids.ID(c.QueryID), ids.ID(c.PartitionID), c.Group,
 		c.Ops.UpsertKeys, c.Ops.UpsertValues, c.Ops.DeleteKeys, c.Ops.ExpectKeys, c.Ops.ExpectAt,
 		a.Partitions, a.Frames, a.Bodies, a.Checksums, a.TxIDs, a.MinAt, a.MaxAt,
 		a.Dedups, a.DedupTxIDs, a.DedupMsgIDs,
@@ -207,11 +240,19 @@ func (d *DB) runCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 	)
 	var pid pgtype.UUID
 	scan := []any{&outcome, &qid, &qname, &r.BaseOffsets, &ackCount, &released, &announce, &pid, &dupTx, &dupIDs}
+	sql := cycleSQL
 	if c.Next != nil {
 		sql, next = cycleNextSQL, &nextRows{}
 		args = append(args, ids.ID(c.Next.LeaseID), c.Next.Batch, c.Next.MaxBytes)
 		p := &next.row
 		scan = append(scan, &next.stateAt, &p.name, &p.retryAt, &p.start, &p.end, &p.base, &p.count, &p.body, &p.sum)
+	}
+	if c.TableRows != nil {
+		// Not delegated: no shard.
+		sql, args = cycleTableSQL, args[1:]
+		if c.Next != nil {
+			sql = cycleNextTableSQL
+		}
 	}
 	rows, err := d.q.Query(ctx, sql, args...)
 	if err != nil {
@@ -254,7 +295,7 @@ func (d *DB) runCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 	return r, nil
 }
 
-// nextRows reads the columns that queen_streams.cycle_next adds: the
+// nextRows reads the columns that queen_streams.cycle_next_v2 adds: the
 // state's updated_at, and the rows of its pop.
 type nextRows struct {
 	stateAt pgtype.Timestamptz

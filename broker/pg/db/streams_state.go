@@ -46,11 +46,14 @@ const stateSQL = `SELECT s.key, s.value, s.updated_at FROM queen_streams.state s
 // mark, it takes the (query, partition) lock of the cycles before marking,
 // so that it never waits on a row a cycle has locked and deadlocks with
 // it; a read of rows all marked already writes nothing and takes no lock.
+// The lock is taken on the partition's row, as the cycles take it: on
+// Citus, on the node that holds the partition's shard.
 // Its snapshot may predate a cycle that committed while it waited: the mark
 // is then the updated_at it returns, older than the row's, and a flush of
 // what it returned is deferred, as it must be.
 const ripeReadSQL = `WITH r AS (SELECT s.key, s.value, s.updated_at, s.ripe_read_at FROM queen_streams.state s WHERE ` + stateWhere + `),
-	lock AS (SELECT 1 AS held FROM (SELECT pg_advisory_xact_lock(hashtextextended($1::uuid::text || $3::uuid::text, 0))) l
+	lock AS (SELECT 1 AS held FROM (SELECT pg_advisory_xact_lock(hashtextextended($1::uuid::text || p.id::text, 0))
+	                                   FROM queen.partitions p WHERE p.id = $3) l
 	          WHERE EXISTS (SELECT FROM r WHERE r.ripe_read_at IS DISTINCT FROM r.updated_at)),
 	marked AS (UPDATE queen_streams.state s SET ripe_read_at = r.updated_at FROM r, lock
 	            WHERE s.query_id = $1 AND s.partition_id = $3 AND s.key = r.key

@@ -37,6 +37,9 @@ var (
 	delegated = []struct{ fn, arg string }{
 		{"queen.log_push_v2(uuid, uuid[], integer[], bytea[], bigint[], text[], timestamptz[], timestamptz[], integer[], text[], uuid[], integer)", "$1"},
 		{"queen.ack_cursor(text, uuid, text, uuid, text[])", "$2"},
+		{"queen.pop_v2(uuid, text, uuid, uuid[], text, integer, integer, uuid, text, bigint)", "$1"},
+		{"queen_streams.cycle_v7(uuid, queen_streams.cycle_request, jsonb)", "$1"},
+		{"queen_streams.cycle_next_v2(uuid, queen_streams.cycle_request, jsonb, uuid, integer, bigint)", "$1"},
 	}
 	byTenantTables    = []string{"queen_streams.quota_budget", "queen_streams.quota_meter", "queen_streams.quota_refusals"}
 	byTenantColocated = "queen_streams.quota_budget"

@@ -253,15 +253,15 @@ func TestTheCycleAnswersAsItsRulesAndTakesTheShortPathOnlyInTheCommonCase(t *tes
 	})
 }
 
-// queen.pop turns synchronous_commit off for its transaction, since a lost
-// pop only redelivers; a cycle that carries the next batch
-// (queen_streams.cycle_next) pops in the cycle's transaction, whose commit
+// queen.pop_v2 turns synchronous_commit off for its transaction, since a
+// lost pop only redelivers; a cycle that carries the next batch
+// (queen_streams.cycle_next_v2) pops in the cycle's transaction, whose commit
 // must not be lost, and puts the setting back.
 func TestACycleThatCarriesTheNextBatchCommitsSynchronously(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.New(t)
 	w := newCycleWorld(t, pool)
-	cycleNext := strings.Replace(cycleV5, "queen_streams.cycle_v5(", "queen_streams.cycle_next(", 1)
+	cycleNext := strings.Replace(cycleV5, "queen_streams.cycle_v5(", "queen_streams.cycle_next_v2($3::uuid, ", 1)
 	cycleNext = strings.TrimSuffix(cycleNext, ")") + ", NULL, gen_random_uuid(), 10, 1048576)"
 	tx, err := pool.Begin(t.Context())
 	require.NoError(t, err)

@@ -196,14 +196,14 @@ func TestUnchangedFunctionsAreNotReplacedAgain(t *testing.T) {
 		t.Fatalf("a second migrate rewrote unchanged functions (xmin %v, then %v)", before, after)
 	}
 	// A changed file is applied again: make the database's record stale.
-	if _, err := pool.Exec(ctx, `UPDATE public.regent_schema_functions SET sha256 = 'stale' WHERE name = 'queen.pop'`); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE public.regent_schema_functions SET sha256 = 'stale' WHERE name = 'queen.pop_v2'`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := migrate.Up(ctx, pool, nil); err != nil {
 		t.Fatal(err)
 	}
 	var sum string
-	if err := pool.QueryRow(ctx, `SELECT sha256 FROM public.regent_schema_functions WHERE name = 'queen.pop'`).Scan(&sum); err != nil || sum == "stale" {
-		t.Fatalf("queen.pop was not applied again after its record changed (%q, %v)", sum, err)
+	if err := pool.QueryRow(ctx, `SELECT sha256 FROM public.regent_schema_functions WHERE name = 'queen.pop_v2'`).Scan(&sum); err != nil || sum == "stale" {
+		t.Fatalf("queen.pop_v2 was not applied again after its record changed (%q, %v)", sum, err)
 	}
 }

@@ -196,13 +196,31 @@ CREATE FUNCTION queen.oldest_unconsumed(p_partition_id uuid, p_committed bigint,
 $$;
 
 --
+-- Name: partition_id_near(uuid, uuid); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.partition_id_near(p_new uuid, p_near uuid) RETURNS uuid
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen.partition_id_near.sql
+$$;
+
+--
 -- Name: pop(text, uuid, uuid[], text, integer, integer, uuid, text, bigint); Type: FUNCTION; Schema: queen; Owner: -
 --
 
 CREATE FUNCTION queen.pop(p_tenant text, p_queue_id uuid, p_candidates uuid[], p_group text, p_partitions integer, p_batch integer, p_lease_id uuid, p_sub_start text, p_max_bytes bigint) RETURNS TABLE(partition_id uuid, partition_name text, outcome text, retry_at timestamp with time zone, batch_start bigint, batch_end bigint, base_offset bigint, frame_count integer, body bytea, checksum bigint)
     LANGUAGE plpgsql
-    SET plan_cache_mode TO 'force_generic_plan'
     AS $$ -- the body of functions/queen.pop.sql
+$$;
+
+--
+-- Name: pop_v2(uuid, text, uuid, uuid[], text, integer, integer, uuid, text, bigint); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.pop_v2(p_shard uuid, p_tenant text, p_queue_id uuid, p_candidates uuid[], p_group text, p_partitions integer, p_batch integer, p_lease_id uuid, p_sub_start text, p_max_bytes bigint) RETURNS TABLE(partition_id uuid, partition_name text, outcome text, retry_at timestamp with time zone, batch_start bigint, batch_end bigint, base_offset bigint, frame_count integer, body bytea, checksum bigint)
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$ -- the body of functions/queen.pop_v2.sql
 $$;
 
 --
@@ -278,6 +296,15 @@ CREATE FUNCTION queen_streams.cycle_next(r queen_streams.cycle_request, p_table_
 $$;
 
 --
+-- Name: cycle_next_v2(uuid, queen_streams.cycle_request, jsonb, uuid, integer, bigint); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.cycle_next_v2(p_shard uuid, r queen_streams.cycle_request, p_table_rows jsonb, p_lease_id uuid, p_batch integer, p_max_bytes bigint) RETURNS TABLE(outcome text, queue_id uuid, queue_name text, base_offsets bigint[], ack_count bigint, lease_released boolean, announce boolean, partition_id uuid, dup_txids text[], dup_message_ids uuid[], state_at timestamp with time zone, partition_name text, retry_at timestamp with time zone, batch_start bigint, batch_end bigint, base_offset bigint, frame_count integer, body bytea, checksum bigint)
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.cycle_next_v2.sql
+$$;
+
+--
 -- Name: cycle_owner(text, uuid, uuid); Type: FUNCTION; Schema: queen_streams; Owner: -
 --
 
@@ -347,6 +374,15 @@ $$;
 CREATE FUNCTION queen_streams.cycle_v6(r queen_streams.cycle_request, p_table_rows jsonb) RETURNS SETOF queen_streams.cycle_answer
     LANGUAGE plpgsql
     AS $$ -- the body of functions/queen_streams.cycle_v6.sql
+$$;
+
+--
+-- Name: cycle_v7(uuid, queen_streams.cycle_request, jsonb); Type: FUNCTION; Schema: queen_streams; Owner: -
+--
+
+CREATE FUNCTION queen_streams.cycle_v7(p_shard uuid, r queen_streams.cycle_request, p_table_rows jsonb) RETURNS SETOF queen_streams.cycle_answer
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen_streams.cycle_v7.sql
 $$;
 
 --

@@ -372,20 +372,28 @@ func (d *DB) LockPartitions(ctx context.Context, tenant, queue string) (release 
 
 // LockWaiters counts the backends waiting for a lock.
 func (d *DB) LockWaiters(ctx context.Context) (int, error) {
-	var n int
-	var citus bool
-	if err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
-		return 0, fmt.Errorf("count the backends waiting for a lock: %w", err)
-	}
-	count := `SELECT count(DISTINCT pid) FROM pg_locks WHERE NOT granted`
-	if citus {
-		// On Citus a row is locked on the node that holds its shard.
-		count = `SELECT coalesce(sum(result::int), 0) FROM run_command_on_all_nodes($$` + count + `$$)`
-	}
-	if err := d.pool.QueryRow(ctx, count).Scan(&n); err != nil {
+	n, err := d.countOnEveryNode(ctx, `SELECT count(DISTINCT pid) FROM pg_locks WHERE NOT granted`)
+	if err != nil {
 		return 0, fmt.Errorf("count the backends waiting for a lock: %w", err)
 	}
 	return n, nil
+}
+
+// countOnEveryNode runs a count of the server's own state, such as
+// pg_locks, and sums it over every node: on Citus a row's lock, and a
+// lock taken in a statement on it, is the lock of the node that holds its
+// shard.
+func (d *DB) countOnEveryNode(ctx context.Context, count string) (int, error) {
+	var citus bool
+	if err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
+		return 0, err
+	}
+	if citus {
+		count = `SELECT coalesce(sum(result::int), 0) FROM run_command_on_all_nodes($$` + count + `$$)`
+	}
+	var n int
+	err := d.pool.QueryRow(ctx, count).Scan(&n)
+	return n, err
 }
 
 // RaiseFloor moves the floor of every partition of a tenant's queue to
@@ -460,4 +468,21 @@ func (d *DB) EmptyPartition(ctx context.Context, tenant, queue, partition string
 		return fmt.Errorf("empty partition %s of %q: %w", partition, queue, err)
 	}
 	return nil
+}
+
+// Shard is the Citus shard that holds a partition of a tenant's queue, and
+// 0 on PostgreSQL, whose one node holds them all.
+func (d *DB) Shard(ctx context.Context, tenant, queue, partition string) (int64, error) {
+	var shard int64
+	var citus bool
+	if err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil || !citus {
+		return 0, err
+	}
+	err := d.pool.QueryRow(ctx, `SELECT get_shard_id_for_distribution_column('queen.partitions', p.id)
+		  FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+		 WHERE q.tenant = $1 AND q.name = $2 AND p.name = $3`, tenant, queue, partition).Scan(&shard)
+	if err != nil {
+		return 0, fmt.Errorf("find the shard of partition %q of %q: %w", partition, queue, err)
+	}
+	return shard, nil
 }

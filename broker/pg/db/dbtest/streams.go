@@ -153,13 +153,15 @@ func (d *DB) SetConsumed(ctx context.Context, tenant, queue, partition, group st
 const cycleLock = `hashtextextended($1::uuid::text || $2::uuid::text, 0)`
 
 // HoldCycleLock takes the lock a running cycle holds on a query's
-// partition, until release: a cycle of the pair meanwhile waits.
+// partition, until release: a cycle of the pair meanwhile waits. It is
+// taken as the cycles take it, in a statement on the partition's row, so
+// that on Citus it is the lock of the node that holds the partition.
 func (d *DB) HoldCycleLock(ctx context.Context, queryID, partitionID string) (release func() error, err error) {
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("hold the cycle lock of query %s: %w", queryID, err)
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+cycleLock+`)`, queryID, partitionID); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+cycleLock+`) FROM queen.partitions WHERE id = $2`, queryID, partitionID); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, fmt.Errorf("hold the cycle lock of query %s: %w", queryID, err)
 	}
@@ -170,12 +172,15 @@ func (d *DB) HoldCycleLock(ctx context.Context, queryID, partitionID string) (re
 // query's partition: of that pair only, so that tests sharing a database
 // do not count each other's.
 func (d *DB) CycleLockWaiters(ctx context.Context, queryID, partitionID string) (int, error) {
-	var n int
+	var key int64
+	if err := d.pool.QueryRow(ctx, `SELECT `+cycleLock, queryID, partitionID).Scan(&key); err != nil {
+		return 0, fmt.Errorf("count the waiters for the cycle lock of query %s: %w", queryID, err)
+	}
 	// A bigint advisory key is split over classid (its high half) and
 	// objid (its low half), with objsubid 1.
-	err := d.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks l, (SELECT `+cycleLock+` AS k) x
-		 WHERE l.locktype = 'advisory' AND NOT l.granted AND l.objsubid = 1
-		   AND l.classid = ((x.k >> 32) & 4294967295)::oid AND l.objid = (x.k & 4294967295)::oid`, queryID, partitionID).Scan(&n)
+	n, err := d.countOnEveryNode(ctx, fmt.Sprintf(`SELECT count(*) FROM pg_locks
+		 WHERE locktype = 'advisory' AND NOT granted AND objsubid = 1
+		   AND classid = %d AND objid = %d`, uint32(uint64(key)>>32), uint32(key)))
 	if err != nil {
 		return 0, fmt.Errorf("count the waiters for the cycle lock of query %s: %w", queryID, err)
 	}

@@ -22,10 +22,13 @@ DECLARE
 BEGIN
     -- The lock, then one statement reads both; next_offset read here
     -- serves the cycle's announce: a push that lands after this read
-    -- announces itself. The lock is a statement of its own, a plain
-    -- expression: joined to the partition, on Citus it would be taken on
-    -- the partition's worker, and advisory locks are per node.
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_query_id::text || p_partition_id::text, 0));
+    -- announces itself. The lock is taken in a statement on the
+    -- partition's row: on Citus, advisory locks are per node, and so it is
+    -- the node that holds the partition's shard, where a cycle delegated to
+    -- it runs, that serialises its cycles. A partition that does not exist
+    -- takes no lock, and is refused below.
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_query_id::text || p.id::text, 0))
+       FROM queen.partitions p WHERE p.id = p_partition_id;
     SELECT (SELECT q.suspended FROM queen_streams.queries q WHERE q.id = p_query_id AND q.tenant = p_tenant),
            qu.id, qu.name, pa.next_offset
       INTO v_suspended, queue_id, queue_name, next_offset
