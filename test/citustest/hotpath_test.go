@@ -23,7 +23,7 @@ import (
 // the worker that holds the partition's shard: the call of
 // queen.log_push_v2, queen.pop_v2, queen_streams.cycle_v7 (and
 // cycle_next_v2, a cycle with its next batch; a cycle's sink partition is
-// created beside its source), or queen.ack_cursor, whose
+// created beside its source), queen.ack_cursor or queen.ack_v2, whose
 // statements run there next to the rows; or state/get's read itself, a
 // ripe read that marks the rows under the cycles' lock included. The
 // coordinator runs none of their statements (what citus.log_remote_commands
@@ -156,6 +156,14 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 				RipeAtOrBefore: &end, Mark: true}, func(string, []byte, time.Time) { n++ })
 			if err == nil && n != 1 {
 				err = fmt.Errorf("the ripe read read %d rows; want the cycles' one", n)
+			}
+			return err
+		}},
+		{"ack of any status", "queen.ack_v2(", func(pid uuid.UUID) error {
+			out, err := d.Ack(ctx, "default", []db.QueueAck{{PartitionID: pid, TransactionID: "none",
+				Status: db.AckFailed, Group: "g"}})
+			if err == nil && (len(out) != 1 || out[0].Success) {
+				err = fmt.Errorf("an ack of no message answered %+v", out)
 			}
 			return err
 		}},

@@ -58,7 +58,7 @@ func TestAnAckReleasingDataLeftAnnouncesItToEveryReplicaAfterItsCommit(t *testin
 }
 
 // The general ack (several cursors, or a status other than completed) goes
-// through queen.ack, which leaves the announcements to the broker too:
+// through queen.ack_v2, which leaves the announcements to the broker too:
 // each release with data left is heard once, after the commit.
 func TestAGeneralAckReleasingDataLeftAnnouncesItOnceAfterItsCommit(t *testing.T) {
 	b := brokertest.Shared(t)

@@ -20,7 +20,7 @@ import (
 )
 
 // The common case of an ack has a function of its own (queen.ack_cursor,
-// set-based); queen.ack handles everything. On the same states and
+// set-based); queen.ack_v2 handles everything. On the same states and
 // requests the two must give the same answers and leave the same cursor,
 // and both must ask for an announcement exactly when the ack released the
 // lease with data left to deliver.
@@ -128,7 +128,7 @@ func announced(out []regentdb.AckResult) bool {
 }
 
 // retentionAfterFirstCall is a regentdb.Querier that deletes every segment of the
-// store after its first query: retention landing between queen.ack naming a
+// store after its first query: retention landing between queen.ack_v2 naming a
 // dead letter's frame and the broker passing its payload.
 type retentionAfterFirstCall struct {
 	regentdb.Querier

@@ -12,7 +12,7 @@
 // (broker/domain/hotlist) and claims them in one call of queen.pop_v2, which leases
 // them and returns their segments; Go decodes only the frames of the batch.
 // Acks go through queen.ack_cursor when they are the common case (all
-// 'completed', one cursor, one lease) and queen.ack otherwise, each one
+// 'completed', one cursor, one lease) and queen.ack_v2 otherwise, each one
 // call; the dead letters of an ack cost one more at most, since their
 // payloads must be decoded in Go (db.DB.Ack). After the commit, AfterAck announces the
 // releases that leave data to deliver, as pushes are announced. Retention

@@ -42,7 +42,7 @@ type AckResult struct {
 	Announce bool `json:"-"`
 }
 
-// answerColumns are the columns of the answer to one item, as queen.ack and
+// answerColumns are the columns of the answer to one item, as queen.ack_v2 and
 // queen.ack_cursor return them.
 const answerColumns = `item, queue_id, success, error, queue_name, partition_name, lease_released, dlq, announce`
 
@@ -123,7 +123,7 @@ func (d *DB) ackCursor(ctx context.Context, tenant string, acks []QueueAck) ([]A
 	return out, nil
 }
 
-// Ack applies acks in order through queen.ack, item by item in the
+// Ack applies acks in order through queen.ack_v2, item by item in the
 // database, for any mix of statuses and cursors: one round trip, and one
 // more when some go to the dead letters, whose payloads only the broker can
 // decode.
@@ -155,7 +155,14 @@ func (d *DB) ack(ctx context.Context, tenant string, acks []QueueAck) ([]AckResu
 	// is no message for the next one, so each call after the first asks for
 	// items never asked for before: the loop ends, after two calls when
 	// nothing changes meanwhile.
-	args := []any{tenant, pids, groups, txids, statuses, leases, errs}
+	// The first item's partition is the call's shard: on Citus the call
+	// goes whole to the worker that holds it (queen.ack_v2). Never NULL
+	// (see push).
+	var shard [16]byte
+	if n > 0 {
+		shard = pids[0]
+	}
+	args := []any{shard, tenant, pids, groups, txids, statuses, leases, errs}
 	var dl deadLetters
 	asked := map[int32]bool{}
 	for {
@@ -169,7 +176,7 @@ func (d *DB) ack(ctx context.Context, tenant string, acks []QueueAck) ([]AckResu
 		}
 		for _, q := range frames {
 			if asked[q.item] {
-				return nil, fmt.Errorf("ack: queen.ack asked twice for the payload of item %d (partition %s offset %d)",
+				return nil, fmt.Errorf("ack: queen.ack_v2 asked twice for the payload of item %d (partition %s offset %d)",
 					q.item, acks[q.item-1].PartitionID, q.offset.Int64)
 			}
 			asked[q.item] = true
@@ -180,13 +187,13 @@ func (d *DB) ack(ctx context.Context, tenant string, acks []QueueAck) ([]AckResu
 	}
 }
 
-// ackOnce calls queen.ack once: it answers every item, or asks for the
+// ackOnce calls queen.ack_v2 once: it answers every item, or asks for the
 // payloads of dead letters that args lack.
 func (d *DB) ackOnce(ctx context.Context, txids []string, args []any) ([]AckResult, []frameRequest, error) {
 	rows, err := d.q.Query(ctx, `SELECT `+answerColumns+`, frame_offset, segment_base, segment_frames, segment_body, segment_checksum
-		FROM queen.ack(p_tenant => $1, p_partition_ids => $2, p_groups => $3, p_txids => $4, p_statuses => $5,
-			p_lease_ids => $6, p_errors => $7, p_dlq_items => $8, p_dlq_message_ids => $9, p_dlq_payloads => $10,
-			p_dlq_key_ids => $11, p_dlq_created => $12)`, args...)
+		FROM queen.ack_v2(p_shard => $1, p_tenant => $2, p_partition_ids => $3, p_groups => $4, p_txids => $5,
+			p_statuses => $6, p_lease_ids => $7, p_errors => $8, p_dlq_items => $9, p_dlq_message_ids => $10,
+			p_dlq_payloads => $11, p_dlq_key_ids => $12, p_dlq_created => $13)`, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ack: %w", err)
 	}
@@ -214,7 +221,7 @@ func (d *DB) ackOnce(ctx context.Context, txids []string, args []any) ([]AckResu
 	return out, frames, nil
 }
 
-// frameRequest is queen.ack asking for the payload of a dead letter: the
+// frameRequest is queen.ack_v2 asking for the payload of a dead letter: the
 // frame at offset, in the segment from base (its body only on the first
 // request of each segment). No base: retention removed the segment.
 type frameRequest struct {
@@ -226,7 +233,7 @@ type frameRequest struct {
 	checksum pgtype.Int8
 }
 
-// deadLetters are the payloads of dead letters passed to queen.ack, by item
+// deadLetters are the payloads of dead letters passed to queen.ack_v2, by item
 // (1-based).
 type deadLetters struct {
 	items    []int32

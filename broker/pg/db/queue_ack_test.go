@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// queen.ack, given dead letters whose payloads the call lacks, answers
+// queen.ack_v2, given dead letters whose payloads the call lacks, answers
 // nothing and writes nothing: it asks for each frame, sending the body of
 // each segment once, with the first frame asked of it.
 func TestAnAckThatNeedsPayloadsWritesNothingAndSendsEachSegmentOnce(t *testing.T) {
@@ -27,7 +27,7 @@ func TestAnAckThatNeedsPayloadsWritesNothingAndSendsEachSegmentOnce(t *testing.T
 	}
 	statuses[0] = "completed"
 	rows, err := f.pool.Query(f.ctx, `SELECT item, success, frame_offset, segment_base, segment_body IS NOT NULL
-		FROM queen.ack(p_tenant => 'default', p_partition_ids => $1, p_groups => $2, p_txids => $3, p_statuses => $4,
+		FROM queen.ack_v2(p_shard => ($1::uuid[])[1], p_tenant => 'default', p_partition_ids => $1, p_groups => $2, p_txids => $3, p_statuses => $4,
 			p_lease_ids => $5, p_errors => $6, p_dlq_items => '{}', p_dlq_message_ids => '{}', p_dlq_payloads => '{}',
 			p_dlq_key_ids => '{}', p_dlq_created => '{}')`, pids, groups, txids, statuses, leases, errs)
 	require.NoError(t, err)

@@ -37,6 +37,7 @@ var (
 	delegated = []struct{ fn, arg string }{
 		{"queen.log_push_v2(uuid, uuid[], integer[], bytea[], bigint[], text[], timestamptz[], timestamptz[], integer[], text[], uuid[], integer)", "$1"},
 		{"queen.ack_cursor(text, uuid, text, uuid, text[])", "$2"},
+		{"queen.ack_v2(uuid, text, uuid[], text[], text[], text[], uuid[], text[], integer[], uuid[], bytea[], bigint[], timestamptz[])", "$1"},
 		{"queen.pop_v2(uuid, text, uuid, uuid[], text, integer, integer, uuid, text, bigint)", "$1"},
 		{"queen_streams.cycle_v7(uuid, queen_streams.cycle_request, jsonb)", "$1"},
 		{"queen_streams.cycle_next_v2(uuid, queen_streams.cycle_request, jsonb, uuid, integer, bigint)", "$1"},

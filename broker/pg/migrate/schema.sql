@@ -65,7 +65,6 @@ CREATE TYPE queen_streams.cycle_request AS (
 
 CREATE FUNCTION queen.ack(p_tenant text, p_partition_ids uuid[], p_groups text[], p_txids text[], p_statuses text[], p_lease_ids uuid[], p_errors text[], p_dlq_items integer[], p_dlq_message_ids uuid[], p_dlq_payloads bytea[], p_dlq_key_ids bigint[], p_dlq_created timestamp with time zone[]) RETURNS TABLE(item integer, queue_id uuid, success boolean, error text, queue_name text, partition_name text, lease_released boolean, dlq boolean, announce boolean, frame_offset bigint, segment_base bigint, segment_frames integer, segment_body bytea, segment_checksum bigint)
     LANGUAGE plpgsql
-    SET plan_cache_mode TO 'force_generic_plan'
     AS $$ -- the body of functions/queen.ack.sql
 $$;
 
@@ -77,6 +76,16 @@ CREATE FUNCTION queen.ack_cursor(p_tenant text, p_partition_id uuid, p_group tex
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$ -- the body of functions/queen.ack_cursor.sql
+$$;
+
+--
+-- Name: ack_v2(uuid, text, uuid[], text[], text[], text[], uuid[], text[], integer[], uuid[], bytea[], bigint[], timestamp with time zone[]); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.ack_v2(p_shard uuid, p_tenant text, p_partition_ids uuid[], p_groups text[], p_txids text[], p_statuses text[], p_lease_ids uuid[], p_errors text[], p_dlq_items integer[], p_dlq_message_ids uuid[], p_dlq_payloads bytea[], p_dlq_key_ids bigint[], p_dlq_created timestamp with time zone[]) RETURNS TABLE(item integer, queue_id uuid, success boolean, error text, queue_name text, partition_name text, lease_released boolean, dlq boolean, announce boolean, frame_offset bigint, segment_base bigint, segment_frames integer, segment_body bytea, segment_checksum bigint)
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$ -- the body of functions/queen.ack_v2.sql
 $$;
 
 --

@@ -1,6 +1,6 @@
--- The common case of queen.ack, set-based: a consumer acknowledging what it
+-- The common case of queen.ack_v2, set-based: a consumer acknowledging what it
 -- popped, all 'completed', on one cursor, under one lease (p_lease_id NULL
--- for none). It answers as queen.ack does on the same state, in the same
+-- for none). It answers as queen.ack_v2 does on the same state, in the same
 -- columns (dlq is always false), by the same verdict (queen.ack_verdict):
 -- a message behind the cursor is already acknowledged; otherwise the lease
 -- must be held (and, when given, be the cursor's live lease), and the cursor

@@ -1,4 +1,4 @@
--- The one verdict on an acknowledgement, which queen.ack (item by item),
+-- The one verdict on an acknowledgement, which queen.ack_v2 (item by item),
 -- queen.ack_cursor (set-based) and the cycle's source ack
 -- (queen_streams.cycle_rules and cycle_short) all ask: may the ack of the
 -- message at p_offset, with p_status, under the

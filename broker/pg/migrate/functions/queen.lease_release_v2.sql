@@ -1,5 +1,5 @@
 -- The one rule of releasing a cursor's lease early, before it expires: every
--- path that does it passes the cursor's lease through here (queen.ack and queen.ack_cursor,
+-- path that does it passes the cursor's lease through here (queen.ack_v2 and queen.ack_cursor,
 -- queen_streams.cycle_rules and cycle_short, queen.pop with auto-ack,
 -- queen.seek_to_v2 and so the
 -- StreamQuery rewind, queen.raise_floors, and the broker's pop when it
