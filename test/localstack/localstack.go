@@ -61,8 +61,8 @@ type Stack struct {
 	BrokerMetricsURL string
 	Kubeconfig       string
 	TokenFile        string // an admin token for the default tenant
-	// WorkerURLs are the Citus workers' (of database DatabaseURL's),
-	// with Options.CitusWorkers.
+	// WorkerURLs are the URLs of DatabaseURL's database on the Citus
+	// workers, with Options.CitusWorkers.
 	WorkerURLs []string
 	pg         *pgtest.Cluster // the Citus coordinator, with Options.CitusWorkers
 	citus      *pgtest.Citus
