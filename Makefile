@@ -115,8 +115,8 @@ bench: deps build ## Run the Go benchmarks, regent-bench's sweeps against a fres
 	hack/bench.sh
 
 .PHONY: run
-run: deps build ## Run the whole stack locally until Ctrl-C (PostgreSQL, kube-apiserver, broker on :6632, operator); FRESH=1 starts from empty data.
-	@FRESH=$(FRESH) bin/regent-local
+run: deps build ## Run the whole stack locally until Ctrl-C (PostgreSQL, kube-apiserver, broker on :6632, operator); FRESH=1 starts from empty data; CITUS=1 runs a Citus cluster (a coordinator and 2 workers) instead of PostgreSQL.
+	@FRESH=$(FRESH) CITUS=$(CITUS) bin/regent-local
 
 .PHONY: clean
 clean: ## Remove bin/ and the local stacks' data (.regent/, .regent-kube/).

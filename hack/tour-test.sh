@@ -6,6 +6,8 @@
 # with pipefail), on any HTTP answer of 400 or more but the one 409 the tour shows, and when the
 # tour's results are not what the README says. Needs root (unshare, ip) and a warm `make deps`:
 # nothing can be downloaded in the namespace. `go test ./test/tour/` runs it.
+# REGENT_TOUR_CITUS=1 runs it against `make run CITUS=1` instead, and then checks that the tour's
+# data went to the Citus workers.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,7 +32,7 @@ ip route >&2
 
 # make run, in a process group of its own, so that Ctrl-C (SIGINT) can be sent to it as a
 # terminal would.
-setsid make run >run.log 2>&1 &
+setsid make run ${REGENT_TOUR_CITUS:+CITUS=1} >run.log 2>&1 &
 run=$!
 stop() {
   kill -INT -- "-$run" 2>/dev/null || true
@@ -107,6 +109,18 @@ want "the table sink's row of us, read with psql" '^ us +\| [0-9: +-]+ +\| +1 +\
 if [ "$(grep -c '^409$' "$statuses")" != 1 ]; then
   say "the tour answered 409 $(grep -c '^409$' "$statuses") times; the README shows it once"
   fail=1
+fi
+if [ -n "${REGENT_TOUR_CITUS:-}" ]; then
+  # migrate placed the tables, and the partitions' shards are the workers', none the coordinator's.
+  PG=postgres://postgres@127.0.0.1:6641/regent
+  placed=$(psql -XAtq $PG -c 'SELECT count(*) FROM pg_dist_partition')
+  shards=$(psql -XAtq $PG -c "SELECT string_agg(nodeport || ':' || n, ' ' ORDER BY nodeport)
+    FROM (SELECT nodeport, count(*) AS n FROM citus_shards WHERE table_name = 'queen.partitions'::regclass GROUP BY 1) s")
+  stored=$(psql -XAtq $PG -c 'SELECT count(*) FROM queen.log_segments')
+  say "on Citus: $placed tables placed; queen.partitions' shards by node port: $shards; $stored segments stored"
+  [ "$placed" -gt 0 ] || { say "no table is distributed"; fail=1; }
+  [ "$shards" = "6642:16 6643:16" ] || { say "queen.partitions' shards are not 16 on each worker"; fail=1; }
+  [ "$stored" -gt 0 ] || { say "the workers hold no segment of the tour's messages"; fail=1; }
 fi
 [ "$fail" = 0 ] || exit 1
 say "the tour ran as written ($(wc -l <"$statuses") HTTP requests)"

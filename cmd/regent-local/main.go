@@ -1,7 +1,9 @@
 // Command regent-local runs the whole Regent stack on this machine, as local
 // processes, until Ctrl-C: PostgreSQL, kube-apiserver and etcd with the CRDs,
 // the broker on :6632 and the operator. Data stays under .regent/ between
-// runs; -fresh starts from nothing. `make run` builds and runs it.
+// runs; -fresh starts from nothing. -citus runs a Citus cluster of a
+// coordinator and 2 workers instead of one PostgreSQL. `make run` builds and
+// runs it (`make run CITUS=1`).
 //
 //	regent-local token -tenant acme -role read-write
 //
@@ -16,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -59,24 +62,32 @@ func token() error {
 	return nil
 }
 
+// citusWorkers are the workers of -citus, as in `make test`'s pass on Citus.
+const citusWorkers = 2
+
 func run() error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	o := localstack.Options{Progress: os.Stdout}
+	var citus bool
 	f := config.NewFlags("regent-local", os.Getenv)
 	f.StrEnv(&o.Dir, "dir", "REGENT_LOCAL_DIR", ".regent", "where data, secrets, logs and the kubeconfig live")
 	f.BoolEnv(&o.Fresh, "fresh", "FRESH", false, "start from empty data")
 	f.StrEnv(&o.BinDir, "bin", "REGENT_BIN", filepath.Dir(exe), "where the broker and operator binaries are")
 	f.StrEnv(&o.CRDDir, "crd-dir", "REGENT_CRD_DIR", "config/crd/bases", "the CRDs to install")
-	f.IntEnv(&o.PGPort, "pg-port", "REGENT_PG_PORT", 6641, "PostgreSQL port")
+	f.IntEnv(&o.PGPort, "pg-port", "REGENT_PG_PORT", 6641, "PostgreSQL port (with -citus the coordinator's; the workers take the next ports)")
+	f.BoolEnv(&citus, "citus", "CITUS", false, fmt.Sprintf("run a Citus cluster, a coordinator and %d workers, instead of one PostgreSQL", citusWorkers))
 	f.StrEnv(&o.BrokerAddr, "broker-addr", "REGENT_BROKER_ADDR", "127.0.0.1:6632", "broker listen address")
 	f.StrEnv(&o.BrokerMetricsAddr, "broker-metrics-addr", "REGENT_BROKER_METRICS_ADDR", "127.0.0.1:6682", "broker metrics listen address")
 	f.StrEnv(&o.MetricsAddr, "operator-metrics-addr", "REGENT_OPERATOR_METRICS_ADDR", "127.0.0.1:6680", "operator metrics address")
 	f.StrEnv(&o.ProbeAddr, "operator-probe-addr", "REGENT_OPERATOR_PROBE_ADDR", "127.0.0.1:6681", "operator health probe address")
 	if err := f.Parse(os.Args[1:]); err != nil {
 		return err
+	}
+	if citus {
+		o.CitusWorkers = citusWorkers
 	}
 	for _, p := range []*string{&o.Dir, &o.CRDDir} {
 		if abs, err := filepath.Abs(*p); err == nil {
@@ -88,6 +99,10 @@ func run() error {
 	s, err := localstack.Start(ctx, o)
 	if err != nil {
 		return err
+	}
+	database := "PostgreSQL: " + s.DatabaseURL
+	if citus {
+		database = fmt.Sprintf("PostgreSQL: %s (the Citus coordinator; its workers: %s)", s.DatabaseURL, strings.Join(s.WorkerURLs, " "))
 	}
 	defer func() {
 		fmt.Println("regent: stopping the operator, the broker, the control plane and PostgreSQL")
@@ -113,9 +128,9 @@ In another shell, from this directory (the README's tour goes further):
   # tenant acme's sample orders-per-minute needs a token of acme
   ACME=$(regent-local token -tenant acme -role read-write)
 
-PostgreSQL: %[5]s
+%[5]s
 Press Ctrl-C to stop everything.
-`, o.Dir, s.Kubeconfig, s.TokenFile, s.BrokerURL, s.DatabaseURL, s.BrokerMetricsURL)
+`, o.Dir, s.Kubeconfig, s.TokenFile, s.BrokerURL, database, s.BrokerMetricsURL)
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()

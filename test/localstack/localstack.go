@@ -1,7 +1,7 @@
 // Package localstack runs the whole of Regent on one machine, as local
-// processes: PostgreSQL, a kube-apiserver and etcd with the CRDs installed,
-// the broker, and the operator. `make run` (cmd/regent-local) and the e2e
-// test both use it.
+// processes: PostgreSQL (or a Citus cluster of a coordinator and workers), a
+// kube-apiserver and etcd with the CRDs installed, the broker, and the
+// operator. `make run` (cmd/regent-local) and the e2e test both use it.
 package localstack
 
 import (
@@ -12,10 +12,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
@@ -36,8 +37,13 @@ type Options struct {
 	// 127.0.0.1:0) is picked free just before its process starts: a port
 	// picked at the outset could be taken meanwhile by the control plane,
 	// which picks its own while the stack starts.
-	PGPort     int
-	BrokerAddr string // e.g. 127.0.0.1:6632
+	PGPort int
+	// CitusWorkers, when above 0, makes PostgreSQL a Citus cluster: the
+	// coordinator on PGPort and this many workers on the ports after it
+	// (a zero PGPort picks each free), which the broker's migration
+	// distributes the tables over.
+	CitusWorkers int
+	BrokerAddr   string // e.g. 127.0.0.1:6632
 	// BrokerMetricsAddr is the broker's /metrics (e.g. 127.0.0.1:6682);
 	// empty picks a free port.
 	BrokerMetricsAddr string
@@ -55,10 +61,14 @@ type Stack struct {
 	BrokerMetricsURL string
 	Kubeconfig       string
 	TokenFile        string // an admin token for the default tenant
-	pg               *pgtest.Cluster
-	kube             *envtest.Environment
-	procs            []*proc
-	logs             []*os.File // the control plane's, open while it runs
+	// WorkerURLs are the URLs of DatabaseURL's database on the Citus
+	// workers, with Options.CitusWorkers.
+	WorkerURLs []string
+	pg         *pgtest.Cluster // the Citus coordinator, with Options.CitusWorkers
+	citus      *pgtest.Citus
+	kube       *envtest.Environment
+	procs      []*proc
+	logs       []*os.File // the control plane's, open while it runs
 }
 
 const database = "regent"
@@ -94,17 +104,23 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 
-	s.progress("starting PostgreSQL (data in %s)", filepath.Join(o.Dir, "pg"))
 	if err := s.letPostgresReach(o.Dir); err != nil {
 		return nil, err
 	}
-	s.pg, err = pgtest.StartCluster(filepath.Join(o.Dir, "pg", "data"), o.PGPort)
-	if err != nil {
-		return nil, err
-	}
-	s.progress("PostgreSQL is up on 127.0.0.1:%d", s.pg.Port)
-	if err := s.ensureDatabase(ctx); err != nil {
-		return nil, err
+	if o.CitusWorkers > 0 {
+		if err := s.startCitus(); err != nil {
+			return nil, err
+		}
+	} else {
+		s.progress("starting PostgreSQL (data in %s)", filepath.Join(o.Dir, "pg"))
+		s.pg, err = pgtest.StartCluster(filepath.Join(o.Dir, "pg", "data"), o.PGPort)
+		if err != nil {
+			return nil, err
+		}
+		s.progress("PostgreSQL is up on 127.0.0.1:%d", s.pg.Port)
+		if err := pgtest.EnsureDatabase(ctx, s.pg.URL("postgres"), database); err != nil {
+			return nil, err
+		}
 	}
 	s.DatabaseURL = s.pg.URL(database).String()
 
@@ -233,10 +249,12 @@ func (s *Stack) Stop() {
 		}
 		s.kube = nil
 	}
-	if s.pg != nil {
+	if s.citus != nil {
+		s.citus.Stop()
+	} else if s.pg != nil {
 		s.pg.Stop()
-		s.pg = nil
 	}
+	s.pg, s.citus = nil, nil
 	for _, f := range s.logs {
 		f.Close()
 	}
@@ -255,10 +273,58 @@ func (s *Stack) Alive() error {
 	return nil
 }
 
-// PostgresExited is closed when PostgreSQL has stopped. The rest of the
-// stack keeps running without it, as it would in production: the broker
-// answers 503 on /health until the database is back.
-func (s *Stack) PostgresExited() <-chan struct{} { return s.pg.Exited() }
+// PostgresExited is closed when PostgreSQL, or any node of the Citus
+// cluster, has stopped. The rest of the stack keeps running without it, as
+// it would in production: the broker answers 503 on /health until the
+// database is back.
+func (s *Stack) PostgresExited() <-chan struct{} {
+	if s.citus == nil {
+		return s.pg.Exited()
+	}
+	exited := make(chan struct{})
+	var once sync.Once
+	for _, n := range append([]*pgtest.Cluster{s.citus.Coordinator}, s.citus.Workers...) {
+		go func() {
+			<-n.Exited()
+			once.Do(func() { close(exited) })
+		}()
+	}
+	return exited
+}
+
+// startCitus starts a Citus cluster under Dir/citus: its coordinator is
+// the stack's PostgreSQL. It keeps its data, and its ports, since the
+// coordinator knows its workers by address.
+func (s *Stack) startCitus() error {
+	o := s.opts
+	ok, err := pgtest.CitusInstalled()
+	if err != nil {
+		return fmt.Errorf("look for Citus: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("a Citus cluster needs Citus built into PostgreSQL, and it has no citus.so: `make deps` builds it")
+	}
+	dir := filepath.Join(o.Dir, "citus")
+	s.progress("starting Citus: a coordinator and %d workers (data in %s)", o.CitusWorkers, dir)
+	ports := make([]int, 1+o.CitusWorkers)
+	for i := range ports {
+		if o.PGPort != 0 {
+			ports[i] = o.PGPort + i
+		}
+	}
+	c, err := pgtest.RunCitus(dir, ports)
+	if err != nil {
+		return err
+	}
+	s.citus, s.pg = c, c.Coordinator
+	var workers []string
+	for _, w := range c.Workers {
+		s.WorkerURLs = append(s.WorkerURLs, w.URL(database).String())
+		workers = append(workers, fmt.Sprintf("127.0.0.1:%d", w.Port))
+	}
+	s.progress("Citus is up: the coordinator on 127.0.0.1:%d, the workers on %s", c.Coordinator.Port, strings.Join(workers, " and "))
+	return nil
+}
 
 // letPostgresReach makes dir and its parents traversable for other users
 // when running as root: PostgreSQL then runs as the postgres system user,
@@ -311,24 +377,6 @@ func (s *Stack) secretFile(name string, n int, hexText bool) (string, error) {
 		return "", fmt.Errorf("write %s: %w", name, err)
 	}
 	return path, nil
-}
-
-func (s *Stack) ensureDatabase(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, s.pg.URL("postgres").String())
-	if err != nil {
-		return fmt.Errorf("connect to postgres: %w", err)
-	}
-	defer conn.Close(ctx)
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", database).Scan(&exists); err != nil {
-		return fmt.Errorf("look up database: %w", err)
-	}
-	if !exists {
-		if _, err := conn.Exec(ctx, "CREATE DATABASE "+database); err != nil {
-			return fmt.Errorf("create database: %w", err)
-		}
-	}
-	return nil
 }
 
 // waitDiscoverable waits until the API server's discovery serves the group

@@ -28,12 +28,19 @@ func freeIfZero(addr string) (string, error) {
 // is taken: a second `make run`, or another program on 6632. Each process
 // would otherwise fail on its own, after the control plane's start.
 func portsFree(o Options) error {
-	addrs := []struct{ addr, flag string }{
+	type listener struct{ addr, flag string }
+	addrs := []listener{
 		{net.JoinHostPort("127.0.0.1", strconv.Itoa(o.PGPort)), "--pg-port (REGENT_PG_PORT)"},
 		{o.BrokerAddr, "--broker-addr (REGENT_BROKER_ADDR)"},
 		{o.BrokerMetricsAddr, "--broker-metrics-addr (REGENT_BROKER_METRICS_ADDR)"},
 		{o.MetricsAddr, "--operator-metrics-addr (REGENT_OPERATOR_METRICS_ADDR)"},
 		{o.ProbeAddr, "--operator-probe-addr (REGENT_OPERATOR_PROBE_ADDR)"},
+	}
+	if o.PGPort != 0 {
+		for i := range o.CitusWorkers {
+			addrs = append(addrs, listener{net.JoinHostPort("127.0.0.1", strconv.Itoa(o.PGPort+1+i)),
+				"--pg-port (REGENT_PG_PORT), whose next ports the Citus workers take"})
+		}
 	}
 	for _, a := range addrs {
 		if _, port, err := net.SplitHostPort(a.addr); err != nil || port == "0" {

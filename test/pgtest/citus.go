@@ -37,12 +37,31 @@ func CitusInstalled() (bool, error) {
 	return err == nil, err
 }
 
-// StartCitus starts a coordinator and workers under dir (one directory each),
-// which Stop removes. The nodes start side by side: each one's initdb is
-// most of the start's time.
+// StartCitus starts a throwaway coordinator and workers under dir (one
+// directory each), with the test clusters' settings, on free ports; Stop
+// removes dir.
 func StartCitus(dir string, workers int, settings ...string) (*Citus, error) {
+	c, err := RunCitus(dir, make([]int, 1+workers), slices.Concat(Throwaway(), settings)...)
+	if err != nil {
+		return nil, err
+	}
+	c.dir = dir
+	return c, nil
+}
+
+// RunCitus starts a coordinator on ports[0] and a worker on each of the
+// other ports (0 picks a free one) under dir, in dir/coordinator and
+// dir/worker<n>, over the data a previous run left there, and makes
+// CitusDatabase on them where it is missing. Its Stop leaves the data: `make
+// run CITUS=1` starts over it again, on the same ports, since the
+// coordinator knows its workers by address. The nodes start side by side:
+// each one's initdb is most of the start's time.
+func RunCitus(dir string, ports []int, settings ...string) (*Citus, error) {
 	// As root, each node runs as the postgres user, which must reach its
 	// directory below dir.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("make cluster directory: %w", err)
+	}
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open cluster directory: %w", err)
 	}
@@ -50,10 +69,9 @@ func StartCitus(dir string, workers int, settings ...string) (*Citus, error) {
 	// default asks libpq for it, which then reads the client certificate of
 	// the user whose HOME the server inherited (root's, unreadable to the
 	// postgres user).
-	settings = slices.Concat(Throwaway(),
-		[]string{"shared_preload_libraries=citus", "citus.node_conninfo=sslmode=disable"}, settings)
+	settings = slices.Concat([]string{"shared_preload_libraries=citus", "citus.node_conninfo=sslmode=disable"}, settings)
 	names := []string{"coordinator"}
-	for i := range workers {
+	for i := range len(ports) - 1 {
 		names = append(names, fmt.Sprintf("worker%d", i+1))
 	}
 	nodes := make([]*Cluster, len(names))
@@ -61,7 +79,7 @@ func StartCitus(dir string, workers int, settings ...string) (*Citus, error) {
 	done := make(chan int)
 	for i, name := range names {
 		go func() {
-			nodes[i], errs[i] = StartCluster(filepath.Join(dir, name, "data"), 0, settings...)
+			nodes[i], errs[i] = StartCluster(filepath.Join(dir, name, "data"), ports[i], settings...)
 			if errs[i] != nil {
 				errs[i] = fmt.Errorf("start %s: %w", name, errs[i])
 			}
@@ -71,7 +89,7 @@ func StartCitus(dir string, workers int, settings ...string) (*Citus, error) {
 	for range names {
 		<-done
 	}
-	c := &Citus{dir: dir}
+	c := &Citus{}
 	if len(nodes) > 0 {
 		c.Coordinator, c.Workers = nodes[0], slices.DeleteFunc(nodes[1:], func(n *Cluster) bool { return n == nil })
 	}
@@ -89,13 +107,15 @@ func StartCitus(dir string, workers int, settings ...string) (*Citus, error) {
 // CreateDatabase creates a database on every node with the citus extension
 // in it, and tells the coordinator's its own address, which the workers use
 // to reach it, and the workers': Citus keeps its metadata per database.
+// What a previous call made is kept: over the data of an earlier run it
+// adds only what is missing.
 func (c *Citus) CreateDatabase(name string) error {
 	ctx := context.Background()
 	for _, n := range c.nodes() {
-		if err := execOn(ctx, n.URL("postgres"), "CREATE DATABASE "+name); err != nil {
+		if err := EnsureDatabase(ctx, n.URL("postgres"), name); err != nil {
 			return err
 		}
-		if err := execOn(ctx, n.URL(name), "CREATE EXTENSION citus"); err != nil {
+		if err := execOn(ctx, n.URL(name), "CREATE EXTENSION IF NOT EXISTS citus"); err != nil {
 			return err
 		}
 	}
@@ -107,6 +127,7 @@ func (c *Citus) CreateDatabase(name string) error {
 	if _, err := conn.Exec(ctx, "SELECT citus_set_coordinator_host('127.0.0.1', $1)", c.Coordinator.Port); err != nil {
 		return fmt.Errorf("citus_set_coordinator_host: %w", err)
 	}
+	// citus_add_node answers a node it has already with that node's id.
 	for _, w := range c.Workers {
 		if _, err := conn.Exec(ctx, "SELECT citus_add_node('127.0.0.1', $1)", w.Port); err != nil {
 			return fmt.Errorf("citus_add_node 127.0.0.1:%d: %w", w.Port, err)
@@ -129,14 +150,17 @@ func (c *Citus) nodes() []*Cluster { return append([]*Cluster{c.Coordinator}, c.
 // URL is the connection URL of CitusDatabase on the coordinator.
 func (c *Citus) URL() *url.URL { return c.Coordinator.URL(CitusDatabase) }
 
-// Stop stops every node and removes the cluster's directory.
+// Stop stops every node, and removes the directory of a cluster of
+// StartCitus.
 func (c *Citus) Stop() {
 	for _, n := range c.nodes() {
 		if n != nil {
 			n.Stop()
 		}
 	}
-	os.RemoveAll(c.dir)
+	if c.dir != "" {
+		os.RemoveAll(c.dir)
+	}
 }
 
 func execOn(ctx context.Context, u *url.URL, sql string) error {
@@ -147,6 +171,27 @@ func execOn(ctx context.Context, u *url.URL, sql string) error {
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, sql); err != nil {
 		return fmt.Errorf("%s on %s: %w", sql, u.Host, err)
+	}
+	return nil
+}
+
+// EnsureDatabase creates database name on the server whose administrative
+// database u names, unless the server has it.
+func EnsureDatabase(ctx context.Context, u *url.URL, name string) error {
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", u.Host, err)
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up database %s on %s: %w", name, u.Host, err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("create database %s on %s: %w", name, u.Host, err)
 	}
 	return nil
 }

@@ -18,6 +18,17 @@ import (
 // checkout, in a network namespace of its own, and fails on any step that
 // errors or shows other than what the README says.
 func TestTheReadmeTourRunsAsWrittenOnAHostWithoutANetwork(t *testing.T) {
+	tour(t)
+}
+
+// The same tour against `make run CITUS=1`, a coordinator and 2 workers:
+// it shows what it shows on PostgreSQL, and the partitions' shards are the
+// workers'.
+func TestTheReadmeTourRunsAsWrittenOnCitus(t *testing.T) {
+	tour(t, "REGENT_TOUR_CITUS=1")
+}
+
+func tour(t *testing.T, env ...string) {
 	if testing.Short() {
 		t.Skip("the whole stack takes a while")
 	}
@@ -25,6 +36,7 @@ func TestTheReadmeTourRunsAsWrittenOnAHostWithoutANetwork(t *testing.T) {
 		t.Skip("a network namespace needs root")
 	}
 	cmd := exec.Command(filepath.Join(kubetest.RepoRoot(), "hack", "tour-test.sh"))
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("hack/tour-test.sh: %v\n%s", err, out)
