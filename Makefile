@@ -69,9 +69,9 @@ test: deps kube-deps lint ## Run every test (PostgreSQL, envtest, chart, e2e, th
 	REGENT_KUBE_E2E=1 go test -count=1 $(GO_TEST_FLAGS) ./...
 	@echo "The queue, streams and admin suites again, with JWT auth and tenancy on:"
 	REGENT_TEST_MODE=secure go test -count=1 $(GO_TEST_FLAGS) ./broker/api/queue/... ./broker/api/streams/... ./broker/api/admin/... ./broker/domain/spool/...
-	@echo "The queue and streams suites and the pipelines' kill tests again, on a Citus cluster (a coordinator and 2 workers):"
+	@echo "The queue and streams suites and the pipelines' kill tests again, on a Citus cluster (a coordinator and 2 workers), and a pipeline while Citus nodes join and die:"
 	REGENT_TEST_CITUS=2 go test -count=1 $(GO_TEST_FLAGS) ./broker/api/queue/... ./broker/api/streams/...
-	REGENT_TEST_CITUS=2 go test -count=1 $(GO_TEST_FLAGS) -run 'WhileWorkersAndBrokersAreKilled' ./test/cluster/
+	REGENT_TEST_CITUS=2 go test -count=1 $(GO_TEST_FLAGS) -run 'WhileWorkersAndBrokersAreKilled|WhileCitusNodesJoinAndDie' ./test/cluster/
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
 
 # Every route's fuzz target (test/fuzz), one after the other: go test fuzzes one target at a time.

@@ -18,10 +18,11 @@ import (
 const Database = pgtest.CitusDatabase
 
 // New starts a cluster of a coordinator and the given number of workers for
-// the test, stopped and removed when it ends. Without Citus installed it
+// the test, stopped and removed when it ends, with the test clusters'
+// settings and then settings (a later one wins). Without Citus installed it
 // skips the test, unless REGENT_REQUIRE_CITUS is set (as in CI, where a
 // missing Citus is a broken toolchain, not a reason to test less).
-func New(t testing.TB, workers int) *pgtest.Citus {
+func New(t testing.TB, workers int, settings ...string) *pgtest.Citus {
 	t.Helper()
 	ok, err := pgtest.CitusInstalled()
 	if err != nil {
@@ -38,7 +39,7 @@ func New(t testing.TB, workers int) *pgtest.Citus {
 	if err != nil {
 		t.Fatalf("citustest: make cluster directory: %v", err)
 	}
-	c, err := pgtest.StartCitus(dir, workers)
+	c, err := pgtest.StartCitus(dir, workers, settings...)
 	if err != nil {
 		os.RemoveAll(dir)
 		t.Fatalf("citustest: %v", err)

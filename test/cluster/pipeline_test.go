@@ -117,7 +117,12 @@ func startPipelineRun(t *testing.T, name string, pipeline v1.Pipeline, events []
 // partitions, with no event and no worker yet.
 func newPipelineRun(t *testing.T, name string, partitions, brokers int) *pipelineRun {
 	t.Helper()
-	db := pgtest.URL(t)
+	return newPipelineRunOn(t, pgtest.URL(t), name, partitions, brokers)
+}
+
+// newPipelineRunOn is newPipelineRun on the database db.
+func newPipelineRunOn(t *testing.T, db, name string, partitions, brokers int) *pipelineRun {
+	t.Helper()
 	r := &pipelineRun{t: t, name: name, partitions: partitions, bs: cluster.Start(t, db, brokers)}
 	r.api = brokertest.At(r.bs[0].URL)
 	// A short lease: a pop whose answer a kill swallowed leaves a lease

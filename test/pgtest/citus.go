@@ -21,6 +21,7 @@ type Citus struct {
 	Coordinator *Cluster
 	Workers     []*Cluster
 	dir         string
+	settings    []string // every node's
 }
 
 // CitusInstalled reports whether Citus is installed in the PostgreSQL that pgtest
@@ -89,7 +90,7 @@ func RunCitus(dir string, ports []int, settings ...string) (*Citus, error) {
 	for range names {
 		<-done
 	}
-	c := &Citus{}
+	c := &Citus{settings: settings}
 	if len(nodes) > 0 {
 		c.Coordinator, c.Workers = nodes[0], slices.DeleteFunc(nodes[1:], func(n *Cluster) bool { return n == nil })
 	}
@@ -143,6 +144,32 @@ func (c *Citus) DropDatabase(name string) error {
 		errs = append(errs, execOn(context.Background(), n.URL("postgres"), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"))
 	}
 	return errors.Join(errs...)
+}
+
+// AddWorker starts one more worker, creates the citus extension in each of
+// databases on it, and registers it with the coordinator's databases: a
+// node joining the cluster, whose shards a rebalance then moves onto it.
+func (c *Citus) AddWorker(databases ...string) (*Cluster, error) {
+	ctx := context.Background()
+	// Beside the others: <dir>/worker<n>/data.
+	dir := filepath.Dir(filepath.Dir(c.Coordinator.DataDir))
+	w, err := StartCluster(filepath.Join(dir, fmt.Sprintf("worker%d", len(c.Workers)+1), "data"), 0, c.settings...)
+	if err != nil {
+		return nil, fmt.Errorf("start a worker: %w", err)
+	}
+	c.Workers = append(c.Workers, w)
+	for _, db := range databases {
+		if err := execOn(ctx, w.URL("postgres"), "CREATE DATABASE "+db); err != nil {
+			return nil, err
+		}
+		if err := execOn(ctx, w.URL(db), "CREATE EXTENSION citus"); err != nil {
+			return nil, err
+		}
+		if err := execOn(ctx, c.Coordinator.URL(db), fmt.Sprintf("SELECT citus_add_node('127.0.0.1', %d)", w.Port)); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
 }
 
 func (c *Citus) nodes() []*Cluster { return append([]*Cluster{c.Coordinator}, c.Workers...) }

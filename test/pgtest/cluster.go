@@ -138,6 +138,15 @@ func (c *Cluster) Stop() {
 	}
 }
 
+// Crash shuts the server down as a node that dies: immediate shutdown
+// (SIGQUIT), every backend gone at once and no checkpoint, so that Restart
+// recovers as after a crash. A SIGKILL would leave the backends running a
+// while, holding the shared memory a restart needs.
+func (c *Cluster) Crash() {
+	_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+	<-c.exited
+}
+
 // Restart stops the server (fast shutdown) and starts it again over the same
 // data directory, port and settings, as an operator restarting PostgreSQL
 // would. c describes the new server process afterwards.
