@@ -181,9 +181,10 @@ func distribute(ctx context.Context, conn *pgx.Conn, log *slog.Logger) error {
 // Citus can make no generic plan of a join whose distribution column is a
 // parameter ("could not create distributed plan"), and plans such a
 // statement at each call instead. It sets the database's multi-shard mode,
+// reporting whether it did (the sessions open before then do not have it),
 // and distributes the delegated functions.
-func fitFunctions(ctx context.Context, conn *pgx.Conn) error {
-	_, err := conn.Exec(ctx, `DO $$
+func fitFunctions(ctx context.Context, conn *pgx.Conn) (setMode bool, err error) {
+	_, err = conn.Exec(ctx, `DO $$
 		DECLARE f regprocedure;
 		BEGIN
 		    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
@@ -193,7 +194,7 @@ func fitFunctions(ctx context.Context, conn *pgx.Conn) error {
 		    END LOOP;
 		END $$`)
 	if err != nil {
-		return fmt.Errorf("fit the functions' plans to Citus: %w", err)
+		return false, fmt.Errorf("fit the functions' plans to Citus: %w", err)
 	}
 	// A transaction that writes the catalog (a reference table) after a
 	// statement over several shards, such as a registration or a queue's
@@ -201,15 +202,16 @@ func fitFunctions(ctx context.Context, conn *pgx.Conn) error {
 	// connection per node. Regent's multi-shard writes are administration,
 	// never a message's: sequential costs them little. Set once, not at
 	// every start: it is DDL, which Citus sends to every node.
-	_, err = conn.Exec(ctx, `DO $$ BEGIN
-		    IF NOT EXISTS (SELECT FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase
+	err = conn.QueryRow(ctx, `SELECT NOT EXISTS (SELECT FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase
 		                    WHERE d.datname = current_database() AND s.setrole = 0
-		                      AND 'citus.multi_shard_modify_mode=sequential' = ANY (s.setconfig)) THEN
-		        EXECUTE format('ALTER DATABASE %I SET citus.multi_shard_modify_mode TO sequential', current_database());
-		    END IF;
+		                      AND 'citus.multi_shard_modify_mode=sequential' = ANY (s.setconfig))`).Scan(&setMode)
+	if err == nil && setMode {
+		_, err = conn.Exec(ctx, `DO $$ BEGIN
+		    EXECUTE format('ALTER DATABASE %I SET citus.multi_shard_modify_mode TO sequential', current_database());
 		END $$`)
+	}
 	if err != nil {
-		return fmt.Errorf("set Citus's multi-shard mode: %w", err)
+		return false, fmt.Errorf("set Citus's multi-shard mode: %w", err)
 	}
 	for _, f := range delegated {
 		_, err := conn.Exec(ctx, `SELECT create_distributed_function($1::regprocedure, $2, colocate_with => 'queen.partitions')
@@ -217,8 +219,8 @@ func fitFunctions(ctx context.Context, conn *pgx.Conn) error {
 			                    WHERE o.classid = 'pg_proc'::regclass AND o.objid = $1::regprocedure
 			                      AND o.distribution_argument_index IS NOT NULL)`, f.fn, f.arg)
 		if err != nil {
-			return fmt.Errorf("distribute function %s on Citus: %w", f.fn, err)
+			return setMode, fmt.Errorf("distribute function %s on Citus: %w", f.fn, err)
 		}
 	}
-	return nil
+	return setMode, nil
 }

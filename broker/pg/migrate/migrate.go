@@ -201,7 +201,13 @@ func Up(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int, error) 
 		return n, err
 	}
 	if onCitus {
-		return n, fitFunctions(ctx, conn.Conn())
+		set, err := fitFunctions(ctx, conn.Conn())
+		if set {
+			// A session takes the database's settings when it starts:
+			// the pool's, this one included, start again.
+			pool.Reset()
+		}
+		return n, err
 	}
 	return n, nil
 }
