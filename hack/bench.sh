@@ -22,7 +22,12 @@
 # everything works, whose figures mean little. BENCH_ONLY=REGEX runs only
 # the points whose name matches (grep -E), without the limit, BENCH_RUNS=N
 # runs each N times, and BENCH_BROKER=PATH serves with another broker
-# binary: together they make an A/B of a change quick. Extra arguments go to every regent-bench call.
+# binary: together they make an A/B of a change quick. BENCH_CITUS=N serves
+# from a Citus cluster instead, a coordinator and N workers on this machine
+# (on REGENT_BENCH_PG_PORT and 10 + i past it), on which the broker's migrate places
+# the tables: each node's CPU is reported apart (regent-bench -node-pids),
+# and the pgbench limits, which are one PostgreSQL's, are not run. Extra
+# arguments go to every regent-bench call.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
@@ -47,21 +52,54 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"${as_pg[@]}" "$pgbin/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C >/dev/null
-"${as_pg[@]}" "$pgbin/postgres" -D "$dir/data" -p "$pgport" -k "$dir" -c listen_addresses=127.0.0.1 \
-  -c max_connections=300 -c shared_buffers=512MB >"$dir/postgres.log" 2>&1 &
-pids+=($!)
-until "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pgport"; do sleep 0.2; done
+# start_pg DATA PORT SETTINGS...: a PostgreSQL server with the bench's
+# settings, running until the script ends.
+start_pg() {
+  local data=$1 port=$2
+  shift 2
+  "${as_pg[@]}" "$pgbin/initdb" -D "$data" -U postgres -A trust -E UTF8 --locale=C >/dev/null
+  "${as_pg[@]}" "$pgbin/postgres" -D "$data" -p "$port" -k "$dir" -c listen_addresses=127.0.0.1 \
+    -c max_connections=300 -c shared_buffers=512MB "$@" >"$data.log" 2>&1 &
+  pids+=($!)
+  until "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$port"; do sleep 0.2; done
+}
 db="postgres://postgres@127.0.0.1:$pgport/postgres?sslmode=disable"
 psql=("$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -d "$db")
-# As root, $! is runuser's pid; the postmaster writes its own.
-pgpid=$(head -1 "$dir/data/postmaster.pid")
+# As root, $! is runuser's pid; each postmaster writes its own.
+postmaster() { head -1 "$dir/$1/postmaster.pid"; }
+citus=${BENCH_CITUS:-}
+watch=()
+if [ -z "$citus" ]; then
+  start_pg "$dir/data" "$pgport"
+  watch=(-pg-pid "$(postmaster data)")
+else
+  # As test/pgtest starts its Citus clusters: the nodes reach each other
+  # over loopback without TLS. Worker i listens on the port 10 + i past
+  # the coordinator's, clear of the broker's.
+  ports=("$pgport")
+  nodes=(coordinator)
+  for i in $(seq 1 "$citus"); do nodes+=("worker$i") ports+=($((pgport + 10 + i))); done
+  for i in "${!nodes[@]}"; do
+    start_pg "$dir/${nodes[$i]}" "${ports[$i]}" -c shared_preload_libraries=citus -c citus.node_conninfo=sslmode=disable
+    "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -d "postgres://postgres@127.0.0.1:${ports[$i]}/postgres" -c "CREATE EXTENSION citus"
+  done
+  "${psql[@]}" -c "SELECT citus_set_coordinator_host('127.0.0.1', $pgport)" >/dev/null
+  pidlist=coordinator=$(postmaster coordinator)
+  for i in $(seq 1 "$citus"); do
+    "${psql[@]}" -c "SELECT citus_add_node('127.0.0.1', ${ports[$i]})" >/dev/null
+    pidlist+=,worker$i=$(postmaster "worker$i")
+  done
+  watch=(-node-pids "$pidlist")
+fi
 
 # The environment, not a flag: a BENCH_BROKER from before --metrics-listen ignores it.
 REGENT_METRICS_LISTEN=${REGENT_BENCH_METRICS_ADDR:-127.0.0.1:6653} "$broker" --database-url "$db" --listen "$addr" --spool-dir "$dir/spool" --log-level warn >"$dir/broker.log" 2>&1 &
 brokerpid=$!
 pids+=($brokerpid)
-until curl -sf "http://$addr/health" >/dev/null; do sleep 0.2; done
+until curl -sf "http://$addr/health" >/dev/null; do
+  kill -0 "$brokerpid" 2>/dev/null || { echo "the broker exited:" >&2; cat "$dir/broker.log" >&2; exit 1; }
+  sleep 0.2
+done
 
 # 1234567 -> 1,234,567
 commas() { sed ':a; s/\B[0-9]\{3\}\>/,&/; ta' <<<"$1"; }
@@ -75,7 +113,7 @@ point() {
   shift 4
   if [ -n "$only" ] && ! grep -qE "$only" <<<"$name"; then return; fi
   echo "# $name: C=$c N=$n $*" >&2
-  if ! "$root/bin/regent-bench" -url "http://$addr" -runs "$runs" -broker-pid "$brokerpid" -pg-pid "$pgpid" \
+  if ! "$root/bin/regent-bench" -url "http://$addr" -runs "$runs" -broker-pid "$brokerpid" "${watch[@]}" \
     -c "$c" -n "$n" "$@" "${extra[@]}" | tee "$dir/last.jsonl"; then
     failed+=("$name")
   fi
@@ -153,7 +191,7 @@ for b in 100 1000; do
   done
 done
 
-if [ -n "$only" ]; then exit $((${#failed[@]} > 0)); fi
+if [ -n "$only" ] || [ -n "$citus" ]; then exit $((${#failed[@]} > 0)); fi
 
 # What the broker stores for a request of 100 messages of 64 bytes, and for
 # a cycle's sink item, so that the limit writes segments of the same size.

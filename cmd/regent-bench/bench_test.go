@@ -198,6 +198,15 @@ func TestSummaryGivesTheMedianCPUPerRequestAndTheLargestRSSPeak(t *testing.T) {
 		summary([]*Result{run(0.3, 0.05, 40), run(0.1, 0.04, 61.5), run(0.2, 0.06, 50)}))
 }
 
+// -node-pids: a Citus cluster's nodes, by name, after the broker and
+// before the tool.
+func TestSummaryGivesEachCitusNodesCPUPerRequest(t *testing.T) {
+	r := &Result{Scenario: "pop", MsgsPerSec: 5, P50Ms: 1, P99Ms: 2,
+		CPUMsPerRequest: map[string]float64{"broker": 0.2, "worker2": 0.3, "coordinator": 0.1, "worker1": 0.4, "tool": 0.05}}
+	require.Equal(t, "# pop, median of 1 runs: 5 msgs/s, p50 1.000 ms, p99 2.000 ms; CPU per request: broker 0.200 ms coordinator 0.100 ms worker1 0.400 ms worker2 0.300 ms tool 0.050 ms",
+		summary([]*Result{r}))
+}
+
 func TestDropDeletesTheRunsQueueAndTheQueuesItMade(t *testing.T) {
 	b := brokertest.Shared(t)
 	grantStreams(t, b)

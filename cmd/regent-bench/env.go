@@ -35,6 +35,9 @@ type Env struct {
 	Sink, DatabaseURL string
 	// The processes watched from /proc; 0 is none.
 	BrokerPID, PostgresPID int
+	// NodePIDs are the postmasters of a Citus cluster's nodes, by name, each
+	// reported as PostgresPID is (-node-pids).
+	NodePIDs map[string]int
 	// made are the queues the run made besides Queue (a sink), for Drop.
 	made []string
 

@@ -22,7 +22,9 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -56,6 +58,18 @@ func main() {
 	flag.BoolVar(&env.TxIDs, "txid", true, "push: give every item a UUIDv7 transactionId, as Queen's JavaScript client does; -txid=false sends none")
 	flag.IntVar(&env.BrokerPID, "broker-pid", 0, "the broker's process id, when it runs on this machine: report its CPU and peak RSS from /proc")
 	flag.IntVar(&env.PostgresPID, "pg-pid", 0, "PostgreSQL's postmaster pid, when it runs on this machine: report the CPU of all its processes from /proc")
+	flag.Func("node-pids", "a Citus cluster's postmasters, as name=pid,name=pid (coordinator=…,worker1=…): report the CPU of each node's processes, as -pg-pid does", func(v string) error {
+		env.NodePIDs = map[string]int{}
+		for _, f := range strings.Split(v, ",") {
+			name, pid, ok := strings.Cut(f, "=")
+			n, err := strconv.Atoi(pid)
+			if !ok || name == "" || err != nil || n <= 0 {
+				return fmt.Errorf("want name=pid, got %q", f)
+			}
+			env.NodePIDs[name] = n
+		}
+		return nil
+	})
 	flag.BoolVar(&env.Prefilled, "prefilled", false, "popack, cycle: the queue already holds the N messages; do not fill it")
 	flag.IntVar(&runs, "runs", 1, "how many times to run; one JSON line each")
 	flag.DurationVar(&limit, "limit", 10*time.Minute, "give up a run after this long")
@@ -137,18 +151,14 @@ func summary(results []*Result) string {
 		median(func(r *Result) float64 { return r.P50Ms }), median(func(r *Result) float64 { return r.P99Ms }))
 	if cpu := results[0].CPUMsPerRequest; cpu != nil {
 		line += "; CPU per request:"
-		for _, k := range []string{"broker", "postgres", "tool"} {
-			if _, ok := cpu[k]; ok {
-				line += fmt.Sprintf(" %s %.3f ms", k, median(func(r *Result) float64 { return r.CPUMsPerRequest[k] }))
-			}
+		for _, k := range cpuOrder(cpu) {
+			line += fmt.Sprintf(" %s %.3f ms", k, median(func(r *Result) float64 { return r.CPUMsPerRequest[k] }))
 		}
 	}
 	if cpu := results[0].CPUMsPer1000Msgs; cpu != nil && results[0].Keys > 0 {
 		line += "; CPU per 1,000 msgs:"
-		for _, k := range []string{"broker", "postgres", "tool"} {
-			if _, ok := cpu[k]; ok {
-				line += fmt.Sprintf(" %s %.1f ms", k, median(func(r *Result) float64 { return r.CPUMsPer1000Msgs[k] }))
-			}
+		for _, k := range cpuOrder(cpu) {
+			line += fmt.Sprintf(" %s %.1f ms", k, median(func(r *Result) float64 { return r.CPUMsPer1000Msgs[k] }))
 		}
 	}
 	// Memory has a ceiling to stay under, so the worst run is the figure.
@@ -160,6 +170,25 @@ func summary(results []*Result) string {
 		line += fmt.Sprintf("; broker RSS peak %.1f MB", rss)
 	}
 	return line
+}
+
+// cpuOrder is the order of a summary's CPU figures: the broker, PostgreSQL,
+// the nodes of a Citus cluster by name, and the tool.
+func cpuOrder(cpu map[string]float64) []string {
+	var nodes []string
+	for k := range cpu {
+		if k != "broker" && k != "postgres" && k != "tool" {
+			nodes = append(nodes, k)
+		}
+	}
+	sort.Strings(nodes)
+	var out []string
+	for _, k := range slices.Concat([]string{"broker", "postgres"}, nodes, []string{"tool"}) {
+		if _, ok := cpu[k]; ok {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func names() []string {

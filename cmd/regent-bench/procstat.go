@@ -11,8 +11,9 @@ import (
 
 // Where the time of a run goes, and how much memory the broker takes, read
 // from /proc: the broker under test and PostgreSQL are processes on this
-// machine, given by their pids (-broker-pid, -pg-pid). A figure whose pid is
-// not given is not reported.
+// machine, given by their pids (-broker-pid, -pg-pid, and -node-pids for
+// the nodes of a Citus cluster). A figure whose pid is not given is not
+// reported.
 
 // clockTick is the unit of the CPU times in /proc/<pid>/stat. Linux exports
 // them in USER_HZ, which is 100 on every architecture whatever the kernel's
@@ -134,6 +135,11 @@ func (e *Env) readCPU() (cpuReading, error) {
 	}
 	if e.PostgresPID > 0 {
 		if r["postgres"], err = treeCPU(e.PostgresPID); err != nil {
+			return nil, err
+		}
+	}
+	for name, pid := range e.NodePIDs {
+		if r[name], err = treeCPU(pid); err != nil {
 			return nil, err
 		}
 	}
