@@ -168,7 +168,13 @@ func create(t testing.TB, migrated bool) string {
 // the database on every node and migrates it.
 func (s *server) createDB(name string, migrated bool) error {
 	if s.citus != nil {
-		if err := s.citus.CreateDatabase(name); err != nil || !migrated {
+		// One at a time: two registrations of the workers at once, in two
+		// databases, may collide on a worker's catalog ("tuple
+		// concurrently updated").
+		createMu.Lock()
+		err := s.citus.CreateDatabase(name)
+		createMu.Unlock()
+		if err != nil || !migrated {
 			return err
 		}
 		return migrateDB(s.urlFor(name))
