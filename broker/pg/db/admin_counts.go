@@ -194,19 +194,29 @@ type Overview struct {
 	PendingMin, PendingMax    int64
 }
 
-// Overview sums partitionCounts over the tenant: one statement.
+// Overview sums partitionCounts over the tenant: one statement. The
+// queues' figures and the partitions' are apart, each a row of its own
+// that the statement joins: on Citus, where the queues are a reference
+// table, no sub-select of the one sits in the other's target list.
 func (d *DB) Overview(ctx context.Context, tenant string) (Overview, error) {
 	var o Overview
-	err := d.q.QueryRow(ctx, `SELECT
-			(SELECT count(*) FROM queen.queues q WHERE q.tenant = $1)::int,
-			count(*)::int,
-			(SELECT count(DISTINCT q.namespace) FILTER (WHERE q.namespace <> '') FROM queen.queues q WHERE q.tenant = $1)::int,
-			(SELECT count(DISTINCT q.task) FILTER (WHERE q.task <> '') FROM queen.queues q WHERE q.tenant = $1)::int,
-			coalesce(sum(pc.given), 0)::bigint, coalesce(sum(pc.total), 0)::bigint, coalesce(sum(pc.pending), 0)::bigint,
-			coalesce(sum(pc.waiting), 0)::bigint, coalesce(sum(pc.processing), 0)::bigint, coalesce(sum(pc.dead_letter), 0)::bigint,
-			coalesce(avg(pc.pending), 0)::float8, coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY pc.pending), 0)::float8,
-			coalesce(min(pc.pending), 0)::bigint, coalesce(max(pc.pending), 0)::bigint
-		  FROM (`+partitionCounts+`) pc`, tenant, nil).Scan(&o.Queues, &o.Partitions, &o.Namespaces, &o.Tasks,
+	err := d.q.QueryRow(ctx, `WITH qs AS (
+			SELECT count(*)::int AS queues,
+			       count(DISTINCT q.namespace) FILTER (WHERE q.namespace <> '')::int AS namespaces,
+			       count(DISTINCT q.task) FILTER (WHERE q.task <> '')::int AS tasks
+			  FROM queen.queues q WHERE q.tenant = $1),
+		ps AS (
+			SELECT count(*)::int AS partitions,
+			coalesce(sum(pc.given), 0)::bigint AS given, coalesce(sum(pc.total), 0)::bigint AS total,
+			coalesce(sum(pc.pending), 0)::bigint AS pending, coalesce(sum(pc.waiting), 0)::bigint AS waiting,
+			coalesce(sum(pc.processing), 0)::bigint AS processing, coalesce(sum(pc.dead_letter), 0)::bigint AS dead_letter,
+			coalesce(avg(pc.pending), 0)::float8 AS pending_avg,
+			coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY pc.pending), 0)::float8 AS pending_median,
+			coalesce(min(pc.pending), 0)::bigint AS pending_min, coalesce(max(pc.pending), 0)::bigint AS pending_max
+		  FROM (`+partitionCounts+`) pc)
+		SELECT qs.queues, ps.partitions, qs.namespaces, qs.tasks, ps.given, ps.total, ps.pending, ps.waiting,
+		       ps.processing, ps.dead_letter, ps.pending_avg, ps.pending_median, ps.pending_min, ps.pending_max
+		  FROM qs, ps`, tenant, nil).Scan(&o.Queues, &o.Partitions, &o.Namespaces, &o.Tasks,
 		&o.Given, &o.Counts.Total, &o.Counts.Pending, &o.Counts.Waiting, &o.Counts.Processing, &o.Counts.DeadLetter,
 		&o.PendingAvg, &o.PendingMedian, &o.PendingMin, &o.PendingMax)
 	if err != nil {
