@@ -29,10 +29,27 @@ import (
 // is read at segment granularity (the first segment past committed, its
 // min_created_at), as the pop's subscription start is.
 
+// tenantCursors is the tenant's cursors, c, with their queue and
+// partition, as a CTE: the statement that follows it calls
+// queen.oldest_unconsumed on c's rows (oldestJoin). MATERIALIZED, so that
+// on Citus the cursors are read over the shards first and the calls run on
+// the coordinator, each a statement on its partition's shard: a function
+// that reads a distributed table cannot run inside a statement pushed to
+// the shards. filter narrows the cursors read ("" for none).
+func tenantCursors(filter string) string {
+	return `WITH c AS MATERIALIZED (
+		SELECT c.consumer_group, q.id AS queue_id, q.name AS queue, p.name AS partition, c.partition_id,
+		       c.lease_id, c.lease_expires_at, c.committed, p.next_offset, c.last_consumed_at, c.total_consumed,
+		       c.batch_end
+		  FROM queen.cursors c
+		  JOIN queen.partitions p ON p.id = c.partition_id
+		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1 ` + filter + `)`
+}
+
 // oldestJoin joins o.oldest, the creation time of the oldest message that
-// cursor c of partition p has not consumed, or NULL.
+// cursor c of tenantCursors has not consumed, or NULL.
 const oldestJoin = `LEFT JOIN LATERAL queen.oldest_unconsumed(p_partition_id => c.partition_id, p_committed => c.committed,
-	p_next_offset => p.next_offset) o ON true`
+	p_next_offset => c.next_offset) o ON true`
 
 // GroupSummary is one (group, queue) pair of the group list.
 type GroupSummary struct {
@@ -49,22 +66,21 @@ type GroupSummary struct {
 // by group, then queue. One statement: a scan of the tenant's cursors, each
 // with two index probes into its partition's segments.
 func (d *DB) ConsumerGroups(ctx context.Context, tenant string) ([]GroupSummary, error) {
-	return collect(ctx, d, `SELECT c.consumer_group, q.name, count(*)::int,
+	return collect(ctx, d, tenantCursors("")+`
+		SELECT c.consumer_group, c.queue, count(*)::int,
 			count(*) FILTER (WHERE o.oldest IS NOT NULL)::int,
-			coalesce(sum(greatest(p.next_offset - c.committed, 0)), 0)::bigint,
+			coalesce(sum(greatest(c.next_offset - c.committed, 0)), 0)::bigint,
 			min(o.oldest), bool_or(c.last_consumed_at IS NOT NULL OR c.batch_end IS NULL),
 			sub.mode, sub.starts_after, sub.created_at
-		  FROM queen.cursors c
-		  JOIN queen.partitions p ON p.id = c.partition_id
-		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
+		  FROM c
 		  `+oldestJoin+`
 		  LEFT JOIN LATERAL (SELECT coalesce(x.mode, CASE WHEN x.starts_after = x.created_at THEN 'new' ELSE 'timestamp' END) AS mode,
 		                            x.starts_after, x.created_at
 		                       FROM queen.subscriptions x
-		                      WHERE x.queue_id = q.id AND x.consumer_group = c.consumer_group
+		                      WHERE x.queue_id = c.queue_id AND x.consumer_group = c.consumer_group
 		                        AND x.starts_after > '-infinity') sub ON true
-		 GROUP BY c.consumer_group, q.name, sub.mode, sub.starts_after, sub.created_at
-		 ORDER BY c.consumer_group, q.name`, "list consumer groups", func(r pgx.CollectableRow) (GroupSummary, error) {
+		 GROUP BY c.consumer_group, c.queue, sub.mode, sub.starts_after, sub.created_at
+		 ORDER BY c.consumer_group, c.queue`, "list consumer groups", func(r pgx.CollectableRow) (GroupSummary, error) {
 		var g GroupSummary
 		err := r.Scan(&g.Name, &g.Queue, &g.Members, &g.WithLag, &g.LagMessages, &g.Oldest, &g.Moved,
 			&g.SubMode, &g.SubStart, &g.SubCreated)
@@ -84,9 +100,9 @@ type GroupCursor struct {
 	TotalConsumed           int64
 }
 
-const cursorColumns = `c.consumer_group, q.name, p.name, p.id, c.lease_id,
+const cursorColumns = `c.consumer_group, c.queue, c.partition, c.partition_id, c.lease_id,
 	c.lease_id IS NOT NULL AND queen.lease_live(c.lease_expires_at),
-	CASE WHEN o.oldest IS NULL THEN 0 ELSE greatest(p.next_offset - c.committed, 0) END,
+	CASE WHEN o.oldest IS NULL THEN 0 ELSE greatest(c.next_offset - c.committed, 0) END,
 	o.oldest, c.last_consumed_at, c.total_consumed`
 
 func scanCursor(r pgx.CollectableRow) (GroupCursor, error) {
@@ -99,25 +115,22 @@ func scanCursor(r pgx.CollectableRow) (GroupCursor, error) {
 // LaggingCursors lists the tenant's cursors whose oldest unconsumed message is
 // strictly older than minLag, the most lagging first.
 func (d *DB) LaggingCursors(ctx context.Context, tenant string, minLag time.Duration) ([]GroupCursor, error) {
-	return collect(ctx, d, `SELECT `+cursorColumns+`
-		  FROM queen.cursors c
-		  JOIN queen.partitions p ON p.id = c.partition_id
-		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
+	return collect(ctx, d, tenantCursors("WHERE c.committed < p.next_offset")+`
+		SELECT `+cursorColumns+`
+		  FROM c
 		  `+oldestJoin+`
 		 WHERE o.oldest < now() - make_interval(secs => $2)
-		 ORDER BY o.oldest, c.consumer_group, q.name, p.name`, "list lagging cursors", scanCursor, tenant, minLag.Seconds())
+		 ORDER BY o.oldest, c.consumer_group, c.queue, c.partition`, "list lagging cursors", scanCursor, tenant, minLag.Seconds())
 }
 
 // GroupCursors lists one group's cursors on the tenant's queues, by queue, then
 // partition.
 func (d *DB) GroupCursors(ctx context.Context, tenant, group string) ([]GroupCursor, error) {
-	return collect(ctx, d, `SELECT `+cursorColumns+`
-		  FROM queen.cursors c
-		  JOIN queen.partitions p ON p.id = c.partition_id
-		  JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
+	return collect(ctx, d, tenantCursors("WHERE c.consumer_group = $2")+`
+		SELECT `+cursorColumns+`
+		  FROM c
 		  `+oldestJoin+`
-		 WHERE c.consumer_group = $2
-		 ORDER BY q.name, p.name`, "describe consumer group", scanCursor, tenant, group)
+		 ORDER BY c.queue, c.partition`, "describe consumer group", scanCursor, tenant, group)
 }
 
 // DeleteGroup deletes the group's cursors, with their leases and retry counts, on
