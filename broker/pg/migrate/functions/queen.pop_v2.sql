@@ -164,6 +164,13 @@ BEGIN
             v_committed := 0;
             IF p_group <> '__QUEUE_MODE__' THEN
                 IF v_start IS NULL THEN
+                    -- Read before it is written: on Citus the subscriptions
+                    -- are a reference table, whose every write, even one
+                    -- that conflicts, goes to every node.
+                    SELECT s.starts_after INTO v_start FROM queen.subscriptions s
+                     WHERE s.queue_id = p_queue_id AND s.consumer_group = p_group;
+                END IF;
+                IF v_start IS NULL THEN
                     -- Decided here, not in the INSERT: Citus evaluates each
                     -- branch of a CASE there, and 'all' is no time.
                     v_start := CASE p_sub_start
