@@ -51,15 +51,8 @@ func (d *DB) Push(ctx context.Context, segs Segments) ([]int64, Duplicates, erro
 }
 
 func (d *DB) push(ctx context.Context, segs Segments) ([]int64, Duplicates, error) {
-	// No segment: log_push_v2 stores nothing, and any worker will do. Never
-	// NULL: Citus 13.2 crashes on a prepared call of a distributed function
-	// whose distribution argument is NULL (CITUS.md).
-	var shard [16]byte
-	if len(segs.Partitions) > 0 {
-		shard = segs.Partitions[0]
-	}
 	rows, err := d.q.Query(ctx, logPushSQL, segs.Partitions, segs.Frames, segs.Bodies, segs.Checksums, segs.TxIDs,
-		segs.MinAt, segs.MaxAt, segs.Dedups, segs.DedupTxIDs, segs.DedupMsgIDs, shard, d.dedupWindow)
+		segs.MinAt, segs.MaxAt, segs.Dedups, segs.DedupTxIDs, segs.DedupMsgIDs, shard(segs.Partitions), d.dedupWindow)
 	if err != nil {
 		return nil, nil, fmt.Errorf("push: %w", err)
 	}

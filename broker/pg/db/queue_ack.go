@@ -155,14 +155,7 @@ func (d *DB) ack(ctx context.Context, tenant string, acks []QueueAck) ([]AckResu
 	// is no message for the next one, so each call after the first asks for
 	// items never asked for before: the loop ends, after two calls when
 	// nothing changes meanwhile.
-	// The first item's partition is the call's shard: on Citus the call
-	// goes whole to the worker that holds it (queen.ack_v2). Never NULL
-	// (see push).
-	var shard [16]byte
-	if n > 0 {
-		shard = pids[0]
-	}
-	args := []any{shard, tenant, pids, groups, txids, statuses, leases, errs}
+	args := []any{shard(pids), tenant, pids, groups, txids, statuses, leases, errs}
 	var dl deadLetters
 	asked := map[int32]bool{}
 	for {
