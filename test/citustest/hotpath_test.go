@@ -119,6 +119,15 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 		}
 		return nil
 	}
+	// ackNone acks, with status, a message the partition does not hold,
+	// which the ack must answer as a failure.
+	ackNone := func(ack func(context.Context, string, []db.QueueAck) ([]db.AckResult, error), pid uuid.UUID, status string) error {
+		out, err := ack(ctx, "default", []db.QueueAck{{PartitionID: pid, TransactionID: "none", Status: status, Group: "g"}})
+		if err == nil && (len(out) != 1 || out[0].Success) {
+			err = fmt.Errorf("an ack of no message answered %+v", out)
+		}
+		return err
+	}
 	calls := []struct {
 		name, sql string // sql: what the one command runs
 		call      func(pid uuid.UUID) error
@@ -160,20 +169,10 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 			return err
 		}},
 		{"ack of any status", "queen.ack_v2(", func(pid uuid.UUID) error {
-			out, err := d.Ack(ctx, "default", []db.QueueAck{{PartitionID: pid, TransactionID: "none",
-				Status: db.AckFailed, Group: "g"}})
-			if err == nil && (len(out) != 1 || out[0].Success) {
-				err = fmt.Errorf("an ack of no message answered %+v", out)
-			}
-			return err
+			return ackNone(d.Ack, pid, db.AckFailed)
 		}},
 		{"ack", "queen.ack_cursor(", func(pid uuid.UUID) error {
-			out, err := d.AckCursor(ctx, "default", []db.QueueAck{{PartitionID: pid, TransactionID: "none",
-				Status: db.AckCompleted, Group: "g"}})
-			if err == nil && (len(out) != 1 || out[0].Success) {
-				err = fmt.Errorf("an ack of no message answered %+v", out)
-			}
-			return err
+			return ackNone(d.AckCursor, pid, db.AckCompleted)
 		}},
 		{"state read", "FROM queen_streams.state_", func(pid uuid.UUID) error {
 			return d.State(ctx, db.StateFilter{Tenant: "default", QueryID: uuid.New(), PartitionID: pid},
