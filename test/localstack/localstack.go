@@ -283,7 +283,7 @@ func (s *Stack) PostgresExited() <-chan struct{} {
 	}
 	exited := make(chan struct{})
 	var once sync.Once
-	for _, n := range append([]*pgtest.Cluster{s.citus.Coordinator}, s.citus.Workers...) {
+	for _, n := range s.citus.Nodes() {
 		go func() {
 			<-n.Exited()
 			once.Do(func() { close(exited) })

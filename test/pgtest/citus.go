@@ -112,7 +112,7 @@ func RunCitus(dir string, ports []int, settings ...string) (*Citus, error) {
 // adds only what is missing.
 func (c *Citus) CreateDatabase(name string) error {
 	ctx := context.Background()
-	for _, n := range c.nodes() {
+	for _, n := range c.Nodes() {
 		if err := EnsureDatabase(ctx, n.URL("postgres"), name); err != nil {
 			return err
 		}
@@ -140,17 +140,16 @@ func (c *Citus) CreateDatabase(name string) error {
 // DropDatabase drops a database of CreateDatabase on every node.
 func (c *Citus) DropDatabase(name string) error {
 	var errs []error
-	for _, n := range c.nodes() {
+	for _, n := range c.Nodes() {
 		errs = append(errs, execOn(context.Background(), n.URL("postgres"), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"))
 	}
 	return errors.Join(errs...)
 }
 
-// AddWorker starts one more worker, creates the citus extension in each of
-// databases on it, and registers it with the coordinator's databases: a
-// node joining the cluster, whose shards a rebalance then moves onto it.
+// AddWorker starts one more worker and makes each of databases on it as
+// CreateDatabase does, which registers it with the coordinator: a node
+// joining the cluster, whose shards a rebalance then moves onto it.
 func (c *Citus) AddWorker(databases ...string) (*Cluster, error) {
-	ctx := context.Background()
 	// Beside the others: <dir>/worker<n>/data.
 	dir := filepath.Dir(filepath.Dir(c.Coordinator.DataDir))
 	w, err := StartCluster(filepath.Join(dir, fmt.Sprintf("worker%d", len(c.Workers)+1), "data"), 0, c.settings...)
@@ -159,20 +158,15 @@ func (c *Citus) AddWorker(databases ...string) (*Cluster, error) {
 	}
 	c.Workers = append(c.Workers, w)
 	for _, db := range databases {
-		if err := execOn(ctx, w.URL("postgres"), "CREATE DATABASE "+db); err != nil {
-			return nil, err
-		}
-		if err := execOn(ctx, w.URL(db), "CREATE EXTENSION citus"); err != nil {
-			return nil, err
-		}
-		if err := execOn(ctx, c.Coordinator.URL(db), fmt.Sprintf("SELECT citus_add_node('127.0.0.1', %d)", w.Port)); err != nil {
+		if err := c.CreateDatabase(db); err != nil {
 			return nil, err
 		}
 	}
 	return w, nil
 }
 
-func (c *Citus) nodes() []*Cluster { return append([]*Cluster{c.Coordinator}, c.Workers...) }
+// Nodes are the coordinator, then the workers.
+func (c *Citus) Nodes() []*Cluster { return append([]*Cluster{c.Coordinator}, c.Workers...) }
 
 // URL is the connection URL of CitusDatabase on the coordinator.
 func (c *Citus) URL() *url.URL { return c.Coordinator.URL(CitusDatabase) }
@@ -180,7 +174,7 @@ func (c *Citus) URL() *url.URL { return c.Coordinator.URL(CitusDatabase) }
 // Stop stops every node, and removes the directory of a cluster of
 // StartCitus.
 func (c *Citus) Stop() {
-	for _, n := range c.nodes() {
+	for _, n := range c.Nodes() {
 		if n != nil {
 			n.Stop()
 		}
