@@ -732,7 +732,24 @@ func TestCycleWithTenancySinkQueuesResolveWithinTheRequestTenant(t *testing.T) {
 
 func TestCycleConcurrentCyclesOnOneQueryAndPartitionAreSerialised(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	waitsForTheCycleLock(t, newFixture(t), map[string]any{"ack": nil,
+		"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}}})
+}
+
+// A cycle with table rows runs where the query's table is, which on Citus
+// is the coordinator, not the partition's worker (queen_streams.cycle_v6),
+// and waits for the same lock as every other cycle of its pair.
+func TestCycleWithTableRowsIsSerialisedWithTheOtherCyclesOfItsQueryAndPartition(t *testing.T) {
+	t.Parallel()
+	waitsForTheCycleLock(t, newTableFixture(t, "upsert").fixture, map[string]any{"ack": nil,
+		"table_rows": []any{row("a", t0, 1)}})
+}
+
+// waitsForTheCycleLock checks that a cycle of fields, on f's query and
+// partition, waits while the pair's lock is held, and commits once it is
+// released.
+func waitsForTheCycleLock(t *testing.T, f fixture, fields map[string]any) {
+	t.Helper()
 	// Hold the pair's lock, as a running cycle does.
 	release, err := f.b.DB.HoldCycleLock(t.Context(), f.query, f.partition)
 	if err != nil {
@@ -742,8 +759,7 @@ func TestCycleConcurrentCyclesOnOneQueryAndPartitionAreSerialised(t *testing.T) 
 	done := make(chan cycleAnswer, 1)
 	go func() {
 		defer close(done) // also when cycle fails the test and exits the goroutine
-		done <- cycle(t, f.b, f.body(map[string]any{"ack": nil,
-			"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": 1}}}))
+		done <- cycle(t, f.b, f.body(fields))
 	}()
 	// The idle-flush cycle must be waiting on the lock, not done.
 	brokertest.Eventually(t, 10*time.Second, func() error {
