@@ -96,7 +96,15 @@ type Store interface {
 	ResolvePartitions(ctx context.Context, ts []Target) ([]PartitionRow, error)
 	LookupQueue(ctx context.Context, tenant, name string) (QueueRow, error)
 	LookupPartition(ctx context.Context, queueID uuid.UUID, name string) (uuid.UUID, error)
-	OwnedPartition(ctx context.Context, tenant string, id uuid.UUID) (PartitionRow, error)
+	// OwnedPartitions answers, in order, each ref's partition, or a row
+	// with the nil id when it does not exist or is another tenant's.
+	OwnedPartitions(ctx context.Context, refs []Ref) ([]PartitionRow, error)
+}
+
+// Ref is a partition by its id, as a tenant names it.
+type Ref struct {
+	Tenant string
+	ID     uuid.UUID
 }
 
 // QueueRow is a queue as the database answers it: its id and the options
@@ -183,6 +191,10 @@ func (c *Catalog) ResolveAll(ctx context.Context, ts []Target) ([]*Partition, er
 		}
 	}
 
+	missing, err := c.refresh(ctx, ts, missing, out, now)
+	if err != nil || len(missing) == 0 {
+		return out, err
+	}
 	names := make([]Target, len(missing))
 	for j, i := range missing {
 		names[j] = ts[i]
@@ -195,6 +207,40 @@ func (c *Catalog) ResolveAll(ctx context.Context, ts []Target) ([]*Partition, er
 		out[i] = c.remember(partitionFrom(ts[i].Tenant, found[j], now))
 	}
 	return out, nil
+}
+
+// refresh reads again, by id, the partitions of ts[missing] that the
+// catalog still holds past optionsTTL, with their queues' options, into
+// out, and returns the indexes it could not: those never seen, and those
+// gone since (a deleted partition, or its queue deleted and made again),
+// which are looked up by name. A lookup by id reads one partition's row,
+// where one by name reads every partition's of the queue: on Citus the
+// first is a statement on the partition's own shard and the second one on
+// every shard, so that while a node is down, the partitions of the others
+// go on being served past a refresh.
+func (c *Catalog) refresh(ctx context.Context, ts []Target, missing []int, out []*Partition, now time.Time) ([]int, error) {
+	var refs []Ref
+	var at []int
+	c.mu.RLock()
+	for _, i := range missing {
+		if p := c.queues[queueKey{ts[i].Tenant, ts[i].Queue}].part(ts[i].Partition, now); p != nil {
+			refs, at = append(refs, Ref{Tenant: ts[i].Tenant, ID: p.ID}), append(at, i)
+		}
+	}
+	c.mu.RUnlock()
+	if len(refs) == 0 {
+		return missing, nil
+	}
+	found, err := c.db.OwnedPartitions(ctx, refs)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		if f := found[j]; f.ID != uuid.Nil && f.Name == ts[i].Partition && f.Queue.Name == ts[i].Queue {
+			out[i] = c.remember(partitionFrom(ts[i].Tenant, f, now))
+		}
+	}
+	return slices.DeleteFunc(missing, func(i int) bool { return out[i] != nil }), nil
 }
 
 // queueFrom and partitionFrom make the catalog's values of what the
@@ -357,6 +403,18 @@ func leastUsed[T any](all []T, n int, used func(T) int64) []T {
 	return out
 }
 
+// forget drops the cached partition t, which the database no longer holds:
+// the refresh of its queue's options would otherwise rebind its old id.
+func (c *Catalog) forget(t Target) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.queues[queueKey{t.Tenant, t.Queue}]; e != nil && e.parts[t.Partition] != nil {
+		delete(c.byID, e.parts[t.Partition].v.ID)
+		delete(e.parts, t.Partition)
+		c.nparts--
+	}
+}
+
 // Invalidate forgets everything cached about a tenant's queue.
 func (c *Catalog) Invalidate(tenant, queue string) {
 	c.mu.Lock()
@@ -403,11 +461,18 @@ func (c *Catalog) LookupPartition(ctx context.Context, tenant, queue, partition 
 	if p != nil {
 		return p, nil
 	}
+	out := make([]*Partition, 1)
+	if missing, err := c.refresh(ctx, []Target{t}, []int{0}, out, time.Now()); err != nil || len(missing) == 0 {
+		return out[0], err
+	}
 	q, err := c.LookupQueue(ctx, tenant, queue)
 	if err != nil {
 		return nil, err
 	}
 	id, err := c.db.LookupPartition(ctx, q.ID, partition)
+	if errors.Is(err, ErrNotFound) {
+		c.forget(t)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -428,9 +493,12 @@ func (c *Catalog) OwnedPartition(ctx context.Context, tenant string, id uuid.UUI
 		}
 		return p, nil
 	}
-	found, err := c.db.OwnedPartition(ctx, tenant, id)
+	found, err := c.db.OwnedPartitions(ctx, []Ref{{Tenant: tenant, ID: id}})
 	if err != nil {
 		return nil, err
 	}
-	return c.remember(partitionFrom(tenant, found, now)), nil
+	if found[0].ID == uuid.Nil {
+		return nil, ErrNotFound
+	}
+	return c.remember(partitionFrom(tenant, found[0], now)), nil
 }

@@ -23,3 +23,18 @@ func (c *Catalog) Refresh(tenant, name string) {
 	fresh.loaded = time.Now()
 	c.rememberQueue(&fresh)
 }
+
+// Expire makes a cached queue's options older than optionsTTL, as time
+// would: the next lookup of the queue or of its partitions reads them
+// again.
+func (c *Catalog) Expire(tenant, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.queues[queueKey{tenant, name}]
+	old := *e.v
+	old.loaded = old.loaded.Add(-optionsTTL - time.Millisecond)
+	e.v = &old
+	for _, s := range e.parts {
+		s.v = &Partition{ID: s.v.ID, Name: s.v.Name, Queue: &old}
+	}
+}

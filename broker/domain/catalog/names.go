@@ -10,7 +10,8 @@
 // Resolve (or ResolveAll) turns (tenant, queue, partition) into a
 // *Partition, creating a queue and partition that do not exist with default
 // options. Answers are cached for optionsTTL at most, and only while they
-// stay among the most recently used (New's size); Invalidate drops a tenant's
+// stay among the most recently used (New's size); past it a cached partition
+// is read again by its id, and by name only when the id is gone; Invalidate drops a tenant's
 // queue (the queue deletion route does it, and so must any caller whose
 // push failed with ErrPartitionGone, because another replica deleted the
 // queue behind the cache). OwnedPartition answers ErrNotFound for a
