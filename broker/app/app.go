@@ -58,6 +58,11 @@ type Broker struct {
 	stopTracing func(context.Context) error
 }
 
+// shardMapEvery is how often a broker on Citus reads where the partitions'
+// shards are (db.WatchNodes). A map that a rebalance made stale sends calls
+// to a node that passes them on: slower, never wrong.
+const shardMapEvery = 5 * time.Second
+
 // New opens the database, applies migrations when configured to, and
 // builds the handler and the background loops, which run until Close. The
 // broker owns the database's pool; Close releases it.
@@ -77,7 +82,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 	if err != nil {
 		return nil, err
 	}
-	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{MaxConns: cfg.PoolSize, DedupWindow: cfg.DedupWindow})
+	store, err := db.Open(ctx, cfg.DatabaseURL, db.Options{MaxConns: cfg.PoolSize, DedupWindow: cfg.DedupWindow,
+		Route: cfg.CitusRoute})
 	if err != nil {
 		return nil, errors.Join(err, stopTracing(ctx))
 	}
@@ -144,6 +150,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, 
 		func(ctx context.Context) { counters.RunSamples(ctx, store, cfg.Replica, logger) },
 		spooled.Run,
 		authn.Run,
+		func(ctx context.Context) { store.WatchNodes(ctx, shardMapEvery, logger) },
 	})
 	return &Broker{cfg: cfg, log: logger, db: store, spool: spooled, handler: h, metrics: server.Metrics(m),
 		routes: routes, loops: loops, stopping: stopping, stopTracing: stopTracing}, nil

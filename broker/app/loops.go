@@ -25,7 +25,8 @@ type loop func(ctx context.Context)
 //   - the analytics counters' flush, with the parked long-polls' sample,
 //     and the replica's samples of its process (counters);
 //   - the spool's drain (spool);
-//   - the identity provider's JWK Set refresh (auth), with --jwks-url.
+//   - the identity provider's JWK Set refresh (auth), with --jwks-url;
+//   - on Citus, the shard map's refresh (db.WatchNodes), with --citus-route.
 type loops struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

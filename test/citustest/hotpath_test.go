@@ -29,7 +29,7 @@ import (
 // coordinator runs none of their statements (what citus.log_remote_commands
 // and citus.log_local_commands report).
 func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
-	c := citustest.New(t, 2)
+	c := citustest.New(t, 2, "shared_preload_libraries=citus,pg_stat_statements")
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(c.URL().String())
 	if err != nil {
@@ -78,10 +78,15 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 	// The query's leases on each partition: the pop takes the first, the
 	// cycle with the next batch acks it and takes the second, which the
 	// last cycle acks.
-	leases := map[uuid.UUID][2]uuid.UUID{}
-	for pid := range ports {
-		leases[pid] = [2]uuid.UUID{uuid.New(), uuid.New()}
+	var leases map[uuid.UUID][2]uuid.UUID
+	newLeases := func() {
+		leases = map[uuid.UUID][2]uuid.UUID{}
+		for pid := range ports {
+			leases[pid] = [2]uuid.UUID{uuid.New(), uuid.New()}
+		}
 	}
+	newLeases()
+	hot := d // the DB that the calls go through
 	// Each source partition's sink partition, created beside it, as a
 	// cycle's sink emits create theirs.
 	sinks := map[uuid.UUID]uuid.UUID{}
@@ -106,7 +111,7 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 				Checksums: []int64{0}, TxIDs: []string{txid}, MinAt: []time.Time{now}, MaxAt: []time.Time{now},
 				Dedups: []int32{1}, DedupTxIDs: []string{txid}, DedupMsgIDs: [][16]byte{uuid.New()}}
 		}
-		r, err := d.RunCycle(ctx, db.Cycle{Tenant: "default", QueryID: reg.QueryID, PartitionID: pid, Group: "streams.sq",
+		r, err := hot.RunCycle(ctx, db.Cycle{Tenant: "default", QueryID: reg.QueryID, PartitionID: pid, Group: "streams.sq",
 			Ops:      db.StateOps{Applied: 1, UpsertKeys: []string{"w"}, UpsertValues: []json.RawMessage{json.RawMessage(`{"windowEnd": 1}`)}},
 			Segments: sink, Ack: &db.Ack{LeaseID: &lease, OK: true, Release: true}, Next: next})
 		switch {
@@ -135,7 +140,7 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 		{"push", "queen.log_push_v2(", func(pid uuid.UUID) error {
 			now := time.Now()
 			txids := []string{uuid.NewString(), uuid.NewString()}
-			_, dups, err := d.Push(ctx, db.Segments{
+			_, dups, err := hot.Push(ctx, db.Segments{
 				Partitions: [][16]byte{pid}, Frames: []int32{2}, Bodies: [][]byte{{1}}, Checksums: []int64{0},
 				TxIDs: txids, MinAt: []time.Time{now}, MaxAt: []time.Time{now},
 				Dedups: []int32{2}, DedupTxIDs: txids, DedupMsgIDs: [][16]byte{uuid.New(), uuid.New()},
@@ -146,7 +151,7 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 			return err
 		}},
 		{"pop", "queen.pop_v2(", func(pid uuid.UUID) error {
-			claims, _, _, err := d.Pop(ctx, &db.PopCall{Tenant: "default", Queue: "q", QueueID: queueID, Group: "streams.sq",
+			claims, _, _, err := hot.Pop(ctx, &db.PopCall{Tenant: "default", Queue: "q", QueueID: queueID, Group: "streams.sq",
 				Partitions: 1, Batch: 1, LeaseID: leases[pid][0], SubStart: "all", MaxBytes: 1 << 20}, []uuid.UUID{pid})
 			if err == nil && (len(claims) != 1 || claims[0].BatchEnd-claims[0].BatchStart != 1) {
 				err = fmt.Errorf("the pop claimed %+v; want one message", claims)
@@ -159,9 +164,9 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 		{"cycle that emits", "queen_streams.cycle_v7(", func(pid uuid.UUID) error {
 			return cycle(pid, leases[pid][1], nil)
 		}},
-		{"ripe read", "FROM queen_streams.state_", func(pid uuid.UUID) error {
+		{"ripe read", "FROM queen_streams.state", func(pid uuid.UUID) error {
 			n, end := 0, 2.0
-			err := d.State(ctx, db.StateFilter{Tenant: "default", QueryID: reg.QueryID, PartitionID: pid,
+			err := hot.State(ctx, db.StateFilter{Tenant: "default", QueryID: reg.QueryID, PartitionID: pid,
 				RipeAtOrBefore: &end, Mark: true}, func(string, []byte, time.Time) { n++ })
 			if err == nil && n != 1 {
 				err = fmt.Errorf("the ripe read read %d rows; want the cycles' one", n)
@@ -169,13 +174,13 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 			return err
 		}},
 		{"ack of any status", "queen.ack_v2(", func(pid uuid.UUID) error {
-			return ackNone(d.Ack, pid, db.AckFailed)
+			return ackNone(hot.Ack, pid, db.AckFailed)
 		}},
 		{"ack", "queen.ack_cursor(", func(pid uuid.UUID) error {
-			return ackNone(d.AckCursor, pid, db.AckCompleted)
+			return ackNone(hot.AckCursor, pid, db.AckCompleted)
 		}},
-		{"state read", "FROM queen_streams.state_", func(pid uuid.UUID) error {
-			return d.State(ctx, db.StateFilter{Tenant: "default", QueryID: uuid.New(), PartitionID: pid},
+		{"state read", "FROM queen_streams.state", func(pid uuid.UUID) error {
+			return hot.State(ctx, db.StateFilter{Tenant: "default", QueryID: uuid.New(), PartitionID: pid},
 				func(string, []byte, time.Time) {})
 		}},
 	}
@@ -189,6 +194,61 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 			if len(got) != 1 || !strings.Contains(got[0].SQL, c.sql) || !strings.Contains(got[0].Where, ":"+strconv.Itoa(port)) {
 				t.Errorf("%s of partition %s, on the worker at port %d, sent %q; want one command, %s…, to that worker",
 					c.name, pid, port, got, c.sql)
+			}
+		}
+	}
+
+	// With --citus-route the broker sends each call straight to that
+	// worker: the coordinator, and the other worker, run no statement of
+	// it (pg_stat_statements on each node counts the statements clients
+	// send it, Citus's among them).
+	routed, err := db.Open(ctx, c.URL().String(), db.Options{MaxConns: 2, Route: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(routed.Close)
+	if err := routed.RefreshNodes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE EXTENSION pg_stat_statements`); err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[int]*pgx.Conn{}
+	for _, n := range c.Nodes() {
+		nodes[n.Port] = connect(t, n.URL(citustest.Database).String())
+	}
+	statements := func(sql string) map[int]int64 {
+		t.Helper()
+		out := map[int]int64{}
+		for port, conn := range nodes {
+			var n int64
+			if err := conn.QueryRow(ctx, `SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements
+				WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND strpos(query, $1) > 0`,
+				sql).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			out[port] = n
+		}
+		return out
+	}
+	hot = routed
+	newLeases()
+	for _, c := range calls {
+		for pid, port := range ports {
+			before := statements(c.sql)
+			if err := c.call(pid); err != nil {
+				t.Fatalf("routed, %s on partition %s: %v", c.name, pid, err)
+			}
+			after := statements(c.sql)
+			for node := range nodes {
+				want := int64(0)
+				if node == port {
+					want = 1
+				}
+				if got := after[node] - before[node]; got != want {
+					t.Errorf("routed, %s of partition %s, on the worker at port %d: the node at port %d ran %d statements %s…; want %d",
+						c.name, pid, port, node, got, c.sql, want)
+				}
 			}
 		}
 	}

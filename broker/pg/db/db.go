@@ -53,18 +53,31 @@ type DB struct {
 	// dedupWindow is Options.DedupWindow in seconds, which a push carries
 	// (queen.log_push_v2); nil on a DB of New, whose sessions keep theirs.
 	dedupWindow *int32
+	// nodes route the hot calls on Citus (Options.Route); nil otherwise,
+	// and on a transaction's DB.
+	nodes *nodes
 }
 
 // New returns a DB on pool.
 func New(pool *pgxpool.Pool) *DB { return &DB{q: pool, pool: pool} }
 
-// PoolStats are the pool's own figures now; reading them costs no query.
+// PoolStats are the pools' own figures now, summed over the coordinator's
+// and, on Citus with Options.Route, each node's; reading them costs no
+// query.
 func (d *DB) PoolStats() metrics.PoolStats {
-	s := d.pool.Stat()
-	return metrics.PoolStats{
-		MaxConns: int64(s.MaxConns()), TotalConns: int64(s.TotalConns()), AcquiredConns: int64(s.AcquiredConns()),
-		IdleConns: int64(s.IdleConns()), ConstructingConns: int64(s.ConstructingConns()),
-		Acquires: s.AcquireCount(), EmptyAcquires: s.EmptyAcquireCount(), CanceledAcquires: s.CanceledAcquireCount(),
-		NewConns: s.NewConnsCount(), AcquireWait: s.AcquireDuration(),
+	var out metrics.PoolStats
+	for _, p := range append([]*pgxpool.Pool{d.pool}, d.nodes.all()...) {
+		s := p.Stat()
+		out.MaxConns += int64(s.MaxConns())
+		out.TotalConns += int64(s.TotalConns())
+		out.AcquiredConns += int64(s.AcquiredConns())
+		out.IdleConns += int64(s.IdleConns())
+		out.ConstructingConns += int64(s.ConstructingConns())
+		out.Acquires += s.AcquireCount()
+		out.EmptyAcquires += s.EmptyAcquireCount()
+		out.CanceledAcquires += s.CanceledAcquireCount()
+		out.NewConns += s.NewConnsCount()
+		out.AcquireWait += s.AcquireDuration()
 	}
+	return out
 }

@@ -22,6 +22,10 @@ type Options struct {
 	// DedupWindow (--dedup-window) is how long a partition of a queue that
 	// sets no dedupWindowSeconds remembers a client transactionId.
 	DedupWindow time.Duration
+	// Route (--citus-route) sends, on Citus, each hot call to the node that
+	// holds its partition (WatchNodes reads where), rather than through
+	// the coordinator.
+	Route bool
 }
 
 // Open connects a pool to PostgreSQL at url. The pool drops connections the
@@ -43,12 +47,16 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	window := int32(o.DedupWindow / time.Second)
 	pc.ConnConfig.RuntimeParams[DedupWindowSetting] = strconv.Itoa(int(window))
 	pc.PrepareConn = dropClosed
+	base := pc.Copy()
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
 	}
 	d := New(pool)
 	d.dedupWindow = &window
+	if o.Route {
+		d.nodes = &nodes{base: base, pools: map[string]*pgxpool.Pool{}}
+	}
 	return d, nil
 }
 
@@ -56,8 +64,13 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 // in whole seconds.
 const DedupWindowSetting = "regent.dedup_window_seconds"
 
-// Close closes the pool, waiting for its connections to be released.
-func (d *DB) Close() { d.pool.Close() }
+// Close closes the pools, waiting for their connections to be released.
+func (d *DB) Close() {
+	if d.nodes != nil {
+		d.nodes.close()
+	}
+	d.pool.Close()
+}
 
 // Migrate applies the schema migrations not applied yet and returns how
 // many it applied.

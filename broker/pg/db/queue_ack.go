@@ -109,7 +109,7 @@ func (d *DB) ackCursor(ctx context.Context, tenant string, acks []QueueAck) ([]A
 	for i, a := range acks {
 		txids[i] = a.TransactionID
 	}
-	rows, err := d.q.Query(ctx, `SELECT `+answerColumns+` FROM queen.ack_cursor(p_tenant => $1, p_partition_id => $2,
+	rows, err := d.on(acks[0].PartitionID).Query(ctx, `SELECT `+answerColumns+` FROM queen.ack_cursor(p_tenant => $1, p_partition_id => $2,
 		p_group => $3, p_lease_id => $4, p_txids => $5)`, tenant, ids.ID(acks[0].PartitionID), acks[0].Group,
 		pgtype.UUID{Bytes: acks[0].LeaseID, Valid: acks[0].HasLease}, txids)
 	if err != nil {
@@ -156,10 +156,11 @@ func (d *DB) ack(ctx context.Context, tenant string, acks []QueueAck) ([]AckResu
 	// items never asked for before: the loop ends, after two calls when
 	// nothing changes meanwhile.
 	args := []any{shard(pids), tenant, pids, groups, txids, statuses, leases, errs}
+	on := d.on(shard(pids))
 	var dl deadLetters
 	asked := map[int32]bool{}
 	for {
-		out, frames, err := d.ackOnce(ctx, txids,
+		out, frames, err := ackOnce(ctx, on, txids,
 			append(slices.Clip(args), dl.items, ids.IDs(dl.ids), dl.payloads, dl.keys, dl.created))
 		if err != nil {
 			return nil, err
@@ -180,10 +181,10 @@ func (d *DB) ack(ctx context.Context, tenant string, acks []QueueAck) ([]AckResu
 	}
 }
 
-// ackOnce calls queen.ack_v2 once: it answers every item, or asks for the
-// payloads of dead letters that args lack.
-func (d *DB) ackOnce(ctx context.Context, txids []string, args []any) ([]AckResult, []frameRequest, error) {
-	rows, err := d.q.Query(ctx, `SELECT `+answerColumns+`, frame_offset, segment_base, segment_frames, segment_body, segment_checksum
+// ackOnce calls queen.ack_v2 once, on node: it answers every item, or asks
+// for the payloads of dead letters that args lack.
+func ackOnce(ctx context.Context, node Querier, txids []string, args []any) ([]AckResult, []frameRequest, error) {
+	rows, err := node.Query(ctx, `SELECT `+answerColumns+`, frame_offset, segment_base, segment_frames, segment_body, segment_checksum
 		FROM queen.ack_v2(p_shard => $1, p_tenant => $2, p_partition_ids => $3, p_groups => $4, p_txids => $5,
 			p_statuses => $6, p_lease_ids => $7, p_errors => $8, p_dlq_items => $9, p_dlq_message_ids => $10,
 			p_dlq_payloads => $11, p_dlq_key_ids => $12, p_dlq_created => $13)`, args...)

@@ -247,14 +247,16 @@ func (d *DB) runCycle(ctx context.Context, c Cycle) (CycleResult, error) {
 		p := &next.row
 		scan = append(scan, &next.stateAt, &p.name, &p.retryAt, &p.start, &p.end, &p.base, &p.count, &p.body, &p.sum)
 	}
+	q := d.on(c.PartitionID)
 	if c.TableRows != nil {
-		// Not delegated: no shard.
-		sql, args = cycleTableSQL, args[1:]
+		// Not delegated: no shard, and the query's table is the
+		// coordinator's.
+		sql, args, q = cycleTableSQL, args[1:], d.q
 		if c.Next != nil {
 			sql = cycleNextTableSQL
 		}
 	}
-	rows, err := d.q.Query(ctx, sql, args...)
+	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return CycleResult{}, refusal(err)
 	}
@@ -308,7 +310,7 @@ type nextRows struct {
 // when both are the tenant's. A cycle whose state ops the broker refuses
 // calls it, so that those verdicts come first.
 func (d *DB) CheckOwner(ctx context.Context, tenant string, queryID, partitionID uuid.UUID) error {
-	_, err := d.q.Exec(ctx, `SELECT FROM queen_streams.cycle_owner(p_tenant => $1, p_query_id => $2, p_partition_id => $3)`,
+	_, err := d.on(partitionID).Exec(ctx, `SELECT FROM queen_streams.cycle_owner(p_tenant => $1, p_query_id => $2, p_partition_id => $3)`,
 		tenant, ids.ID(queryID), ids.ID(partitionID))
 	if err != nil {
 		return refusal(err)

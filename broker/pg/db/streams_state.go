@@ -79,7 +79,7 @@ func (d *DB) State(ctx context.Context, f StateFilter, row func(key string, valu
 	if f.Mark && f.RipeAtOrBefore != nil {
 		sql = ripeReadSQL
 	}
-	rows, err := d.q.Query(ctx, sql, ids.ID(f.QueryID), f.Tenant, ids.ID(f.PartitionID), keys, lo, hi, f.RipeAtOrBefore)
+	rows, err := d.on(f.PartitionID).Query(ctx, sql, ids.ID(f.QueryID), f.Tenant, ids.ID(f.PartitionID), keys, lo, hi, f.RipeAtOrBefore)
 	if err != nil {
 		return fmt.Errorf("read state of query %s partition %s: %w", f.QueryID, f.PartitionID, err)
 	}
