@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/domain/catalog"
+	"github.com/regent-mq/regent/broker/pg/celldb"
 	"github.com/regent-mq/regent/broker/pg/db"
 	"github.com/regent-mq/regent/broker/pg/migrate"
 	"github.com/regent-mq/regent/test/citustest"
@@ -50,7 +51,13 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := db.New(pool)
-	reg, err := d.Register(ctx, db.Registration{Tenant: "default", Name: "sq", Source: "q", ConfigHash: "h"})
+	// A tenant with a grant and no maxStateRows: its cycles that add state
+	// rows look the cap up, and find none.
+	const tenant = "acme"
+	if _, err := celldb.New(pool).ApplyQuota(ctx, celldb.Quota{Tenant: tenant, Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := d.Register(ctx, db.Registration{Tenant: tenant, Name: "sq", Source: "q", ConfigHash: "h"})
 	if err != nil || reg.Outcome != db.Registered {
 		t.Fatalf("register a query on q: %+v, %v", reg, err)
 	}
@@ -64,10 +71,10 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 		var pid uuid.UUID
 		var port int
 		err := pool.QueryRow(ctx, `SELECT r.queue_id, r.partition_id, s.nodeport
-			  FROM queen.resolve_partition_v2('default', 'q', $1, true, $2, $3) r,
+			  FROM queen.resolve_partition_v2($4, 'q', $1, true, $2, $3) r,
 			       citus_shards s
 			 WHERE s.shardid = get_shard_id_for_distribution_column('queen.partitions', r.partition_id)`,
-			uuid.NewString(), uuid.New(), uuid.New()).Scan(&queueID, &pid, &port)
+			uuid.NewString(), uuid.New(), uuid.New(), tenant).Scan(&queueID, &pid, &port)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +98,7 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 	// cycle's sink emits create theirs.
 	sinks := map[uuid.UUID]uuid.UUID{}
 	for pid := range ports {
-		got, err := d.ResolvePartitions(ctx, []catalog.Target{{Tenant: "default", Queue: "out", Partition: pid.String(), Near: pid}})
+		got, err := d.ResolvePartitions(ctx, []catalog.Target{{Tenant: tenant, Queue: "out", Partition: pid.String(), Near: pid}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,8 +118,9 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 				Checksums: []int64{0}, TxIDs: []string{txid}, MinAt: []time.Time{now}, MaxAt: []time.Time{now},
 				Dedups: []int32{1}, DedupTxIDs: []string{txid}, DedupMsgIDs: [][16]byte{uuid.New()}}
 		}
-		r, err := hot.RunCycle(ctx, db.Cycle{Tenant: "default", QueryID: reg.QueryID, PartitionID: pid, Group: "streams.sq",
-			Ops:      db.StateOps{Applied: 1, UpsertKeys: []string{"w"}, UpsertValues: []json.RawMessage{json.RawMessage(`{"windowEnd": 1}`)}},
+		r, err := hot.RunCycle(ctx, db.Cycle{Tenant: tenant, QueryID: reg.QueryID, PartitionID: pid, Group: "streams.sq",
+			Ops: db.StateOps{Applied: 1, UpsertKeys: []string{"w", uuid.NewString()}, // a row the cycle adds
+				UpsertValues: []json.RawMessage{json.RawMessage(`{"windowEnd": 1}`), json.RawMessage(`{}`)}},
 			Segments: sink, Ack: &db.Ack{LeaseID: &lease, OK: true, Release: true}, Next: next})
 		switch {
 		case err != nil:
@@ -127,7 +135,7 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 	// ackNone acks, with status, a message the partition does not hold,
 	// which the ack must answer as a failure.
 	ackNone := func(ack func(context.Context, string, []db.QueueAck) ([]db.AckResult, error), pid uuid.UUID, status string) error {
-		out, err := ack(ctx, "default", []db.QueueAck{{PartitionID: pid, TransactionID: "none", Status: status, Group: "g"}})
+		out, err := ack(ctx, tenant, []db.QueueAck{{PartitionID: pid, TransactionID: "none", Status: status, Group: "g"}})
 		if err == nil && (len(out) != 1 || out[0].Success) {
 			err = fmt.Errorf("an ack of no message answered %+v", out)
 		}
@@ -151,7 +159,7 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 			return err
 		}},
 		{"pop", "queen.pop_v2(", func(pid uuid.UUID) error {
-			claims, _, _, err := hot.Pop(ctx, &db.PopCall{Tenant: "default", Queue: "q", QueueID: queueID, Group: "streams.sq",
+			claims, _, _, err := hot.Pop(ctx, &db.PopCall{Tenant: tenant, Queue: "q", QueueID: queueID, Group: "streams.sq",
 				Partitions: 1, Batch: 1, LeaseID: leases[pid][0], SubStart: "all", MaxBytes: 1 << 20}, []uuid.UUID{pid})
 			if err == nil && (len(claims) != 1 || claims[0].BatchEnd-claims[0].BatchStart != 1) {
 				err = fmt.Errorf("the pop claimed %+v; want one message", claims)
@@ -166,7 +174,7 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 		}},
 		{"ripe read", "FROM queen_streams.state", func(pid uuid.UUID) error {
 			n, end := 0, 2.0
-			err := hot.State(ctx, db.StateFilter{Tenant: "default", QueryID: reg.QueryID, PartitionID: pid,
+			err := hot.State(ctx, db.StateFilter{Tenant: tenant, QueryID: reg.QueryID, PartitionID: pid,
 				RipeAtOrBefore: &end, Mark: true}, func(string, []byte, time.Time) { n++ })
 			if err == nil && n != 1 {
 				err = fmt.Errorf("the ripe read read %d rows; want the cycles' one", n)
@@ -180,7 +188,7 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 			return ackNone(hot.AckCursor, pid, db.AckCompleted)
 		}},
 		{"state read", "FROM queen_streams.state", func(pid uuid.UUID) error {
-			return hot.State(ctx, db.StateFilter{Tenant: "default", QueryID: uuid.New(), PartitionID: pid},
+			return hot.State(ctx, db.StateFilter{Tenant: tenant, QueryID: uuid.New(), PartitionID: pid},
 				func(string, []byte, time.Time) {})
 		}},
 	}
@@ -199,9 +207,11 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 	}
 
 	// With --citus-route the broker sends each call straight to that
-	// worker: the coordinator, and the other worker, run no statement of
-	// it (pg_stat_statements on each node counts the statements clients
-	// send it, Citus's among them).
+	// worker, and the coordinator and the other worker run no statement on
+	// Regent's tables (pg_stat_statements on each node counts the
+	// statements that clients send it, Citus's own connections among
+	// them): not even the cycle's look-up of the tenant's maxStateRows, a
+	// reference table's row.
 	routed, err := db.Open(ctx, c.URL().String(), db.Options{MaxConns: 2, Route: true})
 	if err != nil {
 		t.Fatal(err)
@@ -217,6 +227,8 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 	for _, n := range c.Nodes() {
 		nodes[n.Port] = connect(t, n.URL(citustest.Database).String())
 	}
+	// statements counts, on each node, the statements clients sent it that
+	// name sql.
 	statements := func(sql string) map[int]int64 {
 		t.Helper()
 		out := map[int]int64{}
@@ -235,15 +247,18 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 	newLeases()
 	for _, c := range calls {
 		for pid, port := range ports {
-			before := statements(c.sql)
+			before, beforeAny := statements(c.sql), statements("queen")
 			if err := c.call(pid); err != nil {
 				t.Fatalf("routed, %s on partition %s: %v", c.name, pid, err)
 			}
-			after := statements(c.sql)
+			after, afterAny := statements(c.sql), statements("queen")
 			for node := range nodes {
 				want := int64(0)
 				if node == port {
 					want = 1
+				} else if got := afterAny[node] - beforeAny[node]; got != 0 {
+					t.Errorf("routed, %s of partition %s, on the worker at port %d: the node at port %d ran %d statements on Regent's tables; want none",
+						c.name, pid, port, node, got)
 				}
 				if got := after[node] - before[node]; got != want {
 					t.Errorf("routed, %s of partition %s, on the worker at port %d: the node at port %d ran %d statements %s…; want %d",
