@@ -14,7 +14,11 @@ DECLARE
     v_max  bigint;
     v_rows bigint;
 BEGIN
-    IF p_delta > 0 AND p_tenant <> 'default' THEN
+    -- The row is read before it is locked, and only a tenant that sets the
+    -- cap locks it: on Citus a row lock of quota, a reference table, is
+    -- taken on every node, even when no row matches.
+    IF p_delta > 0 AND p_tenant <> 'default'
+       AND EXISTS (SELECT FROM queen_streams.quota g WHERE g.tenant = p_tenant AND g.max_state_rows IS NOT NULL) THEN
         SELECT g.max_state_rows INTO v_max FROM queen_streams.quota g
          WHERE g.tenant = p_tenant AND g.max_state_rows IS NOT NULL
            FOR UPDATE;
