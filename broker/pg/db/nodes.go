@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -179,10 +181,12 @@ func (n *nodes) nodePool(host string, port int) (*pgxpool.Pool, error) {
 		return p, nil
 	}
 	cfg := n.base.Copy()
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(port), nil
-	if tls := cfg.ConnConfig.TLSConfig; tls != nil {
-		cfg.ConnConfig.TLSConfig = tls.Clone()
-		cfg.ConnConfig.TLSConfig.ServerName = host
+	// The URL's TLS modes (sslmode=prefer tries TLS, then falls back to
+	// none), each towards the node, whose name the certificate must hold.
+	c := cfg.ConnConfig
+	c.Host, c.Port, c.TLSConfig = host, uint16(port), serverName(c.TLSConfig, host)
+	for i, f := range c.Fallbacks {
+		c.Fallbacks[i] = &pgconn.FallbackConfig{Host: host, Port: uint16(port), TLSConfig: serverName(f.TLSConfig, host)}
 	}
 	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
@@ -190,6 +194,16 @@ func (n *nodes) nodePool(host string, port int) (*pgxpool.Pool, error) {
 	}
 	n.pools[key] = p
 	return p, nil
+}
+
+// serverName is c for a server named host; nil (no TLS) stays nil.
+func serverName(c *tls.Config, host string) *tls.Config {
+	if c == nil {
+		return nil
+	}
+	c = c.Clone()
+	c.ServerName = host
+	return c
 }
 
 // all is every node's pool; nil-safe.

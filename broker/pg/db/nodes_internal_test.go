@@ -56,3 +56,43 @@ func TestTheShardMapFindsTheShardWhoseRangeHoldsTheHash(t *testing.T) {
 		}
 	}
 }
+
+// TestANodesPoolTakesTheURLsSettingsTowardsTheNode: a node's pool logs in
+// as the coordinator's URL says, with each of its TLS modes (prefer: TLS,
+// then none), towards the node, whose name the certificate must hold.
+func TestANodesPoolTakesTheURLsSettingsTowardsTheNode(t *testing.T) {
+	base, err := pgxpool.ParseConfig("postgres://regent:secret@coordinator:5432/regent?sslmode=prefer&application_name=b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &nodes{base: base, pools: map[string]*pgxpool.Pool{}}
+	defer n.close()
+	p, err := n.nodePool("worker-1", 6000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := n.nodePool("worker-1", 6000); again != p {
+		t.Error("a second lookup of the node opened another pool")
+	}
+	c := p.Config().ConnConfig
+	if c.Host != "worker-1" || c.Port != 6000 || c.User != "regent" || c.Password != "secret" || c.Database != "regent" ||
+		c.RuntimeParams["application_name"] != "b" {
+		t.Errorf("the node's pool connects as %s@%s:%d/%s %v", c.User, c.Host, c.Port, c.Database, c.RuntimeParams)
+	}
+	if c.TLSConfig == nil || c.TLSConfig.ServerName != "worker-1" {
+		t.Errorf("the node's pool tries TLS first, for the node's name: %+v", c.TLSConfig)
+	}
+	var plain bool
+	for _, f := range c.Fallbacks {
+		if f.Host != "worker-1" || f.Port != 6000 || f.TLSConfig != nil && f.TLSConfig.ServerName != "worker-1" {
+			t.Errorf("a fallback goes to %s:%d (TLS %+v)", f.Host, f.Port, f.TLSConfig)
+		}
+		plain = plain || f.TLSConfig == nil
+	}
+	if !plain {
+		t.Error("sslmode=prefer lost its fallback without TLS")
+	}
+	if base.ConnConfig.Host != "coordinator" || base.ConnConfig.TLSConfig.ServerName != "coordinator" {
+		t.Error("the coordinator's settings changed")
+	}
+}
