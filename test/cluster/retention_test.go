@@ -70,8 +70,9 @@ func TestRetentionRunsOnOneReplicaAtATime(t *testing.T) {
 			}
 			// Nothing but retention deletes anything in this database
 			// meanwhile; raising the floors, which hides the messages
-			// before their segments are deleted, is retention's too.
-			deleting, err := d.Running(ctx, "delete", "raise_floors")
+			// before their segments are deleted, and dropping the
+			// segments are retention's too.
+			deleting, err := d.Running(ctx, "delete", "raise_floors", "drop_below_floors")
 			if err != nil {
 				w.err = err
 				done <- w

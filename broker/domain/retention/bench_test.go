@@ -1,10 +1,14 @@
 package retention_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/regent-mq/regent/broker/domain/segment"
 	"github.com/regent-mq/regent/test/brokertest"
 )
 
@@ -36,4 +40,37 @@ func BenchmarkSweeps10kPartitions(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkSweepBacklog1kPartitions runs the retention sweep that takes a
+// backlog of 1,000 partitions, each holding one message past
+// retentionSeconds: a floor raised and a segment dropped in each.
+func BenchmarkSweepBacklog1kPartitions(b *testing.B) {
+	br := brokertest.Shared(b)
+	old := time.Now().Add(-time.Hour).UnixMicro()
+	frames := make([]segment.Frame, 1000)
+	for i := range frames {
+		frames[i] = segment.Frame{ID: uuid.New(), TransactionID: fmt.Sprint("t", i), CreatedAt: old, Payload: []byte(`{}`)}
+	}
+	sw := sweeper(br, time.Hour)
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		q := br.Q(fmt.Sprint("backlog", i))
+		br.Call(b, http.StatusOK, "POST", "/api/v1/configure", map[string]any{"queue": q, "options": map[string]any{
+			"retentionEnabled": true, "retentionSeconds": 60}})
+		if err := br.DB.Spread(b.Context(), br.Tenant, q, frames); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		st, err := sw.Sweep(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if st.Aged != int64(len(frames)) || st.Segments != int64(len(frames)) {
+			b.Fatalf("the sweep took %d messages and %d segments, not %d", st.Aged, st.Segments, len(frames))
+		}
+		br.Call(b, http.StatusOK, "DELETE", "/api/v1/resources/queues/"+q, nil)
+		b.StartTimer()
+	}
 }

@@ -15,13 +15,17 @@
 //     older than --metrics-retention.
 //
 // The log is made of immutable segments, so a rule raises its partition's
-// floor (queen.raise_floors): offsets below it are gone for pops, acks and
-// lookups, and the segments wholly below it are dropped in chunks. Offsets
-// then have gaps; pops and acks walk over them. A floor is a prefix, so
-// eviction, which Queen applies from the lowest cursor on, also takes what
-// every cursor had consumed below that: no cursor notices, but a group that
-// subscribes afterwards does not get those messages, where Queen would keep
-// them until retention.
+// floor (queen.floors_to_raise, queen.raise_floors_v2): offsets below it
+// are gone for pops, acks and lookups, and the segments wholly below it are
+// dropped in chunks. Offsets then have gaps; pops and acks walk over them.
+// A floor is a prefix, so eviction, which Queen applies from the lowest
+// cursor on, also takes what every cursor had consumed below that: no
+// cursor notices, but a group that subscribes afterwards does not get those
+// messages, where Queen would keep them until retention.
+//
+// Floors are raised and segments dropped a shard at a time, each a call and
+// a transaction of its own, which Citus sends whole to the shard's worker
+// (on PostgreSQL, one call for the queue).
 //
 // Every replica runs a Sweeper; retention and eviction share one
 // PostgreSQL advisory lock, so one sweep of either runs at a time across the
@@ -30,6 +34,7 @@ package retention
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -174,16 +179,7 @@ func (s *Sweeper) floors(ctx context.Context, sw *db.Sweeping, rule db.Rule, kin
 		return err
 	}
 	for _, q := range queues {
-		raised, err := sw.RaiseFloors(ctx, q, consumed, kind)
-		for _, f := range raised {
-			*offsets += f.Removed
-			// Once committed: queen.raise_floors ran in a transaction of
-			// its own.
-			if f.Released {
-				s.announce(q.Queue, f.Partition)
-			}
-		}
-		if err != nil {
+		if err := s.raise(ctx, sw, q, kind, consumed, offsets); err != nil {
 			return err
 		}
 		// Also after no floor rose: a sweep cut short may have left
@@ -195,4 +191,31 @@ func (s *Sweeper) floors(ctx context.Context, sw *db.Sweeping, rule db.Rule, kin
 		}
 	}
 	return nil
+}
+
+// raise raises the floors of q's partitions that its rule raises, a shard
+// (and a transaction) at a time, adding the offsets that went to offsets,
+// announcing each partition whose lease a floor ended, and records what
+// went under kind.
+func (s *Sweeper) raise(ctx context.Context, sw *db.Sweeping, q db.Policy, kind string, consumed bool, offsets *int64) error {
+	groups, err := sw.FloorsToRaise(ctx, q, consumed)
+	if err != nil {
+		return err
+	}
+	var raised []db.Floor
+	for _, g := range groups {
+		var floors []db.Floor
+		if floors, err = sw.RaiseFloors(ctx, g); err != nil {
+			break
+		}
+		for _, f := range floors {
+			*offsets += f.Removed
+			if f.Released {
+				s.announce(q.Queue, f.Partition) // committed: each group's raise is a transaction of its own
+			}
+		}
+		raised = append(raised, floors...)
+	}
+	// The floors raised before a failure stay raised, and are recorded.
+	return errors.Join(err, sw.RecordRemoved(ctx, q.Queue, kind, raised))
 }

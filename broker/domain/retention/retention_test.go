@@ -2,6 +2,7 @@ package retention_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/regent-mq/regent/broker/config"
 	"github.com/regent-mq/regent/broker/domain/hotlist"
 	"github.com/regent-mq/regent/broker/domain/retention"
+	"github.com/regent-mq/regent/broker/domain/segment"
 	"github.com/regent-mq/regent/broker/pg/db"
 	"github.com/regent-mq/regent/broker/pg/db/dbtest"
 	"github.com/regent-mq/regent/test/brokertest"
@@ -267,4 +269,34 @@ func TestASweepDeletesTheMinutesSamplesAndEventsOlderThanTheMetricsRetention(t *
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"queen.queue_minutes": 1, "queen_streams.query_minutes": 1, "queen.group_minutes": 1,
 		"queen.replica_samples": 1, "queen.retention_events": 1}, left, "each table keeps only its recent row")
+}
+
+// A queue of more partitions than Citus has shards: there, each call raises
+// the floors of several partitions of one shard, moves their cursors and
+// drops their segments (on PostgreSQL, one call does all of them).
+func TestASweepTakesEveryPartitionOfAQueueWiderThanTheShards(t *testing.T) {
+	b := shared(t)
+	q := b.Q("wide")
+	configure(t, b, q, map[string]any{"retentionEnabled": true, "retentionSeconds": 60})
+	const wide = 100 // Citus's default is 32 shards
+	old := time.Now().Add(-time.Hour).UnixMicro()
+	frames := make([]segment.Frame, wide)
+	for i := range frames {
+		frames[i] = segment.Frame{ID: uuid.New(), TransactionID: fmt.Sprint("t", i), CreatedAt: old, Payload: []byte(`{}`)}
+	}
+	require.NoError(t, b.DB.Spread(t.Context(), b.Tenant, q, frames))
+	require.NoError(t, b.DB.PlaceCursors(t.Context(), b.Tenant, q, "g", 0))
+
+	st := sweep(t, b)
+	require.EqualValues(t, wide, st.Aged)
+	require.EqualValues(t, wide, st.Segments)
+	require.Zero(t, segments(t, b, q))
+	for _, c := range b.Cursors(t, q) {
+		if c.Partition != "Default" {
+			require.EqualValues(t, 1, c.Committed, "partition %s's cursor moves past what is gone", c.Partition)
+		}
+	}
+	events, err := b.DB.RetentionEvents(t.Context(), b.Tenant, q)
+	require.NoError(t, err)
+	require.Len(t, events, wide, "one event per partition")
 }

@@ -21,7 +21,7 @@ type Sweeping struct{ conn *pgxpool.Conn }
 // Sweep runs sweep on a connection holding the sweeps' lock, and reports
 // false, running nothing, when another replica holds it. It first
 // summarizes the block ranges of the log's time index added since, which
-// queen.raise_floors needs (see TrimDedup for why).
+// queen.floors_to_raise needs (see TrimDedup for why).
 func (d *DB) Sweep(ctx context.Context, sweep func(*Sweeping) error) (bool, error) {
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
@@ -80,6 +80,31 @@ func (s *Sweeping) Policies(ctx context.Context, rule Rule) ([]Policy, error) {
 	return out, nil
 }
 
+// Raises are partitions of one shard whose floors a rule raises, and
+// where each goes: one call's work.
+type Raises struct {
+	Shard      uuid.UUID // the call's distribution argument, the first of them
+	Partitions []uuid.UUID
+	Floors     []int64
+}
+
+// FloorsToRaise lists the queue's partitions whose floors p raises
+// (consumed: only past what every cursor has consumed), with where each
+// goes, grouped by shard (queen.floors_to_raise): on PostgreSQL, one group.
+// It writes nothing: RaiseFloors raises each group.
+func (s *Sweeping) FloorsToRaise(ctx context.Context, p Policy, consumed bool) ([]Raises, error) {
+	rows, err := s.conn.Query(ctx, `SELECT shard, partitions, floors
+		FROM queen.floors_to_raise(p_queue_id => $1, p_seconds => $2, p_consumed => $3)`, p.Queue, p.Seconds, consumed)
+	if err != nil {
+		return nil, fmt.Errorf("find the floors of queue %s to raise: %w", p.Queue, err)
+	}
+	raises, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Raises])
+	if err != nil {
+		return nil, fmt.Errorf("find the floors of queue %s to raise: %w", p.Queue, err)
+	}
+	return raises, nil
+}
+
 // Floor is what raising one partition's floor did: Removed offsets went
 // below it, and Released tells that a lease the floor passed ended.
 type Floor struct {
@@ -88,20 +113,25 @@ type Floor struct {
 	Released  bool
 }
 
-// RaiseFloors raises the floors of the queue's partitions to what p
-// keeps (consumed: only what every cursor has consumed), in a transaction
-// of its own (queen.raise_floors), and records what went in
-// queen.retention_events under kind for the analytics.
-func (s *Sweeping) RaiseFloors(ctx context.Context, p Policy, consumed bool, kind string) ([]Floor, error) {
+// RaiseFloors raises the floors of one shard's partitions in a transaction
+// of its own (queen.raise_floors_v2): one call, which Citus sends whole to
+// the shard's worker.
+func (s *Sweeping) RaiseFloors(ctx context.Context, r Raises) ([]Floor, error) {
 	rows, err := s.conn.Query(ctx, `SELECT partition_id, removed, released
-		FROM queen.raise_floors(p_queue_id => $1, p_seconds => $2, p_consumed => $3)`, p.Queue, p.Seconds, consumed)
+		FROM queen.raise_floors_v2(p_shard => $1, p_partitions => $2, p_floors => $3)`, r.Shard, r.Partitions, r.Floors)
 	if err != nil {
-		return nil, fmt.Errorf("raise the floors of queue %s: %w", p.Queue, err)
+		return nil, fmt.Errorf("raise the floors of %d partitions: %w", len(r.Partitions), err)
 	}
 	floors, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Floor])
 	if err != nil {
-		return nil, fmt.Errorf("raise the floors of queue %s: %w", p.Queue, err)
+		return nil, fmt.Errorf("raise the floors of %d partitions: %w", len(r.Partitions), err)
 	}
+	return floors, nil
+}
+
+// RecordRemoved records in queen.retention_events, under kind, what went
+// below the floors of the queue's partitions, for the analytics.
+func (s *Sweeping) RecordRemoved(ctx context.Context, queue uuid.UUID, kind string, floors []Floor) error {
 	var raised []uuid.UUID
 	var removed []int64
 	for _, f := range floors {
@@ -109,33 +139,49 @@ func (s *Sweeping) RaiseFloors(ctx context.Context, p Policy, consumed bool, kin
 			raised, removed = append(raised, f.Partition), append(removed, f.Removed)
 		}
 	}
-	if len(raised) > 0 {
-		if _, err := s.conn.Exec(ctx, `INSERT INTO queen.retention_events (tenant, queue, partition_id, kind, messages)
-			SELECT q.tenant, q.name, u.pid, $3, u.n
-			  FROM unnest($1::uuid[], $2::bigint[]) AS u (pid, n)
-			  JOIN queen.partitions p ON p.id = u.pid JOIN queen.queues q ON q.id = p.queue_id`,
-			raised, removed, kind); err != nil {
-			return floors, fmt.Errorf("record the %s of queue %s: %w", kind, p.Queue, err)
-		}
+	if len(raised) == 0 {
+		return nil
 	}
-	return floors, nil
+	if _, err := s.conn.Exec(ctx, `INSERT INTO queen.retention_events (tenant, queue, partition_id, kind, messages)
+		SELECT q.tenant, q.name, u.pid, $3, u.n
+		  FROM unnest($1::uuid[], $2::bigint[]) AS u (pid, n), queen.queues q
+		 WHERE q.id = $4`, raised, removed, kind, queue); err != nil {
+		return fmt.Errorf("record the %s of queue %s: %w", kind, queue, err)
+	}
+	return nil
 }
 
 // DropBelowFloors drops the queue's segments that lie wholly below their
-// floors, chunk at a time (queen.drop_below_floors), and returns how many
-// went.
+// floors (queen.segments_below_floors finds them), shard by shard and chunk
+// at a time, each a call and a transaction of its own
+// (queen.drop_below_floors_v2, which Citus sends whole to the shard's
+// worker), and returns how many went.
 func (s *Sweeping) DropBelowFloors(ctx context.Context, queue uuid.UUID, chunk int) (int64, error) {
+	type below struct {
+		Shard      uuid.UUID
+		Partitions []uuid.UUID
+	}
+	rows, err := s.conn.Query(ctx, `SELECT shard, partitions FROM queen.segments_below_floors(p_queue_id => $1)`, queue)
+	if err != nil {
+		return 0, fmt.Errorf("find the segments of queue %s below their floors: %w", queue, err)
+	}
+	groups, err := pgx.CollectRows(rows, pgx.RowToStructByPos[below])
+	if err != nil {
+		return 0, fmt.Errorf("find the segments of queue %s below their floors: %w", queue, err)
+	}
 	var total int64
-	for {
-		var n int64
-		if err := s.conn.QueryRow(ctx, `SELECT queen.drop_below_floors(p_queue_id => $1, p_chunk => $2)`, queue, chunk).Scan(&n); err != nil {
+	for _, g := range groups {
+		n, err := drain(chunk, func() (n int64, err error) {
+			err = s.conn.QueryRow(ctx, `SELECT queen.drop_below_floors_v2(p_shard => $1, p_partitions => $2, p_chunk => $3)`,
+				g.Shard, g.Partitions, chunk).Scan(&n)
+			return n, err
+		})
+		total += n
+		if err != nil {
 			return total, fmt.Errorf("drop the segments of queue %s below their floors: %w", queue, err)
 		}
-		total += n
-		if n < int64(chunk) {
-			return total, nil
-		}
 	}
+	return total, nil
 }
 
 // TrimDedup deletes the push dedup rows older than their queue's
@@ -154,34 +200,35 @@ func (s *Sweeping) TrimDedup(ctx context.Context, window time.Duration, chunk in
 	}
 	// The shortest window of any queue bounds the search the index serves;
 	// each row then goes by its own queue's window. A row whose partition
-	// is gone has none, and goes by window.
-	n, err := s.drain(ctx, chunk, `DELETE FROM queen.push_dedup WHERE ctid IN (
-		SELECT d.ctid FROM queen.push_dedup d
-		  LEFT JOIN queen.partitions p ON p.id = d.partition_id
-		  LEFT JOIN queen.queues q ON q.id = p.queue_id
-		 WHERE d.created_at < now() - make_interval(secs =>
-		           (SELECT least($1, min(dedup_window_seconds)) FROM queen.queues))
-		   AND d.created_at < now() - make_interval(secs => coalesce(q.dedup_window_seconds, $1))
-		 LIMIT $2)`, window.Seconds())
+	// is gone has none, and goes by window. The rows go by their key, which
+	// Citus can plan over the shards (a ctid names a row of one table only).
+	n, err := drain(chunk, func() (int64, error) {
+		tag, err := s.conn.Exec(ctx, `DELETE FROM queen.push_dedup
+			 WHERE (partition_id, transaction_id) IN (
+			       SELECT d.partition_id, d.transaction_id FROM queen.push_dedup d
+			         LEFT JOIN queen.partitions p ON p.id = d.partition_id
+			         LEFT JOIN queen.queues q ON q.id = p.queue_id
+			        WHERE d.created_at < now() - make_interval(secs =>
+			                  (SELECT least($1, min(dedup_window_seconds)) FROM queen.queues))
+			          AND d.created_at < now() - make_interval(secs => coalesce(q.dedup_window_seconds, $1))
+			        LIMIT $2)`, window.Seconds(), chunk)
+		return tag.RowsAffected(), err
+	})
 	if err != nil {
 		return n, fmt.Errorf("delete dedup rows: %w", err)
 	}
 	return n, nil
 }
 
-// drain runs a chunked DELETE (its last parameter is the chunk size) until
-// it deletes less than a chunk, and returns how many rows went.
-func (s *Sweeping) drain(ctx context.Context, chunk int, sql string, args ...any) (int64, error) {
+// drain runs step, which removes at most chunk rows, until it removes less
+// than a chunk, and returns how many rows went.
+func drain(chunk int, step func() (int64, error)) (int64, error) {
 	var total int64
-	args = append(args, chunk)
 	for {
-		tag, err := s.conn.Exec(ctx, sql, args...)
-		if err != nil {
+		n, err := step()
+		total += n
+		if err != nil || n < int64(chunk) {
 			return total, err
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(chunk) {
-			return total, nil
 		}
 	}
 }

@@ -41,6 +41,8 @@ var (
 		{"queen.pop_v2(uuid, text, uuid, uuid[], text, integer, integer, uuid, text, bigint)", "$1"},
 		{"queen_streams.cycle_v7(uuid, queen_streams.cycle_request, jsonb)", "$1"},
 		{"queen_streams.cycle_next_v2(uuid, queen_streams.cycle_request, jsonb, uuid, integer, bigint)", "$1"},
+		// Retention's work on the partitions of one shard (CITUS.md, section 3).
+		{"queen.raise_floors_v2(uuid, uuid[], bigint[])", "$1"}, {"queen.drop_below_floors_v2(uuid, uuid[], integer)", "$1"},
 	}
 	byTenantTables    = []string{"queen_streams.quota_budget", "queen_streams.quota_meter", "queen_streams.quota_refusals"}
 	byTenantColocated = "queen_streams.quota_budget"

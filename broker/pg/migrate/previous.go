@@ -5,4 +5,4 @@ package migrate
 // more release, because brokers of the previous release still call them
 // during a rolling upgrade. A migration of the next release drops each one
 // and takes it off this list (UPGRADING.md).
-var Previous = []string{"queen.ack", "queen.lease_release", "queen.pop"}
+var Previous = []string{"queen.ack", "queen.drop_below_floors", "queen.lease_release", "queen.pop", "queen.raise_floors"}

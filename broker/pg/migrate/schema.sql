@@ -107,6 +107,24 @@ CREATE FUNCTION queen.drop_below_floors(p_queue_id uuid, p_chunk integer) RETURN
 $$;
 
 --
+-- Name: drop_below_floors_v2(uuid, uuid[], integer); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.drop_below_floors_v2(p_shard uuid, p_partitions uuid[], p_chunk integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen.drop_below_floors_v2.sql
+$$;
+
+--
+-- Name: floors_to_raise(uuid, integer, boolean); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.floors_to_raise(p_queue_id uuid, p_seconds integer, p_consumed boolean) RETURNS TABLE(shard uuid, partitions uuid[], floors bigint[])
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen.floors_to_raise.sql
+$$;
+
+--
 -- Name: lease_extend(text, uuid, integer); Type: FUNCTION; Schema: queen; Owner: -
 --
 
@@ -251,6 +269,15 @@ CREATE FUNCTION queen.raise_floors(p_queue_id uuid, p_seconds integer, p_consume
 $$;
 
 --
+-- Name: raise_floors_v2(uuid, uuid[], bigint[]); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.raise_floors_v2(p_shard uuid, p_partitions uuid[], p_floors bigint[]) RETURNS TABLE(partition_id uuid, removed bigint, released boolean)
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen.raise_floors_v2.sql
+$$;
+
+--
 -- Name: resolve_partition_v2(text, text, text, boolean, uuid, uuid); Type: FUNCTION; Schema: queen; Owner: -
 --
 
@@ -266,6 +293,24 @@ $$;
 CREATE FUNCTION queen.seek_to_v2(p_tenant text, p_queue text, p_group text, p_partition text, p_at timestamp with time zone) RETURNS TABLE(queue_id uuid, partition_id uuid)
     LANGUAGE plpgsql
     AS $$ -- the body of functions/queen.seek_to_v2.sql
+$$;
+
+--
+-- Name: segments_below_floors(uuid); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.segments_below_floors(p_queue_id uuid) RETURNS TABLE(shard uuid, partitions uuid[])
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen.segments_below_floors.sql
+$$;
+
+--
+-- Name: shard_leads(uuid[]); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.shard_leads(p_ids uuid[]) RETURNS uuid[]
+    LANGUAGE plpgsql STABLE
+    AS $$ -- the body of functions/queen.shard_leads.sql
 $$;
 
 --

@@ -105,12 +105,14 @@ func transactionIDs(frames []segment.Frame) []string {
 
 // PlaceCursors puts group's cursor on every partition of a tenant's queue
 // at committed, as a consumer that had acknowledged that far in each
-// would leave it.
+// would leave it. (EXCLUDED's time: Citus refuses now() in an upsert's
+// SET.)
 func (d *DB) PlaceCursors(ctx context.Context, tenant, queue, group string, committed int64) error {
 	_, err := d.pool.Exec(ctx, `INSERT INTO queen.cursors (partition_id, consumer_group, committed, total_consumed, last_consumed_at)
 		SELECT p.id, $3, $4, $4, now() FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
 		 WHERE q.tenant = $1 AND q.name = $2
-		ON CONFLICT (partition_id, consumer_group) DO UPDATE SET committed = $4, total_consumed = $4, last_consumed_at = now()`,
+		ON CONFLICT (partition_id, consumer_group)
+		DO UPDATE SET committed = $4, total_consumed = $4, last_consumed_at = EXCLUDED.last_consumed_at`,
 		tenant, queue, group, committed)
 	if err != nil {
 		return fmt.Errorf("place the cursors of %s on %q: %w", group, queue, err)

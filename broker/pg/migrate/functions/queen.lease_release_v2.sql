@@ -2,7 +2,7 @@
 -- path that does it passes the cursor's lease through here (queen.ack_v2 and queen.ack_cursor,
 -- queen_streams.cycle_rules and cycle_short, queen.pop with auto-ack,
 -- queen.seek_to_v2 and so the
--- StreamQuery rewind, queen.raise_floors, and the broker's pop when it
+-- StreamQuery rewind, queen.raise_floors_v2, and the broker's pop when it
 -- abandons a batch or ends one at its deleted messages). Nothing else writes
 -- lease_id or lease_expires_at but a pop's claim and a lease extension.
 --
