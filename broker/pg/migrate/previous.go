@@ -4,5 +4,6 @@ package migrate
 // has replaced (pop by pop_v2, say) but that the upgrade policy keeps for one
 // more release, because brokers of the previous release still call them
 // during a rolling upgrade. A migration of the next release drops each one
-// and takes it off this list (UPGRADING.md).
-var Previous = []string{"queen.ack", "queen.lease_release", "queen.pop"}
+// and takes it off this list (UPGRADING.md). queen.txid_offsets is the
+// previous release's trace recording's, which queen.trace_add replaces.
+var Previous = []string{"queen.ack", "queen.lease_release", "queen.pop", "queen.txid_offsets"}
