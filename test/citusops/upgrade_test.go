@@ -39,6 +39,19 @@ func TestAPlainDatabaseDumpedAndRestoredOnCitusServesItsMessagesCursorsAndState(
 		acks = append(acks, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": m.LeaseID, "status": "completed"})
 	}
 	plain.Call(t, http.StatusOK, "POST", "/api/v1/ack/batch", map[string]any{"acknowledgments": acks, "consumerGroup": "g1"})
+	// A consumer's trace of one of them, named "new", and a second name of
+	// it as a broker of the previous release wrote names, without their
+	// partition id (migration 0019): no typed helper writes another
+	// release's rows.
+	var trace struct {
+		ID string `json:"traceId"`
+	}
+	plain.Call(t, http.StatusCreated, "POST", "/api/v1/traces", map[string]any{"transactionId": popped.Messages[0].TransactionID,
+		"partitionId": popped.Messages[0].PartitionID, "data": 1, "traceNames": "new"}).JSON(t, &trace)
+	if _, err := plain.Pool.Exec(ctx, `INSERT INTO queen.trace_names (tenant, name, trace_id) VALUES ($1, 'old', $2)`,
+		plain.Tenant, trace.ID); err != nil {
+		t.Fatal(err)
+	}
 	// A streams query folded partition b: its state, its sink, its ack.
 	var reg struct {
 		QueryID string `json:"query_id"`
@@ -106,6 +119,16 @@ func TestAPlainDatabaseDumpedAndRestoredOnCitusServesItsMessagesCursorsAndState(
 	}
 	if got := citus.Pop(t, "/api/v1/pop/queue/orders.out?autoAck=true").Ns(); !slices.Equal(got, []int{3}) {
 		t.Errorf("the sink popped %v, want the cycle's one message", got)
+	}
+	var named struct {
+		Traces []struct {
+			ID    string   `json:"id"`
+			Names []string `json:"trace_names"`
+		} `json:"traces"`
+	}
+	citus.Call(t, http.StatusOK, "GET", "/api/v1/traces/by-name/old", nil).JSON(t, &named)
+	if len(named.Traces) != 1 || named.Traces[0].ID != trace.ID || !slices.Equal(named.Traces[0].Names, []string{"new", "old"}) {
+		t.Errorf("the trace by its name of the previous release is %+v on Citus, want trace %s named [new old]", named.Traces, trace.ID)
 	}
 	citus.PushN(t, "orders", "a", 4, 1)
 	if got := citus.Pop(t, "/api/v1/pop/queue/orders/partition/a?batch=10&consumerGroup=g1&autoAck=true").Ns(); !slices.Equal(got, []int{4}) {

@@ -26,8 +26,10 @@ import (
 // cycle_next_v2, a cycle with its next batch; a cycle's sink partition is
 // created beside its source), queen.ack_cursor or queen.ack_v2, whose
 // statements run there next to the rows; or state/get's read itself, a
-// ripe read that marks the rows under the cycles' lock included. The
-// coordinator runs none of their statements (what citus.log_remote_commands
+// ripe read that marks the rows under the cycles' lock included; and a
+// consumer's trace of a message (queen.trace_add), which a consumer may
+// send for every message it handles. The coordinator runs none of their
+// statements (what citus.log_remote_commands
 // and citus.log_local_commands report).
 func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 	c := citustest.New(t, 2, "shared_preload_libraries=citus,pg_stat_statements")
@@ -141,6 +143,7 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 		}
 		return err
 	}
+	pushed := map[uuid.UUID]string{} // a message of each partition, which the trace names
 	calls := []struct {
 		name, sql string // sql: what the one command runs
 		call      func(pid uuid.UUID) error
@@ -155,6 +158,15 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 			})
 			if err == nil && dups != nil {
 				err = fmt.Errorf("duplicates %v", dups)
+			}
+			pushed[pid] = txids[0]
+			return err
+		}},
+		{"trace", "queen.trace_add(", func(pid uuid.UUID) error {
+			found, err := d.AddTrace(ctx, "default", db.NewTrace{ID: uuid.New(), PartitionID: pid, TransactionID: pushed[pid],
+				ConsumerGroup: "g", EventType: "info", Data: json.RawMessage(`{"step": 1}`), Names: []string{"n"}, Worker: "w"})
+			if err == nil && !found {
+				err = fmt.Errorf("the trace found no message")
 			}
 			return err
 		}},

@@ -26,7 +26,7 @@ const (
 
 // handleAddTrace is POST /api/v1/traces: a consumer's note on a message
 // (§6). An unknown message, or another tenant's, is a 404 with Queen's
-// body. Cost: one statement (see db.AddTrace).
+// body. Cost: one call (see db.AddTrace).
 func (a *Analytics) handleAddTrace(w http.ResponseWriter, r *http.Request) {
 	t, err := a.parseTrace(r)
 	if err != nil {

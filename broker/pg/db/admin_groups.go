@@ -198,7 +198,9 @@ var ErrNoSuchPartition = errors.New("partition not found")
 // whether a cursor moved and, if so, the creation time of that message (at
 // segment granularity). One statement: the partition by
 // queues_tenant_name_key and its (queue_id, name) key, its newest segment by
-// log_segments_pkey, and the seek.
+// log_segments_pkey, and the seek. The seek's CTE names a column: on Citus
+// it is a result the shards' query reads, which a row of no columns cannot
+// be ("a column definition list is required").
 func (d *DB) SeekPartitionToEnd(ctx context.Context, tenant, group, queue, partition string) (*MovedCursor, *time.Time, error) {
 	var m MovedCursor
 	var at *time.Time
@@ -210,7 +212,8 @@ func (d *DB) SeekPartitionToEnd(ctx context.Context, tenant, group, queue, parti
 			  FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
 			 WHERE q.tenant = $1 AND q.name = $2 AND p.name = $3
 		), u AS MATERIALIZED (
-			SELECT FROM queen.seek_to_v2(p_tenant => $1, p_queue => $2, p_group => $4, p_partition => $3, p_at => 'infinity')
+			SELECT partition_id FROM queen.seek_to_v2(p_tenant => $1, p_queue => $2, p_group => $4, p_partition => $3,
+			                                          p_at => 'infinity')
 		)
 		SELECT p.queue_id, p.id, EXISTS (SELECT FROM u), p.newest FROM p`, tenant, queue, partition, group).
 		Scan(&m.Queue, &m.Partition, &updated, &at)

@@ -22,37 +22,16 @@ type NewTrace struct {
 }
 
 // AddTrace records a trace against the tenant's message, and reports
-// whether the message exists. One statement: the partition by its primary
-// key, the message's offset through queen.txid_offsets, and the inserts.
-// The consumer that traces a message usually holds it in its group's
-// current batch, so the offset is looked for among the transaction ids of
-// that batch's segments first; only a message outside it costs a walk
-// over every segment of the partition.
+// whether the message exists: queen.trace_add, one call, on Citus one
+// command to the partition's worker.
 func (d *DB) AddTrace(ctx context.Context, tenant string, t NewTrace) (bool, error) {
-	var n int
-	err := d.q.QueryRow(ctx, `WITH m AS (
-			SELECT p.id, coalesce(
-			         (SELECT (queen.txid_offsets(p_partition_id => p.id, p_from => c.batch_start, p_to => c.batch_end,
-			                                     p_txids => ARRAY[$3::text]))[1]
-			            FROM queen.cursors c
-			           WHERE c.partition_id = p.id AND c.consumer_group = $5 AND c.batch_end IS NOT NULL),
-			         (queen.txid_offsets(p_partition_id => p.id, p_from => 0, p_to => p.next_offset,
-			                             p_txids => ARRAY[$3::text]))[1]) AS off
-			  FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id AND q.tenant = $1
-			 WHERE p.id = $2),
-		t AS (
-			INSERT INTO queen.traces (id, partition_id, transaction_id, message_offset, consumer_group, event_type, data, worker_id)
-			SELECT $4, m.id, $3, m.off, $5, $6, $7, $8 FROM m WHERE m.off IS NOT NULL
-			RETURNING id),
-		n AS (
-			INSERT INTO queen.trace_names (tenant, name, trace_id)
-			SELECT $1, name, t.id FROM t, unnest($9::text[]) AS name)
-		SELECT count(*) FROM t`,
-		tenant, t.PartitionID, t.TransactionID, t.ID, t.ConsumerGroup, t.EventType, t.Data, t.Worker, t.Names).Scan(&n)
+	var found bool
+	err := d.q.QueryRow(ctx, `SELECT queen.trace_add($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		t.PartitionID, tenant, t.TransactionID, t.ID, t.ConsumerGroup, t.EventType, t.Data, t.Worker, t.Names).Scan(&found)
 	if err != nil {
 		return false, fmt.Errorf("record a trace: %w", err)
 	}
-	return n == 1, nil
+	return found, nil
 }
 
 // Trace is a recorded trace; Queue, Partition and the frame are filled by
@@ -80,11 +59,13 @@ type Trace struct {
 const maxMessageTraces = 1000
 
 // traceNamesSQL is a trace's names, sorted.
-const traceNamesSQL = `coalesce((SELECT array_agg(n.name ORDER BY n.name) FROM queen.trace_names n WHERE n.trace_id = t.id), '{}')`
+const traceNamesSQL = `coalesce((SELECT array_agg(n.name ORDER BY n.name) FROM queen.trace_names n
+	WHERE n.partition_id = t.partition_id AND n.trace_id = t.id), '{}')`
 
 // MessageTraces lists the traces of the tenant's message, oldest first, at
 // most 1,000. One statement: traces (partition_id, transaction_id, id),
-// with each trace's names by trace_names (trace_id).
+// with each trace's names by trace_names (partition_id, trace_id): on
+// Citus one statement on the partition's shard.
 func (d *DB) MessageTraces(ctx context.Context, tenant string, partition uuid.UUID, txid string) ([]Trace, error) {
 	return collect(ctx, d, `SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at, `+traceNamesSQL+`
 		  FROM queen.traces t
@@ -101,7 +82,9 @@ func (d *DB) MessageTraces(ctx context.Context, tenant string, partition uuid.UU
 // first, and how many carry it. Two statements: a count over the range of
 // trace_names' primary key (tenant, name), and the page along it, each
 // trace joined to its partition, queue, names and the segment that holds
-// its message (log_segments' primary key).
+// its message (log_segments' primary key). On Citus both run over every
+// shard (an admin listing, off the hot path: CITUS.md), the page's rows
+// joined within each shard, since a trace's names lie beside it.
 func (d *DB) TracesByName(ctx context.Context, tenant, name string, limit, offset int) ([]Trace, int64, error) {
 	var total int64
 	if err := d.q.QueryRow(ctx, `SELECT count(*) FROM queen.trace_names WHERE tenant = $1 AND name = $2`, tenant, name).
@@ -112,7 +95,7 @@ func (d *DB) TracesByName(ctx context.Context, tenant, name string, limit, offse
 			t.worker_id, t.created_at, `+traceNamesSQL+`, q.name, p.name, t.message_offset,
 			sg.base_offset, sg.frame_count, sg.body, sg.checksum
 		  FROM queen.trace_names tn
-		  JOIN queen.traces t ON t.id = tn.trace_id
+		  JOIN queen.traces t ON t.partition_id = tn.partition_id AND t.id = tn.trace_id
 		  JOIN queen.partitions p ON p.id = t.partition_id
 		  JOIN queen.queues q ON q.id = p.queue_id
 		  LEFT JOIN LATERAL (SELECT s.base_offset, s.frame_count, s.body, s.checksum FROM queen.log_segments s
@@ -148,7 +131,7 @@ type TraceName struct {
 func (d *DB) TraceNames(ctx context.Context, tenant string, limit, offset int) ([]TraceName, int64, error) {
 	rows, err := d.q.Query(ctx, `SELECT tn.name, count(*), count(DISTINCT (t.partition_id, t.transaction_id)),
 			max(t.created_at), count(*) OVER ()
-		  FROM queen.trace_names tn JOIN queen.traces t ON t.id = tn.trace_id
+		  FROM queen.trace_names tn JOIN queen.traces t ON t.partition_id = tn.partition_id AND t.id = tn.trace_id
 		 WHERE tn.tenant = $1
 		 GROUP BY tn.name ORDER BY max(t.created_at) DESC, tn.name LIMIT $2 OFFSET $3`, tenant, limit, offset)
 	if err != nil {

@@ -27,6 +27,7 @@ var (
 	byPartition = []struct{ table, column string }{
 		{"queen.partitions", "id"}, {"queen.cursors", "partition_id"}, {"queen.log_segments", "partition_id"},
 		{"queen.push_dedup", "partition_id"}, {"queen.dead_letters", "partition_id"}, {"queen.traces", "partition_id"},
+		{"queen.trace_names", "partition_id"},
 		{"queen_streams.state", "partition_id"}, {"queen_streams.state_rows", "partition_id"},
 		{"queen_streams.sink_writes", "partition_id"}, {"queen_streams.savepoint_cursors", "partition_id"},
 		{"queen_streams.savepoint_state", "partition_id"},
@@ -43,11 +44,15 @@ var (
 		{"queen_streams.cycle_next_v2(uuid, queen_streams.cycle_request, jsonb, uuid, integer, bigint)", "$1"},
 		// Retention's work on the partitions of one shard (CITUS.md, section 3).
 		{"queen.raise_floors_v2(uuid, uuid[], bigint[])", "$1"}, {"queen.drop_below_floors_v2(uuid, uuid[], integer)", "$1"},
+		{"queen.trace_add(uuid, text, text, uuid, text, text, jsonb, text, text[])", "$1"},
 	}
 	byTenantTables    = []string{"queen_streams.quota_budget", "queen_streams.quota_meter", "queen_streams.quota_refusals"}
 	byTenantColocated = "queen_streams.quota_budget"
-	// traceNamesKey is the foreign key from trace_names to traces, which
-	// Citus cannot hold (unfit) and distribute does not put back.
+	// traceNamesKey is the foreign key from trace_names to traces by trace
+	// id alone, kept one release on PostgreSQL for the previous release's
+	// brokers (migration 0019), which Citus cannot hold (unfit) and
+	// distribute does not put back: the key on (partition_id, trace_id)
+	// cascades in its place.
 	traceNamesKey = "trace_names_trace_id_fkey"
 	// unfit are the constraints Citus cannot hold once the tables are
 	// distributed by partition id (a unique key must contain it, and a
@@ -61,6 +66,25 @@ var (
 		`ALTER TABLE queen.trace_names DROP CONSTRAINT IF EXISTS ` + traceNamesKey,
 		`ALTER TABLE queen.traces DROP CONSTRAINT IF EXISTS traces_pkey`,
 		`ALTER TABLE queen.traces ADD PRIMARY KEY (partition_id, id)`,
+		// A plain database restored here may hold names that the previous
+		// release's brokers wrote without their partition id (migration
+		// 0019): they take it from their trace before it joins the key.
+		// Only while the table is not placed yet: Citus plans no join of
+		// the two tables but on the partition id.
+		`DO $$ BEGIN
+		    IF NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'queen.trace_names'::regclass) THEN
+		        UPDATE queen.trace_names n SET partition_id = t.partition_id FROM queen.traces t
+		         WHERE n.partition_id IS NULL AND t.id = n.trace_id;
+		    END IF;
+		END $$`,
+		`ALTER TABLE queen.trace_names ALTER COLUMN partition_id SET NOT NULL`,
+		`ALTER TABLE queen.trace_names DROP CONSTRAINT IF EXISTS trace_names_pkey`,
+		`ALTER TABLE queen.trace_names ADD PRIMARY KEY (tenant, name, trace_id, partition_id)`,
+		// What only the previous release's brokers need, which a trace
+		// would otherwise write for nothing: traces' second key on
+		// (partition_id, id), and trace_names' index by trace id alone.
+		`ALTER TABLE queen.traces DROP CONSTRAINT IF EXISTS traces_partition_id_id_key`,
+		`DROP INDEX IF EXISTS queen.trace_names_trace_idx`,
 	}
 )
 

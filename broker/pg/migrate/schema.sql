@@ -314,6 +314,15 @@ CREATE FUNCTION queen.shard_leads(p_ids uuid[]) RETURNS uuid[]
 $$;
 
 --
+-- Name: trace_add(uuid, text, text, uuid, text, text, jsonb, text, text[]); Type: FUNCTION; Schema: queen; Owner: -
+--
+
+CREATE FUNCTION queen.trace_add(p_partition_id uuid, p_tenant text, p_txid text, p_id uuid, p_group text, p_event_type text, p_data jsonb, p_worker text, p_names text[]) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$ -- the body of functions/queen.trace_add.sql
+$$;
+
+--
 -- Name: txid_offset_rows(uuid, bigint, bigint, text[]); Type: FUNCTION; Schema: queen; Owner: -
 --
 
@@ -901,7 +910,8 @@ CREATE TABLE queen.system_flags (
 CREATE TABLE queen.trace_names (
     tenant text NOT NULL,
     name text NOT NULL,
-    trace_id uuid NOT NULL
+    trace_id uuid NOT NULL,
+    partition_id uuid
 );
 
 --
@@ -1195,6 +1205,13 @@ ALTER TABLE ONLY queen.trace_names
     ADD CONSTRAINT trace_names_pkey PRIMARY KEY (tenant, name, trace_id);
 
 --
+-- Name: traces traces_partition_id_id_key; Type: CONSTRAINT; Schema: queen; Owner: -
+--
+
+ALTER TABLE ONLY queen.traces
+    ADD CONSTRAINT traces_partition_id_id_key UNIQUE (partition_id, id);
+
+--
 -- Name: traces traces_pkey; Type: CONSTRAINT; Schema: queen; Owner: -
 --
 
@@ -1328,6 +1345,12 @@ CREATE INDEX queue_minutes_minute_brin ON queen.queue_minutes USING brin (minute
 CREATE INDEX retention_events_tenant_at_idx ON queen.retention_events USING btree (tenant, at);
 
 --
+-- Name: trace_names_partition_trace_idx; Type: INDEX; Schema: queen; Owner: -
+--
+
+CREATE INDEX trace_names_partition_trace_idx ON queen.trace_names USING btree (partition_id, trace_id);
+
+--
 -- Name: trace_names_trace_idx; Type: INDEX; Schema: queen; Owner: -
 --
 
@@ -1385,6 +1408,13 @@ ALTER TABLE ONLY queen.partitions
 
 ALTER TABLE ONLY queen.subscriptions
     ADD CONSTRAINT subscriptions_queue_id_fkey FOREIGN KEY (queue_id) REFERENCES queen.queues(id) ON DELETE CASCADE;
+
+--
+-- Name: trace_names trace_names_partition_trace_fkey; Type: FK CONSTRAINT; Schema: queen; Owner: -
+--
+
+ALTER TABLE ONLY queen.trace_names
+    ADD CONSTRAINT trace_names_partition_trace_fkey FOREIGN KEY (partition_id, trace_id) REFERENCES queen.traces(partition_id, id) ON DELETE CASCADE;
 
 --
 -- Name: trace_names trace_names_trace_id_fkey; Type: FK CONSTRAINT; Schema: queen; Owner: -
