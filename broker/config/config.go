@@ -216,7 +216,7 @@ func Parse(name string, args []string, getenv func(string) string) (Config, erro
 	f.StrEnv(&c.MetricsListen, "metrics-listen", "REGENT_METRICS_LISTEN", DefaultMetricsListen, "listen address of /metrics and /metrics/prometheus, apart from the API")
 	f.StrEnv(&c.DatabaseURL, "database-url", "DATABASE_URL", "", "PostgreSQL connection string")
 	f.IntEnv(&c.PoolSize, "pool-size", "REGENT_POOL_SIZE", 20, "maximum PostgreSQL connections")
-	f.BoolEnv(&c.CitusRoute, "citus-route", "REGENT_CITUS_ROUTE", true, "on Citus, send each push, pop, ack, cycle and state read straight to the node that holds its partition, over a pool of --pool-size on each node, rather than through the coordinator")
+	f.BoolEnv(&c.CitusRoute, "citus-route", "REGENT_CITUS_ROUTE", true, "on Citus, send each push, pop, ack, cycle, state read and trace straight to the node that holds its partition, over a pool of --pool-size on each node, rather than through the coordinator")
 	f.IntEnv(&c.PushCalls, "push-calls", "REGENT_PUSH_CALLS", DefaultPushCalls, "push calls to PostgreSQL in flight; pushes that arrive while all are join the next call")
 	f.StrEnv(&logLevel, "log-level", "REGENT_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	f.StrEnv(&c.LogFormat, "log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json")

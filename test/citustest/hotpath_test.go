@@ -163,7 +163,7 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 			return err
 		}},
 		{"trace", "queen.trace_add(", func(pid uuid.UUID) error {
-			found, err := d.AddTrace(ctx, "default", db.NewTrace{ID: uuid.New(), PartitionID: pid, TransactionID: pushed[pid],
+			found, err := hot.AddTrace(ctx, tenant, db.NewTrace{ID: uuid.New(), PartitionID: pid, TransactionID: pushed[pid],
 				ConsumerGroup: "g", EventType: "info", Data: json.RawMessage(`{"step": 1}`), Names: []string{"n"}, Worker: "w"})
 			if err == nil && !found {
 				err = fmt.Errorf("the trace found no message")
@@ -186,7 +186,7 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 		}},
 		{"ripe read", "FROM queen_streams.state", func(pid uuid.UUID) error {
 			n, end := 0, 2.0
-			err := hot.State(ctx, db.StateFilter{Tenant: tenant, QueryID: reg.QueryID, PartitionID: pid,
+			err := hot.State(ctx, db.StateFilter{QueryID: reg.QueryID, PartitionID: pid,
 				RipeAtOrBefore: &end, Mark: true}, func(string, []byte, time.Time) { n++ })
 			if err == nil && n != 1 {
 				err = fmt.Errorf("the ripe read read %d rows; want the cycles' one", n)
@@ -200,7 +200,7 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 			return ackNone(hot.AckCursor, pid, db.AckCompleted)
 		}},
 		{"state read", "FROM queen_streams.state", func(pid uuid.UUID) error {
-			return hot.State(ctx, db.StateFilter{Tenant: tenant, QueryID: uuid.New(), PartitionID: pid},
+			return hot.State(ctx, db.StateFilter{QueryID: uuid.New(), PartitionID: pid},
 				func(string, []byte, time.Time) {})
 		}},
 	}

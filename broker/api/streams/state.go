@@ -29,7 +29,6 @@ func (s *Service) stateGet(w http.ResponseWriter, r *http.Request) {
 	}
 	id := auth.FromContext(r.Context())
 	f := db.StateFilter{
-		Tenant:         id.Tenant,
 		Keys:           req.Keys,
 		KeyPrefix:      req.KeyPrefix,
 		RipeAtOrBefore: req.RipeAtOrBefore,
@@ -58,19 +57,27 @@ func (s *Service) stateGet(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if !s.ownPartition(w, r, f.Tenant, f.PartitionID) {
+	if !s.ownPartition(w, r, id.Tenant, f.PartitionID) {
 		return
 	}
 	// The rows go straight into the answer, values as PostgreSQL sent them.
 	body := append(make([]byte, 0, 4096), `{"success":true,"rows":[`...)
+	// Another tenant's query reads as an unknown one: no rows.
+	owns, err := s.catalog.OwnsQuery(r.Context(), id.Tenant, f.QueryID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	n := 0
-	err = s.db.State(r.Context(), f, func(key string, value []byte, updated time.Time) {
-		if n > 0 {
-			body = append(body, ',')
-		}
-		n++
-		body = appendStateRow(body, key, value, updated)
-	})
+	if owns {
+		err = s.db.State(r.Context(), f, func(key string, value []byte, updated time.Time) {
+			if n > 0 {
+				body = append(body, ',')
+			}
+			n++
+			body = appendStateRow(body, key, value, updated)
+		})
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -43,6 +43,10 @@ type Catalog struct {
 	queues map[queueKey]*queueEntry
 	byID   map[uuid.UUID]*slot[*Partition]
 	nparts int // partitions cached, over every queue
+	// owners are the tenants of the streaming queries looked up, at most
+	// size of them. A query's tenant never changes, and a deleted query
+	// takes its state with it, so an answer never goes stale.
+	owners map[uuid.UUID]string
 }
 
 // queueEntry is a cached queue and its cached partitions by name. They
@@ -99,6 +103,9 @@ type Store interface {
 	// OwnedPartitions answers, in order, each ref's partition, or a row
 	// with the nil id when it does not exist or is another tenant's.
 	OwnedPartitions(ctx context.Context, refs []Ref) ([]PartitionRow, error)
+	// QueryTenant answers the tenant of a streaming query, ErrNotFound
+	// when it does not exist.
+	QueryTenant(ctx context.Context, id uuid.UUID) (string, error)
 }
 
 // Ref is a partition by its id, as a tenant names it.
@@ -128,7 +135,8 @@ type PartitionRow struct {
 // New returns an empty Catalog over d that caches at most size partitions
 // and size queues (at least one of each).
 func New(d Store, size int) *Catalog {
-	return &Catalog{db: d, size: max(size, 1), queues: map[queueKey]*queueEntry{}, byID: map[uuid.UUID]*slot[*Partition]{}}
+	return &Catalog{db: d, size: max(size, 1), queues: map[queueKey]*queueEntry{}, byID: map[uuid.UUID]*slot[*Partition]{},
+		owners: map[uuid.UUID]string{}}
 }
 
 type queueKey struct{ tenant, name string }
@@ -501,4 +509,39 @@ func (c *Catalog) OwnedPartition(ctx context.Context, tenant string, id uuid.UUI
 		return nil, ErrNotFound
 	}
 	return c.remember(partitionFrom(tenant, found[0], now)), nil
+}
+
+// OwnsQuery reports whether the streaming query id exists and is tenant's:
+// false alike for another tenant's and for none, so that a foreign id looks
+// exactly like an unknown one. A cached answer costs no round trip; only
+// queries that exist are cached, so one registered later is found.
+func (c *Catalog) OwnsQuery(ctx context.Context, tenant string, id uuid.UUID) (bool, error) {
+	c.mu.RLock()
+	owner, ok := c.owners[id]
+	c.mu.RUnlock()
+	if ok {
+		return owner == tenant, nil
+	}
+	owner, err := c.db.QueryTenant(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.owners) >= c.size {
+		// Any eighth goes: every answer is as good as another, and a
+		// dropped one is read again.
+		n := c.size / 8
+		for k := range c.owners {
+			if n--; n < 0 {
+				break
+			}
+			delete(c.owners, k)
+		}
+	}
+	c.owners[id] = owner
+	return owner == tenant, nil
 }

@@ -168,3 +168,26 @@ func TestARefreshOfAQueueRebindsItsPartitionsAndNoOthers(t *testing.T) {
 	require.Equal(t, 2, nq)
 	require.Equal(t, 3, np)
 }
+
+// TestOwnsQueryIsFalseAlikeForAnotherTenantsAndForNone: a streaming query
+// is its tenant's alone, from the database and from the cache, and an
+// unknown id is no one's.
+func TestOwnsQueryIsFalseAlikeForAnotherTenantsAndForNone(t *testing.T) {
+	t.Parallel()
+	cat, d := newCatalog(t)
+	ctx := context.Background()
+	reg, err := d.Register(ctx, db.Registration{Tenant: "default", Name: "sq", Source: "q", ConfigHash: "h"})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		tenant string
+		id     uuid.UUID
+		want   bool
+	}{{"default", reg.QueryID, true}, {"other", reg.QueryID, false}, {"default", uuid.New(), false}, {"default", reg.QueryID, true}} {
+		got, err := cat.OwnsQuery(ctx, tc.tenant, tc.id)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got, "tenant %s, query %s", tc.tenant, tc.id)
+	}
+	unknown, err := cat.OwnsQuery(ctx, "default", uuid.Nil)
+	require.NoError(t, err)
+	require.False(t, unknown)
+}

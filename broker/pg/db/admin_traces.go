@@ -23,10 +23,10 @@ type NewTrace struct {
 
 // AddTrace records a trace against the tenant's message, and reports
 // whether the message exists: queen.trace_add, one call, on Citus one
-// command to the partition's worker.
+// command to the partition's worker, sent to it straight (Options.Route).
 func (d *DB) AddTrace(ctx context.Context, tenant string, t NewTrace) (bool, error) {
 	var found bool
-	err := d.q.QueryRow(ctx, `SELECT queen.trace_add($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+	err := d.on(t.PartitionID).QueryRow(ctx, `SELECT queen.trace_add($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		t.PartitionID, tenant, t.TransactionID, t.ID, t.ConsumerGroup, t.EventType, t.Data, t.Worker, t.Names).Scan(&found)
 	if err != nil {
 		return false, fmt.Errorf("record a trace: %w", err)

@@ -105,3 +105,17 @@ func (d *DB) OwnedPartitions(ctx context.Context, refs []catalog.Ref) ([]catalog
 	}
 	return out, nil
 }
+
+// QueryTenant returns the tenant of the streaming query id:
+// catalog.ErrNotFound when it does not exist.
+func (d *DB) QueryTenant(ctx context.Context, id uuid.UUID) (string, error) {
+	var tenant string
+	err := d.q.QueryRow(ctx, `SELECT tenant FROM queen_streams.queries WHERE id = $1`, id).Scan(&tenant)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", catalog.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("look up query %s: %w", id, err)
+	}
+	return tenant, nil
+}
