@@ -87,15 +87,13 @@ func Start(t testing.TB, dbURL string, n int, args ...string) []*Broker {
 	dir := t.TempDir()
 	bs := make([]*Broker, n)
 	for i := range bs {
-		port, err := pgtest.FreePort()
+		// Both at once: a port asked for after the first was let go can be
+		// the same one, and the broker's two listeners then collide.
+		ports, err := pgtest.FreePorts(2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mport, err := pgtest.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		maddr := "127.0.0.1:" + strconv.Itoa(mport)
+		port, maddr := ports[0], "127.0.0.1:"+strconv.Itoa(ports[1])
 		log, err := os.Create(filepath.Join(dir, fmt.Sprintf("broker-%d.log", i)))
 		if err != nil {
 			t.Fatal(err)

@@ -206,6 +206,18 @@ const (
 	sweepRounds     = 64
 )
 
+// A claim that finds the database unreachable, on Citus the node of its
+// first candidate or of one it came to, gives up its first candidate for
+// unreachableWait and tries again with the others, up to unreachableTries
+// claims in a pop, so that while a node is down the partitions of the
+// others are served (the node test: 7 of 24 pops over a queue served
+// without it, 22 with 4 tries, 24 with 8); past them the pop answers 503.
+// On one PostgreSQL every try fails alike, and at once.
+const (
+	unreachableTries = 8
+	unreachableWait  = time.Second
+)
+
 // claimHot claims from the candidates of the hot list and settles each one
 // queen.pop_v2 looked at. The hot list keeps a partition that was drained (by
 // an auto-ack pop, or through the partition route, which settles nothing)
@@ -219,7 +231,7 @@ const (
 // replica may not have reached yet. The partition
 // whose mark woke the pop (uuid.Nil: none) is tried first.
 func (s *Store) claimHot(ctx context.Context, p *PopRequest, q *catalog.Queue, leaseID uuid.UUID, idle *Popped, woken uuid.UUID) ([]db.PopClaim, error) {
-	n, reseeded := p.Partitions+extraCandidates, false
+	n, reseeded, unreachable := p.Partitions+extraCandidates, false, 0
 	if !s.hot.Seeded(q.ID, p.Group) {
 		if _, err := s.seed(ctx, q.ID, p.Group); err != nil {
 			return nil, err
@@ -247,7 +259,11 @@ func (s *Store) claimHot(ctx context.Context, p *PopRequest, q *catalog.Queue, l
 		}
 		claims, looks, err := s.claim(context.WithoutCancel(ctx), p, q, parts, leaseID)
 		if err != nil {
-			return nil, err
+			if unreachable++; !db.Unavailable(err) || unreachable == unreachableTries {
+				return nil, err
+			}
+			s.hot.Settle(q.ID, p.Group, cands[0], hotlist.Busy, time.Now().Add(unreachableWait))
+			continue
 		}
 		if len(claims) > 0 { // it had what it wanted before it came to the rest
 			s.hot.Return(q.ID, p.Group, cands[len(looks):])
