@@ -534,7 +534,7 @@ func (c *Catalog) OwnsQuery(ctx context.Context, tenant string, id uuid.UUID) (b
 	if len(c.owners) >= c.size {
 		// Any eighth goes: every answer is as good as another, and a
 		// dropped one is read again.
-		n := c.size / 8
+		n := max(c.size/8, 1)
 		for k := range c.owners {
 			if n--; n < 0 {
 				break

@@ -191,3 +191,22 @@ func TestOwnsQueryIsFalseAlikeForAnotherTenantsAndForNone(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, unknown)
 }
+
+// TestQueryOwnersStayWithinTheCatalogsSize: the owners cached never pass
+// the catalog's size, and each answer stays right as they turn over.
+func TestQueryOwnersStayWithinTheCatalogsSize(t *testing.T) {
+	t.Parallel()
+	d := db.New(pgtest.New(t))
+	cat := catalog.New(d, 2)
+	ctx := context.Background()
+	for i := range 5 {
+		reg, err := d.Register(ctx, db.Registration{Tenant: "default", Name: fmt.Sprintf("sq%d", i), Source: "q", ConfigHash: "h"})
+		require.NoError(t, err)
+		for _, tenant := range []string{"default", "other"} {
+			owns, err := cat.OwnsQuery(ctx, tenant, reg.QueryID)
+			require.NoError(t, err)
+			require.Equal(t, tenant == "default", owns)
+			require.LessOrEqual(t, cat.Owners(), 2)
+		}
+	}
+}

@@ -38,3 +38,10 @@ func (c *Catalog) Expire(tenant, name string) {
 		s.v = &Partition{ID: s.v.ID, Name: s.v.Name, Queue: &old}
 	}
 }
+
+// Owners returns how many query owners c caches.
+func (c *Catalog) Owners() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.owners)
+}
