@@ -147,21 +147,21 @@ func (d *DB) WatchNodes(ctx context.Context, every time.Duration, log *slog.Logg
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for citus := false; ; {
-		var err error
 		if !citus {
-			err = d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`).Scan(&citus)
+			// Unreachable at start: asked again at the next tick, and
+			// the broker's requests say so themselves (503).
+			err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`).Scan(&citus)
 			if err == nil && !citus {
 				return
 			}
 		}
 		if citus {
-			var n int
-			if n, err = d.refreshNodes(ctx); n > 0 {
+			switch n, err := d.refreshNodes(ctx); {
+			case err != nil && ctx.Err() == nil:
+				log.Warn("the Citus shard map was not read; hot calls keep the map in force, or go through the coordinator before the first", "err", err)
+			case n > 0:
 				log.Info("hot calls go straight to the Citus nodes that hold their partitions", "nodes", n)
 			}
-		}
-		if err != nil && ctx.Err() == nil {
-			log.Warn("the Citus shard map was not read; hot calls keep the map in force, or go through the coordinator before the first", "err", err)
 		}
 		select {
 		case <-ctx.Done():
