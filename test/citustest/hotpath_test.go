@@ -229,7 +229,7 @@ func TestEveryHotCallIsOneCommandToThePartitionsWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(routed.Close)
-	if err := routed.RefreshNodes(ctx); err != nil {
+	if _, err := routed.RefreshNodes(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `CREATE EXTENSION pg_stat_statements`); err != nil {

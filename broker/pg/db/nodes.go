@@ -18,6 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/regent-mq/regent/broker/pg/migrate"
 )
 
 // nodes are, on Citus, a pool on every node that holds shards of
@@ -81,16 +83,10 @@ const nodesSQL = `SELECT s.shardminvalue::int4, n.groupid = 0, n.nodename, n.nod
 
 // RefreshNodes reads the shard map again, on Citus, and opens a pool on a
 // node that it names for the first time (without Options.Route it does
-// nothing). A node that holds no shard any more keeps its pool until Close:
-// calls may still hold it.
-func (d *DB) RefreshNodes(ctx context.Context) error {
-	_, err := d.refreshNodes(ctx)
-	return err
-}
-
-// refreshNodes is RefreshNodes, and tells how many nodes the new map names
-// when they are not the nodes of the map it replaces (0 when they are).
-func (d *DB) refreshNodes(ctx context.Context) (int, error) {
+// nothing). It tells how many nodes the new map names when they are not
+// the nodes of the map it replaces (0 when they are). A node that holds no
+// shard any more keeps its pool until Close: calls may still hold it.
+func (d *DB) RefreshNodes(ctx context.Context) (int, error) {
 	if d.nodes == nil {
 		return 0, nil
 	}
@@ -150,13 +146,13 @@ func (d *DB) WatchNodes(ctx context.Context, every time.Duration, log *slog.Logg
 		if !citus {
 			// Unreachable at start: asked again at the next tick, and
 			// the broker's requests say so themselves (503).
-			err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`).Scan(&citus)
-			if err == nil && !citus {
+			var err error
+			if citus, err = migrate.OnCitus(ctx, d.pool); err == nil && !citus {
 				return
 			}
 		}
 		if citus {
-			switch n, err := d.refreshNodes(ctx); {
+			switch n, err := d.RefreshNodes(ctx); {
 			case err != nil && ctx.Err() == nil:
 				log.Warn("the Citus shard map was not read; hot calls keep the map in force, or go through the coordinator before the first", "err", err)
 			case n > 0:
@@ -216,8 +212,11 @@ func (n *nodes) all() []*pgxpool.Pool {
 	return slices.Collect(maps.Values(n.pools))
 }
 
-// close closes every node's pool.
+// close closes every node's pool; nil-safe.
 func (n *nodes) close() {
+	if n == nil {
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, p := range n.pools {

@@ -66,9 +66,7 @@ const DedupWindowSetting = "regent.dedup_window_seconds"
 
 // Close closes the pools, waiting for their connections to be released.
 func (d *DB) Close() {
-	if d.nodes != nil {
-		d.nodes.close()
-	}
+	d.nodes.close()
 	d.pool.Close()
 }
 

@@ -51,8 +51,9 @@ func (d *DB) Push(ctx context.Context, segs Segments) ([]int64, Duplicates, erro
 }
 
 func (d *DB) push(ctx context.Context, segs Segments) ([]int64, Duplicates, error) {
-	rows, err := d.on(shard(segs.Partitions)).Query(ctx, logPushSQL, segs.Partitions, segs.Frames, segs.Bodies, segs.Checksums, segs.TxIDs,
-		segs.MinAt, segs.MaxAt, segs.Dedups, segs.DedupTxIDs, segs.DedupMsgIDs, shard(segs.Partitions), d.dedupWindow)
+	key := shard(segs.Partitions)
+	rows, err := d.on(key).Query(ctx, logPushSQL, segs.Partitions, segs.Frames, segs.Bodies, segs.Checksums, segs.TxIDs,
+		segs.MinAt, segs.MaxAt, segs.Dedups, segs.DedupTxIDs, segs.DedupMsgIDs, key, d.dedupWindow)
 	if err != nil {
 		return nil, nil, fmt.Errorf("push: %w", err)
 	}

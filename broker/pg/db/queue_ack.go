@@ -155,8 +155,9 @@ func (d *DB) ack(ctx context.Context, tenant string, acks []QueueAck) ([]AckResu
 	// is no message for the next one, so each call after the first asks for
 	// items never asked for before: the loop ends, after two calls when
 	// nothing changes meanwhile.
-	args := []any{shard(pids), tenant, pids, groups, txids, statuses, leases, errs}
-	on := d.on(shard(pids))
+	key := shard(pids)
+	args := []any{key, tenant, pids, groups, txids, statuses, leases, errs}
+	on := d.on(key)
 	var dl deadLetters
 	asked := map[int32]bool{}
 	for {

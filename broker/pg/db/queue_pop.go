@@ -71,7 +71,8 @@ const popSQL = `SELECT partition_id, partition_name, outcome, retry_at, batch_st
 		p_partitions => $6, p_batch => $7, p_lease_id => $8, p_sub_start => $9, p_max_bytes => $10)`
 
 func (d *DB) pop(ctx context.Context, c *PopCall, candidates []uuid.UUID) (claims []PopClaim, looks []PopLook, gone bool, err error) {
-	rows, err := d.on(shard(candidates)).Query(ctx, popSQL, shard(candidates), c.Tenant, ids.ID(c.QueueID), ids.IDs(candidates), c.Group, c.Partitions,
+	key := shard(candidates)
+	rows, err := d.on(key).Query(ctx, popSQL, key, c.Tenant, ids.ID(c.QueueID), ids.IDs(candidates), c.Group, c.Partitions,
 		c.Batch, pgtype.UUID{Bytes: c.LeaseID, Valid: c.LeaseID != uuid.Nil}, c.SubStart, c.MaxBytes)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("pop %q: %w", c.Queue, err)

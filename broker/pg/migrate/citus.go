@@ -88,16 +88,26 @@ var (
 	}
 )
 
+// OnCitus reports whether the database has the citus extension: the mode
+// in which migrate places the tables (CITUS.md), and in which the broker
+// sends its hot calls to the nodes.
+func OnCitus(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (bool, error) {
+	var installed bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`).Scan(&installed); err != nil {
+		return false, fmt.Errorf("look for the citus extension: %w", err)
+	}
+	return installed, nil
+}
+
 // citus reports whether the database has the citus extension, and refuses a
 // Citus worker: DDL runs on the coordinator, which propagates it.
 func citus(ctx context.Context, conn *pgx.Conn) (bool, error) {
-	var installed, coordinator bool
-	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`).Scan(&installed)
-	if err != nil {
-		return false, fmt.Errorf("look for the citus extension: %w", err)
-	}
-	if !installed {
-		return false, nil
+	var coordinator bool
+	installed, err := OnCitus(ctx, conn)
+	if err != nil || !installed {
+		return false, err
 	}
 	if err := conn.QueryRow(ctx, `SELECT citus_is_coordinator()`).Scan(&coordinator); err != nil {
 		return false, fmt.Errorf("ask Citus for this node's role: %w", err)

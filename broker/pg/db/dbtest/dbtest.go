@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regent-mq/regent/broker/domain/segment"
+	"github.com/regent-mq/regent/broker/pg/migrate"
 )
 
 // DB is a broker's database, seen by a test.
@@ -384,7 +385,7 @@ func (d *DB) LockWaiters(ctx context.Context) (int, error) {
 // lock taken in a statement on it, is the lock of the node that holds its
 // shard.
 func (d *DB) countOnEveryNode(ctx context.Context, count string) (int, error) {
-	citus, err := d.citus(ctx)
+	citus, err := migrate.OnCitus(ctx, d.pool)
 	if err != nil {
 		return 0, err
 	}
@@ -394,13 +395,6 @@ func (d *DB) countOnEveryNode(ctx context.Context, count string) (int, error) {
 	var n int
 	err = d.pool.QueryRow(ctx, count).Scan(&n)
 	return n, err
-}
-
-// citus reports whether the database is a Citus cluster's.
-func (d *DB) citus(ctx context.Context) (bool, error) {
-	var citus bool
-	err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`).Scan(&citus)
-	return citus, err
 }
 
 // RaiseFloor moves the floor of every partition of a tenant's queue to
@@ -481,7 +475,7 @@ func (d *DB) EmptyPartition(ctx context.Context, tenant, queue, partition string
 // 0 on PostgreSQL, whose one node holds them all.
 func (d *DB) Shard(ctx context.Context, tenant, queue, partition string) (int64, error) {
 	var shard int64
-	if citus, err := d.citus(ctx); err != nil || !citus {
+	if citus, err := migrate.OnCitus(ctx, d.pool); err != nil || !citus {
 		return 0, err
 	}
 	err := d.pool.QueryRow(ctx, `SELECT get_shard_id_for_distribution_column('queen.partitions', p.id)
